@@ -1,0 +1,243 @@
+"""``HarnessConfig``: one switch and one settings block per control, with domain presets.
+
+Settings load from keyword arguments, environment variables
+(``PIPECAT_HARNESS_<BLOCK>__<FIELD>``, e.g.
+``PIPECAT_HARNESS_TOOL_GATE__ENABLED=false``) and a YAML file, in that order
+of precedence::
+
+    config = HarnessConfig.from_yaml("harness.yaml")        # env still overrides the file
+    config = HarnessConfig.preset("airline")                  # domain defaults
+    config = config.with_controls(tool_gate=False)            # switch one control off
+"""
+
+from __future__ import annotations
+
+import contextvars
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+__all__ = [
+    "HarnessConfig",
+    "ConfigError",
+    "Domain",
+    "CONTROL_NAMES",
+    "IdentifierHoldSettings",
+    "SpellingSettings",
+    "SilentReplySettings",
+    "ToolGateSettings",
+    "HistorySettings",
+    "ChecklistSettings",
+    "GraderSettings",
+    "TraceSettings",
+]
+
+Domain = Literal["retail", "airline", "telecom"]
+
+#: The switchable controls, by the name used in configs, scenarios and ``eval --toggle``.
+CONTROL_NAMES = ("identifier_hold", "spelling", "silent_reply", "tool_gate", "history", "checklist", "grader")
+
+_yaml_source: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("_yaml_source", default=None)
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the source and the field."""
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IdentifierHoldSettings(_Block):
+    """Hold a user turn that ends mid-identifier (input control).
+
+    Parameters:
+        enabled: Switch.
+        domain: Which identifier formats to recognise.
+        extra_wait_secs: Additional wait after the stop strategy fired.
+        max_hold_secs: Longest total hold for one turn.
+        exempt_digit_lengths: Digit-string lengths never held (complete as said).
+    """
+
+    enabled: bool = True
+    domain: Domain = "retail"
+    extra_wait_secs: float = Field(default=2.5, ge=0, le=30)
+    max_hold_secs: float = Field(default=6.0, ge=0, le=60)
+    exempt_digit_lengths: list[int] = Field(default_factory=lambda: [5])
+    exempt_min_digits: int = Field(default=10, ge=1)
+
+
+class SpellingSettings(_Block):
+    """Rewrite ASR spelling artifacts before the user aggregator (input control)."""
+
+    enabled: bool = True
+    as_in: bool = True
+    letter_digit_runs: bool = True
+
+
+class SilentReplySettings(_Block):
+    """Re-ask when speech was heard but no transcript arrived during a pending confirmation."""
+
+    enabled: bool = True
+    window_secs: float = Field(default=1.5, gt=0, le=30)
+    max_reasks: int = Field(default=1, ge=0, le=5)
+    prompt: str = "Sorry, I didn't catch that. Could you say yes or no?"
+
+
+class ToolGateSettings(_Block):
+    """Decide what tool calls are forwarded (tool control).
+
+    Parameters:
+        enabled: Switch.
+        write_tools: Names of the tools that change business state.
+        handler_timeout_secs: After this a write's outcome is unknown.
+        max_argument_bytes: Largest accepted arguments payload.
+    """
+
+    enabled: bool = True
+    write_tools: list[str] = Field(default_factory=list)
+    handler_timeout_secs: float = Field(default=10.0, gt=0, le=600)
+    max_argument_bytes: int = Field(default=16_384, gt=0)
+
+
+class HistorySettings(_Block):
+    """Keep only what the caller heard in history after an interruption (history control)."""
+
+    enabled: bool = True
+    marker: bool = True
+    marker_text: str = "[interrupted by the caller after: \"{heard}\"]"
+    keep_after_removals: int = Field(default=2, ge=1, le=10)
+
+
+class ChecklistSettings(_Block):
+    """Inject the next checklist question before each model run."""
+
+    enabled: bool = False
+    checklist_path: str | None = None
+
+
+class GraderSettings(_Block):
+    """Grade every committed assistant turn off the voice loop."""
+
+    enabled: bool = False
+    constraints_path: str | None = None
+    queue_size: int = Field(default=256, gt=0)
+
+
+class TraceSettings(_Block):
+    """Where call timelines are written."""
+
+    enabled: bool = True
+    directory: str = "traces"
+
+
+_DOMAIN_PRESETS: dict[str, dict[str, Any]] = {
+    "retail": {"identifier_hold": {"domain": "retail", "extra_wait_secs": 2.5}},
+    "airline": {"identifier_hold": {"domain": "airline", "extra_wait_secs": 2.5}},
+    "telecom": {"identifier_hold": {"domain": "telecom", "extra_wait_secs": 1.5}},
+}
+
+
+class HarnessConfig(BaseSettings):
+    """The harness configuration: one block per control."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PIPECAT_HARNESS_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    domain: Domain = "retail"
+    identifier_hold: IdentifierHoldSettings = Field(default_factory=IdentifierHoldSettings)
+    spelling: SpellingSettings = Field(default_factory=SpellingSettings)
+    silent_reply: SilentReplySettings = Field(default_factory=SilentReplySettings)
+    tool_gate: ToolGateSettings = Field(default_factory=ToolGateSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
+    checklist: ChecklistSettings = Field(default_factory=ChecklistSettings)
+    grader: GraderSettings = Field(default_factory=GraderSettings)
+    trace: TraceSettings = Field(default_factory=TraceSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keyword arguments, then environment, then the YAML file given to :meth:`from_yaml`."""
+        return init_settings, env_settings, _YamlSource(settings_cls)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> HarnessConfig:
+        """Load a YAML file; environment variables override its values.
+
+        Raises:
+            ConfigError: The file is unreadable, not a mapping, or invalid.
+        """
+        path = Path(path)
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: a config must be a mapping")
+        preset = raw.get("domain")
+        data = _merge(_DOMAIN_PRESETS.get(str(preset), {}), raw)
+        token = _yaml_source.set(data)
+        try:
+            return cls()
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+        finally:
+            _yaml_source.reset(token)
+
+    @classmethod
+    def preset(cls, domain: Domain, **overrides: Any) -> HarnessConfig:
+        """Return the defaults for a domain (``retail``, ``airline``, ``telecom``)."""
+        if domain not in _DOMAIN_PRESETS:
+            raise ConfigError(f"unknown domain {domain!r}; choose one of {sorted(_DOMAIN_PRESETS)}")
+        return cls(**_merge({"domain": domain, **_DOMAIN_PRESETS[domain]}, overrides))
+
+    def with_controls(self, **switches: bool) -> HarnessConfig:
+        """Return a copy with the named controls switched on or off.
+
+        Raises:
+            ConfigError: A name is not a control.
+        """
+        unknown = set(switches) - set(CONTROL_NAMES)
+        if unknown:
+            raise ConfigError(f"unknown control(s) {sorted(unknown)}; controls are {list(CONTROL_NAMES)}")
+        update = {name: getattr(self, name).model_copy(update={"enabled": on}) for name, on in switches.items()}
+        return self.model_copy(update=update)
+
+    def only(self, *controls: str) -> HarnessConfig:
+        """Return a copy with exactly the named controls enabled."""
+        return self.with_controls(**{name: name in controls for name in CONTROL_NAMES})
+
+    def enabled_controls(self) -> frozenset[str]:
+        """Names of the controls switched on."""
+        return frozenset(name for name in CONTROL_NAMES if getattr(self, name).enabled)
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        data = _yaml_source.get() or {}
+        return data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_yaml_source.get() or {})
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -1,0 +1,81 @@
+"""``HarnessControl``: how a control plugs into a Pipecat pipeline.
+
+A control may contribute to any of four places, and only to those:
+
+* the user aggregator's turn stop strategies (``wrap_stop_strategies``);
+* processors at a named position in the pipeline (``processors``);
+* tool handlers, wrapped at registration (``wrap_function``);
+* read-only observers (``observers``).
+
+It is told of each submitted user turn (``on_user_turn``) before the model
+runs for it. Every hook has a do-nothing default, so a control implements only
+what it needs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from pipecat.observers.base_observer import BaseObserver
+from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.services.llm_service import FunctionCallParams
+
+if TYPE_CHECKING:
+    from pipecat_harness.harness import Harness
+
+__all__ = ["HarnessControl", "Placement", "PipecatHandler"]
+
+PipecatHandler = Callable[[FunctionCallParams], Awaitable[None]]
+"""A Pipecat function-call handler."""
+
+
+class Placement(enum.Enum):
+    """Where a control's processor sits in the pipeline."""
+
+    BEFORE_USER_AGGREGATOR = "before_user_aggregator"
+    """Between STT and the user aggregator (transcript rewriting)."""
+    BEFORE_LLM = "before_llm"
+    """Between the user aggregator and the LLM (per-turn directives)."""
+    AFTER_OUTPUT_TRANSPORT = "after_output_transport"
+    """Between the output transport and the assistant aggregator (what was played)."""
+    AFTER_ASSISTANT_AGGREGATOR = "after_assistant_aggregator"
+    """After the assistant aggregator committed (history correction)."""
+
+
+class HarnessControl:
+    """Base class of a switchable control.
+
+    Args:
+        harness: The harness the control belongs to (config, call id, decisions).
+    """
+
+    #: The control's name in configs, decisions and ``eval --toggle``.
+    name: str = ""
+
+    def __init__(self, harness: Harness) -> None:
+        self.harness = harness
+
+    def record(self, action: str, evidence: dict[str, Any] | None = None) -> Any:
+        """Record a decision of this control in the call's decision log."""
+        return self.harness.decisions.record(self.name, action, evidence)
+
+    def wrap_stop_strategies(self, strategies: list[Any]) -> list[Any]:
+        """Return the user-turn stop strategies to use instead of ``strategies``."""
+        return strategies
+
+    def processors(self) -> list[tuple[Placement, FrameProcessor]]:
+        """Return processors to insert, with their placement."""
+        return []
+
+    def wrap_function(self, name: str, handler: PipecatHandler, *, write: bool) -> PipecatHandler:
+        """Return the handler to register for tool ``name`` instead of ``handler``."""
+        return handler
+
+    def observers(self) -> list[BaseObserver]:
+        """Return read-only observers to add to the worker."""
+        return []
+
+    def on_user_turn(self, turn_id: int, text: str) -> None:
+        """Called when a user turn is submitted, before the model runs for it."""

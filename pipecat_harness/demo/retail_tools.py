@@ -1,0 +1,208 @@
+"""Retail demo tools over :class:`RetailDatabase`, registered through Pipecat function calling.
+
+Each tool is a plain async function of an arguments mapping that returns a
+JSON-serialisable result, so the same handlers serve Pipecat's
+``llm.register_function`` (through :func:`pipecat_function`), the tool gate and
+the proxy. Business errors (unknown order, wrong status) are returned as
+``{"error": ...}`` results; an exception means the backend failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from pipecat.adapters.schemas.function_schema import FunctionSchema
+from pipecat.adapters.schemas.tools_schema import ToolsSchema
+from pipecat.services.llm_service import FunctionCallParams
+
+from pipecat_harness.demo.retail_db import RetailDatabase
+
+__all__ = ["RetailTools", "ToolHandler", "pipecat_function", "RETAIL_WRITE_TOOLS"]
+
+ToolHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
+"""A framework-free tool handler: arguments mapping in, JSON-serialisable result out."""
+
+#: Tools that change business state.
+RETAIL_WRITE_TOOLS = frozenset({"return_items", "modify_order_address", "issue_refund", "cancel_pending_order"})
+
+_STR = {"type": "string"}
+
+
+def _schema(name: str, description: str, properties: dict[str, Any], required: list[str]) -> FunctionSchema:
+    return FunctionSchema(name=name, description=description, properties=properties, required=required)
+
+
+_SCHEMAS = [
+    _schema("find_user_id_by_email", "Find a customer's user id from their email address.",
+            {"email": _STR}, ["email"]),
+    _schema("find_user_id_by_name_zip", "Find a customer's user id from their name and zip code.",
+            {"first_name": _STR, "last_name": _STR, "zip": _STR}, ["first_name", "last_name", "zip"]),
+    _schema("get_user_details", "Get a customer's profile and order ids.", {"user_id": _STR}, ["user_id"]),
+    _schema("get_order_details", "Get an order's status, items and shipping address.",
+            {"order_id": {"type": "string", "description": "Order id such as '#W1234567'."}}, ["order_id"]),
+    _schema("return_items", "Return delivered items of an order to the original payment method.",
+            {"order_id": _STR, "item_ids": {"type": "array", "items": _STR}}, ["order_id", "item_ids"]),
+    _schema("modify_order_address", "Change the shipping address of a pending order.",
+            {"order_id": _STR, "address1": _STR, "address2": _STR, "city": _STR, "state": _STR, "zip": _STR},
+            ["order_id", "address1", "city", "state", "zip"]),
+    _schema("issue_refund", "Refund an amount on an order.",
+            {"order_id": _STR, "amount_usd": {"type": "number"}, "reason": _STR},
+            ["order_id", "amount_usd", "reason"]),
+    _schema("cancel_pending_order", "Cancel a pending order.",
+            {"order_id": _STR, "reason": _STR}, ["order_id", "reason"]),
+]
+
+
+def normalize_order_id(value: Any) -> str:
+    """Return an order id in canonical ``#W1234567`` form (callers often drop the ``#``)."""
+    text = str(value).strip().upper().replace(" ", "")
+    if text and not text.startswith("#"):
+        text = "#" + text
+    return text
+
+
+class RetailTools:
+    """The retail demo's business tools.
+
+    Args:
+        db: The business database the tools read and write.
+    """
+
+    write_tools = RETAIL_WRITE_TOOLS
+
+    def __init__(self, db: RetailDatabase) -> None:
+        self.db = db
+
+    @staticmethod
+    def schemas() -> ToolsSchema:
+        """Return the tool schemas to put in the ``LLMContext``."""
+        return ToolsSchema(standard_tools=list(_SCHEMAS))
+
+    def handlers(self) -> dict[str, ToolHandler]:
+        """Return the framework-free handlers by tool name."""
+        return {schema.name: getattr(self, schema.name) for schema in _SCHEMAS}
+
+    def register(self, llm: Any, *, wrap: Callable[[str, ToolHandler], ToolHandler] | None = None) -> None:
+        """Register every tool on a Pipecat LLM service.
+
+        Args:
+            llm: The ``LLMService`` to register on.
+            wrap: Optional wrapper applied to each handler before registration
+                (fault injection in simulations, for instance).
+        """
+        for name, handler in self.handlers().items():
+            llm.register_function(
+                name,
+                pipecat_function(wrap(name, handler) if wrap else handler),
+                cancel_on_interruption=name not in self.write_tools,
+            )
+
+    async def find_user_id_by_email(self, args: Mapping[str, Any]) -> Any:
+        """Find a user id by email."""
+        rows = await self.db.query(
+            "SELECT user_id FROM customers WHERE lower(email) = lower(?)", (str(args.get("email", "")).strip(),)
+        )
+        return {"user_id": rows[0]["user_id"]} if rows else {"error": "no customer with that email"}
+
+    async def find_user_id_by_name_zip(self, args: Mapping[str, Any]) -> Any:
+        """Find a user id by first name, last name and zip code."""
+        rows = await self.db.query(
+            "SELECT user_id FROM customers WHERE lower(first_name) = lower(?) AND lower(last_name) = lower(?)"
+            " AND zip = ?",
+            (str(args.get("first_name", "")), str(args.get("last_name", "")), str(args.get("zip", ""))),
+        )
+        return {"user_id": rows[0]["user_id"]} if rows else {"error": "no customer with that name and zip"}
+
+    async def get_user_details(self, args: Mapping[str, Any]) -> Any:
+        """Return a customer's profile and order ids."""
+        rows = await self.db.query("SELECT * FROM customers WHERE user_id = ?", (str(args.get("user_id", "")),))
+        if not rows:
+            return {"error": "user not found"}
+        orders = await self.db.query("SELECT order_id FROM orders WHERE user_id = ?", (rows[0]["user_id"],))
+        return {**rows[0], "orders": [o["order_id"] for o in orders]}
+
+    async def get_order_details(self, args: Mapping[str, Any]) -> Any:
+        """Return an order with its items and address."""
+        order = await self.db.order(normalize_order_id(args.get("order_id", "")))
+        return order if order is not None else {"error": "order not found"}
+
+    async def return_items(self, args: Mapping[str, Any]) -> Any:
+        """Record a return of delivered items."""
+        order_id = normalize_order_id(args.get("order_id", ""))
+        order = await self.db.order(order_id)
+        if order is None:
+            return {"error": "order not found"}
+        if order["status"] != "delivered":
+            return {"error": f"order is {order['status']}; only delivered orders can be returned"}
+        wanted = [str(i) for i in args.get("item_ids") or []]
+        known = {item["item_id"] for item in order["items"]}
+        if not wanted or not set(wanted) <= known:
+            return {"error": "item ids do not belong to this order"}
+        return_id = await self.db.execute(
+            "INSERT INTO returns (order_id, item_ids, payment_method) VALUES (?, ?, ?)",
+            (order_id, RetailDatabase.encode_ids(wanted), order["payment_method"]),
+        )
+        await self.db.execute(
+            f"UPDATE items SET status = 'return requested' WHERE item_id IN ({','.join('?' for _ in wanted)})",
+            wanted,
+        )
+        return {"return_id": return_id, "order_id": order_id, "item_ids": sorted(wanted), "status": "return requested"}
+
+    async def modify_order_address(self, args: Mapping[str, Any]) -> Any:
+        """Change the address of a pending order."""
+        order_id = normalize_order_id(args.get("order_id", ""))
+        order = await self.db.order(order_id)
+        if order is None:
+            return {"error": "order not found"}
+        if order["status"] != "pending":
+            return {"error": f"order is {order['status']}; only pending orders can be changed"}
+        address_id = await self.db.execute(
+            "INSERT INTO addresses (user_id, address1, address2, city, state, zip) VALUES (?, ?, ?, ?, ?, ?)",
+            (order["user_id"], str(args.get("address1", "")), str(args.get("address2", "") or ""),
+             str(args.get("city", "")), str(args.get("state", "")), str(args.get("zip", ""))),
+        )
+        await self.db.execute("UPDATE orders SET address_id = ? WHERE order_id = ?", (address_id, order_id))
+        return {"order_id": order_id, "address_id": address_id, "status": "address updated"}
+
+    async def issue_refund(self, args: Mapping[str, Any]) -> Any:
+        """Record a refund on an order."""
+        order_id = normalize_order_id(args.get("order_id", ""))
+        if await self.db.order(order_id) is None:
+            return {"error": "order not found"}
+        try:
+            amount = float(args.get("amount_usd", 0))
+        except (TypeError, ValueError):
+            return {"error": "amount_usd must be a number"}
+        if amount <= 0:
+            return {"error": "amount_usd must be positive"}
+        refund_id = await self.db.execute(
+            "INSERT INTO refunds (order_id, amount_usd, reason) VALUES (?, ?, ?)",
+            (order_id, amount, str(args.get("reason", ""))),
+        )
+        return {"refund_id": refund_id, "order_id": order_id, "amount_usd": amount, "status": "refunded"}
+
+    async def cancel_pending_order(self, args: Mapping[str, Any]) -> Any:
+        """Cancel a pending order."""
+        order_id = normalize_order_id(args.get("order_id", ""))
+        order = await self.db.order(order_id)
+        if order is None:
+            return {"error": "order not found"}
+        if order["status"] != "pending":
+            return {"error": f"order is {order['status']}; only pending orders can be cancelled"}
+        await self.db.execute("UPDATE orders SET status = 'cancelled' WHERE order_id = ?", (order_id,))
+        return {"order_id": order_id, "status": "cancelled"}
+
+
+def pipecat_function(handler: ToolHandler) -> Callable[[FunctionCallParams], Awaitable[None]]:
+    """Adapt a framework-free handler to Pipecat's ``FunctionCallParams`` signature.
+
+    Exceptions propagate, so Pipecat reports a failed call as it would for any handler.
+    """
+
+    async def call(params: FunctionCallParams) -> None:
+        result = await handler(dict(params.arguments))
+        await params.result_callback(result)
+
+    call.__name__ = getattr(handler, "__name__", "tool")
+    return call

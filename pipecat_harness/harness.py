@@ -1,0 +1,268 @@
+"""``Harness``: builds the configured controls and places them in a Pipecat pipeline.
+
+Adding the harness to an existing bot takes four calls::
+
+    harness = Harness(HarnessConfig.preset("retail"), call_id=call_id)
+    user_agg, assistant_agg = LLMContextAggregatorPair(
+        context, user_params=harness.user_params(LLMUserAggregatorParams(...))
+    )
+    harness.register_function(llm, "issue_refund", issue_refund, write=True)
+    pipeline = Pipeline(harness.place([transport.input(), stt, user_agg, llm, tts,
+                                       transport.output(), assistant_agg]))
+    worker = PipelineWorker(pipeline, observers=harness.observers())
+"""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pipecat.frames.frames import Frame, LLMContextUserTurnFrame, StartFrame
+from pipecat.observers.base_observer import BaseObserver
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMAssistantAggregator,
+    LLMUserAggregator,
+    LLMUserAggregatorParams,
+)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.llm_service import LLMService
+from pipecat.transports.base_output import BaseOutputTransport
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+from pipecat_harness.config import HarnessConfig
+from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
+from pipecat_harness.decisions import DecisionLog
+from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
+from pipecat_harness.trace.recorder import TraceRecorder
+
+__all__ = ["Harness", "TurnBoundaryProcessor", "CONTROL_FACTORIES"]
+
+#: Control name -> ``"module:Class"`` of its :class:`HarnessControl`, imported only when enabled.
+CONTROL_FACTORIES: dict[str, str] = {}
+
+
+class TurnBoundaryProcessor(FrameProcessor):
+    """Advances the call's turn counter when a user turn is submitted.
+
+    It sits right after the user aggregator, so it sees the
+    ``LLMContextUserTurnFrame`` before the ``LLMContextFrame`` that runs the
+    model for that turn: every decision the model's turn causes carries the
+    right turn id.
+    """
+
+    def __init__(self, on_turn: Callable[[str], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_turn = on_turn
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Forward every frame; note submitted user turns."""
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextUserTurnFrame):
+            self._on_turn(frame.text)
+        await self.push_frame(frame, direction)
+
+
+class _DecisionClockStarter(FrameProcessor):
+    """Starts the decision log's clock with the pipeline."""
+
+    def __init__(self, decisions: DecisionLog, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._decisions = decisions
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, StartFrame):
+            self._decisions.start()
+        await self.push_frame(frame, direction)
+
+
+class Harness:
+    """The configured controls for one call.
+
+    Args:
+        config: The configuration (defaults: :class:`HarnessConfig` from the environment).
+        call_id: Identifier of the call (a random one when omitted).
+        trace_path: JSONL file for the call's timeline; defaults to
+            ``<config.trace.directory>/<call_id>.jsonl`` when tracing is on.
+        trace_metadata: Extra fields for the trace header.
+        write_tools: Names of tools that change business state, in addition to
+            ``config.tool_gate.write_tools``.
+    """
+
+    def __init__(
+        self,
+        config: HarnessConfig | None = None,
+        *,
+        call_id: str | None = None,
+        trace_path: str | Path | None = None,
+        trace_metadata: dict[str, Any] | None = None,
+        write_tools: Iterable[str] = (),
+    ) -> None:
+        self.config = config or HarnessConfig()
+        self.call_id = call_id or uuid.uuid4().hex[:12]
+        self.decisions = DecisionLog(self.call_id)
+        self.write_tools = set(self.config.tool_gate.write_tools) | set(write_tools)
+        self.recorder: TraceRecorder | None = None
+        if self.config.trace.enabled:
+            path = trace_path or Path(self.config.trace.directory) / f"{self.call_id}.jsonl"
+            self.recorder = TraceRecorder(
+                path,
+                call_id=self.call_id,
+                decisions=self.decisions,
+                metadata={"controls": sorted(self.active_controls_from_config()), **(trace_metadata or {})},
+            )
+        self.controls: list[HarnessControl] = self._build_controls()
+
+    def active_controls_from_config(self) -> frozenset[str]:
+        """Controls the config switches on and that this installation provides."""
+        return frozenset(n for n in self.config.enabled_controls() if n in CONTROL_FACTORIES)
+
+    @property
+    def active_controls(self) -> frozenset[str]:
+        """Names of the controls built for this call."""
+        return frozenset(control.name for control in self.controls)
+
+    def control(self, name: str) -> HarnessControl | None:
+        """Return the built control with that name, if active."""
+        return next((c for c in self.controls if c.name == name), None)
+
+    def _build_controls(self) -> list[HarnessControl]:
+        controls = []
+        for name in sorted(self.active_controls_from_config()):
+            module_name, _, class_name = CONTROL_FACTORIES[name].partition(":")
+            factory = getattr(importlib.import_module(module_name), class_name)
+            controls.append(factory(self))
+        return controls
+
+    def user_params(self, params: LLMUserAggregatorParams | None = None) -> LLMUserAggregatorParams:
+        """Return user-aggregator params with the controls' stop-strategy wrappers applied.
+
+        Args:
+            params: The params the bot would use without the harness.
+        """
+        params = params or LLMUserAggregatorParams()
+        strategies = params.user_turn_strategies or UserTurnStrategies()
+        stop = list(strategies.stop or [])
+        for control in self.controls:
+            stop = control.wrap_stop_strategies(stop)
+        strategies.stop = stop
+        params.user_turn_strategies = strategies
+        return params
+
+    def place(self, processors: list[FrameProcessor]) -> list[FrameProcessor]:
+        """Insert the controls' processors into a pipeline's processor list.
+
+        Positions are found by type: the ``LLMUserAggregator``, the
+        ``LLMService``, the ``BaseOutputTransport`` and the
+        ``LLMAssistantAggregator``. A control whose anchor is missing is
+        reported with a clear error rather than placed somewhere wrong.
+
+        Raises:
+            ValueError: A required anchor is missing from ``processors``.
+        """
+        placed: dict[Placement, list[FrameProcessor]] = {p: [] for p in Placement}
+        for control in self.controls:
+            for placement, processor in control.processors():
+                placed[placement].append(processor)
+        placed[Placement.BEFORE_LLM].insert(0, TurnBoundaryProcessor(self._on_user_turn))
+
+        anchors: dict[Placement, tuple[type, bool]] = {
+            Placement.BEFORE_USER_AGGREGATOR: (LLMUserAggregator, False),
+            Placement.BEFORE_LLM: (LLMUserAggregator, True),
+            Placement.AFTER_OUTPUT_TRANSPORT: (BaseOutputTransport, True),
+            Placement.AFTER_ASSISTANT_AGGREGATOR: (LLMAssistantAggregator, True),
+        }
+        result = [_DecisionClockStarter(self.decisions), *processors]
+        for placement, extra in placed.items():
+            if not extra:
+                continue
+            anchor_type, after = anchors[placement]
+            index = next((i for i, p in enumerate(result) if isinstance(p, anchor_type)), None)
+            if index is None:
+                owners = ", ".join(sorted({c.name for c in self.controls})) or "the harness"
+                raise ValueError(
+                    f"cannot place {placement.value} processors for {owners}: "
+                    f"the pipeline has no {anchor_type.__name__}"
+                )
+            position = index + 1 if after else index
+            result[position:position] = extra
+        return result
+
+    def register_function(
+        self,
+        llm: LLMService,
+        name: str,
+        handler: PipecatHandler,
+        *,
+        write: bool | None = None,
+        **options: Any,
+    ) -> None:
+        """Register a Pipecat handler with every control's wrapper applied.
+
+        Writes default to ``cancel_on_interruption=False``: a barge-in must
+        not cancel a write halfway through.
+
+        Args:
+            llm: The LLM service.
+            name: Tool name.
+            handler: ``async def handler(params: FunctionCallParams)``.
+            write: Whether the tool changes business state (default: listed
+                in ``write_tools``).
+            **options: Passed to ``llm.register_function``.
+        """
+        is_write = name in self.write_tools if write is None else write
+        if is_write:
+            self.write_tools.add(name)
+            options.setdefault("cancel_on_interruption", False)
+        wrapped = handler
+        for control in self.controls:
+            wrapped = control.wrap_function(name, wrapped, write=is_write)
+        llm.register_function(name, wrapped, **options)
+
+    def register_tools(
+        self, llm: LLMService, handlers: Mapping[str, ToolHandler], *, write_tools: Iterable[str] = ()
+    ) -> None:
+        """Register framework-free handlers (arguments mapping in, result out)."""
+        writes = set(write_tools)
+        for name, handler in handlers.items():
+            self.register_function(llm, name, pipecat_function(handler), write=name in writes or None)
+
+    def wrap_registered_functions(self, llm: LLMService) -> None:
+        """Wrap every handler already registered on ``llm`` (e.g. auto-registered direct functions)."""
+        registry: dict[str | None, Any] = getattr(llm, "_functions", {})
+        for name, item in list(registry.items()):
+            if name is None or getattr(item.handler, "_harness_wrapped", False):
+                continue
+            is_write = name in self.write_tools
+            wrapped = item.handler
+            for control in self.controls:
+                wrapped = control.wrap_function(name, wrapped, write=is_write)
+            if wrapped is item.handler:
+                continue
+            wrapped._harness_wrapped = True
+            llm.register_function(
+                name,
+                wrapped,
+                cancel_on_interruption=False if is_write else item.cancel_on_interruption,
+                timeout_secs=item.timeout_secs,
+            )
+
+    def observers(self) -> list[BaseObserver]:
+        """Return the trace recorder (when tracing) and the controls' observers."""
+        observers: list[BaseObserver] = [self.recorder] if self.recorder else []
+        for control in self.controls:
+            observers.extend(control.observers())
+        return observers
+
+    def close(self) -> None:
+        """Flush the trace."""
+        if self.recorder is not None:
+            self.recorder.close()
+
+    def _on_user_turn(self, text: str) -> None:
+        turn_id = self.decisions.next_turn()
+        for control in self.controls:
+            control.on_user_turn(turn_id, text)

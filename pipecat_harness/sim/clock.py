@@ -1,0 +1,187 @@
+"""Virtual time for simulated calls.
+
+A simulated call must keep the frame order and relative timing of a real call
+while running in a fraction of the wall time. Dividing durations by a factor
+changes frame order (many Pipecat constants cannot be scaled), so instead the
+event loop runs on virtual time: whenever nothing is runnable, the loop jumps
+straight to its next timer. Every Pipecat timer is an asyncio timer, so the
+whole pipeline follows. Three other clocks are made to follow the loop:
+
+* the pipeline clock (``LoopClock``, passed to ``PipelineWorker(clock=...)``);
+* ``time.time()`` (through ``time-machine``), which gates bot-speaking ticks,
+  VAD frame timestamps and metrics;
+* ``time.monotonic()`` inside the VAD controller and Smart Turn modules, which
+  mix it with ``asyncio.sleep``.
+
+Work handed to executor threads freezes virtual time until it completes, which
+makes runs deterministic (model inference then takes zero virtual time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as _dt
+import selectors
+import time
+import types
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future as ConcurrentFuture
+from typing import Any
+
+import time_machine
+from pipecat.clocks.base_clock import BaseClock
+
+__all__ = ["LoopClock", "VirtualTimeLoop", "VirtualTimeGuardError", "virtual_time"]
+
+#: Virtual wall-clock time at which every simulated call starts (deterministic traces).
+SIMULATION_EPOCH = _dt.datetime(2026, 1, 5, 9, 0, 0, tzinfo=_dt.timezone.utc)
+
+# Modules that read time.monotonic() next to asyncio sleeps.
+_MONOTONIC_MODULES = (
+    "pipecat.audio.vad.vad_controller",
+    "pipecat.audio.turn.smart_turn.base_smart_turn",
+)
+
+
+class VirtualTimeGuardError(RuntimeError):
+    """Raised when a simulated call exceeds its virtual or wall-clock budget."""
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """A selector event loop whose clock jumps to the next timer when idle.
+
+    Args:
+        max_virtual_secs: Virtual time after which the loop refuses to advance
+            further (a scenario that never ends is an error, not a hang).
+        max_wall_secs: Wall-clock budget for the whole run.
+        on_advance: Called with the number of virtual seconds skipped.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_virtual_secs: float = 3600.0,
+        max_wall_secs: float = 120.0,
+        on_advance: Callable[[float], None] | None = None,
+    ) -> None:
+        super().__init__(selectors.DefaultSelector())
+        self._virtual_now = 0.0
+        self._max_virtual_secs = max_virtual_secs
+        self._max_wall_secs = max_wall_secs
+        self._wall_started = time.perf_counter()
+        self._on_advance = on_advance
+        self._pending_executor: set[ConcurrentFuture[Any] | asyncio.Future[Any]] = set()
+        real_select = self._selector.select  # type: ignore[attr-defined]
+
+        def select(timeout: float | None = None) -> list[Any]:
+            ready = real_select(0)
+            if ready or timeout == 0:
+                return ready
+            if self._pending_executor or timeout is None:
+                # A thread or real I/O must make progress: wait a real slice
+                # without advancing virtual time.
+                self._check_wall_budget()
+                return real_select(0.002)
+            self._advance(timeout)
+            return []
+
+        self._selector.select = select  # type: ignore[attr-defined]
+
+    def time(self) -> float:
+        """Return the virtual time in seconds."""
+        return self._virtual_now
+
+    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Run ``func`` in an executor and freeze virtual time until it completes."""
+        future = super().run_in_executor(executor, func, *args)
+        self._pending_executor.add(future)
+        future.add_done_callback(self._pending_executor.discard)
+        return future
+
+    def _advance(self, seconds: float) -> None:
+        if self._virtual_now + seconds > self._max_virtual_secs:
+            raise VirtualTimeGuardError(
+                f"simulated call exceeded {self._max_virtual_secs:.0f} s of virtual time"
+            )
+        self._check_wall_budget()
+        self._virtual_now += seconds
+        if self._on_advance is not None:
+            self._on_advance(seconds)
+
+    def _check_wall_budget(self) -> None:
+        if time.perf_counter() - self._wall_started > self._max_wall_secs:
+            raise VirtualTimeGuardError(
+                f"simulated call exceeded {self._max_wall_secs:.0f} s of wall-clock time"
+            )
+
+
+class LoopClock(BaseClock):
+    """Pipeline clock reading the running event loop's time, in nanoseconds.
+
+    On a ``VirtualTimeLoop`` this is virtual time; on a normal loop it is
+    monotonic time, so the clock is safe to use in real calls too.
+    """
+
+    def __init__(self) -> None:
+        self._start = 0.0
+
+    def start(self) -> None:
+        """Record the start of the clock."""
+        self._start = asyncio.get_running_loop().time()
+
+    def get_time(self) -> int:
+        """Return nanoseconds since :meth:`start`."""
+        return int((asyncio.get_running_loop().time() - self._start) * 1e9)
+
+
+@contextlib.contextmanager
+def virtual_time(
+    *, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0
+) -> Iterator[VirtualTimeLoop]:
+    """Create a virtual-time loop with the wall clock and monotonic readers following it.
+
+    Use it with ``asyncio.Runner(loop_factory=lambda: loop)``::
+
+        with virtual_time() as loop:
+            with asyncio.Runner(loop_factory=lambda: loop) as runner:
+                runner.run(main())
+
+    Yields:
+        The loop to run the simulated call on.
+    """
+    traveller = time_machine.travel(SIMULATION_EPOCH, tick=False)
+    coordinates = traveller.start()
+    loop = VirtualTimeLoop(
+        max_virtual_secs=max_virtual_secs,
+        max_wall_secs=max_wall_secs,
+        on_advance=coordinates.shift,
+    )
+    patched = _patch_monotonic(loop)
+    try:
+        yield loop
+    finally:
+        for module, original in patched:
+            module.time = original  # type: ignore[attr-defined]
+        traveller.stop()
+        if not loop.is_closed():
+            loop.close()
+
+
+def _patch_monotonic(loop: VirtualTimeLoop) -> list[tuple[types.ModuleType, Any]]:
+    import importlib
+
+    patched: list[tuple[types.ModuleType, Any]] = []
+    shim = types.SimpleNamespace(
+        **{name: getattr(time, name) for name in dir(time) if not name.startswith("__")}
+    )
+    shim.monotonic = loop.time
+    shim.monotonic_ns = lambda: int(loop.time() * 1e9)
+    for name in _MONOTONIC_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        patched.append((module, module.time))  # type: ignore[attr-defined]
+        module.time = shim  # type: ignore[attr-defined]
+    return patched

@@ -1,0 +1,350 @@
+"""Scenario files: a caller script with timing, the model's scripted decisions,
+a business database seed, and the expected final business state.
+
+Scenarios are YAML. Every mapping rejects unknown keys, so a typo is an error
+that names the file and the field rather than a silently ignored setting::
+
+    name: duplicate_refund
+    control: tool_gate              # the control that addresses this failure
+    expect_without_control: fail    # what happens when that control is off
+    model:
+      greeting: "Thanks for calling, how can I help?"
+      decisions:
+        - when: {user: "refund"}
+          tool_calls:
+            - {name: issue_refund, args: {order_id: "#W2378156", amount_usd: 45, reason: damaged}}
+            - {name: issue_refund, args: {order_id: "#W2378156", amount_usd: 45, reason: damaged}}
+    caller:
+      - speech: [{say: "I'd like a refund for the thermostat"}]
+    expect:
+      state:
+        - {sql: "SELECT count(*) FROM refunds", equals: 1}
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = [
+    "Scenario",
+    "ScenarioError",
+    "CallerTurn",
+    "SpeechSegment",
+    "ModelDecision",
+    "ModelScript",
+    "ToolCallSpec",
+    "StateCheck",
+    "load_scenario",
+    "load_scenarios",
+    "bundled_scenario_paths",
+]
+
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be used; the message names the file, the field and the problem."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SpeechSegment(_Strict):
+    """One piece of a caller turn: speech with a transcript, a pause, or speech with no transcript.
+
+    Exactly one of ``say``, ``pause`` and ``silent`` is given.
+
+    Parameters:
+        say: What the caller says (the final transcript the ASR produces).
+        secs: Duration of the speech; defaults to the caller's speaking rate.
+        asr: What the ASR returns instead of ``say`` (to model recognition artifacts).
+        pause: Silence in seconds inside the same turn.
+        silent: Seconds of speech that VAD detects but that yields no transcript.
+    """
+
+    say: str | None = None
+    secs: float | None = Field(default=None, gt=0, le=120)
+    asr: str | None = None
+    pause: float | None = Field(default=None, ge=0, le=120)
+    silent: float | None = Field(default=None, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SpeechSegment:
+        kinds = [k for k in ("say", "pause", "silent") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of 'say', 'pause' or 'silent'")
+        if (self.secs is not None or self.asr is not None) and self.say is None:
+            raise ValueError("'secs' and 'asr' only go with 'say'")
+        return self
+
+
+class CallerTurn(_Strict):
+    """A caller turn and when it starts.
+
+    Parameters:
+        after: ``bot`` waits until the bot has spoken since the previous caller
+            turn and then stayed quiet for ``delay`` seconds; ``bot_started``
+            starts ``delay`` seconds after the bot starts speaking (a barge-in);
+            ``start`` starts ``delay`` seconds after the call starts.
+        delay: Seconds after the trigger.
+        wait: Longest wait in seconds for the trigger; then the caller gives up
+            and hangs up (the rest of the script is not spoken).
+        speech: The segments of the turn.
+    """
+
+    after: Literal["bot", "bot_started", "start"] = "bot"
+    delay: float = Field(default=0.6, ge=0, le=600)
+    wait: float = Field(default=10.0, gt=0, le=600)
+    speech: list[SpeechSegment] = Field(min_length=1)
+
+
+class ToolCallSpec(_Strict):
+    """A tool call the scripted model makes; string arguments may use ``{group}`` templates."""
+
+    name: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class DecisionCondition(_Strict):
+    """When a scripted decision applies. All given fields must hold.
+
+    Parameters:
+        start: The context has no user message yet (the bot speaks first).
+        user: Regular expression searched in the newest user message; named
+            groups become template variables.
+        tool: The newest messages are results of this tool.
+        result: Regular expression searched in those tool results (JSON).
+        said: Regular expression that must match some assistant message in history.
+        not_said: Regular expression that must match no assistant message.
+        last_said: Regular expression searched in the newest assistant text message.
+    """
+
+    start: bool | None = None
+    user: str | None = None
+    tool: str | None = None
+    result: str | None = None
+    said: str | None = None
+    not_said: str | None = None
+    last_said: str | None = None
+
+    @field_validator("user", "result", "said", "not_said", "last_said")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
+        return value
+
+
+class ModelDecision(_Strict):
+    """What the scripted model does when its condition holds.
+
+    Parameters:
+        when: The condition (always true when omitted).
+        say: Text to generate (streamed token by token).
+        tool_calls: Tool calls to make after the text.
+        times: How many times the decision may fire.
+    """
+
+    when: DecisionCondition = Field(default_factory=DecisionCondition)
+    say: str | None = None
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    times: int = Field(default=1, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _does_something(self) -> ModelDecision:
+        if not self.say and not self.tool_calls:
+            raise ValueError("a decision needs 'say' or 'tool_calls'")
+        return self
+
+
+class ModelScript(_Strict):
+    """The scripted model: decisions tried in order on every model call.
+
+    Parameters:
+        system: The system prompt placed in the context.
+        greeting: Shorthand for a first decision ``when: {start: true}``.
+        decisions: The decisions, tried in order; the first that applies fires.
+        fallback: What the model says when no decision applies.
+        first_token_secs: Latency from the model call to the first token.
+        token_secs: Time between streamed tokens.
+    """
+
+    system: str = "You are a helpful customer-service agent for an online retailer."
+    greeting: str | None = None
+    decisions: list[ModelDecision] = Field(default_factory=list)
+    fallback: str = "Sorry, could you say that again?"
+    first_token_secs: float = Field(default=0.35, ge=0, le=30)
+    token_secs: float = Field(default=0.02, ge=0, le=5)
+
+
+class ToolFault(_Strict):
+    """A backend fault injected under the tool layer (what the business system does).
+
+    Parameters:
+        tool: Tool name.
+        occurrence: Which execution of that tool is affected (1 = first).
+        kind: ``raise`` (the backend errors before writing), ``hang`` (never
+            returns), ``slow`` (returns after ``secs``), ``lost_reply`` (the
+            write happens, then the reply is lost and the call raises).
+        secs: Delay for ``slow`` and ``lost_reply``.
+        message: Error message for ``raise``/``lost_reply``.
+    """
+
+    tool: str
+    occurrence: int = Field(default=1, ge=1)
+    kind: Literal["raise", "hang", "slow", "lost_reply"] = "raise"
+    secs: float = Field(default=0.0, ge=0, le=600)
+    message: str = "backend unavailable"
+
+
+class StateCheck(_Strict):
+    """An expectation on the final business state: a SQL query and the value it must return."""
+
+    sql: str = Field(min_length=1)
+    equals: Any
+    why: str = ""
+
+
+class HistoryCheck(_Strict):
+    """Expectations on what the model was left believing after interruptions.
+
+    Parameters:
+        max_unplayed_words: Most words of unplayed text allowed in retained history per turn.
+        max_removed_words: Most words of played text allowed missing from history per turn.
+        max_repeated_replies: Most model replies allowed to repeat an earlier reply.
+    """
+
+    max_unplayed_words: int | None = Field(default=None, ge=0)
+    max_removed_words: int | None = Field(default=None, ge=0)
+    max_repeated_replies: int | None = Field(default=None, ge=0)
+
+
+class Expectations(_Strict):
+    """What must hold at the end of the call."""
+
+    state: list[StateCheck] = Field(default_factory=list)
+    history: HistoryCheck = Field(default_factory=HistoryCheck)
+    caller_completed: bool = True
+
+
+class DatabaseSpec(_Strict):
+    """The business database: a named seed plus extra SQL statements."""
+
+    seed: Literal["retail", "empty"] = "retail"
+    sql: list[str] = Field(default_factory=list)
+
+
+class TTSSpec(_Strict):
+    """The simulated voice: speaking rate, latency and whether it gives word timestamps."""
+
+    word_timestamps: bool = False
+    words_per_minute: float = Field(default=165.0, gt=30, le=400)
+    first_audio_secs: float = Field(default=0.2, ge=0, le=10)
+
+
+class CallerSpec(_Strict):
+    """How the simulated caller's speech turns into frames."""
+
+    words_per_minute: float = Field(default=150.0, gt=30, le=400)
+    asr_final_secs: float = Field(default=0.3, ge=0, le=5)
+    interim_every_words: int = Field(default=2, ge=1, le=50)
+
+
+class Scenario(_Strict):
+    """A complete simulated call.
+
+    Parameters:
+        name: Unique name (used for trace file names).
+        description: What the call exercises.
+        domain: ``retail``, ``airline`` or ``telecom`` (selects the config preset).
+        control: The control that addresses the failure this scenario shows,
+            or ``None`` when the call must pass either way.
+        expect_without_control: Outcome expected with that control off.
+        tags: Free labels (``stay_out_of_the_way`` marks calls where no control should act).
+    """
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    domain: Literal["retail", "airline", "telecom"] = "retail"
+    control: str | None = None
+    expect_without_control: Literal["pass", "fail"] = "pass"
+    tags: list[str] = Field(default_factory=list)
+    database: DatabaseSpec = Field(default_factory=DatabaseSpec)
+    tts: TTSSpec = Field(default_factory=TTSSpec)
+    caller_voice: CallerSpec = Field(default_factory=CallerSpec)
+    model: ModelScript
+    faults: list[ToolFault] = Field(default_factory=list)
+    caller: list[CallerTurn] = Field(min_length=1)
+    expect: Expectations = Field(default_factory=Expectations)
+    max_call_secs: float = Field(default=300.0, gt=0, le=3600)
+    source: str = Field(default="", exclude=True)
+
+    def expected_outcome(self, active_controls: set[str] | frozenset[str]) -> Literal["pass", "fail"]:
+        """Return the outcome this scenario should have with the given controls active."""
+        if self.control is None or self.control in active_controls:
+            return "pass"
+        return self.expect_without_control
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        location = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in item["loc"])
+        location = location.replace(".[", "[") or "(top level)"
+        parts.append(f"field '{location}': {item['msg']}")
+    return "; ".join(parts)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Load and validate one scenario file.
+
+    Raises:
+        ScenarioError: The file is missing, is not YAML, or fails validation;
+            the message names the file, the field and the problem.
+    """
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{path}: a scenario must be a mapping, got {type(raw).__name__}")
+    raw.setdefault("name", path.stem)
+    try:
+        scenario = Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise ScenarioError(f"{path}: {_describe(exc)}") from exc
+    return scenario.model_copy(update={"source": str(path)})
+
+
+def bundled_scenario_paths() -> list[Path]:
+    """Return the paths of the scenarios shipped with the package."""
+    return sorted(BUNDLED_DIR.glob("**/*.yaml"))
+
+
+def load_scenarios(paths: list[str | Path] | None = None) -> list[Scenario]:
+    """Load scenario files; directories are searched for ``*.yaml``; none given means the bundled set."""
+    files: list[Path] = []
+    for entry in paths or bundled_scenario_paths():
+        entry = Path(entry)
+        files.extend(sorted(entry.glob("**/*.yaml")) if entry.is_dir() else [entry])
+    scenarios = [load_scenario(f) for f in files]
+    seen: dict[str, str] = {}
+    for scenario in scenarios:
+        if scenario.name in seen:
+            raise ScenarioError(
+                f"{scenario.source}: field 'name': '{scenario.name}' is already used by {seen[scenario.name]}"
+            )
+        seen[scenario.name] = scenario.source
+    return scenarios

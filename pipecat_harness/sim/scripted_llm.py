@@ -1,0 +1,215 @@
+"""A scripted LLM service that answers from a scenario's decisions.
+
+It subclasses Pipecat's ``LLMService`` and goes through the same paths as a
+provider service: ``LLMFullResponseStartFrame``, streamed ``LLMTextFrame``s,
+``run_function_calls`` for tool calls (so ``FunctionCallInProgressFrame``,
+handler execution, ``FunctionCallResultFrame`` and the re-run of the model all
+happen as in production), then ``LLMFullResponseEndFrame``.
+
+Which decision fires depends on what the model actually received: the newest
+user message, the newest tool results and the assistant history. A turn that
+reaches the model mid-identifier therefore produces a truncated lookup, and a
+history that lost what was said produces repeated speech.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipecat.frames.frames import Frame, LLMContextFrame, LLMFullResponseEndFrame, LLMFullResponseStartFrame
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
+from pipecat.services.settings import LLMSettings
+
+from pipecat_harness.sim.scenario import DecisionCondition, ModelDecision, ModelScript
+from pipecat_harness.sim.spoken import spoken_to_identifier
+
+__all__ = ["ScriptedLLMService", "ModelCall", "render_template"]
+
+_TEMPLATE = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
+_FILTERS = {
+    "identifier": spoken_to_identifier,
+    "upper": lambda s: spoken_to_identifier(s).upper(),
+    "lower": lambda s: spoken_to_identifier(s).lower(),
+    "raw": lambda s: s.strip(),
+}
+
+
+def render_template(value: Any, variables: Mapping[str, str]) -> Any:
+    """Fill ``{name}`` / ``{name|filter}`` placeholders in strings, lists and mappings.
+
+    A string that is exactly one placeholder keeps the filter's result type;
+    unknown variables render as an empty string (what a model that heard
+    nothing would pass).
+    """
+    if isinstance(value, str):
+        def substitute(match: re.Match[str]) -> str:
+            raw = variables.get(match.group(1), "")
+            return _FILTERS.get(match.group(2) or "raw", _FILTERS["raw"])(raw)
+
+        return _TEMPLATE.sub(substitute, value)
+    if isinstance(value, list):
+        return [render_template(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: render_template(v, variables) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class ModelCall:
+    """One call of the scripted model: what it received and what it decided."""
+
+    messages: list[dict[str, Any]]
+    decision_index: int | None
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    completed: bool = False
+
+
+def _text_of(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return ""
+
+
+class ScriptedLLMService(LLMService):
+    """An ``LLMService`` whose replies come from a :class:`ModelScript`.
+
+    Args:
+        script: The scenario's model script.
+        **kwargs: Passed to ``LLMService`` (``run_in_parallel``, ``function_call_timeout_secs``...).
+    """
+
+    def __init__(self, script: ModelScript, **kwargs: Any) -> None:
+        settings = LLMSettings(
+            model="scripted", extra={}, system_instruction=None, temperature=None, max_tokens=None,
+            top_p=None, top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
+            filter_incomplete_user_turns=False, user_turn_completion_config=None,
+            use_provider_thinking_default=False,
+        )
+        super().__init__(settings=settings, **kwargs)
+        self._script = script
+        decisions = list(script.decisions)
+        if script.greeting:
+            decisions.insert(0, ModelDecision(when=DecisionCondition(start=True), say=script.greeting))
+        self._decisions = decisions
+        self._fired = [0] * len(decisions)
+        self._call_ids = itertools.count(1)
+        self.calls: list[ModelCall] = []
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Answer ``LLMContextFrame``s from the script; pass everything else on."""
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextFrame):
+            await self.push_frame(LLMFullResponseStartFrame())
+            try:
+                await self._respond(frame.context)
+            finally:
+                await self.push_frame(LLMFullResponseEndFrame())
+        else:
+            await self.push_frame(frame, direction)
+
+    async def _respond(self, context: LLMContext) -> None:
+        messages = copy.deepcopy(list(context.get_messages()))
+        call = ModelCall(messages=messages, decision_index=None)
+        self.calls.append(call)
+        await asyncio.sleep(self._script.first_token_secs)
+        # Chosen only once the first token is due: a generation interrupted
+        # while "thinking" consumes nothing and issues no tool call.
+        index, variables = self._choose(messages)
+        call.decision_index = index
+        decision = self._decisions[index] if index is not None else None
+        text = decision.say if decision else self._script.fallback
+        if index is not None:
+            self._fired[index] += 1
+        if text:
+            rendered = render_template(text, variables)
+            for token in re.findall(r"\S+\s*", rendered):
+                await self._push_llm_text(token)
+                call.text += token
+                if self._script.token_secs:
+                    await asyncio.sleep(self._script.token_secs)
+        if decision and decision.tool_calls:
+            calls = []
+            for spec in decision.tool_calls:
+                arguments = render_template(spec.args, variables)
+                tool_call_id = f"call_{next(self._call_ids):04d}"
+                call.tool_calls.append({"id": tool_call_id, "name": spec.name, "arguments": arguments})
+                calls.append(
+                    FunctionCallFromLLM(
+                        function_name=spec.name, tool_call_id=tool_call_id, arguments=arguments, context=context
+                    )
+                )
+            await self.run_function_calls(calls)
+        call.completed = True
+
+    def _choose(self, messages: Sequence[Mapping[str, Any]]) -> tuple[int | None, dict[str, str]]:
+        for index, decision in enumerate(self._decisions):
+            if self._fired[index] >= decision.times:
+                continue
+            variables = _matches(decision.when, messages)
+            if variables is not None:
+                return index, variables
+        return None, {}
+
+
+def _matches(when: DecisionCondition, messages: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
+    """Return template variables when ``when`` holds for ``messages``, else ``None``."""
+    variables: dict[str, str] = {}
+    users = [m for m in messages if m.get("role") == "user"]
+    assistant_texts = [_text_of(m) for m in messages if m.get("role") == "assistant" and _text_of(m)]
+    if when.start is not None and when.start != (not users):
+        return None
+    if when.user is not None:
+        if not users:
+            return None
+        match = re.search(when.user, _text_of(users[-1]), re.IGNORECASE)
+        if match is None:
+            return None
+        variables.update({k: v for k, v in match.groupdict().items() if v is not None})
+    if when.tool is not None or when.result is not None:
+        results = _trailing_tool_results(messages)
+        if when.tool is not None:
+            results = [(name, content) for name, content in results if name == when.tool]
+        if not results:
+            return None
+        if when.result is not None and not any(re.search(when.result, c, re.IGNORECASE) for _, c in results):
+            return None
+    if when.said is not None and not any(re.search(when.said, t, re.IGNORECASE) for t in assistant_texts):
+        return None
+    if when.not_said is not None and any(re.search(when.not_said, t, re.IGNORECASE) for t in assistant_texts):
+        return None
+    if when.last_said is not None and not (
+        assistant_texts and re.search(when.last_said, assistant_texts[-1], re.IGNORECASE)
+    ):
+        return None
+    return variables
+
+
+def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Return ``(tool name, content)`` of the tool results since the last user or assistant text."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for tool_call in message.get("tool_calls") or []:
+            names[tool_call.get("id", "")] = tool_call.get("function", {}).get("name", "")
+    results: list[tuple[str, str]] = []
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "tool":
+            content = message.get("content")
+            results.append((names.get(message.get("tool_call_id", ""), ""), content if isinstance(content, str)
+                            else json.dumps(content)))
+        elif role == "user" or (role == "assistant" and _text_of(message)):
+            break
+    return results

@@ -1,0 +1,73 @@
+"""An output transport that plays audio on the event loop's clock.
+
+Pipecat's base output transport does not pace audio; concrete network
+transports sleep per chunk on ``time.monotonic``, which does not follow a
+virtual clock. This transport sleeps each chunk's duration on the loop, so a
+barge-in lands mid-sentence and Pipecat's own interruption path (queue reset,
+``BotStoppedSpeakingFrame``, partial assistant commit) runs as in a real call.
+It records how much of each TTS context's audio was written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+from pipecat.frames.frames import Frame, InterruptionFrame, OutputAudioRawFrame, StartFrame, TTSAudioRawFrame
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.transports.base_output import BaseOutputTransport
+from pipecat.transports.base_transport import TransportParams
+
+from pipecat_harness.sim.sim_tts import SpeechLedger
+
+__all__ = ["SimulatedOutputTransport"]
+
+
+class SimulatedOutputTransport(BaseOutputTransport):
+    """Plays output audio in (virtual) real time and records what was played.
+
+    Args:
+        ledger: Ground-truth ledger shared with the simulated TTS.
+        sample_rate: Output sample rate.
+        **kwargs: Passed to ``BaseOutputTransport``.
+    """
+
+    def __init__(self, *, ledger: SpeechLedger | None = None, sample_rate: int = 16000, **kwargs: Any) -> None:
+        params = TransportParams(audio_out_enabled=True, audio_out_sample_rate=sample_rate)
+        super().__init__(params, **kwargs)
+        self.ledger = ledger or SpeechLedger()
+        self.played_total_secs = 0.0
+        # The media sender re-chunks audio and drops context ids, so the bytes
+        # of each context are queued here in arrival order and consumed as written.
+        self._pending: deque[list[Any]] = deque()
+
+    async def start(self, frame: StartFrame) -> None:
+        """Start the transport and its media sender."""
+        await super().start(frame)
+        await self.set_transport_ready(frame)
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Note which context each incoming audio frame belongs to."""
+        if isinstance(frame, InterruptionFrame):
+            self._pending.clear()
+        elif isinstance(frame, TTSAudioRawFrame) and direction == FrameDirection.DOWNSTREAM:
+            self._pending.append([frame.context_id, len(frame.audio)])
+        await super().process_frame(frame, direction)
+
+    async def write_audio_frame(self, frame: OutputAudioRawFrame) -> bool:
+        """Sleep for the chunk's duration, then count it as played."""
+        bytes_per_sec = frame.sample_rate * frame.num_channels * 2
+        await asyncio.sleep(len(frame.audio) / bytes_per_sec)
+        self.played_total_secs += len(frame.audio) / bytes_per_sec
+        remaining = len(frame.audio)
+        while remaining > 0 and self._pending:
+            entry = self._pending[0]
+            taken = min(remaining, entry[1])
+            entry[1] -= taken
+            remaining -= taken
+            if entry[0]:
+                self.ledger.played_secs[entry[0]] = self.ledger.played_secs.get(entry[0], 0.0) + taken / bytes_per_sec
+            if entry[1] <= 0:
+                self._pending.popleft()
+        return True

@@ -1,0 +1,159 @@
+"""A simulated TTS service producing silent audio of realistic duration.
+
+Speech duration follows a speaking rate (words per minute) with extra time at
+punctuation, so an interruption lands mid-sentence exactly where it would with
+a real voice. Two modes, as with real providers:
+
+* ``word_timestamps=True``: like ElevenLabs or Cartesia websockets, it reports
+  each word's start time, and Pipecat releases word-level ``TTSTextFrame``s as
+  the audio plays;
+* ``word_timestamps=False``: like OpenAI or Deepgram TTS, Pipecat releases one
+  sentence-level ``TTSTextFrame`` after that sentence's audio.
+
+Every word's true start and end offsets are kept in a :class:`SpeechLedger`,
+which the simulator uses as ground truth for what the caller heard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipecat.frames.frames import Frame, InterruptionFrame, TTSAudioRawFrame
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.services.settings import TTSSettings
+from pipecat.services.tts_service import TTSService
+
+__all__ = ["SimulatedTTSService", "SpeechLedger", "SpokenWord", "speech_duration"]
+
+_PUNCTUATION_PAUSE = {".": 0.35, "?": 0.35, "!": 0.35, ",": 0.15, ";": 0.2, ":": 0.2}
+
+
+@dataclass(frozen=True)
+class SpokenWord:
+    """A word of synthesized speech with offsets from the start of its context's audio."""
+
+    word: str
+    start: float
+    end: float
+
+
+@dataclass
+class SpeechLedger:
+    """Ground truth of synthesized and played speech, per TTS context.
+
+    The simulated TTS records words with offsets; the simulated transport
+    records how many seconds of each context's audio were actually written.
+    """
+
+    words: dict[str, list[SpokenWord]] = field(default_factory=dict)
+    played_secs: dict[str, float] = field(default_factory=dict)
+    synthesized_secs: dict[str, float] = field(default_factory=dict)
+
+    def heard_words(self, context_id: str) -> list[str]:
+        """Words of a context the caller heard: at least half of the word's audio was played."""
+        played = self.played_secs.get(context_id, 0.0)
+        return [w.word for w in self.words.get(context_id, []) if (w.start + w.end) / 2 <= played + 1e-9]
+
+    def spoken_words(self, context_id: str) -> list[str]:
+        """All words synthesized for a context."""
+        return [w.word for w in self.words.get(context_id, [])]
+
+
+def speech_duration(text: str, words_per_minute: float) -> list[tuple[str, float, float]]:
+    """Lay out ``text`` as ``(word, start, end)`` offsets at the given speaking rate.
+
+    Each word takes time proportional to its length (average word = 60/wpm s),
+    and punctuation after a word adds a pause.
+    """
+    words = text.split()
+    if not words:
+        return []
+    seconds_per_char = 60.0 / words_per_minute / 5.0
+    layout = []
+    t = 0.0
+    for word in words:
+        letters = len(re.sub(r"[^\w]", "", word)) or 1
+        duration = max(0.12, letters * seconds_per_char + 0.05)
+        layout.append((word, t, t + duration))
+        t += duration + _PUNCTUATION_PAUSE.get(word[-1], 0.0)
+    return layout
+
+
+class SimulatedTTSService(TTSService):
+    """TTS that yields silent 16-bit mono audio whose length matches the text.
+
+    Args:
+        word_timestamps: Report word start times (word-level history) or not
+            (sentence-level history).
+        words_per_minute: Speaking rate.
+        first_audio_secs: Latency before the first audio chunk of each sentence.
+        chunk_secs: Duration of each audio frame yielded.
+        ledger: Where to record ground truth; a new one is created when omitted.
+        **kwargs: Passed to ``TTSService``.
+    """
+
+    def __init__(
+        self,
+        *,
+        word_timestamps: bool = False,
+        words_per_minute: float = 165.0,
+        first_audio_secs: float = 0.2,
+        chunk_secs: float = 0.1,
+        ledger: SpeechLedger | None = None,
+        sample_rate: int = 16000,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            push_text_frames=not word_timestamps,
+            push_start_frame=True,
+            push_stop_frames=True,
+            sample_rate=sample_rate,
+            settings=TTSSettings(model="simulated", extra={}, voice="simulated", language=None),
+            **kwargs,
+        )
+        self._word_timestamps = word_timestamps
+        self._wpm = words_per_minute
+        self._first_audio_secs = first_audio_secs
+        self._chunk_secs = chunk_secs
+        self.ledger = ledger or SpeechLedger()
+        self._offsets: dict[str, float] = {}
+
+    @property
+    def word_timestamps(self) -> bool:
+        """Whether this voice reports word timestamps."""
+        return self._word_timestamps
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Forget per-context offsets on interruption, then process as usual."""
+        if isinstance(frame, InterruptionFrame):
+            self._offsets.clear()
+        await super().process_frame(frame, direction)
+
+    async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
+        """Yield audio for ``text``; with word timestamps, report each word's start time."""
+        layout = speech_duration(text, self._wpm)
+        if not layout:
+            return
+        # Sentences of one turn share a context: their word times are cumulative.
+        base = self._offsets.get(context_id, 0.0)
+        total = layout[-1][2] + _PUNCTUATION_PAUSE.get(layout[-1][0][-1], 0.0)
+        self._offsets[context_id] = base + total
+        self.ledger.words.setdefault(context_id, []).extend(
+            SpokenWord(word, base + start, base + end) for word, start, end in layout
+        )
+        self.ledger.synthesized_secs[context_id] = base + total
+        if self._first_audio_secs:
+            await asyncio.sleep(self._first_audio_secs)
+        if self._word_timestamps:
+            await self.add_word_timestamps([(word, base + start) for word, start, _ in layout], context_id)
+        bytes_per_sec = self.sample_rate * 2
+        remaining = int(total * bytes_per_sec) // 2 * 2
+        chunk = int(self._chunk_secs * bytes_per_sec) // 2 * 2
+        while remaining > 0:
+            size = min(chunk, remaining)
+            remaining -= size
+            yield TTSAudioRawFrame(bytes(size), self.sample_rate, 1, context_id=context_id)

@@ -1,0 +1,78 @@
+"""Turn spoken identifiers into written ones, as a model reading a transcript would.
+
+"W as in whiskey two three seven" becomes ``W237``; "mei dot kovacs at example
+dot com" becomes ``mei.kovacs@example.com``. The scripted model uses this to
+fill tool arguments from what it actually received, so a turn submitted
+mid-identifier produces a truncated lookup, exactly as a real model would.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["spoken_to_identifier", "DIGIT_WORDS", "NATO_WORDS", "CONNECTOR_WORDS"]
+
+DIGIT_WORDS = {
+    "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3", "four": "4",
+    "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
+}
+NATO_WORDS = {
+    "alpha": "A", "alfa": "A", "bravo": "B", "charlie": "C", "delta": "D", "echo": "E", "foxtrot": "F",
+    "golf": "G", "hotel": "H", "india": "I", "juliet": "J", "juliett": "J", "kilo": "K", "lima": "L",
+    "mike": "M", "november": "N", "oscar": "O", "papa": "P", "quebec": "Q", "romeo": "R",
+    "sierra": "S", "tango": "T", "uniform": "U", "victor": "V", "whiskey": "W", "whisky": "W",
+    "xray": "X", "x-ray": "X", "yankee": "Y", "zulu": "Z",
+}
+CONNECTOR_WORDS = {
+    "dash": "-", "hyphen": "-", "minus": "-", "underscore": "_", "dot": ".", "period": ".",
+    "point": ".", "at": "@", "slash": "/", "hash": "#", "pound": "#",
+}
+_MULTIPLIERS = {"double": 2, "triple": 3}
+
+
+def spoken_to_identifier(text: str) -> str:
+    """Collapse a spoken identifier into its written form.
+
+    Digits said as words become digits, NATO words and "X as in Word" become
+    the letter, connector words become their symbol, "double"/"triple" repeat
+    the next character, and everything else is kept with spaces removed.
+
+    Args:
+        text: The spoken form, e.g. ``"W as in whiskey two three"``.
+
+    Returns:
+        The written identifier, e.g. ``"W23"``.
+    """
+    tokens = re.findall(r"[A-Za-z]+(?:-[A-Za-z]+)?|\d+|[^\sA-Za-z\d]", text)
+    out: list[str] = []
+    repeat = 1
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        lower = token.lower()
+        if lower in _MULTIPLIERS:
+            repeat = _MULTIPLIERS[lower]
+            i += 1
+            continue
+        if i + 2 < len(tokens) and tokens[i + 1].lower() == "as" and tokens[i + 2].lower() == "in":
+            # "Y as in Yellow": the letter, then skip the example word.
+            piece = token.upper() if len(token) == 1 else token
+            i += 4 if i + 3 < len(tokens) else 3
+        elif lower in DIGIT_WORDS and (len(token) > 1 or lower == "o" and out and out[-1].isdigit()):
+            piece = DIGIT_WORDS[lower]
+            i += 1
+        elif lower in NATO_WORDS:
+            piece = NATO_WORDS[lower]
+            i += 1
+        elif lower in CONNECTOR_WORDS:
+            piece = CONNECTOR_WORDS[lower]
+            i += 1
+        elif token in {",", "?", "!"}:
+            i += 1
+            continue
+        else:
+            piece = token.upper() if len(token) == 1 and token.isalpha() else token
+            i += 1
+        out.append(piece * repeat)
+        repeat = 1
+    return "".join(out).rstrip(".")

@@ -1,0 +1,105 @@
+"""One timeline per call: the events of a trace file and queries over them.
+
+A trace is JSON Lines. Every line is one event with ``t`` (seconds since the
+call started), ``lane`` and ``kind``. The lanes answer the four questions of a
+call review:
+
+======== =============================================================
+lane     question
+======== =============================================================
+caller   what did the caller say (speech, raw ASR), what was submitted?
+model    what did the model receive, what did it generate?
+tool     which actions were requested, forwarded, executed, with what result?
+bot      what did the caller hear, what did history keep?
+control  which control decided what, on which evidence, with what outcome?
+call     call metadata and the simulated outcome
+======== =============================================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TraceEvent", "Timeline", "LANES"]
+
+LANES = ("call", "caller", "model", "tool", "bot", "control")
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One event on a call timeline."""
+
+    t: float
+    lane: str
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Serialise as one JSON line."""
+        return json.dumps({"t": round(self.t, 4), "lane": self.lane, "kind": self.kind, **self.data},
+                          default=str, ensure_ascii=False)
+
+    @classmethod
+    def from_mapping(cls, raw: dict[str, Any]) -> TraceEvent:
+        """Build an event from a parsed JSON line."""
+        data = {k: v for k, v in raw.items() if k not in {"t", "lane", "kind"}}
+        return cls(t=float(raw.get("t", 0.0)), lane=str(raw.get("lane", "call")), kind=str(raw.get("kind", "")),
+                   data=data)
+
+
+class Timeline:
+    """The ordered events of one call."""
+
+    def __init__(self, events: Iterable[TraceEvent]) -> None:
+        self.events = sorted(events, key=lambda e: e.t)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Timeline:
+        """Read a JSONL trace file.
+
+        Raises:
+            ValueError: A line is not valid JSON (the message names the line).
+        """
+        events = []
+        with Path(path).open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: not a JSON trace line: {exc.msg}") from exc
+                if not isinstance(raw, dict):
+                    raise ValueError(f"{path}:{number}: a trace line must be a JSON object")
+                events.append(TraceEvent.from_mapping(raw))
+        return cls(events)
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def of(self, *kinds: str, lane: str | None = None) -> list[TraceEvent]:
+        """Events of the given kinds (and lane, if given)."""
+        return [e for e in self.events if (not kinds or e.kind in kinds) and (lane is None or e.lane == lane)]
+
+    def first(self, kind: str) -> TraceEvent | None:
+        """The first event of a kind, if any."""
+        return next((e for e in self.events if e.kind == kind), None)
+
+    @property
+    def call(self) -> dict[str, Any]:
+        """The call header's data (empty when the trace has none)."""
+        header = self.first("call_started")
+        return header.data if header else {}
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The simulated outcome's data (empty for real calls)."""
+        result = self.first("call_result")
+        return result.data if result else {}
