@@ -113,10 +113,40 @@ class HistorySettings(_Block):
 
 
 class ChecklistSettings(_Block):
-    """Inject the next checklist question before each model run."""
+    """Inject the next checklist question before each model run.
+
+    Parameters:
+        enabled: Switch.
+        checklist_path: A checklist YAML file; overrides ``checklist``.
+        checklist: Name of a bundled checklist.
+        directive_marker: Prefix of every directive line in the prompt.
+        analyzer: ``rules`` (deterministic, offline) or ``gemini``.
+        gemini_model: Model used by the Gemini analyzer.
+        store: ``memory`` (one process) or ``redis`` (shared by workers).
+        redis_url: Redis server for the ``redis`` store.
+        key_prefix: Namespace for keys in the shared store.
+        debounce_secs: Wait for a newer caller utterance before analysing.
+        lock_ttl_secs: Life of the per-call lock; must exceed ``work_timeout_secs``.
+        work_timeout_secs: Longest the analysis of one turn may take.
+    """
 
     enabled: bool = False
     checklist_path: str | None = None
+    checklist: str = "site_check_in"
+    directive_marker: str = Field(default="[CHECKLIST DIRECTIVE]", min_length=3)
+    analyzer: Literal["rules", "gemini"] = "rules"
+    gemini_model: str = "gemini-2.5-flash"
+    store: Literal["memory", "redis"] = "memory"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    key_prefix: str = "pipecat-harness:"
+    debounce_secs: float = Field(default=0.0, ge=0, le=5)
+    lock_ttl_secs: float = Field(default=15.0, gt=0, le=600)
+    work_timeout_secs: float = Field(default=10.0, gt=0, le=600)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Reject a lock that could expire while the work it guards still runs."""
+        if self.lock_ttl_secs <= self.work_timeout_secs:
+            raise ValueError("checklist.lock_ttl_secs must exceed checklist.work_timeout_secs")
 
 
 class GraderSettings(_Block):

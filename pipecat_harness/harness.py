@@ -41,7 +41,9 @@ from pipecat_harness.trace.recorder import TraceRecorder
 __all__ = ["Harness", "TurnBoundaryProcessor", "CONTROL_FACTORIES"]
 
 #: Control name -> ``"module:Class"`` of its :class:`HarnessControl`, imported only when enabled.
-CONTROL_FACTORIES: dict[str, str] = {}
+CONTROL_FACTORIES: dict[str, str] = {
+    "checklist": "pipecat_harness.checklist.control:ChecklistControl",
+}
 
 
 class TurnBoundaryProcessor(FrameProcessor):

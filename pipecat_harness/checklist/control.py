@@ -1,0 +1,68 @@
+"""``ChecklistControl``: the checklist driver as a harness control."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pipecat.processors.frame_processor import FrameProcessor
+
+from pipecat_harness.checklist.analysis import Analyzer
+from pipecat_harness.checklist.director import ChecklistDirector
+from pipecat_harness.checklist.driver import ChecklistDriver
+from pipecat_harness.checklist.model import Checklist, bundled_checklist, load_checklist
+from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
+from pipecat_harness.config import ChecklistSettings
+from pipecat_harness.control import HarnessControl, Placement
+from pipecat_harness.state.coordination import CallLock
+from pipecat_harness.state.factory import create_store
+
+if TYPE_CHECKING:
+    from pipecat_harness.harness import Harness
+
+__all__ = ["ChecklistControl", "build_analyzer", "load_configured_checklist"]
+
+
+def load_configured_checklist(settings: ChecklistSettings) -> Checklist:
+    """The checklist the settings name (a file path wins over a bundled name)."""
+    if settings.checklist_path:
+        return load_checklist(settings.checklist_path)
+    return bundled_checklist(settings.checklist)
+
+
+def build_analyzer(settings: ChecklistSettings, *, gemini_client: Any = None) -> Analyzer:
+    """The analyzer the settings name; Gemini reads ``GOOGLE_API_KEY``/``GEMINI_API_KEY`` unless given a client."""
+    if settings.analyzer == "gemini":
+        from pipecat_harness.checklist.llm_analyzer import GeminiAnalyzer
+
+        if gemini_client is None:
+            from google import genai
+
+            gemini_client = genai.Client()
+        return GeminiAnalyzer(gemini_client, model=settings.gemini_model)
+    return RuleAnalyzer()
+
+
+class ChecklistControl(HarnessControl):
+    """Walks a checklist: a :class:`ChecklistDirector` before the LLM directs every model run."""
+
+    name = "checklist"
+
+    def __init__(self, harness: Harness) -> None:
+        super().__init__(harness)
+        settings = harness.config.checklist
+        self.settings = settings
+        self.checklist = load_configured_checklist(settings)
+        store = create_store(settings.store, redis_url=settings.redis_url, prefix=settings.key_prefix)
+        self.driver = ChecklistDriver(
+            self.checklist,
+            store,
+            analyzer=build_analyzer(settings),
+            debounce_secs=settings.debounce_secs,
+            lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
+            on_decision=self.record,
+        )
+        self.director = ChecklistDirector(self.driver, call_id=harness.call_id, marker=settings.directive_marker)
+
+    def processors(self) -> list[tuple[Placement, FrameProcessor]]:
+        """The director, between the user aggregator and the LLM."""
+        return [(Placement.BEFORE_LLM, self.director)]

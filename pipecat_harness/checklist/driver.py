@@ -1,0 +1,165 @@
+"""``ChecklistDriver``: analyse new caller turns and decide the next directive, per call.
+
+It is the one place where the Pipecat processor, the proxy's chat-completions
+endpoint, the Retell socket and the conversation-update webhook meet: each
+hands over the caller turns it has seen, and the driver analyses only those
+not analysed yet, under a per-call lock, after a newest-wins debounce.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pipecat_harness.checklist.analysis import Analysis, Analyzer, AnalyzerError
+from pipecat_harness.checklist.directive import Directive, mark_issued, next_directive
+from pipecat_harness.checklist.model import Checklist
+from pipecat_harness.checklist.progress import ChecklistState, apply_analysis
+from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
+from pipecat_harness.state.coordination import CallLock, TranscriptDebouncer
+from pipecat_harness.state.store import StateStore, StoreError
+
+__all__ = ["ChecklistDriver", "DecisionSink"]
+
+logger = logging.getLogger(__name__)
+
+DecisionSink = Callable[[str, dict[str, Any]], Any]
+"""Called with ``(action, evidence)`` for every decision the driver takes."""
+
+
+class ChecklistDriver:
+    """Keeps one checklist's per-call state in a store and produces directives.
+
+    Args:
+        checklist: The checklist to walk.
+        store: Where per-call state, debounce stamps and locks live.
+        analyzer: The analyzer (default: the deterministic :class:`RuleAnalyzer`).
+        fallback_analyzer: Used when ``analyzer`` fails; ``None`` re-raises.
+        debounce_secs: Wait for a newer utterance before analysing (0: none).
+        lock: The per-call lock (default: TTL 15 s guarding 10 s of work).
+        on_decision: Receives every decision.
+        state_ttl_secs: How long a call's state is kept after its last change.
+    """
+
+    def __init__(
+        self,
+        checklist: Checklist,
+        store: StateStore,
+        *,
+        analyzer: Analyzer | None = None,
+        fallback_analyzer: Analyzer | None = None,
+        debounce_secs: float = 0.0,
+        lock: CallLock | None = None,
+        on_decision: DecisionSink | None = None,
+        state_ttl_secs: float = 24 * 3600.0,
+    ) -> None:
+        self.checklist = checklist
+        self.store = store
+        self.analyzer = analyzer or RuleAnalyzer()
+        self.fallback_analyzer = fallback_analyzer if fallback_analyzer is not None else (
+            RuleAnalyzer() if analyzer is not None and not isinstance(analyzer, RuleAnalyzer) else None
+        )
+        self.debouncer = TranscriptDebouncer(store, delay_secs=debounce_secs)
+        self.lock = lock or CallLock(store)
+        self.on_decision = on_decision
+        self.state_ttl_secs = state_ttl_secs
+
+    def _key(self, call_id: str) -> str:
+        return f"checklist:{self.checklist.name}:{call_id}"
+
+    def record(self, action: str, evidence: dict[str, Any]) -> None:
+        if self.on_decision is not None:
+            self.on_decision(action, evidence)
+
+    async def load(self, call_id: str) -> ChecklistState:
+        """Return the call's state (a fresh one for a new call).
+
+        Raises:
+            StoreError: The stored state is corrupt.
+        """
+        raw = await self.store.get_json(self._key(call_id))
+        if raw is None:
+            return ChecklistState(call_id=call_id)
+        try:
+            return ChecklistState.from_dict(raw)
+        except ValueError as exc:
+            raise StoreError(f"call {call_id!r}: {exc}") from exc
+
+    async def save(self, state: ChecklistState) -> None:
+        """Store the call's state, bumping its version."""
+        state.version += 1
+        await self.store.set_json(self._key(state.call_id), state.to_dict(), ttl_secs=self.state_ttl_secs)
+
+    async def reset(self, call_id: str) -> None:
+        """Forget a call's state."""
+        await self.store.delete(self._key(call_id))
+
+    async def current_directive(self, call_id: str) -> Directive:
+        """The directive for the stored state, without analysing or recording anything."""
+        return next_directive(self.checklist, await self.load(call_id))
+
+    async def _analyze(self, state: ChecklistState, utterance: str) -> Analysis:
+        try:
+            return await self.analyzer.analyze(self.checklist, state, utterance)
+        except AnalyzerError as exc:
+            if self.fallback_analyzer is None:
+                raise
+            self.record("analyzer_fallback", {"error": str(exc), "fallback": self.fallback_analyzer.name})
+            return await self.fallback_analyzer.analyze(self.checklist, state, utterance)
+
+    async def sync(
+        self,
+        call_id: str,
+        user_turns: Sequence[str],
+        *,
+        stamp: float | None = None,
+        issue: bool = True,
+    ) -> Directive | None:
+        """Analyse the caller turns not analysed yet and return the next directive.
+
+        ``user_turns`` is every caller turn of the call so far, oldest first
+        (what a platform sends with each request), so a superseded request
+        loses nothing: the newer one carries the same turns.
+
+        Args:
+            call_id: The call.
+            user_turns: All caller utterances so far.
+            stamp: When the newest utterance was heard (default: now); the
+                newest stamp wins the debounce.
+            issue: Record the directive as given to the model.
+
+        Returns:
+            The directive, or ``None`` when a newer utterance superseded this one
+            (no analysis was run).
+        """
+        stamp = time.time() if stamp is None else stamp
+        if not await self.debouncer.settle(call_id, stamp):
+            self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
+            return None
+
+        async def work() -> Directive | None:
+            if not await self.debouncer.is_newest(call_id, stamp):
+                self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
+                return None
+            state = await self.load(call_id)
+            changed = False
+            for index in range(state.analyzed_turns, len(user_turns)):
+                utterance = user_turns[index]
+                analysis = await self._analyze(state, utterance)
+                changes = apply_analysis(self.checklist, state, analysis)
+                changed = True
+                self.record(
+                    "analyzed",
+                    {"turn": index + 1, "utterance": utterance, "analysis": analysis.to_dict(), "changes": changes},
+                )
+            directive = next_directive(self.checklist, state)
+            if issue and mark_issued(state, directive):
+                changed = True
+                self.record("directed", {"directive": directive.to_dict(), "turn": state.analyzed_turns})
+            if changed:
+                await self.save(state)
+            return directive
+
+        return await self.lock.run(call_id, work)

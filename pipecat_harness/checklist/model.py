@@ -1,0 +1,194 @@
+"""The checklist definition: sections of questions with follow-ups, loaded from YAML.
+
+A checklist file looks like::
+
+    name: site_check_in
+    base_prompt: You are Sam, calling a site manager for the weekly check-in...
+    locations:
+      - {name: warehouse, aliases: [the depot]}
+    sections:
+      - id: safety
+        title: Safety
+        questions:
+          - id: incidents
+            ask: Were there any safety incidents this week?
+            keywords: [incident, incidents, accident]
+            follow_up: Ask what happened and whether anyone was hurt.
+            any_other: Ask whether there were any other incidents.
+            per_location: true
+            pair_with: near_misses
+    closing:
+      - {id: summary, instruction: Briefly summarise what the caller reported.}
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "Checklist",
+    "ChecklistError",
+    "ClosingStep",
+    "Location",
+    "Question",
+    "Section",
+    "bundled_checklist",
+    "load_checklist",
+]
+
+
+class ChecklistError(ValueError):
+    """A checklist file that cannot be used; the message names the file and the problem."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Question(_Model):
+    """One item to cover on the call.
+
+    Parameters:
+        id: Stable identifier (used in state keys and analyzer output).
+        ask: How the question is put to the caller.
+        topic: Short noun phrase for the topic ("incidents").
+        keywords: Words or phrases that show the caller is talking about it.
+        follow_up: What to ask once the caller reported one.
+        any_other: What to ask after a report has been followed up.
+        per_location: Ask separately per location when several were mentioned.
+        pair_with: Id of a question that is naturally asked together with this one.
+    """
+
+    id: str = Field(min_length=1, pattern=r"^[a-z0-9_]+$")
+    ask: str = Field(min_length=1)
+    topic: str = ""
+    keywords: list[str] = Field(default_factory=list)
+    follow_up: str | None = None
+    any_other: str | None = None
+    per_location: bool = False
+    pair_with: str | None = None
+
+    @property
+    def topic_name(self) -> str:
+        """The topic phrase, defaulting to the id in words."""
+        return self.topic or self.id.replace("_", " ")
+
+
+class Section(_Model):
+    """A titled group of questions, asked in order."""
+
+    id: str = Field(min_length=1)
+    title: str = ""
+    questions: list[Question] = Field(min_length=1)
+
+
+class Location(_Model):
+    """A place the caller may report on separately."""
+
+    name: str = Field(min_length=1)
+    aliases: list[str] = Field(default_factory=list)
+
+
+class ClosingStep(_Model):
+    """One step of the closing flow (summary, feedback, sign-off)."""
+
+    id: str = Field(min_length=1)
+    instruction: str = Field(min_length=1)
+    end_call: bool = False
+
+
+_DEFAULT_CLOSING = [
+    ClosingStep(id="summary", instruction="Briefly summarise what the caller reported and ask if it is correct."),
+    ClosingStep(id="feedback", instruction="Ask whether the caller has any feedback about this call."),
+    ClosingStep(id="sign_off", instruction="Thank the caller and say goodbye.", end_call=True),
+]
+
+
+class Checklist(_Model):
+    """A whole checklist: sections, known locations, closing flow and the base prompt."""
+
+    name: str = Field(min_length=1)
+    title: str = ""
+    base_prompt: str = "You are a friendly, concise phone agent working through a checklist with the caller."
+    locations: list[Location] = Field(default_factory=list)
+    sections: list[Section] = Field(min_length=1)
+    closing: list[ClosingStep] = Field(default_factory=lambda: list(_DEFAULT_CLOSING))
+
+    @model_validator(mode="after")
+    def _check_references(self) -> Checklist:
+        ids = [q.id for s in self.sections for q in s.questions]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate question ids: {duplicates}")
+        for question in self.questions:
+            if question.pair_with is not None:
+                if question.pair_with not in ids:
+                    raise ValueError(f"question {question.id!r}: pair_with {question.pair_with!r} is not a question id")
+                if question.pair_with == question.id:
+                    raise ValueError(f"question {question.id!r} cannot pair with itself")
+        return self
+
+    @cached_property
+    def questions(self) -> list[Question]:
+        """All questions in asking order."""
+        return [q for s in self.sections for q in s.questions]
+
+    def question(self, question_id: str) -> Question:
+        """Return the question with ``question_id``.
+
+        Raises:
+            KeyError: No such question.
+        """
+        for question in self.questions:
+            if question.id == question_id:
+                return question
+        raise KeyError(f"checklist {self.name!r} has no question {question_id!r}")
+
+    def has_question(self, question_id: str) -> bool:
+        """Whether ``question_id`` names a question."""
+        return any(q.id == question_id for q in self.questions)
+
+
+def _parse(raw: Any, source: str) -> Checklist:
+    if not isinstance(raw, dict):
+        raise ChecklistError(f"{source}: a checklist must be a mapping")
+    try:
+        return Checklist.model_validate(raw)
+    except ValidationError as exc:
+        raise ChecklistError(f"{source}: invalid checklist: {exc}") from exc
+
+
+def load_checklist(path: str | Path) -> Checklist:
+    """Load and validate a checklist YAML file.
+
+    Raises:
+        ChecklistError: Unreadable, not YAML, or not a valid checklist.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ChecklistError(f"{path}: cannot read checklist: {exc.strerror or exc}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ChecklistError(f"{path}: not valid YAML: {exc}") from exc
+    return _parse(raw, str(path))
+
+
+def bundled_checklist(name: str = "site_check_in") -> Checklist:
+    """Load a checklist shipped in ``pipecat_harness/checklist/data/``.
+
+    Raises:
+        ChecklistError: No bundled checklist with that name.
+    """
+    resource = resources.files("pipecat_harness.checklist").joinpath("data", f"{name}.yaml")
+    if not resource.is_file():
+        raise ChecklistError(f"no bundled checklist named {name!r}")
+    return _parse(yaml.safe_load(resource.read_text(encoding="utf-8")), f"bundled:{name}")

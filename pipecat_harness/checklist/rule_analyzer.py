@@ -1,0 +1,183 @@
+"""Deterministic, offline analyzer built on the structure of negation.
+
+A negation cue ("no", "not", "didn't", "none"...) scopes over the noun phrase
+that follows it, and that scope ends at a preposition or a clause boundary.
+So "no incidents" denies incidents, while in "no issues with the incident"
+the negation covers "issues" and the incident itself is referred to as real,
+so the item stays open (it is treated as a report to follow up). Clauses are
+split at commas, "but", "however" and sentence ends, which lets one answer
+close one half of a merged question and report on the other ("No
+scheduling conflicts, but a compliance update came in").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pipecat_harness.checklist.analysis import Analysis, Analyzer, ItemUpdate, Outcome
+from pipecat_harness.checklist.model import Checklist
+from pipecat_harness.checklist.progress import ChecklistState, split_key
+
+__all__ = ["RuleAnalyzer"]
+
+_SENTENCE = re.compile(r"[.!?;]+")
+_CLAUSE = re.compile(r",|\b(?:but|however|although|though|except)\b", re.IGNORECASE)
+_WORD = re.compile(r"[a-z0-9']+")
+
+_NEGATIONS = {"no", "not", "none", "nothing", "never", "without", "zero", "nope", "nah", "nor", "neither"}
+_SCOPE_BREAKERS = {
+    "with", "about", "regarding", "from", "after", "during", "on", "in", "at", "for", "to", "since",
+    "because", "if", "when", "while", "that", "which", "who",
+}
+_RESETS_AFTER_CONJUNCTION = {
+    "a", "an", "one", "the", "some", "two", "three", "several", "we", "they", "there", "it", "i", "he", "she",
+}
+_YES = {"yes", "yeah", "yep", "yup", "sure", "correct", "indeed", "actually"}
+_POSITIVE_OPENERS = (
+    "we had", "there was", "there were", "we did", "one", "a couple", "a few", "two", "three", "just one",
+)
+_TOPIC_CUES = (
+    "by the way", "also", "oh and", "another thing", "one more thing", "i should mention", "i wanted to mention",
+    "separately", "unrelated",
+)
+
+
+def _is_negation(word: str) -> bool:
+    return word in _NEGATIONS or word.endswith("n't")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("’", "'"))
+
+
+@dataclass(frozen=True)
+class _Mention:
+    question_id: str
+    start: int
+    negated: bool
+
+
+def _phrase_positions(words: list[str], phrase: str) -> list[int]:
+    target = _words(phrase)
+    n = len(target)
+    return [i for i in range(len(words) - n + 1) if words[i : i + n] == target] if n else []
+
+
+def _negated_at(words: list[str], position: int) -> bool:
+    """Whether a negation cue before ``position`` still scopes over it."""
+    for index in range(position - 1, -1, -1):
+        word = words[index]
+        if _is_negation(word):
+            return True
+        if word in _SCOPE_BREAKERS:
+            return False
+        if word in {"and", "or"} and index + 1 < position and words[index + 1] in _RESETS_AFTER_CONJUNCTION:
+            return False
+    return False
+
+
+def _polarity(words: list[str]) -> Outcome | None:
+    if not words:
+        return None
+    text = " ".join(words)
+    if words[0] in _YES or any(text.startswith(opener) for opener in _POSITIVE_OPENERS):
+        return "reported"
+    if any(_is_negation(word) for word in words[:4]):
+        return "denied"
+    return None
+
+
+class RuleAnalyzer(Analyzer):
+    """Keyword and negation-scope analyzer; no model, no network, fully deterministic."""
+
+    name = "rules"
+
+    def _mentions(self, checklist: Checklist, words: list[str]) -> list[_Mention]:
+        found: dict[str, _Mention] = {}
+        taken: set[int] = set()
+        phrases = sorted(
+            ((kw, q.id) for q in checklist.questions for kw in [*q.keywords, q.topic_name]),
+            key=lambda item: -len(_words(item[0])),
+        )
+        for phrase, question_id in phrases:
+            size = len(_words(phrase))
+            for start in _phrase_positions(words, phrase):
+                span = set(range(start, start + size))
+                if span & taken:
+                    continue
+                taken |= span
+                if question_id not in found:
+                    found[question_id] = _Mention(question_id, start, _negated_at(words, start))
+        return sorted(found.values(), key=lambda m: m.start)
+
+    def _locations(self, checklist: Checklist, words: list[str]) -> list[str]:
+        hits = []
+        for location in checklist.locations:
+            for phrase in [location.name, *location.aliases]:
+                positions = _phrase_positions(words, phrase)
+                if positions:
+                    hits.append((positions[0], location.name))
+                    break
+        return [name for _, name in sorted(hits)]
+
+    async def analyze(self, checklist: Checklist, state: ChecklistState, utterance: str) -> Analysis:
+        """Analyse one utterance against the last directive and the checklist keywords."""
+        analysis = Analysis(analyzer=self.name)
+        last = state.last_directive or {}
+        last_kind = last.get("kind")
+        last_targets = [split_key(k) for k in last.get("targets", [])] if last_kind not in ("topic", "closing") else []
+        addressed = False
+        seen: set[tuple[str, str | None]] = set()
+        for sentence in _SENTENCE.split(utterance):
+            sentence_location: str | None = None
+            sentence_words = _words(sentence)
+            sentence_text = " ".join(sentence_words)
+            cue = next((c for c in _TOPIC_CUES if sentence_text.startswith(c + " ")), None)
+            if cue is not None and not self._mentions(checklist, sentence_words):
+                topic = " ".join(sentence_words[len(cue.split()) :])
+                if len(topic.split()) >= 2:
+                    analysis.unexpected_topics.append(topic)
+                continue
+            for clause in _CLAUSE.split(sentence):
+                words = _words(clause)
+                if not words:
+                    continue
+                locations = self._locations(checklist, words)
+                for location in locations:
+                    if location not in analysis.locations:
+                        analysis.locations.append(location)
+                if len(locations) == 1:
+                    sentence_location = locations[0]
+                location = locations[0] if len(locations) == 1 else (None if locations else sentence_location)
+                mentions = self._mentions(checklist, words)
+                for mention in mentions:
+                    if (mention.question_id, location) in seen:
+                        continue
+                    seen.add((mention.question_id, location))
+                    outcome: Outcome = "denied" if mention.negated else "reported"
+                    if (
+                        outcome == "reported"
+                        and last_kind == "follow_up"
+                        and any(q == mention.question_id for q, _ in last_targets)
+                    ):
+                        outcome = "detail"
+                    analysis.updates.append(ItemUpdate(mention.question_id, outcome, location, clause.strip()))
+                    addressed = addressed or any(q == mention.question_id for q, _ in last_targets)
+                if mentions:
+                    continue
+                if addressed or not last_targets:
+                    continue
+                outcome_for_targets: Outcome | None = "detail" if last_kind == "follow_up" else _polarity(words)
+                if outcome_for_targets is None:
+                    continue
+                for question_id, target_location in last_targets:
+                    if location and target_location and location != target_location:
+                        continue
+                    seen.add((question_id, location))
+                    seen.add((question_id, None))
+                    analysis.updates.append(
+                        ItemUpdate(question_id, outcome_for_targets, location or target_location, clause.strip())
+                    )
+                addressed = True
+        return analysis

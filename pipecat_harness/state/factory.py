@@ -1,0 +1,22 @@
+"""Build a :class:`StateStore` from a backend name."""
+
+from __future__ import annotations
+
+from pipecat_harness.state.memory import MemoryStateStore
+from pipecat_harness.state.redis_store import RedisStateStore
+from pipecat_harness.state.store import StateStore
+
+__all__ = ["create_store"]
+
+
+def create_store(backend: str = "memory", *, redis_url: str = "redis://127.0.0.1:6379/0", prefix: str = "") -> StateStore:
+    """Return a store for ``backend`` (``"memory"`` or ``"redis"``).
+
+    Raises:
+        ValueError: Unknown backend name.
+    """
+    if backend == "memory":
+        return MemoryStateStore()
+    if backend == "redis":
+        return RedisStateStore(redis_url, prefix=prefix or "pipecat-harness:")
+    raise ValueError(f"unknown state backend {backend!r}; choose 'memory' or 'redis'")

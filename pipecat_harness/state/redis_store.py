@@ -1,0 +1,117 @@
+"""Redis-backed :class:`StateStore` shared by several worker processes.
+
+Every compare-then-write runs as one Lua script, so two processes can never
+both believe they hold a lock or that their stamp is the newest.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipecat_harness.state.store import StateStore, StoreError
+
+__all__ = ["RedisStateStore"]
+
+_OFFER_NEWEST = """
+local cur = redis.call('GET', KEYS[1])
+if cur and tonumber(cur) > tonumber(ARGV[1]) then return 0 end
+if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+else redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+"""
+
+_ACQUIRE = """
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+if cur then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def _ms(secs: float) -> int:
+    return max(1, int(secs * 1000))
+
+
+class RedisStateStore(StateStore):
+    """Store on a Redis server (``redis.asyncio``).
+
+    Args:
+        url: Redis URL, e.g. ``redis://127.0.0.1:6379/0``.
+        prefix: Namespace prepended to every key, so deployments and test
+            runs sharing one server do not collide.
+        client: An existing ``redis.asyncio.Redis`` client (overrides ``url``).
+    """
+
+    def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str = "pipecat-harness:", client: Any = None):
+        if client is None:
+            try:
+                import redis.asyncio as aioredis
+            except ImportError as exc:  # pragma: no cover - depends on extras
+                raise StoreError("the Redis store needs the 'redis' extra: pip install 'pipecat-harness[redis]'") from exc
+            client = aioredis.from_url(url, decode_responses=True)
+        self._redis = client
+        self.prefix = prefix
+        self._offer = self._redis.register_script(_OFFER_NEWEST)
+        self._acquire = self._redis.register_script(_ACQUIRE)
+        self._release = self._redis.register_script(_RELEASE)
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreError` when the server cannot be reached."""
+        try:
+            await self._redis.ping()
+        except Exception as exc:
+            raise StoreError(f"Redis not reachable: {exc}") from exc
+
+    async def get_json(self, key: str) -> Any | None:
+        """Return the decoded JSON value under ``key``."""
+        raw = await self._redis.get(self._key(key))
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise StoreError(f"stored value for {key!r} is not JSON: {exc}") from exc
+
+    async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
+        """Store ``value`` as JSON."""
+        try:
+            raw = json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from exc
+        await self._redis.set(self._key(key), raw, px=None if ttl_secs is None else _ms(ttl_secs))
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key``."""
+        await self._redis.delete(self._key(key))
+
+    async def offer_newest(self, key: str, stamp: float, *, ttl_secs: float | None = None) -> bool:
+        """Keep the largest stamp atomically."""
+        ttl = "" if ttl_secs is None else str(_ms(ttl_secs))
+        return bool(await self._offer(keys=[self._key(key)], args=[repr(float(stamp)), ttl]))
+
+    async def newest(self, key: str) -> float | None:
+        """Return the newest stamp."""
+        raw = await self._redis.get(self._key(key))
+        return None if raw is None else float(raw)
+
+    async def acquire(self, key: str, token: str, ttl_secs: float) -> bool:
+        """Take (or extend our own) lock with ``SET NX PX`` semantics."""
+        return bool(await self._acquire(keys=[self._key(key)], args=[token, str(_ms(ttl_secs))]))
+
+    async def release(self, key: str, token: str) -> bool:
+        """Delete the lock only if ``token`` holds it."""
+        return bool(await self._release(keys=[self._key(key)], args=[token]))
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._redis.aclose()

@@ -1,0 +1,67 @@
+"""``StateStore``: the interface every per-call shared state goes through.
+
+Per-call state that two workers may touch (checklist state, debounce
+timestamps, locks) lives behind this small async interface. The in-process
+:class:`~pipecat_harness.state.memory.MemoryStateStore` is the embedded
+default; :class:`~pipecat_harness.state.redis_store.RedisStateStore` shares
+the same operations across worker processes.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+__all__ = ["StateStore", "StoreError"]
+
+
+class StoreError(RuntimeError):
+    """The backing store failed or returned something that is not valid state."""
+
+
+class StateStore(abc.ABC):
+    """Async key-value store with the atomic operations per-call coordination needs.
+
+    Keys are plain strings; implementations add their own namespace prefix.
+    Values are JSON-serialisable objects.
+    """
+
+    @abc.abstractmethod
+    async def get_json(self, key: str) -> Any | None:
+        """Return the value stored under ``key``, or ``None``."""
+
+    @abc.abstractmethod
+    async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
+        """Store ``value`` under ``key``, optionally expiring after ``ttl_secs``."""
+
+    @abc.abstractmethod
+    async def delete(self, key: str) -> None:
+        """Remove ``key`` if present."""
+
+    @abc.abstractmethod
+    async def offer_newest(self, key: str, stamp: float, *, ttl_secs: float | None = None) -> bool:
+        """Atomically record ``stamp`` if it is newer than the stored one.
+
+        Returns:
+            True when ``stamp`` is now the newest stamp for ``key`` (it was
+            stored, or an equal stamp was already there).
+        """
+
+    @abc.abstractmethod
+    async def newest(self, key: str) -> float | None:
+        """Return the newest stamp recorded for ``key``."""
+
+    @abc.abstractmethod
+    async def acquire(self, key: str, token: str, ttl_secs: float) -> bool:
+        """Take the lock ``key`` for ``token`` unless another token holds it.
+
+        The lock expires by itself after ``ttl_secs`` so a crashed holder
+        cannot block the call forever.
+        """
+
+    @abc.abstractmethod
+    async def release(self, key: str, token: str) -> bool:
+        """Release the lock ``key`` only if ``token`` still holds it."""
+
+    async def close(self) -> None:
+        """Release connections; the default does nothing."""
