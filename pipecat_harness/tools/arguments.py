@@ -1,0 +1,214 @@
+"""Tool-call arguments: bounded streaming accumulation, parsing, and server context.
+
+Models stream a tool call's arguments as JSON text fragments keyed by the
+call's id (or index). :class:`ArgumentAccumulator` keeps one bounded buffer per
+call, finalises each call once and parses it only then. :func:`parse_arguments`
+turns whatever a framework hands over (a mapping, JSON text, bytes) into a
+plain ``dict`` or raises :class:`ArgumentError` with a reason a model can read.
+
+Server context (tenant id, customer id) is never the model's to choose: trusted
+code attaches it with :func:`attach_server_context`, which refuses arguments in
+which the model tried to set those fields itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DEFAULT_MAX_ARGUMENT_BYTES",
+    "ArgumentAccumulator",
+    "ArgumentError",
+    "attach_server_context",
+    "parse_arguments",
+]
+
+DEFAULT_MAX_ARGUMENT_BYTES = 16_384
+
+
+class ArgumentError(ValueError):
+    """Arguments that cannot be forwarded.
+
+    Attributes:
+        kind: ``malformed_json``, ``not_an_object``, ``too_large``,
+            ``invalid``, ``server_context`` or ``already_finalised``.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def parse_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) -> dict[str, Any]:
+    """Return tool arguments as a ``dict``.
+
+    Args:
+        raw: A mapping, JSON text or UTF-8 bytes; ``None`` and empty text mean ``{}``.
+        max_bytes: Largest accepted size of the JSON encoding.
+
+    Raises:
+        ArgumentError: Malformed JSON, a non-object value, or too large.
+    """
+    if isinstance(raw, bytes | bytearray):
+        if len(raw) > max_bytes:
+            raise ArgumentError("too_large", f"arguments are {len(raw)} bytes; the limit is {max_bytes}")
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ArgumentError("malformed_json", f"arguments are not UTF-8: {exc.reason}") from exc
+    if raw is None:
+        return {}
+    if isinstance(raw, str):
+        size = len(raw.encode("utf-8"))
+        if size > max_bytes:
+            raise ArgumentError("too_large", f"arguments are {size} bytes; the limit is {max_bytes}")
+        if not raw.strip():
+            return {}
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ArgumentError(
+                "malformed_json", f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+            ) from exc
+    else:
+        value = raw
+    if not isinstance(value, Mapping):
+        raise ArgumentError("not_an_object", f"arguments must be a JSON object, got {_json_type(value)}")
+    if not isinstance(raw, str):
+        try:
+            size = len(json.dumps(value, default=str).encode("utf-8"))
+        except (TypeError, ValueError) as exc:
+            raise ArgumentError("invalid", f"arguments are not JSON-serialisable: {exc}") from exc
+        if size > max_bytes:
+            raise ArgumentError("too_large", f"arguments are {size} bytes; the limit is {max_bytes}")
+    return dict(value)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if value is None:
+        return "null"
+    return type(value).__name__
+
+
+def attach_server_context(
+    arguments: Mapping[str, Any], context: Mapping[str, Any], *, reserved: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Return ``arguments`` with trusted server context added.
+
+    Args:
+        arguments: What the model supplied.
+        context: Trusted values (``tenant_id``, ``customer_id``...).
+        reserved: Further field names only the server may set, even when not
+            in ``context`` for this call.
+
+    Raises:
+        ArgumentError: The model supplied a server-context field (kind ``server_context``).
+    """
+    forbidden = sorted(set(context) | set(reserved))
+    supplied = [key for key in forbidden if key in arguments]
+    if supplied:
+        raise ArgumentError(
+            "server_context",
+            f"argument(s) {', '.join(repr(k) for k in supplied)} are set by the server, not by the model",
+        )
+    return {**arguments, **context}
+
+
+@dataclass
+class _Buffer:
+    name: str = ""
+    parts: list[str] = field(default_factory=list)
+    size: int = 0
+    overflow: bool = False
+
+
+class ArgumentAccumulator:
+    """Accumulates streamed argument fragments per tool-call id, with a byte limit.
+
+    Each call is finalised exactly once: :meth:`finish` parses and forgets it;
+    fragments arriving after that raise. A call that grows beyond the limit
+    stops buffering (memory stays bounded) and fails when finished.
+
+    Args:
+        max_bytes: Largest accepted arguments payload per call.
+        max_calls: Most calls buffered at the same time.
+    """
+
+    def __init__(self, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES, max_calls: int = 64) -> None:
+        self.max_bytes = max_bytes
+        self.max_calls = max_calls
+        self._buffers: dict[str, _Buffer] = {}
+        self._finished: set[str] = set()
+
+    @property
+    def pending(self) -> list[str]:
+        """Ids of calls started but not finished, in arrival order."""
+        return list(self._buffers)
+
+    def add(self, call_id: str, fragment: str = "", *, name: str | None = None) -> None:
+        """Append a fragment of a call's arguments.
+
+        Args:
+            call_id: The tool call's id (or stream index as text).
+            fragment: The next piece of the arguments' JSON text.
+            name: The tool name, when this chunk carries it.
+
+        Raises:
+            ArgumentError: The call was already finalised, or too many calls are open.
+        """
+        if call_id in self._finished:
+            raise ArgumentError("already_finalised", f"tool call {call_id!r} was already finalised")
+        buffer = self._buffers.get(call_id)
+        if buffer is None:
+            if len(self._buffers) >= self.max_calls:
+                raise ArgumentError("too_large", f"more than {self.max_calls} tool calls open at once")
+            buffer = self._buffers[call_id] = _Buffer()
+        if name:
+            buffer.name = name
+        if buffer.overflow or not fragment:
+            return
+        size = len(fragment.encode("utf-8"))
+        if buffer.size + size > self.max_bytes:
+            buffer.overflow = True
+            buffer.parts.clear()
+            buffer.size += size
+            return
+        buffer.parts.append(fragment)
+        buffer.size += size
+
+    def name(self, call_id: str) -> str:
+        """Return the tool name seen for a pending call (empty when none yet)."""
+        buffer = self._buffers.get(call_id)
+        return buffer.name if buffer else ""
+
+    def finish(self, call_id: str) -> dict[str, Any]:
+        """Finalise a call and return its parsed arguments.
+
+        Raises:
+            ArgumentError: Already finalised, too large, malformed JSON or not an object.
+        """
+        if call_id in self._finished:
+            raise ArgumentError("already_finalised", f"tool call {call_id!r} was already finalised")
+        buffer = self._buffers.pop(call_id, _Buffer())
+        self._finished.add(call_id)
+        if buffer.overflow:
+            raise ArgumentError(
+                "too_large", f"arguments exceeded {self.max_bytes} bytes (at least {buffer.size} received)"
+            )
+        return parse_arguments("".join(buffer.parts), max_bytes=self.max_bytes)
+
+    def discard(self, call_id: str) -> None:
+        """Drop a call's buffer without parsing (the stream was abandoned)."""
+        self._buffers.pop(call_id, None)
+        self._finished.add(call_id)

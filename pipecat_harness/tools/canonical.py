@@ -1,0 +1,66 @@
+"""Canonical JSON of tool arguments, so equal requests compare and hash equal.
+
+Two requests that differ only in key order, whitespace or number spelling
+(``45`` vs ``45.0``) are the same request. Booleans stay distinct from numbers,
+and strings are compared after Unicode NFC normalisation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import unicodedata
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["CanonicalizationError", "canonical_json", "request_hash"]
+
+
+class CanonicalizationError(ValueError):
+    """The arguments contain a value with no canonical JSON form."""
+
+
+def _normalise(value: Any, path: str) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float | Decimal):
+        number = float(value)
+        if not math.isfinite(number):
+            raise CanonicalizationError(f"{path or 'arguments'}: {value!r} is not a finite number")
+        # 45.0 and 45 are the same amount; -0.0 is zero.
+        if number.is_integer() and abs(number) < 2**53:
+            return int(number)
+        return number
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, Mapping):
+        normalised: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CanonicalizationError(f"{path or 'arguments'}: key {key!r} is not a string")
+            normalised[unicodedata.normalize("NFC", key)] = _normalise(item, f"{path}.{key}" if path else key)
+        return normalised
+    if isinstance(value, list | tuple):
+        return [_normalise(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    raise CanonicalizationError(f"{path or 'arguments'}: {type(value).__name__} is not a JSON value")
+
+
+def canonical_json(arguments: Any) -> str:
+    """Return the canonical JSON text of ``arguments``.
+
+    Keys are sorted, separators carry no whitespace, integral floats are written
+    as integers and strings are NFC-normalised.
+
+    Raises:
+        CanonicalizationError: A value is not JSON (a set, NaN, a non-string key...).
+    """
+    return json.dumps(_normalise(arguments, ""), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_hash(name: str, arguments: Any) -> str:
+    """Return the SHA-256 hex digest identifying a request (tool name plus canonical arguments)."""
+    return hashlib.sha256(f"{name}\n{canonical_json(arguments)}".encode()).hexdigest()

@@ -1,0 +1,123 @@
+"""Running a handler with a deadline, and waiting for the late replies of timed-out writes.
+
+A handler runs in its own task, so a deadline never cancels a write halfway:
+past the deadline the caller is told the outcome is unknown while the task may
+still finish. :class:`LateReplies` keeps such tasks for a bounded time and
+reports a late reply, which settles the unknown outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["HandlerOutcome", "LateReplies", "await_deadline", "describe_error", "run_with_deadline"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class HandlerOutcome:
+    """What became of one handler run.
+
+    Parameters:
+        task: The task running the handler (still running when ``timed_out``).
+        value: The handler's return value.
+        error: ``"Type: message"`` when the handler raised.
+        timed_out: The deadline passed first.
+    """
+
+    task: asyncio.Future[Any]
+    value: Any = None
+    error: str | None = None
+    timed_out: bool = False
+
+
+def describe_error(exc: BaseException) -> str:
+    """Return ``"Type: message"`` for an exception."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _settled(task: asyncio.Future[Any]) -> HandlerOutcome:
+    if task.cancelled():
+        return HandlerOutcome(task, error="CancelledError: the handler was cancelled")
+    exc = task.exception()
+    if exc is not None:
+        return HandlerOutcome(task, error=describe_error(exc))
+    return HandlerOutcome(task, value=task.result())
+
+
+async def run_with_deadline(run: Callable[[], Awaitable[Any]], timeout_secs: float | None) -> HandlerOutcome:
+    """Run ``run()`` in its own task and wait at most ``timeout_secs`` for it.
+
+    The task is not cancelled when the deadline passes; the caller decides.
+    """
+    return await await_deadline(asyncio.ensure_future(run()), timeout_secs)
+
+
+async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None) -> HandlerOutcome:
+    """Wait at most ``timeout_secs`` for a running handler task (which is never cancelled here)."""
+    done, _ = await asyncio.wait({task}, timeout=timeout_secs)
+    if not done:
+        return HandlerOutcome(task, timed_out=True)
+    return _settled(task)
+
+
+class LateReplies:
+    """Waits, for a bounded time, for handlers that missed their deadline.
+
+    Args:
+        window_secs: How long a late reply is awaited before the handler is cancelled.
+    """
+
+    def __init__(self, window_secs: float) -> None:
+        self.window_secs = window_secs
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    def watch(
+        self,
+        task: asyncio.Future[Any],
+        on_reply: Callable[[Any, str | None], Awaitable[None]],
+    ) -> None:
+        """Call ``on_reply(value, error)`` if ``task`` finishes within the window; cancel it otherwise."""
+        watcher = asyncio.get_running_loop().create_task(self._wait(task, on_reply), name="late-reply")
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+
+    async def _wait(self, task: asyncio.Future[Any], on_reply: Callable[[Any, str | None], Awaitable[None]]) -> None:
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.window_secs)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if not done:
+            task.cancel()
+            return
+        outcome = _settled(task)
+        try:
+            await on_reply(outcome.value, outcome.error)
+        except Exception:
+            logger.exception("recording a late tool reply failed")
+
+    @property
+    def pending(self) -> int:
+        """Timed-out handlers still awaited."""
+        return len(self._watchers)
+
+    async def wait(self) -> None:
+        """Wait until every watched handler replied or its window passed."""
+        while self._watchers:
+            await asyncio.gather(*list(self._watchers), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop waiting; cancel the timed-out handlers."""
+        for watcher in list(self._watchers):
+            watcher.cancel()
+        for watcher in list(self._watchers):
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher

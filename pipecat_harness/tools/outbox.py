@@ -1,0 +1,219 @@
+"""The outbox: completion events written with the status change, delivered with retries.
+
+:class:`OperationLedger` writes an event row in the same transaction as each
+settling status change, so an event exists if and only if the change
+committed. :class:`OutboxPublisher` delivers pending rows to a sink and marks
+them published; a publisher that crashes between the commit and the delivery
+loses nothing, because the row is still pending when the next publisher runs.
+Delivery is at least once; :class:`OutboxConsumer` drops repeats by event id.
+Publishing runs in its own task, never on the voice loop's critical path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import ColumnElement
+
+from pipecat_harness.tools.ledger import OperationLedger
+
+__all__ = ["EventSink", "OutboxConsumer", "OutboxEvent", "OutboxPublisher"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OutboxEvent:
+    """One completion event.
+
+    Parameters:
+        event_id: Unique id; consumers dedupe on it.
+        event_type: ``operation.succeeded``, ``operation.failed``, ``operation.outcome_unknown``...
+        tenant: Tenant of the operation.
+        idempotency_key: The operation's key.
+        payload: The operation's state after the change.
+        attempts: Delivery attempts so far.
+    """
+
+    event_id: str
+    event_type: str
+    tenant: str
+    idempotency_key: str
+    payload: dict[str, Any]
+    attempts: int = 0
+
+
+EventSink = Callable[[OutboxEvent], Awaitable[None]]
+"""Delivers one event; raising means "not delivered, try again later"."""
+
+
+class OutboxPublisher:
+    """Delivers pending outbox events to a sink, with retries.
+
+    Args:
+        ledger: The ledger whose outbox to drain.
+        sink: Where events go (a queue, a webhook, a message bus).
+        max_attempts: Deliveries tried per event before it is left for an operator
+            (it stays pending and is reported, never dropped).
+        batch_size: Events read per pass.
+        retry_delay_secs: Pause between passes after a failed delivery.
+    """
+
+    def __init__(
+        self,
+        ledger: OperationLedger,
+        sink: EventSink,
+        *,
+        max_attempts: int = 10,
+        batch_size: int = 100,
+        retry_delay_secs: float = 0.5,
+    ) -> None:
+        self.ledger = ledger
+        self.sink = sink
+        self.max_attempts = max_attempts
+        self.batch_size = batch_size
+        self.retry_delay_secs = retry_delay_secs
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    async def pending(self) -> list[OutboxEvent]:
+        """Return the events not yet published, oldest first (including those out of attempts)."""
+        return await self._read(include_exhausted=True)
+
+    async def _read(self, *, include_exhausted: bool) -> list[OutboxEvent]:
+        outbox = self.ledger.tables.outbox
+        condition: ColumnElement[bool] = outbox.c.published_at.is_(None)
+        if not include_exhausted:
+            condition = and_(condition, outbox.c.attempts < self.max_attempts)
+        query = select(outbox).where(condition).order_by(outbox.c.created_at, outbox.c.seq).limit(self.batch_size)
+        async with self.ledger.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            OutboxEvent(
+                event_id=r._mapping["event_id"], event_type=r._mapping["event_type"], tenant=r._mapping["tenant"],
+                idempotency_key=r._mapping["idempotency_key"], payload=json.loads(r._mapping["payload"]),
+                attempts=r._mapping["attempts"],
+            )
+            for r in rows
+        ]
+
+    async def publish_pending(self) -> tuple[int, int]:
+        """Try once to deliver every pending event.
+
+        Returns:
+            ``(delivered, failed)`` counts for this pass.
+        """
+        outbox = self.ledger.tables.outbox
+        delivered = failed = 0
+        for event in await self._read(include_exhausted=False):
+            try:
+                await self.sink(event)
+            except Exception as exc:
+                failed += 1
+                async with self.ledger.engine.begin() as conn:
+                    await conn.execute(
+                        update(outbox).where(outbox.c.event_id == event.event_id)
+                        .values(attempts=outbox.c.attempts + 1, last_error=f"{type(exc).__name__}: {exc}")
+                    )
+                if event.attempts + 1 >= self.max_attempts:
+                    logger.error("outbox event %s undeliverable after %d attempts: %s",
+                                 event.event_id, event.attempts + 1, exc)
+                continue
+            async with self.ledger.engine.begin() as conn:
+                await conn.execute(
+                    update(outbox).where(outbox.c.event_id == event.event_id)
+                    .values(published_at=self.ledger.clock(), attempts=outbox.c.attempts + 1, last_error=None)
+                )
+            delivered += 1
+        return delivered, failed
+
+    async def drain(self, *, max_passes: int = 20) -> int:
+        """Publish until nothing deliverable is pending (or ``max_passes``); return events delivered."""
+        total = 0
+        for _ in range(max_passes):
+            delivered, failed = await self.publish_pending()
+            total += delivered
+            if not failed and delivered < self.batch_size:
+                break
+            if failed:
+                await asyncio.sleep(self.retry_delay_secs)
+        return total
+
+    def notify(self) -> None:
+        """Wake the background publisher (new events were committed)."""
+        self._wake.set()
+
+    def start(self, *, interval_secs: float = 1.0) -> None:
+        """Run the publisher in a background task until :meth:`stop`."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(interval_secs), name="outbox-publisher")
+
+    async def stop(self) -> None:
+        """Stop the background task (pending events stay in the outbox)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self, interval_secs: float) -> None:
+        while True:
+            try:
+                _, failed = await self.publish_pending()
+            except Exception:
+                logger.exception("outbox publisher pass failed; retrying")
+                failed = 1
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.retry_delay_secs if failed else interval_secs)
+
+
+class OutboxConsumer:
+    """Receives outbox events and hands each event id to its handler once.
+
+    The handler runs first and the event id is remembered only after it
+    returned, so a handler failure means redelivery rather than loss.
+
+    Args:
+        ledger: The ledger whose database stores the consumed event ids.
+        name: Consumer name (ids are remembered per consumer).
+        handler: What to do with a new event.
+    """
+
+    def __init__(self, ledger: OperationLedger, name: str, handler: Callable[[OutboxEvent], Awaitable[None]]) -> None:
+        self.ledger = ledger
+        self.name = name
+        self.handler = handler
+        self.duplicates = 0
+
+    async def seen(self, event_id: str) -> bool:
+        """Whether this consumer already handled the event."""
+        consumed = self.ledger.tables.consumed
+        async with self.ledger.engine.connect() as conn:
+            row = (await conn.execute(
+                select(consumed.c.event_id).where(and_(consumed.c.consumer == self.name,
+                                                       consumed.c.event_id == event_id))
+            )).first()
+        return row is not None
+
+    async def __call__(self, event: OutboxEvent) -> None:
+        """Handle ``event`` unless it was handled before (usable as an :data:`EventSink`)."""
+        if await self.seen(event.event_id):
+            self.duplicates += 1
+            return
+        await self.handler(event)
+        try:
+            async with self.ledger.engine.begin() as conn:
+                await conn.execute(self.ledger.tables.consumed.insert().values(
+                    consumer=self.name, event_id=event.event_id, consumed_at=self.ledger.clock()
+                ))
+        except IntegrityError:
+            self.duplicates += 1

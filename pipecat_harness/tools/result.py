@@ -1,0 +1,85 @@
+"""What the gate returns for one tool call, and what the model is told."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ALREADY_DONE", "GateResult", "GateStatus"]
+
+ALREADY_DONE = "not executed: already done in this turn"
+
+
+class GateStatus(enum.StrEnum):
+    """How a tool call ended at the gate."""
+
+    EXECUTED = "executed"
+    """Forwarded and the handler returned without error."""
+    NOT_EXECUTED = "not_executed"
+    """Not forwarded: a duplicate, an interrupted generation, or a pending clarification."""
+    BLOCKED = "blocked"
+    """Not forwarded: unknown tool, invalid arguments or a policy said no."""
+    FAILED = "failed"
+    """Forwarded and the handler raised or reported an error; a retry is allowed."""
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    """Forwarded and no reply came; the write may have happened, so it is not retried."""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The outcome of :meth:`ToolGate.call`.
+
+    Parameters:
+        status: How the call ended.
+        name: Tool name.
+        result: The handler's result (for a suppressed duplicate, the earlier call's result).
+        reason: Why it was not executed, blocked, failed or is unknown.
+        write: Whether the tool changes business state.
+        idempotency_key: The ledger key of the operation, for writes.
+        warnings: Reasons of ``warn`` policy verdicts.
+        reason_kind: Machine-readable reason (``duplicate``, ``malformed_json``,
+            ``policy``, ``timeout``, ``interrupted``...).
+    """
+
+    status: GateStatus
+    name: str
+    result: Any = None
+    reason: str = ""
+    write: bool = False
+    idempotency_key: str | None = None
+    warnings: tuple[str, ...] = ()
+    reason_kind: str = ""
+
+    @property
+    def executed(self) -> bool:
+        """Whether the handler ran to completion without error in this call."""
+        return self.status == GateStatus.EXECUTED
+
+    def to_tool_result(self) -> Any:
+        """Return what the model receives as the tool result.
+
+        An executed call returns the handler's result unchanged, so the model
+        sees exactly what it would see without the gate. Everything else is a
+        small object whose ``status`` and ``reason`` say what happened and what
+        the model should do next.
+        """
+        if self.status == GateStatus.EXECUTED:
+            return self.result
+        if self.status == GateStatus.NOT_EXECUTED:
+            body: dict[str, Any] = {"status": "not_executed", "reason": self.reason}
+            if self.result is not None:
+                body["previous_result"] = self.result
+            return body
+        if self.status == GateStatus.BLOCKED:
+            return {"status": "blocked", "reason": self.reason}
+        if self.status == GateStatus.FAILED:
+            body = {"status": "failed", "reason": self.reason, "retry_allowed": True}
+            if self.result is not None:
+                body["result"] = self.result
+            return body
+        return {
+            "status": "outcome_unknown",
+            "reason": self.reason,
+            "instruction": "Do not repeat this action. Tell the caller it is being checked.",
+        }

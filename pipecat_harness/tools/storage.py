@@ -1,0 +1,112 @@
+"""Tables and engines shared by the operation ledger and its outbox.
+
+The ledger and the outbox live in the same database so that an operation's
+status change and its completion event commit in one transaction. The same
+SQLAlchemy Core code runs on SQLite (``sqlite+aiosqlite://``, the embedded
+default) and PostgreSQL (``postgresql+asyncpg://``, the shared backend).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+__all__ = ["DEFAULT_LEDGER_URL", "LedgerTables", "ledger_tables", "make_engine"]
+
+#: Embedded default: an in-memory SQLite database private to the process.
+DEFAULT_LEDGER_URL = "sqlite+aiosqlite://"
+
+_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
+
+
+@dataclass(frozen=True)
+class LedgerTables:
+    """The ledger's tables under one name prefix."""
+
+    metadata: MetaData
+    operations: Table
+    outbox: Table
+    consumed: Table
+
+
+def ledger_tables(prefix: str = "harness_") -> LedgerTables:
+    """Return table definitions named ``<prefix>operations``, ``<prefix>outbox``, ``<prefix>consumed``.
+
+    Raises:
+        ValueError: ``prefix`` is not a plain SQL identifier prefix.
+    """
+    if not _PREFIX.match(prefix):
+        raise ValueError(f"table prefix {prefix!r} must be letters, digits and underscores")
+    metadata = MetaData()
+    operations = Table(
+        f"{prefix}operations",
+        metadata,
+        Column("tenant", String(128), nullable=False),
+        Column("idempotency_key", String(512), nullable=False),
+        Column("scope", String(512), nullable=False),
+        Column("attempt", Integer, nullable=False, default=0),
+        Column("op_type", String(128), nullable=False),
+        Column("request_hash", String(64), nullable=False),
+        Column("status", String(32), nullable=False),
+        Column("result", Text, nullable=True),
+        Column("error", Text, nullable=True),
+        Column("version", Integer, nullable=False),
+        Column("created_at", Float, nullable=False),
+        Column("updated_at", Float, nullable=False),
+        PrimaryKeyConstraint("tenant", "idempotency_key", name=f"{prefix}operations_pk"),
+        Index(f"{prefix}operations_scope", "tenant", "scope", "attempt"),
+    )
+    outbox = Table(
+        f"{prefix}outbox",
+        metadata,
+        Column("event_id", String(36), primary_key=True),
+        Column("seq", Integer, nullable=False),
+        Column("tenant", String(128), nullable=False),
+        Column("idempotency_key", String(512), nullable=False),
+        Column("event_type", String(64), nullable=False),
+        Column("payload", Text, nullable=False),
+        Column("created_at", Float, nullable=False),
+        Column("published_at", Float, nullable=True),
+        Column("attempts", Integer, nullable=False, default=0),
+        Column("last_error", Text, nullable=True),
+        UniqueConstraint("tenant", "idempotency_key", "seq", name=f"{prefix}outbox_op_seq"),
+        Index(f"{prefix}outbox_pending", "published_at", "created_at"),
+    )
+    consumed = Table(
+        f"{prefix}consumed",
+        metadata,
+        Column("consumer", String(128), nullable=False),
+        Column("event_id", String(36), nullable=False),
+        Column("consumed_at", Float, nullable=False),
+        PrimaryKeyConstraint("consumer", "event_id", name=f"{prefix}consumed_pk"),
+    )
+    return LedgerTables(metadata, operations, outbox, consumed)
+
+
+def make_engine(url: str = DEFAULT_LEDGER_URL) -> AsyncEngine:
+    """Create an async engine for a ledger URL.
+
+    An in-memory SQLite URL gets a single shared connection (otherwise every
+    connection would see its own empty database); file SQLite waits for locks
+    instead of failing at once.
+    """
+    if url.startswith("sqlite"):
+        if url.rstrip("/") in ("sqlite+aiosqlite:", "sqlite+aiosqlite:/") or ":memory:" in url:
+            return create_async_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+        return create_async_engine(url, connect_args={"timeout": 30})
+    return create_async_engine(url, pool_pre_ping=True)
