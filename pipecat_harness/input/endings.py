@@ -1,0 +1,268 @@
+"""Ending rules: does a transcript end in an open identifier?
+
+:func:`hold_decision` is pure and framework-free: text in, decision out. It
+looks at the trailing *identifier run* of the transcript (spelled letters,
+digits said one by one or in groups, written digit runs, connectors, "as in"
+spelling, NATO words, email and user-id parts joined by connectors), converts
+it to written form, and decides:
+
+1. an open "as in" ("Y as in") or a trailing connector ("dash", "at", "_") holds;
+2. a format the context announces ("zip code is ...", "order number ...")
+   releases a complete identifier and holds a prefix of one;
+3. any other domain format that the written form completes releases it, and a
+   distinctive prefix ("#W23", "mia_li_", "john@gmail") holds;
+4. the generic rules: digit strings of an exempt length (5, or 10 and more)
+   release, a lone number with no identifier cue is a quantity, a lone letter is
+   a word ("plan B"), and anything else that is still an identifier run holds.
+
+With ``use_context=False`` (:meth:`IdentifierHoldConfig.length_rules_only`)
+only the trailing-connector and digit-length rules remain: the baseline the
+benchmark compares against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES, KNOWN_TLDS, IdentifierFormat, IdentifierHoldConfig
+from pipecat_harness.input.spoken_tokens import FILLER_WORDS, Piece, tokenize
+
+__all__ = ["HoldDecision", "hold_decision", "IDENTIFIER_CUES"]
+
+_COPULAS = frozenset({"is", "was", "it's", "that's", "are", "'s"})
+_MAIL_PROVIDERS = frozenset({"gmail", "yahoo", "outlook", "hotmail", "icloud", "aol", "proton", "protonmail", "live"})
+_ID_KINDS = frozenset({"digit", "letter", "connector", "written", "multiplier"})
+_CUE_WINDOW = 6
+_JOINERS = frozenset({".", "_", "@"})
+
+
+@dataclass(frozen=True)
+class HoldDecision:
+    """Whether to hold a user turn, and why.
+
+    Parameters:
+        hold: Keep the turn open for the continuation.
+        reason: Human-readable explanation.
+        rule: The rule that decided (``"trailing_connector"``,
+            ``"prefix:order_id"``, ``"complete:email"``, ``"quantity"``...).
+        identifier: The trailing identifier run in written form ("" if none).
+    """
+
+    hold: bool
+    reason: str
+    rule: str
+    identifier: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        """Return the decision as a JSON-serialisable mapping."""
+        return {"hold": self.hold, "reason": self.reason, "rule": self.rule, "identifier": self.identifier}
+
+
+_DEFAULT_CONFIG = IdentifierHoldConfig()
+
+
+def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> HoldDecision:
+    """Decide whether a transcript ends in an open identifier.
+
+    Args:
+        text: The user turn's text so far (any length; only the tail is read).
+        config: Formats and exemptions; the generic rules when omitted.
+
+    Returns:
+        The decision, with the matched rule and the identifier run.
+
+    Raises:
+        TypeError: ``text`` is not a string.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    config = config or _DEFAULT_CONFIG
+    pieces = tokenize(text, max_chars=config.max_chars)
+    trailing_filler = False
+    while pieces and pieces[-1].kind == "word" and pieces[-1].text in FILLER_WORDS:
+        pieces.pop()
+        trailing_filler = True
+    if not pieces:
+        return HoldDecision(False, "nothing transcribed", "empty")
+
+    words = [p.text for p in pieces]
+    if config.use_context and _open_as_in(pieces):
+        return HoldDecision(True, "ends in an open 'as in' spelling", "as_in_open")
+
+    start, run, spelled = _run_start(pieces, config)
+    window = {p.text for p in pieces[max(0, start - _CUE_WINDOW) : start] if p.kind == "word"}
+    if not run:
+        if config.use_context and _cue_open(words):
+            return HoldDecision(True, "an identifier was announced but not yet said", "cue_open")
+        return HoldDecision(False, "ends in ordinary words", "ordinary")
+
+    ident = _written(run)
+    last = run[-1]
+    if last.kind in ("connector", "at", "multiplier") or (last.kind == "written" and not ident[-1].isalnum()):
+        if last.kind == "multiplier":
+            return HoldDecision(True, "ends in 'double'/'triple'", "trailing_multiplier", ident)
+        return HoldDecision(True, f"ends in the connector {last.word!r}", "trailing_connector", ident)
+
+    if config.use_context:
+        decided = _format_decision(ident, window, config)
+        if decided is not None:
+            return decided
+    # A number followed by "uh" or a comma is a list still being read, not a quantity.
+    mid_list = trailing_filler or last.pause_after
+    return _generic_decision(run, ident, window, config, spelled=spelled, mid_list=mid_list)
+
+
+def _open_as_in(pieces: list[Piece]) -> bool:
+    words = [p.text for p in pieces[-3:]]
+    if words[-2:] == ["as", "in"] and len(pieces) >= 3:
+        return pieces[-3].kind in ("letter", "word") and len(pieces[-3].word) == 1
+    if words[-1:] == ["as"] and len(pieces) >= 2:
+        return pieces[-2].kind == "letter"
+    return False
+
+
+def _cue_open(words: list[str]) -> bool:
+    """"my order number is" / "the zip code's": an identifier is about to follow."""
+    if not words:
+        return False
+    last = words[-1]
+    if last.endswith("'s") and last[:-2] in IDENTIFIER_CUES:
+        return True
+    if last not in _COPULAS and last != "it's":
+        return False
+    return any(w in IDENTIFIER_CUES for w in words[-5:-1])
+
+
+def _email_context(pieces: list[Piece], at_index: int) -> bool:
+    before = pieces[at_index - 1] if at_index > 0 else None
+    after = pieces[at_index + 1] if at_index + 1 < len(pieces) else None
+    if before is None or before.kind not in ("word", "letter", "digit", "written"):
+        return False
+    if after is not None and after.text in _MAIL_PROVIDERS:
+        return True
+    if at_index + 3 < len(pieces) and pieces[at_index + 2].text == "." and pieces[at_index + 3].text in KNOWN_TLDS:
+        return True
+    if at_index >= 2 and pieces[at_index - 2].kind in ("connector", "digit", "letter"):
+        return True
+    if before.kind in ("digit", "written"):
+        return True
+    return any(p.text in ("email", "e-mail", "mail") for p in pieces[max(0, at_index - 8) : at_index])
+
+
+def _run_start(pieces: list[Piece], config: IdentifierHoldConfig) -> tuple[int, list[Piece], bool]:
+    """Find the trailing identifier run.
+
+    Returns:
+        Where the run starts (``len(pieces)`` when there is none), its pieces
+        without the example words of "as in" spelling, and whether the caller
+        is spelling ("as in" or NATO words), in which case even one letter is
+        part of a spelled run.
+    """
+    index = len(pieces) - 1
+    run: list[Piece] = []
+    spelled = False
+    while index >= 0:
+        piece = pieces[index]
+        if index >= 3 and pieces[index - 1].text == "in" and pieces[index - 2].text == "as" and config.use_context:
+            # "Y as in yellow" / "V as in victor": the example word and "as in" belong to the letter.
+            if len(pieces[index - 3].word) == 1 or pieces[index - 3].kind == "letter":
+                spelled = True
+                index -= 3
+                continue
+        if piece.kind in _ID_KINDS:
+            if piece.weak and index == len(pieces) - 1 and config.use_context and not _weak_counts(pieces, index):
+                break
+            spelled = spelled or (piece.kind == "letter" and len(piece.word) > 1)
+            run.append(piece)
+            index -= 1
+            continue
+        if piece.kind == "at":
+            if not config.use_context or _email_context(pieces, index):
+                run.append(piece)
+                index -= 1
+                continue
+            break
+        if piece.kind == "word" and config.use_context:
+            # Email and user-id parts: ordinary words joined by "dot", "underscore" or "at".
+            after = pieces[index + 1] if index + 1 < len(pieces) else None
+            before = pieces[index - 1] if index > 0 else None
+            joined_after = after is not None and after.text in _JOINERS and not after.weak
+            joined_before = before is not None and before.text in _JOINERS and not before.weak
+            if piece.text.isalnum() and piece.text.isascii() and (joined_after or joined_before):
+                if joined_before and before is not None and before.kind == "at" and not _email_context(
+                    pieces, index - 1
+                ):
+                    break
+                run.append(piece)
+                index -= 1
+                continue
+        break
+    run.reverse()
+    return index + 1, run, spelled
+
+
+def _weak_counts(pieces: list[Piece], index: int) -> bool:
+    """A weak connector ("point", "pound") ends an identifier only after identifier pieces or a cue."""
+    before = pieces[index - 1] if index > 0 else None
+    if before is not None and before.kind in ("digit", "letter", "written"):
+        return True
+    return any(p.text in IDENTIFIER_CUES for p in pieces[max(0, index - 4) : index])
+
+
+def _written(run: list[Piece]) -> str:
+    out: list[str] = []
+    repeat = 1
+    for piece in run:
+        if piece.kind == "multiplier":
+            repeat = int(piece.text)
+            continue
+        text = piece.text.upper() if piece.kind in ("word", "letter", "written") else piece.text
+        out.append(text * repeat if len(text) == 1 else text)
+        repeat = 1
+    return "".join(out)
+
+
+def _format_decision(ident: str, window: set[str], config: IdentifierHoldConfig) -> HoldDecision | None:
+    expected = [f for f in config.formats if f.cues & window]
+    for fmt in expected:
+        if fmt.is_complete(ident):
+            return HoldDecision(False, f"complete {fmt.name} (announced)", f"complete:{fmt.name}", ident)
+    for fmt in expected:
+        if fmt.is_prefix(ident):
+            return HoldDecision(True, f"prefix of an announced {fmt.name}", f"prefix:{fmt.name}", ident)
+    for fmt in config.formats:
+        if fmt.is_complete(ident):
+            return HoldDecision(False, f"complete {fmt.name}", f"complete:{fmt.name}", ident)
+    for fmt in _distinctive(config.formats):
+        if fmt.is_prefix(ident):
+            return HoldDecision(True, f"prefix of a {fmt.name}", f"prefix:{fmt.name}", ident)
+    return None
+
+
+def _distinctive(formats: tuple[IdentifierFormat, ...]) -> list[IdentifierFormat]:
+    return [f for f in formats if not f.needs_cue_for_prefix]
+
+
+def _generic_decision(
+    run: list[Piece],
+    ident: str,
+    window: set[str],
+    config: IdentifierHoldConfig,
+    *,
+    spelled: bool,
+    mid_list: bool,
+) -> HoldDecision:
+    digits = sum(c.isdigit() for c in ident)
+    letters = sum(c.isalpha() for c in ident)
+    if digits and digits == len(ident):
+        if digits in config.exempt_digit_lengths or digits >= config.exempt_min_digits:
+            return HoldDecision(False, f"{digits} digits: complete as said", "exempt_length", ident)
+        if config.use_context and len(run) == 1 and not mid_list and not (window & IDENTIFIER_CUES):
+            if run[0].as_number or run[0].kind == "digit":
+                return HoldDecision(False, "a number said as a quantity", "quantity", ident)
+        return HoldDecision(True, f"open digit run ({digits} digits)", "digit_run", ident)
+    if config.use_context and letters == 1 and len(ident) == 1 and not spelled and not (window & IDENTIFIER_CUES):
+        return HoldDecision(False, "a single letter used as a word", "single_letter", ident)
+    if letters and not digits and all(p.kind == "letter" for p in run):
+        return HoldDecision(True, f"open spelled run ({letters} letters)", "spelled_letters", ident)
+    return HoldDecision(True, "open identifier", "open_identifier", ident)

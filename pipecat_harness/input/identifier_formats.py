@@ -1,0 +1,192 @@
+"""Identifier formats per domain and the settings of the ending rules.
+
+A format knows what a *complete* identifier looks like and what a *prefix* of
+one looks like, in written form (``#W2378156``, ``mia_li_3668``). The ending
+rules convert what the caller said into that written form and ask the formats
+first: a complete identifier is released at once, a prefix keeps the turn
+open, and only when no format applies do the generic length rules decide.
+
+The presets follow the identifier shapes of the τ-bench customer-service
+domains they are named after (retail, airline, telecom).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+__all__ = [
+    "IdentifierFormat",
+    "IdentifierHoldConfig",
+    "DOMAIN_WAIT_SECS",
+    "KNOWN_TLDS",
+    "EMAIL_FORMAT",
+    "USER_ID_FORMAT",
+    "IDENTIFIER_CUES",
+]
+
+DomainName = Literal["retail", "airline", "telecom"]
+
+#: Additional wait after the stop strategy fired, per domain preset.
+DOMAIN_WAIT_SECS: dict[str, float] = {"retail": 2.5, "airline": 2.5, "telecom": 1.5}
+
+#: Top-level domains that complete an email address once they follow the last dot.
+KNOWN_TLDS = frozenset(
+    "com org net edu gov mil int io co us uk ca de fr es it nl au nz in jp cn br mx ru ch se no dk fi "
+    "ie be at pl pt info biz me tv ai app dev xyz online store shop tech email mail".split()
+)
+
+
+@dataclass(frozen=True)
+class IdentifierFormat:
+    """One identifier shape in written form.
+
+    Parameters:
+        name: Short name used in decisions (``"order_id"``).
+        complete: Pattern a complete identifier fully matches.
+        prefix: Pattern a proper prefix of the identifier fully matches.
+        cues: Words that announce this identifier ("zip", "order"); when one
+            precedes the identifier the format is expected, so a prefix is held
+            even if a generic exemption would release it.
+        needs_cue_for_prefix: Hold on a prefix only when a cue announced it
+            (for prefixes that look like ordinary numbers).
+    """
+
+    name: str
+    complete: re.Pattern[str]
+    prefix: re.Pattern[str]
+    cues: frozenset[str] = frozenset()
+    needs_cue_for_prefix: bool = False
+
+    def is_complete(self, ident: str) -> bool:
+        """Whether ``ident`` (upper-case written form) is a complete identifier of this format."""
+        return self.complete.fullmatch(ident) is not None
+
+    def is_prefix(self, ident: str) -> bool:
+        """Whether ``ident`` is a proper prefix of an identifier of this format."""
+        return not self.is_complete(ident) and self.prefix.fullmatch(ident) is not None
+
+
+def _fmt(
+    name: str, complete: str, prefix: str, cues: str = "", *, needs_cue_for_prefix: bool = False
+) -> IdentifierFormat:
+    return IdentifierFormat(
+        name=name,
+        complete=re.compile(complete, re.ASCII),
+        prefix=re.compile(prefix, re.ASCII),
+        cues=frozenset(cues.split()),
+        needs_cue_for_prefix=needs_cue_for_prefix,
+    )
+
+
+#: Nouns that announce an identifier (a lone number after them is not a quantity).
+IDENTIFIER_CUES = frozenset(
+    "number # id code zip zipcode postal postcode phone digits confirmation reservation booking locator "
+    "account tracking reference ref serial email e-mail username user sku extension ext card member "
+    "membership ticket claim case invoice policy spelled spell spelling letters initials".split()
+)
+
+
+_TLD_ALTERNATION = "|".join(sorted(KNOWN_TLDS, key=len, reverse=True)).upper()
+
+#: ``local@domain.tld`` once a known TLD follows the last dot; any partial address is a prefix.
+EMAIL_FORMAT = _fmt(
+    "email",
+    rf"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9\-]+(?:\.[A-Z0-9\-]+)*\.(?:{_TLD_ALTERNATION})",
+    r"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9.\-]*",
+    "email e-mail mail address",
+)
+#: τ-bench user ids: ``first_last_1234``.
+USER_ID_FORMAT = _fmt(
+    "user_id",
+    r"[A-Z]+_[A-Z]+_[0-9]{4}",
+    r"[A-Z]+_(?:[A-Z]+(?:_[0-9]{0,3})?)?",
+    "user username login",
+)
+_ORDER_ID = _fmt("order_id", r"#?W[0-9]{7}", r"#|#?W[0-9]{0,6}", "order")
+_ZIP = _fmt("zip_code", r"[0-9]{5}", r"[0-9]{1,4}", "zip zipcode postal postcode", needs_cue_for_prefix=True)
+_ITEM_ID = _fmt("item_id", r"[0-9]{10}", r"[0-9]{1,9}", "item product sku variant", needs_cue_for_prefix=True)
+_RESERVATION = _fmt(
+    "reservation_code",
+    r"(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}",
+    r"[A-Z0-9]{1,5}",
+    "reservation confirmation booking locator record",
+    needs_cue_for_prefix=True,
+)
+_PHONE = _fmt(
+    "phone_number",
+    r"1?[0-9]{10}",
+    r"[0-9]{1,9}",
+    "phone cell mobile telephone line callback number",
+    needs_cue_for_prefix=True,
+)
+
+_DOMAIN_FORMATS: dict[str, tuple[IdentifierFormat, ...]] = {
+    "retail": (_ORDER_ID, USER_ID_FORMAT, EMAIL_FORMAT, _ZIP, _ITEM_ID),
+    "airline": (_RESERVATION, USER_ID_FORMAT, EMAIL_FORMAT, _ZIP),
+    "telecom": (_PHONE, USER_ID_FORMAT, EMAIL_FORMAT, _ZIP),
+}
+
+
+@dataclass(frozen=True)
+class IdentifierHoldConfig:
+    """Settings of :func:`~pipecat_harness.input.hold_decision` and the hold strategy.
+
+    Parameters:
+        domain: Name of the preset (``"generic"`` when built by hand).
+        formats: Identifier formats tried before the generic rules.
+        exempt_digit_lengths: Digit-string lengths released as complete (a zip code).
+        exempt_min_digits: Digit strings at least this long are released (phone, item id).
+        use_context: Use cue words, quantity detection and email structure.
+            ``False`` leaves the plain length rules only (the baseline).
+        extra_wait_secs: Additional wait after the wrapped strategy ended the turn.
+        max_hold_secs: Longest total hold for one turn.
+        max_chars: Only this many trailing characters are examined (bounded work).
+    """
+
+    domain: str = "generic"
+    formats: tuple[IdentifierFormat, ...] = ()
+    exempt_digit_lengths: frozenset[int] = frozenset({5})
+    exempt_min_digits: int = 10
+    use_context: bool = True
+    extra_wait_secs: float = 2.5
+    max_hold_secs: float = 6.0
+    max_chars: int = 400
+    cue_words: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if self.extra_wait_secs < 0 or self.max_hold_secs < 0:
+            raise ValueError("extra_wait_secs and max_hold_secs must not be negative")
+        if self.max_chars < 16:
+            raise ValueError("max_chars must be at least 16")
+        if self.exempt_min_digits < 1:
+            raise ValueError("exempt_min_digits must be at least 1")
+
+    @classmethod
+    def for_domain(cls, domain: DomainName | str, **overrides: object) -> IdentifierHoldConfig:
+        """Return the preset for a τ-bench domain.
+
+        Args:
+            domain: ``"retail"``, ``"airline"`` or ``"telecom"``.
+            **overrides: Field values replacing the preset's.
+
+        Raises:
+            ValueError: Unknown domain.
+        """
+        if domain not in _DOMAIN_FORMATS:
+            raise ValueError(f"unknown domain {domain!r}; choose one of {sorted(_DOMAIN_FORMATS)}")
+        config = cls(domain=domain, formats=_DOMAIN_FORMATS[domain], extra_wait_secs=DOMAIN_WAIT_SECS[domain])
+        return replace(config, **overrides) if overrides else config  # type: ignore[arg-type]
+
+    @classmethod
+    def length_rules_only(cls, **overrides: object) -> IdentifierHoldConfig:
+        """Return the plain length rules: no formats, no cue words, no quantity detection."""
+        return replace(cls(domain="length_rules", use_context=False), **overrides)  # type: ignore[arg-type]
+
+    def all_cues(self) -> frozenset[str]:
+        """Cue words of every format plus the generic identifier cues."""
+        cues: set[str] = set(self.cue_words)
+        for fmt in self.formats:
+            cues |= fmt.cues
+        return frozenset(cues)

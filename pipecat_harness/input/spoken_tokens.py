@@ -1,0 +1,174 @@
+"""Split the tail of a transcript into identifier pieces and ordinary words.
+
+Spoken and written forms map to the same pieces: "seven" and "7" are both a
+digit, "at" and "@" both a connector, "W as in whiskey" and "whiskey" both the
+letter W. The word tables are the simulator's (:mod:`pipecat_harness.sim.spoken`),
+so the rules and the scripted model read identifiers the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES
+from pipecat_harness.sim.spoken import CONNECTOR_WORDS, DIGIT_WORDS, NATO_WORDS
+
+__all__ = ["Piece", "PieceKind", "tokenize", "FILLER_WORDS", "MULTIPLIER_WORDS"]
+
+PieceKind = Literal["digit", "letter", "connector", "written", "multiplier", "word", "at"]
+
+FILLER_WORDS = frozenset({"um", "uh", "uhm", "umm", "er", "erm", "hmm", "ah", "eh"})
+MULTIPLIER_WORDS = {"double": 2, "triple": 3}
+_TEENS = {
+    "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13", "fourteen": "14", "fifteen": "15",
+    "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19",
+}
+_TENS = {
+    "twenty": "2", "thirty": "3", "forty": "4", "fifty": "5", "sixty": "6", "seventy": "7", "eighty": "8",
+    "ninety": "9",
+}
+#: Connector words that are ordinary words too often to count when they end a turn.
+_WEAK_CONNECTORS = frozenset({"point", "period", "minus", "pound", "hash"})
+_AMBIGUOUS_DIGITS = frozenset({"o", "oh"})
+_AMBIGUOUS_LETTERS = frozenset({"a", "i"})
+
+_CHUNK_EDGE = re.compile(r"^[\"'(\[{]+|[\"')\]},;:!?]+$")
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+_QUANTITY_LIKE = re.compile(r"\$.*|.*%|[0-9]+(?:st|nd|rd|th|am|pm|s|k)|[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+\.[0-9]+", re.ASCII)
+_WRITTEN_ID = re.compile(r"#?[A-Za-z0-9]+(?:[._@/\-#][A-Za-z0-9]+)*[._@/\-#]?|#", re.ASCII)
+_SPELLED_LETTERS = re.compile(r"[A-Za-z](?:[.\-][A-Za-z])+\.?", re.ASCII)
+_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
+
+
+@dataclass(slots=True)
+class Piece:
+    """One unit of the transcript tail.
+
+    Parameters:
+        kind: What the unit is.
+        text: The written form (``"7"``, ``"W"``, ``"@"``, ``"W23"``) or the
+            lower-cased word.
+        word: The word as transcribed.
+        as_number: Said as a number ("twenty three", "45") rather than digit by digit.
+        weak: A connector that is also an ordinary word ("point").
+        pause_after: The transcript marked a pause after it (a comma).
+    """
+
+    kind: PieceKind
+    text: str
+    word: str
+    as_number: bool = False
+    weak: bool = False
+    pause_after: bool = False
+
+
+def _word_pieces(word: str) -> list[Piece]:
+    lower = word.lower()
+    if lower in MULTIPLIER_WORDS:
+        return [Piece("multiplier", str(MULTIPLIER_WORDS[lower]), word)]
+    if lower in DIGIT_WORDS and lower not in _AMBIGUOUS_DIGITS:
+        return [Piece("digit", DIGIT_WORDS[lower], word)]
+    if lower in _TEENS:
+        return [Piece("digit", _TEENS[lower], word, as_number=True)]
+    if lower in _TENS:
+        return [Piece("digit", _TENS[lower] + "0", word, as_number=True)]
+    if lower in NATO_WORDS:
+        return [Piece("letter", NATO_WORDS[lower], word)]
+    if lower == "at":
+        return [Piece("at", "@", word)]
+    if lower in CONNECTOR_WORDS:
+        return [Piece("connector", CONNECTOR_WORDS[lower], word, weak=lower in _WEAK_CONNECTORS)]
+    if len(lower) == 1 and lower.isascii() and lower.isalpha():
+        return [Piece("letter", lower.upper(), word)]
+    if "-" in lower:
+        parts = lower.split("-")
+        if len(parts) == 2 and parts[0] in _TENS and parts[1] in DIGIT_WORDS:
+            return [Piece("digit", _TENS[parts[0]] + DIGIT_WORDS[parts[1]], word, as_number=True)]
+    return [Piece("word", lower, word)]
+
+
+def _chunk_pieces(chunk: str) -> list[Piece]:
+    if _DIGITS.fullmatch(chunk):
+        return [Piece("digit", chunk, chunk, as_number=len(chunk) > 1)]
+    if _QUANTITY_LIKE.fullmatch(chunk):
+        return [Piece("word", chunk.lower(), chunk)]
+    if _SPELLED_LETTERS.fullmatch(chunk):
+        letters = re.findall(r"[A-Za-z]", chunk)
+        return [Piece("letter", letter.upper(), chunk) for letter in letters]
+    if _WORD.fullmatch(chunk) or re.fullmatch(r"[A-Za-z]+(?:-[A-Za-z]+)+", chunk, re.ASCII):
+        if "-" in chunk and chunk.lower() not in NATO_WORDS and not re.fullmatch(r"[a-z]+-[a-z]+", chunk.lower()):
+            return [Piece("word", chunk.lower(), chunk)]
+        return _word_pieces(chunk)
+    if _WRITTEN_ID.fullmatch(chunk):
+        if chunk in {"@", "."}:
+            return [Piece("at" if chunk == "@" else "connector", chunk, chunk)]
+        if len(chunk) == 1 and not chunk.isalnum():
+            return [Piece("connector", chunk, chunk)]
+        return [Piece("written", chunk.upper(), chunk)]
+    return [Piece("word", chunk.lower(), chunk)]
+
+
+def _resolve_ambiguous(pieces: list[Piece]) -> None:
+    """Decide whether "oh"/"o" are digits and "a"/"I" are letters from their neighbours."""
+    for index, piece in enumerate(pieces):
+        lower = piece.word.lower()
+        before = pieces[index - 1].kind if index > 0 else None
+        after = pieces[index + 1].kind if index + 1 < len(pieces) else None
+        if piece.kind == "word" and lower in _AMBIGUOUS_DIGITS:
+            if before in ("digit", "written", "multiplier") or (after == "digit" and before != "word"):
+                pieces[index] = Piece("digit", "0", piece.word)
+        elif piece.kind == "letter" and lower in _AMBIGUOUS_LETTERS:
+            announced = piece.word == "A" and index > 0 and pieces[index - 1].text in IDENTIFIER_CUES
+            if not announced and not (before in ("letter", "digit", "written", "connector") or after in ("letter", "digit", "connector")):
+                pieces[index] = Piece("word", lower, piece.word)
+
+
+def _merge_tens(pieces: list[Piece]) -> list[Piece]:
+    """Join "twenty" + "three" into one number piece."""
+    merged: list[Piece] = []
+    for piece in pieces:
+        previous = merged[-1] if merged else None
+        if (
+            previous is not None
+            and previous.kind == "digit"
+            and previous.as_number
+            and previous.word.lower() in _TENS
+            and piece.kind == "digit"
+            and len(piece.text) == 1
+            and piece.word.lower() in DIGIT_WORDS
+        ):
+            merged[-1] = Piece("digit", previous.text[0] + piece.text, f"{previous.word} {piece.word}", as_number=True)
+            continue
+        merged.append(piece)
+    return merged
+
+
+def tokenize(text: str, *, max_chars: int = 400) -> list[Piece]:
+    """Return the pieces of the last ``max_chars`` characters of ``text``.
+
+    Only the tail is examined, so the cost is bounded however long the
+    transcript is. A word cut by the window is dropped.
+
+    Args:
+        text: Transcript so far.
+        max_chars: How many trailing characters to examine.
+    """
+    tail = text[-max_chars:]
+    chunks = tail.split()
+    if len(tail) < len(text) and chunks and not text[-max_chars - 1].isspace():
+        chunks = chunks[1:]
+    pieces: list[Piece] = []
+    for raw in chunks:
+        chunk = _CHUNK_EDGE.sub("", raw)
+        if chunk.endswith(".") and not chunk.endswith("..") and len(chunk) > 1 and "@" not in chunk:
+            chunk = chunk[:-1]  # a sentence period, not a spoken "dot"
+        if not chunk:
+            continue
+        chunk_pieces = _chunk_pieces(chunk)
+        if chunk_pieces and raw.endswith(","):
+            chunk_pieces[-1].pause_after = True
+        pieces.extend(chunk_pieces)
+    _resolve_ambiguous(pieces)
+    return _merge_tens(pieces)
