@@ -1,0 +1,161 @@
+"""Action claims ("I've updated your address") checked against the call's operation ledger.
+
+A claim that something was done is only true if a matching operation
+succeeded on this call. The grader reads the ledger through
+:class:`OperationLedgerView`, which the tool controls' ``OperationLedger``
+satisfies; :class:`InMemoryOperations` is a small stand-in for evaluation and
+tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from pipecat_harness.grader.numbers import stem, tokenize
+from pipecat_harness.grader.verdict import Verdict
+
+__all__ = [
+    "InMemoryOperations",
+    "OperationLedgerView",
+    "RecordedOperation",
+    "SucceededOperation",
+    "check_action_claim",
+    "find_action_claims",
+]
+
+
+@runtime_checkable
+class SucceededOperation(Protocol):
+    """An operation that completed on a call."""
+
+    @property
+    def tool_name(self) -> str:
+        """Name of the tool that ran (``modify_order_address``)."""
+        ...
+
+
+@runtime_checkable
+class OperationLedgerView(Protocol):
+    """Read access to the operations a call executed."""
+
+    async def succeeded_operations(self, call_id: str) -> Sequence[SucceededOperation]:
+        """Operations that succeeded on ``call_id``."""
+        ...
+
+
+@dataclass(frozen=True)
+class RecordedOperation:
+    """A succeeded operation (tool name and call)."""
+
+    tool_name: str
+    call_id: str = ""
+
+
+class InMemoryOperations:
+    """Succeeded operations per call, kept in memory."""
+
+    def __init__(self) -> None:
+        self._ops: dict[str, list[RecordedOperation]] = defaultdict(list)
+
+    def record(self, call_id: str, tool_name: str) -> None:
+        """Note that ``tool_name`` succeeded on ``call_id``."""
+        self._ops[call_id].append(RecordedOperation(tool_name, call_id))
+
+    async def succeeded_operations(self, call_id: str) -> Sequence[SucceededOperation]:
+        """Operations that succeeded on ``call_id``."""
+        return list(self._ops.get(call_id, []))
+
+
+_DONE_VERBS = (
+    "updated|changed|cancell?ed|booked|scheduled|rescheduled|submitted|processed|issued|sent|refunded|placed|"
+    "applied|added|removed|emailed|initiated|moved|modified|corrected|confirmed|returned|approved|credited|"
+    "filed|created|started|set up|taken care of|gone through|reserved"
+)
+_DONE_RE = re.compile(
+    rf"\b(?:i|we)(?:'ve|\s+have|\s+just|\s+went ahead and|\s+already)*\s+(?:just\s+|already\s+)?(?:{_DONE_VERBS})\b"
+    rf"|\b(?:is|has been|have been|was|were|are|'s been|got)\s+(?:now\s+|already\s+|successfully\s+|all\s+)?"
+    rf"(?:{_DONE_VERBS})\b"
+    r"|\b(?:you're|you are|that's|it's|we're)\s+all\s+set\b|\bthat's\s+(?:done|been\s+done)\b|\ball done\b"
+    r"|\bis on (?:its|the) way\b|\bgo(?:es)? through\b|\bwent through\b"
+)
+_NOT_DONE_RE = re.compile(
+    r"\b(?:will|'ll|can|could|would|going to|once|after|before|if|when|as soon as|should|need to|let me|"
+    r"want me to)\b"
+)
+_OBJECTS = {
+    "address": "address", "refund": "refund", "refunded": "refund", "return": "return", "returned": "return",
+    "appointment": "book", "booking": "book", "booked": "book", "reservation": "book", "reserved": "book",
+    "scheduled": "book", "rescheduled": "reschedule", "cancelled": "cancel", "canceled": "cancel",
+    "cancellation": "cancel", "exchange": "exchange", "email": "email", "emailed": "email", "phone": "phone",
+    "payment": "payment", "credit": "refund", "credited": "refund", "subscription": "subscription",
+    "plan": "plan", "password": "password",
+}  # fmt: skip
+#: Words in tool names that say nothing about which action ran.
+_GENERIC = {"order", "pending", "items", "item", "modify", "update", "issue", "get", "details", "user", "find", "by"}
+
+
+def find_action_claims(utterance: str, caller_utterance: str | None = None) -> list[tuple[str, set[str]]]:
+    """Completion claims in an utterance, each with the action keys it names.
+
+    The keys come from the sentence ("address", "refund", "cancel"); when the
+    sentence names nothing ("Done, you're all set") they come from the
+    caller's request.
+    """
+    claims: list[tuple[str, set[str]]] = []
+    for sentence in re.split(r"(?<=[.!?])\s+", utterance.strip()):
+        if sentence.rstrip().endswith("?"):
+            continue
+        clauses = re.split(r",|;|\band\b|\bbut\b|\bso\b", _words(sentence).replace("went ahead and ", ""))
+        if not any(_claims_completion(clause) for clause in clauses):
+            continue
+        keys = _keys(_words(sentence))
+        if not keys and caller_utterance:
+            keys = _keys(_words(caller_utterance))
+        claims.append((sentence.strip(), keys))
+    return claims
+
+
+def _words(text: str) -> str:
+    lowered = " ".join(tokenize(text.replace("’", "'")))
+    return re.sub(r" '(ve|s|re|ll|m)\b", r"'\1", lowered)
+
+
+def _claims_completion(clause: str) -> bool:
+    if not _DONE_RE.search(clause) or _NOT_DONE_RE.search(clause):
+        return False
+    return not re.search(r"\b(?:not|never|haven't|hasn't|wasn't|couldn't|unable|yet)\b|n't\b", clause)
+
+
+def _keys(text: str) -> set[str]:
+    words = text.split()
+    keys = {_OBJECTS[w] for w in words if w in _OBJECTS}
+    keys |= {stem(w) for w in words if stem(w) in {"cancel", "refund", "reschedul", "return", "address", "book"}}
+    return {_normal(k) for k in keys}
+
+
+def _normal(key: str) -> str:
+    return {"reschedul": "reschedule", "schedul": "book", "appointment": "book"}.get(key, key)
+
+
+def check_action_claim(claim: str, keys: set[str], succeeded: Sequence[SucceededOperation]) -> Verdict:
+    """Judge one completion claim against the operations that succeeded on the call."""
+    names = [op.tool_name for op in succeeded]
+    for name in names:
+        op_keys = {_normal(stem(part)) for part in name.lower().split("_")} - {stem(g) for g in _GENERIC}
+        op_keys |= {_normal(part) for part in name.lower().split("_")} - _GENERIC
+        if keys & op_keys or (not keys and op_keys):
+            return Verdict("supported", claim, "action", f"ledger.{name}", f"{name} succeeded on this call", 0.9)
+    what = ", ".join(sorted(keys)) or "the requested action"
+    done = ", ".join(names) or "none"
+    return Verdict(
+        "unsupported",
+        claim,
+        "action",
+        "ledger",
+        f"claimed {what} was done, but no matching operation succeeded (succeeded: {done})",
+        0.9,
+    )

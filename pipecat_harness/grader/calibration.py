@@ -1,0 +1,159 @@
+"""Score a grader against a labeled set: precision and recall of flags per category.
+
+A labeled set is YAML or JSON::
+
+    constraints: detailing.yaml          # relative to the labeled file
+    items:
+      - {category: price, grounded: false, text: "The basic detail is $129."}
+      - {category: action, grounded: true, text: "I've updated your address.", operations: [modify_order_address]}
+
+An ungrounded item is a positive: the grader should flag it (``unsupported``
+or ``llm_flagged``). A grounded item that gets flagged is a false flag.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipecat_harness.grader.actions import InMemoryOperations, OperationLedgerView
+from pipecat_harness.grader.constraints import ConstraintError, ConstraintList
+from pipecat_harness.grader.verdict import CATEGORIES, Grader, Verdict
+
+__all__ = ["LABELED_SET_PATH", "CalibrationReport", "CategoryScore", "LabeledItem", "LabeledSet", "evaluate"]
+
+#: The labeled set shipped with the package.
+LABELED_SET_PATH = Path(__file__).resolve().parent / "data" / "labeled_detailing.yaml"
+
+
+class LabeledItem(BaseModel):
+    """One labeled agent utterance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str = Field(min_length=1)
+    category: Literal["price", "hours", "policy", "capability", "action", "none"]
+    grounded: bool
+    caller: str | None = None
+    operations: tuple[str, ...] = ()
+
+
+@dataclass
+class LabeledSet:
+    """Labeled items and the constraint list they were labeled against."""
+
+    constraints: ConstraintList
+    items: list[LabeledItem]
+
+    @classmethod
+    def load(cls, path: str | Path) -> LabeledSet:
+        """Load a labeled set file.
+
+        Raises:
+            ConstraintError: The file, its constraint list or an item is invalid.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+            raw = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        except (OSError, json.JSONDecodeError, yaml.YAMLError) as exc:
+            raise ConstraintError(f"{path}: cannot read labeled set: {exc}") from exc
+        if not isinstance(raw, dict) or "constraints" not in raw or not isinstance(raw.get("items"), list):
+            raise ConstraintError(f"{path}: a labeled set needs 'constraints' (a path) and 'items' (a list)")
+        constraints = ConstraintList.load(path.parent / str(raw["constraints"]))
+        items = []
+        for index, item in enumerate(raw["items"]):
+            try:
+                items.append(LabeledItem.model_validate(item))
+            except ValidationError as exc:
+                raise ConstraintError(f"{path}: item {index}: {exc.errors()[0]['msg']} ({item!r})") from exc
+        return cls(constraints, items)
+
+
+@dataclass
+class CategoryScore:
+    """Flag counts for one category."""
+
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+
+    @property
+    def precision(self) -> float:
+        """Flagged items that were really ungrounded (1.0 when nothing was flagged)."""
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+
+    @property
+    def recall(self) -> float:
+        """Ungrounded items that were flagged (1.0 when there were none)."""
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+
+    @property
+    def false_flag_rate(self) -> float:
+        """Grounded items that were flagged."""
+        return self.fp / (self.fp + self.tn) if self.fp + self.tn else 0.0
+
+    def add(self, grounded: bool, flagged: bool) -> None:
+        """Count one item."""
+        if grounded:
+            self.fp += flagged
+            self.tn += not flagged
+        else:
+            self.tp += flagged
+            self.fn += not flagged
+
+
+@dataclass
+class CalibrationReport:
+    """Scores per category and overall, with the misjudged items."""
+
+    grader: str
+    scores: dict[str, CategoryScore] = field(default_factory=dict)
+    total: CategoryScore = field(default_factory=CategoryScore)
+    misses: list[tuple[LabeledItem, list[Verdict]]] = field(default_factory=list)
+
+    def table(self) -> str:
+        """The report as a plain-text table."""
+        lines = [
+            f"grader: {self.grader}",
+            f"{'category':<12}{'items':>6}{'precision':>11}{'recall':>8}{'false flags':>13}",
+        ]
+        for name, score in [*self.scores.items(), ("all", self.total)]:
+            count = score.tp + score.fp + score.fn + score.tn
+            lines.append(
+                f"{name:<12}{count:>6}{score.precision:>11.1%}{score.recall:>8.1%}{score.false_flag_rate:>13.1%}"
+            )
+        return "\n".join(lines)
+
+
+async def evaluate(
+    make_grader: Callable[[ConstraintList, OperationLedgerView], Grader], labeled: LabeledSet
+) -> CalibrationReport:
+    """Grade every labeled item and count flags per category.
+
+    Args:
+        make_grader: Builds the grader from the constraints and an operation
+            ledger holding each item's ``operations`` under its own call id.
+        labeled: The labeled set.
+    """
+    ledger = InMemoryOperations()
+    for index, item in enumerate(labeled.items):
+        for tool in item.operations:
+            ledger.record(f"item-{index}", tool)
+    grader = make_grader(labeled.constraints, ledger)
+    report = CalibrationReport(grader.model, {c: CategoryScore() for c in (*CATEGORIES, "none")})
+    for index, item in enumerate(labeled.items):
+        verdicts = list(await grader.grade(item.text, item.caller, call_id=f"item-{index}"))
+        flagged = any(v.flagged for v in verdicts)
+        report.scores[item.category].add(item.grounded, flagged)
+        report.total.add(item.grounded, flagged)
+        if flagged == item.grounded:
+            report.misses.append((item, verdicts))
+    return report

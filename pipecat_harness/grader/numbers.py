@@ -1,0 +1,227 @@
+"""Tokens and spoken numbers: what an agent says, as words and numeric values.
+
+Voice agents say prices and times the way people do: "one forty-nine",
+"a hundred and twenty dollars", "nine thirty", "six p.m.". The tokenizer
+splits text into lower-case words and digit runs, and :func:`read_numbers`
+turns runs of number words or digits into :class:`NumberToken` values while
+keeping the spoken grouping (``one forty-nine`` is the groups ``[1, 49]``),
+so a caller of this module can read the same words as a price (149) or a
+time (1:49) depending on context.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["NumberToken", "Token", "negated", "read_numbers", "split_sentences", "stem", "tokenize"]
+
+_UNITS = {
+    "zero": 0, "oh": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
+    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+}  # fmt: skip
+_TENS = {
+    "twenty": 20, "thirty": 30, "forty": 40, "fourty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
+    "eighty": 80, "ninety": 90,
+}  # fmt: skip
+_SCALES = {"hundred": 100, "thousand": 1000}
+_NUMBER_WORDS = set(_UNITS) | set(_TENS) | set(_SCALES)
+
+_NEGATIONS = {
+    "no", "not", "don't", "doesn't", "didn't", "can't", "cannot", "won't", "isn't", "aren't", "wasn't",
+    "haven't", "hasn't", "never", "unable", "unfortunately", "nor", "without",
+}  # fmt: skip
+
+_TOKEN_RE = re.compile(r"\d+(?:[.,]\d+)*|[a-z]+(?:'[a-z]+)?|[$€£%/:]")
+_SENTENCE_RE = re.compile(r"(?<=[.?!;])\s+|\n+")
+
+
+@dataclass(frozen=True)
+class NumberToken:
+    """A number read from digits or words.
+
+    Parameters:
+        value: The number as a price-style reading (``one forty-nine`` -> 149).
+        groups: The spoken groups (``[1, 49]``; ``[9, 30]`` for ``nine thirty``;
+            one group for a plain cardinal or digits).
+        digits: Whether it was written with digits.
+        minutes: Minutes when written as ``9:30`` (``None`` otherwise).
+        text: The source text of the number.
+    """
+
+    value: float
+    groups: tuple[int, ...] = ()
+    digits: bool = False
+    minutes: int | None = None
+    text: str = ""
+
+
+@dataclass
+class Token:
+    """One word, symbol or number in an utterance."""
+
+    word: str
+    number: NumberToken | None = field(default=None)
+
+    @property
+    def is_number(self) -> bool:
+        """Whether the token is a number."""
+        return self.number is not None
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split an utterance into sentences (decimal points and ``a.m.`` survive)."""
+    text = _normalise(text)
+    return [s.strip() for s in _SENTENCE_RE.split(text) if s.strip()]
+
+
+def _normalise(text: str) -> str:
+    text = text.replace("’", "'").replace("–", "-").replace("—", " - ")
+    text = re.sub(r"\b([ap])\.\s?m\.?(?=\s|$|[,;!?])", r"\1m", text, flags=re.IGNORECASE)
+    return text
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into lower-case words, digit runs and the symbols ``$ € £ % / :``.
+
+    ``6pm`` becomes ``6 pm``, ``24h`` becomes ``24 h``, ``forty-nine`` becomes
+    ``forty nine`` and ``a.m.`` becomes ``am``.
+    """
+    text = _normalise(text).lower()
+    text = re.sub(r"(\d)([a-z])", r"\1 \2", text)
+    text = re.sub(r"([a-z])(\d)", r"\1 \2", text)
+    text = text.replace("24/7", " twentyfourseven ")
+    return _TOKEN_RE.findall(text)
+
+
+def read_numbers(words: list[str]) -> list[Token]:
+    """Group words into tokens, reading number words and digits as :class:`NumberToken`.
+
+    Args:
+        words: Output of :func:`tokenize`.
+    """
+    tokens: list[Token] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word[0].isdigit():
+            number, i = _read_digits(words, i)
+            tokens.append(Token(number.text, number))
+            continue
+        if word in _NUMBER_WORDS or (word == "a" and i + 1 < len(words) and words[i + 1] in _SCALES):
+            parsed = _read_words(words, i)
+            if parsed is not None:
+                number, i = parsed
+                tokens.append(Token(number.text, number))
+                continue
+        tokens.append(Token(word))
+        i += 1
+    return tokens
+
+
+def _read_digits(words: list[str], i: int) -> tuple[NumberToken, int]:
+    text = words[i]
+    if i + 2 < len(words) and words[i + 1] == ":" and words[i + 2].isdigit():
+        hours, minutes = int(text), int(words[i + 2])
+        return NumberToken(hours + minutes / 100, (hours, minutes), True, minutes, f"{text}:{words[i + 2]}"), i + 3
+    if re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", text):
+        value = float(text.replace(",", ""))
+    elif "," in text:
+        value = float(text.replace(",", "."))
+    else:
+        value = float(text)
+    group = (int(value),) if value == int(value) else ()
+    return NumberToken(value, group, True, None, text), i + 1
+
+
+def _small(words: list[str], i: int) -> tuple[int, int] | None:
+    """Read 0-99 from words (``forty nine``, ``twelve``); return (value, next index)."""
+    if i >= len(words):
+        return None
+    word = words[i]
+    if word in _TENS:
+        value = _TENS[word]
+        if i + 1 < len(words) and words[i + 1] in _UNITS and 0 < _UNITS[words[i + 1]] < 10:
+            return value + _UNITS[words[i + 1]], i + 2
+        return value, i + 1
+    if word in _UNITS:
+        return _UNITS[word], i + 1
+    return None
+
+
+def _read_words(words: list[str], start: int) -> tuple[NumberToken, int] | None:
+    i = start
+    total = 0
+    current = 0
+    used_scale = False
+    if words[i] == "oh":
+        return None
+    if words[i] == "a":
+        current, i = 1, i + 1
+    else:
+        first = _small(words, i)
+        if first is None:
+            return None
+        current, i = first
+    groups = [current]
+    while i < len(words):
+        word = words[i]
+        if word in _SCALES:
+            scale = _SCALES[word]
+            current = max(current, 1) * scale
+            if scale == 1000:
+                total, current = total + current, 0
+            used_scale = True
+            groups = [total + current]
+            i += 1
+            continue
+        if word == "and" and used_scale and _small(words, i + 1) is not None:
+            i += 1
+            continue
+        nxt = _small(words, i)
+        if nxt is None:
+            break
+        value, j = nxt
+        if used_scale and current % 100 == 0 and value < 100:
+            current += value
+            groups = [total + current]
+            i = j
+            continue
+        # "one forty-nine": a single group followed by a 10-99 group; "nine oh five".
+        if not used_scale and len(groups) in (1, 2) and (10 <= value < 100 or words[i] == "oh"):
+            if words[i] == "oh":
+                follow = _small(words, j)
+                if follow is None or follow[0] >= 10:
+                    break
+                value, j = follow
+            groups.append(value)
+            i = j
+            continue
+        break
+    if used_scale:
+        value_f = float(total + current)
+        return NumberToken(value_f, tuple(groups), False, None, " ".join(words[start:i])), i
+    if len(groups) == 1:
+        value_f = float(groups[0])
+    elif len(groups) == 2:
+        value_f = float(groups[0] * 100 + groups[1]) if groups[0] < 100 else float(groups[0])
+    else:
+        value_f = groups[0] * 100 + groups[1] + groups[2] / 100
+    return NumberToken(value_f, tuple(groups), False, None, " ".join(words[start:i])), i
+
+
+def negated(words: list[str]) -> bool:
+    """Whether a sentence contains a negation ("no", "not", "can't", "never"...)."""
+    return any(w in _NEGATIONS or w.endswith("n't") for w in words)
+
+
+def stem(word: str) -> str:
+    """A crude stem good enough to match "refunds", "refunded" and "refund"."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4 and not word.endswith("ss"):
+            word = word[: -len(suffix)]
+            if suffix in ("ing", "ed") and word[-1] == word[-2] and word[-1] not in "aeious":
+                word = word[:-1]
+            break
+    return word.rstrip("e") if len(word) > 4 else word

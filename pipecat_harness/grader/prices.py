@@ -1,0 +1,280 @@
+"""Price claims: amounts, currencies and ranges said about listed services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipecat_harness.grader.constraints import ConstraintList, PriceItem
+from pipecat_harness.grader.numbers import Token, stem
+from pipecat_harness.grader.verdict import Verdict
+
+__all__ = ["DURATION_UNITS", "TIME_WORDS", "Amount", "check_prices", "find_amounts", "find_services"]
+
+_CURRENCY_BEFORE = {"$": "USD", "usd": "USD", "€": "EUR", "eur": "EUR", "£": "GBP", "gbp": "GBP"}
+_CURRENCY_AFTER = {
+    "dollar": "USD", "dollars": "USD", "bucks": "USD", "usd": "USD", "euro": "EUR", "euros": "EUR",
+    "eur": "EUR", "pound": "GBP", "pounds": "GBP", "gbp": "GBP",
+}  # fmt: skip
+_SYMBOL = {"USD": "$", "EUR": "€", "GBP": "£"}
+DURATION_UNITS = {
+    "minute", "minutes", "min", "mins", "hour", "hours", "h", "hr", "hrs", "day", "days", "week", "weeks",
+    "month", "months", "year", "years",
+}  # fmt: skip
+TIME_WORDS = {"am", "pm", "o'clock", "oclock", "noon", "midnight", "morning", "evening", "afternoon", "tonight"}
+_PRICE_CUES = {
+    "cost", "costs", "price", "prices", "priced", "pricing", "charge", "charges", "fee", "fees", "runs", "run",
+    "rate", "pay", "total", "quote", "starts", "starting", "only", "just",
+}  # fmt: skip
+_HOURS_CUES = {"open", "opens", "close", "closes", "closed", "hours", "until", "till", "til", "closing", "opening"}
+_RANGE_WORDS = {"to", "and", "through", "-"}
+_PERCENT_WORDS = {"%", "percent"}
+
+
+@dataclass(frozen=True)
+class Amount:
+    """A money amount said in a sentence.
+
+    Parameters:
+        value: The amount (the low end of a range).
+        currency: ISO code (``USD`` when said without a currency in a price context).
+        high: The high end of a range, if one was said.
+        position: Token index, to pair amounts with the services named near them.
+        explicit: Whether a currency was said.
+    """
+
+    value: float
+    currency: str
+    high: float | None = None
+    position: int = 0
+    explicit: bool = False
+    alternative: float | None = None
+
+    def spoken(self) -> str:
+        """The amount written back ("$149", "€100-€150")."""
+        symbol = _SYMBOL.get(self.currency, self.currency + " ")
+        text = f"{symbol}{self.value:g}"
+        return text if self.high is None else f"{text}-{symbol}{self.high:g}"
+
+
+def _kind(tokens: list[Token], i: int, hours_context: bool) -> str:
+    """Classify the number at ``i``: money, percent, duration, time or plain."""
+    number = tokens[i].number
+    assert number is not None
+    prev = tokens[i - 1].word if i else ""
+    nxt = tokens[i + 1].word if i + 1 < len(tokens) else ""
+    if prev in _CURRENCY_BEFORE or nxt in _CURRENCY_AFTER or nxt == "cents":
+        return "money"
+    if nxt in _PERCENT_WORDS or nxt == "off":
+        return "percent"
+    if nxt in DURATION_UNITS or (nxt == "business" and i + 2 < len(tokens) and tokens[i + 2].word in DURATION_UNITS):
+        return "duration"
+    if (
+        number.minutes is not None
+        or nxt in TIME_WORDS
+        or (nxt == "in" and i + 2 < len(tokens) and tokens[i + 2].word == "the")
+    ):
+        return "time"
+    if hours_context and (prev in {"at", "until", "till", "til", "from", "to", "by"} or nxt in _RANGE_WORDS):
+        return "time"
+    return "plain"
+
+
+def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
+    """Money amounts in a sentence, ranges joined ("between 100 and 150 dollars").
+
+    Args:
+        tokens: The sentence's tokens.
+        price_context: Whether bare numbers count as money (the sentence names a
+            service or a price word).
+    """
+    words = {t.word for t in tokens}
+    hours_context = bool(words & _HOURS_CUES) and not bool(words & {"cost", "costs", "price", "$"})
+    found: list[tuple[int, float, str | None]] = []
+    alternatives: dict[int, float] = {}
+    for i, token in enumerate(tokens):
+        if token.number is None:
+            continue
+        kind = _kind(tokens, i, hours_context)
+        if kind == "plain" and price_context and not hours_context:
+            kind = "money"
+        if kind == "plain" and i + 2 < len(tokens) and tokens[i + 1].word in _RANGE_WORDS and tokens[i + 2].number:
+            kind = _kind(tokens, i + 2, hours_context)
+        if kind != "money":
+            continue
+        prev = tokens[i - 1].word if i else ""
+        nxt = tokens[i + 1].word if i + 1 < len(tokens) else ""
+        currency = _CURRENCY_BEFORE.get(prev) or _CURRENCY_AFTER.get(nxt)
+        value = token.number.value
+        groups = token.number.groups
+        if len(groups) == 2 and not token.number.digits:  # "twelve ninety-nine": 1299 or 12.99
+            alternatives[i] = groups[0] + groups[1] / 100
+        if nxt == "cents":
+            if found and i >= 2 and tokens[i - 1].word == "and":
+                start, low, cur = found[-1]
+                found[-1] = (start, low + value / 100, cur)
+                continue
+            value, currency = value / 100, "USD"
+        found.append((i, value, currency))
+    amounts: list[Amount] = []
+    for index, (position, value, currency) in enumerate(found):
+        if amounts and amounts[-1].high is None and index > 0:
+            previous_pos = found[index - 1][0]
+            between = [t.word for t in tokens[previous_pos + 1 : position]]
+            between = [w for w in between if w not in _CURRENCY_AFTER and w not in _CURRENCY_BEFORE]
+            if between and between[0] in _RANGE_WORDS and len(between) == 1:
+                last = amounts[-1]
+                merged_currency = currency or last.currency
+                amounts[-1] = Amount(last.value, merged_currency, value, last.position, last.explicit or bool(currency))
+                continue
+        amounts.append(
+            Amount(value, currency or "USD", None, position, currency is not None, alternatives.get(position))
+        )
+    # A currency said after the high end applies to the whole range.
+    return amounts
+
+
+def find_services(tokens: list[Token], constraints: ConstraintList) -> list[tuple[int, PriceItem]]:
+    """Services named in a sentence, with the token position of the mention.
+
+    A full name or alias matches; so does a word of the name that no other
+    service uses ("premium" for "premium detail").
+    """
+    stems = [stem(t.word) for t in tokens]
+    word_owners: dict[str, set[str]] = {}
+    for item in constraints.price_list:
+        for name in item.names:
+            for word in name.split():
+                word_owners.setdefault(stem(word), set()).add(item.id)
+    mentions: list[tuple[int, int, PriceItem]] = []
+    for item in constraints.price_list:
+        best: tuple[int, int] | None = None
+        for name in item.names:
+            parts = [stem(w) for w in name.split() if w not in {"a", "the", "of"}]
+            for start in range(len(stems) - len(parts) + 1):
+                if stems[start : start + len(parts)] == parts and (best is None or len(parts) > best[1]):
+                    best = (start, len(parts))
+        if best is None:
+            distinctive = {stem(w) for n in item.names for w in n.split() if word_owners[stem(w)] == {item.id}}
+            best = next(((i, 1) for i, s in enumerate(stems) if s in distinctive), None)
+        if best is not None:
+            mentions.append((best[0], best[1], item))
+    # Drop a mention covered by a longer one ("detail" inside "premium detail").
+    kept = [
+        (pos, size, item)
+        for pos, size, item in mentions
+        if not any(p <= pos and pos + size <= p + s and s > size for p, s, _ in mentions)
+    ]
+    return [(pos, item) for pos, _, item in sorted(kept, key=lambda m: m[0])]
+
+
+def _nearest(amount: Amount, services: list[tuple[int, PriceItem]]) -> PriceItem | None:
+    """The service named closest to the amount (the earlier one on a tie)."""
+    if not services:
+        return None
+    return min(services, key=lambda s: (abs(s[0] - amount.position), s[0] > amount.position))[1]
+
+
+def check_prices(tokens: list[Token], sentence: str, constraints: ConstraintList) -> list[Verdict]:
+    """Check every amount said in a sentence against the price list and promotions."""
+    services = find_services(tokens, constraints)
+    words = {t.word for t in tokens}
+    price_context = bool(services) or bool(words & _PRICE_CUES)
+    verdicts = [
+        _check_amount(a, _nearest(a, services), sentence, constraints)
+        for a in find_amounts(tokens, price_context=price_context)
+    ]
+    verdicts += _check_percentages(tokens, sentence, constraints)
+    return verdicts
+
+
+def _check_amount(amount: Amount, item: PriceItem | None, sentence: str, constraints: ConstraintList) -> Verdict:
+    claim = sentence
+    if item is not None:
+        listed = Amount(item.amount, item.currency.upper(), item.price_max)
+        ref = item.id
+        if amount.currency != listed.currency:
+            return Verdict(
+                "unsupported",
+                claim,
+                "price",
+                ref,
+                f"quoted {amount.spoken()} but {item.service} is listed at {listed.spoken()}",
+                0.9,
+            )
+        if _same(amount.alternative, listed.value) and amount.high is None and listed.high is None:
+            amount = Amount(listed.value, amount.currency)
+        if _same(amount.value, listed.value) and _same(amount.high, listed.high):
+            return Verdict("supported", claim, "price", ref, f"{item.service} is listed at {listed.spoken()}", 0.95)
+        if amount.high is None and listed.high is not None and listed.value <= amount.value <= listed.high:
+            return Verdict(
+                "supported", claim, "price", ref, f"{amount.spoken()} is within the listed range {listed.spoken()}", 0.8
+            )
+        return Verdict(
+            "unsupported",
+            claim,
+            "price",
+            ref,
+            f"quoted {amount.spoken()} but {item.service} is listed at {listed.spoken()}",
+            0.95,
+        )
+    for candidate in constraints.price_list:
+        said = (amount.value, amount.alternative)
+        if (
+            candidate.currency.upper() == amount.currency
+            and any(_same(v, candidate.amount) for v in said)
+            and (
+                amount.high is None
+                or any(_same(amount.high, o.amount) or _same(amount.high, o.price_max) for o in constraints.price_list)
+            )
+        ):
+            return Verdict(
+                "supported",
+                claim,
+                "price",
+                candidate.id,
+                f"{amount.spoken()} is the listed price of {candidate.service}",
+                0.75,
+            )
+    for promo in constraints.promotions:
+        if promo.discount_usd is not None and amount.currency == "USD" and _same(amount.value, promo.discount_usd):
+            return Verdict(
+                "supported",
+                claim,
+                "price",
+                f"promotions.{promo.id}",
+                f"{amount.spoken()} off is the {promo.id} promotion",
+                0.8,
+            )
+    return Verdict("unsupported", claim, "price", None, f"no listed price or promotion is {amount.spoken()}", 0.85)
+
+
+def _check_percentages(tokens: list[Token], sentence: str, constraints: ConstraintList) -> list[Verdict]:
+    verdicts = []
+    for i, token in enumerate(tokens):
+        nxt = tokens[i + 1].word if i + 1 < len(tokens) else ""
+        if token.number is None or nxt not in _PERCENT_WORDS:
+            continue
+        value = token.number.value
+        promo = next((p for p in constraints.promotions if _same(value, p.discount_percent)), None)
+        if promo is not None:
+            verdicts.append(
+                Verdict(
+                    "supported",
+                    sentence,
+                    "price",
+                    f"promotions.{promo.id}",
+                    f"{value:g}% off is the {promo.id} promotion",
+                    0.9,
+                )
+            )
+        else:
+            verdicts.append(
+                Verdict("unsupported", sentence, "price", "promotions", f"no promotion gives {value:g}% off", 0.85)
+            )
+    return verdicts
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(a - b) < 0.005

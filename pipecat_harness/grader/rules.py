@@ -1,0 +1,95 @@
+"""``RuleGrader``: the deterministic, offline default grader.
+
+It splits an agent utterance into sentences, extracts price, hours, policy,
+capability and action claims, and checks each against the tenant's
+:class:`~pipecat_harness.grader.constraints.ConstraintList` (and, for action
+claims, the call's operation ledger). Filler, questions, referrals to a human
+and refusals make no claim and produce no verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipecat_harness.grader.actions import OperationLedgerView, check_action_claim, find_action_claims
+from pipecat_harness.grader.constraints import ConstraintList
+from pipecat_harness.grader.hours import check_hours
+from pipecat_harness.grader.numbers import read_numbers, split_sentences, tokenize
+from pipecat_harness.grader.policies import check_capabilities, check_policies
+from pipecat_harness.grader.prices import check_prices
+from pipecat_harness.grader.verdict import Verdict
+
+__all__ = ["RuleGrader"]
+
+
+class RuleGrader:
+    """Check an utterance's claims against a constraint list with deterministic rules.
+
+    Args:
+        constraints: The tenant's facts.
+        ledger: Where action claims are checked; without one an action claim
+            is ``out_of_scope`` (nothing to check it against).
+    """
+
+    model = "rules"
+
+    def __init__(self, constraints: ConstraintList, ledger: OperationLedgerView | None = None) -> None:
+        self.constraints = constraints
+        self.ledger = ledger
+
+    def check(self, agent_utterance: str, caller_utterance: str | None = None) -> list[Verdict]:
+        """Grade price, hours, policy and capability claims (no ledger access, synchronous)."""
+        verdicts: list[Verdict] = []
+        for sentence in split_sentences(agent_utterance):
+            tokens = read_numbers(tokenize(sentence))
+            policies = check_policies(tokens, sentence, self.constraints)
+            prices = check_prices(tokens, sentence, self.constraints)
+            if policies:  # fees and deposits are the policy's amounts, not the price list's
+                prices = [v for v in prices if v.constraint_ref is not None]
+            verdicts += check_hours(tokens, sentence, self.constraints)
+            verdicts += prices + policies
+            verdicts += check_capabilities(tokens, sentence, self.constraints)
+        return _dedupe(verdicts)
+
+    async def grade(
+        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
+    ) -> list[Verdict]:
+        """Grade every claim in an utterance.
+
+        Args:
+            agent_utterance: What the caller heard.
+            caller_utterance: The caller's preceding turn (names the action
+                behind "Done, you're all set").
+            call_id: The call whose operation ledger backs action claims.
+
+        Returns:
+            One verdict per claim; empty when the utterance makes no claim.
+        """
+        verdicts = self.check(agent_utterance, caller_utterance)
+        claims = find_action_claims(agent_utterance, caller_utterance)
+        if claims:
+            verdicts += await self.check_actions(claims, call_id)
+        return verdicts
+
+    async def check_actions(self, claims: Sequence[tuple[str, set[str]]], call_id: str | None) -> list[Verdict]:
+        """Judge completion claims against the ledger of ``call_id``."""
+        if self.ledger is None or call_id is None:
+            return [
+                Verdict(
+                    "out_of_scope", claim, "action", "ledger", "no operation ledger to check the claim against", 0.5
+                )
+                for claim, _ in claims
+            ]
+        succeeded = await self.ledger.succeeded_operations(call_id)
+        return [check_action_claim(claim, keys, succeeded) for claim, keys in claims]
+
+
+def _dedupe(verdicts: list[Verdict]) -> list[Verdict]:
+    seen: set[tuple[str, str, str | None, str]] = set()
+    unique = []
+    for verdict in verdicts:
+        key = (verdict.verdict, verdict.category, verdict.constraint_ref, verdict.claim)
+        if key not in seen:
+            seen.add(key)
+            unique.append(verdict)
+    return unique
