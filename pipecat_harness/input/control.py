@@ -1,0 +1,59 @@
+"""``IdentifierHoldControl``: the identifier hold as a switchable harness control."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import default_user_turn_stop_strategies
+
+from pipecat_harness.control import HarnessControl
+from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
+from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
+
+if TYPE_CHECKING:
+    from pipecat_harness.config import IdentifierHoldSettings
+    from pipecat_harness.harness import Harness
+
+__all__ = ["IdentifierHoldControl", "hold_config_from_settings"]
+
+
+def hold_config_from_settings(settings: IdentifierHoldSettings) -> IdentifierHoldConfig:
+    """Build the ending-rule config from the ``identifier_hold`` settings block."""
+    return IdentifierHoldConfig.for_domain(
+        settings.domain,
+        extra_wait_secs=settings.extra_wait_secs,
+        max_hold_secs=settings.max_hold_secs,
+        exempt_digit_lengths=frozenset(settings.exempt_digit_lengths),
+        exempt_min_digits=settings.exempt_min_digits,
+    )
+
+
+class IdentifierHoldControl(HarnessControl):
+    """Wraps every configured user-turn stop strategy in an :class:`IdentifierHoldStopStrategy`.
+
+    With no stop strategy configured, Pipecat's default stop strategies are
+    wrapped, so the hold applies to the turn detection the bot would use anyway.
+    """
+
+    name = "identifier_hold"
+
+    def __init__(self, harness: Harness) -> None:
+        super().__init__(harness)
+        self.config = hold_config_from_settings(harness.config.identifier_hold)
+        self.strategies: list[IdentifierHoldStopStrategy] = []
+
+    def wrap_stop_strategies(self, strategies: list[Any]) -> list[Any]:
+        """Return each stop strategy wrapped (already wrapped ones are kept as they are)."""
+        wrapped: list[Any] = []
+        for strategy in strategies or default_user_turn_stop_strategies():
+            if isinstance(strategy, IdentifierHoldStopStrategy) or not isinstance(strategy, BaseUserTurnStopStrategy):
+                wrapped.append(strategy)
+                continue
+            hold = IdentifierHoldStopStrategy(strategy, config=self.config, on_decision=self._on_decision)
+            self.strategies.append(hold)
+            wrapped.append(hold)
+        return wrapped
+
+    def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
+        self.record(action, evidence)
