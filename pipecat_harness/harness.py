@@ -43,6 +43,8 @@ __all__ = ["Harness", "TurnBoundaryProcessor", "CONTROL_FACTORIES"]
 #: Control name -> ``"module:Class"`` of its :class:`HarnessControl`, imported only when enabled.
 CONTROL_FACTORIES: dict[str, str] = {
     "checklist": "pipecat_harness.checklist.control:ChecklistControl",
+    "tool_gate": "pipecat_harness.tools.control:ToolGateControl",
+    "identifier_hold": "pipecat_harness.input.control:IdentifierHoldControl",
 }
 
 
