@@ -16,6 +16,7 @@ __all__ = ["main", "COMMANDS"]
 
 #: Subcommand modules, each with ``add_parser(subparsers)``.
 COMMANDS: tuple[str, ...] = (
+    "pipecat_harness.proxy.command",
     "pipecat_harness.sim.command",
     "pipecat_harness.trace.command",
 )

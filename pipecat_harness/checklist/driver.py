@@ -70,6 +70,7 @@ class ChecklistDriver:
         return f"checklist:{self.checklist.name}:{call_id}"
 
     def record(self, action: str, evidence: dict[str, Any]) -> None:
+        """Pass a decision to ``on_decision`` (if any)."""
         if self.on_decision is not None:
             self.on_decision(action, evidence)
 

@@ -17,7 +17,7 @@ from pipecat_harness.checklist.model import Checklist, Question
 __all__ = ["ChecklistState", "ItemState", "ItemStatus", "apply_analysis", "item_key", "split_key"]
 
 
-class ItemStatus(str, enum.Enum):
+class ItemStatus(enum.StrEnum):
     """Where one checklist item stands."""
 
     OPEN = "open"
@@ -105,7 +105,8 @@ class ChecklistState:
         if key not in self.items:
             question_id, location = split_key(key)
             inherited = self.items.get(question_id) if location else None
-            self.items[key] = ItemState(status=inherited.status) if inherited and inherited.status.closed else ItemState()
+            closed = inherited is not None and inherited.status.closed
+            self.items[key] = ItemState(status=inherited.status) if closed and inherited else ItemState()
         return self.items[key]
 
     def all_keys(self, checklist: Checklist) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["is_directive_line", "strip_directives", "strip_directive_text", "user_turns"]
+__all__ = ["is_directive_line", "strip_directive_text", "strip_directives", "user_turns"]
 
 _INSTRUCTION_ROLES = {"system", "developer"}
 

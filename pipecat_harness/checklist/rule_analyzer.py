@@ -135,8 +135,9 @@ class RuleAnalyzer(Analyzer):
             sentence_text = " ".join(sentence_words)
             cue = next((c for c in _TOPIC_CUES if sentence_text.startswith(c + " ")), None)
             if cue is not None and not self._mentions(checklist, sentence_words):
-                topic = " ".join(sentence_words[len(cue.split()) :])
-                if len(topic.split()) >= 2:
+                cue_pattern = r"^\W*" + r"\W+".join(re.escape(w) for w in cue.split()) + r"\W*"
+                topic = re.sub(cue_pattern, "", sentence.strip(), flags=re.IGNORECASE).strip()
+                if len(_words(topic)) >= 2:
                     analysis.unexpected_topics.append(topic)
                 continue
             for clause in _CLAUSE.split(sentence):
@@ -144,12 +145,12 @@ class RuleAnalyzer(Analyzer):
                 if not words:
                     continue
                 locations = self._locations(checklist, words)
-                for location in locations:
-                    if location not in analysis.locations:
-                        analysis.locations.append(location)
+                for mentioned in locations:
+                    if mentioned not in analysis.locations:
+                        analysis.locations.append(mentioned)
                 if len(locations) == 1:
                     sentence_location = locations[0]
-                location = locations[0] if len(locations) == 1 else (None if locations else sentence_location)
+                location: str | None = locations[0] if len(locations) == 1 else (None if locations else sentence_location)
                 mentions = self._mentions(checklist, words)
                 for mention in mentions:
                     if (mention.question_id, location) in seen:

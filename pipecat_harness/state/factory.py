@@ -9,7 +9,9 @@ from pipecat_harness.state.store import StateStore
 __all__ = ["create_store"]
 
 
-def create_store(backend: str = "memory", *, redis_url: str = "redis://127.0.0.1:6379/0", prefix: str = "") -> StateStore:
+def create_store(
+    backend: str = "memory", *, redis_url: str = "redis://127.0.0.1:6379/0", prefix: str = ""
+) -> StateStore:
     """Return a store for ``backend`` (``"memory"`` or ``"redis"``).
 
     Raises:

@@ -54,7 +54,9 @@ class RedisStateStore(StateStore):
             try:
                 import redis.asyncio as aioredis
             except ImportError as exc:  # pragma: no cover - depends on extras
-                raise StoreError("the Redis store needs the 'redis' extra: pip install 'pipecat-harness[redis]'") from exc
+                raise StoreError(
+                    "the Redis store needs the 'redis' extra: pip install 'pipecat-harness[redis]'"
+                ) from exc
             client = aioredis.from_url(url, decode_responses=True)
         self._redis = client
         self.prefix = prefix

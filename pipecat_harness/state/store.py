@@ -63,5 +63,5 @@ class StateStore(abc.ABC):
     async def release(self, key: str, token: str) -> bool:
         """Release the lock ``key`` only if ``token`` still holds it."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default does nothing."""

@@ -1,0 +1,158 @@
+"""The proxy's FastAPI application: Vapi chat completions, the Vapi webhook and the Retell socket.
+
+Routes:
+
+* ``POST /chat/completions`` and ``POST /<anything>/chat/completions``: an
+  OpenAI chat-completions body as Vapi sends it; answered as SSE
+  ``chat.completion.chunk`` events ending with ``data: [DONE]`` (or one JSON
+  ``chat.completion`` when ``stream`` is false).
+* ``POST /webhook/vapi``: Vapi server messages; ``conversation-update``
+  updates the checklist state (the second channel; it meets the first only
+  in the state store).
+* ``WS /{call_id}`` and ``WS /llm-websocket/{call_id}``: the Retell custom-LLM protocol.
+* ``GET /health``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from pipecat_harness.proxy.requests import (
+    RequestError,
+    parse_chat_request,
+    parse_conversation_update,
+    parse_json_body,
+)
+from pipecat_harness.proxy.retell import RetellSession
+from pipecat_harness.proxy.service import ProxyService
+from pipecat_harness.proxy.sse import DONE_EVENT, ChunkWriter
+from pipecat_harness.proxy.upstream import UpstreamRequest
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "read_body"]
+
+DEFAULT_MAX_BODY_BYTES = 1_000_000
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """Read the request body, refusing more than ``limit`` bytes.
+
+    Raises:
+        RequestError: 413 when the declared or actual size exceeds the limit.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"request body of {declared} bytes exceeds the {limit}-byte limit", "body_too_large")
+    body = bytearray()
+    async for piece in request.stream():
+        body.extend(piece)
+        if len(body) > limit:
+            raise RequestError(413, f"request body exceeds the {limit}-byte limit", "body_too_large")
+    return bytes(body)
+
+
+def _error(exc: RequestError) -> JSONResponse:
+    return JSONResponse(exc.to_body(), status_code=exc.status)
+
+
+async def _sse(service: ProxyService, request: UpstreamRequest, call_id: str) -> AsyncIterator[str]:
+    writer = ChunkWriter(request.model)
+    yield writer.role()
+    async for chunk in service.stream(request, call_id=call_id):
+        if chunk.text:
+            yield writer.text(chunk.text)
+        if chunk.tool_calls:
+            yield writer.tool_calls(chunk.tool_calls)
+        if chunk.finish_reason is not None:
+            yield writer.finish(chunk.finish_reason)
+    yield DONE_EVENT
+
+
+async def _collect(service: ProxyService, request: UpstreamRequest, call_id: str) -> dict[str, Any]:
+    writer = ChunkWriter(request.model)
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish = "stop"
+    async for chunk in service.stream(request, call_id=call_id):
+        text.append(chunk.text)
+        for delta in chunk.tool_calls:
+            call = calls.setdefault(
+                delta.index, {"id": delta.id, "type": "function", "function": {"name": "", "arguments": ""}}
+            )
+            if delta.id:
+                call["id"] = delta.id
+            if delta.name:
+                call["function"]["name"] = delta.name
+            call["function"]["arguments"] += delta.arguments
+        if chunk.finish_reason is not None:
+            finish = chunk.finish_reason
+    return writer.completion("".join(text), [calls[i] for i in sorted(calls)], finish)
+
+
+def create_app(
+    service: ProxyService, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, retell_greeting: str = ""
+) -> FastAPI:
+    """Build the proxy application around ``service``.
+
+    Args:
+        service: Prompt building and upstream streaming.
+        max_body_bytes: Largest accepted request body.
+        retell_greeting: What the agent says when a Retell call opens ("" waits for the caller).
+    """
+    app = FastAPI(title="pipecat-harness proxy", docs_url=None, redoc_url=None)
+    app.state.service = service
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok", "upstream": service.upstream.name}
+
+    async def chat_completions(request: Request) -> Response:
+        try:
+            turn = parse_chat_request(parse_json_body(await read_body(request, max_body_bytes)))
+        except RequestError as exc:
+            return _error(exc)
+        prepared = await service.prepare(
+            turn.call_id,
+            turn.messages,
+            model=turn.model,
+            tools=turn.tools,
+            tool_choice=turn.tool_choice,
+            max_tokens=turn.max_tokens,
+        )
+        if not turn.stream:
+            return JSONResponse(await _collect(service, prepared.request, turn.call_id))
+        return StreamingResponse(
+            _sse(service, prepared.request, turn.call_id),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    app.add_api_route("/chat/completions", chat_completions, methods=["POST"])
+    app.add_api_route("/{prefix:path}/chat/completions", chat_completions, methods=["POST"])
+
+    @app.post("/webhook/vapi")
+    async def vapi_webhook(request: Request) -> Response:
+        try:
+            update = parse_conversation_update(parse_json_body(await read_body(request, max_body_bytes)))
+        except RequestError as exc:
+            return _error(exc)
+        if update is None:
+            return JSONResponse({"status": "ignored"})
+        directive = await service.observe(update.call_id, update.messages)
+        return JSONResponse({"status": "updated", "next": directive.kind if directive else None})
+
+    async def retell(websocket: WebSocket, call_id: str) -> None:
+        await RetellSession(websocket, call_id, service, greeting=retell_greeting).run()
+
+    app.add_api_websocket_route("/{call_id}", retell)
+    app.add_api_websocket_route("/llm-websocket/{call_id}", retell)
+
+    @app.exception_handler(json.JSONDecodeError)
+    async def bad_json(_: Request, exc: json.JSONDecodeError) -> JSONResponse:
+        return _error(RequestError(400, f"request body is not valid JSON: {exc}", "malformed_json"))
+
+    return app

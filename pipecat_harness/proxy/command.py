@@ -1,0 +1,105 @@
+"""``pipecat-harness proxy``: serve the custom-LLM proxy for Vapi and Retell."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from pipecat_harness.checklist.control import build_analyzer, load_configured_checklist
+from pipecat_harness.checklist.driver import ChecklistDriver
+from pipecat_harness.config import HarnessConfig
+from pipecat_harness.proxy.app import DEFAULT_MAX_BODY_BYTES, create_app
+from pipecat_harness.proxy.service import ProxyService
+from pipecat_harness.proxy.upstream import Upstream
+from pipecat_harness.state.coordination import CallLock
+from pipecat_harness.state.factory import create_store
+
+__all__ = ["add_parser", "build_service", "build_upstream"]
+
+
+def build_upstream(
+    kind: str, *, url: str | None = None, model: str = "", api_key_env: str = "OPENAI_API_KEY"
+) -> Upstream:
+    """The upstream named on the command line.
+
+    Raises:
+        ValueError: Unknown kind, or ``openai`` without a URL.
+    """
+    if kind == "scripted":
+        from pipecat_harness.proxy.scripted import ScriptedUpstream
+
+        return ScriptedUpstream()
+    if kind == "openai":
+        from pipecat_harness.proxy.openai_upstream import OpenAICompatibleUpstream
+
+        if not url:
+            raise ValueError("--upstream openai needs --upstream-url (e.g. http://127.0.0.1:8001/v1)")
+        return OpenAICompatibleUpstream(url, api_key=os.environ.get(api_key_env, "not-needed"), model=model)
+    if kind == "gemini":
+        from pipecat_harness.proxy.gemini_upstream import GeminiUpstream
+
+        return GeminiUpstream(model=model or "gemini-2.5-flash")
+    raise ValueError(f"unknown upstream {kind!r}; choose scripted, openai or gemini")
+
+
+def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: bool = True) -> ProxyService:
+    """A :class:`ProxyService` driven by the config's ``checklist`` block."""
+    settings = config.checklist
+    driver = None
+    if with_checklist:
+        store = create_store(settings.store, redis_url=settings.redis_url, prefix=settings.key_prefix)
+        driver = ChecklistDriver(
+            load_configured_checklist(settings),
+            store,
+            analyzer=build_analyzer(settings),
+            debounce_secs=settings.debounce_secs,
+            lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
+        )
+    return ProxyService(upstream, driver, marker=settings.directive_marker)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    config = HarnessConfig.from_yaml(args.config) if args.config else HarnessConfig()
+    overrides: dict[str, Any] = {}
+    if args.checklist:
+        overrides["checklist"] = args.checklist
+    if args.checklist_path:
+        overrides["checklist_path"] = args.checklist_path
+    if args.store:
+        overrides["store"] = args.store
+    if args.redis_url:
+        overrides["redis_url"] = args.redis_url
+    if overrides:
+        config = config.model_copy(update={"checklist": config.checklist.model_copy(update=overrides)})
+    try:
+        upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model)
+    except ValueError as exc:
+        print(f"pipecat-harness proxy: {exc}")
+        return 2
+    service = build_service(config, upstream, with_checklist=not args.no_checklist)
+    app = create_app(service, max_body_bytes=args.max_body_bytes, retell_greeting=args.retell_greeting)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``proxy`` subcommand."""
+    parser = subparsers.add_parser("proxy", help="serve the custom-LLM proxy (Vapi SSE, Retell WebSocket)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--config", help="harness config YAML (the checklist block is used)")
+    parser.add_argument("--upstream", choices=("scripted", "openai", "gemini"), default="scripted")
+    parser.add_argument("--upstream-url", help="base URL of an OpenAI-compatible upstream")
+    parser.add_argument("--upstream-model", default="", help="model name sent upstream")
+    parser.add_argument("--checklist", help="bundled checklist name")
+    parser.add_argument("--checklist-path", help="checklist YAML file")
+    parser.add_argument("--store", choices=("memory", "redis"), help="per-call state backend")
+    parser.add_argument("--redis-url", help="Redis URL for --store redis")
+    parser.add_argument("--no-checklist", action="store_true", help="pass through without checklist directives")
+    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    parser.add_argument("--retell-greeting", default="", help="first agent line on a Retell call")
+    parser.add_argument("--log-level", default="info")
+    parser.set_defaults(func=_run)

@@ -1,0 +1,189 @@
+"""Parsing and validating what voice platforms send to the proxy.
+
+Vapi posts an OpenAI chat-completions body (``messages``, ``model``,
+``temperature``, ``max_tokens``, ``stream``, ``tools``, plus the ``call``
+object and ``metadata``); its server webhook posts ``{"message": {...}}``
+events such as ``conversation-update``. Anything unusable raises
+:class:`RequestError` with the HTTP status and a message naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ALLOWED_ROLES",
+    "ChatTurnRequest",
+    "ConversationUpdate",
+    "RequestError",
+    "parse_chat_request",
+    "parse_conversation_update",
+    "parse_json_body",
+]
+
+ALLOWED_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+class RequestError(ValueError):
+    """A request the proxy cannot serve.
+
+    Args:
+        status: HTTP status to answer with.
+        message: What is wrong, naming the field.
+        code: Short machine-readable code.
+    """
+
+    def __init__(self, status: int, message: str, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+    def to_body(self) -> dict[str, Any]:
+        """OpenAI-style error body."""
+        return {"error": {"message": self.message, "type": "invalid_request_error", "code": self.code}}
+
+
+@dataclass
+class ChatTurnRequest:
+    """A validated chat-completions request."""
+
+    call_id: str
+    messages: list[dict[str, Any]]
+    model: str = ""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stream: bool = True
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ConversationUpdate:
+    """A conversation-update event: the call and its messages so far."""
+
+    call_id: str
+    messages: list[dict[str, Any]]
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """Decode a JSON request body.
+
+    Raises:
+        RequestError: 400 when the body is empty or not valid JSON.
+    """
+    if not raw.strip():
+        raise RequestError(400, "request body is empty; expected a JSON object", "empty_body")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(400, f"request body is not valid JSON: {exc}", "malformed_json") from exc
+
+
+def _call_id(body: Mapping[str, Any]) -> str | None:
+    call = body.get("call")
+    if isinstance(call, Mapping):
+        for key in ("id", "callId", "call_id"):
+            if isinstance(call.get(key), str | int) and str(call[key]).strip():
+                return str(call[key]).strip()
+    metadata = body.get("metadata")
+    for source in (metadata if isinstance(metadata, Mapping) else {}, body):
+        for key in ("call_id", "callId"):
+            if isinstance(source.get(key), str | int) and str(source[key]).strip():
+                return str(source[key]).strip()
+    return None
+
+
+def _validate_messages(messages: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(messages, list) or not messages:
+        raise RequestError(400, f"{where} must be a non-empty list of message objects", "invalid_messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise RequestError(400, f"{where}[{index}] must be an object", "invalid_messages")
+        role = message.get("role")
+        if role not in ALLOWED_ROLES:
+            raise RequestError(
+                400,
+                f"{where}[{index}].role {role!r} is not one of {sorted(ALLOWED_ROLES)}",
+                "unknown_role",
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise RequestError(
+                400, f"{where}[{index}].content must be a string, a list of parts or null", "invalid_messages"
+            )
+    return [dict(m) for m in messages]
+
+
+def parse_chat_request(body: Any) -> ChatTurnRequest:
+    """Validate a chat-completions body as Vapi sends it.
+
+    Raises:
+        RequestError: 400 naming the missing or invalid field.
+    """
+    if not isinstance(body, Mapping):
+        raise RequestError(400, "request body must be a JSON object", "invalid_body")
+    messages = _validate_messages(body.get("messages"), "messages")
+    call_id = _call_id(body)
+    if call_id is None:
+        raise RequestError(
+            400,
+            "missing call id: send the 'call' object with 'id' (Vapi metadataSendMode 'variable' or "
+            "'destructured'), or metadata.call_id",
+            "missing_call_id",
+        )
+    tools = body.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools):
+        raise RequestError(400, "tools must be a list of OpenAI tool objects", "invalid_tools")
+    max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens <= 0):
+        raise RequestError(400, "max_tokens must be a positive integer", "invalid_max_tokens")
+    temperature = body.get("temperature")
+    if temperature is not None and (not isinstance(temperature, int | float) or isinstance(temperature, bool)):
+        raise RequestError(400, "temperature must be a number", "invalid_temperature")
+    metadata = body.get("metadata")
+    return ChatTurnRequest(
+        call_id=call_id,
+        messages=messages,
+        model=str(body.get("model") or ""),
+        temperature=None if temperature is None else float(temperature),
+        max_tokens=max_tokens,
+        stream=bool(body.get("stream", True)),
+        tools=[dict(t) for t in tools],
+        tool_choice=body.get("tool_choice"),
+        metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
+    )
+
+
+def parse_conversation_update(body: Any) -> ConversationUpdate | None:
+    """Parse a Vapi server-webhook body; ``None`` for events other than ``conversation-update``.
+
+    Raises:
+        RequestError: 400 when the body or the update is malformed.
+    """
+    if not isinstance(body, Mapping) or not isinstance(body.get("message"), Mapping):
+        raise RequestError(400, "webhook body must be an object with a 'message' object", "invalid_body")
+    message = body["message"]
+    if message.get("type") != "conversation-update":
+        return None
+    call_id = _call_id(message) or _call_id(body)
+    if call_id is None:
+        raise RequestError(400, "conversation-update without call.id", "missing_call_id")
+    conversation = message.get("conversation")
+    if isinstance(conversation, list):
+        messages = [dict(m) for m in conversation if isinstance(m, Mapping) and m.get("role") in ALLOWED_ROLES]
+    else:
+        raw = message.get("messages")
+        if not isinstance(raw, list):
+            raise RequestError(400, "conversation-update needs 'conversation' or 'messages'", "invalid_messages")
+        roles = {"user": "user", "bot": "assistant", "assistant": "assistant", "system": "system"}
+        messages = [
+            {"role": roles[str(m.get("role"))], "content": str(m.get("message") or m.get("content") or "")}
+            for m in raw
+            if isinstance(m, Mapping) and str(m.get("role")) in roles
+        ]
+    return ConversationUpdate(call_id=call_id, messages=messages)

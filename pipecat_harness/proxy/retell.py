@@ -1,0 +1,146 @@
+"""The Retell custom-LLM WebSocket protocol, served per call.
+
+Retell sends ``response_required`` / ``reminder_required`` with an
+incrementing ``response_id`` and the full transcript; only the newest
+``response_id`` counts, so an answer in progress is abandoned (and checked
+before every send) as soon as a newer request arrives. ``update_only``
+updates the checklist state without a reply; ``ping_pong`` is echoed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import WebSocket, WebSocketDisconnect
+
+from pipecat_harness.proxy.service import ProxyService
+
+__all__ = ["RetellSession", "transcript_to_messages"]
+
+logger = logging.getLogger(__name__)
+
+_ROLES = {"agent": "assistant", "user": "user"}
+
+
+def transcript_to_messages(transcript: Any) -> list[dict[str, Any]]:
+    """Retell ``transcript`` utterances as OpenAI messages (unknown roles skipped)."""
+    if not isinstance(transcript, Sequence) or isinstance(transcript, str):
+        return []
+    return [
+        {"role": _ROLES[str(item.get("role"))], "content": str(item.get("content") or "")}
+        for item in transcript
+        if isinstance(item, Mapping) and str(item.get("role")) in _ROLES
+    ]
+
+
+class RetellSession:
+    """One Retell call's socket.
+
+    Args:
+        websocket: The accepted-on-run WebSocket.
+        call_id: From the URL path.
+        service: Prompt building and upstream streaming.
+        greeting: First agent line ("" lets the caller speak first).
+    """
+
+    def __init__(self, websocket: WebSocket, call_id: str, service: ProxyService, *, greeting: str = "") -> None:
+        self.websocket = websocket
+        self.call_id = call_id
+        self.service = service
+        self.greeting = greeting
+        self.latest_response_id = -1
+        self._responder: asyncio.Task[None] | None = None
+        self._observer: asyncio.Task[None] | None = None
+        self._send_lock = asyncio.Lock()
+
+    async def _send(self, payload: dict[str, Any]) -> None:
+        async with self._send_lock:
+            await self.websocket.send_text(json.dumps(payload))
+
+    async def run(self) -> None:
+        """Serve the socket until Retell closes it."""
+        await self.websocket.accept()
+        await self._send({"response_type": "config", "config": {"auto_reconnect": True, "call_details": False}})
+        await self._send(
+            {"response_type": "response", "response_id": 0, "content": self.greeting, "content_complete": True}
+        )
+        try:
+            while True:
+                raw = await self.websocket.receive_text()
+                try:
+                    event = json.loads(raw)
+                except ValueError:
+                    logger.warning("retell call %s: ignoring a frame that is not JSON: %.80r", self.call_id, raw)
+                    continue
+                if isinstance(event, Mapping):
+                    await self._handle(event)
+        except WebSocketDisconnect:
+            pass
+        finally:
+            for task in (self._responder, self._observer):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+
+    async def _handle(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("interaction_type")
+        if kind == "ping_pong":
+            await self._send({"response_type": "ping_pong", "timestamp": event.get("timestamp")})
+        elif kind == "update_only":
+            messages = transcript_to_messages(event.get("transcript"))
+            while messages and messages[-1]["role"] == "user":
+                messages.pop()  # the caller may still be speaking: analyse completed turns only
+            if self._observer is not None:
+                self._observer.cancel()
+            self._observer = asyncio.create_task(self._observe(messages))
+        elif kind in ("response_required", "reminder_required"):
+            response_id = event.get("response_id")
+            if not isinstance(response_id, int) or response_id < self.latest_response_id:
+                return
+            self.latest_response_id = response_id
+            if self._responder is not None:
+                self._responder.cancel()
+            self._responder = asyncio.create_task(
+                self._respond(response_id, transcript_to_messages(event.get("transcript")))
+            )
+        elif kind != "call_details":
+            logger.info("retell call %s: ignoring interaction_type %r", self.call_id, kind)
+
+    async def _observe(self, messages: list[dict[str, Any]]) -> None:
+        await self.service.observe(self.call_id, messages)
+
+    def _stale(self, response_id: int) -> bool:
+        return response_id != self.latest_response_id
+
+    async def _respond(self, response_id: int, messages: list[dict[str, Any]]) -> None:
+        prepared = await self.service.prepare(self.call_id, messages)
+        async for chunk in self.service.stream(prepared.request, call_id=self.call_id):
+            if self._stale(response_id):
+                return
+            if chunk.text:
+                await self._send(
+                    {
+                        "response_type": "response",
+                        "response_id": response_id,
+                        "content": chunk.text,
+                        "content_complete": False,
+                    }
+                )
+        if self._stale(response_id):
+            return
+        end_call = bool(prepared.directive is not None and prepared.directive.end_call)
+        await self._send(
+            {
+                "response_type": "response",
+                "response_id": response_id,
+                "content": "",
+                "content_complete": True,
+                "end_call": end_call,
+            }
+        )
