@@ -19,6 +19,7 @@ COMMANDS: tuple[str, ...] = (
     "pipecat_harness.proxy.command",
     "pipecat_harness.sim.command",
     "pipecat_harness.trace.command",
+    "pipecat_harness.grader.command",
 )
 
 

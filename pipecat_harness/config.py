@@ -76,6 +76,7 @@ class SpellingSettings(_Block):
     enabled: bool = True
     as_in: bool = True
     letter_digit_runs: bool = True
+    dotted_letters: bool = True
 
 
 class SilentReplySettings(_Block):
@@ -85,6 +86,7 @@ class SilentReplySettings(_Block):
     window_secs: float = Field(default=1.5, gt=0, le=30)
     max_reasks: int = Field(default=1, ge=0, le=5)
     prompt: str = "Sorry, I didn't catch that. Could you say yes or no?"
+    infer_from_assistant: bool = True
 
 
 class ToolGateSettings(_Block):
@@ -95,12 +97,23 @@ class ToolGateSettings(_Block):
         write_tools: Names of the tools that change business state.
         handler_timeout_secs: After this a write's outcome is unknown.
         max_argument_bytes: Largest accepted arguments payload.
+        late_reply_secs: How long a timed-out write may still reply and settle its outcome.
+        ledger_url: Operation ledger database (``sqlite+aiosqlite:///ledger.db``,
+            ``postgresql+asyncpg://user@host/db``); empty keeps operations in memory.
+        ledger_table_prefix: Prefix of the ledger's table names.
+        tenant: Tenant of the ledger records.
+        server_context_fields: Argument names only trusted code may set.
     """
 
     enabled: bool = True
     write_tools: list[str] = Field(default_factory=list)
     handler_timeout_secs: float = Field(default=10.0, gt=0, le=600)
     max_argument_bytes: int = Field(default=16_384, gt=0)
+    late_reply_secs: float = Field(default=300.0, ge=0, le=3600)
+    ledger_url: str = ""
+    ledger_table_prefix: str = Field(default="harness_", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
+    tenant: str = Field(default="default", min_length=1, max_length=128)
+    server_context_fields: list[str] = Field(default_factory=lambda: ["tenant_id", "customer_id"])
 
 
 class HistorySettings(_Block):
@@ -150,11 +163,41 @@ class ChecklistSettings(_Block):
 
 
 class GraderSettings(_Block):
-    """Grade every committed assistant turn off the voice loop."""
+    """Grade every committed assistant turn off the voice loop.
+
+    Parameters:
+        enabled: Switch.
+        constraints_path: The tenant's constraint list (YAML or JSON).
+        queue_size: Turns waiting to be graded; beyond this a "not graded" row is written.
+        mode: ``rules`` (offline default), ``llm`` (Gemini) or ``combined`` (rules, then the model).
+        llm_model: Gemini model for ``llm`` and ``combined``.
+        tenant: Tenant in audit rows (default: the constraint list's).
+        audit_url: SQLAlchemy async URL of the audit store (SQLite or PostgreSQL).
+        webhook_url: Where alerts are posted (none: no webhook).
+        webhook_secret: HMAC key for the webhook signature.
+        console_url: Base URL of the operator console, for links in alerts.
+        critical_categories: Categories whose unsupported claims are critical.
+        alert_min_severity: Lowest severity that triggers a webhook.
+        webhook_max_attempts: Tries per alert.
+        webhook_backoff_secs: Wait before the second try; doubles each try.
+    """
 
     enabled: bool = False
     constraints_path: str | None = None
     queue_size: int = Field(default=256, gt=0)
+    mode: Literal["rules", "llm", "combined"] = "rules"
+    llm_model: str = "gemini-2.5-flash"
+    tenant: str | None = None
+    audit_url: str = "sqlite+aiosqlite:///grader_audit.db"
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    console_url: str | None = None
+    critical_categories: list[Literal["price", "hours", "policy", "capability", "action"]] = Field(
+        default=["price", "policy", "action"]
+    )
+    alert_min_severity: Literal["info", "warning", "critical"] = "critical"
+    webhook_max_attempts: int = Field(default=4, ge=1, le=20)
+    webhook_backoff_secs: float = Field(default=0.5, ge=0, le=60)
 
 
 class TraceSettings(_Block):

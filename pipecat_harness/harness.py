@@ -45,6 +45,7 @@ CONTROL_FACTORIES: dict[str, str] = {
     "checklist": "pipecat_harness.checklist.control:ChecklistControl",
     "tool_gate": "pipecat_harness.tools.control:ToolGateControl",
     "identifier_hold": "pipecat_harness.input.control:IdentifierHoldControl",
+    "grader": "pipecat_harness.grader.control:GraderControl",
 }
 
 

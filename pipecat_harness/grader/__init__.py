@@ -1,1 +1,45 @@
-"""grader."""
+"""Per-turn grader: check every agent utterance against the tenant's facts, audit it, alert on it.
+
+* :class:`ConstraintList` / :class:`ConstraintStore`: a tenant's versioned facts.
+* :class:`RuleGrader` (deterministic, offline default), :class:`LLMGrader` (Gemini),
+  :class:`CombinedGrader`: ``grade(agent_utterance, caller_utterance=None)`` -> :class:`Verdict` list.
+* :class:`TurnGrader`: the Pipecat observer grading committed assistant turns off the voice loop.
+* :class:`AuditStore`, :class:`WebhookAlerter`, :class:`SeverityPolicy`: rows, alerts, severity.
+* ``pipecat_harness.grader.control.GraderControl``: the harness control (imported on demand).
+"""
+
+from pipecat_harness.grader.actions import InMemoryOperations, OperationLedgerView, SucceededOperation
+from pipecat_harness.grader.alerts import SeverityPolicy, WebhookAlerter, alert_payload, sign, verify_signature
+from pipecat_harness.grader.audit import AuditRow, AuditStore
+from pipecat_harness.grader.calibration import CalibrationReport, LabeledSet, evaluate
+from pipecat_harness.grader.constraints import ConstraintError, ConstraintList, ConstraintStore, policy_statement
+from pipecat_harness.grader.llm_grader import CombinedGrader, LLMGrader
+from pipecat_harness.grader.observer import TurnGrader
+from pipecat_harness.grader.rules import RuleGrader
+from pipecat_harness.grader.verdict import Grader, Verdict
+
+__all__ = [
+    "AuditRow",
+    "AuditStore",
+    "CalibrationReport",
+    "CombinedGrader",
+    "ConstraintError",
+    "ConstraintList",
+    "ConstraintStore",
+    "Grader",
+    "InMemoryOperations",
+    "LLMGrader",
+    "LabeledSet",
+    "OperationLedgerView",
+    "RuleGrader",
+    "SeverityPolicy",
+    "SucceededOperation",
+    "TurnGrader",
+    "Verdict",
+    "WebhookAlerter",
+    "alert_payload",
+    "evaluate",
+    "policy_statement",
+    "sign",
+    "verify_signature",
+]

@@ -33,8 +33,8 @@ class SucceededOperation(Protocol):
     """An operation that completed on a call."""
 
     @property
-    def tool_name(self) -> str:
-        """Name of the tool that ran (``modify_order_address``)."""
+    def op_type(self) -> str:
+        """Name of the tool that ran (``modify_order_address``), as the tool ledger's records name it."""
         ...
 
 
@@ -51,7 +51,7 @@ class OperationLedgerView(Protocol):
 class RecordedOperation:
     """A succeeded operation (tool name and call)."""
 
-    tool_name: str
+    op_type: str
     call_id: str = ""
 
 
@@ -143,7 +143,7 @@ def _normal(key: str) -> str:
 
 def check_action_claim(claim: str, keys: set[str], succeeded: Sequence[SucceededOperation]) -> Verdict:
     """Judge one completion claim against the operations that succeeded on the call."""
-    names = [op.tool_name for op in succeeded]
+    names = [op.op_type for op in succeeded]
     for name in names:
         op_keys = {_normal(stem(part)) for part in name.lower().split("_")} - {stem(g) for g in _GENERIC}
         op_keys |= {_normal(part) for part in name.lower().split("_")} - _GENERIC

@@ -1,0 +1,247 @@
+"""Alerts: severity of a verdict, the webhook payload, its HMAC signature, and delivery off the loop.
+
+The webhook body is JSON; the ``X-Harness-Signature`` header carries
+``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` so a receiver can
+check both origin and freshness with :func:`verify_signature`. Delivery runs in
+its own task with a bounded queue, retries with exponential backoff, and never
+makes the caller of :meth:`WebhookAlerter.send` wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from loguru import logger
+
+from pipecat_harness.grader.audit import AuditRow
+
+__all__ = [
+    "SEVERITY_ORDER",
+    "SIGNATURE_HEADER",
+    "SeverityPolicy",
+    "WebhookAlerter",
+    "alert_payload",
+    "sign",
+    "verify_signature",
+]
+
+SIGNATURE_HEADER = "X-Harness-Signature"
+SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
+
+_RECOMMENDED = {
+    "price": "Call the customer back with the listed price and honour or correct the quote.",
+    "hours": "Confirm the opening hours with the customer before they travel.",
+    "policy": "Correct the policy statement with the customer before they rely on it.",
+    "capability": "Tell the customer what the business can actually do and arrange it with a human.",
+    "action": "Check whether the action was executed; if not, do it or tell the customer it was not done.",
+}
+
+
+@dataclass(frozen=True)
+class SeverityPolicy:
+    """Maps a verdict to a severity.
+
+    ``unsupported`` claims in ``critical_categories`` are critical; other
+    unsupported and ``llm_flagged`` claims are warnings; the rest is info.
+
+    Args:
+        critical_categories: Categories whose unsupported claims are critical.
+        alert_min_severity: Lowest severity that triggers a webhook.
+    """
+
+    critical_categories: frozenset[str] = frozenset({"price", "policy", "action"})
+    alert_min_severity: str = "critical"
+
+    def severity(self, verdict: str, category: str) -> str:
+        """Severity of a verdict in a category."""
+        if verdict == "unsupported":
+            return "critical" if category in self.critical_categories else "warning"
+        if verdict in ("llm_flagged", "not_graded"):
+            return "warning"
+        return "info"
+
+    def should_alert(self, severity: str) -> bool:
+        """Whether a row of this severity goes to the webhook."""
+        return SEVERITY_ORDER.get(severity, 0) >= SEVERITY_ORDER.get(self.alert_min_severity, 2)
+
+
+def alert_payload(row: AuditRow, *, console_url: str | None = None) -> dict[str, Any]:
+    """The webhook payload for an audit row."""
+    base = (console_url or "").rstrip("/")
+    refs = [row.constraint_ref] if row.constraint_ref else []
+    return {
+        "event": "grader.claim_flagged",
+        "severity": row.severity,
+        "tenant": row.tenant,
+        "call_id": row.call_id,
+        "turn_id": row.turn_id,
+        "verdict": row.verdict,
+        "category": row.category,
+        "claim": row.claim,
+        "agent_utterance": row.utterance,
+        "caller_utterance": row.caller_utterance,
+        "constraint_refs": refs,
+        "rationale": row.rationale,
+        "confidence": row.confidence,
+        "grader_model": row.grader_model,
+        "constraints_version": row.constraints_version,
+        "audit_row": {"id": row.id, "ref": f"grader_audit/{row.id}"},
+        "links": {"console": f"{base}/#row-{row.id}" if base else None},
+        "recommended_action": _RECOMMENDED.get(row.category, "Review the turn."),
+        "created_at": row.created_at,
+    }
+
+
+def sign(secret: str, body: bytes, timestamp: int | None = None) -> str:
+    """Return the signature header value for ``body``."""
+    stamp = int(time.time()) if timestamp is None else timestamp
+    digest = hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={stamp},v1={digest}"
+
+
+def verify_signature(secret: str, body: bytes, header: str, *, tolerance_secs: float = 300.0) -> bool:
+    """Check a signature header against the body (and that it is recent)."""
+    try:
+        parts = dict(item.split("=", 1) for item in header.split(","))
+        stamp = int(parts["t"])
+    except (KeyError, ValueError):
+        return False
+    if abs(time.time() - stamp) > tolerance_secs:
+        return False
+    return hmac.compare_digest(sign(secret, body, stamp), header)
+
+
+@dataclass
+class _Delivery:
+    payload: dict[str, Any]
+    attempts: int = 0
+    status: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class WebhookStats:
+    """What happened to the alerts so far."""
+
+    delivered: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    dropped: int = 0
+    attempts: int = 0
+
+
+class WebhookAlerter:
+    """Post signed alerts to a webhook from a background task.
+
+    Args:
+        url: Endpoint to POST to.
+        secret: HMAC key shared with the receiver.
+        max_attempts: Tries per alert before giving up.
+        backoff_secs: Wait before the second try; doubles each try.
+        timeout_secs: Per-request timeout.
+        queue_size: Alerts waiting beyond this are dropped (and counted), never blocking.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        secret: str,
+        *,
+        max_attempts: int = 4,
+        backoff_secs: float = 0.5,
+        timeout_secs: float = 5.0,
+        queue_size: int = 256,
+    ) -> None:
+        if not secret:
+            raise ValueError("a webhook secret is required to sign alerts")
+        self.url = url
+        self.secret = secret
+        self.max_attempts = max_attempts
+        self.backoff_secs = backoff_secs
+        self.timeout_secs = timeout_secs
+        self.stats = WebhookStats()
+        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=queue_size)
+        self._task: asyncio.Task[None] | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    def send(self, payload: dict[str, Any]) -> bool:
+        """Queue an alert; returns ``False`` (and counts it) when the queue is full."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="grader-webhook")
+        try:
+            self._queue.put_nowait(payload)
+        except asyncio.QueueFull:
+            self.stats.dropped += 1
+            logger.error(f"grader webhook queue full; alert for call {payload.get('call_id')} dropped")
+            return False
+        return True
+
+    async def drain(self, timeout_secs: float = 30.0) -> None:
+        """Wait until every queued alert is delivered or given up (at most ``timeout_secs``)."""
+        if self._task is not None:
+            await asyncio.wait_for(self._queue.join(), timeout_secs)
+
+    async def close(self, timeout_secs: float = 5.0) -> None:
+        """Deliver what is queued (bounded by ``timeout_secs``), then stop."""
+        try:
+            await self.drain(timeout_secs)
+        except TimeoutError:
+            logger.warning(f"grader webhook: {self._queue.qsize()} alert(s) undelivered at close")
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _run(self) -> None:
+        while True:
+            payload = await self._queue.get()
+            try:
+                await self._deliver(payload)
+            finally:
+                self._queue.task_done()
+
+    async def _deliver(self, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload, sort_keys=True).encode()
+        delivery = _Delivery(payload)
+        for attempt in range(self.max_attempts):
+            if attempt:
+                await asyncio.sleep(self.backoff_secs * 2 ** (attempt - 1))
+            delivery.attempts += 1
+            self.stats.attempts += 1
+            try:
+                delivery.status = await self._post(body)
+                if 200 <= delivery.status < 300:
+                    self.stats.delivered.append(payload)
+                    return
+                delivery.error = f"HTTP {delivery.status}"
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                delivery.error = f"{type(exc).__name__}: {exc}"
+        logger.error(f"grader webhook {self.url}: gave up after {delivery.attempts} attempts ({delivery.error})")
+        self.stats.failed.append({**payload, "_error": delivery.error})
+
+    async def _post(self, body: bytes) -> int:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_secs))
+        headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(self.secret, body)}
+        async with self._session.post(self.url, data=body, headers=headers) as response:
+            await response.read()
+            return response.status
+
+
+def critical_categories(names: Iterable[str]) -> frozenset[str]:
+    """Validate category names for :class:`SeverityPolicy`."""
+    allowed = set(_RECOMMENDED)
+    unknown = set(names) - allowed
+    if unknown:
+        raise ValueError(f"unknown categories {sorted(unknown)}; use {sorted(allowed)}")
+    return frozenset(names)

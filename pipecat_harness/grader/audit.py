@@ -1,0 +1,206 @@
+"""Audit rows: one per verdict, supported ones included, plus the operator's review.
+
+SQLAlchemy async Core, the same code for both backends: SQLite through
+``aiosqlite`` (the embedded default) and PostgreSQL through ``asyncpg`` (the
+shared backend for many processes)::
+
+    store = AuditStore("sqlite+aiosqlite:///grader_audit.db")
+    store = AuditStore("postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, func, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from pipecat_harness.grader.verdict import FLAGGED
+
+__all__ = ["DEFAULT_AUDIT_URL", "REVIEW_STATUS", "AuditRow", "AuditStore", "ReviewAction"]
+
+DEFAULT_AUDIT_URL = "sqlite+aiosqlite:///grader_audit.db"
+
+ReviewAction = Literal["acknowledge", "override", "escalate"]
+#: Review action -> the status it leaves the row in.
+REVIEW_STATUS: dict[str, str] = {"acknowledge": "acknowledged", "override": "overridden", "escalate": "escalated"}
+
+
+@dataclass
+class AuditRow:
+    """One graded claim of one assistant turn (or a turn that could not be graded).
+
+    Parameters:
+        tenant: Tenant whose facts were checked.
+        call_id: The call.
+        turn_id: The assistant turn within the call (1-based).
+        utterance: What the caller heard.
+        caller_utterance: The caller's preceding turn.
+        verdict: ``supported``, ``unsupported``, ``out_of_scope``, ``llm_flagged`` or ``not_graded``.
+        category: ``price``, ``hours``, ``policy``, ``capability``, ``action`` or ``none``.
+        claim: The claim judged.
+        constraint_ref: The constraint it was checked against.
+        rationale: Why.
+        confidence: 0..1.
+        grader_model: ``rules``, a model name, or ``rules+<model>``.
+        constraints_version: Version of the constraint list used.
+        severity: ``critical``, ``warning`` or ``info``.
+        review_status: ``open``, ``acknowledged``, ``overridden`` or ``escalated``.
+        review_note: The operator's note.
+        created_at: Unix time the row was written.
+        reviewed_at: Unix time of the last review action.
+        id: Row id, set once written.
+    """
+
+    tenant: str
+    call_id: str
+    turn_id: int
+    utterance: str
+    caller_utterance: str | None
+    verdict: str
+    category: str
+    claim: str = ""
+    constraint_ref: str | None = None
+    rationale: str = ""
+    confidence: float = 0.0
+    grader_model: str = ""
+    constraints_version: str = ""
+    severity: str = "info"
+    review_status: str = "open"
+    review_note: str = ""
+    created_at: float = field(default_factory=time.time)
+    reviewed_at: float | None = None
+    id: int | None = None
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the row needs a human."""
+        return self.verdict in FLAGGED
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the row as a JSON-serialisable mapping."""
+        return asdict(self)
+
+
+def _table(metadata: MetaData, name: str) -> Table:
+    return Table(
+        name,
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("created_at", Float, nullable=False),
+        Column("tenant", String(128), nullable=False, index=True),
+        Column("call_id", String(128), nullable=False, index=True),
+        Column("turn_id", Integer, nullable=False),
+        Column("utterance", Text, nullable=False),
+        Column("caller_utterance", Text),
+        Column("verdict", String(32), nullable=False, index=True),
+        Column("category", String(32), nullable=False),
+        Column("claim", Text, nullable=False),
+        Column("constraint_ref", String(256)),
+        Column("rationale", Text, nullable=False),
+        Column("confidence", Float, nullable=False),
+        Column("grader_model", String(128), nullable=False),
+        Column("constraints_version", String(128), nullable=False),
+        Column("severity", String(16), nullable=False),
+        Column("review_status", String(16), nullable=False),
+        Column("review_note", Text, nullable=False),
+        Column("reviewed_at", Float),
+    )
+
+
+class AuditStore:
+    """Audit rows in SQLite or PostgreSQL.
+
+    Args:
+        engine: An async engine or a database URL.
+        table_name: Table to use (tests give each run its own).
+    """
+
+    def __init__(self, engine: AsyncEngine | str = DEFAULT_AUDIT_URL, *, table_name: str = "grader_audit") -> None:
+        if isinstance(engine, str):
+            url = make_url(engine)
+            if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+                Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+            engine = create_async_engine(engine)
+        self.engine = engine
+        self._metadata = MetaData()
+        self.table = _table(self._metadata, table_name)
+
+    async def create_tables(self) -> None:
+        """Create the table if it does not exist."""
+        async with self.engine.begin() as conn:
+            await conn.run_sync(self._metadata.create_all)
+
+    async def drop_tables(self) -> None:
+        """Drop the table."""
+        async with self.engine.begin() as conn:
+            await conn.run_sync(self._metadata.drop_all)
+
+    async def close(self) -> None:
+        """Release the engine's connections."""
+        await self.engine.dispose()
+
+    async def write(self, row: AuditRow) -> AuditRow:
+        """Insert a row; returns it with ``id`` set."""
+        values = row.to_dict()
+        values.pop("id")
+        async with self.engine.begin() as conn:
+            result = await conn.execute(self.table.insert().values(**values).returning(self.table.c.id))
+            row.id = int(result.scalar_one())
+        return row
+
+    async def get(self, row_id: int) -> AuditRow | None:
+        """Return one row by id."""
+        rows = await self._select(select(self.table).where(self.table.c.id == row_id))
+        return rows[0] if rows else None
+
+    async def rows(self, *, call_id: str | None = None, tenant: str | None = None) -> list[AuditRow]:
+        """Rows oldest first, optionally of one call or tenant."""
+        query = select(self.table).order_by(self.table.c.id)
+        if call_id is not None:
+            query = query.where(self.table.c.call_id == call_id)
+        if tenant is not None:
+            query = query.where(self.table.c.tenant == tenant)
+        return await self._select(query)
+
+    async def flagged(self, *, limit: int = 200, status: str | None = None) -> list[AuditRow]:
+        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, optionally of one review status."""
+        query = select(self.table).where(self.table.c.verdict.in_(sorted(FLAGGED)))
+        if status is not None:
+            query = query.where(self.table.c.review_status == status)
+        return await self._select(query.order_by(self.table.c.id.desc()).limit(limit))
+
+    async def count(self) -> int:
+        """Number of rows."""
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(select(func.count()).select_from(self.table))).scalar_one())
+
+    async def review(self, row_id: int, action: str, note: str = "") -> AuditRow:
+        """Record an operator's action on a row.
+
+        Raises:
+            ValueError: Unknown action.
+            KeyError: No such row.
+        """
+        if action not in REVIEW_STATUS:
+            raise ValueError(f"unknown review action {action!r}; use one of {sorted(REVIEW_STATUS)}")
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                update(self.table)
+                .where(self.table.c.id == row_id)
+                .values(review_status=REVIEW_STATUS[action], review_note=note, reviewed_at=time.time())
+            )
+            if result.rowcount == 0:
+                raise KeyError(f"no audit row {row_id}")
+        row = await self.get(row_id)
+        assert row is not None
+        return row
+
+    async def _select(self, query: Any) -> list[AuditRow]:
+        async with self.engine.connect() as conn:
+            result = await conn.execute(query)
+            return [AuditRow(**dict(r._mapping)) for r in result]

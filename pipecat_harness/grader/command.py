@@ -1,0 +1,92 @@
+"""``pipecat-harness console`` and ``pipecat-harness grader eval FILE``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from pipecat_harness.grader.actions import OperationLedgerView
+from pipecat_harness.grader.audit import DEFAULT_AUDIT_URL, AuditStore
+from pipecat_harness.grader.calibration import LABELED_SET_PATH, LabeledSet, evaluate
+from pipecat_harness.grader.constraints import ConstraintError, ConstraintList
+from pipecat_harness.grader.verdict import Grader
+
+__all__ = ["add_parser"]
+
+_TOKEN_ENV = "PIPECAT_HARNESS_CONSOLE_TOKEN"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``console`` and ``grader``."""
+    console = subparsers.add_parser("console", help="serve the operator console of flagged turns")
+    console.add_argument(
+        "--audit-url",
+        default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
+        help="SQLAlchemy async URL of the audit store (default: %(default)s)",
+    )
+    console.add_argument("--table", default="grader_audit", help="audit table name")
+    console.add_argument("--host", default="127.0.0.1")
+    console.add_argument("--port", type=int, default=8765)
+    console.add_argument(
+        "--token", default=os.environ.get(_TOKEN_ENV), help=f"access token (default: ${_TOKEN_ENV}); required"
+    )
+    console.set_defaults(func=_console)
+
+    grader = subparsers.add_parser("grader", help="per-turn grader tools")
+    actions = grader.add_subparsers(dest="grader_command", metavar="ACTION")
+    evaluate_parser = actions.add_parser("eval", help="score a grader against a labeled set")
+    evaluate_parser.add_argument(
+        "file", nargs="?", default=str(LABELED_SET_PATH), help="labeled set (default: the shipped set)"
+    )
+    evaluate_parser.add_argument("--mode", choices=["rules", "llm", "combined"], default="rules")
+    evaluate_parser.add_argument("--model", default="gemini-2.5-flash", help="Gemini model for llm/combined")
+    evaluate_parser.add_argument("--show-misses", action="store_true", help="list the misjudged utterances")
+    evaluate_parser.add_argument("--min-recall", type=float, default=None, help="exit 1 below this overall recall")
+    evaluate_parser.add_argument(
+        "--max-false-flags", type=float, default=None, help="exit 1 above this overall false-flag rate"
+    )
+    evaluate_parser.set_defaults(func=_eval)
+    grader.set_defaults(func=lambda args: (grader.print_help(), 2)[1])
+
+
+def _console(args: argparse.Namespace) -> int:
+    if not args.token:
+        print(f"console: a token is required (--token or ${_TOKEN_ENV})", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from pipecat_harness.grader.console import create_console_app
+
+    store = AuditStore(args.audit_url, table_name=args.table)
+    app = create_console_app(store, args.token)
+    print(f"console on http://{args.host}:{args.port}/?token=<token>  (audit: {args.audit_url})")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    try:
+        labeled = LabeledSet.load(args.file)
+    except ConstraintError as exc:
+        print(f"grader eval: {exc}", file=sys.stderr)
+        return 2
+
+    def make(constraints: ConstraintList, ledger: OperationLedgerView) -> Grader:
+        from pipecat_harness.config import GraderSettings
+        from pipecat_harness.grader.control import build_grader
+
+        return build_grader(GraderSettings(mode=args.mode, llm_model=args.model), constraints, ledger)
+
+    report = asyncio.run(evaluate(make, labeled))
+    print(report.table())
+    if args.show_misses:
+        for item, verdicts in report.misses:
+            kind = "false flag" if item.grounded else "missed"
+            said = "; ".join(f"{v.verdict}/{v.category}: {v.rationale}" for v in verdicts) or "no verdict"
+            print(f"- {kind} [{item.category}] {item.text!r} -> {said}")
+    failed = (args.min_recall is not None and report.total.recall < args.min_recall) or (
+        args.max_false_flags is not None and report.total.false_flag_rate > args.max_false_flags
+    )
+    return 1 if failed else 0

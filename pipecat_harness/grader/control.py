@@ -1,0 +1,97 @@
+"""``GraderControl``: plugs the per-turn grader into a harness as a read-only observer."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from pipecat.observers.base_observer import BaseObserver
+
+from pipecat_harness.config import ConfigError, GraderSettings
+from pipecat_harness.control import HarnessControl
+from pipecat_harness.grader.actions import OperationLedgerView
+from pipecat_harness.grader.alerts import SeverityPolicy, WebhookAlerter
+from pipecat_harness.grader.audit import AuditStore
+from pipecat_harness.grader.constraints import ConstraintError, ConstraintList
+from pipecat_harness.grader.llm_grader import CombinedGrader, LLMGrader
+from pipecat_harness.grader.observer import TurnGrader
+from pipecat_harness.grader.rules import RuleGrader
+from pipecat_harness.grader.verdict import Grader
+
+if TYPE_CHECKING:
+    from pipecat_harness.harness import Harness
+
+__all__ = ["GraderControl", "build_grader"]
+
+
+def build_grader(
+    settings: GraderSettings, constraints: ConstraintList, ledger: OperationLedgerView | None = None
+) -> Grader:
+    """Build the grader the settings ask for (``rules``, ``llm`` or ``combined``)."""
+    rules = RuleGrader(constraints, ledger)
+    if settings.mode == "rules":
+        return rules
+    llm = LLMGrader(constraints, model=settings.llm_model)
+    return llm if settings.mode == "llm" else CombinedGrader(rules, llm)
+
+
+class GraderControl(HarnessControl):
+    """Grades every committed assistant turn of the call against the tenant's constraint list.
+
+    Action claims are checked against the ledger of the tool gate control
+    when it is active and exposes one (an ``OperationLedgerView``).
+
+    Raises:
+        ConfigError: No or an invalid constraint list is configured.
+    """
+
+    name = "grader"
+
+    def __init__(self, harness: Harness) -> None:
+        super().__init__(harness)
+        settings = harness.config.grader
+        if not settings.constraints_path:
+            raise ConfigError("grader: set grader.constraints_path to the tenant's constraint list")
+        try:
+            self.constraints = ConstraintList.load(settings.constraints_path)
+        except ConstraintError as exc:
+            raise ConfigError(f"grader: {exc}") from exc
+        self.grader = build_grader(settings, self.constraints)
+        self.audit = AuditStore(settings.audit_url)
+        self.alerter: WebhookAlerter | None = None
+        if settings.webhook_url:
+            secret = settings.webhook_secret or os.environ.get("PIPECAT_HARNESS_GRADER_WEBHOOK_SECRET", "")
+            if not secret:
+                raise ConfigError("grader: webhook_url is set but webhook_secret is empty")
+            self.alerter = WebhookAlerter(
+                settings.webhook_url,
+                secret,
+                max_attempts=settings.webhook_max_attempts,
+                backoff_secs=settings.webhook_backoff_secs,
+            )
+        self.turn_grader = TurnGrader(
+            self.grader,
+            audit=self.audit,
+            tenant=settings.tenant or self.constraints.tenant,
+            call_id=harness.call_id,
+            constraints_version=self.constraints.version_id,
+            severity=SeverityPolicy(frozenset(settings.critical_categories), settings.alert_min_severity),
+            alerter=self.alerter,
+            console_url=settings.console_url,
+            queue_size=settings.queue_size,
+            decisions=harness.decisions,
+        )
+
+    def _ledger(self) -> OperationLedgerView | None:
+        for control in getattr(self.harness, "controls", []):
+            ledger = getattr(control, "ledger", None)
+            if isinstance(ledger, OperationLedgerView):
+                return ledger
+        return None
+
+    def observers(self) -> list[BaseObserver]:
+        """The turn grader (connected to the tool ledger, now that every control is built)."""
+        rules = self.grader.rules if isinstance(self.grader, CombinedGrader) else self.grader
+        if isinstance(rules, RuleGrader) and rules.ledger is None:
+            rules.ledger = self._ledger()
+        return [self.turn_grader]

@@ -1,0 +1,204 @@
+"""``LLMGrader`` (Gemini through google-genai) and ``CombinedGrader`` (rules first, the model for the rest).
+
+The model gets the tenant's facts (policies read as statements), both
+utterances and the design's rules: filler, referrals to a human and "I can't
+help with that" are supported; numbers, times and promises are checked; when
+uncertain, say ``llm_flagged``. It answers in structured JSON at temperature 0.
+An answer that is not valid JSON, or a failed request, yields one
+``llm_flagged`` verdict saying so: a row is always written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, cast
+
+from loguru import logger
+
+from pipecat_harness.grader.constraints import ConstraintList
+from pipecat_harness.grader.numbers import read_numbers, tokenize
+from pipecat_harness.grader.rules import RuleGrader
+from pipecat_harness.grader.verdict import CATEGORIES, Category, Verdict, VerdictKind
+
+__all__ = ["GRADER_PROMPT", "VERDICT_JSON_SCHEMA", "CombinedGrader", "LLMGrader"]
+
+GRADER_PROMPT = """You check what a phone agent said against the business's facts.
+Split the agent utterance into claims. For each claim return one verdict:
+- "supported": the facts back it. Filler, greetings, questions, referrals to a human and
+  "I can't help with that" are supported.
+- "unsupported": it states a number, time, day, price, policy, capability or completed action
+  the facts do not back or contradict. Check every number, time and promise.
+- "out_of_scope": it is about something the facts do not cover and promises nothing.
+- "llm_flagged": you are not sure. When uncertain, say llm_flagged.
+Category is one of price, hours, policy, capability, action. Policies are identifiers written in
+words; read them as statements. An action claim ("I've updated your address") is only supported
+if the facts list that operation as succeeded. Quote the claim; cite the fact id or key you used
+as constraint_ref (null if none); give a one-sentence rationale and a confidence from 0 to 1.
+Return {"verdicts": [...]}; an utterance with no claim returns {"verdicts": []}."""
+
+VERDICT_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdicts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "verdict": {"type": "string", "enum": ["supported", "unsupported", "out_of_scope", "llm_flagged"]},
+                    "claim": {"type": "string"},
+                    "category": {"type": "string", "enum": list(CATEGORIES)},
+                    "constraint_ref": {"type": ["string", "null"]},
+                    "rationale": {"type": "string"},
+                    "confidence": {"type": "number"},
+                },
+                "required": ["verdict", "claim", "category", "rationale", "confidence"],
+            },
+        }
+    },
+    "required": ["verdicts"],
+}
+
+_VERDICTS = {"supported", "unsupported", "out_of_scope", "llm_flagged"}
+
+
+class LLMGrader:
+    """Grade with a Gemini model.
+
+    Args:
+        constraints: The tenant's facts.
+        client: A ``google.genai.Client`` (or anything with the same
+            ``client.aio.models.generate_content``); built from the
+            environment's ``GOOGLE_API_KEY`` when omitted.
+        model: Gemini model name.
+    """
+
+    def __init__(self, constraints: ConstraintList, *, client: Any = None, model: str = "gemini-2.5-flash") -> None:
+        if client is None:
+            from google import genai
+
+            client = genai.Client()
+        self.constraints = constraints
+        self.client = client
+        self.model = model
+        self._facts = json.dumps(
+            {
+                **constraints.model_dump(mode="json", exclude={"policies", "version"}),
+                "policies": constraints.statements(),
+            },
+            sort_keys=True,
+        )
+
+    def _config(self) -> Any:
+        from google.genai import types
+
+        return types.GenerateContentConfig(
+            temperature=0,
+            system_instruction=GRADER_PROMPT,
+            response_mime_type="application/json",
+            response_json_schema=VERDICT_JSON_SCHEMA,
+        )
+
+    async def grade(
+        self,
+        agent_utterance: str,
+        caller_utterance: str | None = None,
+        *,
+        call_id: str | None = None,
+        succeeded_operations: Sequence[str] = (),
+    ) -> list[Verdict]:
+        """Ask the model for one verdict per claim.
+
+        Args:
+            agent_utterance: What the caller heard.
+            caller_utterance: The caller's preceding turn.
+            call_id: Unused by the model (it cannot read the ledger); kept for the shared interface.
+            succeeded_operations: Tools that succeeded on the call, if known.
+        """
+        contents = json.dumps(
+            {
+                "facts": json.loads(self._facts),
+                "succeeded_operations": list(succeeded_operations),
+                "caller_utterance": caller_utterance,
+                "agent_utterance": agent_utterance,
+            }
+        )
+        try:
+            response = await self.client.aio.models.generate_content(
+                model=self.model, contents=contents, config=self._config()
+            )
+            text = getattr(response, "text", None) or ""
+        except Exception as exc:  # a grader failure must never break the call; the row says why
+            logger.warning(f"LLM grader request failed: {exc!r}")
+            return [self._flag(agent_utterance, f"grader request failed: {type(exc).__name__}: {exc}")]
+        return self.parse(text, agent_utterance)
+
+    def parse(self, text: str, agent_utterance: str) -> list[Verdict]:
+        """Turn the model's JSON answer into verdicts; invalid answers become one ``llm_flagged`` verdict."""
+        try:
+            data = json.loads(text)
+            items = data["verdicts"] if isinstance(data, dict) else data
+            if not isinstance(items, list):
+                raise TypeError("verdicts is not a list")
+            return [self._verdict(item) for item in items]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            snippet = text[:80].replace("\n", " ")
+            return [self._flag(agent_utterance, f"grader returned invalid JSON ({exc}): {snippet!r}")]
+
+    @staticmethod
+    def _verdict(item: Any) -> Verdict:
+        if not isinstance(item, dict):
+            raise TypeError(f"verdict is not an object: {item!r}")
+        verdict = str(item["verdict"])
+        category = str(item["category"])
+        if verdict not in _VERDICTS or category not in CATEGORIES:
+            raise ValueError(f"unknown verdict or category: {verdict!r}, {category!r}")
+        confidence = min(1.0, max(0.0, float(item.get("confidence", 0.5))))
+        ref = item.get("constraint_ref")
+        return Verdict(
+            cast(VerdictKind, verdict),
+            str(item.get("claim", "")),
+            cast(Category, category),
+            str(ref) if ref else None,
+            str(item.get("rationale", "")),
+            confidence,
+        )
+
+    @staticmethod
+    def _flag(agent_utterance: str, rationale: str) -> Verdict:
+        return Verdict("llm_flagged", agent_utterance, "none", None, rationale, 0.0)
+
+
+class CombinedGrader:
+    """Rules first; the model only for what the rules cannot decide.
+
+    The model is asked when the rules returned an ``out_of_scope`` verdict, or
+    found no claim in an utterance that says a number. Action claims always
+    stay with the rules (only they can read the ledger).
+
+    Args:
+        rules: The rule grader.
+        llm: The model grader.
+    """
+
+    def __init__(self, rules: RuleGrader, llm: LLMGrader) -> None:
+        self.rules = rules
+        self.llm = llm
+        self.model = f"rules+{llm.model}"
+
+    async def grade(
+        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
+    ) -> list[Verdict]:
+        """Grade with rules, then hand undecided claims to the model."""
+        verdicts = await self.rules.grade(agent_utterance, caller_utterance, call_id=call_id)
+        undecided = [v for v in verdicts if v.verdict == "out_of_scope" and v.category != "action"]
+        says_number = any(ch.isdigit() for ch in agent_utterance) or _has_number_words(agent_utterance)
+        if not undecided and (verdicts or not says_number):
+            return verdicts
+        decided = [v for v in verdicts if v not in undecided]
+        model_verdicts = [v for v in await self.llm.grade(agent_utterance, caller_utterance) if v.category != "action"]
+        return decided + model_verdicts
+
+
+def _has_number_words(text: str) -> bool:
+    return any(t.number is not None and t.word not in {"one", "a"} for t in read_numbers(tokenize(text)))

@@ -1,0 +1,198 @@
+"""``TurnGrader``: a Pipecat observer that grades every committed assistant turn off the voice loop.
+
+It grades the text the assistant aggregator committed (``LLMContextAssistantTurnFrame``,
+i.e. what the caller heard, not what the model generated), with the caller's
+preceding turn (``LLMContextUserTurnFrame``) as context. Seeing a frame only
+queues a job: grading, audit writes and alerts run in the observer's own task.
+When the bounded queue is full, the turn gets a ``not_graded`` row instead of
+blocking the pipeline or vanishing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from loguru import logger
+from pipecat.frames.frames import LLMContextAssistantTurnFrame, LLMContextUserTurnFrame
+from pipecat.observers.base_observer import BaseObserver, FramePushed
+from pipecat.processors.frame_processor import FrameDirection
+
+from pipecat_harness.decisions import DecisionLog
+from pipecat_harness.grader.alerts import SeverityPolicy, WebhookAlerter, alert_payload
+from pipecat_harness.grader.audit import AuditRow, AuditStore
+from pipecat_harness.grader.verdict import Grader, Verdict
+
+__all__ = ["GradingJob", "TurnGrader"]
+
+
+@dataclass(frozen=True)
+class GradingJob:
+    """One assistant turn waiting to be graded."""
+
+    turn_id: int
+    utterance: str
+    caller_utterance: str | None
+
+
+class TurnGrader(BaseObserver):
+    """Grade committed assistant turns, write audit rows, send alerts.
+
+    Args:
+        grader: Rule, LLM or combined grader.
+        audit: Where rows are written.
+        tenant: Tenant in the rows.
+        call_id: The call (also the ledger key for action claims).
+        constraints_version: Version of the constraint list the grader uses.
+        severity: Verdict -> severity mapping and the alert threshold.
+        alerter: Webhook for alerts (none: rows only).
+        console_url: Base URL of the operator console, for alert links.
+        queue_size: Turns that may wait to be graded.
+        decisions: The call's decision log; every flagged or ungraded turn is recorded there.
+    """
+
+    def __init__(
+        self,
+        grader: Grader,
+        *,
+        audit: AuditStore,
+        tenant: str,
+        call_id: str,
+        constraints_version: str,
+        severity: SeverityPolicy | None = None,
+        alerter: WebhookAlerter | None = None,
+        console_url: str | None = None,
+        queue_size: int = 256,
+        decisions: DecisionLog | None = None,
+    ) -> None:
+        super().__init__(observe_every_push=False)
+        self.grader = grader
+        self.audit = audit
+        self.tenant = tenant
+        self.call_id = call_id
+        self.constraints_version = constraints_version
+        self.severity = severity or SeverityPolicy()
+        self.alerter = alerter
+        self.console_url = console_url
+        self.decisions = decisions
+        self.rows_written = 0
+        self._queue: asyncio.Queue[GradingJob] = asyncio.Queue(maxsize=queue_size)
+        self._worker: asyncio.Task[None] | None = None
+        self._side_tasks: set[asyncio.Task[None]] = set()
+        self._tables_ready = False
+        self._turn_id = 0
+        self._caller_utterance: str | None = None
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        """Note caller turns; queue committed assistant turns for grading."""
+        if data.direction != FrameDirection.DOWNSTREAM:
+            return  # the aggregators broadcast each turn both ways; grade it once
+        frame = data.frame
+        if isinstance(frame, LLMContextUserTurnFrame):
+            self._caller_utterance = frame.text
+        elif isinstance(frame, LLMContextAssistantTurnFrame) and frame.text.strip():
+            self.submit(frame.text, self._caller_utterance)
+
+    def submit(self, utterance: str, caller_utterance: str | None = None) -> GradingJob:
+        """Queue a turn for grading without waiting; a full queue gets a ``not_graded`` row."""
+        self._turn_id += 1
+        job = GradingJob(self._turn_id, utterance, caller_utterance)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._run(), name=f"turn-grader-{self.call_id}")
+        try:
+            self._queue.put_nowait(job)
+        except asyncio.QueueFull:
+            logger.warning(f"grader queue full on call {self.call_id}; turn {job.turn_id} not graded")
+            verdict = Verdict("not_graded", utterance, "none", None, "grader queue full; turn not graded", 0.0)
+            task = asyncio.get_running_loop().create_task(self._write(job, [verdict], "queue_full"))
+            self._side_tasks.add(task)
+            task.add_done_callback(self._side_tasks.discard)
+        return job
+
+    async def drain(self, timeout_secs: float = 30.0) -> None:
+        """Wait until every queued turn is graded and written (at most ``timeout_secs``)."""
+        async with asyncio.timeout(timeout_secs):
+            await self._queue.join()
+            while self._side_tasks:
+                await asyncio.gather(*list(self._side_tasks), return_exceptions=True)
+
+    async def cleanup(self) -> None:
+        """Grade what is queued (bounded), then stop the worker."""
+        await super().cleanup()
+        try:
+            await self.drain(10.0)
+        except TimeoutError:
+            logger.warning(f"grader on call {self.call_id}: {self._queue.qsize()} turn(s) left ungraded at close")
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+            self._worker = None
+
+    async def _run(self) -> None:
+        while True:
+            job = await self._queue.get()
+            try:
+                await self._grade(job)
+            except Exception as exc:  # the worker must outlive any one bad turn
+                logger.exception(f"grader failed on call {self.call_id} turn {job.turn_id}: {exc}")
+            finally:
+                self._queue.task_done()
+
+    async def _grade(self, job: GradingJob) -> None:
+        try:
+            verdicts = list(await self.grader.grade(job.utterance, job.caller_utterance, call_id=self.call_id))
+            reason = "graded"
+        except Exception as exc:  # a grader error still leaves a row
+            verdicts = [Verdict("not_graded", job.utterance, "none", None, f"grader error: {exc!r}", 0.0)]
+            reason = "grader_error"
+        if not verdicts:
+            verdicts = [Verdict("supported", "", "none", None, "no checkable claim", 1.0)]
+        await self._write(job, verdicts, reason)
+
+    async def _write(self, job: GradingJob, verdicts: list[Verdict], reason: str) -> None:
+        if not self._tables_ready:
+            await self.audit.create_tables()
+            self._tables_ready = True
+        for verdict in verdicts:
+            severity = self.severity.severity(verdict.verdict, verdict.category)
+            row = await self.audit.write(
+                AuditRow(
+                    tenant=self.tenant,
+                    call_id=self.call_id,
+                    turn_id=job.turn_id,
+                    utterance=job.utterance,
+                    caller_utterance=job.caller_utterance,
+                    verdict=verdict.verdict,
+                    category=verdict.category,
+                    claim=verdict.claim,
+                    constraint_ref=verdict.constraint_ref,
+                    rationale=verdict.rationale,
+                    confidence=verdict.confidence,
+                    grader_model=self.grader.model,
+                    constraints_version=self.constraints_version,
+                    severity=severity,
+                )
+            )
+            self.rows_written += 1
+            if row.flagged or row.verdict == "not_graded":
+                self._record(row, reason)
+            if self.alerter is not None and row.flagged and self.severity.should_alert(severity):
+                self.alerter.send(alert_payload(row, console_url=self.console_url))
+
+    def _record(self, row: AuditRow, reason: str) -> None:
+        if self.decisions is None:
+            return
+        self.decisions.record(
+            "grader",
+            "flagged" if row.flagged else "not_graded",
+            {
+                "audit_row": row.id,
+                "assistant_turn": row.turn_id,
+                "verdict": row.verdict,
+                "category": row.category,
+                "severity": row.severity,
+                "constraint_ref": row.constraint_ref,
+                "rationale": row.rationale,
+                "reason": reason,
+            },
+        )
