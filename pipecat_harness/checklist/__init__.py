@@ -1,8 +1,13 @@
-"""Checklist driver: tell the model the next question, in Pipecat and behind a proxy."""
+"""Checklist driver: tell the model the next question, in Pipecat and behind a proxy.
+
+``ChecklistDirector`` (the Pipecat processor) is imported on first use, so the
+proxy and worker processes that only need the driver do not load Pipecat.
+"""
+
+from typing import Any
 
 from pipecat_harness.checklist.analysis import Analysis, Analyzer, AnalyzerError, ItemUpdate
 from pipecat_harness.checklist.directive import DEFAULT_MARKER, Directive, mark_issued, next_directive
-from pipecat_harness.checklist.director import ChecklistDirector
 from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.llm_analyzer import GeminiAnalyzer
 from pipecat_harness.checklist.model import (
@@ -46,3 +51,11 @@ __all__ = [
     "next_directive",
     "strip_directives",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ChecklistDirector":
+        from pipecat_harness.checklist.director import ChecklistDirector
+
+        return ChecklistDirector
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

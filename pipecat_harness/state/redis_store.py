@@ -114,6 +114,13 @@ class RedisStateStore(StateStore):
         """Delete the lock only if ``token`` holds it."""
         return bool(await self._release(keys=[self._key(key)], args=[token]))
 
+    async def clear(self) -> int:
+        """Delete every key under this store's prefix; returns how many were deleted."""
+        keys = [key async for key in self._redis.scan_iter(match=self.prefix + "*", count=500)]
+        if keys:
+            await self._redis.delete(*keys)
+        return len(keys)
+
     async def close(self) -> None:
         """Close the connection pool."""
         await self._redis.aclose()

@@ -1,0 +1,125 @@
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipecat_harness.state.coordination import CallLock, LockTimeout, TranscriptDebouncer
+from pipecat_harness.state.memory import MemoryStateStore
+from pipecat_harness.state.redis_store import RedisStateStore
+from pipecat_harness.state.store import StateStore
+
+WORKER = Path(__file__).with_name("redis_worker.py")
+
+
+@pytest.fixture
+def store(any_store: StateStore) -> StateStore:
+    return any_store
+
+
+def test_lock_ttl_must_exceed_the_guarded_work():
+    with pytest.raises(ValueError, match="must exceed"):
+        CallLock(MemoryStateStore(), ttl_secs=5, work_timeout_secs=5)
+
+
+async def test_lock_serialises_concurrent_work(store: StateStore):
+    lock = CallLock(store, ttl_secs=2, work_timeout_secs=1, poll_secs=0.001)
+    inside = 0
+    overlaps = 0
+    counter = 0
+
+    async def work() -> None:
+        nonlocal inside, overlaps, counter
+        inside += 1
+        overlaps += inside > 1
+        value = counter
+        await asyncio.sleep(0.002)
+        counter = value + 1
+        inside -= 1
+
+    await asyncio.gather(*(lock.run("call", work) for _ in range(20)))
+    assert (counter, overlaps) == (20, 0)
+
+
+async def test_lock_is_released_when_the_work_fails(store: StateStore):
+    lock = CallLock(store, ttl_secs=2, work_timeout_secs=1)
+
+    async def boom() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await lock.run("call", boom)
+    assert await store.acquire("lock:call", "someone", 1)
+
+
+async def test_work_longer_than_its_timeout_is_cut_and_the_lock_freed(store: StateStore):
+    lock = CallLock(store, ttl_secs=0.5, work_timeout_secs=0.05)
+    with pytest.raises(TimeoutError):
+        await lock.run("call", lambda: asyncio.sleep(1))
+    assert await store.acquire("lock:call", "next", 1)
+
+
+async def test_busy_lock_times_out_clearly(store: StateStore):
+    await store.acquire("lock:call", "other-worker", 5)
+    lock = CallLock(store, ttl_secs=2, work_timeout_secs=1, acquire_timeout_secs=0.05)
+    with pytest.raises(LockTimeout, match="busy"):
+        await lock.run("call", lambda: asyncio.sleep(0))
+
+
+async def test_debounce_newest_wins_and_superseded_partials_bail(store: StateStore):
+    debouncer = TranscriptDebouncer(store, delay_secs=0.05)
+    calls: list[float] = []
+
+    async def utterance(stamp: float, arrives_after: float) -> None:
+        await asyncio.sleep(arrives_after)
+        if await debouncer.settle("call", stamp):
+            calls.append(stamp)
+
+    await asyncio.gather(utterance(1.0, 0), utterance(2.0, 0.01), utterance(3.0, 0.02))
+    assert calls == [3.0]
+    # a late, older partial never wins
+    assert not await debouncer.settle("call", 2.5)
+    assert calls == [3.0]
+
+
+async def test_debounce_without_competition_passes(store: StateStore):
+    debouncer = TranscriptDebouncer(store, delay_secs=0)
+    assert await debouncer.settle("call-a", 1.0)
+    assert await debouncer.settle("call-b", 0.5)  # calls are independent
+
+
+def _spawn(mode: str, prefix: str, start_at: float, arg: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), mode, prefix, "call-1", repr(start_at), arg],
+        cwd=Path(__file__).parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _wait(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err.decode()
+
+
+@pytest.mark.redis
+async def test_lock_across_worker_processes(redis_store: RedisStateStore):
+    start_at = time.time() + 1.5
+    processes = [_spawn("lock", redis_store.prefix, start_at, "8") for _ in range(4)]
+    await asyncio.to_thread(_wait, processes)
+    redis = redis_store._redis
+    assert int(await redis.get(redis_store.prefix + "counter")) == 32
+    assert await redis.get(redis_store.prefix + "overlaps") is None
+
+
+@pytest.mark.redis
+async def test_debounce_across_worker_processes(redis_store: RedisStateStore):
+    start_at = time.time() + 1.5
+    processes = [_spawn("debounce", redis_store.prefix, start_at + i * 0.02, f"{100 + i}.0") for i in range(4)]
+    await asyncio.to_thread(_wait, processes)
+    redis = redis_store._redis
+    assert int(await redis.get(redis_store.prefix + "model_calls")) == 1
+    assert float(await redis.get(redis_store.prefix + "winner")) == 103.0

@@ -1,0 +1,63 @@
+import pytest
+
+from pipecat_harness.state.memory import MemoryStateStore
+from pipecat_harness.state.store import StoreError
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_values_are_copied_on_write_and_read():
+    store = MemoryStateStore()
+    value = {"items": [1, 2]}
+    await store.set_json("k", value)
+    value["items"].append(3)
+    read = await store.get_json("k")
+    assert read == {"items": [1, 2]}
+    read["items"].append(9)
+    assert await store.get_json("k") == {"items": [1, 2]}
+
+
+async def test_unserialisable_value_is_refused_and_old_value_kept():
+    store = MemoryStateStore()
+    await store.set_json("k", {"a": 1})
+    with pytest.raises(StoreError, match="not JSON-serialisable"):
+        await store.set_json("k", {"a": object()})
+    assert await store.get_json("k") == {"a": 1}
+
+
+async def test_expiry_follows_the_clock():
+    clock = FakeClock()
+    store = MemoryStateStore(clock=clock)
+    await store.set_json("k", 1, ttl_secs=5)
+    clock.now += 4.9
+    assert await store.get_json("k") == 1
+    clock.now += 0.2
+    assert await store.get_json("k") is None
+
+
+async def test_offer_newest_keeps_the_largest_stamp():
+    store = MemoryStateStore()
+    assert await store.offer_newest("d", 2.0)
+    assert not await store.offer_newest("d", 1.0)
+    assert await store.offer_newest("d", 2.0)
+    assert await store.offer_newest("d", 3.5)
+    assert await store.newest("d") == 3.5
+
+
+async def test_lock_is_exclusive_expires_and_releases_only_for_its_holder():
+    clock = FakeClock()
+    store = MemoryStateStore(clock=clock)
+    assert await store.acquire("l", "a", 10)
+    assert not await store.acquire("l", "b", 10)
+    assert not await store.release("l", "b")
+    clock.now += 10.1
+    assert await store.acquire("l", "b", 10)
+    assert not await store.release("l", "a")
+    assert await store.release("l", "b")
+    assert await store.acquire("l", "a", 10)
