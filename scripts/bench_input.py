@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pipecat_harness.input import HoldDecision, IdentifierHoldConfig, hold_decision
 
-__all__ = ["main", "evaluate", "CorpusRow", "Scores", "load_corpus"]
+__all__ = ["CorpusRow", "Scores", "evaluate", "load_corpus", "main"]
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "tests" / "input" / "data" / "endings.jsonl"
 
@@ -68,7 +68,9 @@ def load_corpus(path: Path) -> list[CorpusRow]:
     return rows
 
 
-def evaluate(name: str, rows: list[CorpusRow], config_for: Callable[[str], IdentifierHoldConfig], repeat: int) -> Scores:
+def evaluate(
+    name: str, rows: list[CorpusRow], config_for: Callable[[str], IdentifierHoldConfig], repeat: int
+) -> Scores:
     """Score one rule set: decisions, rates, added wait and timing."""
     configs = {row.domain: config_for(row.domain) for row in rows}
     decisions: list[HoldDecision] = [hold_decision(row.text, configs[row.domain]) for row in rows]
@@ -100,7 +102,9 @@ def _domain_config(domain: str) -> IdentifierHoldConfig:
 
 
 def _baseline_config(domain: str) -> IdentifierHoldConfig:
-    return IdentifierHoldConfig.length_rules_only(extra_wait_secs=IdentifierHoldConfig.for_domain(domain).extra_wait_secs)
+    return IdentifierHoldConfig.length_rules_only(
+        extra_wait_secs=IdentifierHoldConfig.for_domain(domain).extra_wait_secs
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     ours = evaluate("domain rules", rows, _domain_config, args.repeat)
     base = evaluate("length rules (baseline)", rows, _baseline_config, args.repeat)
 
-    header = f"{'rules':26} {'catch':>7} {'false-hold complete':>20} {'false-hold ordinary':>20} {'mean added wait':>16} {'µs/decision':>12}"
+    header = (
+        f"{'rules':26} {'catch':>7} {'false-hold complete':>20} {'false-hold ordinary':>20} "
+        f"{'mean added wait':>16} {'µs/decision':>12}"
+    )
     print(header)
     for s in (ours, base):
         print(

@@ -11,10 +11,10 @@ from pipecat_harness.input.endings import IDENTIFIER_CUES, HoldDecision, hold_de
 from pipecat_harness.input.identifier_formats import DOMAIN_WAIT_SECS, IdentifierFormat, IdentifierHoldConfig
 
 __all__ = [
-    "hold_decision",
-    "HoldDecision",
-    "IdentifierHoldConfig",
-    "IdentifierFormat",
     "DOMAIN_WAIT_SECS",
     "IDENTIFIER_CUES",
+    "HoldDecision",
+    "IdentifierFormat",
+    "IdentifierHoldConfig",
+    "hold_decision",
 ]

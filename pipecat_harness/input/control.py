@@ -1,21 +1,29 @@
-"""``IdentifierHoldControl``: the identifier hold as a switchable harness control."""
+"""The input controls as switchable harness controls.
+
+* ``identifier_hold``: wraps every configured user-turn stop strategy;
+* ``spelling``: a :class:`SpellingNormalizer` between STT and the user aggregator;
+* ``silent_reply``: a :class:`SilentReplyGuard` between STT and the user aggregator.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import default_user_turn_stop_strategies
 
-from pipecat_harness.control import HarnessControl
+from pipecat_harness.control import HarnessControl, Placement
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
+from pipecat_harness.input.silent_reply import SilentReplyGuard
+from pipecat_harness.input.spelling import SpellingNormalizer, SpellingRules
 
 if TYPE_CHECKING:
     from pipecat_harness.config import IdentifierHoldSettings
     from pipecat_harness.harness import Harness
 
-__all__ = ["IdentifierHoldControl", "hold_config_from_settings"]
+__all__ = ["IdentifierHoldControl", "SilentReplyControl", "SpellingControl", "hold_config_from_settings"]
 
 
 def hold_config_from_settings(settings: IdentifierHoldSettings) -> IdentifierHoldConfig:
@@ -54,6 +62,59 @@ class IdentifierHoldControl(HarnessControl):
             self.strategies.append(hold)
             wrapped.append(hold)
         return wrapped
+
+    def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
+        self.record(action, evidence)
+
+
+class SpellingControl(HarnessControl):
+    """Rewrites ASR spelling artifacts in final transcripts before the user aggregator."""
+
+    name = "spelling"
+
+    def __init__(self, harness: Harness) -> None:
+        super().__init__(harness)
+        settings = harness.config.spelling
+        self.normalizer = SpellingNormalizer(
+            SpellingRules(
+                as_in=settings.as_in,
+                letter_digit_runs=settings.letter_digit_runs,
+                dotted_letters=settings.dotted_letters,
+            ),
+            on_rewrite=self._on_decision,
+        )
+
+    def processors(self) -> list[tuple[Placement, FrameProcessor]]:
+        """The normalizer, between STT and the user aggregator."""
+        return [(Placement.BEFORE_USER_AGGREGATOR, self.normalizer)]
+
+    def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
+        self.record(action, {**evidence, "added_wait_ms": 0})
+
+
+class SilentReplyControl(HarnessControl):
+    """Re-asks a pending confirmation when the caller spoke but no transcript arrived."""
+
+    name = "silent_reply"
+
+    def __init__(self, harness: Harness) -> None:
+        super().__init__(harness)
+        settings = harness.config.silent_reply
+        self.guard = SilentReplyGuard(
+            window_secs=settings.window_secs,
+            max_reasks=settings.max_reasks,
+            prompt=settings.prompt,
+            infer_from_assistant=settings.infer_from_assistant,
+            on_decision=self._on_decision,
+        )
+
+    def expect_confirmation(self, pending: bool | None = True) -> None:
+        """Tell the guard a confirmation is (or is no longer) pending."""
+        self.guard.expect_confirmation(pending)
+
+    def processors(self) -> list[tuple[Placement, FrameProcessor]]:
+        """The guard, between STT and the user aggregator."""
+        return [(Placement.BEFORE_USER_AGGREGATOR, self.guard)]
 
     def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
         self.record(action, evidence)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES, KNOWN_TLDS, IdentifierFormat, IdentifierHoldConfig
 from pipecat_harness.input.spoken_tokens import FILLER_WORDS, Piece, tokenize
 
-__all__ = ["HoldDecision", "hold_decision", "IDENTIFIER_CUES"]
+__all__ = ["IDENTIFIER_CUES", "HoldDecision", "hold_decision"]
 
 _COPULAS = frozenset({"is", "was", "it's", "that's", "are", "'s"})
 _MAIL_PROVIDERS = frozenset({"gmail", "yahoo", "outlook", "hotmail", "icloud", "aol", "proton", "protonmail", "live"})
@@ -122,7 +122,7 @@ def _open_as_in(pieces: list[Piece]) -> bool:
 
 
 def _cue_open(words: list[str]) -> bool:
-    """"my order number is" / "the zip code's": an identifier is about to follow."""
+    """Whether an identifier was announced and not yet said ("my order number is", "the zip code's")."""
     if not words:
         return False
     last = words[-1]
@@ -189,8 +189,11 @@ def _run_start(pieces: list[Piece], config: IdentifierHoldConfig) -> tuple[int, 
             joined_after = after is not None and after.text in _JOINERS and not after.weak
             joined_before = before is not None and before.text in _JOINERS and not before.weak
             if piece.text.isalnum() and piece.text.isascii() and (joined_after or joined_before):
-                if joined_before and before is not None and before.kind == "at" and not _email_context(
-                    pieces, index - 1
+                if (
+                    joined_before
+                    and before is not None
+                    and before.kind == "at"
+                    and not _email_context(pieces, index - 1)
                 ):
                     break
                 run.append(piece)

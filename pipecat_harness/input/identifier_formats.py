@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 __all__ = [
+    "DOMAIN_WAIT_SECS",
+    "EMAIL_FORMAT",
+    "IDENTIFIER_CUES",
+    "KNOWN_TLDS",
+    "USER_ID_FORMAT",
     "IdentifierFormat",
     "IdentifierHoldConfig",
-    "DOMAIN_WAIT_SECS",
-    "KNOWN_TLDS",
-    "EMAIL_FORMAT",
-    "USER_ID_FORMAT",
-    "IDENTIFIER_CUES",
 ]
 
 DomainName = Literal["retail", "airline", "telecom"]

@@ -45,7 +45,7 @@ from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnSto
 from pipecat_harness.input.endings import HoldDecision, hold_decision
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
 
-__all__ = ["IdentifierHoldStopStrategy", "DecisionSink"]
+__all__ = ["DecisionSink", "IdentifierHoldStopStrategy"]
 
 DecisionSink = Callable[[str, dict[str, Any]], Any]
 """Receives ``(action, evidence)`` for every hold, resume, merge and release."""
@@ -123,7 +123,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         """Whatever the wrapped strategy does with proposed turn stops."""
         return self._inner.resolves_proposed_turn_stop_frames
 
-    async def setup(self, setup: FrameProcessorSetup) -> None:
+    async def setup(self, setup: FrameProcessorSetup) -> None:  # type: ignore[override]  # as Pipecat's base
         """Set up this strategy and the wrapped one."""
         await super().setup(setup)
         await self._inner.setup(setup)

@@ -15,18 +15,32 @@ from typing import Literal
 from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES
 from pipecat_harness.sim.spoken import CONNECTOR_WORDS, DIGIT_WORDS, NATO_WORDS
 
-__all__ = ["Piece", "PieceKind", "tokenize", "FILLER_WORDS", "MULTIPLIER_WORDS"]
+__all__ = ["FILLER_WORDS", "MULTIPLIER_WORDS", "Piece", "PieceKind", "tokenize"]
 
 PieceKind = Literal["digit", "letter", "connector", "written", "multiplier", "word", "at"]
 
 FILLER_WORDS = frozenset({"um", "uh", "uhm", "umm", "er", "erm", "hmm", "ah", "eh"})
 MULTIPLIER_WORDS = {"double": 2, "triple": 3}
 _TEENS = {
-    "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13", "fourteen": "14", "fifteen": "15",
-    "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "thirteen": "13",
+    "fourteen": "14",
+    "fifteen": "15",
+    "sixteen": "16",
+    "seventeen": "17",
+    "eighteen": "18",
+    "nineteen": "19",
 }
 _TENS = {
-    "twenty": "2", "thirty": "3", "forty": "4", "fifty": "5", "sixty": "6", "seventy": "7", "eighty": "8",
+    "twenty": "2",
+    "thirty": "3",
+    "forty": "4",
+    "fifty": "5",
+    "sixty": "6",
+    "seventy": "7",
+    "eighty": "8",
     "ninety": "9",
 }
 #: Connector words that are ordinary words too often to count when they end a turn.
@@ -36,7 +50,9 @@ _AMBIGUOUS_LETTERS = frozenset({"a", "i"})
 
 _CHUNK_EDGE = re.compile(r"^[\"'(\[{]+|[\"')\]},;:!?]+$")
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
-_QUANTITY_LIKE = re.compile(r"\$.*|.*%|[0-9]+(?:st|nd|rd|th|am|pm|s|k)|[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+\.[0-9]+", re.ASCII)
+_QUANTITY_LIKE = re.compile(
+    r"\$.*|.*%|[0-9]+(?:st|nd|rd|th|am|pm|s|k)|[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+\.[0-9]+", re.ASCII
+)
 _WRITTEN_ID = re.compile(r"#?[A-Za-z0-9]+(?:[._@/\-#][A-Za-z0-9]+)*[._@/\-#]?|#", re.ASCII)
 _SPELLED_LETTERS = re.compile(r"[A-Za-z](?:[.\-][A-Za-z])+\.?", re.ASCII)
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
@@ -121,7 +137,9 @@ def _resolve_ambiguous(pieces: list[Piece]) -> None:
                 pieces[index] = Piece("digit", "0", piece.word)
         elif piece.kind == "letter" and lower in _AMBIGUOUS_LETTERS:
             announced = piece.word == "A" and index > 0 and pieces[index - 1].text in IDENTIFIER_CUES
-            if not announced and not (before in ("letter", "digit", "written", "connector") or after in ("letter", "digit", "connector")):
+            if not announced and not (
+                before in ("letter", "digit", "written", "connector") or after in ("letter", "digit", "connector")
+            ):
                 pieces[index] = Piece("word", lower, piece.word)
 
 

@@ -101,7 +101,7 @@ async def test_hold_is_released_when_the_wait_expires() -> None:
     decisions: list[tuple[str, dict[str, Any]]] = []
     aggregator, context = _aggregator([_strategy(decisions)])
     frames = [*_said("my email is mia dot li at"), SleepFrame(sleep=SPEECH_TIMEOUT + WAIT + 0.3)]
-    down, _ = await run_test(aggregator, frames_to_send=frames)
+    await run_test(aggregator, frames_to_send=frames)
     assert _user_messages(context) == ["my email is mia dot li at"]
     assert [a for a, _ in decisions] == ["held", "released"]
     released = decisions[-1][1]

@@ -1,0 +1,135 @@
+"""``SpellingNormalizer``: rewrite ASR spelling artifacts before the user aggregator.
+
+ASR engines mangle spelled identifiers in a few recurring ways. Each rule
+rewrites one of them and is switchable; text a rule does not match passes
+byte for byte, so airport codes ("JFK"), product terms ("4K", "MP3",
+"USB-C", "iPhone15") and ordinary words are never touched:
+
+* ``as_in``: "YAsInYellow" / "Y-as-in-yellow" -> "Y as in Yellow" ("B as in boy" is
+  already readable and stays as it is);
+* ``letter_digit_runs``: lower-cased run-together identifiers such as
+  "w2378156" or "k4x9p2" -> "W2378156", "K4X9P2" (at most three letters,
+  at least two digits, at least five characters, not a number with a unit);
+* ``dotted_letters``: letters spelled with dots or dashes, four or more
+  ("S.M.I.T.H." / "S-M-I-T-H") -> "S M I T H".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipecat.frames.frames import Frame, TranscriptionFrame
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+
+__all__ = ["SpellingNormalizer", "SpellingResult", "SpellingRules", "normalize_spelling"]
+
+_AS_IN_CAMEL = re.compile(r"\b([A-Z])AsIn([A-Z][a-z]+)\b")
+_AS_IN_DASHED = re.compile(r"\b([A-Za-z])-as-in-([A-Za-z]+)\b", re.IGNORECASE)
+_LETTER_DIGIT = re.compile(r"(?<![\w#@.])([a-z0-9]{5,16})(?![\w@])", re.ASCII)
+_UNIT_SUFFIX = re.compile(r"[0-9]+[a-z]+", re.ASCII)  # a number with a unit: "60fps", "1080p", "3rd"
+_DOTTED = re.compile(r"\b(?:[A-Za-z][.\-]){3,}[A-Za-z]\b\.?", re.ASCII)
+
+
+@dataclass(frozen=True)
+class SpellingRules:
+    """Which rewrites are on."""
+
+    as_in: bool = True
+    letter_digit_runs: bool = True
+    dotted_letters: bool = True
+
+
+@dataclass(frozen=True)
+class SpellingResult:
+    """The text after the rewrites and which rules changed it."""
+
+    before: str
+    after: str
+    rules: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def changed(self) -> bool:
+        """Whether any rule rewrote the text."""
+        return self.before != self.after
+
+
+def _letter_digit(match: re.Match[str]) -> str:
+    token = match.group(1)
+    letters = sum(c.isalpha() for c in token)
+    digits = sum(c.isdigit() for c in token)
+    if not (1 <= letters <= 3 and digits >= 2) or _UNIT_SUFFIX.fullmatch(token):
+        return token
+    return token.upper()
+
+
+def _dotted(match: re.Match[str]) -> str:
+    return " ".join(re.findall(r"[A-Za-z]", match.group(0))).upper()
+
+
+def normalize_spelling(text: str, rules: SpellingRules | None = None) -> SpellingResult:
+    """Apply the enabled rewrites to one transcript.
+
+    Args:
+        text: The transcript.
+        rules: Which rewrites to apply (all by default).
+
+    Returns:
+        The text before and after, and the names of the rules that changed it.
+    """
+    rules = rules or SpellingRules()
+    applied: list[str] = []
+    after = text
+    steps: list[tuple[str, bool, Callable[[str], str]]] = [
+        ("as_in", rules.as_in, lambda t: _AS_IN_DASHED.sub(r"\1 as in \2", _AS_IN_CAMEL.sub(r"\1 as in \2", t))),
+        ("dotted_letters", rules.dotted_letters, lambda t: _DOTTED.sub(_dotted, t)),
+        ("letter_digit_runs", rules.letter_digit_runs, lambda t: _LETTER_DIGIT.sub(_letter_digit, t)),
+    ]
+    for name, enabled, rewrite in steps:
+        if not enabled:
+            continue
+        rewritten = rewrite(after)
+        if rewritten != after:
+            applied.append(name)
+            after = rewritten
+    return SpellingResult(before=text, after=after, rules=tuple(applied))
+
+
+class SpellingNormalizer(FrameProcessor):
+    """Rewrites final transcripts between STT and the user aggregator.
+
+    Interim transcripts pass unchanged (they only signal that the caller is
+    speaking); every rewrite of a final transcript is reported with the text
+    before and after.
+
+    Args:
+        rules: Which rewrites are on.
+        on_rewrite: Called with ``("rewritten", evidence)`` for each rewrite.
+        **kwargs: Passed to ``FrameProcessor``.
+    """
+
+    def __init__(
+        self,
+        rules: SpellingRules | None = None,
+        *,
+        on_rewrite: Callable[[str, dict[str, Any]], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.rules = rules or SpellingRules()
+        self._on_rewrite = on_rewrite
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Rewrite final transcripts going downstream; forward every frame."""
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TranscriptionFrame) and direction == FrameDirection.DOWNSTREAM and frame.text:
+            result = normalize_spelling(frame.text, self.rules)
+            if result.changed:
+                frame.text = result.after
+                if self._on_rewrite is not None:
+                    self._on_rewrite(
+                        "rewritten", {"before": result.before, "after": result.after, "rules": list(result.rules)}
+                    )
+        await self.push_frame(frame, direction)

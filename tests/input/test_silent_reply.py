@@ -1,0 +1,146 @@
+"""SilentReplyGuard in front of the real LLMUserAggregator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
+    Frame,
+    LLMContextAssistantTurnFrame,
+    LLMContextFrame,
+    TranscriptionFrame,
+    TTSSpeakFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator, LLMUserAggregatorParams
+from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+from pipecat_harness.input.silent_reply import SilentReplyGuard, is_yes_no_question
+
+WINDOW = 0.3
+
+
+def _pipeline(**guard_args: Any) -> tuple[Pipeline, SilentReplyGuard, LLMContext, list[tuple[str, dict[str, Any]]]]:
+    decisions: list[tuple[str, dict[str, Any]]] = []
+    guard = SilentReplyGuard(
+        window_secs=WINDOW, on_decision=lambda action, evidence: decisions.append((action, evidence)), **guard_args
+    )
+    context = LLMContext()
+    aggregator = LLMUserAggregator(
+        context,
+        params=LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.1)]),
+            user_turn_stop_timeout=1.0,
+        ),
+    )
+    return Pipeline([guard, aggregator]), guard, context, decisions
+
+
+def _asked(question: str) -> Frame:
+    return LLMContextAssistantTurnFrame(text=question, timestamp="t")
+
+
+def _silent_reply() -> list[Frame]:
+    return [VADUserStartedSpeakingFrame(), SleepFrame(sleep=0.1), VADUserStoppedSpeakingFrame()]
+
+
+def _reasks(frames: list[Frame]) -> list[str]:
+    return [f.text for f in frames if isinstance(f, TTSSpeakFrame)]
+
+
+async def test_silent_mm_hmm_to_an_inferred_confirmation_is_reasked_once() -> None:
+    pipeline, _, context, decisions = _pipeline()
+    frames = [
+        _asked("I can refund $45 to your card. Shall I go ahead?"),
+        *_silent_reply(),
+        SleepFrame(sleep=WINDOW + 0.2),
+        *_silent_reply(),  # silent again: the maximum of one re-ask is reached
+        SleepFrame(sleep=WINDOW + 0.2),
+        VADUserStartedSpeakingFrame(),
+        TranscriptionFrame(text="yes", user_id="caller", timestamp="t"),
+        VADUserStoppedSpeakingFrame(),
+        SleepFrame(sleep=0.5),
+    ]
+    down, _ = await run_test(pipeline, frames_to_send=frames)
+    assert _reasks(down) == ["Sorry, I didn't catch that. Could you say yes or no?"]
+    assert [a for a, _ in decisions] == ["reasked", "not_reasked"]
+    assert decisions[0][1]["pending"] == "inferred"
+    assert decisions[0][1]["added_wait_ms"] == WINDOW * 1000
+    # The answer after the re-ask still reaches the model through the aggregator.
+    assert [m["content"] for m in context.get_messages() if m.get("role") == "user"] == ["yes"]
+    assert any(isinstance(f, LLMContextFrame) for f in down)
+
+
+async def test_application_sets_the_pending_confirmation_and_prompt() -> None:
+    pipeline, guard, _, decisions = _pipeline(prompt="Should I place the order, yes or no?", max_reasks=2)
+    guard.expect_confirmation(True)
+    frames = [*_silent_reply(), SleepFrame(sleep=WINDOW + 0.2), *_silent_reply(), SleepFrame(sleep=WINDOW + 0.2)]
+    down, _ = await run_test(pipeline, frames_to_send=frames)
+    assert _reasks(down) == ["Should I place the order, yes or no?"] * 2
+    assert [e["pending"] for _, e in decisions] == ["application", "application"]
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        # No confirmation pending: an open question.
+        [_asked("What is your order number?"), *_silent_reply(), SleepFrame(sleep=WINDOW + 0.3)],
+        # Confirmation pending, but the caller's answer was transcribed.
+        [
+            _asked("Shall I cancel it?"),
+            VADUserStartedSpeakingFrame(),
+            TranscriptionFrame(text="no thanks", user_id="caller", timestamp="t"),
+            VADUserStoppedSpeakingFrame(),
+            SleepFrame(sleep=WINDOW + 0.3),
+        ],
+        # Speech that interrupted the bot is left to Pipecat's own empty-turn recovery.
+        [
+            _asked("Shall I cancel it?"),
+            BotStartedSpeakingFrame(),
+            VADUserStartedSpeakingFrame(),
+            BotStoppedSpeakingFrame(),
+            VADUserStoppedSpeakingFrame(),
+            SleepFrame(sleep=WINDOW + 0.3),
+        ],
+    ],
+    ids=["open_question", "transcribed_answer", "barge_in"],
+)
+async def test_stays_out_of_the_way(frames: list[Frame]) -> None:
+    pipeline, _, _, decisions = _pipeline()
+    down, _ = await run_test(pipeline, frames_to_send=frames)
+    assert _reasks(down) == []
+    assert [a for a, _ in decisions] in ([], ["deferred"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Shall I go ahead with the refund?", True),
+        ("That's order W237, correct?", True),
+        ("I found it. Do you want me to cancel it?", True),
+        ("Okay, would you like the same address?", True),
+        ("Is that right?", True),
+        ("What is your order number?", False),
+        ("Which item would you like to return?", False),
+        ("I've cancelled it.", False),
+        ("", False),
+        ("¿Quiere continuar?", False),
+    ],
+)
+def test_yes_no_question_inference(text: str, expected: bool) -> None:
+    assert is_yes_no_question(text) is expected
+
+
+def test_bad_settings_are_rejected() -> None:
+    with pytest.raises(ValueError, match="window_secs"):
+        SilentReplyGuard(window_secs=0)
+    with pytest.raises(ValueError, match="prompt"):
+        SilentReplyGuard(prompt="  ")

@@ -1,0 +1,83 @@
+"""SpellingNormalizer: rewrites spelling artifacts, leaves everything else untouched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pipecat.frames.frames import InterimTranscriptionFrame, TranscriptionFrame
+from pipecat.tests.utils import run_test
+
+from pipecat_harness.input.spelling import SpellingNormalizer, SpellingRules, normalize_spelling
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "rule"),
+    [
+        ("my name starts with YAsInYellow", "my name starts with Y as in Yellow", "as_in"),
+        ("it's Y-as-in-yellow", "it's Y as in yellow", "as_in"),
+        ("order w2378156 please", "order W2378156 please", "letter_digit_runs"),
+        ("the code is k4x9p2", "the code is K4X9P2", "letter_digit_runs"),
+        ("it's S.M.I.T.H.", "it's S M I T H", "dotted_letters"),
+        ("K-O-V-A-C-S is my name", "K O V A C S is my name", "dotted_letters"),
+    ],
+)
+def test_artifacts_are_rewritten(before: str, after: str, rule: str) -> None:
+    result = normalize_spelling(before)
+    assert result.after == after
+    assert result.rules == (rule,)
+    assert result.changed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "B as in boy, C as in cat",
+        "I'm flying from JFK to SFO",
+        "Is the 4K TV compatible with USB-C and MP3?",
+        "I have an iPhone15 and a PS5",
+        "the covid19 rules changed in 2021",
+        "it's 1080p at 60fps",
+        "the U.S. office",
+        "my email is mia2023@gmail.com",
+        "Yasin Yellowman called yesterday",
+        "I'd like to return the thermostat, thanks!",
+        "Café au lait, 我想退货",
+        "",
+        "order #W2378156",
+    ],
+)
+def test_everything_else_is_left_byte_for_byte(text: str) -> None:
+    result = normalize_spelling(text)
+    assert result.after == text
+    assert result.rules == ()
+
+
+def test_each_rule_is_switchable() -> None:
+    text = "YAsInYellow w2378156 S.M.I.T.H"
+    off = normalize_spelling(text, SpellingRules(as_in=False, letter_digit_runs=False, dotted_letters=False))
+    assert off.after == text
+    only_as_in = normalize_spelling(text, SpellingRules(letter_digit_runs=False, dotted_letters=False))
+    assert only_as_in.after == "Y as in Yellow w2378156 S.M.I.T.H"
+
+
+def test_long_input_is_handled() -> None:
+    text = "w2378156 " * 20_000
+    assert normalize_spelling(text).after == "W2378156 " * 20_000
+
+
+async def test_processor_rewrites_final_transcripts_and_records_before_and_after() -> None:
+    decisions: list[tuple[str, dict[str, Any]]] = []
+    normalizer = SpellingNormalizer(on_rewrite=lambda action, evidence: decisions.append((action, evidence)))
+    frames = [
+        InterimTranscriptionFrame(text="YAsIn", user_id="c", timestamp="t"),
+        TranscriptionFrame(text="YAsInYellow", user_id="c", timestamp="t"),
+        TranscriptionFrame(text="I'm flying to JFK", user_id="c", timestamp="t"),
+    ]
+    down, _ = await run_test(
+        normalizer,
+        frames_to_send=frames,
+        expected_down_frames=[InterimTranscriptionFrame, TranscriptionFrame, TranscriptionFrame],
+    )
+    assert [f.text for f in down] == ["YAsIn", "Y as in Yellow", "I'm flying to JFK"]
+    assert decisions == [("rewritten", {"before": "YAsInYellow", "after": "Y as in Yellow", "rules": ["as_in"]})]
