@@ -45,6 +45,8 @@ CONTROL_FACTORIES: dict[str, str] = {
     "checklist": "pipecat_harness.checklist.control:ChecklistControl",
     "tool_gate": "pipecat_harness.tools.control:ToolGateControl",
     "identifier_hold": "pipecat_harness.input.control:IdentifierHoldControl",
+    "spelling": "pipecat_harness.input.control:SpellingControl",
+    "silent_reply": "pipecat_harness.input.control:SilentReplyControl",
     "grader": "pipecat_harness.grader.control:GraderControl",
 }
 
