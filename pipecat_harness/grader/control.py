@@ -39,7 +39,8 @@ class GraderControl(HarnessControl):
     """Grades every committed assistant turn of the call against the tenant's constraint list.
 
     Action claims are checked against the ledger of the tool gate control
-    when it is active and exposes one (an ``OperationLedgerView``).
+    when it is active and exposes one (an ``OperationLedgerView``); otherwise
+    against the tool results the observer saw succeed on this call.
 
     Raises:
         ConfigError: No or an invalid constraint list is configured.
@@ -93,5 +94,5 @@ class GraderControl(HarnessControl):
         """The turn grader (connected to the tool ledger, now that every control is built)."""
         rules = self.grader.rules if isinstance(self.grader, CombinedGrader) else self.grader
         if isinstance(rules, RuleGrader) and rules.ledger is None:
-            rules.ledger = self._ledger()
+            rules.ledger = self._ledger() or self.turn_grader.executed
         return [self.turn_grader]

@@ -6,6 +6,10 @@ preceding turn (``LLMContextUserTurnFrame``) as context. Seeing a frame only
 queues a job: grading, audit writes and alerts run in the observer's own task.
 When the bounded queue is full, the turn gets a ``not_graded`` row instead of
 blocking the pipeline or vanishing.
+
+It also keeps :attr:`TurnGrader.executed`, the tools whose results came back
+without an error on this call: the operation record action claims are checked
+against when no operation ledger is available.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ import asyncio
 from dataclasses import dataclass
 
 from loguru import logger
-from pipecat.frames.frames import LLMContextAssistantTurnFrame, LLMContextUserTurnFrame
+from pipecat.frames.frames import FunctionCallResultFrame, LLMContextAssistantTurnFrame, LLMContextUserTurnFrame
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.processors.frame_processor import FrameDirection
 
 from pipecat_harness.decisions import DecisionLog
+from pipecat_harness.grader.actions import InMemoryOperations
 from pipecat_harness.grader.alerts import SeverityPolicy, WebhookAlerter, alert_payload
 from pipecat_harness.grader.audit import AuditRow, AuditStore
 from pipecat_harness.grader.verdict import Grader, Verdict
@@ -82,6 +87,8 @@ class TurnGrader(BaseObserver):
         self._tables_ready = False
         self._turn_id = 0
         self._caller_utterance: str | None = None
+        #: Tools whose result came back without an error on this call.
+        self.executed = InMemoryOperations()
 
     async def on_push_frame(self, data: FramePushed) -> None:
         """Note caller turns; queue committed assistant turns for grading."""
@@ -92,6 +99,8 @@ class TurnGrader(BaseObserver):
             self._caller_utterance = frame.text
         elif isinstance(frame, LLMContextAssistantTurnFrame) and frame.text.strip():
             self.submit(frame.text, self._caller_utterance)
+        elif isinstance(frame, FunctionCallResultFrame) and _succeeded(frame):
+            self.executed.record(self.call_id, frame.function_name)
 
     def submit(self, utterance: str, caller_utterance: str | None = None) -> GradingJob:
         """Queue a turn for grading without waiting; a full queue gets a ``not_graded`` row."""
@@ -196,3 +205,11 @@ class TurnGrader(BaseObserver):
                 "reason": reason,
             },
         )
+
+
+def _succeeded(frame: FunctionCallResultFrame) -> bool:
+    """Whether a tool result reports success (no raised error, no ``{"error": ...}`` result)."""
+    if getattr(frame, "error", None):
+        return False
+    result = frame.result
+    return not (isinstance(result, dict) and (result.get("error") or result.get("status") in {"error", "failed"}))

@@ -1,0 +1,60 @@
+"""Fixtures for the grader tests: the example constraint list, audit stores on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pipecat_harness.grader.audit import AuditStore
+from pipecat_harness.grader.constraints import ConstraintList
+
+DATA = Path(__file__).resolve().parents[2] / "pipecat_harness" / "grader" / "data"
+PG_URL = "postgresql+asyncpg://{user}@127.0.0.1:5432/test"
+
+
+@pytest.fixture
+def constraints() -> ConstraintList:
+    return ConstraintList.load(DATA / "detailing.yaml")
+
+
+async def _postgres_store() -> AuditStore:
+    import asyncpg
+
+    errors = []
+    for user in ("postgres", "root"):
+        try:
+            conn = await asyncpg.connect(host="127.0.0.1", port=5432, user=user, database="test", timeout=3)
+        except (OSError, asyncpg.PostgresError) as exc:
+            errors.append(f"{user}: {exc}")
+            continue
+        await conn.close()
+        return AuditStore(PG_URL.format(user=user), table_name=f"grader_audit_{uuid.uuid4().hex[:10]}")
+    pytest.skip(f"PostgreSQL not reachable at 127.0.0.1:5432: {'; '.join(errors)}")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def audit_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AuditStore]:
+    """An empty audit store on each backend, dropped afterwards."""
+    if request.param == "sqlite":
+        store = AuditStore(f"sqlite+aiosqlite:///{tmp_path / 'audit.db'}", table_name="grader_audit")
+    else:
+        store = await _postgres_store()
+    await store.create_tables()
+    try:
+        yield store
+    finally:
+        await store.drop_tables()
+        await store.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[AuditStore]:
+    store = AuditStore(f"sqlite+aiosqlite:///{tmp_path / 'audit.db'}")
+    await store.create_tables()
+    try:
+        yield store
+    finally:
+        await store.close()
