@@ -25,6 +25,8 @@ __all__ = ["ChecklistDriver", "DecisionSink"]
 
 logger = logging.getLogger(__name__)
 
+_RULES_UNLESS_RULES = object()
+
 DecisionSink = Callable[[str, dict[str, Any]], Any]
 """Called with ``(action, evidence)`` for every decision the driver takes."""
 
@@ -36,7 +38,8 @@ class ChecklistDriver:
         checklist: The checklist to walk.
         store: Where per-call state, debounce stamps and locks live.
         analyzer: The analyzer (default: the deterministic :class:`RuleAnalyzer`).
-        fallback_analyzer: Used when ``analyzer`` fails; ``None`` re-raises.
+        fallback_analyzer: Used when ``analyzer`` fails; ``None`` re-raises. By default
+            the deterministic analyzer backs up any other analyzer.
         debounce_secs: Wait for a newer utterance before analysing (0: none).
         lock: The per-call lock (default: TTL 15 s guarding 10 s of work).
         on_decision: Receives every decision.
@@ -49,7 +52,7 @@ class ChecklistDriver:
         store: StateStore,
         *,
         analyzer: Analyzer | None = None,
-        fallback_analyzer: Analyzer | None = None,
+        fallback_analyzer: Analyzer | None | object = _RULES_UNLESS_RULES,
         debounce_secs: float = 0.0,
         lock: CallLock | None = None,
         on_decision: DecisionSink | None = None,
@@ -58,9 +61,9 @@ class ChecklistDriver:
         self.checklist = checklist
         self.store = store
         self.analyzer = analyzer or RuleAnalyzer()
-        self.fallback_analyzer = fallback_analyzer if fallback_analyzer is not None else (
-            RuleAnalyzer() if analyzer is not None and not isinstance(analyzer, RuleAnalyzer) else None
-        )
+        if fallback_analyzer is _RULES_UNLESS_RULES:
+            fallback_analyzer = None if type(self.analyzer) is RuleAnalyzer else RuleAnalyzer()
+        self.fallback_analyzer: Analyzer | None = fallback_analyzer  # type: ignore[assignment]
         self.debouncer = TranscriptDebouncer(store, delay_secs=debounce_secs)
         self.lock = lock or CallLock(store)
         self.on_decision = on_decision
