@@ -130,6 +130,10 @@ class ToolGate:
         self._done: dict[str, GateResult] = {}
         self._failures: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # Call-wide, not per turn: writes still running, and unknown outcomes
+        # settled since the model was told "unknown".
+        self._inflight: dict[tuple[str, str], tuple[int, asyncio.Future[GateResult]]] = {}
+        self._confirmed: dict[tuple[str, str], OperationRecord] = {}
 
     @property
     def ledger(self) -> OperationLedger | None:
@@ -210,6 +214,20 @@ class ToolGate:
                                 f"not executed: confirm with the caller first ({verdict.reason})")
         warnings = tuple(v.reason for v in verdicts if v.action == "warn")
 
+        earlier = self._inflight.get((name, digest))
+        if earlier is not None and earlier[0] != self.turn_id:
+            # The same write from an earlier turn is still running (the caller
+            # barged in and the model asked again): wait for it, do not start another.
+            previous = await asyncio.shield(earlier[1])
+            if previous.status == GateStatus.EXECUTED:
+                return self._refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "duplicate",
+                                    "not executed: the same request was already in progress and is done",
+                                    result=previous.result, key=previous.idempotency_key)
+            if previous.status == GateStatus.OUTCOME_UNKNOWN:
+                return self._refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "outcome_unknown",
+                                    "not executed: the same request is still of unknown outcome",
+                                    key=previous.idempotency_key)
+
         scope = f"{self.session_id}:{self.turn_id}:{name}:{digest}"
         lock = self._locks.setdefault(scope, asyncio.Lock())
         async with lock:
@@ -254,6 +272,13 @@ class ToolGate:
         if done is not None:
             return self._refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "duplicate", ALREADY_DONE,
                                 result=done.result, key=done.idempotency_key)
+        confirmed = self._confirmed.pop((name, digest), None)
+        if confirmed is not None and confirmed.status == OperationStatus.SUCCEEDED:
+            self._done[scope] = GateResult(GateStatus.EXECUTED, name, confirmed.result, write=True,
+                                           idempotency_key=confirmed.idempotency_key)
+            return self._refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "duplicate",
+                                "not executed: already done (confirmed after an unknown outcome)",
+                                result=confirmed.result, key=confirmed.idempotency_key)
         unknown = await self._operations.unknown(self.session_id, name, digest)
         for record in unknown:
             settled = await self._reconcile(record, evidence)
@@ -290,6 +315,31 @@ class ToolGate:
                                 key=record.idempotency_key)
 
         decision = self._record("forwarded", {**evidence, "attempt": record.attempt, "warnings": list(warnings)})
+        finished: asyncio.Future[GateResult] = asyncio.get_running_loop().create_future()
+        self._inflight[(name, digest)] = (self.turn_id, finished)
+        try:
+            result = await self._execute(name, arguments, handler, running, scope, evidence, warnings, decision)
+        except BaseException:
+            finished.set_result(GateResult(GateStatus.OUTCOME_UNKNOWN, name, write=True,
+                                           idempotency_key=running.idempotency_key))
+            raise
+        finally:
+            if self._inflight.get((name, digest), (None, None))[1] is finished:
+                del self._inflight[(name, digest)]
+        finished.set_result(result)
+        return result
+
+    async def _execute(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        handler: GateHandler,
+        running: OperationRecord,
+        scope: str,
+        evidence: dict[str, Any],
+        warnings: tuple[str, ...],
+        decision: Any,
+    ) -> GateResult:
         token = _current_operation.set(running)
         try:
             task = asyncio.ensure_future(handler(arguments))
@@ -317,13 +367,13 @@ class ToolGate:
             return result
         if outcome.error is not None:
             await self._operations.settle(running, OperationStatus.FAILED, error=outcome.error)
-            self._failures[scope] = record.attempt + 1
+            self._failures[scope] = running.attempt + 1
             result = GateResult(GateStatus.FAILED, name, reason=f"the tool failed: {outcome.error}", write=True,
                                 idempotency_key=key, warnings=warnings, reason_kind="error")
         elif self.is_failure(outcome.value):
             await self._operations.settle(running, OperationStatus.FAILED, result=outcome.value,
                                           error="the tool reported an error")
-            self._failures[scope] = record.attempt + 1
+            self._failures[scope] = running.attempt + 1
             result = GateResult(GateStatus.FAILED, name, outcome.value, "the tool reported an error", write=True,
                                 idempotency_key=key, warnings=warnings, reason_kind="reported_error")
         else:
@@ -340,6 +390,7 @@ class ToolGate:
         else:
             status, result, reason = OperationStatus.FAILED, value, error or "the tool reported an error"
         stored = await self._operations.settle_unknown(record, status, result=result, error=reason)
+        self._confirmed[(stored.op_type, stored.request_hash)] = stored
         self._record("reconciled", {"tool": record.op_type, "idempotency_key": record.idempotency_key,
                                     "status": stored.status.value, "source": "late_reply"})
 
@@ -352,6 +403,7 @@ class ToolGate:
             logger.warning("reconciliation of %s failed: %s", record.idempotency_key, exc)
             return record
         if settled.status != OperationStatus.OUTCOME_UNKNOWN:
+            self._confirmed[(settled.op_type, settled.request_hash)] = settled
             self._record("reconciled", {**evidence, "idempotency_key": record.idempotency_key,
                                         "status": settled.status.value, "source": "reconciler"})
         return settled
