@@ -95,9 +95,14 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Run ``func`` in an executor and freeze virtual time until it completes."""
         future = super().run_in_executor(executor, func, *args)
-        self._pending_executor.add(future)
-        future.add_done_callback(self._pending_executor.discard)
+        self.hold_time_for(future)
         return future
+
+    def hold_time_for(self, future: asyncio.Future[Any]) -> None:
+        """Freeze virtual time until ``future`` (completed by another thread) is done."""
+        if not future.done():
+            self._pending_executor.add(future)
+            future.add_done_callback(self._pending_executor.discard)
 
     def _advance(self, seconds: float) -> None:
         if self._virtual_now + seconds > self._max_virtual_secs:
@@ -105,7 +110,13 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
                 f"simulated call exceeded {self._max_virtual_secs:.0f} s of virtual time"
             )
         self._check_wall_budget()
-        self._virtual_now += seconds
+        target = self._virtual_now + seconds
+        scheduled = getattr(self, "_scheduled", None)
+        if scheduled:
+            # Land exactly on the next timer so float rounding cannot leave it pending.
+            target = max(target, scheduled[0].when())
+        seconds = target - self._virtual_now
+        self._virtual_now = target
         if self._on_advance is not None:
             self._on_advance(seconds)
 
@@ -158,9 +169,11 @@ def virtual_time(
         on_advance=coordinates.shift,
     )
     patched = _patch_monotonic(loop)
+    restore_aiosqlite = _track_aiosqlite_threads()
     try:
         yield loop
     finally:
+        restore_aiosqlite()
         for module, original in patched:
             module.time = original  # type: ignore[attr-defined]
         traveller.stop()
@@ -185,3 +198,46 @@ def _patch_monotonic(loop: VirtualTimeLoop) -> list[tuple[types.ModuleType, Any]
         patched.append((module, module.time))  # type: ignore[attr-defined]
         module.time = shim  # type: ignore[attr-defined]
     return patched
+
+
+class _TrackedQueue:
+    """Wraps aiosqlite's request queue so the loop waits for its worker thread."""
+
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
+
+    def put_nowait(self, item: Any) -> None:
+        future = item[0] if isinstance(item, tuple) and item else None
+        if isinstance(future, asyncio.Future):
+            loop = future.get_loop()
+            if isinstance(loop, VirtualTimeLoop):
+                loop.hold_time_for(future)
+        self._queue.put_nowait(item)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
+
+
+def _track_aiosqlite_threads() -> Callable[[], None]:
+    """Make aiosqlite's per-connection thread hold virtual time while it works.
+
+    aiosqlite completes futures from its own thread rather than through
+    ``run_in_executor``; without this a database call could let virtual time
+    jump past pending work.
+    """
+    try:
+        from aiosqlite import core
+    except ImportError:
+        return lambda: None
+    original_init = core.Connection.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        self._tx = _TrackedQueue(self._tx)
+
+    core.Connection.__init__ = init  # type: ignore[method-assign]
+
+    def restore() -> None:
+        core.Connection.__init__ = original_init  # type: ignore[method-assign]
+
+    return restore

@@ -99,7 +99,7 @@ class CallerTurn(_Strict):
     """
 
     after: Literal["bot", "bot_started", "start"] = "bot"
-    delay: float = Field(default=0.6, ge=0, le=600)
+    delay: float = Field(default=1.0, ge=0, le=600)
     wait: float = Field(default=10.0, gt=0, le=600)
     speech: list[SpeechSegment] = Field(min_length=1)
 

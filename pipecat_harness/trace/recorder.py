@@ -86,6 +86,7 @@ class TraceRecorder(BaseObserver):
         self._now = 0.0
         self._generated: list[str] | None = None
         self._played_secs = 0.0
+        self._bot_speaking = False
         if decisions is not None:
             decisions.add_listener(self._on_decision)
         self.add("call", "call_started", call_id=call_id, **(metadata or {}))
@@ -131,13 +132,13 @@ class TraceRecorder(BaseObserver):
             if isinstance(data.source, BaseOutputTransport):
                 self.add("bot", "played_text", text=frame.text)
             return
-        if not data.first_push:
+        # Broadcast frames travel as one copy per direction: record the downstream one.
+        if not data.first_push or data.direction != FrameDirection.DOWNSTREAM:
             return
         self._record_first_push(data)
 
     def _record_first_push(self, data: FramePushed) -> None:
         frame = data.frame
-        downstream = data.direction == FrameDirection.DOWNSTREAM
         if isinstance(frame, VADUserStartedSpeakingFrame):
             self.add("caller", "speech_started")
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
@@ -146,9 +147,9 @@ class TraceRecorder(BaseObserver):
             self.add("caller", "asr_interim", text=frame.text)
         elif isinstance(frame, TranscriptionFrame):
             self.add("caller", "asr_final", text=frame.text)
-        elif isinstance(frame, UserStartedSpeakingFrame) and downstream:
+        elif isinstance(frame, UserStartedSpeakingFrame):
             self.add("caller", "user_turn_started")
-        elif isinstance(frame, UserStoppedSpeakingFrame) and downstream:
+        elif isinstance(frame, UserStoppedSpeakingFrame):
             self.add("caller", "user_turn_stopped")
         elif isinstance(frame, LLMContextUserTurnFrame):
             self.add("caller", "submitted", text=frame.text)
@@ -170,13 +171,15 @@ class TraceRecorder(BaseObserver):
                      result=frame.result, error=getattr(frame, "error", None))
         elif isinstance(frame, FunctionCallCancelFrame):
             self.add("tool", "tool_cancelled", name=frame.function_name, tool_call_id=frame.tool_call_id)
-        elif isinstance(frame, BotStartedSpeakingFrame) and downstream:
+        elif isinstance(frame, BotStartedSpeakingFrame):
             self._played_secs = 0.0
+            self._bot_speaking = True
             self.add("bot", "bot_started_speaking")
-        elif isinstance(frame, BotStoppedSpeakingFrame) and downstream:
+        elif isinstance(frame, BotStoppedSpeakingFrame):
+            self._bot_speaking = False
             self.add("bot", "bot_stopped_speaking", played_secs=round(self._played_secs, 3))
-        elif isinstance(frame, InterruptionFrame) and downstream:
-            self.add("bot", "interruption")
+        elif isinstance(frame, InterruptionFrame):
+            self.add("bot", "interruption", bot_speaking=self._bot_speaking)
         elif isinstance(frame, LLMContextAssistantTurnFrame):
             self.add("bot", "assistant_committed", text=frame.text)
         elif isinstance(frame, ErrorFrame):

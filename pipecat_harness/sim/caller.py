@@ -1,0 +1,222 @@
+"""The simulated caller: turns a scenario's caller script into timed frames.
+
+Speech becomes the frames a transport, VAD and streaming STT would produce:
+``VADUserStartedSpeakingFrame`` at onset, ``InterimTranscriptionFrame``s as
+words accumulate, ``VADUserStoppedSpeakingFrame`` once VAD's stop window has
+passed, and the final ``TranscriptionFrame`` after the ASR's finalisation
+latency. Speech with no transcript (a quiet "mm-hmm") produces VAD frames only.
+Frames are built at injection time so their wall-clock timestamps are current.
+
+The caller reacts to the bot: a turn can wait for the bot to finish a reply
+(``after: bot``) or barge in a set time after the bot starts (``after:
+bot_started``). A caller whose expected reply never comes hangs up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipecat.frames.frames import (
+    BotStartedSpeakingFrame,
+    BotStoppedSpeakingFrame,
+    EndFrame,
+    Frame,
+    InterimTranscriptionFrame,
+    TranscriptionFrame,
+    VADUserStartedSpeakingFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.observers.base_observer import BaseObserver, FramePushed
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.utils.time import time_now_iso8601
+
+from pipecat_harness.sim.scenario import CallerSpec, CallerTurn, SpeechSegment
+
+__all__ = ["SimulatedCaller", "CallerEvent", "VAD_START_SECS", "VAD_STOP_SECS"]
+
+#: Pipecat's default VAD windows: speech is detected after 0.2 s, silence after 0.2 s.
+VAD_START_SECS = 0.2
+VAD_STOP_SECS = 0.2
+_USER_ID = "caller"
+# Loop timers within the clock resolution count as due without time advancing,
+# so waits shorter than this would spin.
+_EPSILON = 1e-6
+
+
+@dataclass(frozen=True)
+class CallerEvent:
+    """A frame the caller will inject, at an offset from the start of its turn."""
+
+    offset: float
+    kind: str
+    text: str = ""
+
+
+def plan_turn(turn: CallerTurn, voice: CallerSpec) -> list[CallerEvent]:
+    """Lay out one caller turn as timed VAD and transcript events.
+
+    Segments separated by a pause shorter than VAD's stop window are merged:
+    VAD would not have seen the gap.
+    """
+    events: list[CallerEvent] = []
+    segments = _merge_short_pauses(turn.speech)
+    t = 0.0
+    for segment in segments:
+        if segment.pause is not None:
+            t += segment.pause
+            continue
+        if segment.silent is not None:
+            events.append(CallerEvent(t, "vad_start"))
+            t += segment.silent
+            events.append(CallerEvent(t + VAD_STOP_SECS, "vad_stop"))
+            continue
+        text = segment.say or ""
+        words = text.split()
+        duration = segment.secs or max(0.3, len(words) * 60.0 / voice.words_per_minute)
+        events.append(CallerEvent(t, "vad_start"))
+        for i in range(voice.interim_every_words, len(words), voice.interim_every_words):
+            events.append(CallerEvent(t + duration * i / len(words), "interim", " ".join(words[:i])))
+        t += duration
+        events.append(CallerEvent(t + VAD_STOP_SECS, "vad_stop"))
+        events.append(CallerEvent(t + max(voice.asr_final_secs, VAD_STOP_SECS + 0.01), "final",
+                                  segment.asr if segment.asr is not None else text))
+    return sorted(events, key=lambda e: e.offset)
+
+
+def _merge_short_pauses(segments: list[SpeechSegment]) -> list[SpeechSegment]:
+    merged: list[SpeechSegment] = []
+    for segment in segments:
+        if (
+            segment.say is not None
+            and len(merged) >= 2
+            and merged[-1].pause is not None
+            and merged[-1].pause < VAD_STOP_SECS
+            and merged[-2].say is not None
+        ):
+            pause = merged.pop().pause or 0.0
+            previous = merged.pop()
+            secs = None
+            if previous.secs is not None or segment.secs is not None:
+                secs = (previous.secs or 0.0) + pause + (segment.secs or 0.0) or None
+            asr = None
+            if previous.asr is not None or segment.asr is not None:
+                asr = f"{previous.asr or previous.say} {segment.asr or segment.say}"
+            merged.append(SpeechSegment(say=f"{previous.say} {segment.say}", secs=secs, asr=asr))
+        else:
+            merged.append(segment)
+    return merged
+
+
+def _frame_for(event: CallerEvent) -> Frame:
+    if event.kind == "vad_start":
+        return VADUserStartedSpeakingFrame(start_secs=VAD_START_SECS)
+    if event.kind == "vad_stop":
+        return VADUserStoppedSpeakingFrame(stop_secs=VAD_STOP_SECS)
+    if event.kind == "interim":
+        return InterimTranscriptionFrame(text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601())
+    return TranscriptionFrame(text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601(), finalized=True)
+
+
+@dataclass
+class _BotState:
+    speaking: bool = False
+    starts: int = 0
+    last_start: float = 0.0
+    last_stop: float = 0.0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class SimulatedCaller(BaseObserver):
+    """Plays a caller script into a running ``PipelineWorker``.
+
+    It is also an observer: it watches the bot start and stop speaking to time
+    its turns.
+
+    Args:
+        turns: The caller's turns.
+        voice: How speech maps to frames (speaking rate, ASR latency).
+    """
+
+    def __init__(self, turns: list[CallerTurn], voice: CallerSpec) -> None:
+        super().__init__(observe_every_push=False)
+        self._turns = turns
+        self._voice = voice
+        self._bot = _BotState()
+        self.completed = False
+        self.gave_up_at_turn: int | None = None
+        self.log: list[dict[str, Any]] = []
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        """Track the bot's speaking state."""
+        if data.direction != FrameDirection.DOWNSTREAM:
+            return
+        loop_time = asyncio.get_running_loop().time()
+        if isinstance(data.frame, BotStartedSpeakingFrame):
+            self._bot.speaking = True
+            self._bot.starts += 1
+            self._bot.last_start = loop_time
+            self._bot.changed.set()
+        elif isinstance(data.frame, BotStoppedSpeakingFrame):
+            self._bot.speaking = False
+            self._bot.last_stop = loop_time
+            self._bot.changed.set()
+
+    async def run(self, worker: Any, *, linger_secs: float = 1.0, final_wait_secs: float = 12.0) -> None:
+        """Speak every turn, then wait for the bot's last reply and end the call."""
+        loop = asyncio.get_running_loop()
+        call_start = loop.time()
+        for index, turn in enumerate(self._turns):
+            since = self._bot.starts
+            if turn.after == "start":
+                await asyncio.sleep(max(0.0, call_start + turn.delay - loop.time()))
+            elif not await self._wait_for_bot(since, turn):
+                self.gave_up_at_turn = index
+                self.log.append({"t": loop.time() - call_start, "event": "caller_gave_up", "turn": index})
+                break
+            self.log.append({"t": loop.time() - call_start, "event": "caller_turn", "turn": index})
+            await self._speak(worker, turn)
+        else:
+            self.completed = True
+            await self._wait_for_bot(
+                self._bot.starts, CallerTurn(after="bot", delay=linger_secs, wait=final_wait_secs,
+                                             speech=[SpeechSegment(pause=0)]),
+            )
+        await worker.queue_frame(EndFrame())
+
+    async def _speak(self, worker: Any, turn: CallerTurn) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for event in plan_turn(turn, self._voice):
+            await asyncio.sleep(max(0.0, start + event.offset - loop.time()))
+            await worker.queue_frame(_frame_for(event))
+
+    async def _wait_for_bot(self, since: int, turn: CallerTurn) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + turn.wait
+        while self._bot.starts <= since:
+            if not await self._changed(deadline - loop.time()):
+                return False
+        if turn.after == "bot_started":
+            await asyncio.sleep(max(0.0, self._bot.last_start + turn.delay - loop.time()))
+            return True
+        while True:
+            if self._bot.speaking:
+                await self._changed(None)
+                continue
+            quiet_for = loop.time() - self._bot.last_stop
+            if quiet_for >= turn.delay - _EPSILON:
+                return True
+            await self._changed(turn.delay - quiet_for)
+
+    async def _changed(self, timeout: float | None) -> bool:
+        """Wait for a bot state change; False when ``timeout`` passed first."""
+        if timeout is not None and timeout <= _EPSILON:
+            return False
+        self._bot.changed.clear()
+        try:
+            await asyncio.wait_for(self._bot.changed.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True

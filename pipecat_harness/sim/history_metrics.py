@@ -1,0 +1,111 @@
+"""Ground truth for history fidelity: what was generated, heard and retained per assistant turn.
+
+In a simulation the true played audio of every TTS context is known, so each
+assistant turn can be scored: words of unplayed text the model's history still
+holds (the target error of history correction), and words the caller heard
+that history lost (its cost, which makes bots repeat themselves).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pipecat_harness.sim.sim_tts import SpeechLedger
+
+__all__ = ["TurnPlayback", "measure_playback", "normalize_words"]
+
+
+def normalize_words(text: str) -> list[str]:
+    """Lower-case words with punctuation stripped (for comparing texts word by word)."""
+    return [w for w in (re.sub(r"[^\w']", "", t).lower() for t in text.split()) if w]
+
+
+def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class TurnPlayback:
+    """One assistant turn scored against ground truth.
+
+    Parameters:
+        context_id: The TTS context of the turn.
+        generated_words: Words synthesized for the turn.
+        heard_words: Words the caller heard (at least half played).
+        retained_words: Words of the generated text still in history (common prefix).
+        unplayed_retained: Retained words beyond what was heard.
+        played_removed: Heard words missing from history.
+        interrupted: Whether playback stopped before the end.
+        retained_text: The history message matched to this turn.
+    """
+
+    context_id: str
+    generated_words: int
+    heard_words: int
+    retained_words: int
+    unplayed_retained: int
+    played_removed: int
+    interrupted: bool
+    retained_text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON-serialisable mapping."""
+        return asdict(self)
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]]) -> list[TurnPlayback]:
+    """Score every TTS context of a call against the final history.
+
+    Each context is matched, in order, to the first unmatched assistant text
+    message that shares its first word; a context with no such message was
+    removed from history entirely.
+    """
+    assistant = [(_content(m), normalize_words(_content(m))) for m in messages
+                 if m.get("role") == "assistant" and _content(m).strip()]
+    used: set[int] = set()
+    cursor = 0
+    turns = []
+    for context_id, words in ledger.words.items():
+        generated = normalize_words(" ".join(w.word for w in words))
+        heard = normalize_words(" ".join(ledger.heard_words(context_id)))
+        match_index = None
+        for index in range(cursor, len(assistant)):
+            if index not in used and generated and assistant[index][1][:1] == generated[:1]:
+                match_index = index
+                break
+        retained_text, retained = "", 0
+        if match_index is not None:
+            used.add(match_index)
+            cursor = match_index + 1
+            retained_text = assistant[match_index][0]
+            retained = _common_prefix(assistant[match_index][1], generated)
+        turns.append(
+            TurnPlayback(
+                context_id=context_id,
+                generated_words=len(generated),
+                heard_words=len(heard),
+                retained_words=retained,
+                unplayed_retained=max(0, retained - len(heard)),
+                played_removed=max(0, len(heard) - retained),
+                interrupted=len(heard) < len(generated),
+                retained_text=retained_text,
+            )
+        )
+    return turns

@@ -1,0 +1,322 @@
+"""Run a scenario as a complete call through a real Pipecat ``PipelineWorker``.
+
+The pipeline is the one a bot would run, minus the network: caller frames
+(VAD and transcripts) are injected at their times, the user aggregator decides
+turns with Pipecat's own strategies, the scripted LLM calls tools through
+Pipecat's function-calling path against a real SQLite business database, the
+simulated TTS produces audio of realistic length, and the simulated transport
+plays it on the clock so barge-ins land mid-sentence. The harness, built from
+a :class:`HarnessConfig`, places its controls as it would in production.
+
+Everything runs on a virtual-time event loop (see :mod:`pipecat_harness.sim.clock`):
+the same frame order and relative timing as real time, in a fraction of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMContextAggregatorPair,
+    LLMUserAggregatorParams,
+)
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from pipecat.workers.runner import WorkerRunner
+
+from pipecat_harness.config import HarnessConfig
+from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.demo.retail_db import RetailDatabase
+from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler
+from pipecat_harness.harness import Harness
+from pipecat_harness.sim.caller import SimulatedCaller
+from pipecat_harness.sim.clock import LoopClock, virtual_time
+from pipecat_harness.sim.history_metrics import TurnPlayback, measure_playback
+from pipecat_harness.sim.scenario import Scenario, ToolFault
+from pipecat_harness.sim.scripted_llm import ScriptedLLMService
+from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
+from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
+
+__all__ = ["CallResult", "CheckResult", "run_scenario", "run_scenarios", "simulate_call"]
+
+_SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One expectation of a scenario and whether it held."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class CallResult:
+    """The outcome of one simulated call.
+
+    Parameters:
+        scenario: The scenario's name.
+        passed: Whether every expectation held (the business outcome matched).
+        expected: The outcome expected with the active controls (``pass``/``fail``).
+        checks: Each expectation and whether it held.
+        active_controls: Controls the harness built for the call.
+        decisions: Every control decision taken.
+        playback: Per assistant turn: generated, heard and retained words.
+        trace_path: Where the timeline was written, if anywhere.
+        virtual_secs: Length of the call in simulated time.
+        wall_secs: Wall-clock time the simulation took.
+        caller_completed: Whether the caller got through the whole script.
+        model_replies: The text of every model reply, in order.
+    """
+
+    scenario: str
+    passed: bool
+    expected: str
+    checks: list[CheckResult]
+    active_controls: frozenset[str]
+    decisions: list[ControlDecision]
+    playback: list[TurnPlayback]
+    trace_path: Path | None
+    virtual_secs: float
+    wall_secs: float
+    caller_completed: bool
+    model_replies: list[str] = field(default_factory=list)
+    tool_executions: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        """``pass`` or ``fail``."""
+        return "pass" if self.passed else "fail"
+
+    @property
+    def as_expected(self) -> bool:
+        """Whether the outcome is the one the scenario states for the active controls."""
+        return self.outcome == self.expected
+
+
+def _fault_wrapper(faults: list[ToolFault], counts: dict[str, int]) -> Callable[[str, ToolHandler], ToolHandler]:
+    """Wrap business handlers so scripted backend faults happen under the tool layer."""
+
+    def wrap(name: str, handler: ToolHandler) -> ToolHandler:
+        async def call(arguments: Mapping[str, Any]) -> Any:
+            counts[name] = counts.get(name, 0) + 1
+            occurrence = counts[name]
+            fault = next((f for f in faults if f.tool == name and f.occurrence == occurrence), None)
+            if fault is None:
+                return await handler(arguments)
+            if fault.kind == "raise":
+                raise RuntimeError(fault.message)
+            if fault.kind == "hang":
+                await asyncio.Event().wait()
+            await asyncio.sleep(fault.secs)
+            result = await handler(arguments)
+            if fault.kind == "lost_reply":
+                raise TimeoutError(fault.message)
+            return result
+
+        call.__name__ = name
+        return call
+
+    return wrap
+
+
+async def simulate_call(
+    scenario: Scenario,
+    config: HarnessConfig,
+    *,
+    workdir: Path,
+    trace_path: Path | None,
+    call_id: str | None = None,
+) -> CallResult:
+    """Run one scenario on the running (virtual-time) loop and check its expectations."""
+    wall_started = time.perf_counter()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    db = await RetailDatabase.create(
+        workdir / f"{scenario.name}.db", seed=None if scenario.database.seed == "retail" else {},
+        extra_sql=scenario.database.sql,
+    )
+    harness = Harness(
+        config.model_copy(update={"trace": config.trace.model_copy(update={"enabled": trace_path is not None})}),
+        call_id=call_id or scenario.name,
+        trace_path=trace_path,
+        trace_metadata={"scenario": scenario.name, "description": scenario.description,
+                        "control": scenario.control, "simulated": True},
+        write_tools=RETAIL_WRITE_TOOLS,
+    )
+    ledger = SpeechLedger()
+    llm = ScriptedLLMService(scenario.model)
+    executions: dict[str, int] = {}
+    tools = RetailTools(db)
+    wrap = _fault_wrapper(scenario.faults, executions)
+    harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
+                           write_tools=RETAIL_WRITE_TOOLS)
+    context = LLMContext(messages=[{"role": "system", "content": scenario.model.system}], tools=tools.schemas())
+    user_params = harness.user_params(
+        LLMUserAggregatorParams(
+            user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)])
+        )
+    )
+    pair = LLMContextAggregatorPair(context, user_params=user_params)
+    tts = SimulatedTTSService(
+        word_timestamps=scenario.tts.word_timestamps, words_per_minute=scenario.tts.words_per_minute,
+        first_audio_secs=scenario.tts.first_audio_secs, ledger=ledger, sample_rate=_SAMPLE_RATE,
+    )
+    transport = SimulatedOutputTransport(ledger=ledger, sample_rate=_SAMPLE_RATE)
+    caller = SimulatedCaller(scenario.caller, scenario.caller_voice)
+    pipeline = Pipeline(harness.place([pair.user(), llm, tts, transport, pair.assistant()]))
+    worker = PipelineWorker(
+        pipeline,
+        params=PipelineParams(audio_out_sample_rate=_SAMPLE_RATE, audio_in_sample_rate=_SAMPLE_RATE),
+        observers=[caller, *harness.observers()],
+        clock=LoopClock(),
+        enable_rtvi=False,
+        idle_timeout_secs=None,
+    )
+    from pipecat.frames.frames import LLMRunFrame
+
+    await worker.queue_frame(LLMRunFrame())
+    runner = WorkerRunner(handle_sigint=False)
+    await runner.add_workers(worker)
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.gather(runner.run(), caller.run(worker)), scenario.max_call_secs)
+    except TimeoutError:
+        timed_out = True
+        await worker.cancel(reason="simulated call exceeded max_call_secs")
+
+    checks = await _check(scenario, db, caller, timed_out)
+    playback = measure_playback(ledger, context.get_messages())
+    checks.extend(_check_history(scenario, playback, llm))
+    passed = all(c.ok for c in checks)
+    result = CallResult(
+        scenario=scenario.name,
+        passed=passed,
+        expected=scenario.expected_outcome(harness.active_controls),
+        checks=checks,
+        active_controls=harness.active_controls,
+        decisions=harness.decisions.decisions,
+        playback=playback,
+        trace_path=trace_path,
+        virtual_secs=loop.time() - started,
+        wall_secs=time.perf_counter() - wall_started,
+        caller_completed=caller.completed,
+        model_replies=[c.text.strip() for c in llm.calls if c.text.strip()],
+        tool_executions=dict(executions),
+    )
+    if harness.recorder is not None:
+        for entry in caller.log:
+            harness.recorder.add("caller", entry["event"], t=entry["t"], turn=entry["turn"])
+        for turn in playback:
+            harness.recorder.add("bot", "turn_playback", t=loop.time() - started, **turn.to_dict())
+        harness.recorder.add(
+            "call", "call_result", t=loop.time() - started, outcome=result.outcome, expected=result.expected,
+            as_expected=result.as_expected, active_controls=sorted(result.active_controls),
+            checks=[{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks],
+            final_messages=context.get_messages(), tool_executions=executions,
+        )
+    harness.close()
+    return result
+
+
+async def _check(scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller, timed_out: bool) -> list[CheckResult]:
+    checks = []
+    for check in scenario.expect.state:
+        try:
+            value = await db.scalar(check.sql)
+        except Exception as exc:  # a broken expectation query is a failed check, not a crash
+            checks.append(CheckResult(f"state: {check.sql}", False, f"query failed: {exc}"))
+            continue
+        ok = _equal(value, check.equals)
+        detail = f"got {value!r}, expected {check.equals!r}" + (f" ({check.why})" if check.why else "")
+        checks.append(CheckResult(f"state: {check.sql}", ok, detail))
+    if scenario.expect.caller_completed:
+        detail = "caller finished the script" if caller.completed else (
+            f"caller gave up waiting before turn {caller.gave_up_at_turn}" if caller.gave_up_at_turn is not None
+            else "call did not finish")
+        checks.append(CheckResult("caller completed", caller.completed, detail))
+    if timed_out:
+        checks.append(CheckResult("call ended", False, f"exceeded max_call_secs={scenario.max_call_secs}"))
+    return checks
+
+
+def _check_history(scenario: Scenario, playback: list[TurnPlayback], llm: ScriptedLLMService) -> list[CheckResult]:
+    spec = scenario.expect.history
+    checks = []
+    if spec.max_unplayed_words is not None:
+        worst = max((t.unplayed_retained for t in playback), default=0)
+        checks.append(CheckResult("history: unplayed words retained", worst <= spec.max_unplayed_words,
+                                  f"at most {worst} per turn (limit {spec.max_unplayed_words})"))
+    if spec.max_removed_words is not None:
+        worst = max((t.played_removed for t in playback), default=0)
+        checks.append(CheckResult("history: played words removed", worst <= spec.max_removed_words,
+                                  f"at most {worst} per turn (limit {spec.max_removed_words})"))
+    if spec.max_repeated_replies is not None:
+        replies = [" ".join(c.text.lower().split()) for c in llm.calls if c.text.strip()]
+        repeats = sum(1 for i, r in enumerate(replies) if r in replies[:i])
+        checks.append(CheckResult("history: repeated replies", repeats <= spec.max_repeated_replies,
+                                  f"{repeats} repeated (limit {spec.max_repeated_replies})"))
+    return checks
+
+
+def _equal(value: Any, expected: Any) -> bool:
+    if isinstance(value, (int, float)) and isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        return abs(float(value) - float(expected)) < 1e-6
+    return value == expected or str(value) == str(expected)
+
+
+def run_scenario(
+    scenario: Scenario,
+    config: HarnessConfig | None = None,
+    *,
+    controls: Iterable[str] | None = None,
+    trace_dir: str | Path | None = None,
+    max_wall_secs: float = 120.0,
+) -> CallResult:
+    """Run one scenario on its own virtual-time loop and return the result.
+
+    Args:
+        scenario: The scenario to run.
+        config: Harness configuration (default: the scenario domain's preset).
+        controls: If given, exactly these controls are enabled.
+        trace_dir: Directory for the JSONL timeline (none written when omitted).
+        max_wall_secs: Wall-clock budget (a guard against a stuck simulation).
+    """
+    config = config or HarnessConfig.preset(scenario.domain)
+    if controls is not None:
+        config = config.only(*controls)
+    trace_path = Path(trace_dir) / f"{scenario.name}.jsonl" if trace_dir is not None else None
+    with tempfile.TemporaryDirectory(prefix="pipecat-harness-sim-") as tmp:
+        return _run_on_virtual_loop(
+            simulate_call(scenario, config, workdir=Path(tmp), trace_path=trace_path),
+            max_virtual_secs=scenario.max_call_secs + 120.0,
+            max_wall_secs=max_wall_secs,
+        )
+
+
+def run_scenarios(
+    scenarios: Iterable[Scenario],
+    config: HarnessConfig | None = None,
+    *,
+    controls: Iterable[str] | None = None,
+    trace_dir: str | Path | None = None,
+) -> list[CallResult]:
+    """Run several scenarios one after another."""
+    control_list = list(controls) if controls is not None else None
+    return [run_scenario(s, config, controls=control_list, trace_dir=trace_dir) for s in scenarios]
+
+
+def _run_on_virtual_loop(coro: Awaitable[CallResult], *, max_virtual_secs: float, max_wall_secs: float) -> CallResult:
+    with virtual_time(max_virtual_secs=max_virtual_secs, max_wall_secs=max_wall_secs) as loop:
+        with asyncio.Runner(loop_factory=lambda: loop) as runner:
+            return runner.run(coro)  # type: ignore[arg-type]

@@ -1,0 +1,91 @@
+"""Render a call timeline readably in the terminal."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from pipecat_harness.trace.timeline import Timeline, TraceEvent
+
+__all__ = ["render_timeline", "describe_event", "short_timeline"]
+
+_LANE_STYLES = {"caller": "cyan", "model": "magenta", "tool": "yellow", "bot": "green", "control": "bold red",
+                "call": "dim"}
+# Noisy per-frame events shown only in full mode.
+_DETAIL_KINDS = {"asr_interim", "played_text", "model_input", "speech_started", "speech_stopped",
+                 "user_turn_started", "user_turn_stopped", "decision_outcome", "turn_playback"}
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def describe_event(event: TraceEvent, width: int = 110) -> str:
+    """One-line description of an event."""
+    d = event.data
+    kind = event.kind
+    if kind in {"asr_final", "asr_interim", "submitted", "generated", "assistant_committed", "played_text"}:
+        return _clip(f'"{d.get("text", "")}"', width)
+    if kind == "model_input":
+        messages = d.get("messages") or []
+        last = messages[-1] if messages else {}
+        content = last.get("content") or json.dumps(last.get("tool_calls") or "")
+        return _clip(f"{len(messages)} messages; last {last.get('role', '?')}: {content}", width)
+    if kind == "tool_request":
+        return _clip(f"{d.get('name')}({json.dumps(d.get('arguments'), ensure_ascii=False)}) [{d.get('tool_call_id')}]",
+                     width)
+    if kind == "tool_result":
+        error = f" error={d['error']}" if d.get("error") else ""
+        return _clip(f"{d.get('name')} -> {json.dumps(d.get('result'), ensure_ascii=False)}{error}", width)
+    if kind in {"decision", "decision_outcome"}:
+        evidence = json.dumps(d.get("evidence") or {}, ensure_ascii=False, default=str)
+        outcome = f" outcome={json.dumps(d['outcome'], default=str)}" if d.get("outcome") else ""
+        return _clip(f"{d.get('control')}: {d.get('action')} (turn {d.get('turn_id')}) {evidence}{outcome}", width)
+    if kind == "bot_stopped_speaking":
+        return f"played {d.get('played_secs', 0):.2f} s"
+    if kind == "call_result":
+        failed = [c["name"] + ": " + c["detail"] for c in d.get("checks", []) if not c.get("ok")]
+        verdict = f"outcome={d.get('outcome')} expected={d.get('expected')}"
+        return _clip(verdict + ("; " + "; ".join(failed) if failed else ""), width)
+    if kind == "call_started":
+        return _clip(f"call {d.get('call_id')} controls={d.get('controls')} {d.get('description', '')}", width)
+    if kind == "turn_playback":
+        return (f"generated {d.get('generated_words')} words, heard {d.get('heard_words')}, "
+                f"retained {d.get('retained_words')}")
+    rest = {k: v for k, v in d.items() if k not in {"call_id"}}
+    return _clip(json.dumps(rest, ensure_ascii=False, default=str) if rest else "", width)
+
+
+def short_timeline(timeline: Timeline) -> list[TraceEvent]:
+    """The events worth a glance: what was said, submitted, decided, executed and kept."""
+    return [e for e in timeline if e.kind not in _DETAIL_KINDS]
+
+
+def render_timeline(timeline: Timeline, *, console: Console | None = None, full: bool = False,
+                    lanes: set[str] | None = None) -> None:
+    """Print a timeline as a table (time, lane, event, detail).
+
+    Args:
+        timeline: The call timeline.
+        console: Where to print (stdout by default).
+        full: Include per-frame detail (interims, played words, model inputs).
+        lanes: Only these lanes.
+    """
+    console = console or Console()
+    events = list(timeline) if full else short_timeline(timeline)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("t (s)", justify="right", no_wrap=True)
+    table.add_column("lane", no_wrap=True)
+    table.add_column("event", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for event in events:
+        if lanes and event.lane not in lanes:
+            continue
+        style: Any = _LANE_STYLES.get(event.lane, "")
+        table.add_row(f"{event.t:7.2f}", Text(event.lane, style=style), event.kind, describe_event(event))
+    console.print(table)
