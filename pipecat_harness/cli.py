@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -37,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    from loguru import logger
+
+    # Pipecat logs every frame at DEBUG; a command line shows warnings only unless asked.
+    logger.remove()
+    logger.add(sys.stderr, level=os.environ.get("PIPECAT_HARNESS_LOG_LEVEL", "WARNING"))
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
