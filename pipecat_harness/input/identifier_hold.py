@@ -88,6 +88,8 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         self._hold_since: float | None = None
         self._held_secs = 0.0
         self._holds = 0
+        self._resume_recorded = False
+        self._last_signal_at: float | None = None
         self._timer: asyncio.Task[None] | None = None
         self._vad_speaking = False
         self._inner_failed = False
@@ -208,6 +210,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
     # --- hold logic -----------------------------------------------------------------------------------
 
     async def _on_turn_end_signal(self) -> None:
+        self._last_signal_at = self._now()
         if self._fallback_timer is not None:
             await self._cancel(self._fallback_timer)
             self._fallback_timer = None
@@ -225,6 +228,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             self._holding = True
             self._hold_since = self._now()
         self._holds += 1
+        self._resume_recorded = False
         self._decide_record("held", decision, wait_ms=round(wait * 1000))
         self._arm_timer(wait, "wait_expired")
 
@@ -233,7 +237,8 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             return
         await self._cancel(self._timer)
         self._timer = None
-        if self._holding:
+        if self._holding and not self._resume_recorded:
+            self._resume_recorded = True
             self._decide_record("resumed", self._evaluate(), signal=type(frame).__name__)
 
     def _evaluate(self) -> HoldDecision:
@@ -328,6 +333,8 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         self._hold_since = None
         self._held_secs = 0.0
         self._holds = 0
+        self._resume_recorded = False
+        self._last_signal_at = None
 
     async def _cancel_timers(self) -> None:
         for task in (self._timer, self._fallback_timer):
@@ -345,7 +352,13 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         return asyncio.get_running_loop().time()
 
     def _decide_record(self, action: str, decision: HoldDecision, **extra: Any) -> None:
-        held = self._held_secs + (self._now() - self._hold_since if self._hold_since is not None else 0.0)
+        now = self._now()
+        held = self._held_secs + (now - self._hold_since if self._hold_since is not None else 0.0)
+        # Added wait: how long the turn end came after the wrapped strategy's latest decision.
+        # A merge releases on that decision itself (0); an expiry releases a wait after it.
+        added = 0.0
+        if action in ("merged", "released") and self._last_signal_at is not None:
+            added = now - self._last_signal_at
         text = self.turn_text
         evidence: dict[str, Any] = {
             "text": text[-_EVIDENCE_CHARS:],
@@ -356,7 +369,8 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             "domain": self._config.domain,
             "strategy": type(self._inner).__name__,
             "holds": self._holds,
-            "added_wait_ms": round(held * 1000),
+            "held_ms": round(held * 1000),
+            "added_wait_ms": round(added * 1000),
             **extra,
         }
         self._record(action, evidence)

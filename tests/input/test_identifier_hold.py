@@ -81,7 +81,9 @@ async def test_split_order_number_is_held_and_merged_into_one_user_message() -> 
     held = decisions[0][1]
     assert held["rule"] == "prefix:order_id" and held["identifier"] == "W237"
     assert decisions[-1][1]["rule"] == "complete:order_id"
-    assert decisions[-1][1]["added_wait_ms"] > 0
+    # The turn was kept open across the pause, and released the moment the wrapped strategy ended the merged turn.
+    assert decisions[-1][1]["held_ms"] > 0
+    assert decisions[-1][1]["added_wait_ms"] == 0
 
 
 async def test_without_the_hold_the_split_identifier_becomes_two_turns() -> None:
@@ -175,7 +177,7 @@ async def test_max_total_hold_bounds_a_caller_who_keeps_pausing() -> None:
     assert "".join(messages).replace(" ", "").startswith("thecodeisABCD")
     released = [e for a, e in decisions if a == "released"]
     assert released and released[0]["reason"] == "max_hold"
-    assert released[0]["added_wait_ms"] <= 500 + 150
+    assert released[0]["held_ms"] <= 500 + 150
 
 
 async def test_watchdog_ends_a_held_turn_and_the_release_is_recorded() -> None:
