@@ -81,6 +81,7 @@ class GraderControl(HarnessControl):
             console_url=settings.console_url,
             queue_size=settings.queue_size,
             decisions=harness.decisions,
+            close_resources=True,
         )
 
     def _ledger(self) -> OperationLedgerView | None:

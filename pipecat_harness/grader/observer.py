@@ -54,6 +54,7 @@ class TurnGrader(BaseObserver):
         console_url: Base URL of the operator console, for alert links.
         queue_size: Turns that may wait to be graded.
         decisions: The call's decision log; every flagged or ungraded turn is recorded there.
+        close_resources: Close ``alerter`` and ``audit`` at cleanup (when they belong to this call).
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class TurnGrader(BaseObserver):
         console_url: str | None = None,
         queue_size: int = 256,
         decisions: DecisionLog | None = None,
+        close_resources: bool = False,
     ) -> None:
         super().__init__(observe_every_push=False)
         self.grader = grader
@@ -80,6 +82,7 @@ class TurnGrader(BaseObserver):
         self.alerter = alerter
         self.console_url = console_url
         self.decisions = decisions
+        self.close_resources = close_resources
         self.rows_written = 0
         self._queue: asyncio.Queue[GradingJob] = asyncio.Queue(maxsize=queue_size)
         self._worker: asyncio.Task[None] | None = None
@@ -136,6 +139,10 @@ class TurnGrader(BaseObserver):
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
             self._worker = None
+        if self.close_resources:
+            if self.alerter is not None:
+                await self.alerter.close()
+            await self.audit.close()
 
     async def _run(self) -> None:
         while True:
