@@ -9,6 +9,7 @@ new directive as the last system block.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -53,7 +54,13 @@ class ChecklistDirector(FrameProcessor):
         context = frame.context
         messages = list(context.get_messages())
         try:
-            directive = await self.driver.sync(self.call_id, user_turns(messages), stamp=time.time())
+            sync = asyncio.ensure_future(self.driver.sync(self.call_id, user_turns(messages), stamp=time.time()))
+            hold_time_for = getattr(asyncio.get_running_loop(), "hold_time_for", None)
+            if self.driver.store.remote and callable(hold_time_for):
+                # On a simulated (virtual-time) loop, time must not jump ahead while a
+                # remote store answers, or the work timeout would fire spuriously.
+                hold_time_for(sync)
+            directive = await sync
             if directive is None:
                 directive = await self.driver.current_directive(self.call_id)
         except Exception as exc:

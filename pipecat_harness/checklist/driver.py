@@ -52,7 +52,7 @@ class ChecklistDriver:
         store: StateStore,
         *,
         analyzer: Analyzer | None = None,
-        fallback_analyzer: Analyzer | None | object = _RULES_UNLESS_RULES,
+        fallback_analyzer: Analyzer | object | None = _RULES_UNLESS_RULES,
         debounce_secs: float = 0.0,
         lock: CallLock | None = None,
         on_decision: DecisionSink | None = None,

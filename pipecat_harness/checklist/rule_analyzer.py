@@ -150,7 +150,9 @@ class RuleAnalyzer(Analyzer):
                         analysis.locations.append(mentioned)
                 if len(locations) == 1:
                     sentence_location = locations[0]
-                location: str | None = locations[0] if len(locations) == 1 else (None if locations else sentence_location)
+                location: str | None = (
+                    locations[0] if len(locations) == 1 else (None if locations else sentence_location)
+                )
                 mentions = self._mentions(checklist, words)
                 for mention in mentions:
                     if (mention.question_id, location) in seen:
