@@ -20,6 +20,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from pipecat_harness.validation import describe_validation_error
+
 __all__ = [
     "HarnessConfig",
     "ConfigError",
@@ -265,7 +267,7 @@ class HarnessConfig(BaseSettings):
         try:
             return cls()
         except ValidationError as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
+            raise ConfigError(f"{path}: {describe_validation_error(exc)}") from exc
         finally:
             _yaml_source.reset(token)
 

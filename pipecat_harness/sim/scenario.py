@@ -30,6 +30,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipecat_harness.validation import describe_validation_error
+
 __all__ = [
     "Scenario",
     "ScenarioError",
@@ -295,15 +297,6 @@ class Scenario(_Strict):
         return self.expect_without_control
 
 
-def _describe(error: ValidationError) -> str:
-    parts = []
-    for item in error.errors():
-        location = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in item["loc"])
-        location = location.replace(".[", "[") or "(top level)"
-        parts.append(f"field '{location}': {item['msg']}")
-    return "; ".join(parts)
-
-
 def load_scenario(path: str | Path) -> Scenario:
     """Load and validate one scenario file.
 
@@ -324,7 +317,7 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ScenarioError(f"{path}: {_describe(exc)}") from exc
+        raise ScenarioError(f"{path}: {describe_validation_error(exc)}") from exc
     return scenario.model_copy(update={"source": str(path)})
 
 

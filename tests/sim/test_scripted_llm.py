@@ -1,0 +1,80 @@
+from pipecat.frames.frames import (
+    FunctionCallInProgressFrame,
+    FunctionCallResultFrame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+)
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.tests.utils import run_test
+
+from pipecat_harness.sim.scenario import ModelScript
+from pipecat_harness.sim.scripted_llm import ScriptedLLMService, render_template
+
+SCRIPT = ModelScript.model_validate(
+    {
+        "first_token_secs": 0.0,
+        "token_secs": 0.0,
+        "decisions": [
+            {"when": {"tool": "get_order_details", "result": "not found"}, "say": "I could not find it."},
+            {
+                "when": {"user": "order (?P<order>.+)"},
+                "say": "Let me check.",
+                "tool_calls": [{"name": "get_order_details", "args": {"order_id": "{order|identifier}"}}],
+            },
+        ],
+        "fallback": "Pardon?",
+    }
+)
+
+
+def frame_types(frames):
+    return [type(f) for f in frames]
+
+
+async def test_tool_calls_go_through_pipecats_function_calling_path():
+    llm = ScriptedLLMService(SCRIPT)
+    calls = []
+
+    async def get_order_details(params):
+        calls.append(dict(params.arguments))
+        await params.result_callback({"error": "order not found"})
+
+    llm.register_function("get_order_details", get_order_details)
+    context = LLMContext(messages=[{"role": "user", "content": "my order W as in whiskey two three"}])
+    down, _ = await run_test(llm, frames_to_send=[LLMContextFrame(context)])
+    assert calls == [{"order_id": "W23"}]
+    types = frame_types(down)
+    assert types.index(LLMFullResponseStartFrame) < types.index(LLMTextFrame)
+    assert LLMTextFrame in types
+    assert types.index(FunctionCallInProgressFrame) < types.index(FunctionCallResultFrame)
+    result = next(f for f in down if isinstance(f, FunctionCallResultFrame))
+    assert result.tool_call_id == "call_0001" and result.result == {"error": "order not found"}
+    assert LLMFullResponseEndFrame in types
+    assert llm.calls[0].decision_index == 1
+    assert "".join(f.text for f in down if isinstance(f, LLMTextFrame)) == "Let me check."
+
+
+async def test_decisions_react_to_tool_results_and_fall_back():
+    llm = ScriptedLLMService(SCRIPT)
+    context = LLMContext(
+        messages=[
+            {"role": "user", "content": "order W1"},
+            {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                                  "function": {"name": "get_order_details", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": '{"error": "order not found"}'},
+        ]
+    )
+    other = LLMContext(messages=[{"role": "user", "content": "hello"}])
+    down, _ = await run_test(llm, frames_to_send=[LLMContextFrame(context), LLMContextFrame(other)])
+    texts = "".join(f.text for f in down if isinstance(f, LLMTextFrame))
+    assert texts == "I could not find it.Pardon?"
+    assert [c.decision_index for c in llm.calls] == [0, None]
+
+
+def test_templates_render_filters_and_keep_structure():
+    variables = {"order": "W as in whiskey two", "name": "Mei"}
+    rendered = render_template({"id": "{order|identifier}", "list": ["{name|lower}", 3], "missing": "{nope}"},
+                               variables)
+    assert rendered == {"id": "W2", "list": ["mei", 3], "missing": ""}

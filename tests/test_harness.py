@@ -1,0 +1,112 @@
+import pytest
+from pipecat.frames.frames import Frame
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair, LLMUserAggregatorParams
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+from pipecat_harness import harness as harness_module
+from pipecat_harness.config import HarnessConfig
+from pipecat_harness.control import HarnessControl, Placement
+from pipecat_harness.harness import Harness, TurnBoundaryProcessor
+from pipecat_harness.sim.scenario import ModelScript
+from pipecat_harness.sim.scripted_llm import ScriptedLLMService
+from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
+from pipecat_harness.sim.sim_tts import SimulatedTTSService
+
+
+class Marker(FrameProcessor):
+    def __init__(self, label):
+        super().__init__(name=label)
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        await self.push_frame(frame, direction)
+
+
+class ProbeControl(HarnessControl):
+    name = "spelling"
+
+    def processors(self):
+        return [(placement, Marker(placement.value)) for placement in Placement]
+
+    def wrap_stop_strategies(self, strategies):
+        return [*strategies, "wrapped"]
+
+    def wrap_function(self, name, handler, *, write):
+        async def wrapped(params):
+            self.record("forwarded", {"tool": name, "write": write})
+            await handler(params)
+
+        return wrapped
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    monkeypatch.setitem(harness_module.CONTROL_FACTORIES, "spelling", f"{__name__}:ProbeControl")
+    return Harness(HarnessConfig().only("spelling"), call_id="c1", trace_path=None,
+                   write_tools={"issue_refund"})
+
+
+def pipeline_parts():
+    pair = LLMContextAggregatorPair(LLMContext())
+    llm = ScriptedLLMService(ModelScript())
+    return [pair.user(), llm, SimulatedTTSService(), SimulatedOutputTransport(), pair.assistant()], llm
+
+
+def test_processors_are_placed_at_their_anchors(probe):
+    parts, _ = pipeline_parts()
+    placed = probe.place(parts)
+    names = [p.name if isinstance(p, Marker) else type(p).__name__ for p in placed]
+    user = names.index("LLMUserAggregator")
+    assert names[user - 1] == "before_user_aggregator"
+    assert names[user + 1] == "TurnBoundaryProcessor" and names[user + 2] == "before_llm"
+    assert names[names.index("SimulatedOutputTransport") + 1] == "after_output_transport"
+    assert names[names.index("LLMAssistantAggregator") + 1] == "after_assistant_aggregator"
+    assert probe.active_controls == {"spelling"}
+
+
+def test_missing_anchor_is_a_clear_error(probe):
+    with pytest.raises(ValueError, match="no LLMUserAggregator"):
+        probe.place([ScriptedLLMService(ModelScript())])
+
+
+def test_user_params_wrap_the_configured_stop_strategies(probe):
+    stop = SpeechTimeoutUserTurnStopStrategy()
+    params = probe.user_params(LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[stop])))
+    assert params.user_turn_strategies.stop == [stop, "wrapped"]
+
+
+def test_writes_are_not_cancelled_by_interruptions_and_handlers_are_wrapped(probe):
+    _, llm = pipeline_parts()
+
+    async def handler(params):
+        pass
+
+    probe.register_function(llm, "issue_refund", handler)
+    probe.register_function(llm, "get_order_details", handler)
+    assert llm._functions["issue_refund"].cancel_on_interruption is False
+    assert llm._functions["get_order_details"].cancel_on_interruption is True
+    assert llm._functions["issue_refund"].handler is not handler
+
+
+def test_wrap_registered_functions_wraps_each_handler_once(probe):
+    _, llm = pipeline_parts()
+
+    async def handler(params):
+        pass
+
+    llm.register_function("issue_refund", handler)
+    probe.wrap_registered_functions(llm)
+    first = llm._functions["issue_refund"].handler
+    probe.wrap_registered_functions(llm)
+    assert first is not handler and llm._functions["issue_refund"].handler is first
+    assert llm._functions["issue_refund"].cancel_on_interruption is False
+
+
+def test_turn_boundary_advances_the_decision_turn(probe):
+    seen = []
+    boundary = TurnBoundaryProcessor(lambda text: seen.append((probe.decisions.next_turn(), text)))
+    boundary._on_turn("hello")
+    assert seen == [(1, "hello")]

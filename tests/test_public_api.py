@@ -1,0 +1,31 @@
+"""The public surface is a contract: names may be added deliberately, never lost by accident."""
+
+import importlib
+
+import pipecat_harness
+
+EXPECTED = {
+    "__version__", "Harness", "HarnessConfig", "ConfigError", "CONTROL_NAMES", "HarnessControl", "Placement",
+    "ControlDecision", "DecisionLog", "TraceRecorder", "Timeline", "Scenario", "ScenarioError", "load_scenario",
+    "load_scenarios", "run_scenario", "CallResult", "ScriptedLLMService", "SimulatedTTSService",
+    "SimulatedOutputTransport", "LoopClock", "virtual_time", "RetailDatabase", "RetailTools",
+}
+
+
+def test_top_level_names_are_exactly_the_documented_ones():
+    assert set(pipecat_harness.__all__) >= EXPECTED
+
+
+def test_every_exported_name_resolves():
+    for name in pipecat_harness.__all__:
+        assert getattr(pipecat_harness, name) is not None, name
+
+
+def test_every_public_module_declares_all():
+    for module_name in ["config", "control", "decisions", "harness", "cli", "sim.clock", "sim.scenario",
+                        "sim.runner", "sim.scripted_llm", "sim.sim_tts", "sim.sim_transport", "sim.caller",
+                        "trace.recorder", "trace.timeline", "trace.show", "demo.retail_db", "demo.retail_tools"]:
+        module = importlib.import_module(f"pipecat_harness.{module_name}")
+        assert hasattr(module, "__all__"), module_name
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module_name}.{name}"
