@@ -48,6 +48,7 @@ _WEAK_CONNECTORS = frozenset({"point", "period", "minus", "pound", "hash"})
 _AMBIGUOUS_DIGITS = frozenset({"o", "oh"})
 _AMBIGUOUS_LETTERS = frozenset({"a", "i"})
 
+_SYMBOLS = frozenset({".", "-", "_", "/", "#"})
 _CHUNK_EDGE = re.compile(r"^[\"'(\[{]+|[\"')\]},;:!?]+$")
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _QUANTITY_LIKE = re.compile(
@@ -106,6 +107,10 @@ def _word_pieces(word: str) -> list[Piece]:
 
 
 def _chunk_pieces(chunk: str) -> list[Piece]:
+    if chunk == "@":
+        return [Piece("at", "@", chunk)]
+    if chunk in _SYMBOLS:
+        return [Piece("connector", chunk, chunk)]
     if _DIGITS.fullmatch(chunk):
         return [Piece("digit", chunk, chunk, as_number=len(chunk) > 1)]
     if _QUANTITY_LIKE.fullmatch(chunk):
@@ -118,10 +123,6 @@ def _chunk_pieces(chunk: str) -> list[Piece]:
             return [Piece("word", chunk.lower(), chunk)]
         return _word_pieces(chunk)
     if _WRITTEN_ID.fullmatch(chunk):
-        if chunk in {"@", "."}:
-            return [Piece("at" if chunk == "@" else "connector", chunk, chunk)]
-        if len(chunk) == 1 and not chunk.isalnum():
-            return [Piece("connector", chunk, chunk)]
         return [Piece("written", chunk.upper(), chunk)]
     return [Piece("word", chunk.lower(), chunk)]
 
