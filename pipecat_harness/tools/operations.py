@@ -67,6 +67,7 @@ class MemoryOperations:
         self.tenant = tenant
         self._records: dict[str, OperationRecord] = {}
         self._latest: dict[str, str] = {}
+        self._unknown: dict[str, OperationRecord] = {}
 
     def _store(self, record: OperationRecord, status: OperationStatus, **changes: Any) -> OperationRecord:
         current = self._records[record.idempotency_key]
@@ -74,6 +75,10 @@ class MemoryOperations:
             return current
         updated = replace(current, status=status, version=current.version + 1, updated_at=time.time(), **changes)
         self._records[record.idempotency_key] = updated
+        if status == S.OUTCOME_UNKNOWN:
+            self._unknown[updated.idempotency_key] = updated
+        else:
+            self._unknown.pop(updated.idempotency_key, None)
         return updated
 
     async def begin(self, scope: str, op_type: str, request_hash: str, attempt: int) -> OperationRecord:
@@ -128,8 +133,8 @@ class MemoryOperations:
     async def unknown(self, session_id: str, op_type: str | None, request_hash: str | None) -> list[OperationRecord]:
         """See :class:`Operations`."""
         return [
-            r for r in self._records.values()
-            if r.status == S.OUTCOME_UNKNOWN and r.scope.startswith(f"{session_id}:")
+            r for r in self._unknown.values()
+            if r.scope.startswith(f"{session_id}:")
             and (op_type is None or r.op_type == op_type) and (request_hash is None or r.request_hash == request_hash)
         ]
 
