@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipecat.observers.base_observer import BaseObserver
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -137,8 +138,20 @@ async def simulate_call(
     workdir: Path,
     trace_path: Path | None,
     call_id: str | None = None,
+    use_harness: bool = True,
+    observers: Sequence[BaseObserver] = (),
 ) -> CallResult:
-    """Run one scenario on the running (virtual-time) loop and check its expectations."""
+    """Run one scenario on the running (virtual-time) loop and check its expectations.
+
+    Args:
+        scenario: The scenario.
+        config: The harness configuration.
+        workdir: Where the call's business database is created.
+        trace_path: JSONL timeline to write (``None``: no trace).
+        call_id: Call identifier (default: the scenario name).
+        use_harness: ``False`` runs the same pipeline with no harness at all (a baseline).
+        observers: Extra observers for the worker.
+    """
     wall_started = time.perf_counter()
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -159,14 +172,16 @@ async def simulate_call(
     executions: dict[str, int] = {}
     tools = RetailTools(db)
     wrap = _fault_wrapper(scenario.faults, executions)
-    harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
-                           write_tools=RETAIL_WRITE_TOOLS)
     context = LLMContext(messages=[{"role": "system", "content": scenario.model.system}], tools=tools.schemas())
-    user_params = harness.user_params(
-        LLMUserAggregatorParams(
-            user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)])
-        )
+    user_params = LLMUserAggregatorParams(
+        user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)])
     )
+    if use_harness:
+        harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
+                               write_tools=RETAIL_WRITE_TOOLS)
+        user_params = harness.user_params(user_params)
+    else:
+        tools.register(llm, wrap=wrap)
     pair = LLMContextAggregatorPair(context, user_params=user_params)
     tts = SimulatedTTSService(
         word_timestamps=scenario.tts.word_timestamps, words_per_minute=scenario.tts.words_per_minute,
@@ -174,11 +189,12 @@ async def simulate_call(
     )
     transport = SimulatedOutputTransport(ledger=ledger, sample_rate=_SAMPLE_RATE)
     caller = SimulatedCaller(scenario.caller, scenario.caller_voice)
-    pipeline = Pipeline(harness.place([pair.user(), llm, tts, transport, pair.assistant()]))
+    processors = [pair.user(), llm, tts, transport, pair.assistant()]
+    pipeline = Pipeline(harness.place(processors) if use_harness else processors)
     worker = PipelineWorker(
         pipeline,
         params=PipelineParams(audio_out_sample_rate=_SAMPLE_RATE, audio_in_sample_rate=_SAMPLE_RATE),
-        observers=[caller, *harness.observers()],
+        observers=[caller, *(harness.observers() if use_harness else []), *observers],
         clock=LoopClock(),
         enable_rtvi=False,
         idle_timeout_secs=None,
@@ -214,7 +230,7 @@ async def simulate_call(
         model_replies=[c.text.strip() for c in llm.calls if c.text.strip()],
         tool_executions=dict(executions),
     )
-    if harness.recorder is not None:
+    if harness.recorder is not None and use_harness:
         for entry in caller.log:
             harness.recorder.add("caller", entry["event"], t=entry["t"], turn=entry["turn"])
         for turn in playback:
@@ -282,6 +298,8 @@ def run_scenario(
     controls: Iterable[str] | None = None,
     trace_dir: str | Path | None = None,
     max_wall_secs: float = 120.0,
+    use_harness: bool = True,
+    observers: Sequence[BaseObserver] = (),
 ) -> CallResult:
     """Run one scenario on its own virtual-time loop and return the result.
 
@@ -291,6 +309,8 @@ def run_scenario(
         controls: If given, exactly these controls are enabled.
         trace_dir: Directory for the JSONL timeline (none written when omitted).
         max_wall_secs: Wall-clock budget (a guard against a stuck simulation).
+        use_harness: ``False`` runs the same pipeline without the harness (a baseline).
+        observers: Extra observers for the worker (they see every frame of the call).
     """
     config = config or HarnessConfig.preset(scenario.domain)
     if controls is not None:
@@ -298,7 +318,8 @@ def run_scenario(
     trace_path = Path(trace_dir) / f"{scenario.name}.jsonl" if trace_dir is not None else None
     with tempfile.TemporaryDirectory(prefix="pipecat-harness-sim-") as tmp:
         return _run_on_virtual_loop(
-            simulate_call(scenario, config, workdir=Path(tmp), trace_path=trace_path),
+            simulate_call(scenario, config, workdir=Path(tmp), trace_path=trace_path, use_harness=use_harness,
+                          observers=observers),
             max_virtual_secs=scenario.max_call_secs + 120.0,
             max_wall_secs=max_wall_secs,
         )
