@@ -44,7 +44,32 @@ _EXPORTS: dict[str, str] = {
     "RetailTools": "pipecat_harness.demo.retail_tools",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "CONTROL_NAMES",
+    "CallResult",
+    "ConfigError",
+    "ControlDecision",
+    "DecisionLog",
+    "Harness",
+    "HarnessConfig",
+    "HarnessControl",
+    "LoopClock",
+    "Placement",
+    "RetailDatabase",
+    "RetailTools",
+    "Scenario",
+    "ScenarioError",
+    "ScriptedLLMService",
+    "SimulatedOutputTransport",
+    "SimulatedTTSService",
+    "Timeline",
+    "TraceRecorder",
+    "__version__",
+    "load_scenario",
+    "load_scenarios",
+    "run_scenario",
+    "virtual_time",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main", "COMMANDS"]
+__all__ = ["COMMANDS", "main"]
 
 #: Subcommand modules, each with ``add_parser(subparsers)``.
 COMMANDS: tuple[str, ...] = (

@@ -23,17 +23,17 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from pipecat_harness.validation import describe_validation_error
 
 __all__ = [
-    "HarnessConfig",
+    "CONTROL_NAMES",
+    "ChecklistSettings",
     "ConfigError",
     "Domain",
-    "CONTROL_NAMES",
-    "IdentifierHoldSettings",
-    "SpellingSettings",
-    "SilentReplySettings",
-    "ToolGateSettings",
-    "HistorySettings",
-    "ChecklistSettings",
     "GraderSettings",
+    "HarnessConfig",
+    "HistorySettings",
+    "IdentifierHoldSettings",
+    "SilentReplySettings",
+    "SpellingSettings",
+    "ToolGateSettings",
     "TraceSettings",
 ]
 
@@ -119,12 +119,25 @@ class ToolGateSettings(_Block):
 
 
 class HistorySettings(_Block):
-    """Keep only what the caller heard in history after an interruption (history control)."""
+    """Keep only what the caller heard in history after an interruption (history control).
+
+    Parameters:
+        enabled: Switch.
+        marker: Add a marker the model can see where a reply was cut off.
+        marker_text: The marker; ``{heard}``, ``{tail}`` (last words heard) and
+            ``{unheard_words}`` are filled in.
+        keep_after_removals: After a reply was removed in full this many times, keep it.
+        bias: Share of a word's audio that must have played for it to count as heard
+            (0.5 = its middle; higher keeps less).
+        chars_per_sec: Speaking rate (letters per second) assumed until the call's own is measured.
+    """
 
     enabled: bool = True
     marker: bool = True
-    marker_text: str = "[interrupted by the caller after: \"{heard}\"]"
+    marker_text: str = "[interrupted by the caller here; the rest was not heard]"
     keep_after_removals: int = Field(default=2, ge=1, le=10)
+    bias: float = Field(default=0.7, ge=0.5, le=1.0)
+    chars_per_sec: float = Field(default=13.75, gt=1, le=60)
 
 
 class ChecklistSettings(_Block):

@@ -25,7 +25,7 @@ from pipecat.services.llm_service import FunctionCallParams
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
 
-__all__ = ["HarnessControl", "Placement", "PipecatHandler"]
+__all__ = ["HarnessControl", "PipecatHandler", "Placement"]
 
 PipecatHandler = Callable[[FunctionCallParams], Awaitable[None]]
 """A Pipecat function-call handler."""

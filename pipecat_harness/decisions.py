@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ControlDecision", "DecisionLog", "DecisionListener"]
+__all__ = ["ControlDecision", "DecisionListener", "DecisionLog"]
 
 _ids = itertools.count(1)
 

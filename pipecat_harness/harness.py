@@ -38,12 +38,13 @@ from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
 from pipecat_harness.trace.recorder import TraceRecorder
 
-__all__ = ["Harness", "TurnBoundaryProcessor", "CONTROL_FACTORIES"]
+__all__ = ["CONTROL_FACTORIES", "Harness", "TurnBoundaryProcessor"]
 
 #: Control name -> ``"module:Class"`` of its :class:`HarnessControl`, imported only when enabled.
 CONTROL_FACTORIES: dict[str, str] = {
     "checklist": "pipecat_harness.checklist.control:ChecklistControl",
     "tool_gate": "pipecat_harness.tools.control:ToolGateControl",
+    "history": "pipecat_harness.history.control:HistoryControl",
     "identifier_hold": "pipecat_harness.input.control:IdentifierHoldControl",
     "spelling": "pipecat_harness.input.control:SpellingControl",
     "silent_reply": "pipecat_harness.input.control:SilentReplyControl",

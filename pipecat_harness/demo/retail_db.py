@@ -14,7 +14,7 @@ from typing import Any
 
 import aiosqlite
 
-__all__ = ["RetailDatabase", "RETAIL_SCHEMA", "DEFAULT_SEED"]
+__all__ = ["DEFAULT_SEED", "RETAIL_SCHEMA", "RetailDatabase"]
 
 RETAIL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS customers (

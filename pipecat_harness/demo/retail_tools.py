@@ -18,7 +18,7 @@ from pipecat.services.llm_service import FunctionCallParams
 
 from pipecat_harness.demo.retail_db import RetailDatabase
 
-__all__ = ["RetailTools", "ToolHandler", "pipecat_function", "RETAIL_WRITE_TOOLS"]
+__all__ = ["RETAIL_WRITE_TOOLS", "RetailTools", "ToolHandler", "pipecat_function"]
 
 ToolHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 """A framework-free tool handler: arguments mapping in, JSON-serialisable result out."""

@@ -34,7 +34,7 @@ from pipecat.utils.time import time_now_iso8601
 
 from pipecat_harness.sim.scenario import CallerSpec, CallerTurn, SpeechSegment
 
-__all__ = ["SimulatedCaller", "CallerEvent", "VAD_START_SECS", "VAD_STOP_SECS"]
+__all__ = ["VAD_START_SECS", "VAD_STOP_SECS", "CallerEvent", "SimulatedCaller"]
 
 #: Pipecat's default VAD windows: speech is detected after 0.2 s, silence after 0.2 s.
 VAD_START_SECS = 0.2

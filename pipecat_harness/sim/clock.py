@@ -32,10 +32,10 @@ from typing import Any
 import time_machine
 from pipecat.clocks.base_clock import BaseClock
 
-__all__ = ["LoopClock", "VirtualTimeLoop", "VirtualTimeGuardError", "virtual_time"]
+__all__ = ["LoopClock", "VirtualTimeGuardError", "VirtualTimeLoop", "virtual_time"]
 
 #: Virtual wall-clock time at which every simulated call starts (deterministic traces).
-SIMULATION_EPOCH = _dt.datetime(2026, 1, 5, 9, 0, 0, tzinfo=_dt.timezone.utc)
+SIMULATION_EPOCH = _dt.datetime(2026, 1, 5, 9, 0, 0, tzinfo=_dt.UTC)
 
 # Modules that read time.monotonic() next to asyncio sleeps.
 _MONOTONIC_MODULES = (
@@ -92,7 +92,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         """Return the virtual time in seconds."""
         return self._virtual_now
 
-    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., Any], *args: Any
+    ) -> asyncio.Future[Any]:
         """Run ``func`` in an executor and freeze virtual time until it completes."""
         future = super().run_in_executor(executor, func, *args)
         self.hold_time_for(future)

@@ -39,7 +39,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("scenarios", nargs="*", help="scenario files or directories (default: the bundled set)")
     parser.add_argument("--config", help="a HarnessConfig YAML file (default: each scenario domain's preset)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--controls", help=f"comma-separated controls to enable, the rest off ({', '.join(CONTROL_NAMES)})")
+    group.add_argument(
+        "--controls", help=f"comma-separated controls to enable, the rest off ({', '.join(CONTROL_NAMES)})"
+    )
     group.add_argument("--no-controls", action="store_true", help="run with every control off")
     parser.add_argument("--without", action="append", default=[], metavar="CONTROL", help="switch one control off")
     parser.add_argument("--traces", default="traces", help="directory for call timelines (default: ./traces)")

@@ -43,7 +43,7 @@ from pipecat_harness.sim.caller import SimulatedCaller
 from pipecat_harness.sim.clock import LoopClock, virtual_time
 from pipecat_harness.sim.history_metrics import TurnPlayback, measure_playback
 from pipecat_harness.sim.scenario import Scenario, ToolFault
-from pipecat_harness.sim.scripted_llm import ScriptedLLMService
+from pipecat_harness.sim.scripted_llm import ScriptedLLMService, context_messages
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
 
@@ -212,7 +212,7 @@ async def simulate_call(
         await worker.cancel(reason="simulated call exceeded max_call_secs")
 
     checks = await _check(scenario, db, caller, timed_out)
-    playback = measure_playback(ledger, context.get_messages())
+    playback = measure_playback(ledger, context_messages(context))
     checks.extend(_check_history(scenario, playback, llm))
     passed = all(c.ok for c in checks)
     result = CallResult(

@@ -1,5 +1,7 @@
-"""Scenario files: a caller script with timing, the model's scripted decisions,
-a business database seed, and the expected final business state.
+"""Scenario files: caller script, scripted model, business database, expected outcome.
+
+A scenario is a caller script with timing, the model's scripted decisions, a
+business database seed, and the expected final business state.
 
 Scenarios are YAML. Every mapping rejects unknown keys, so a typo is an error
 that names the file and the field rather than a silently ignored setting::
@@ -33,17 +35,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipecat_harness.validation import describe_validation_error
 
 __all__ = [
-    "Scenario",
-    "ScenarioError",
     "CallerTurn",
-    "SpeechSegment",
     "ModelDecision",
     "ModelScript",
-    "ToolCallSpec",
+    "Scenario",
+    "ScenarioError",
+    "SpeechSegment",
     "StateCheck",
+    "ToolCallSpec",
+    "bundled_scenario_paths",
     "load_scenario",
     "load_scenarios",
-    "bundled_scenario_paths",
 ]
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "scenarios"

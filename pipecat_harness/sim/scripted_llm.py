@@ -32,7 +32,7 @@ from pipecat.services.settings import LLMSettings
 from pipecat_harness.sim.scenario import DecisionCondition, ModelDecision, ModelScript
 from pipecat_harness.sim.spoken import spoken_to_identifier
 
-__all__ = ["ScriptedLLMService", "ModelCall", "render_template"]
+__all__ = ["ModelCall", "ScriptedLLMService", "render_template"]
 
 _TEMPLATE = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
 _FILTERS = {
@@ -72,6 +72,11 @@ class ModelCall:
     text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     completed: bool = False
+
+
+def context_messages(context: LLMContext) -> list[dict[str, Any]]:
+    """The context's OpenAI-shaped messages as plain dictionaries (provider-specific ones skipped)."""
+    return [dict(m) for m in context.get_messages() if isinstance(m, Mapping)]
 
 
 def _text_of(message: Mapping[str, Any]) -> str:
@@ -121,7 +126,7 @@ class ScriptedLLMService(LLMService):
             await self.push_frame(frame, direction)
 
     async def _respond(self, context: LLMContext) -> None:
-        messages = copy.deepcopy(list(context.get_messages()))
+        messages = copy.deepcopy(context_messages(context))
         call = ModelCall(messages=messages, decision_index=None)
         self.calls.append(call)
         await asyncio.sleep(self._script.first_token_secs)

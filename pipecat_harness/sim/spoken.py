@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["spoken_to_identifier", "DIGIT_WORDS", "NATO_WORDS", "CONNECTOR_WORDS"]
+__all__ = ["CONNECTOR_WORDS", "DIGIT_WORDS", "NATO_WORDS", "spoken_to_identifier"]
 
 DIGIT_WORDS = {
     "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3", "four": "4",
@@ -58,7 +58,7 @@ def spoken_to_identifier(text: str) -> str:
             # "Y as in Yellow": the letter, then skip the example word.
             piece = token.upper() if len(token) == 1 else token
             i += 4 if i + 3 < len(tokens) else 3
-        elif lower in DIGIT_WORDS and (len(token) > 1 or lower == "o" and out and out[-1].isdigit()):
+        elif lower in DIGIT_WORDS and (len(token) > 1 or (lower == "o" and out and out[-1].isdigit())):
             piece = DIGIT_WORDS[lower]
             i += 1
         elif lower in NATO_WORDS:

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
-__all__ = ["render_timeline", "describe_event", "short_timeline"]
+__all__ = ["describe_event", "render_timeline", "short_timeline"]
 
 _LANE_STYLES = {"caller": "cyan", "model": "magenta", "tool": "yellow", "bot": "green", "control": "bold red",
                 "call": "dim"}

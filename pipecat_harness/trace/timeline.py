@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TraceEvent", "Timeline", "LANES"]
+__all__ = ["LANES", "Timeline", "TraceEvent"]
 
 LANES = ("call", "caller", "model", "tool", "bot", "control")
 
