@@ -1,0 +1,95 @@
+"""``pipecat-harness eval``: switch one control at a time over many simulated calls and report benefit and cost.
+
+Example::
+
+    pipecat-harness eval --toggle all
+    pipecat-harness eval --toggle identifier_hold --toggle tool_gate --runs 3 --seed 7
+    pipecat-harness eval pipecat_harness/scenarios/duplicate_refund.yaml --toggle tool_gate --compare old.json
+
+Writes, under ``--out`` (default ``eval-results/``): ``results.json`` (machine
+readable, for comparing runs), ``report.html`` (tables and every call's
+timeline, opens from disk) and ``traces/`` (one JSONL timeline per call).
+Exits 0 when every run finished without hitting a stop rule, 1 when a stop
+rule ended a run early, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from pipecat_harness.eval.html_report import write_report
+from pipecat_harness.eval.results import compare_results, load_results, write_results
+from pipecat_harness.eval.rules import RulesError, load_rules
+from pipecat_harness.eval.runner import TOGGLES, run_evaluation
+from pipecat_harness.eval.table import print_comparison, print_report
+from pipecat_harness.sim.scenario import ScenarioError, load_scenarios
+
+__all__ = ["add_parser"]
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``eval``."""
+    parser = subparsers.add_parser(
+        "eval",
+        help="A/B evaluation: each control on and off over the scenarios, benefit and cost per control",
+        description="Run every scenario with a control on and off (everything else fixed), N times with seeded "
+        "variation of caller timing, and print per control the target error, its cost and the business outcome "
+        "of both arms, with the number of calls behind each figure.",
+    )
+    parser.add_argument("scenarios", nargs="*", help="scenario files or directories (default: the bundled set)")
+    parser.add_argument("--toggle", action="append", required=True, metavar="CONTROL",
+                        help=f"control to switch on/off (repeatable, or comma-separated): {', '.join(TOGGLES)}")
+    parser.add_argument("--runs", type=int, default=1, help="timing variants per scenario and arm (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the timing variation (default 0)")
+    parser.add_argument("--rules", help="decision rules YAML (default: the bundled rules)")
+    parser.add_argument("--out", default="eval-results", help="output directory (default: ./eval-results)")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="parallel simulation processes (default: 2)")
+    parser.add_argument("--compare", metavar="RESULTS_JSON", help="an earlier results.json to compare with")
+    parser.set_defaults(func=_eval)
+
+
+def _toggles(values: list[str]) -> list[str]:
+    toggles = [t.strip() for value in values for t in value.split(",") if t.strip()]
+    unknown = [t for t in toggles if t not in TOGGLES]
+    if unknown:
+        raise ValueError(f"unknown control(s) {', '.join(unknown)}; choose from {', '.join(TOGGLES)}")
+    return list(dict.fromkeys(toggles))
+
+
+def _eval(args: argparse.Namespace) -> int:
+    console = Console() if sys.stdout.isatty() else Console(width=150)
+    try:
+        toggles = _toggles(args.toggle)
+        if args.runs < 1 or args.runs > 100:
+            raise ValueError("--runs must be between 1 and 100")
+        if args.workers < 1:
+            raise ValueError("--workers must be at least 1")
+        rules = load_rules(args.rules)
+        scenarios = load_scenarios(args.scenarios or None)
+        previous = load_results(args.compare) if args.compare else None
+    except (ValueError, RulesError, ScenarioError) as exc:
+        print(f"pipecat-harness eval: {exc}", file=sys.stderr)
+        return 2
+    if not scenarios:
+        print("pipecat-harness eval: no scenarios found", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    evaluation = run_evaluation(
+        scenarios, toggles, rules, runs=args.runs, seed=args.seed, out_dir=out, workers=args.workers,
+        progress=lambda line: print(line, file=sys.stderr),
+    )
+    print_report(evaluation, console)
+    results = write_results(evaluation, out / "results.json")
+    report = write_report(evaluation, out / "report.html")
+    if previous is not None:
+        print_comparison(compare_results(previous, load_results(results)), console)
+    console.print(f"{evaluation.calls_simulated} calls simulated in {evaluation.wall_secs:.0f} s; "
+                  f"results: {results}; report: {report}", highlight=False, markup=False)
+    return 1 if any(r.stopped_early for r in evaluation.results) else 0

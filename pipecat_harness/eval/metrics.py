@@ -1,0 +1,158 @@
+"""Everything the evaluation measures about one call, from its ``CallResult`` and its trace.
+
+:class:`CallMetrics` gathers, for one call in one arm:
+
+* **business outcome**: ``CallResult.passed`` (every expected business-state
+  check held and the caller got through the script);
+* **input waiting**: see :mod:`pipecat_harness.eval.identifier_splits`;
+* **tool checks**: see :mod:`pipecat_harness.eval.tool_checks`;
+* **history correction**, from ``CallResult.playback`` (the simulator's ground
+  truth of what each assistant turn generated, what the caller heard and what
+  history kept): assistant turns interrupted; turns and words of **unplayed
+  text retained** (the target error); turns and words of **played text
+  removed**; and **repeated speech**, model replies identical (after
+  normalising case and spacing) to an earlier reply in the same call;
+* the decisions each control took (counts by ``control/action``), so a control
+  that fired can be told from a control that changed the outcome.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pipecat_harness.eval.identifier_splits import InputWaiting, measure_input_waiting
+from pipecat_harness.eval.tool_checks import ToolChecks, measure_tool_checks
+from pipecat_harness.sim.runner import CallResult
+from pipecat_harness.sim.scenario import Scenario
+from pipecat_harness.trace.timeline import Timeline
+
+__all__ = ["CallMetrics", "HistoryFidelity", "measure_call", "measure_history"]
+
+
+@dataclass
+class HistoryFidelity:
+    """History-correction figures of one call.
+
+    Parameters:
+        assistant_turns: Assistant turns synthesised.
+        interrupted_turns: Turns whose playback stopped before the end.
+        unplayed_retained_turns: Turns whose history kept words the caller never heard.
+        unplayed_retained_words: Those words, summed.
+        played_removed_turns: Turns whose history lost words the caller heard.
+        played_removed_words: Those words, summed.
+        repeated_replies: Model replies repeating an earlier reply.
+    """
+
+    assistant_turns: int = 0
+    interrupted_turns: int = 0
+    unplayed_retained_turns: int = 0
+    unplayed_retained_words: int = 0
+    played_removed_turns: int = 0
+    played_removed_words: int = 0
+    repeated_replies: int = 0
+
+
+def measure_history(result: CallResult) -> HistoryFidelity:
+    """Measure history fidelity for one call from its playback ground truth and model replies."""
+    figures = HistoryFidelity(assistant_turns=len(result.playback))
+    for turn in result.playback:
+        figures.interrupted_turns += int(turn.interrupted)
+        figures.unplayed_retained_turns += int(turn.unplayed_retained > 0)
+        figures.unplayed_retained_words += turn.unplayed_retained
+        figures.played_removed_turns += int(turn.played_removed > 0)
+        figures.played_removed_words += turn.played_removed
+    seen: set[str] = set()
+    for reply in result.model_replies:
+        normalised = " ".join(reply.lower().split())
+        figures.repeated_replies += int(normalised in seen)
+        seen.add(normalised)
+    return figures
+
+
+@dataclass
+class CallMetrics:
+    """The measured figures of one simulated call.
+
+    Parameters:
+        scenario: Scenario name.
+        domain: Scenario domain.
+        arm: ``on`` or ``off``.
+        run: Run index (0 = the scenario as written).
+        controls: Controls active in the call.
+        passed: Business outcome.
+        expected: Outcome the scenario states for those controls.
+        stay_out_of_the_way: The scenario is tagged as one where no control should act.
+        input: Input-waiting figures.
+        tools: Tool-check figures.
+        history: History-fidelity figures.
+        decisions: Decision counts by ``control/action``.
+        virtual_secs: Simulated call length.
+        wall_secs: Wall-clock time of the simulation.
+        trace: Path of the call's trace file.
+        error: Why the simulation itself failed (empty when it ran); such a call counts as failed.
+    """
+
+    scenario: str
+    domain: str
+    arm: str
+    run: int
+    controls: list[str]
+    passed: bool
+    expected: str
+    stay_out_of_the_way: bool
+    input: InputWaiting
+    tools: ToolChecks
+    history: HistoryFidelity
+    decisions: dict[str, int] = field(default_factory=dict)
+    virtual_secs: float = 0.0
+    wall_secs: float = 0.0
+    trace: str = ""
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON-serialisable mapping."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> CallMetrics:
+        """Rebuild from :meth:`to_dict` output (e.g. a results file)."""
+        data = dict(raw)
+        data["input"] = InputWaiting(**data["input"])
+        data["tools"] = ToolChecks(**data["tools"])
+        data["history"] = HistoryFidelity(**data["history"])
+        return cls(**data)
+
+    def decisions_of(self, control: str) -> int:
+        """How many decisions one control took in this call."""
+        return sum(n for key, n in self.decisions.items() if key.split("/", 1)[0] == control)
+
+
+def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, arm: str, run: int) -> CallMetrics:
+    """Measure one call.
+
+    Args:
+        scenario: The scenario variant that was run (its script is the ground truth of what was said).
+        result: The simulator's result.
+        timeline: The call's trace.
+        arm: ``on`` or ``off``.
+        run: Run index.
+    """
+    return CallMetrics(
+        scenario=scenario.name,
+        domain=scenario.domain,
+        arm=arm,
+        run=run,
+        controls=sorted(result.active_controls),
+        passed=result.passed,
+        expected=result.expected,
+        stay_out_of_the_way="stay_out_of_the_way" in scenario.tags,
+        input=measure_input_waiting(scenario, timeline, result.decisions),
+        tools=measure_tool_checks(timeline, result.decisions),
+        history=measure_history(result),
+        decisions=dict(Counter(f"{d.control}/{d.action}" for d in result.decisions)),
+        virtual_secs=round(result.virtual_secs, 3),
+        wall_secs=round(result.wall_secs, 3),
+        trace=str(result.trace_path or ""),
+    )

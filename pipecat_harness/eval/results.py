@@ -1,0 +1,86 @@
+"""Machine-readable evaluation results: one JSON file per run, and the comparison of two runs.
+
+The file holds the run's parameters, per control the summarised arms, the
+values the decision rules read, both verdicts, and every call's metrics. Two
+files can be compared with :func:`compare_results` (``eval --compare
+OLD.json``): per control, the target error and pass rates of both runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pipecat_harness.eval.runner import EvalRun
+
+__all__ = ["RESULTS_FORMAT", "compare_results", "load_results", "results_to_dict", "write_results"]
+
+RESULTS_FORMAT = "pipecat-harness-eval/1"
+
+
+def results_to_dict(evaluation: EvalRun) -> dict[str, Any]:
+    """The whole run as a JSON-serialisable mapping."""
+    return {
+        "format": RESULTS_FORMAT,
+        "scenarios": evaluation.scenarios,
+        "runs": evaluation.runs,
+        "seed": evaluation.seed,
+        "rules": evaluation.rules_source,
+        "wall_secs": evaluation.wall_secs,
+        "calls_simulated": evaluation.calls_simulated,
+        "controls": [
+            {
+                **result.comparison.to_dict(),
+                "keep": result.keep.to_dict(),
+                "stop": result.stop.to_dict(),
+                "stopped_early": result.stopped_early,
+                "calls": [c.to_dict() for c in result.calls],
+            }
+            for result in evaluation.results
+        ],
+    }
+
+
+def write_results(evaluation: EvalRun, path: str | Path) -> Path:
+    """Write the results file and return its path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results_to_dict(evaluation), indent=1, default=str), encoding="utf-8")
+    return path
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read a results file.
+
+    Raises:
+        ValueError: The file is not JSON or not an evaluation results file.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read results: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON: {exc.msg} (line {exc.lineno})") from exc
+    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
+        raise ValueError(f"{path}: not an evaluation results file (expected format {RESULTS_FORMAT!r})")
+    return data
+
+
+def compare_results(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per control present in both runs: target error and pass rate of each, and their differences."""
+    before = {c["control"]: c for c in old.get("controls", [])}
+    rows = []
+    for control in new.get("controls", []):
+        previous = before.get(control["control"])
+        if previous is None:
+            continue
+        row: dict[str, Any] = {"control": control["control"], "target": control["target"]}
+        for key in ("target_on", "target_off", "pass_rate_on", "pass_rate_off"):
+            a, b = previous["values"].get(key), control["values"].get(key)
+            row[key] = {"old": a, "new": b, "delta": (b - a) if a is not None and b is not None else None}
+        row["keep"] = {"old": previous["keep"]["met"], "new": control["keep"]["met"]}
+        row["calls"] = {"old": previous["on"]["calls"], "new": control["on"]["calls"]}
+        rows.append(row)
+    return rows

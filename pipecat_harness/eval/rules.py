@@ -1,0 +1,173 @@
+"""Pre-declared decision rules: the benefit that keeps a control and the regression that stops a run.
+
+Rules are read from a YAML file (the bundled ``rules.yaml`` next to this module
+by default, see there for the format) before any call runs, so the verdict
+cannot be fitted to the numbers afterwards. Each toggled control uses its own
+entry, or ``default``. :func:`check_keep` states, condition by condition,
+whether the minimum benefit was met; :func:`check_stop` is consulted after
+every round of runs and names the regression that ended the run early.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipecat_harness.eval.summary import Comparison
+
+__all__ = [
+    "BUNDLED_RULES",
+    "DecisionRules",
+    "KeepRule",
+    "RuleCheck",
+    "RuleVerdict",
+    "RulesError",
+    "StopRule",
+    "check_keep",
+    "check_stop",
+    "load_rules",
+]
+
+BUNDLED_RULES = Path(__file__).resolve().parent / "rules.yaml"
+
+
+class RulesError(ValueError):
+    """A rules file that cannot be used; the message names the file and the field."""
+
+
+class KeepRule(BaseModel):
+    """Minimum benefit that justifies keeping a control (every condition must hold)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_target_reduction: float = Field(default=1, ge=0)
+    min_target_reduction_rate: float | None = Field(default=None, ge=0, le=1)
+    max_pass_rate_drop: float = Field(default=0.0, ge=0, le=1)
+    max: dict[str, float] = Field(default_factory=dict)
+
+
+class StopRule(BaseModel):
+    """Regression that stops the run early (any condition met stops it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pass_rate_drop: float | None = Field(default=None, ge=0, le=1)
+    above: dict[str, float] = Field(default_factory=dict)
+
+
+class ControlRules(BaseModel):
+    """The rules of one control."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    keep: KeepRule = Field(default_factory=KeepRule)
+    stop: StopRule = Field(default_factory=StopRule)
+
+
+class DecisionRules(BaseModel):
+    """All rules of a scenario set: a default and per-control entries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default: ControlRules = Field(default_factory=ControlRules)
+    controls: dict[str, ControlRules] = Field(default_factory=dict)
+    source: str = Field(default="", exclude=True)
+
+    def for_control(self, control: str) -> ControlRules:
+        """The rules that apply to one control."""
+        return self.controls.get(control, self.default)
+
+
+@dataclass(frozen=True)
+class RuleCheck:
+    """One condition of a rule and whether it held."""
+
+    condition: str
+    met: bool
+    detail: str
+
+
+@dataclass
+class RuleVerdict:
+    """The verdict of a rule: met when all (keep) or any (stop) of its conditions were met."""
+
+    met: bool
+    checks: list[RuleCheck] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON-serialisable mapping."""
+        return {"met": self.met, "checks": [c.__dict__ for c in self.checks]}
+
+
+def load_rules(path: str | Path | None = None) -> DecisionRules:
+    """Load a rules file (the bundled rules when ``path`` is ``None``).
+
+    Raises:
+        RulesError: The file is missing, not YAML or invalid.
+    """
+    path = Path(path) if path is not None else BUNDLED_RULES
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise RulesError(f"{path}: cannot read rules: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise RulesError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise RulesError(f"{path}: rules must be a mapping")
+    try:
+        rules = DecisionRules.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"field '{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors())
+        raise RulesError(f"{path}: {problems}") from exc
+    return rules.model_copy(update={"source": str(path)})
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def check_keep(rules: DecisionRules, comparison: Comparison) -> RuleVerdict:
+    """Whether the minimum benefit that justifies keeping the control was met."""
+    rule = rules.for_control(comparison.control).keep
+    v = comparison.values
+    checks = [RuleCheck(f"target reduction >= {rule.min_target_reduction:g}",
+                        (v["target_reduction"] or 0) >= rule.min_target_reduction,
+                        f"{comparison.target}: off {_fmt(v['target_off'])}, on {_fmt(v['target_on'])}")]
+    if rule.min_target_reduction_rate is not None:
+        rate = v["target_reduction_rate"]
+        checks.append(RuleCheck(f"target reduction rate >= {rule.min_target_reduction_rate:g}",
+                                rate is not None and rate >= rule.min_target_reduction_rate,
+                                f"reduction rate {_fmt(rate)}"))
+    drop = v["pass_rate_drop"]
+    checks.append(RuleCheck(f"pass rate drop <= {rule.max_pass_rate_drop:g}",
+                            drop is not None and drop <= rule.max_pass_rate_drop + 1e-9,
+                            f"on {_fmt(v['pass_rate_on'])}, off {_fmt(v['pass_rate_off'])}"))
+    for name, limit in rule.max.items():
+        if name not in v:
+            checks.append(RuleCheck(f"{name} <= {limit:g}", False, f"unknown value {name!r}"))
+            continue
+        value = v[name]
+        checks.append(RuleCheck(f"{name} <= {limit:g}", value is None or value <= limit + 1e-9,
+                                f"{name} = {_fmt(value)}"))
+    return RuleVerdict(all(c.met for c in checks), checks)
+
+
+def check_stop(rules: DecisionRules, comparison: Comparison) -> RuleVerdict:
+    """Whether a regression that stops the run early was reached."""
+    rule = rules.for_control(comparison.control).stop
+    v = comparison.values
+    checks = []
+    if rule.pass_rate_drop is not None:
+        drop = v["pass_rate_drop"]
+        checks.append(RuleCheck(f"pass rate drop > {rule.pass_rate_drop:g}",
+                                drop is not None and drop > rule.pass_rate_drop + 1e-9,
+                                f"on {_fmt(v['pass_rate_on'])}, off {_fmt(v['pass_rate_off'])}"))
+    for name, limit in rule.above.items():
+        value = v.get(name)
+        checks.append(RuleCheck(f"{name} > {limit:g}", value is not None and value > limit + 1e-9,
+                                f"{name} = {_fmt(value)}"))
+    return RuleVerdict(any(c.met for c in checks), checks)

@@ -1,0 +1,214 @@
+"""Aggregate per-call metrics into per-arm figures and one comparison per toggled control.
+
+Every figure is a :class:`Figure`: a count, the denominator it is a rate of, and
+the number of calls behind it (calls that had at least one opportunity for the
+error, e.g. an identifier pause or a write request). The figures of a control:
+
+================ =============================================== ==============================================
+group            target error (benefit when lower with it on)    cost
+================ =============================================== ==============================================
+input waiting    incomplete identifiers submitted early,         complete turns needlessly delayed,
+                 per identifier pause                            total added wait
+tool checks      duplicate writes executed, per write request    false blocks per write request, extra lookups,
+                                                                 extra follow-up questions (on minus off)
+history          unplayed text retained, per interrupted turn    played text removed per interrupted turn,
+                                                                 repeated replies per reply
+outcome          failed calls (controls with no finer measure)   acting in calls where it should stay out
+================ =============================================== ==============================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipecat_harness.eval.metrics import CallMetrics
+
+__all__ = ["CONTROL_TARGETS", "ArmSummary", "Comparison", "Figure", "compare_arms", "summarize_arm"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A count over a denominator, with the number of calls behind it.
+
+    Parameters:
+        count: How many times it happened.
+        of: The denominator (opportunities); rates are ``count / of``.
+        calls: Calls that contributed an opportunity.
+        unit: What ``of`` counts (``"pauses"``, ``"writes"``, ``"calls"``...).
+    """
+
+    count: float
+    of: float
+    calls: int
+    unit: str
+
+    @property
+    def rate(self) -> float | None:
+        """``count / of``, or ``None`` when there was no opportunity."""
+        return self.count / self.of if self.of else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON-serialisable mapping."""
+        return {"count": self.count, "of": self.of, "calls": self.calls, "unit": self.unit, "rate": self.rate}
+
+
+def _figure(calls: list[CallMetrics], count: Callable[[CallMetrics], float],
+            of: Callable[[CallMetrics], float], unit: str) -> Figure:
+    behind = [c for c in calls if of(c) > 0]
+    return Figure(sum(count(c) for c in behind), sum(of(c) for c in behind), len(behind), unit)
+
+
+#: Figure name -> (count, denominator, unit), measured over the calls of one arm.
+_FIGURES: dict[str, tuple[Callable[[CallMetrics], float], Callable[[CallMetrics], float], str]] = {
+    "failed_calls": (lambda c: int(not c.passed), lambda c: 1, "calls"),
+    "identifiers_submitted_early": (lambda c: c.input.submitted_early, lambda c: c.input.identifier_pauses, "pauses"),
+    "needless_delays": (lambda c: c.input.needless_holds, lambda c: c.input.user_turns, "user turns"),
+    "added_wait_ms": (lambda c: c.input.added_wait_ms, lambda c: 1, "calls"),
+    "duplicate_writes_executed": (lambda c: c.tools.duplicate_writes_executed, lambda c: c.tools.write_requests,
+                                  "writes"),
+    "duplicates_prevented": (lambda c: c.tools.duplicates_prevented, lambda c: c.tools.write_requests, "writes"),
+    "disallowed_prevented": (lambda c: c.tools.disallowed_prevented, lambda c: c.tools.write_requests, "writes"),
+    "false_blocks": (lambda c: c.tools.false_blocks, lambda c: c.tools.write_requests, "writes"),
+    "lookups": (lambda c: c.tools.lookups, lambda c: 1, "calls"),
+    "follow_up_questions": (lambda c: c.tools.follow_up_questions, lambda c: 1, "calls"),
+    "unplayed_text_retained": (lambda c: c.history.unplayed_retained_turns, lambda c: c.history.interrupted_turns,
+                               "interrupted turns"),
+    "unplayed_words_retained": (lambda c: c.history.unplayed_retained_words, lambda c: c.history.interrupted_turns,
+                                "interrupted turns"),
+    "played_text_removed": (lambda c: c.history.played_removed_turns, lambda c: c.history.interrupted_turns,
+                            "interrupted turns"),
+    "played_words_removed": (lambda c: c.history.played_removed_words, lambda c: c.history.interrupted_turns,
+                             "interrupted turns"),
+    "repeated_replies": (lambda c: c.history.repeated_replies, lambda c: c.history.assistant_turns, "replies"),
+}
+
+
+@dataclass
+class ArmSummary:
+    """The figures of one arm (all calls with the control on, or all with it off).
+
+    Parameters:
+        calls: Calls in the arm.
+        passed: Calls whose business outcome passed.
+        errors: Calls whose simulation itself failed.
+        figures: Every figure by name.
+        out_of_the_way: ``Figure`` of stay-out-of-the-way calls in which ``control`` took a decision.
+    """
+
+    calls: int
+    passed: int
+    errors: int
+    figures: dict[str, Figure]
+    out_of_the_way: Figure | None = None
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Share of calls whose business outcome passed."""
+        return self.passed / self.calls if self.calls else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON-serialisable mapping."""
+        return {"calls": self.calls, "passed": self.passed, "errors": self.errors, "pass_rate": self.pass_rate,
+                "figures": {k: v.to_dict() for k, v in self.figures.items()},
+                "out_of_the_way": self.out_of_the_way.to_dict() if self.out_of_the_way else None}
+
+
+def summarize_arm(calls: Iterable[CallMetrics], control: str | None = None) -> ArmSummary:
+    """Aggregate the calls of one arm; ``control`` names the control whose stray actions are counted."""
+    calls = list(calls)
+    figures = {name: _figure(calls, count, of, unit) for name, (count, of, unit) in _FIGURES.items()}
+    out_of_the_way = None
+    if control is not None:
+        quiet = [c for c in calls if c.stay_out_of_the_way]
+        acted = sum(1 for c in quiet if _acted(c, control))
+        out_of_the_way = Figure(acted, len(quiet), len(quiet), "stay-out-of-the-way calls")
+    return ArmSummary(len(calls), sum(c.passed for c in calls), sum(bool(c.error) for c in calls), figures,
+                      out_of_the_way)
+
+
+def _acted(call: CallMetrics, control: str) -> bool:
+    """Whether a control changed something in the call (forwarding a tool call unchanged is not acting)."""
+    passive = {"forwarded", "reconciled", "released"}
+    for key, n in call.decisions.items():
+        owner, action = key.split("/", 1)
+        if n and (control == "all" or owner == control) and action not in passive:
+            return True
+    return False
+
+
+#: Control -> (target figure, cost figures). Costs marked ``extra_`` are on-arm minus off-arm totals.
+CONTROL_TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "identifier_hold": ("identifiers_submitted_early", ("needless_delays", "added_wait_ms")),
+    "spelling": ("failed_calls", ("added_wait_ms",)),
+    "silent_reply": ("failed_calls", ("added_wait_ms", "follow_up_questions")),
+    "tool_gate": ("duplicate_writes_executed", ("false_blocks", "extra_lookups", "extra_follow_up_questions")),
+    "history": ("unplayed_text_retained", ("played_text_removed", "played_words_removed", "repeated_replies")),
+    "checklist": ("failed_calls", ("follow_up_questions",)),
+    "grader": ("failed_calls", ()),
+    "all": ("failed_calls", ("needless_delays", "added_wait_ms", "false_blocks", "played_text_removed",
+                             "repeated_replies", "extra_lookups", "extra_follow_up_questions")),
+}
+
+
+@dataclass
+class Comparison:
+    """One toggled control: both arms and what changed.
+
+    Parameters:
+        control: The toggled control (or ``all``).
+        on: The arm with it on.
+        off: The arm with it off.
+        target: Name of the target-error figure.
+        costs: Cost names, each a figure name or ``extra_<figure>``.
+        runs_done: Runs (timing variants) completed before the run ended or stopped.
+    """
+
+    control: str
+    on: ArmSummary
+    off: ArmSummary
+    target: str
+    costs: tuple[str, ...]
+    runs_done: int = 0
+    values: dict[str, float | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON-serialisable mapping."""
+        return {"control": self.control, "target": self.target, "costs": list(self.costs),
+                "runs_done": self.runs_done, "on": self.on.to_dict(), "off": self.off.to_dict(),
+                "values": self.values}
+
+
+def _rate(figure: Figure | None) -> float | None:
+    return figure.rate if figure is not None else None
+
+
+def compare_arms(control: str, on_calls: list[CallMetrics], off_calls: list[CallMetrics], runs_done: int) -> Comparison:
+    """Summarise both arms and compute the values the decision rules read.
+
+    Values: ``target_on``/``target_off`` (counts) and their rates, ``target_reduction``
+    (off minus on), ``target_reduction_rate`` (relative to off), ``pass_rate_on``/``off``,
+    ``pass_rate_drop`` (off minus on), one rate per cost figure (``<name>_rate`` for
+    figures, ``<name>_per_call`` for extras and totals), and ``out_of_the_way_rate``.
+    """
+    target, costs = CONTROL_TARGETS.get(control, ("failed_calls", ()))
+    on, off = summarize_arm(on_calls, control), summarize_arm(off_calls, control)
+    t_on, t_off = on.figures[target], off.figures[target]
+    values: dict[str, float | None] = {
+        "target_on": t_on.count, "target_off": t_off.count,
+        "target_rate_on": t_on.rate, "target_rate_off": t_off.rate,
+        "target_reduction": t_off.count - t_on.count,
+        "target_reduction_rate": (t_off.count - t_on.count) / t_off.count if t_off.count else None,
+        "pass_rate_on": on.pass_rate, "pass_rate_off": off.pass_rate,
+        "pass_rate_drop": (off.pass_rate - on.pass_rate) if on.pass_rate is not None and off.pass_rate is not None
+        else None,
+        "out_of_the_way_rate": _rate(on.out_of_the_way),
+    }
+    for name in _FIGURES:
+        values[f"{name}_rate"] = on.figures[name].rate
+    calls = max(on.calls, 1)
+    for name in ("lookups", "follow_up_questions", "added_wait_ms"):
+        values[f"{name}_per_call"] = on.figures[name].count / calls
+        values[f"extra_{name}_per_call"] = (on.figures[name].count - off.figures[name].count) / calls
+    return Comparison(control, on, off, target, costs, runs_done, values)

@@ -1,0 +1,134 @@
+"""Ground truth for tool checks: duplicate writes executed, prevented, and false blocks.
+
+Measured per call from the trace's tool lane (every write the model requested,
+with its arguments and result) and the tool gate's decisions (which requests
+it refused, by ``tool_call_id``):
+
+* a write request **executed** unless the gate refused it (``not_executed``,
+  ``blocked``, or a refusal with an unknown-outcome reason); a write that
+  timed out under the gate was still forwarded, so it executed;
+* it **succeeded** unless its result is an error (a raised handler, a
+  ``failed`` status or an ``error`` field);
+* a request is a **duplicate** when an earlier request of the same tool with
+  the same arguments (canonical JSON, order ids normalised) executed and
+  succeeded. A retry after a failure is not a duplicate.
+
+Then: **duplicate writes executed** is the target error; a refused duplicate is
+a **duplicate prevented**; a refusal for a schema, policy or unknown-tool
+reason is a **disallowed action prevented**; a refusal of a request that was
+neither a duplicate nor disallowed is a **false block**. The costs that follow
+a check are counted from the same trace: **lookups** (read-tool requests) and
+**follow-up questions** (model replies asking the caller something); the
+evaluation reports their difference between the arms.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS
+from pipecat_harness.trace.timeline import Timeline
+
+__all__ = ["ToolChecks", "canonical_request", "measure_tool_checks"]
+
+_REFUSALS = {"not_executed", "blocked"}
+_DISALLOWED_KINDS = {"unknown_tool", "invalid", "too_large", "policy", "reserved", "schema", "clarify"}
+
+
+@dataclass
+class ToolChecks:
+    """Tool-check figures of one call.
+
+    Parameters:
+        write_requests: Write tool calls the model requested.
+        duplicate_writes_executed: Duplicates that reached the business backend (target error).
+        duplicates_prevented: Duplicates the gate refused.
+        disallowed_prevented: Requests refused for schema, policy or unknown-tool reasons.
+        false_blocks: Refusals of requests that were neither.
+        lookups: Read-tool requests.
+        follow_up_questions: Model replies that ask the caller a question.
+    """
+
+    write_requests: int = 0
+    duplicate_writes_executed: int = 0
+    duplicates_prevented: int = 0
+    disallowed_prevented: int = 0
+    false_blocks: int = 0
+    lookups: int = 0
+    follow_up_questions: int = 0
+
+
+def _normalise(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _normalise(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise(v) for v in value]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and key == "order_id":
+        text = value.strip().upper().replace(" ", "")
+        return text if text.startswith("#") else "#" + text
+    return value
+
+
+def canonical_request(name: str, arguments: Any) -> str:
+    """A key equal for two requests of the same tool with the same arguments."""
+    return name + ":" + json.dumps(_normalise(arguments or {}), sort_keys=True, default=str)
+
+
+def _failed(result_event: dict[str, Any] | None) -> bool:
+    if result_event is None:
+        return True  # never answered: it cannot count as a success an identical request would repeat
+    if result_event.get("error"):
+        return True
+    result = result_event.get("result")
+    if isinstance(result, dict):
+        return "error" in result or result.get("status") in {"failed", "error"}
+    return False
+
+
+def _refusal(decision: ControlDecision) -> bool:
+    if decision.control != "tool_gate":
+        return False
+    if decision.action in _REFUSALS:
+        return True
+    return decision.action == "outcome_unknown" and decision.evidence.get("reason_kind") == "outcome_unknown"
+
+
+def measure_tool_checks(timeline: Timeline, decisions: Iterable[ControlDecision],
+                        write_tools: frozenset[str] = RETAIL_WRITE_TOOLS) -> ToolChecks:
+    """Measure tool checks for one call from its trace and its decisions."""
+    refused = {str(d.evidence.get("tool_call_id")): d for d in decisions if _refusal(d)}
+    results = {str(e.data.get("tool_call_id")): e.data for e in timeline.of("tool_result", lane="tool")}
+    figures = ToolChecks()
+    succeeded: set[str] = set()
+    for request in timeline.of("tool_request", lane="tool"):
+        name = str(request.data.get("name"))
+        call_id = str(request.data.get("tool_call_id"))
+        if name not in write_tools:
+            figures.lookups += 1
+            continue
+        figures.write_requests += 1
+        key = canonical_request(name, request.data.get("arguments"))
+        duplicate = key in succeeded
+        refusal = refused.get(call_id)
+        if refusal is None:
+            if duplicate:
+                figures.duplicate_writes_executed += 1
+            elif not _failed(results.get(call_id)):
+                succeeded.add(key)
+        elif duplicate:
+            figures.duplicates_prevented += 1
+        elif refusal.evidence.get("reason_kind") in _DISALLOWED_KINDS:
+            figures.disallowed_prevented += 1
+        else:
+            figures.false_blocks += 1
+    figures.follow_up_questions = sum(1 for e in timeline.of("generated", lane="model")
+                                      if "?" in str(e.data.get("text", "")))
+    return figures

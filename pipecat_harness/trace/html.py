@@ -1,0 +1,175 @@
+"""Render call timelines as self-contained HTML (no server, no scripts, no external assets).
+
+A call is drawn as a timeline with one column per record and one for the
+controls: what the caller said and what was submitted, what the model received
+and generated, what tools were requested and executed, what was played and
+what history kept, and which control decided what on which evidence. Rows are
+events in time order, so a row shows what happened at that moment across the
+lanes. ``pipecat-harness trace html FILE`` writes one page per trace; the
+evaluation report embeds the same timeline per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipecat_harness.trace.show import describe_event
+from pipecat_harness.trace.timeline import Timeline, TraceEvent
+
+__all__ = [
+    "PAGE_CSS",
+    "TIMELINE_COLUMNS",
+    "add_html_parser",
+    "call_header_html",
+    "html_page",
+    "timeline_html",
+    "write_trace_html",
+]
+
+#: Columns of the timeline: (title, lanes shown in it).
+TIMELINE_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("caller said / submitted", ("caller",)),
+    ("model received / generated", ("model",)),
+    ("tools executed", ("tool",)),
+    ("played / history kept", ("bot",)),
+    ("control decisions", ("control",)),
+)
+# Per-frame noise left out of the page (the JSONL keeps it).
+_OMITTED = {"asr_interim", "played_text", "user_turn_started", "user_turn_stopped", "decision_outcome",
+            "speech_started", "speech_stopped"}
+
+PAGE_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem;color:#1d232a;background:#fafbfc}
+h1{font-size:1.4rem}h2{font-size:1.15rem;margin-top:2rem}h3{font-size:1rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem}
+th,td{border:1px solid #d5dbe1;padding:.25rem .45rem;vertical-align:top;font-size:.82rem;text-align:left}
+th{background:#eef1f4}
+.timeline td{max-width:26rem;overflow-wrap:anywhere}
+.timeline td.t{text-align:right;white-space:nowrap;color:#5a6570;font-variant-numeric:tabular-nums}
+.lane-caller{background:#e8f4fb}.lane-model{background:#f4ecfa}.lane-tool{background:#fdf6e3}
+.lane-bot{background:#eaf7ec}.lane-control{background:#fdecea;font-weight:600}.lane-call{color:#5a6570}
+.kind{display:block;font-size:.7rem;color:#5a6570;font-weight:normal}
+.pass{color:#17702e;font-weight:600}.fail{color:#b3261e;font-weight:600}
+.target{font-weight:700}.cost{font-style:italic}
+details{margin:.3rem 0;border:1px solid #d5dbe1;background:#fff;padding:.3rem .6rem}
+summary{cursor:pointer}
+.meta{color:#5a6570;font-size:.85rem}
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _cell_text(event: TraceEvent) -> str:
+    if event.kind == "call_result":
+        return describe_event(event, width=600)
+    return describe_event(event, width=400)
+
+
+def call_header_html(timeline: Timeline) -> str:
+    """The call's metadata and simulated outcome, as HTML."""
+    call, result = timeline.call, timeline.result
+    parts = [f"<p class=\"meta\">call <b>{_esc(call.get('call_id', '?'))}</b>"]
+    if call.get("controls") is not None:
+        parts.append(f" · controls: {_esc(', '.join(call.get('controls') or []) or 'none')}")
+    if call.get("description"):
+        parts.append(f"<br>{_esc(call['description'])}")
+    parts.append("</p>")
+    if result:
+        css = "pass" if result.get("outcome") == "pass" else "fail"
+        parts.append(f"<p>outcome <span class=\"{css}\">{_esc(result.get('outcome'))}</span>"
+                     f" (expected {_esc(result.get('expected'))})</p>")
+        checks = result.get("checks") or []
+        if checks:
+            parts.append("<ul>" + "".join(
+                f"<li class=\"{'pass' if c.get('ok') else 'fail'}\">{_esc(c.get('name'))}: {_esc(c.get('detail'))}</li>"
+                for c in checks) + "</ul>")
+    return "".join(parts)
+
+
+def timeline_html(timeline: Timeline, *, full: bool = False) -> str:
+    """The call as an HTML table: one row per event, one column per record plus decisions.
+
+    Args:
+        timeline: The call timeline.
+        full: Keep per-frame events (interim transcripts, played words).
+    """
+    column_of = {lane: i for i, (_, lanes) in enumerate(TIMELINE_COLUMNS) for lane in lanes}
+    head = "".join(f"<th>{_esc(title)}</th>" for title, _ in TIMELINE_COLUMNS)
+    rows = []
+    for event in timeline:
+        if not full and event.kind in _OMITTED:
+            continue
+        column = column_of.get(event.lane)
+        cells = ["<td></td>"] * len(TIMELINE_COLUMNS)
+        text = f"<span class=\"kind\">{_esc(event.kind)}</span>{_esc(_cell_text(event))}"
+        if column is None:  # call lane: spans the row
+            rows.append(f"<tr class=\"lane-call\"><td class=\"t\">{event.t:.2f}</td>"
+                        f"<td colspan=\"{len(TIMELINE_COLUMNS)}\">{text}</td></tr>")
+            continue
+        cells[column] = f"<td class=\"lane-{_esc(event.lane)}\" title=\"{_esc(_title(event))}\">{text}</td>"
+        rows.append(f"<tr><td class=\"t\">{event.t:.2f}</td>{''.join(cells)}</tr>")
+    return (f"<table class=\"timeline\"><thead><tr><th>t (s)</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _title(event: TraceEvent) -> str:
+    """Full event data as a tooltip (clipped: model inputs can be long)."""
+    text = json.dumps(event.data, ensure_ascii=False, default=str)
+    return text if len(text) <= 400 else text[:399] + "…"
+
+
+def html_page(title: str, body: str) -> str:
+    """A complete, self-contained HTML document."""
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
+            f"<style>{PAGE_CSS}</style></head><body>{body}</body></html>")
+
+
+def write_trace_html(trace: str | Path, output: str | Path | None = None, *, full: bool = False) -> Path:
+    """Render one trace file as an HTML page and return where it was written.
+
+    Args:
+        trace: The JSONL trace.
+        output: The HTML file (default: the trace's path with ``.html``).
+        full: Keep per-frame events.
+
+    Raises:
+        FileNotFoundError: No such trace.
+        ValueError: The trace is not valid JSONL.
+    """
+    trace = Path(trace)
+    timeline = Timeline.load(trace)
+    output = Path(output) if output is not None else trace.with_suffix(".html")
+    title = f"call timeline: {timeline.call.get('call_id') or trace.stem}"
+    body = f"<h1>{_esc(title)}</h1>{call_header_html(timeline)}{timeline_html(timeline, full=full)}"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(html_page(title, body), encoding="utf-8")
+    return output
+
+
+def add_html_parser(trace_subparsers: Any) -> None:
+    """Register ``trace html FILE`` under the ``trace`` command."""
+    parser = trace_subparsers.add_parser("html", help="render a JSONL call timeline as a self-contained HTML page")
+    parser.add_argument("file", help="a trace file written by a simulated or real call")
+    parser.add_argument("-o", "--output", help="the HTML file (default: the trace path with .html)")
+    parser.add_argument("--full", action="store_true", help="include interims and played words")
+    parser.set_defaults(func=_html_command)
+
+
+def _html_command(args: argparse.Namespace) -> int:
+    try:
+        output = write_trace_html(args.file, args.output, full=args.full)
+    except FileNotFoundError:
+        print(f"pipecat-harness: no such trace file: {args.file}", file=sys.stderr)
+        return 2
+    except (ValueError, IsADirectoryError) as exc:
+        print(f"pipecat-harness: {exc}", file=sys.stderr)
+        return 2
+    print(output)
+    return 0
