@@ -1,0 +1,288 @@
+"""Estimate which prefix of a reply the caller heard, from how much of its audio played.
+
+With word timestamps the answer is read off the timings. Without them, played
+seconds are mapped onto the text by a speech-duration model (time per letter,
+a fixed cost per word, pauses at punctuation), scaled to the reply's real audio
+length when that is known, and cut at a word boundary. A word counts as heard
+once a ``bias`` share of it has played; the default is above one half, so when
+in doubt the estimate keeps less: a word the caller heard but history lost
+costs a repetition, a word history keeps but the caller never heard makes the
+model believe something false.
+
+Scripts written without spaces (Chinese, Japanese, Thai) are cut per
+character rather than per whitespace word.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "DEFAULT_BIAS",
+    "DEFAULT_CHARS_PER_SEC",
+    "HeardMethod",
+    "HeardPrefix",
+    "TextUnit",
+    "estimate_heard_prefix",
+    "layout_units",
+    "split_units",
+]
+
+HeardMethod = Literal["word_timestamps", "audio_length", "speaking_rate", "complete", "none"]
+
+#: Share of a word's audio that must have played for it to count as heard.
+DEFAULT_BIAS = 0.7
+#: Letters per second of a typical TTS voice (about 165 words per minute).
+DEFAULT_CHARS_PER_SEC = 13.75
+
+# Relative durations of the speech model, in seconds at DEFAULT_CHARS_PER_SEC.
+_WORD_OVERHEAD_SECS = 0.06
+_MIN_WORD_SECS = 0.1
+_PAUSES = {".": 0.4, "?": 0.4, "!": 0.4, "。": 0.4, "？": 0.4, "！": 0.4, ",": 0.18, "，": 0.18, "、": 0.18,
+           ";": 0.22, ":": 0.22, "—": 0.2}
+# Played audio beyond the text's modelled length by this factor means the
+# text does not cover what was played (it was still streaming).
+_OVERRUN_FACTOR = 1.6
+
+_UNSPACED_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "HANGUL SYLLABLE")
+_TOKEN = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class HeardPrefix:
+    """The part of a reply the caller is estimated to have heard.
+
+    Parameters:
+        text: The heard prefix, cut at a word boundary (empty when nothing was heard).
+        method: ``word_timestamps``, ``audio_length`` (duration model scaled to the
+            real audio length), ``speaking_rate`` (duration model at a rate),
+            ``complete`` (all audio played) or ``none`` (no reliable prefix).
+        confidence: 0..1; 0 when there is no reliable prefix.
+        reliable: Whether ``text`` can be trusted; when False, treat the reply as unheard.
+        reason: Why the prefix is not reliable (empty when it is).
+        units_heard: Words (or characters, in unspaced scripts) heard.
+        units_total: Words (or characters) in the text.
+    """
+
+    text: str
+    method: HeardMethod
+    confidence: float
+    reliable: bool = True
+    reason: str = ""
+    units_heard: int = 0
+    units_total: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Whether the whole text was heard."""
+        return self.reliable and self.units_total > 0 and self.units_heard >= self.units_total
+
+
+@dataclass(frozen=True)
+class TextUnit:
+    """One word (or unspaced-script character) of a text, with its span and spoken weight."""
+
+    start: int
+    end: int
+    text: str
+    spoken: bool
+    pause_after: float
+
+
+def _is_unspaced(char: str) -> bool:
+    try:
+        name = unicodedata.name(char)
+    except ValueError:
+        return False
+    return name.startswith(_UNSPACED_SCRIPTS)
+
+
+def _is_spoken_char(char: str) -> bool:
+    return unicodedata.category(char)[0] in ("L", "N")
+
+
+def split_units(text: str) -> list[TextUnit]:
+    """Split ``text`` into spoken units: whitespace words, or characters in unspaced scripts.
+
+    Punctuation and emoji are folded into the neighbouring unit; a token with
+    no letter or digit is kept as an unspoken unit (it takes no speech time).
+    """
+    units: list[TextUnit] = []
+    for match in _TOKEN.finditer(text):
+        token, offset = match.group(), match.start()
+        if not any(_is_unspaced(c) for c in token):
+            units.append(_unit(text, offset, offset + len(token)))
+            continue
+        # Each unspaced character is a unit; punctuation attaches to the one before.
+        start = offset
+        for i, char in enumerate(token):
+            position = offset + i
+            if i == 0:
+                continue
+            if _is_spoken_char(char) and any(_is_spoken_char(c) for c in text[start:position]):
+                units.append(_unit(text, start, position))
+                start = position
+        units.append(_unit(text, start, offset + len(token)))
+    return units
+
+
+def _unit(text: str, start: int, end: int) -> TextUnit:
+    piece = text[start:end]
+    spoken = any(_is_spoken_char(c) for c in piece)
+    pause = 0.0
+    for char in reversed(piece):
+        if char in _PAUSES:
+            pause = _PAUSES[char]
+            break
+        if _is_spoken_char(char):
+            break
+    return TextUnit(start=start, end=end, text=piece, spoken=spoken, pause_after=pause)
+
+
+def layout_units(units: Sequence[TextUnit], chars_per_sec: float = DEFAULT_CHARS_PER_SEC) -> list[tuple[float, float]]:
+    """Lay units out in time with the duration model: ``(start, end)`` seconds for each."""
+    spans = []
+    t = 0.0
+    for unit in units:
+        if not unit.spoken:
+            spans.append((t, t))
+            t += unit.pause_after
+            continue
+        letters = sum(1 for c in unit.text if _is_spoken_char(c))
+        if any(_is_unspaced(c) for c in unit.text):
+            letters *= 3  # a character of these scripts is a syllable, not a letter
+        duration = max(_MIN_WORD_SECS, letters / chars_per_sec + _WORD_OVERHEAD_SECS)
+        spans.append((t, t + duration))
+        t += duration + unit.pause_after
+    return spans
+
+
+def _unreliable(reason: str, total: int) -> HeardPrefix:
+    return HeardPrefix(text="", method="none", confidence=0.0, reliable=False, reason=reason, units_total=total)
+
+
+def _cut(text: str, units: Sequence[TextUnit], heard: int) -> str:
+    if heard <= 0:
+        return ""
+    return text[: units[heard - 1].end].strip()
+
+
+def _count_heard(spans: Sequence[tuple[float, float]], played: float, bias: float) -> int:
+    heard = 0
+    for start, end in spans:
+        if start + bias * (end - start) <= played + 1e-9:
+            heard += 1
+        else:
+            break
+    return heard
+
+
+def _normal(word: str) -> str:
+    return "".join(c for c in word.lower() if _is_spoken_char(c))
+
+
+def _spans_from_word_times(
+    units: Sequence[TextUnit], word_times: Sequence[tuple[str, float]], chars_per_sec: float
+) -> list[tuple[float, float]] | None:
+    """Align timed words to the text's units; return a span per timed unit, or None when they do not align."""
+    spoken = [i for i, u in enumerate(units) if u.spoken]
+    timed = [(w, t) for w, t in word_times if _normal(w)]
+    if not timed or len(timed) > len(spoken):
+        return None
+    agreeing = sum(1 for (w, _), i in zip(timed, spoken, strict=False) if _normal(w) == _normal(units[i].text))
+    if agreeing < len(timed) / 2:
+        return None
+    modelled = layout_units(units, chars_per_sec)
+    starts = {spoken[k]: t for k, (_, t) in enumerate(timed)}
+    last_timed = spoken[len(timed) - 1]
+    spans: list[tuple[float, float]] = []
+    for i in range(last_timed + 1):
+        if i not in starts:
+            previous = spans[-1][1] if spans else 0.0
+            spans.append((previous, previous))
+            continue
+        start = starts[i]
+        length = modelled[i][1] - modelled[i][0]
+        next_start = next((starts[j] for j in range(i + 1, last_timed + 1) if j in starts), None)
+        # A word ends at the next word's start minus the pause after it, and is
+        # never longer than the model says (a trailing pause is not speech).
+        end = start + length if next_start is None else min(next_start, start + max(length, next_start - start
+                                                                                          - units[i].pause_after))
+        spans.append((start, max(start, end)))
+    return spans
+
+
+def estimate_heard_prefix(
+    text: str,
+    *,
+    played_secs: float,
+    audio_secs: float | None = None,
+    word_times: Sequence[tuple[str, float]] | None = None,
+    bias: float = DEFAULT_BIAS,
+    chars_per_sec: float | None = None,
+) -> HeardPrefix:
+    """Estimate the prefix of ``text`` the caller heard after ``played_secs`` of its audio.
+
+    Args:
+        text: The text whose audio was (partly) played.
+        played_secs: Seconds of that audio played (from its start).
+        audio_secs: Length of the text's complete audio, when known; the
+            duration model is scaled to it.
+        word_times: ``(word, start_secs)`` for the text's words in order, as a
+            word-timestamp TTS reports them; may cover only a prefix of the
+            text (words not listed had not started).
+        bias: Share of a word's audio that must have played for the word to
+            count as heard (0.5 = its middle; higher keeps less).
+        chars_per_sec: Speaking rate in letters per second when ``audio_secs``
+            is unknown (default: a typical TTS voice).
+
+    Returns:
+        The heard prefix. ``reliable`` is False (and ``method`` ``none``) when
+        no audio played, the text has no words, or more audio played than
+        the text accounts for (text or audio still streaming).
+
+    Raises:
+        ValueError: ``bias`` outside ``[0, 1]`` or a negative duration.
+    """
+    if not 0.0 <= bias <= 1.0:
+        raise ValueError(f"bias must be between 0 and 1, got {bias}")
+    if played_secs < 0 or (audio_secs is not None and audio_secs < 0):
+        raise ValueError("played_secs and audio_secs must not be negative")
+    units = split_units(text or "")
+    total = len(units)
+    if not any(u.spoken for u in units):
+        return _unreliable("no words in the text", total)
+    if played_secs <= 0:
+        return _unreliable("no audio played", total)
+    rate = chars_per_sec or DEFAULT_CHARS_PER_SEC
+
+    if word_times:
+        spans = _spans_from_word_times(units, word_times, rate)
+        if spans is not None:
+            heard = _count_heard(spans, played_secs, bias)
+            if len(spans) == total and heard == total:
+                return HeardPrefix(text=text.strip(), method="complete", confidence=1.0, units_heard=total,
+                                   units_total=total)
+            return HeardPrefix(text=_cut(text, units, heard), method="word_timestamps", confidence=0.95,
+                               units_heard=heard, units_total=total)
+
+    if audio_secs is not None and audio_secs > 0 and played_secs >= audio_secs - 1e-6:
+        return HeardPrefix(text=text.strip(), method="complete", confidence=1.0, units_heard=total, units_total=total)
+
+    spans = layout_units(units, rate)
+    modelled_total = spans[-1][1] + units[-1].pause_after
+    method: HeardMethod = "speaking_rate"
+    confidence = 0.6
+    if audio_secs is not None and audio_secs > 0 and modelled_total > 0:
+        scale = audio_secs / modelled_total
+        spans = [(s * scale, e * scale) for s, e in spans]
+        method, confidence = "audio_length", 0.85
+    elif played_secs > modelled_total * _OVERRUN_FACTOR + 0.5:
+        return _unreliable("more audio played than the text accounts for (text still streaming)", total)
+    heard = _count_heard(spans, played_secs, bias)
+    return HeardPrefix(text=_cut(text, units, heard), method=method, confidence=confidence,
+                       units_heard=heard, units_total=total)

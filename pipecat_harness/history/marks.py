@@ -1,0 +1,61 @@
+"""Playback receipts: marks sent after audio and echoed back by the far end once it played.
+
+Twilio media streams echo a ``mark`` message when all audio sent before it
+has been played to the caller, which is a real receipt rather than the
+server's guess. A mark's name carries the reply it belongs to and how many
+seconds of that reply's audio precede it, so an echoed name alone says how
+far playback got::
+
+    {"event": "mark", "streamSid": "MZ...", "mark": {"name": "ph:3:2480"}}
+
+After an interruption Twilio clears its buffer and echoes the marks that were
+still pending, although their audio never played; receipts are therefore
+only taken for a reply while it is still playing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MARK_PREFIX", "PlaybackMark", "format_mark", "parse_mark", "twilio_mark_message", "twilio_mark_name"]
+
+#: Prefix of the harness's mark names (other marks a bot sends are ignored).
+MARK_PREFIX = "ph:"
+
+
+@dataclass(frozen=True)
+class PlaybackMark:
+    """A decoded mark: which reply, and seconds of its audio played once the mark is echoed."""
+
+    reply_id: int
+    played_secs: float
+
+
+def format_mark(reply_id: int, played_secs: float) -> str:
+    """Return the mark name for ``played_secs`` of reply ``reply_id``'s audio."""
+    return f"{MARK_PREFIX}{reply_id}:{max(0, round(played_secs * 1000))}"
+
+
+def parse_mark(name: str) -> PlaybackMark | None:
+    """Decode a mark name made by :func:`format_mark`; ``None`` for any other name."""
+    if not isinstance(name, str) or not name.startswith(MARK_PREFIX):
+        return None
+    reply, _, millis = name[len(MARK_PREFIX):].partition(":")
+    if not (reply.isdigit() and millis.isdigit()):
+        return None
+    return PlaybackMark(reply_id=int(reply), played_secs=int(millis) / 1000.0)
+
+
+def twilio_mark_message(stream_sid: str, name: str) -> dict[str, Any]:
+    """Return the Twilio media-stream message that asks Twilio to echo ``name`` after the audio sent so far."""
+    return {"event": "mark", "streamSid": stream_sid, "mark": {"name": name}}
+
+
+def twilio_mark_name(message: Any) -> str | None:
+    """Return the mark name of an incoming Twilio ``mark`` event, or ``None`` for any other message."""
+    if not isinstance(message, dict) or message.get("event") != "mark":
+        return None
+    mark = message.get("mark")
+    name = mark.get("name") if isinstance(mark, dict) else None
+    return name if isinstance(name, str) else None

@@ -1,0 +1,92 @@
+"""``SynthesisObserver``: what the LLM generated and how long the TTS made each sentence.
+
+An observer sees frames as their producers push them, ahead of playback: the
+LLM's text tokens per response, and the TTS's sentence announcements with the
+audio synthesized for each. It changes nothing; the playback tracker reads it
+when it needs the full generated text of a reply or the real audio length of
+a sentence that was cut off mid-way.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from pipecat.frames.frames import (
+    AggregatedTextFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TTSAudioRawFrame,
+    TTSTextFrame,
+)
+from pipecat.observers.base_observer import BaseObserver, FramePushed
+from pipecat.processors.frame_processor import FrameDirection
+from pipecat.services.llm_service import LLMService
+from pipecat.services.tts_service import TTSService
+
+__all__ = ["SynthesisObserver"]
+
+_MAX_ENTRIES = 512
+
+
+class SynthesisObserver(BaseObserver):
+    """Collects generated text per LLM response and synthesized seconds per TTS sentence."""
+
+    def __init__(self) -> None:
+        super().__init__(observe_every_push=False)
+        self._generated: OrderedDict[int, list[str]] = OrderedDict()
+        self._current_response: int | None = None
+        self._audio: OrderedDict[int, float] = OrderedDict()
+        self._segment_of_context: dict[str, int] = {}
+
+    def generated_text(self, response_frame_id: int) -> str:
+        """The text the LLM streamed for the response opened by that ``LLMFullResponseStartFrame``."""
+        return "".join(self._generated.get(response_frame_id, []))
+
+    def audio_secs(self, segment_frame_id: int | None) -> float | None:
+        """Seconds the TTS synthesized for the sentence announced by that ``AggregatedTextFrame``.
+
+        ``None`` when unknown (no audio seen yet, or the sentence was not announced by this TTS).
+        """
+        if segment_frame_id is None:
+            return None
+        secs = self._audio.get(segment_frame_id)
+        return secs if secs else None
+
+    def note_generated(self, response_frame_id: int, text: str) -> None:
+        """Record generated text for a response (used by the observer and by tests)."""
+        self._generated.setdefault(response_frame_id, []).append(text)
+        self._trim(self._generated)
+
+    def note_synthesized(self, segment_frame_id: int, secs: float) -> None:
+        """Add synthesized seconds to a sentence (used by the observer and by tests)."""
+        self._audio[segment_frame_id] = self._audio.get(segment_frame_id, 0.0) + secs
+        self._trim(self._audio)
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        """Note LLM text and TTS sentences and audio as they are produced."""
+        if data.direction != FrameDirection.DOWNSTREAM:
+            return
+        frame = data.frame
+        if isinstance(data.source, LLMService):
+            if isinstance(frame, LLMFullResponseStartFrame):
+                self._current_response = frame.id
+                self._generated[frame.id] = []
+                self._trim(self._generated)
+            elif isinstance(frame, LLMTextFrame) and self._current_response is not None:
+                self.note_generated(self._current_response, frame.text)
+        elif isinstance(data.source, TTSService):
+            if isinstance(frame, AggregatedTextFrame) and not isinstance(frame, TTSTextFrame):
+                if frame.context_id is not None:
+                    self._segment_of_context[frame.context_id] = frame.id
+                    self._audio.setdefault(frame.id, 0.0)
+                    if len(self._segment_of_context) > _MAX_ENTRIES:
+                        self._segment_of_context.pop(next(iter(self._segment_of_context)))
+            elif isinstance(frame, TTSAudioRawFrame) and frame.context_id in self._segment_of_context:
+                secs = len(frame.audio) / float(frame.sample_rate * max(1, frame.num_channels) * 2)
+                self.note_synthesized(self._segment_of_context[frame.context_id], secs)
+
+    @staticmethod
+    def _trim(entries: OrderedDict[int, Any]) -> None:
+        while len(entries) > _MAX_ENTRIES:
+            entries.popitem(last=False)
