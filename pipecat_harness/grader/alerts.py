@@ -4,7 +4,9 @@ The webhook body is JSON; the ``X-Harness-Signature`` header carries
 ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` so a receiver can
 check both origin and freshness with :func:`verify_signature`. Delivery runs in
 its own task with a bounded queue, retries with exponential backoff, and never
-makes the caller of :meth:`WebhookAlerter.send` wait.
+makes the caller of :meth:`WebhookAlerter.send` wait. Each POST runs in an
+executor thread: the request's timeout is real time even on a simulated call's
+virtual clock, and no network I/O ever runs on the event loop.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Iterable
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from loguru import logger
 
 from pipecat_harness.grader.audit import AuditRow
@@ -169,7 +171,6 @@ class WebhookAlerter:
         self.stats = WebhookStats()
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=queue_size)
         self._task: asyncio.Task[None] | None = None
-        self._session: aiohttp.ClientSession | None = None
 
     def send(self, payload: dict[str, Any]) -> bool:
         """Queue an alert; returns ``False`` (and counts it) when the queue is full."""
@@ -198,9 +199,6 @@ class WebhookAlerter:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
     async def _run(self) -> None:
         while True:
@@ -219,29 +217,23 @@ class WebhookAlerter:
             delivery.attempts += 1
             self.stats.attempts += 1
             try:
-                delivery.status = await self._post(body)
+                loop = asyncio.get_running_loop()
+                delivery.status = await loop.run_in_executor(None, self._post, body)
                 if 200 <= delivery.status < 300:
                     self.stats.delivered.append(payload)
                     return
                 delivery.error = f"HTTP {delivery.status}"
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (TimeoutError, OSError) as exc:  # URLError is an OSError
                 delivery.error = f"{type(exc).__name__}: {exc}"
         logger.error(f"grader webhook {self.url}: gave up after {delivery.attempts} attempts ({delivery.error})")
         self.stats.failed.append({**payload, "_error": delivery.error})
 
-    async def _post(self, body: bytes) -> int:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_secs))
+    def _post(self, body: bytes) -> int:
         headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(self.secret, body)}
-        async with self._session.post(self.url, data=body, headers=headers) as response:
-            await response.read()
-            return response.status
-
-
-def critical_categories(names: Iterable[str]) -> frozenset[str]:
-    """Validate category names for :class:`SeverityPolicy`."""
-    allowed = set(_RECOMMENDED)
-    unknown = set(names) - allowed
-    if unknown:
-        raise ValueError(f"unknown categories {sorted(unknown)}; use {sorted(allowed)}")
-    return frozenset(names)
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_secs) as response:
+                response.read()
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)

@@ -59,8 +59,8 @@ async def test_hours(constraints: ConstraintList) -> None:
 
 
 async def test_policies_are_read_as_statements(constraints: ConstraintList) -> None:
-    assert [v.verdict for v in await grade(constraints, "We don't do cash refunds, but we can give you store credit.")] \
-        == ["supported"]
+    credit = await grade(constraints, "We don't do cash refunds, but we can give you store credit.")
+    assert [v.verdict for v in credit] == ["supported"]
     cash = await grade(constraints, "Sure, we can give you a cash refund.")
     assert (cash[0].verdict, cash[0].constraint_ref) == ("unsupported", "policies.refund")
     window = await grade(constraints, "You can reschedule for free up to 48 hours before.")
