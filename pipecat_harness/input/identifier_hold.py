@@ -34,7 +34,9 @@ from loguru import logger
 from pipecat.frames.frames import (
     Frame,
     InterimTranscriptionFrame,
+    ProposedUserStartedSpeakingFrame,
     TranscriptionFrame,
+    UserStartedSpeakingFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
@@ -51,6 +53,14 @@ DecisionSink = Callable[[str, dict[str, Any]], Any]
 """Receives ``(action, evidence)`` for every hold, resume, merge and release."""
 
 _EVIDENCE_CHARS = 240
+#: Signs that the caller is speaking again: local VAD, an STT's own turn detection (Flux), transcripts.
+_RESUMED_SPEECH = (
+    VADUserStartedSpeakingFrame,
+    UserStartedSpeakingFrame,
+    ProposedUserStartedSpeakingFrame,
+    InterimTranscriptionFrame,
+    TranscriptionFrame,
+)
 
 
 class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
@@ -157,7 +167,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
             self._vad_speaking = False
 
-        if isinstance(frame, (VADUserStartedSpeakingFrame, InterimTranscriptionFrame, TranscriptionFrame)):
+        if isinstance(frame, _RESUMED_SPEECH):
             await self._on_caller_activity(frame)
         elif isinstance(frame, VADUserStoppedSpeakingFrame) and self._holding and self._timer is None:
             # The caller resumed and went quiet again; if the wrapped strategy

@@ -11,6 +11,8 @@ from pipecat.frames.frames import (
     InterimTranscriptionFrame,
     LLMContextFrame,
     TranscriptionFrame,
+    UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
@@ -19,7 +21,7 @@ from pipecat.processors.aggregators.llm_response_universal import LLMUserAggrega
 from pipecat.tests.utils import SleepFrame, run_test
 from pipecat.turns.types import ProcessFrameResult
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
-from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies, UserTurnStrategies
 
 from pipecat_harness.input import IdentifierHoldConfig
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
@@ -116,9 +118,7 @@ async def test_hold_is_released_when_the_wait_expires() -> None:
     [
         "the zip code is 9 4 1 0 3",
         "my phone number is five five five, one two three, four five six seven",
-        "my order number is #W2378156.",
-        "I'd like to return the thermostat please",
-        "I have 2 items",
+        "I have 2 items, my order number is #W2378156.",
     ],
 )
 async def test_complete_ids_and_ordinary_speech_pass_with_no_added_delay(text: str) -> None:
@@ -229,3 +229,37 @@ async def test_bad_input_never_crashes_or_loses_the_turn(text: str) -> None:
 def test_inner_must_be_a_stop_strategy() -> None:
     with pytest.raises(TypeError, match="BaseUserTurnStopStrategy"):
         IdentifierHoldStopStrategy(object())  # type: ignore[arg-type]
+
+
+async def test_wraps_an_external_stt_turn_strategy_too() -> None:
+    """Flux-style turn detection: the STT announces turn starts and stops itself."""
+    decisions: list[tuple[str, dict[str, Any]]] = []
+    strategies = ExternalUserTurnStrategies()
+    [external] = strategies.stop or []
+    strategies.stop = [
+        IdentifierHoldStopStrategy(
+            external,
+            config=IdentifierHoldConfig.for_domain("retail", extra_wait_secs=1.0),
+            on_decision=lambda action, evidence: decisions.append((action, evidence)),
+        )
+    ]
+    context = LLMContext()
+    aggregator = LLMUserAggregator(context, params=LLMUserAggregatorParams(user_turn_strategies=strategies))
+
+    def turn(text: str) -> list[Frame]:
+        return [
+            UserStartedSpeakingFrame(),
+            TranscriptionFrame(text=text, user_id="caller", timestamp="t"),
+            UserStoppedSpeakingFrame(),
+        ]
+
+    frames = [
+        *turn("my email is mia dot li at"),
+        SleepFrame(sleep=0.7),
+        *turn("example dot com"),
+        SleepFrame(sleep=0.8),
+    ]
+    down, _ = await run_test(aggregator, frames_to_send=frames)
+    assert _user_messages(context) == ["my email is mia dot li at example dot com"]
+    assert _context_frames(down) == 1
+    assert next(a for a, _ in decisions) == "held" and decisions[-1][0] == "merged"
