@@ -163,7 +163,7 @@ def next_directive(checklist: Checklist, state: ChecklistState) -> Directive:
     if state.closing_index < len(checklist.closing):
         step = checklist.closing[state.closing_index]
         instruction = step.instruction
-        wording = ""
+        wording = step.wording
         if step.id == "summary":
             wording = f"To sum up: {_summary(checklist, state)}. Is that right?"
             instruction = f"{instruction} What was covered: {_summary(checklist, state)}."

@@ -96,10 +96,18 @@ class Location(_Model):
 
 
 class ClosingStep(_Model):
-    """One step of the closing flow (summary, feedback, sign-off)."""
+    """One step of the closing flow (summary, feedback, sign-off).
+
+    Parameters:
+        id: Step name (``summary`` gets the list of reported items).
+        instruction: What the model should do.
+        wording: Suggested phrasing.
+        end_call: Whether the call ends after this step is spoken.
+    """
 
     id: str = Field(min_length=1)
     instruction: str = Field(min_length=1)
+    wording: str = ""
     end_call: bool = False
 
 

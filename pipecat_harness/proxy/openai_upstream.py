@@ -37,6 +37,7 @@ class OpenAICompatibleUpstream(Upstream):
         model: Model name; overrides the one the platform asked for when set.
         mark_cacheable: Mark the base system block cacheable.
         timeout_secs: HTTP timeout.
+        extra_body: Extra JSON fields sent with every request (gateway-specific options).
         client: An existing ``openai.AsyncOpenAI`` client (overrides the above).
     """
 
@@ -50,6 +51,7 @@ class OpenAICompatibleUpstream(Upstream):
         model: str = "",
         mark_cacheable: bool = True,
         timeout_secs: float = 30.0,
+        extra_body: dict[str, Any] | None = None,
         client: Any = None,
     ) -> None:
         if client is None:
@@ -59,6 +61,7 @@ class OpenAICompatibleUpstream(Upstream):
         self.client = client
         self.model = model
         self.mark_cacheable = mark_cacheable
+        self.extra_body = dict(extra_body or {})
 
     async def stream(self, request: UpstreamRequest) -> AsyncIterator[UpstreamChunk]:
         """Stream the completion, mapping chunks one to one."""
@@ -68,6 +71,8 @@ class OpenAICompatibleUpstream(Upstream):
             "temperature": request.temperature,
             "stream": True,
         }
+        if self.extra_body:
+            kwargs["extra_body"] = self.extra_body
         if request.max_tokens:
             kwargs["max_tokens"] = request.max_tokens
         if request.tools:
