@@ -35,8 +35,9 @@ from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 
 from bots.settings import PROVIDER_KEYS, TWILIO_REQUIREMENTS, BotSettings, exit_if_missing, load_dotenv_from_cwd
-from bots.twilio_marks import MarkingTwilioSerializer, PlaybackReceipts, TwilioMarkRequester
+from bots.twilio_marks import MarkEvent, MarkingTwilioSerializer, PlaybackReceipts, TwilioMarkRequester
 from pipecat_harness.config import HarnessConfig
+from pipecat_harness.history.marks import twilio_mark_message
 
 __all__ = [
     "REQUIREMENTS",
@@ -82,9 +83,30 @@ class TwilioCall:
     receipts: PlaybackReceipts
     mark_requester: TwilioMarkRequester
 
+    mark_interval_secs: float = 0.5
+
     def attach(self, agent: Any) -> None:
-        """Write this call's marks on the agent's trace."""
+        """Write this call's marks on the agent's trace and give the history control its receipts.
+
+        With the ``history`` control on, its playback tracker requests the
+        marks (right after each written chunk of audio) and takes the echoes
+        that prove playback; the requester before the output transport stands
+        down so the call has one numbering of replies.
+        """
         self.receipts.recorder = agent.harness.recorder
+        history = agent.harness.control("history")
+        tracker = getattr(history, "tracker", None)
+        if tracker is None:
+            return
+        self.mark_requester.active = False
+        stream_sid = self.stream_sid
+        tracker.enable_marks(lambda name: twilio_mark_message(stream_sid, name), interval_secs=self.mark_interval_secs)
+
+        def to_tracker(event: MarkEvent) -> None:
+            if event.kind == "played":
+                tracker.on_mark_received(event.name)
+
+        self.receipts.add_listener(to_tracker)
 
 
 def twilio_call(
@@ -128,8 +150,8 @@ def twilio_call(
             audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False, serializer=serializer
         ),
     )
-    requester = TwilioMarkRequester(stream_sid, receipts, interval_secs=mark_interval_secs)
-    return TwilioCall(stream_sid, call_sid, transport, receipts, requester)
+    requester = TwilioMarkRequester(stream_sid, interval_secs=mark_interval_secs)
+    return TwilioCall(stream_sid, call_sid, transport, receipts, requester, mark_interval_secs)
 
 
 @dataclass

@@ -3,22 +3,26 @@
 Twilio plays the audio a bot sends from its own buffer. A ``mark`` message
 sent after some audio is echoed back once that audio has been played to the
 caller; after a ``clear`` (barge-in) the marks still pending come back too,
-although their audio was discarded. So a receipt is trusted as "played" only
-when it arrives for a mark sent after the latest ``clear``.
+although their audio was discarded. So an echo counts as "played" only for a
+mark sent after the latest ``clear``.
 
-Three pieces:
+Mark names follow the history controls' format (``ph:<reply>:<milliseconds>``,
+:mod:`pipecat_harness.history.marks`). Who asks for marks:
 
-* :class:`PlaybackReceipts` keeps the marks of one call, writes them on the
-  call's trace and tells listeners (the hook for history controls);
-* :class:`TwilioMarkRequester` sits right before ``transport.output()`` and
-  asks for a mark every ``interval_secs`` of a TTS context's audio and at its end;
-* :class:`MarkingTwilioSerializer` is Pipecat's ``TwilioFrameSerializer`` that
-  reports echoed marks and sent ``clear`` messages to the receipts.
+* with the ``history`` control on, its ``PlaybackTracker`` (after the output
+  transport) requests them, and echoes go back to it
+  (:meth:`TwilioCall.attach` in ``twilio_bot.py`` wires both);
+* with it off, :class:`TwilioMarkRequester` (right before the output
+  transport) requests them, so the call's trace still gets receipts.
+
+:class:`MarkingTwilioSerializer` is Pipecat's ``TwilioFrameSerializer`` that
+reports every mark sent, every echo and every ``clear`` to
+:class:`PlaybackReceipts`, which writes them on the call's trace and tells its
+listeners.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,47 +33,38 @@ from pipecat.frames.frames import (
     Frame,
     InterruptionFrame,
     OutputTransportMessageFrame,
+    OutputTransportMessageUrgentFrame,
     TTSAudioRawFrame,
     TTSStoppedFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.serializers.twilio import TwilioFrameSerializer
 
+from pipecat_harness.history.marks import format_mark, parse_mark, twilio_mark_message, twilio_mark_name
 from pipecat_harness.trace.recorder import TraceRecorder
-
-try:  # the history controls' mark-name format, so their playback tracker can read these receipts
-    from pipecat_harness.history.marks import format_mark
-except ImportError:  # same format, for installations without the history package
-    def format_mark(reply_id: int, played_secs: float) -> str:
-        """Return the mark name for ``played_secs`` of reply ``reply_id``'s audio."""
-        return f"ph:{reply_id}:{max(0, round(played_secs * 1000))}"
 
 __all__ = ["MarkEvent", "MarkingTwilioSerializer", "PlaybackReceipts", "TwilioMarkRequester"]
 
-MarkKind = Literal["requested", "played", "cleared", "unknown"]
+MarkKind = Literal["sent", "played", "cleared", "unknown"]
 
 
 @dataclass(frozen=True)
 class MarkEvent:
-    """A mark requested from Twilio, or its receipt.
+    """A mark sent to Twilio, or its echo.
 
     Parameters:
-        kind: ``requested`` (sent after some audio), ``played`` (echoed: that
-            audio was heard), ``cleared`` (echoed after a ``clear``: the audio
-            may have been discarded), ``unknown`` (a name this call never sent).
-        name: The mark's name on the wire (``ph:<reply>:<milliseconds>``).
-        reply_id: Number of the assistant reply (TTS context) within the call, from 1.
-        context_id: The TTS context (one assistant reply) the audio belongs to.
-        audio_secs: Seconds of that context's audio sent before the mark.
-        final: The mark follows the context's last audio.
+        kind: ``sent``; ``played`` (echoed: the audio before it was heard);
+            ``cleared`` (echoed after a ``clear``: that audio may have been
+            discarded); ``unknown`` (an echo of a name this call never sent).
+        name: The mark's name on the wire.
+        reply_id: The assistant reply the mark belongs to (0 for foreign names).
+        audio_secs: Seconds of that reply's audio sent before the mark.
     """
 
     kind: MarkKind
     name: str
     reply_id: int = 0
-    context_id: str | None = None
     audio_secs: float = 0.0
-    final: bool = False
 
 
 MarkListener = Callable[[MarkEvent], None]
@@ -84,65 +79,55 @@ class PlaybackReceipts:
 
     def __init__(self, recorder: TraceRecorder | None = None) -> None:
         self.recorder = recorder
-        self._listeners: list[MarkListener] = []
-        self._requests: dict[str, MarkEvent] = {}
-        self._before_clear: set[str] = set()
-        self._reply_ids: dict[str | None, int] = {}
-        self._next_reply = itertools.count(1)
         self.events: list[MarkEvent] = []
+        self._listeners: list[MarkListener] = []
+        self._outstanding: dict[str, MarkEvent] = {}
+        self._before_clear: set[str] = set()
 
     def add_listener(self, listener: MarkListener) -> None:
-        """Call ``listener`` with every :class:`MarkEvent` (requests and receipts)."""
+        """Call ``listener`` with every :class:`MarkEvent`."""
         self._listeners.append(listener)
 
-    def reply_id(self, context_id: str | None) -> int:
-        """The reply number of a TTS context (assigned on first use)."""
-        if context_id not in self._reply_ids:
-            self._reply_ids[context_id] = next(self._next_reply)
-        return self._reply_ids[context_id]
-
-    def requested(self, context_id: str | None, audio_secs: float, *, final: bool) -> MarkEvent:
-        """Note a mark to be sent after ``audio_secs`` of context ``context_id``; return it with its name."""
-        reply_id = self.reply_id(context_id)
-        name = format_mark(reply_id, audio_secs)
-        event = MarkEvent("requested", name, reply_id, context_id, round(audio_secs, 3), final)
-        self._requests[name] = event
+    def sent(self, name: str) -> MarkEvent:
+        """Note a mark message going out to Twilio."""
+        mark = parse_mark(name)
+        event = MarkEvent("sent", name, mark.reply_id if mark else 0, mark.played_secs if mark else 0.0)
+        self._outstanding[name] = event
         self._emit(event)
         return event
 
     def cleared(self) -> None:
-        """A ``clear`` was sent: every mark still outstanding will echo without proof of playback."""
-        self._before_clear.update(self._requests)
+        """A ``clear`` went out: marks still outstanding will echo without proof of playback."""
+        self._before_clear.update(self._outstanding)
         if self.recorder is not None:
-            self.recorder.add("bot", "playback_cleared", outstanding_marks=sorted(self._requests))
+            self.recorder.add("bot", "playback_cleared", outstanding_marks=sorted(self._outstanding))
 
     def echoed(self, name: str) -> MarkEvent:
         """Interpret Twilio's echo of mark ``name``."""
-        request = self._requests.pop(name, None)
+        request = self._outstanding.pop(name, None)
         if request is None:
             event = MarkEvent("unknown", name)
         else:
             kind: MarkKind = "cleared" if name in self._before_clear else "played"
             self._before_clear.discard(name)
-            event = MarkEvent(kind, name, request.reply_id, request.context_id, request.audio_secs, request.final)
+            event = MarkEvent(kind, name, request.reply_id, request.audio_secs)
         self._emit(event)
         return event
 
     @property
     def outstanding(self) -> list[str]:
         """Names of marks sent and not yet echoed."""
-        return list(self._requests)
+        return list(self._outstanding)
 
-    def heard_secs(self, context_id: str) -> float:
-        """Seconds of a context's audio Twilio confirmed as played."""
-        return max((e.audio_secs for e in self.events if e.kind == "played" and e.context_id == context_id),
-                   default=0.0)
+    def heard_secs(self, reply_id: int) -> float:
+        """Seconds of a reply's audio Twilio confirmed as played."""
+        return max((e.audio_secs for e in self.events if e.kind == "played" and e.reply_id == reply_id), default=0.0)
 
     def _emit(self, event: MarkEvent) -> None:
         self.events.append(event)
         if self.recorder is not None:
             self.recorder.add("bot", f"playback_mark_{event.kind}", name=event.name, reply_id=event.reply_id,
-                              context_id=event.context_id, audio_secs=event.audio_secs, final=event.final)
+                              audio_secs=event.audio_secs)
         for listener in self._listeners:
             try:
                 listener(event)
@@ -151,25 +136,25 @@ class PlaybackReceipts:
 
 
 class TwilioMarkRequester(FrameProcessor):
-    """Ask Twilio for a mark every ``interval_secs`` of TTS audio and after each context's last audio.
+    """Ask Twilio for a mark every ``interval_secs`` of a TTS reply's audio and after its last audio.
 
     Place it right before ``transport.output()``: the mark travels as an
-    ``OutputTransportMessageFrame`` through the output transport's audio queue,
-    so it is sent after the audio that precedes it (up to one audio chunk,
-    ~40 ms, may still be buffered in the transport).
+    ``OutputTransportMessageFrame`` through the output transport's audio
+    queue, so it is sent after the audio that precedes it (up to one audio
+    chunk, ~40 ms, may still be buffered in the transport). Set
+    :attr:`active` to ``False`` when another processor requests the marks.
 
     Args:
         stream_sid: The Twilio stream the marks belong to.
-        receipts: Where requests are recorded.
-        interval_secs: Audio between two marks of one context.
+        interval_secs: Audio between two marks of one reply.
     """
 
-    def __init__(self, stream_sid: str, receipts: PlaybackReceipts, *, interval_secs: float = 0.5,
-                 **kwargs: Any) -> None:
+    def __init__(self, stream_sid: str, *, interval_secs: float = 0.5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.active = True
         self._stream_sid = stream_sid
-        self._receipts = receipts
         self._interval = interval_secs
+        self._reply_ids: dict[str | None, int] = {}
         self._sent_secs: dict[str | None, float] = {}
         self._marked_secs: dict[str | None, float] = {}
 
@@ -177,33 +162,33 @@ class TwilioMarkRequester(FrameProcessor):
         """Forward every frame; follow TTS audio with marks."""
         await super().process_frame(frame, direction)
         await self.push_frame(frame, direction)
-        if direction != FrameDirection.DOWNSTREAM:
+        if not self.active or direction != FrameDirection.DOWNSTREAM:
             return
         if isinstance(frame, InterruptionFrame):
             self._sent_secs.clear()
             self._marked_secs.clear()
         elif isinstance(frame, TTSAudioRawFrame):
             context = frame.context_id
+            self._reply_ids.setdefault(context, len(self._reply_ids) + 1)
             secs = self._sent_secs.get(context, 0.0) + len(frame.audio) / (2 * frame.num_channels * frame.sample_rate)
             self._sent_secs[context] = secs
             if secs - self._marked_secs.get(context, 0.0) >= self._interval:
-                await self._mark(context, final=False)
+                await self._mark(context)
         elif isinstance(frame, TTSStoppedFrame) and frame.context_id in self._sent_secs:
             if self._sent_secs[frame.context_id] > self._marked_secs.get(frame.context_id, 0.0):
-                await self._mark(frame.context_id, final=True)
+                await self._mark(frame.context_id)
             self._sent_secs.pop(frame.context_id, None)
             self._marked_secs.pop(frame.context_id, None)
 
-    async def _mark(self, context_id: str | None, *, final: bool) -> None:
+    async def _mark(self, context_id: str | None) -> None:
         secs = self._sent_secs.get(context_id, 0.0)
         self._marked_secs[context_id] = secs
-        name = self._receipts.requested(context_id, secs, final=final).name
-        message = {"event": "mark", "streamSid": self._stream_sid, "mark": {"name": name}}
-        await self.push_frame(OutputTransportMessageFrame(message=message))
+        name = format_mark(self._reply_ids[context_id], secs)
+        await self.push_frame(OutputTransportMessageFrame(message=twilio_mark_message(self._stream_sid, name)))
 
 
 class MarkingTwilioSerializer(TwilioFrameSerializer):
-    """``TwilioFrameSerializer`` that reports mark echoes and ``clear`` messages to :class:`PlaybackReceipts`.
+    """``TwilioFrameSerializer`` that reports marks sent, mark echoes and ``clear`` messages to receipts.
 
     Args:
         receipts: The call's receipts.
@@ -216,21 +201,26 @@ class MarkingTwilioSerializer(TwilioFrameSerializer):
         self.receipts = receipts
 
     async def serialize(self, frame: Frame) -> str | bytes | None:
-        """Serialize as Pipecat does; note each ``clear`` sent on interruption."""
+        """Serialize as Pipecat does; note each mark and ``clear`` going out."""
         payload = await super().serialize(frame)
-        if isinstance(frame, InterruptionFrame) and payload:
+        if not payload:
+            return payload
+        if isinstance(frame, InterruptionFrame):
             self.receipts.cleared()
+        elif isinstance(frame, (OutputTransportMessageFrame, OutputTransportMessageUrgentFrame)):
+            name = twilio_mark_name(frame.message)
+            if name is not None:
+                self.receipts.sent(name)
         return payload
 
     async def deserialize(self, data: str | bytes) -> Frame | None:
         """Deserialize as Pipecat does; consume ``mark`` echoes into the receipts."""
         if isinstance(data, str) and '"mark"' in data:
             try:
-                message = json.loads(data)
+                name = twilio_mark_name(json.loads(data))
             except json.JSONDecodeError:
-                message = None
-            if isinstance(message, dict) and message.get("event") == "mark":
-                name = str((message.get("mark") or {}).get("name", ""))
+                name = None
+            if name is not None:
                 self.receipts.echoed(name)
                 return None
         return await super().deserialize(data)
