@@ -2,7 +2,7 @@
 
 Spoken and written forms map to the same pieces: "seven" and "7" are both a
 digit, "at" and "@" both a connector, "W as in whiskey" and "whiskey" both the
-letter W. The word tables are the simulator's (:mod:`pipecat_harness.sim.spoken`),
+letter W. The word tables are shared with the simulator (:mod:`pipecat_harness.spoken`),
 so the rules and the scripted model read identifiers the same way.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES
-from pipecat_harness.sim.spoken import CONNECTOR_WORDS, DIGIT_WORDS, NATO_WORDS
+from pipecat_harness.spoken import CONNECTOR_WORDS, DIGIT_WORDS, NATO_WORDS
 
 __all__ = ["FILLER_WORDS", "MULTIPLIER_WORDS", "Piece", "PieceKind", "tokenize"]
 

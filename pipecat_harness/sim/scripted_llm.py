@@ -30,7 +30,7 @@ from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
 from pipecat.services.settings import LLMSettings
 
 from pipecat_harness.sim.scenario import DecisionCondition, ModelDecision, ModelScript
-from pipecat_harness.sim.spoken import spoken_to_identifier
+from pipecat_harness.spoken import spoken_to_identifier
 
 __all__ = ["ModelCall", "ScriptedLLMService", "render_template"]
 

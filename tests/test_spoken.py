@@ -1,6 +1,6 @@
 import pytest
 
-from pipecat_harness.sim.spoken import spoken_to_identifier
+from pipecat_harness.spoken import spoken_to_identifier
 
 
 @pytest.mark.parametrize(
