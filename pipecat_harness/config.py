@@ -16,11 +16,10 @@ import contextvars
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from pipecat_harness.validation import describe_validation_error
+from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
 __all__ = [
     "CONTROL_NAMES",
@@ -266,14 +265,7 @@ class HarnessConfig(BaseSettings):
             ConfigError: The file is unreadable, not a mapping, or invalid.
         """
         path = Path(path)
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: a config must be a mapping")
+        raw = load_mapping_file(path, what="config", error=ConfigError)
         preset = raw.get("domain")
         data = _merge(_DOMAIN_PRESETS.get(str(preset), {}), raw)
         token = _yaml_source.set(data)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pipecat_harness.sim.scripted_llm import message_text
 from pipecat_harness.sim.sim_tts import SpeechLedger
 
 __all__ = ["TurnPlayback", "measure_playback", "normalize_words"]
@@ -61,15 +62,6 @@ class TurnPlayback:
         return asdict(self)
 
 
-def _content(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return ""
-
-
 def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]]) -> list[TurnPlayback]:
     """Score every TTS context of a call against the final history.
 
@@ -77,8 +69,8 @@ def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]]
     message that shares its first word; a context with no such message was
     removed from history entirely.
     """
-    assistant = [(_content(m), normalize_words(_content(m))) for m in messages
-                 if m.get("role") == "assistant" and _content(m).strip()]
+    assistant = [(message_text(m), normalize_words(message_text(m))) for m in messages
+                 if m.get("role") == "assistant" and message_text(m).strip()]
     used: set[int] = set()
     cursor = 0
     turns = []

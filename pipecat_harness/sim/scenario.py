@@ -29,10 +29,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pipecat_harness.validation import describe_validation_error
+from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
 __all__ = [
     "CallerTurn",
@@ -307,14 +306,7 @@ def load_scenario(path: str | Path) -> Scenario:
             the message names the file, the field and the problem.
     """
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ScenarioError(f"{path}: a scenario must be a mapping, got {type(raw).__name__}")
+    raw = load_mapping_file(path, what="scenario", error=ScenarioError)
     raw.setdefault("name", path.stem)
     try:
         scenario = Scenario.model_validate(raw)

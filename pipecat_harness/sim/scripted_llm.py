@@ -79,7 +79,8 @@ def context_messages(context: LLMContext) -> list[dict[str, Any]]:
     return [dict(m) for m in context.get_messages() if isinstance(m, Mapping)]
 
 
-def _text_of(message: Mapping[str, Any]) -> str:
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text of a chat message (string content or the text parts of a content list)."""
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -173,13 +174,13 @@ def _matches(when: DecisionCondition, messages: Sequence[Mapping[str, Any]]) -> 
     """Return template variables when ``when`` holds for ``messages``, else ``None``."""
     variables: dict[str, str] = {}
     users = [m for m in messages if m.get("role") == "user"]
-    assistant_texts = [_text_of(m) for m in messages if m.get("role") == "assistant" and _text_of(m)]
+    assistant_texts = [message_text(m) for m in messages if m.get("role") == "assistant" and message_text(m)]
     if when.start is not None and when.start != (not users):
         return None
     if when.user is not None:
         if not users:
             return None
-        match = re.search(when.user, _text_of(users[-1]), re.IGNORECASE)
+        match = re.search(when.user, message_text(users[-1]), re.IGNORECASE)
         if match is None:
             return None
         variables.update({k: v for k, v in match.groupdict().items() if v is not None})
@@ -215,6 +216,6 @@ def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[tuple[
             content = message.get("content")
             results.append((names.get(message.get("tool_call_id", ""), ""), content if isinstance(content, str)
                             else json.dumps(content)))
-        elif role == "user" or (role == "assistant" and _text_of(message)):
+        elif role == "user" or (role == "assistant" and message_text(message)):
             break
     return results
