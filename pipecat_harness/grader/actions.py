@@ -73,11 +73,11 @@ class InMemoryOperations:
 _DONE_VERBS = (
     "updated|changed|cancell?ed|booked|scheduled|rescheduled|submitted|processed|issued|sent|refunded|placed|"
     "applied|added|removed|emailed|initiated|moved|modified|corrected|confirmed|returned|approved|credited|"
-    "filed|created|started|set up|taken care of|gone through|reserved"
+    "filed|created|started|set up|taken care of|gone through|reserved|saved"
 )
 _DONE_RE = re.compile(
     rf"\b(?:i|we)(?:'ve|\s+have|\s+just|\s+went ahead and|\s+already)*\s+(?:just\s+|already\s+)?(?:{_DONE_VERBS})\b"
-    rf"|\b(?:is|has been|have been|was|were|are|'s been|got)\s+(?:now\s+|already\s+|successfully\s+|all\s+)?"
+    rf"|\b(?:is|has been|have been|was|were|are|'re|'s been|got)\s+(?:now\s+|already\s+|successfully\s+|all\s+)?"
     rf"(?:{_DONE_VERBS})\b"
     r"|\b(?:you're|you are|that's|it's|we're)\s+all\s+set\b|\bthat's\s+(?:done|been\s+done)\b|\ball done\b"
     r"|\bis on (?:its|the) way\b|\bgo(?:es)? through\b|\bwent through\b"

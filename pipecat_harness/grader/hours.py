@@ -29,7 +29,7 @@ _ZONES = {
     "utc": "UTC", "gmt": "UTC",
 }  # fmt: skip
 _OPEN_WORDS = {"open", "opens", "opening"}
-_CLOSE_WORDS = {"close", "closes", "closing"}
+_CLOSE_WORDS = {"close", "closes", "closing", "shut", "shuts"}
 _HOURS_CUES = _OPEN_WORDS | _CLOSE_WORDS | {"closed", "hours", "until", "till", "til", "twentyfourseven"}
 
 

@@ -14,7 +14,15 @@ __all__ = ["PolicyFacts", "check_capabilities", "check_policies"]
 
 _TOPIC_SYNONYMS = {
     "refund": {"refund", "money back", "reimburse", "reimbursement"},
-    "reschedul": {"reschedul", "move your appointment", "change your appointment", "move it to"},
+    "reschedul": {
+        "reschedul",
+        "move your appointment",
+        "moving your appointment",
+        "change your appointment",
+        "move it to",
+        "move the appointment",
+        "moving the appointment",
+    },
     "cancel": {"cancel", "cancellation"},
     "return": {"return"},
 }

@@ -167,22 +167,48 @@ def find_services(tokens: list[Token], constraints: ConstraintList) -> list[tupl
     return [(pos, item) for pos, _, item in sorted(kept, key=lambda m: m[0])]
 
 
-def _nearest(amount: Amount, services: list[tuple[int, PriceItem]]) -> PriceItem | None:
-    """The service named closest to the amount (the earlier one on a tie)."""
-    if not services:
-        return None
-    return min(services, key=lambda s: (abs(s[0] - amount.position), s[0] > amount.position))[1]
+def _pair(amounts: list[Amount], services: list[tuple[int, PriceItem]]) -> list[PriceItem | None]:
+    """The service each amount is about.
+
+    An amount belongs to the closest service named before it that has no
+    amount yet ("basic is $149, premium is $249"), else to the next service
+    named after it ("$99 for the interior detail, and $149 for the basic").
+    """
+    taken: set[int] = set()
+    paired: list[PriceItem | None] = []
+    for amount in amounts:
+        before = [i for i, (pos, _) in enumerate(services) if pos < amount.position and i not in taken]
+        after = [i for i, (pos, _) in enumerate(services) if pos > amount.position and i not in taken]
+        if before:
+            choice: int | None = before[-1]
+        elif after:
+            choice = after[0]
+        else:
+            choice = len(services) - 1 if services else None  # several amounts for one service
+        if choice is not None:
+            taken.add(choice)
+        paired.append(services[choice][1] if choice is not None else None)
+    return paired
 
 
-def check_prices(tokens: list[Token], sentence: str, constraints: ConstraintList) -> list[Verdict]:
-    """Check every amount said in a sentence against the price list and promotions."""
-    services = find_services(tokens, constraints)
+def check_prices(
+    tokens: list[Token], sentence: str, constraints: ConstraintList, *, context: PriceItem | None = None
+) -> list[Verdict]:
+    """Check every amount said in a sentence against the price list and promotions.
+
+    Args:
+        tokens: The sentence's tokens.
+        sentence: The sentence.
+        constraints: The tenant's facts.
+        context: The service the previous sentence named ("Premium detail? That one's
+            two forty-nine."), used when this sentence names none.
+    """
+    services = find_services(tokens, constraints) or ([(-1, context)] if context is not None else [])
     words = {t.word for t in tokens}
     price_context = bool(services) or bool(words & _PRICE_CUES)
-    verdicts = [
-        _check_amount(a, _nearest(a, services), sentence, constraints)
-        for a in find_amounts(tokens, price_context=price_context)
-    ]
+    amounts = find_amounts(tokens, price_context=price_context)
+    pairs = zip(amounts, _pair(amounts, services), strict=True)
+    verdicts = [_check_amount(amount, item, sentence, constraints) for amount, item in pairs]
     verdicts += _check_percentages(tokens, sentence, constraints)
     return verdicts
 

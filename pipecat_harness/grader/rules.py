@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipecat_harness.grader.actions import OperationLedgerView, check_action_claim, find_action_claims
-from pipecat_harness.grader.constraints import ConstraintList
+from pipecat_harness.grader.constraints import ConstraintList, PriceItem
 from pipecat_harness.grader.hours import check_hours
 from pipecat_harness.grader.numbers import read_numbers, split_sentences, tokenize
 from pipecat_harness.grader.policies import check_capabilities, check_policies
-from pipecat_harness.grader.prices import check_prices
+from pipecat_harness.grader.prices import check_prices, find_services
 from pipecat_harness.grader.verdict import Verdict
 
 __all__ = ["RuleGrader"]
@@ -40,10 +40,13 @@ class RuleGrader:
     def check(self, agent_utterance: str, caller_utterance: str | None = None) -> list[Verdict]:
         """Grade price, hours, policy and capability claims (no ledger access, synchronous)."""
         verdicts: list[Verdict] = []
+        service: PriceItem | None = None  # the service last named, for "That one's one forty-nine."
         for sentence in split_sentences(agent_utterance):
             tokens = read_numbers(tokenize(sentence))
             policies = check_policies(tokens, sentence, self.constraints)
-            prices = check_prices(tokens, sentence, self.constraints)
+            prices = check_prices(tokens, sentence, self.constraints, context=service)
+            named = find_services(tokens, self.constraints)
+            service = named[-1][1] if named else service
             if policies:  # fees and deposits are the policy's amounts, not the price list's
                 prices = [v for v in prices if v.constraint_ref is not None]
             verdicts += check_hours(tokens, sentence, self.constraints)

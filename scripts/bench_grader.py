@@ -1,0 +1,149 @@
+"""Benchmark the per-turn grader.
+
+1. Rule grader throughput: turns per second over the shipped labeled set,
+   against a baseline that only splits and tokenizes the same turns.
+2. Added frame latency: a real-time Pipecat pipeline carrying committed
+   assistant turns and the frames after them, with the TurnGrader observer off
+   and on (grading, SQLite audit writes); per-frame latency ratio on/off.
+3. A simulated call (the bundled grader scenario) with the grader off and on:
+   wall-clock ratio.
+
+Usage: .venv/bin/python scripts/bench_grader.py [--rounds N] [--turns N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+from pipecat.frames.frames import Frame, LLMContextAssistantTurnFrame, LLMContextUserTurnFrame, TextFrame
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.processors.filters.identity_filter import IdentityFilter
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.tests.utils import SleepFrame, run_test
+
+from pipecat_harness.config import HarnessConfig
+from pipecat_harness.grader.actions import InMemoryOperations
+from pipecat_harness.grader.audit import AuditStore
+from pipecat_harness.grader.calibration import LABELED_SET_PATH, LabeledSet
+from pipecat_harness.grader.constraints import ConstraintList
+from pipecat_harness.grader.numbers import read_numbers, split_sentences, tokenize
+from pipecat_harness.grader.observer import TurnGrader
+from pipecat_harness.grader.rules import RuleGrader
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "pipecat_harness" / "scenarios" / "grader_wrong_price_unexecuted_action.yaml"
+RETAIL = ROOT / "pipecat_harness" / "grader" / "data" / "retail.yaml"
+
+
+def throughput(rounds: int) -> None:
+    labeled = LabeledSet.load(LABELED_SET_PATH)
+    grader = RuleGrader(labeled.constraints, InMemoryOperations())
+    texts = [(item.text, item.caller) for item in labeled.items]
+
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for text, _caller in texts:
+            for sentence in split_sentences(text):
+                read_numbers(tokenize(sentence))
+    baseline = time.perf_counter() - start
+
+    async def grade_all() -> None:
+        for _ in range(rounds):
+            for text, caller in texts:
+                await grader.grade(text, caller, call_id="bench")
+
+    start = time.perf_counter()
+    asyncio.run(grade_all())
+    graded = time.perf_counter() - start
+    turns = rounds * len(texts)
+    print(f"rule grader: {turns / graded:,.0f} turns/s ({turns} turns); "
+          f"tokenize-only baseline {turns / baseline:,.0f} turns/s; grading costs {graded / baseline:.1f}x tokenizing")
+
+
+class _Stamp(FrameProcessor):
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        frame.metadata["bench_t0"] = time.perf_counter()
+        await self.push_frame(frame, direction)
+
+
+class _Measure(FrameProcessor):
+    def __init__(self, sink: list[float]) -> None:
+        super().__init__()
+        self.sink = sink
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if "bench_t0" in frame.metadata:
+            self.sink.append(time.perf_counter() - frame.metadata["bench_t0"])
+        await self.push_frame(frame, direction)
+
+
+async def frame_latency(turns: int, with_grader: bool, directory: Path) -> list[float]:
+    latencies: list[float] = []
+    frames: list[Frame] = []
+    for n in range(turns):
+        frames.append(LLMContextUserTurnFrame(text="How much is the thermostat?", timestamp=""))
+        price = 45 if n % 2 else 55
+        frames.append(LLMContextAssistantTurnFrame(text=f"The smart thermostat is {price} dollars.", timestamp=""))
+        frames += [TextFrame(text=f"frame {n}.{k}") for k in range(5)]
+        frames.append(SleepFrame(sleep=0.005))  # measure each turn's frames, not a backlog of all of them
+    observers: list[Any] = []
+    store = AuditStore(f"sqlite+aiosqlite:///{directory / f'bench-{with_grader}.db'}")
+    if with_grader:
+        constraints = ConstraintList.load(RETAIL)
+        observers.append(TurnGrader(RuleGrader(constraints), audit=store, tenant="bench", call_id="bench",
+                                    constraints_version=constraints.version_id))
+    pipeline = Pipeline([_Stamp(), IdentityFilter(), IdentityFilter(), _Measure(latencies)])
+    await run_test(pipeline, frames_to_send=frames, observers=observers)
+    await store.close()
+    return latencies
+
+
+def simulated_call(with_grader: bool, directory: Path) -> float:
+    from pipecat_harness.sim.runner import run_scenario
+    from pipecat_harness.sim.scenario import load_scenario
+
+    config = HarnessConfig(
+        grader={"enabled": True, "constraints_path": str(RETAIL),
+                "audit_url": f"sqlite+aiosqlite:///{directory / 'sim.db'}"},
+        trace={"enabled": False},
+    )
+    start = time.perf_counter()
+    run_scenario(load_scenario(SCENARIO), config, controls=["grader"] if with_grader else [])
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20, help="passes over the labeled set")
+    parser.add_argument("--turns", type=int, default=100, help="assistant turns in the latency pipeline")
+    args = parser.parse_args()
+    logger.remove()
+    logger.add(sys.stderr, level="ERROR")
+
+    throughput(args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        off = asyncio.run(frame_latency(args.turns, False, directory))
+        on = asyncio.run(frame_latency(args.turns, True, directory))
+        for name, pick in (("median", statistics.median), ("p95", lambda xs: sorted(xs)[int(len(xs) * 0.95)])):
+            a, b = pick(off) * 1e3, pick(on) * 1e3
+            print(f"frame latency {name}: grader off {a:.3f} ms, on {b:.3f} ms, ratio on/off {b / a:.2f}")
+        sim_off = min(simulated_call(False, directory) for _ in range(2))
+        sim_on = min(simulated_call(True, directory) for _ in range(2))
+        print(f"simulated call wall time: grader off {sim_off:.2f} s, on {sim_on:.2f} s, ratio on/off "
+              f"{sim_on / sim_off:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
