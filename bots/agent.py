@@ -167,7 +167,8 @@ class Agent:
         """Run the call to its end, then close the trace."""
         runner = WorkerRunner(handle_sigint=handle_sigint, handle_sigterm=handle_sigterm)
         try:
-            await runner.run(self.worker)
+            await runner.add_workers(self.worker)
+            await runner.run()
         finally:
             self.harness.close()
             if self.trace_path is not None:

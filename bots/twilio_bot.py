@@ -161,6 +161,7 @@ class CallRecord:
     call_sid: str
     trace_path: Path | None
     receipts: PlaybackReceipts
+    agent: Any = None
     error: str | None = None
 
 
@@ -262,7 +263,7 @@ async def _run_call(state: _AppState, websocket: WebSocket, call_data: Any) -> N
             before_output=[call.mark_requester],
         )
         call.attach(agent)
-        record.trace_path = agent.trace_path
+        record.agent, record.trace_path = agent, agent.trace_path
         await agent.run()
     except Exception as exc:
         record.error = f"{type(exc).__name__}: {exc}"
