@@ -1,0 +1,128 @@
+from history_frames import announce, audio, reply_end, reply_start, sentence, settle
+from pipecat.frames.frames import (
+    InterruptionFrame,
+    OutputTransportMessageUrgentFrame,
+    TTSTextFrame,
+)
+from pipecat.tests.utils import run_test
+
+from pipecat_harness.history import PlaybackTracker, twilio_mark_message
+from pipecat_harness.history.marks import format_mark, parse_mark, twilio_mark_name
+
+FIRST = "All set, I have refunded forty five dollars to your card."
+SECOND = "You will see it on your statement within five to seven business days."
+
+
+async def test_uninterrupted_reply_is_finished_with_all_audio_counted() -> None:
+    tracker = PlaybackTracker()
+    frames = [*reply_start("c1"), *sentence(FIRST, "c1", 2.0), *sentence(SECOND, "c1", 1.6), *reply_end("c1")]
+    await run_test(tracker, frames_to_send=frames)
+    reply = tracker.last
+    assert reply is not None
+    assert reply.state == "finished"
+    assert reply.context_id == "c1"
+    assert abs(reply.written_secs - 3.6) < 1e-6
+    assert [s.played_through for s in reply.segments] == [True, True]
+    assert reply.spoken_text == f"{FIRST} {SECOND}"
+
+
+async def test_interruption_freezes_the_reply_mid_sentence() -> None:
+    tracker = PlaybackTracker()
+    frames = [*reply_start("c1"), *sentence(FIRST, "c1", 2.0), *sentence(SECOND, "c1", 4.0, played=1.2),
+              settle(), InterruptionFrame(), *audio(0.4)]
+    await run_test(tracker, frames_to_send=frames)
+    reply = tracker.last
+    assert reply is not None
+    assert reply.state == "interrupted"
+    assert abs(reply.written_secs - 3.2) < 1e-6  # audio after the interruption is not the reply's
+    assert abs(reply.segments[1].start_secs - 2.0) < 1e-6
+    heard = tracker.heard_prefix(reply)
+    assert heard.reliable
+    assert heard.text.startswith(FIRST + " You will")
+    assert len(heard.text.split()) < len((FIRST + " " + SECOND).split())
+
+
+async def test_word_level_text_gives_word_times() -> None:
+    tracker = PlaybackTracker()
+    words = FIRST.split()
+    frames = [*reply_start("c1"), announce(FIRST, "c1")]
+    for i, word in enumerate(words[:4]):
+        frame = TTSTextFrame(text=word, text_type="word", context_id="c1")
+        frame.pts = 1_000_000_000 + i * 300_000_000
+        frames.extend([frame, *audio(0.28)])
+    frames.extend([settle(), InterruptionFrame()])
+    await run_test(tracker, frames_to_send=frames)
+    reply = tracker.last
+    assert reply is not None
+    assert [w for w, _ in reply.word_times] == words[:4]
+    assert [round(t, 2) for _, t in reply.word_times] == [0.0, 0.3, 0.6, 0.9]
+    heard = tracker.heard_prefix(reply)
+    assert heard.method == "word_timestamps"
+    assert heard.units_heard <= 4
+
+
+async def test_interruption_before_any_audio_has_no_reliable_prefix() -> None:
+    tracker = PlaybackTracker()
+    frames = [*reply_start("c1"), announce(FIRST, "c1"),
+              settle(), InterruptionFrame()]
+    await run_test(tracker, frames_to_send=frames)
+    reply = tracker.last
+    assert reply is not None and reply.state == "interrupted"
+    heard = tracker.heard_prefix(reply)
+    assert not heard.reliable
+    assert heard.reason == "no audio played"
+
+
+async def test_marks_are_sent_upstream_and_receipts_replace_the_written_count() -> None:
+    tracker = PlaybackTracker()
+    tracker.enable_marks(lambda name: twilio_mark_message("MZ1", name), interval_secs=0.5)
+    frames = [*reply_start("c1"), *sentence(FIRST, "c1", 3.0, played=1.2)]
+    _, up = await run_test(tracker, frames_to_send=frames)
+    marks = [f for f in up if isinstance(f, OutputTransportMessageUrgentFrame)]
+    assert len(marks) == 2
+    names = [twilio_mark_name(m.message) for m in marks]
+    assert all(n is not None for n in names)
+    reply = tracker.last
+    assert reply is not None and reply.marks_sent
+    assert reply.played_secs == 0.0  # nothing confirmed yet
+    assert tracker.on_mark_received(str(names[0]))
+    assert abs(reply.played_secs - 0.52) < 1e-6
+
+
+async def test_marks_echoed_after_the_interruption_are_not_receipts() -> None:
+    tracker = PlaybackTracker()
+    tracker.enable_marks(lambda name: {"name": name}, interval_secs=0.2)
+    frames = [*reply_start("c1"), *sentence(FIRST, "c1", 3.0, played=1.0), settle(), InterruptionFrame()]
+    _, up = await run_test(tracker, frames_to_send=frames)
+    names = [f.message["name"] for f in up if isinstance(f, OutputTransportMessageUrgentFrame)]
+    assert names
+    assert not tracker.on_mark_received(names[-1])
+    assert not tracker.on_mark_received("someone-else's-mark")
+    reply = tracker.last
+    assert reply is not None and reply.played_secs == 0.0
+
+
+async def test_context_keyed_receipts_from_another_requester() -> None:
+    class Event:
+        def __init__(self, kind: str, secs: float) -> None:
+            self.kind, self.context_id, self.audio_secs = kind, "c7", secs
+
+    tracker = PlaybackTracker()
+    tracker.on_mark_event(Event("requested", 0.5))  # before the transport released anything
+    frames = [*reply_start("c7"), *sentence(FIRST, "c7", 3.0, played=2.0)]
+    await run_test(tracker, frames_to_send=frames)
+    tracker.on_mark_event(Event("played", 0.5))
+    tracker.on_mark_event(Event("cleared", 1.5))
+    reply = tracker.last
+    assert reply is not None
+    assert reply.marks_sent
+    assert reply.played_secs == 0.5
+
+
+def test_mark_names_round_trip_and_reject_others() -> None:
+    mark = parse_mark(format_mark(12, 3.4567))
+    assert mark is not None and mark.reply_id == 12 and mark.played_secs == 3.457
+    assert parse_mark("ph:x:1") is None
+    assert parse_mark("other") is None
+    assert twilio_mark_name({"event": "media"}) is None
+    assert twilio_mark_message("MZ", "ph:1:0") == {"event": "mark", "streamSid": "MZ", "mark": {"name": "ph:1:0"}}
