@@ -93,7 +93,7 @@ class Services:
     """The three AI services of a bot (replaceable by fakes in tests)."""
 
     stt: STTService
-    llm: LLMService
+    llm: LLMService[Any]
     tts: TTSService
 
 
