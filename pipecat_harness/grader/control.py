@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from pipecat.observers.base_observer import BaseObserver
@@ -61,9 +60,12 @@ class GraderControl(HarnessControl):
         self.audit = AuditStore(settings.audit_url)
         self.alerter: WebhookAlerter | None = None
         if settings.webhook_url:
-            secret = settings.webhook_secret or os.environ.get("PIPECAT_HARNESS_GRADER_WEBHOOK_SECRET", "")
+            secret = settings.webhook_secret or ""
             if not secret:
-                raise ConfigError("grader: webhook_url is set but webhook_secret is empty")
+                raise ConfigError(
+                    "grader: webhook_url is set but webhook_secret is empty "
+                    "(set grader.webhook_secret or PIPECAT_HARNESS_GRADER__WEBHOOK_SECRET)"
+                )
             self.alerter = WebhookAlerter(
                 settings.webhook_url,
                 secret,

@@ -28,6 +28,12 @@ async def test_rule_grader_meets_the_target_on_the_shipped_set() -> None:
     assert "precision" in report.table()
 
 
+async def test_held_out_set_also_meets_the_target() -> None:
+    holdout = LabeledSet.load(LABELED_SET_PATH.parent / "holdout_detailing.yaml")
+    report = await evaluate(lambda c, ledger: RuleGrader(c, ledger), holdout)
+    assert report.total.recall >= 0.90 and report.total.false_flag_rate <= 0.05
+
+
 def test_eval_command_prints_precision_and_recall_per_category(capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
     command.add_parser(parser.add_subparsers())

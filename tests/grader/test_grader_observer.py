@@ -153,3 +153,13 @@ def test_the_control_plugs_the_observer_into_the_harness(tmp_path: Path) -> None
     missing = HarnessConfig(grader={"enabled": True}, trace={"enabled": False}).only("grader")
     with pytest.raises(ConfigError, match="constraints_path"):
         Harness(missing)
+    unsigned = HarnessConfig(grader={"enabled": True, "constraints_path": str(data),
+                                     "webhook_url": "http://127.0.0.1:9/hook"}, trace={"enabled": False}).only("grader")
+    with pytest.raises(ConfigError, match="webhook_secret"):
+        Harness(unsigned)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("hours: {mon: nine-ish}")
+    invalid = HarnessConfig(grader={"enabled": True, "constraints_path": str(broken)},
+                            trace={"enabled": False}).only("grader")
+    with pytest.raises(ConfigError, match="hours for 'mon'"):
+        Harness(invalid)

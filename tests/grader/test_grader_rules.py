@@ -49,6 +49,13 @@ async def test_wrong_prices_currencies_and_ranges_are_unsupported(
     assert rationale in flagged[0].rationale
 
 
+async def test_amounts_pair_with_the_service_they_follow_even_across_sentences(constraints: ConstraintList) -> None:
+    both = await grade(constraints, "Basic is $149, premium is $249.")
+    assert [(v.verdict, v.constraint_ref) for v in both] == [("supported", "px_basic"), ("supported", "px_premium")]
+    later = await grade(constraints, "Premium detail? That one's two twenty-nine.")
+    assert [(v.verdict, v.constraint_ref) for v in later] == [("unsupported", "px_premium")]
+
+
 async def test_hours(constraints: ConstraintList) -> None:
     ok = await grade(constraints, "Sunday we're closed, but Monday we open at 8.")
     assert [v.verdict for v in ok] == ["supported", "supported"]
