@@ -21,6 +21,7 @@ COMMANDS: tuple[str, ...] = (
     "pipecat_harness.sim.command",
     "pipecat_harness.trace.command",
     "pipecat_harness.grader.command",
+    "pipecat_harness.eval.command",
 )
 
 

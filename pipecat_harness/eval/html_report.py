@@ -26,11 +26,14 @@ def _esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _verdict_html(title: str, verdict: RuleVerdict) -> str:
+def _verdict_html(title: str, verdict: RuleVerdict, *, good_when_met: bool = True) -> str:
+    def css(met: bool) -> str:
+        return "pass" if met == good_when_met else "fail"
+
     items = "".join(
-        f"<li class=\"{'pass' if c.met else 'fail'}\">{'met' if c.met else 'not met'}: {_esc(c.condition)} "
+        f"<li class=\"{css(c.met)}\">{'met' if c.met else 'not met'}: {_esc(c.condition)} "
         f"<span class=\"meta\">({_esc(c.detail)})</span></li>" for c in verdict.checks)
-    state = "<span class=\"pass\">MET</span>" if verdict.met else "<span class=\"fail\">not met</span>"
+    state = f"<span class=\"{css(verdict.met)}\">{'MET' if verdict.met else 'not met'}</span>"
     return f"<p>{_esc(title)}: {state}</p><ul>{items}</ul>"
 
 
@@ -46,7 +49,7 @@ def _summary_html(result: ControlResult, scenarios: int) -> str:
             "<table><thead><tr><th>group</th><th>figure</th><th>role</th><th>on</th><th>off</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
             + _verdict_html("keep (minimum benefit)", result.keep)
-            + _verdict_html("stop (regression)", result.stop))
+            + _verdict_html("stop (regression)", result.stop, good_when_met=False))
 
 
 def _anchor(call: CallMetrics) -> str:

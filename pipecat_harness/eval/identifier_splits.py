@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.sim.caller import plan_turn
 from pipecat_harness.sim.scenario import Scenario
-from pipecat_harness.sim.spoken import CONNECTOR_WORDS, DIGIT_WORDS, NATO_WORDS
+from pipecat_harness.spoken import CONNECTOR_WORDS, DIGIT_WORDS, NATO_WORDS
 from pipecat_harness.trace.timeline import Timeline
 
 __all__ = ["IdentifierPause", "InputWaiting", "identifier_pauses", "is_identifier_token", "measure_input_waiting"]

@@ -130,7 +130,7 @@ def summarize_arm(calls: Iterable[CallMetrics], control: str | None = None) -> A
 
 def _acted(call: CallMetrics, control: str) -> bool:
     """Whether a control changed something in the call (forwarding a tool call unchanged is not acting)."""
-    passive = {"forwarded", "reconciled", "released"}
+    passive = {"forwarded", "reconciled", "released", "played_in_full", "not_reasked"}
     for key, n in call.decisions.items():
         owner, action = key.split("/", 1)
         if n and (control == "all" or owner == control) and action not in passive:

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
+from pipecat_harness.trace.html import add_html_parser
 from pipecat_harness.trace.show import render_timeline
 from pipecat_harness.trace.timeline import LANES, Timeline
 
@@ -23,6 +24,7 @@ def add_parser(subparsers: Any) -> None:
     show.add_argument("--full", action="store_true", help="include interims, played words and model inputs")
     show.add_argument("--lane", action="append", choices=LANES, help="only these lanes (repeatable)")
     show.set_defaults(func=_show)
+    add_html_parser(trace_sub)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipecat_harness.cli import main
+from pipecat_harness.sim.scenario import BUNDLED_DIR
+
+
+def bundled(*names: str) -> list[Path]:
+    return [BUNDLED_DIR / f"{name}.yaml" for name in names]
+
+
+def test_eval_command_prints_tables_and_writes_results_and_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    args = [str(p) for p in bundled("tools_duplicate_write_same_turn")]
+    assert main(["eval", *args, "--toggle", "tool_gate", "--runs", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "tool_gate: on vs off" in printed and "duplicate writes executed" in printed
+    assert "1/2 = 50% · 1 calls" in printed  # off arm: one of two write requests was a duplicate
+    assert "keep (minimum benefit): MET" in printed
+    results = json.loads((out / "results.json").read_text())
+    assert results["controls"][0]["keep"]["met"] is True
+    assert (out / "report.html").is_file()
+
+    again = tmp_path / "again"
+    code = main(["eval", *args, "--toggle", "tool_gate", "--out", str(again), "--compare", str(out / "results.json")])
+    assert code == 0 and "compared with the earlier run" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--toggle", "teleport"], "unknown control"), (["--toggle", "tool_gate", "--runs", "0"], "--runs"),
+     (["--toggle", "tool_gate", "--rules", "/nonexistent/rules.yaml"], "cannot read rules"),
+     (["/nonexistent/scenario.yaml", "--toggle", "tool_gate"], "cannot read scenario")],
+)
+def test_eval_command_rejects_bad_input(extra: list[str], message: str, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", *extra, "--out", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
