@@ -1,19 +1,11 @@
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-# The bots are scripts in the repository, not part of the installed package.
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
 import pytest
 
 from bots.settings import BotSettings
-
-# ruff: noqa: E402
 
 DUMMY_KEYS = {"DEEPGRAM_API_KEY": "dummy-deepgram", "GOOGLE_API_KEY": "dummy-google",
               "ELEVENLABS_API_KEY": "dummy-elevenlabs"}
