@@ -17,6 +17,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -42,8 +43,8 @@ def serve_upstream(port: int, first_token_ms: float, token_ms: float, tokens: in
             for i in range(tokens):
                 if i:
                     await asyncio.sleep(token_ms / 1000)
-                delta = {"content": f"word{i} "}
-                yield f"data: {json.dumps({**base, 'choices': [{'index': 0, 'delta': delta, 'finish_reason': None}]})}\n\n"
+                choice = {"index": 0, "delta": {"content": f"word{i} "}, "finish_reason": None}
+                yield f"data: {json.dumps({**base, 'choices': [choice]})}\n\n"
             done = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
             yield f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n"
 
@@ -102,7 +103,9 @@ async def _ttft(client: httpx.AsyncClient, url: str) -> float:
 
 
 async def _measure(url: str, concurrency: int, count: int) -> list[float]:
-    limits = httpx.Limits(max_connections=concurrency + 10, max_keepalive_connections=concurrency + 10)
+    limits = httpx.Limits(
+        max_connections=concurrency + 10, max_keepalive_connections=concurrency + 10, keepalive_expiry=2.0
+    )
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         await _ttft(client, url)  # warm up the connection and imports
         samples: list[float] = []
@@ -114,7 +117,7 @@ async def _measure(url: str, concurrency: int, count: int) -> list[float]:
 
 def _pct(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] * 1000
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
 def _wait_ready(port: int) -> None:
@@ -148,17 +151,20 @@ def main() -> None:
 
     upstream_port, proxy_port = _free_port(), _free_port()
     script = str(Path(__file__).resolve())
+    logs = tempfile.TemporaryDirectory(prefix="bench-proxy-")
+    upstream_log = open(Path(logs.name) / "upstream.log", "w")
+    proxy_log = open(Path(logs.name) / "proxy.log", "w")
     processes = [
         subprocess.Popen(
             [sys.executable, script, "serve-upstream", "--port", str(upstream_port),
              "--first-token-ms", str(args.first_token_ms), "--token-ms", str(args.token_ms),
              "--tokens", str(args.tokens)],
-            cwd=ROOT,
+            cwd=ROOT, stdout=upstream_log, stderr=subprocess.STDOUT,
         ),
         subprocess.Popen(
             [sys.executable, script, "serve-proxy", "--port", str(proxy_port),
              "--upstream-url", f"http://127.0.0.1:{upstream_port}/v1"],
-            cwd=ROOT,
+            cwd=ROOT, stdout=proxy_log, stderr=subprocess.STDOUT,
         ),
     ]
     try:
@@ -173,17 +179,27 @@ def main() -> None:
             direct = asyncio.run(_measure(direct_url, concurrency, count))
             proxied = asyncio.run(_measure(proxy_url, concurrency, count))
             for name, samples in (("direct", direct), ("proxy", proxied)):
-                print(f"{concurrency:>8} {name:>7} {len(samples):>5} {_pct(samples, 0.5):>9.1f} {_pct(samples, 0.99):>9.1f}")
+                p50, p99 = _pct(samples, 0.5), _pct(samples, 0.99)
+                print(f"{concurrency:>8} {name:>7} {len(samples):>5} {p50:>9.1f} {p99:>9.1f}")
             print(
                 f"{concurrency:>8} {'ratio':>7} {'':>5} {_pct(proxied, 0.5) / _pct(direct, 0.5):>8.2f}x "
                 f"{_pct(proxied, 0.99) / _pct(direct, 0.99):>8.2f}x   (proxy / direct; mean "
                 f"{statistics.mean(proxied) * 1000:.1f} vs {statistics.mean(direct) * 1000:.1f} ms)"
             )
+    except Exception:
+        for log in (upstream_log, proxy_log):
+            log.flush()
+            print(f"--- {log.name} (last lines) ---")
+            print("".join(Path(log.name).read_text().splitlines(keepends=True)[-30:]))
+        raise
     finally:
         for process in processes:
             process.terminate()
         for process in processes:
             process.wait(timeout=10)
+        upstream_log.close()
+        proxy_log.close()
+        logs.cleanup()
 
 
 if __name__ == "__main__":
