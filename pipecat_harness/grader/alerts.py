@@ -30,6 +30,7 @@ __all__ = [
     "SIGNATURE_HEADER",
     "SeverityPolicy",
     "WebhookAlerter",
+    "WebhookStats",
     "alert_payload",
     "sign",
     "verify_signature",

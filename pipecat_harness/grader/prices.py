@@ -39,14 +39,13 @@ class Amount:
         currency: ISO code (``USD`` when said without a currency in a price context).
         high: The high end of a range, if one was said.
         position: Token index, to pair amounts with the services named near them.
-        explicit: Whether a currency was said.
+        alternative: The other reading of two spoken groups ("twelve ninety-nine": 12.99).
     """
 
     value: float
     currency: str
     high: float | None = None
     position: int = 0
-    explicit: bool = False
     alternative: float | None = None
 
     def spoken(self) -> str:
@@ -121,15 +120,12 @@ def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
             previous_pos = found[index - 1][0]
             between = [t.word for t in tokens[previous_pos + 1 : position]]
             between = [w for w in between if w not in _CURRENCY_AFTER and w not in _CURRENCY_BEFORE]
-            if between and between[0] in _RANGE_WORDS and len(between) == 1:
+            if len(between) == 1 and between[0] in _RANGE_WORDS:
+                # "between 100 and 150 euros": a currency said at either end applies to both.
                 last = amounts[-1]
-                merged_currency = currency or last.currency
-                amounts[-1] = Amount(last.value, merged_currency, value, last.position, last.explicit or bool(currency))
+                amounts[-1] = Amount(last.value, currency or last.currency, value, last.position)
                 continue
-        amounts.append(
-            Amount(value, currency or "USD", None, position, currency is not None, alternatives.get(position))
-        )
-    # A currency said after the high end applies to the whole range.
+        amounts.append(Amount(value, currency or "USD", None, position, alternatives.get(position)))
     return amounts
 
 
