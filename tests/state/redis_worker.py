@@ -53,7 +53,7 @@ async def main() -> None:
             await lock.run(call_id, work)
     elif mode == "debounce":
         stamp = float(sys.argv[5])
-        debouncer = TranscriptDebouncer(store, delay_secs=0.3)
+        debouncer = TranscriptDebouncer(store, delay_secs=1.0)
         if await debouncer.settle(call_id, stamp):
             await redis.incr(prefix + "model_calls")
             await redis.set(prefix + "winner", repr(stamp))

@@ -117,7 +117,8 @@ async def test_lock_across_worker_processes(redis_store: RedisStateStore):
 
 @pytest.mark.redis
 async def test_debounce_across_worker_processes(redis_store: RedisStateStore):
-    start_at = time.time() + 1.5
+    # offers 20 ms apart inside a 1 s debounce window: only the newest may reach the model
+    start_at = time.time() + 2.5
     processes = [_spawn("debounce", redis_store.prefix, start_at + i * 0.02, f"{100 + i}.0") for i in range(4)]
     await asyncio.to_thread(_wait, processes)
     redis = redis_store._redis
