@@ -15,6 +15,7 @@ character rather than per whitespace word.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -93,7 +94,10 @@ class TextUnit:
     pause_after: float
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_unspaced(char: str) -> bool:
+    if char.isascii():
+        return False
     try:
         name = unicodedata.name(char)
     except ValueError:
@@ -102,7 +106,7 @@ def _is_unspaced(char: str) -> bool:
 
 
 def _is_spoken_char(char: str) -> bool:
-    return unicodedata.category(char)[0] in ("L", "N")
+    return char.isalnum()
 
 
 def split_units(text: str) -> list[TextUnit]:
@@ -114,7 +118,7 @@ def split_units(text: str) -> list[TextUnit]:
     units: list[TextUnit] = []
     for match in _TOKEN.finditer(text):
         token, offset = match.group(), match.start()
-        if not any(_is_unspaced(c) for c in token):
+        if token.isascii() or not any(_is_unspaced(c) for c in token):
             units.append(_unit(text, offset, offset + len(token)))
             continue
         # Each unspaced character is a unit; punctuation attaches to the one before.
