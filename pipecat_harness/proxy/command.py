@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 from typing import Any
 
@@ -16,6 +18,8 @@ from pipecat_harness.state.coordination import CallLock
 from pipecat_harness.state.factory import create_store
 
 __all__ = ["add_parser", "build_service", "build_upstream"]
+
+logger = logging.getLogger("pipecat_harness.proxy")
 
 
 def build_upstream(
@@ -43,6 +47,10 @@ def build_upstream(
     raise ValueError(f"unknown upstream {kind!r}; choose scripted, openai or gemini")
 
 
+def _log_decision(action: str, evidence: dict[str, Any]) -> None:
+    logger.info("checklist %s %s", action, json.dumps(evidence, default=str)[:1000])
+
+
 def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: bool = True) -> ProxyService:
     """A :class:`ProxyService` driven by the config's ``checklist`` block."""
     settings = config.checklist
@@ -55,6 +63,7 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
             analyzer=build_analyzer(settings),
             debounce_secs=settings.debounce_secs,
             lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
+            on_decision=_log_decision,
         )
     return ProxyService(upstream, driver, marker=settings.directive_marker)
 
