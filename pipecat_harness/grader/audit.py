@@ -146,12 +146,17 @@ class AuditStore:
 
     async def write(self, row: AuditRow) -> AuditRow:
         """Insert a row; returns it with ``id`` set."""
-        values = row.to_dict()
-        values.pop("id")
+        return (await self.write_many([row]))[0]
+
+    async def write_many(self, rows: list[AuditRow]) -> list[AuditRow]:
+        """Insert the rows of one turn in one transaction; returns them with ``id`` set."""
         async with self.engine.begin() as conn:
-            result = await conn.execute(self.table.insert().values(**values).returning(self.table.c.id))
-            row.id = int(result.scalar_one())
-        return row
+            for row in rows:
+                values = row.to_dict()
+                values.pop("id")
+                result = await conn.execute(self.table.insert().values(**values).returning(self.table.c.id))
+                row.id = int(result.scalar_one())
+        return rows
 
     async def get(self, row_id: int) -> AuditRow | None:
         """Return one row by id."""

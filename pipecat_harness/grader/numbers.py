@@ -11,6 +11,7 @@ time (1:49) depending on context.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -216,6 +217,7 @@ def negated(words: list[str]) -> bool:
     return any(w in _NEGATIONS or w.endswith("n't") for w in words)
 
 
+@functools.lru_cache(maxsize=8192)
 def stem(word: str) -> str:
     """A crude stem good enough to match "refunds", "refunded" and "refund"."""
     for suffix in ("ing", "ed", "es", "s"):

@@ -169,30 +169,31 @@ class TurnGrader(BaseObserver):
         if not self._tables_ready:
             await self.audit.create_tables()
             self._tables_ready = True
-        for verdict in verdicts:
-            severity = self.severity.severity(verdict.verdict, verdict.category)
-            row = await self.audit.write(
-                AuditRow(
-                    tenant=self.tenant,
-                    call_id=self.call_id,
-                    turn_id=job.turn_id,
-                    utterance=job.utterance,
-                    caller_utterance=job.caller_utterance,
-                    verdict=verdict.verdict,
-                    category=verdict.category,
-                    claim=verdict.claim,
-                    constraint_ref=verdict.constraint_ref,
-                    rationale=verdict.rationale,
-                    confidence=verdict.confidence,
-                    grader_model=self.grader.model,
-                    constraints_version=self.constraints_version,
-                    severity=severity,
-                )
+        rows = [
+            AuditRow(
+                tenant=self.tenant,
+                call_id=self.call_id,
+                turn_id=job.turn_id,
+                utterance=job.utterance,
+                caller_utterance=job.caller_utterance,
+                verdict=verdict.verdict,
+                category=verdict.category,
+                claim=verdict.claim,
+                constraint_ref=verdict.constraint_ref,
+                rationale=verdict.rationale,
+                confidence=verdict.confidence,
+                grader_model=self.grader.model,
+                constraints_version=self.constraints_version,
+                severity=self.severity.severity(verdict.verdict, verdict.category),
             )
-            self.rows_written += 1
+            for verdict in verdicts
+        ]
+        await self.audit.write_many(rows)
+        self.rows_written += len(rows)
+        for row in rows:
             if row.flagged or row.verdict == "not_graded":
                 self._record(row, reason)
-            if self.alerter is not None and row.flagged and self.severity.should_alert(severity):
+            if self.alerter is not None and row.flagged and self.severity.should_alert(row.severity):
                 self.alerter.send(alert_payload(row, console_url=self.console_url))
 
     def _record(self, row: AuditRow, reason: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -114,6 +115,11 @@ class PolicyFacts:
         return facts
 
 
+@functools.lru_cache(maxsize=256)
+def _policy_facts(name: str, identifier: str) -> PolicyFacts:
+    return PolicyFacts.read(name, identifier)
+
+
 def _durations(tokens: list[Token]) -> list[float]:
     hours = []
     for i, token in enumerate(tokens[:-1]):
@@ -158,7 +164,7 @@ def check_policies(tokens: list[Token], sentence: str, constraints: ConstraintLi
     topics = _topics(text)
     if not topics or sentence.rstrip().endswith("?"):
         return []
-    facts = [PolicyFacts.read(name, value) for name, value in constraints.policies.items()]
+    facts = [_policy_facts(name, value) for name, value in constraints.policies.items()]
     verdicts = []
     for topic in sorted(topics):
         policy = next((f for f in facts if topic in _topics(f.name.replace("_", " "))), None)

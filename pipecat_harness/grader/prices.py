@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from pipecat_harness.grader.constraints import ConstraintList, PriceItem
@@ -136,21 +137,14 @@ def find_services(tokens: list[Token], constraints: ConstraintList) -> list[tupl
     service uses ("premium" for "premium detail").
     """
     stems = [stem(t.word) for t in tokens]
-    word_owners: dict[str, set[str]] = {}
-    for item in constraints.price_list:
-        for name in item.names:
-            for word in name.split():
-                word_owners.setdefault(stem(word), set()).add(item.id)
     mentions: list[tuple[int, int, PriceItem]] = []
-    for item in constraints.price_list:
+    for item, names, distinctive in _service_index(constraints.price_list):
         best: tuple[int, int] | None = None
-        for name in item.names:
-            parts = [stem(w) for w in name.split() if w not in {"a", "the", "of"}]
+        for parts in names:
             for start in range(len(stems) - len(parts) + 1):
-                if stems[start : start + len(parts)] == parts and (best is None or len(parts) > best[1]):
+                if stems[start : start + len(parts)] == list(parts) and (best is None or len(parts) > best[1]):
                     best = (start, len(parts))
         if best is None:
-            distinctive = {stem(w) for n in item.names for w in n.split() if word_owners[stem(w)] == {item.id}}
             best = next(((i, 1) for i, s in enumerate(stems) if s in distinctive), None)
         if best is not None:
             mentions.append((best[0], best[1], item))
@@ -161,6 +155,24 @@ def find_services(tokens: list[Token], constraints: ConstraintList) -> list[tupl
         if not any(p <= pos and pos + size <= p + s and s > size for p, s, _ in mentions)
     ]
     return [(pos, item) for pos, _, item in sorted(kept, key=lambda m: m[0])]
+
+
+@functools.lru_cache(maxsize=64)
+def _service_index(
+    price_list: tuple[PriceItem, ...],
+) -> list[tuple[PriceItem, list[tuple[str, ...]], frozenset[str]]]:
+    """Per service: its names as stem sequences, and the stems no other service uses."""
+    owners: dict[str, set[str]] = {}
+    for item in price_list:
+        for name in item.names:
+            for word in name.split():
+                owners.setdefault(stem(word), set()).add(item.id)
+    index = []
+    for item in price_list:
+        names = [tuple(stem(w) for w in name.split() if w not in {"a", "the", "of"}) for name in item.names]
+        distinctive = frozenset(s for parts in names for s in parts if owners.get(s) == {item.id})
+        index.append((item, names, distinctive))
+    return index
 
 
 def _pair(amounts: list[Amount], services: list[tuple[int, PriceItem]]) -> list[PriceItem | None]:
