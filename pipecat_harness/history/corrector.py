@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from loguru import logger
 from pipecat.frames.frames import Frame, InterruptionFrame, LLMContextAssistantTurnFrame, StartFrame
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
@@ -104,6 +105,9 @@ class HistoryCorrector(FrameProcessor):
         await super().process_frame(frame, direction)
         if isinstance(frame, StartFrame) and self.context is None:
             self.context = self._find_context()
+            if self.context is None:
+                logger.error(f"{self}: no LLMAssistantAggregator before it and no context= given; "
+                             "history will not be corrected")
         elif isinstance(frame, LLMContextAssistantTurnFrame) and direction == FrameDirection.DOWNSTREAM:
             self._on_commit(frame.text)
         elif isinstance(frame, InterruptionFrame):
@@ -131,7 +135,7 @@ class HistoryCorrector(FrameProcessor):
     def correct_interrupted(self) -> Correction | None:
         """Correct the most recent interrupted reply, once; returns what was done."""
         reply = self.tracker.last
-        if reply is None or reply.state != "interrupted" or reply.reply_id in self._handled:
+        if self.context is None or reply is None or reply.state != "interrupted" or reply.reply_id in self._handled:
             return None
         self._handled.add(reply.reply_id)
         generated = reply.full_text
@@ -166,10 +170,7 @@ class HistoryCorrector(FrameProcessor):
     # Context edits --------------------------------------------------------------
 
     def _messages(self) -> list[Any]:
-        if self.context is None:
-            raise RuntimeError("HistoryCorrector has no LLMContext: place it after an LLMAssistantAggregator "
-                               "or pass context=")
-        return list(self.context.get_messages())
+        return list(self.context.get_messages()) if self.context is not None else []
 
     def _committed_index(self, reply: ReplyPlayback) -> int | None:
         """Index of the assistant text message Pipecat committed for ``reply``, if any."""
@@ -188,19 +189,21 @@ class HistoryCorrector(FrameProcessor):
         return None
 
     def _write(self, index: int | None, content: str) -> None:
-        messages = self._messages()
+        if self.context is None:
+            return
         if index is None:
-            assert self.context is not None
             self.context.add_message({"role": "assistant", "content": content})
-        else:
-            messages[index]["content"] = content
+            return
+        # A new message object: others may hold the one Pipecat committed.
+        messages = self._messages()
+        messages[index] = {**messages[index], "content": content}
+        self.context.set_messages(messages)
 
     def _remove(self, index: int | None) -> None:
-        if index is None:
+        if index is None or self.context is None:
             return
         messages = self._messages()
         del messages[index]
-        assert self.context is not None
         self.context.set_messages(messages)
 
     # Record ---------------------------------------------------------------------

@@ -174,3 +174,13 @@ async def test_words_lost_before_the_aggregator_are_restored_from_playback() -> 
     kept = _assistant_texts(context)
     assert len(kept) == 1
     assert kept[0].startswith(FIRST + " You will see it on your statement")
+
+
+async def test_without_an_assistant_aggregator_it_passes_frames_and_changes_nothing() -> None:
+    tracker = PlaybackTracker()
+    corrector = HistoryCorrector(tracker)
+    frames = [*reply_start("c1"), *sentence(FIRST, "c1", 3.0, played=1.0), settle(), InterruptionFrame()]
+    down, _ = await run_test(Pipeline([tracker, corrector]), frames_to_send=frames)
+    assert corrector.context is None
+    assert corrector.corrections == []
+    assert any(isinstance(f, InterruptionFrame) for f in down)
