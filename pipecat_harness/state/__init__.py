@@ -1,5 +1,6 @@
-"""Per-call shared state: store interface, memory and Redis backends, lock and debounce."""
+"""Per-call shared state: store interface, memory and Redis backends, lock, debounce and call state."""
 
+from pipecat_harness.state.call_state import CallState, CallStateStore, Fact, Provenance, VersionConflict
 from pipecat_harness.state.coordination import CallLock, LockTimeout, TranscriptDebouncer
 from pipecat_harness.state.factory import create_store
 from pipecat_harness.state.memory import MemoryStateStore
@@ -8,11 +9,16 @@ from pipecat_harness.state.store import StateStore, StoreError
 
 __all__ = [
     "CallLock",
+    "CallState",
+    "CallStateStore",
+    "Fact",
     "LockTimeout",
     "MemoryStateStore",
+    "Provenance",
     "RedisStateStore",
     "StateStore",
     "StoreError",
     "TranscriptDebouncer",
+    "VersionConflict",
     "create_store",
 ]

@@ -1,0 +1,208 @@
+"""What the bot knows about one call: conversation history, working state and business state.
+
+Three memories, kept apart because they are trusted differently:
+
+* **history**: the messages of the conversation, each tagged with its turn;
+* **working state**: facts gathered during the call (the caller's order id,
+  the item they mean), each with its *provenance* (who said so: the caller,
+  a tool, the model, an operator; in which turn; when) and its own version;
+* **business state**: the latest snapshot read from the system of record,
+  with the provenance of that read.
+
+The whole record has a version that grows with every saved change, so a
+decision taken on version N can tell whether the state moved under it.
+Changes go through :meth:`CallStateStore.update`, which runs under the
+per-call lock and is therefore safe across worker processes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pipecat_harness.state.coordination import CallLock
+from pipecat_harness.state.store import StateStore, StoreError
+
+__all__ = ["CallState", "CallStateStore", "Fact", "Provenance", "Source", "VersionConflict"]
+
+Source = Literal["caller", "tool", "model", "operator", "system"]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a value came from.
+
+    Parameters:
+        source: Who produced it.
+        turn_id: The user turn during which it was produced.
+        detail: Tool name, utterance or operator id.
+        at: Wall-clock time (seconds since the epoch).
+    """
+
+    source: Source
+    turn_id: int = 0
+    detail: str = ""
+    at: float = field(default_factory=time.time)
+
+
+@dataclass
+class Fact:
+    """One working-state value with its provenance and version (1 on first set)."""
+
+    value: Any
+    provenance: Provenance
+    version: int = 1
+
+
+@dataclass
+class CallState:
+    """The three memories of one call.
+
+    Parameters:
+        call_id: The call.
+        history: Conversation messages, each with a ``turn_id``.
+        working: Name -> :class:`Fact`.
+        business: Latest business snapshot.
+        business_provenance: Where the snapshot came from.
+        version: Grows with every saved change.
+    """
+
+    call_id: str
+    history: list[dict[str, Any]] = field(default_factory=list)
+    working: dict[str, Fact] = field(default_factory=dict)
+    business: dict[str, Any] = field(default_factory=dict)
+    business_provenance: Provenance | None = None
+    version: int = 0
+
+    def add_message(self, role: str, content: str, *, turn_id: int) -> None:
+        """Append a conversation message."""
+        self.history.append({"role": role, "content": content, "turn_id": turn_id})
+
+    def set_fact(self, name: str, value: Any, provenance: Provenance) -> bool:
+        """Set a working fact; returns whether its value changed.
+
+        Re-stating the same value keeps the version and the original provenance.
+        """
+        current = self.working.get(name)
+        if current is not None and current.value == value:
+            return False
+        self.working[name] = Fact(value, provenance, 1 if current is None else current.version + 1)
+        return True
+
+    def fact(self, name: str) -> Fact | None:
+        """The fact named ``name``, if known."""
+        return self.working.get(name)
+
+    def set_business(self, snapshot: dict[str, Any], provenance: Provenance) -> None:
+        """Replace the business snapshot."""
+        self.business = dict(snapshot)
+        self.business_provenance = provenance
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {
+            "call_id": self.call_id,
+            "history": list(self.history),
+            "working": {k: {"value": f.value, "provenance": asdict(f.provenance), "version": f.version}
+                        for k, f in self.working.items()},
+            "business": dict(self.business),
+            "business_provenance": asdict(self.business_provenance) if self.business_provenance else None,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CallState:
+        """Rebuild from :meth:`to_dict` output.
+
+        Raises:
+            ValueError: The data is not a call state.
+        """
+        try:
+            working = {
+                k: Fact(v["value"], Provenance(**v["provenance"]), int(v["version"]))
+                for k, v in dict(data.get("working", {})).items()
+            }
+            business_provenance = data.get("business_provenance")
+            return cls(
+                call_id=str(data["call_id"]),
+                history=[dict(m) for m in data.get("history", [])],
+                working=working,
+                business=dict(data.get("business", {})),
+                business_provenance=Provenance(**business_provenance) if business_provenance else None,
+                version=int(data.get("version", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a call state: {exc}") from exc
+
+
+class VersionConflict(RuntimeError):
+    """The state changed since the version a write was based on."""
+
+
+class CallStateStore:
+    """Loads and updates :class:`CallState` records in a :class:`StateStore`.
+
+    Args:
+        store: The backing store (memory or Redis).
+        lock: The per-call lock guarding updates.
+        ttl_secs: How long a call's record is kept after its last change.
+    """
+
+    def __init__(self, store: StateStore, *, lock: CallLock | None = None, ttl_secs: float = 24 * 3600.0) -> None:
+        self.store = store
+        self.lock = lock or CallLock(store, ttl_secs=5.0, work_timeout_secs=2.0)
+        self.ttl_secs = ttl_secs
+
+    @staticmethod
+    def _key(call_id: str) -> str:
+        return f"call_state:{call_id}"
+
+    async def load(self, call_id: str) -> CallState:
+        """The call's state (empty for a new call).
+
+        Raises:
+            StoreError: The stored record is corrupt.
+        """
+        raw = await self.store.get_json(self._key(call_id))
+        if raw is None:
+            return CallState(call_id=call_id)
+        try:
+            return CallState.from_dict(raw)
+        except ValueError as exc:
+            raise StoreError(f"call {call_id!r}: {exc}") from exc
+
+    async def update(
+        self,
+        call_id: str,
+        change: Callable[[CallState], Awaitable[Any] | Any],
+        *,
+        expected_version: int | None = None,
+    ) -> CallState:
+        """Apply ``change`` to the call's state under the per-call lock and save it.
+
+        Args:
+            call_id: The call.
+            change: Mutates the state (may be a coroutine function); its return value is ignored.
+            expected_version: Refuse the update unless the stored version is this one.
+
+        Raises:
+            VersionConflict: ``expected_version`` is stale; nothing was written.
+        """
+
+        async def work() -> CallState:
+            state = await self.load(call_id)
+            if expected_version is not None and state.version != expected_version:
+                raise VersionConflict(
+                    f"call {call_id!r}: state is at version {state.version}, update was based on {expected_version}"
+                )
+            result = change(state)
+            if inspect.isawaitable(result):
+                await result
+            state.version += 1
+            await self.store.set_json(self._key(call_id), state.to_dict(), ttl_secs=self.ttl_secs)
+            return state
+
+        return await self.lock.run(call_id, work)
