@@ -123,7 +123,9 @@ class HistoryCorrector(FrameProcessor):
         return None
 
     def _on_commit(self, text: str) -> None:
-        reply = self.tracker.last
+        # The aggregator commits a reply once it stopped playing; a newer reply
+        # may already be playing past the tracker, so skip those.
+        reply = next((r for r in reversed(self.tracker.replies) if r.state != "playing"), None)
         if reply is None or reply.reply_id in self._handled:
             return
         reply.pipecat_committed = text

@@ -184,3 +184,14 @@ async def test_without_an_assistant_aggregator_it_passes_frames_and_changes_noth
     assert corrector.context is None
     assert corrector.corrections == []
     assert any(isinstance(f, InterruptionFrame) for f in down)
+
+
+async def test_next_reply_already_playing_when_the_previous_commit_arrives() -> None:
+    other = "Is there anything else I can help with today?"
+    frames = [*reply_start("c1"), *sentence(FIRST, "c1", 3.0), *reply_end("c1"),
+              *reply_start("c2"), *sentence(other, "c2", 3.0, played=1.0), settle(), InterruptionFrame()]
+    context, recorder, _ = await _run(frames, messages=[])
+    texts = _assistant_texts(context)
+    assert texts[0] == FIRST
+    assert len(texts) == 2 and texts[1].startswith("Is there") and texts[1].endswith(MARKER)
+    assert [a for a, _ in recorder.decisions] == ["played_in_full", "truncated"]
