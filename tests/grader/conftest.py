@@ -10,29 +10,14 @@ import pytest
 
 from pipecat_harness.grader.audit import AuditStore
 from pipecat_harness.grader.constraints import ConstraintList
+from tests.services import postgres_url
 
 DATA = Path(__file__).resolve().parents[2] / "pipecat_harness" / "grader" / "data"
-PG_URL = "postgresql+asyncpg://{user}@127.0.0.1:5432/test"
 
 
 @pytest.fixture
 def constraints() -> ConstraintList:
     return ConstraintList.load(DATA / "detailing.yaml")
-
-
-async def _postgres_store() -> AuditStore:
-    import asyncpg
-
-    errors = []
-    for user in ("postgres", "root"):
-        try:
-            conn = await asyncpg.connect(host="127.0.0.1", port=5432, user=user, database="test", timeout=3)
-        except (OSError, asyncpg.PostgresError) as exc:
-            errors.append(f"{user}: {exc}")
-            continue
-        await conn.close()
-        return AuditStore(PG_URL.format(user=user), table_name=f"grader_audit_{uuid.uuid4().hex[:10]}")
-    pytest.skip(f"PostgreSQL not reachable at 127.0.0.1:5432: {'; '.join(errors)}")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -41,7 +26,7 @@ async def audit_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
     if request.param == "sqlite":
         store = AuditStore(f"sqlite+aiosqlite:///{tmp_path / 'audit.db'}", table_name="grader_audit")
     else:
-        store = await _postgres_store()
+        store = AuditStore(postgres_url(), table_name=f"grader_audit_{uuid.uuid4().hex[:10]}")
     await store.create_tables()
     try:
         yield store

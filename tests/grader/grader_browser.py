@@ -12,16 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 import websockets
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.services import chromium_path
 
 
 def require_chromium() -> str:
-    if CHROMIUM is None:
-        pytest.skip("headless Chromium not installed (Debian package 'chromium'): console not checked in a browser")
-    return CHROMIUM
+    return chromium_path()
 
 
 class Page:

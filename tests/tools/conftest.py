@@ -5,11 +5,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from pipecat_harness.tools.ledger import OperationLedger
-
-POSTGRES_URLS = (
-    "postgresql+asyncpg://postgres@127.0.0.1:5432/test",
-    "postgresql+asyncpg://root@127.0.0.1:5432/test",
-)
+from tests.services import postgres_url
 
 
 def unique_prefix() -> str:
@@ -18,16 +14,9 @@ def unique_prefix() -> str:
 
 async def postgres_ledger(prefix: str) -> OperationLedger:
     """A ledger on the local PostgreSQL server; skips visibly when it is unreachable."""
-    errors = []
-    for url in POSTGRES_URLS:
-        ledger = OperationLedger(url, table_prefix=prefix)
-        try:
-            await ledger.create_tables()
-            return ledger
-        except Exception as exc:
-            errors.append(f"{url.split('//')[1].split('@')[0]}: {type(exc).__name__}: {exc}")
-            await ledger.close()
-    pytest.skip("PostgreSQL not reachable at 127.0.0.1:5432: " + "; ".join(errors))
+    ledger = OperationLedger(postgres_url(), table_prefix=prefix)
+    await ledger.create_tables()
+    return ledger
 
 
 @contextlib.asynccontextmanager

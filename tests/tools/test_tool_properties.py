@@ -14,7 +14,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from conftest import POSTGRES_URLS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from pipecat_harness.tools import (
     ToolGate,
     current_operation,
 )
+from tests.services import postgres_url
 
 REQUESTS = [
     {"order_id": "#W1", "amount_usd": 45},
@@ -199,15 +199,8 @@ def database(request, tmp_path):
         url = f"sqlite+aiosqlite:///{tmp_path}/ledger.db"
         _create_tables(url, prefix)
     else:
-        errors = []
-        for url in POSTGRES_URLS:
-            try:
-                _create_tables(url, prefix)
-                break
-            except Exception as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
-        else:
-            pytest.skip("PostgreSQL not reachable at 127.0.0.1:5432: " + "; ".join(errors))
+        url = postgres_url()
+        _create_tables(url, prefix)
     yield url, prefix
     _drop_tables(url, prefix)
 

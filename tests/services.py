@@ -1,0 +1,82 @@
+"""The real services some tests need, found or skipped with the reason.
+
+PostgreSQL (127.0.0.1:5432, database ``test``), Redis (127.0.0.1:6379) and
+headless Chromium are used for real where a test claims to test them. On a
+machine without them those tests skip with the reason, never silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import shutil
+from collections.abc import AsyncIterator
+
+import pytest
+
+__all__ = ["REDIS_URL", "chromium_path", "connected_redis", "postgres_url"]
+
+POSTGRES_USERS = ("postgres", "root")
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+async def _probe_postgres() -> tuple[str | None, list[str]]:
+    import asyncpg
+
+    errors = []
+    for user in POSTGRES_USERS:
+        try:
+            conn = await asyncpg.connect(host="127.0.0.1", port=5432, user=user, database="test", timeout=3)
+        except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+            errors.append(f"{user}: {type(exc).__name__}: {exc}")
+            continue
+        await conn.close()
+        return f"postgresql+asyncpg://{user}@127.0.0.1:5432/test", errors
+    return None, errors
+
+
+@functools.cache
+def _postgres() -> tuple[str | None, str]:
+    # Probed on a thread of its own so it works from sync and async tests alike.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        url, errors = pool.submit(asyncio.run, _probe_postgres()).result()
+    return url, "; ".join(errors)
+
+
+def postgres_url() -> str:
+    """The SQLAlchemy URL of the local PostgreSQL test database; skips visibly when it is unreachable."""
+    url, errors = _postgres()
+    if url is None:
+        pytest.skip(f"PostgreSQL not reachable at 127.0.0.1:5432: {errors}")
+    return url
+
+
+def chromium_path() -> str:
+    """The headless Chromium binary; skips visibly when it is not installed."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("headless Chromium not installed (Debian package 'chromium'): page not checked in a browser")
+    return path
+
+
+@contextlib.asynccontextmanager
+async def connected_redis(prefix: str) -> AsyncIterator:
+    """A Redis state store under a unique prefix, cleaned up afterwards; skips visibly when Redis is down."""
+    from pipecat_harness.state.redis_store import RedisStateStore
+    from pipecat_harness.state.store import StoreError
+
+    store = RedisStateStore(REDIS_URL, prefix=prefix)
+    try:
+        await store.ping()
+    except StoreError as exc:
+        await store.close()
+        pytest.skip(f"Redis not reachable at 127.0.0.1:6379: {exc}")
+    try:
+        yield store
+    finally:
+        await store.clear()
+        await store.close()
+
+
