@@ -9,6 +9,9 @@ EXPECTED = {
     "ControlDecision", "DecisionLog", "TraceRecorder", "Timeline", "Scenario", "ScenarioError", "load_scenario",
     "load_scenarios", "run_scenario", "CallResult", "ScriptedLLMService", "SimulatedTTSService",
     "SimulatedOutputTransport", "LoopClock", "virtual_time", "RetailDatabase", "RetailTools",
+    "hold_decision", "IdentifierHoldConfig", "IdentifierHoldStopStrategy", "SpellingNormalizer", "SilentReplyGuard",
+    "ToolGate", "OperationLedger", "estimate_heard_prefix", "PlaybackTracker", "HistoryCorrector",
+    "ChecklistDirector", "RuleGrader", "ConstraintList", "TurnGrader",
 }
 
 
@@ -24,7 +27,9 @@ def test_every_exported_name_resolves():
 def test_every_public_module_declares_all():
     for module_name in ["config", "control", "decisions", "harness", "cli", "sim.clock", "sim.scenario",
                         "sim.runner", "sim.scripted_llm", "sim.sim_tts", "sim.sim_transport", "sim.caller",
-                        "trace.recorder", "trace.timeline", "trace.show", "demo.retail_db", "demo.retail_tools"]:
+                        "trace.recorder", "trace.timeline", "trace.show", "demo.retail_db", "demo.retail_tools",
+                        "input", "tools", "history", "grader", "checklist", "proxy", "state", "eval", "spoken",
+                        "validation"]:
         module = importlib.import_module(f"pipecat_harness.{module_name}")
         assert hasattr(module, "__all__"), module_name
         for name in module.__all__:
