@@ -20,18 +20,29 @@ for the real outcome.
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import and_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from pipecat_harness.tools.operation_state import (
+    TRANSITIONS,
+    ConcurrentUpdate,
+    IdempotencyConflict,
+    InvalidTransition,
+    LedgerError,
+    OperationRecord,
+    OperationStatus,
+    Reconciler,
+    Reconciliation,
+    check_transition,
+)
 from pipecat_harness.tools.storage import DEFAULT_LEDGER_URL, LedgerTables, ledger_tables, make_engine
 
 __all__ = [
@@ -49,112 +60,8 @@ __all__ = [
 ]
 
 
-class OperationStatus(enum.StrEnum):
-    """Where an operation is in its life."""
-
-    PREPARED = "prepared"
-    EXECUTING = "executing"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    OUTCOME_UNKNOWN = "outcome_unknown"
-    CANCELLED = "cancelled"
-
-
 S = OperationStatus
-
-#: Allowed transitions (besides re-observing the current state).
-TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
-    S.PREPARED: frozenset({S.EXECUTING, S.CANCELLED}),
-    S.EXECUTING: frozenset({S.SUCCEEDED, S.FAILED, S.OUTCOME_UNKNOWN}),
-    S.OUTCOME_UNKNOWN: frozenset({S.SUCCEEDED, S.FAILED}),
-    S.SUCCEEDED: frozenset(),
-    S.FAILED: frozenset(),
-    S.CANCELLED: frozenset(),
-}
-
 _EVENT_STATES = frozenset({S.SUCCEEDED, S.FAILED, S.OUTCOME_UNKNOWN, S.CANCELLED})
-
-
-class LedgerError(RuntimeError):
-    """Base class of ledger errors."""
-
-
-class InvalidTransition(LedgerError):
-    """A transition the state machine does not allow."""
-
-
-class IdempotencyConflict(LedgerError):
-    """The idempotency key was already used for a different request."""
-
-
-class ConcurrentUpdate(LedgerError):
-    """The record changed under us to a state that does not permit the transition."""
-
-
-def check_transition(current: OperationStatus, new: OperationStatus) -> bool:
-    """Return whether ``current → new`` changes anything.
-
-    Returns:
-        ``False`` for a duplicate observation (``current == new``), ``True`` for an allowed change.
-
-    Raises:
-        InvalidTransition: The state machine forbids the transition.
-    """
-    if current == new:
-        return False
-    if new not in TRANSITIONS[current]:
-        allowed = ", ".join(sorted(TRANSITIONS[current])) or "nothing (final state)"
-        raise InvalidTransition(f"operation cannot go from {current} to {new}; from {current} only: {allowed}")
-    return True
-
-
-@dataclass(frozen=True)
-class OperationRecord:
-    """One operation as stored.
-
-    Parameters:
-        tenant: Tenant the operation belongs to.
-        idempotency_key: Unique per tenant; one key is executed at most once.
-        op_type: What kind of operation (the tool name).
-        request_hash: Hash of the canonical request.
-        status: Current state.
-        result: The handler's result (JSON), when known.
-        error: Why it failed or is unknown.
-        version: Incremented by every change (compare-and-set).
-        scope: Groups the attempts of one logical request.
-        attempt: Attempt number within the scope (0 first).
-    """
-
-    tenant: str
-    idempotency_key: str
-    op_type: str
-    request_hash: str
-    status: OperationStatus
-    result: Any = None
-    error: str | None = None
-    version: int = 1
-    scope: str = ""
-    attempt: int = 0
-    created_at: float = 0.0
-    updated_at: float = 0.0
-
-    @property
-    def settled(self) -> bool:
-        """Whether the outcome is final (succeeded, failed or cancelled)."""
-        return self.status in (S.SUCCEEDED, S.FAILED, S.CANCELLED)
-
-
-@dataclass(frozen=True)
-class Reconciliation:
-    """What the business backend says happened to an operation of unknown outcome."""
-
-    status: OperationStatus
-    result: Any = None
-    error: str | None = None
-
-
-Reconciler = Callable[[OperationRecord], Awaitable[Reconciliation | None]]
-"""Asks the backend for an operation's real outcome; ``None`` while it cannot tell."""
 
 
 def _dumps(value: Any) -> str | None:
@@ -235,6 +142,20 @@ class OperationLedger:
             condition = and_(condition, ops.c.op_type == op_type)
         if request_hash is not None:
             condition = and_(condition, ops.c.request_hash == request_hash)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(ops).where(condition).order_by(ops.c.created_at))).all()
+        return [self._record(row) for row in rows]
+
+    async def succeeded_operations(self, call_id: str) -> list[OperationRecord]:
+        """Operations of one call that succeeded, oldest first.
+
+        A gate's idempotency scopes start with its session id, which the
+        harness sets to the call id; the per-turn grader checks "your refund
+        is done" claims against these records.
+        """
+        ops = self.tables.operations
+        condition = and_(ops.c.status == OperationStatus.SUCCEEDED.value,
+                         ops.c.scope.startswith(f"{call_id}:", autoescape=True))
         async with self.engine.connect() as conn:
             rows = (await conn.execute(select(ops).where(condition).order_by(ops.c.created_at))).all()
         return [self._record(row) for row in rows]

@@ -170,3 +170,24 @@ async def test_gives_up_after_repeated_concurrent_changes(ledger: OperationLedge
     monkeypatch.setattr(ledger, "get", moving_get)
     with pytest.raises(ConcurrentUpdate, match="kept changing"):
         await ledger.transition(replace(executing, version=99), S.SUCCEEDED)
+
+
+async def test_succeeded_operations_of_one_call_serve_the_graders_action_checks(ledger):
+    from pipecat_harness.grader.actions import OperationLedgerView
+    from pipecat_harness.tools import ToolGate
+
+    async def refund(args):
+        return {"status": "refunded"}
+
+    async def failing(args):
+        raise RuntimeError("down")
+
+    call = ToolGate(write_tools={"issue_refund", "cancel_pending_order"}, ledger=ledger, session_id="call_1%")
+    other = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="call_2")
+    await call.call("issue_refund", {"order_id": "#W1", "amount_usd": 5}, refund)
+    await call.call("cancel_pending_order", {"order_id": "#W1"}, failing)
+    await other.call("issue_refund", {"order_id": "#W2", "amount_usd": 5}, refund)
+    assert isinstance(ledger, OperationLedgerView)
+    assert [r.op_type for r in await ledger.succeeded_operations("call_1%")] == ["issue_refund"]
+    assert [r.op_type for r in await ledger.succeeded_operations("call_2")] == ["issue_refund"]
+    assert await ledger.succeeded_operations("call_") == []

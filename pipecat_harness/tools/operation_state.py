@@ -1,0 +1,136 @@
+"""The operation state machine: states, allowed transitions, records and errors.
+
+States and the only transitions allowed::
+
+    prepared ──► executing ──► succeeded | failed | outcome_unknown
+    prepared ──► cancelled
+    outcome_unknown ──► succeeded | failed        (reconciliation)
+
+Observing the state a record is already in again is allowed and changes
+nothing; any other transition raises :class:`InvalidTransition`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "TRANSITIONS",
+    "ConcurrentUpdate",
+    "IdempotencyConflict",
+    "InvalidTransition",
+    "LedgerError",
+    "OperationRecord",
+    "OperationStatus",
+    "Reconciler",
+    "Reconciliation",
+    "check_transition",
+]
+
+
+class OperationStatus(enum.StrEnum):
+    """Where an operation is in its life."""
+
+    PREPARED = "prepared"
+    EXECUTING = "executing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    CANCELLED = "cancelled"
+
+
+S = OperationStatus
+
+#: Allowed transitions (besides re-observing the current state).
+TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
+    S.PREPARED: frozenset({S.EXECUTING, S.CANCELLED}),
+    S.EXECUTING: frozenset({S.SUCCEEDED, S.FAILED, S.OUTCOME_UNKNOWN}),
+    S.OUTCOME_UNKNOWN: frozenset({S.SUCCEEDED, S.FAILED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+class LedgerError(RuntimeError):
+    """Base class of ledger errors."""
+
+
+class InvalidTransition(LedgerError):
+    """A transition the state machine does not allow."""
+
+
+class IdempotencyConflict(LedgerError):
+    """The idempotency key was already used for a different request."""
+
+
+class ConcurrentUpdate(LedgerError):
+    """The record changed under us to a state that does not permit the transition."""
+
+
+def check_transition(current: OperationStatus, new: OperationStatus) -> bool:
+    """Return whether ``current → new`` changes anything.
+
+    Returns:
+        ``False`` for a duplicate observation (``current == new``), ``True`` for an allowed change.
+
+    Raises:
+        InvalidTransition: The state machine forbids the transition.
+    """
+    if current == new:
+        return False
+    if new not in TRANSITIONS[current]:
+        allowed = ", ".join(sorted(TRANSITIONS[current])) or "nothing (final state)"
+        raise InvalidTransition(f"operation cannot go from {current} to {new}; from {current} only: {allowed}")
+    return True
+
+
+@dataclass(frozen=True)
+class OperationRecord:
+    """One operation as stored.
+
+    Parameters:
+        tenant: Tenant the operation belongs to.
+        idempotency_key: Unique per tenant; one key is executed at most once.
+        op_type: What kind of operation (the tool name).
+        request_hash: Hash of the canonical request.
+        status: Current state.
+        result: The handler's result (JSON), when known.
+        error: Why it failed or is unknown.
+        version: Incremented by every change (compare-and-set).
+        scope: Groups the attempts of one logical request.
+        attempt: Attempt number within the scope (0 first).
+    """
+
+    tenant: str
+    idempotency_key: str
+    op_type: str
+    request_hash: str
+    status: OperationStatus
+    result: Any = None
+    error: str | None = None
+    version: int = 1
+    scope: str = ""
+    attempt: int = 0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    @property
+    def settled(self) -> bool:
+        """Whether the outcome is final (succeeded, failed or cancelled)."""
+        return self.status in (S.SUCCEEDED, S.FAILED, S.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What the business backend says happened to an operation of unknown outcome."""
+
+    status: OperationStatus
+    result: Any = None
+    error: str | None = None
+
+
+Reconciler = Callable[[OperationRecord], Awaitable[Reconciliation | None]]
+"""Asks the backend for an operation's real outcome; ``None`` while it cannot tell."""
