@@ -140,14 +140,14 @@ def _acted(call: CallMetrics, control: str) -> bool:
 
 #: Control -> (target figure, cost figures). Costs marked ``extra_`` are on-arm minus off-arm totals.
 CONTROL_TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "identifier_hold": ("identifiers_submitted_early", ("needless_delays", "added_wait_ms")),
-    "spelling": ("failed_calls", ("added_wait_ms",)),
-    "silent_reply": ("failed_calls", ("added_wait_ms", "follow_up_questions")),
+    "identifier_hold": ("identifiers_submitted_early", ("needless_delays", "extra_added_wait_ms")),
+    "spelling": ("failed_calls", ("extra_added_wait_ms",)),
+    "silent_reply": ("failed_calls", ("extra_added_wait_ms", "extra_follow_up_questions")),
     "tool_gate": ("duplicate_writes_executed", ("false_blocks", "extra_lookups", "extra_follow_up_questions")),
     "history": ("unplayed_text_retained", ("played_text_removed", "played_words_removed", "repeated_replies")),
     "checklist": ("failed_calls", ("follow_up_questions",)),
     "grader": ("failed_calls", ()),
-    "all": ("failed_calls", ("needless_delays", "added_wait_ms", "false_blocks", "played_text_removed",
+    "all": ("failed_calls", ("needless_delays", "extra_added_wait_ms", "false_blocks", "played_text_removed",
                              "repeated_replies", "extra_lookups", "extra_follow_up_questions")),
 }
 

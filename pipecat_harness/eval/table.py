@@ -93,6 +93,11 @@ def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
             style: Any = "bold" if role == "target" else ""
             table.add_row(group, label, role, on, off, style=style)
         console.print(table)
+        errors = sorted({f"{c.scenario}: {c.error}" for c in result.calls if c.error})
+        for line in errors[:5]:
+            console.print(f"simulation error: {line}", highlight=False, markup=False)
+        if len(errors) > 5:
+            console.print(f"... and {len(errors) - 5} more simulation errors (see results.json)", markup=False)
         for line in _verdict_lines("keep (minimum benefit)", result.keep):
             console.print(line, highlight=False, markup=False)
         stop_title = "stop (regression)" + (" - run STOPPED EARLY" if result.stopped_early else "")
