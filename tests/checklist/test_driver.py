@@ -1,7 +1,4 @@
 import asyncio
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +11,7 @@ from pipecat_harness.checklist.progress import ItemStatus
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
 from pipecat_harness.state.redis_store import RedisStateStore
 from pipecat_harness.state.store import StateStore, StoreError
+from tests.state.worker_processes import spawn_worker, start_together
 
 WALK = yaml.safe_load((Path(__file__).parent / "data" / "site_check_in_walk.yaml").read_text())
 WORKER = Path(__file__).parents[1] / "state" / "redis_worker.py"
@@ -116,23 +114,10 @@ async def test_concurrent_syncs_in_one_process_analyse_each_turn_once(any_store:
 
 @pytest.mark.redis
 async def test_worker_processes_analyse_each_turn_exactly_once(redis_store: RedisStateStore):
-    start_at = time.time() + 1.5
     processes = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), "driver", redis_store.prefix, "call-mp", repr(start_at), str(count)],
-            cwd=Path(__file__).parents[2],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for count in (1, 2, 3, 3)
+        spawn_worker("driver", redis_store.prefix, 0.0, str(count), call_id="call-mp") for count in (1, 2, 3, 3)
     ]
-
-    def wait() -> None:
-        for process in processes:
-            _, err = process.communicate(timeout=60)
-            assert process.returncode == 0, err.decode()
-
-    await asyncio.to_thread(wait)
+    await start_together(redis_store, processes)
     driver = ChecklistDriver(bundled_checklist(), redis_store)
     state = await driver.load("call-mp")
     assert state.analyzed_turns == 3

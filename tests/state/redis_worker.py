@@ -1,12 +1,12 @@
 """A separate worker process for the multi-process Redis tests.
 
-Usage: python redis_worker.py MODE PREFIX CALL_ID START_AT [ARG]
-Every process sleeps until START_AT (wall time) so they contend at once.
+Usage: python redis_worker.py MODE PREFIX CALL_ID DELAY [ARG]
+Every process reports ready, waits for the test's "go" key, then sleeps DELAY
+seconds, so they contend at once however long each took to start.
 """
 
 import asyncio
 import sys
-import time
 
 from pipecat_harness.checklist.analysis import Analysis
 from pipecat_harness.checklist.driver import ChecklistDriver
@@ -33,10 +33,13 @@ class CountingAnalyzer(RuleAnalyzer):
 
 
 async def main() -> None:
-    mode, prefix, call_id, start_at = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    mode, prefix, call_id, delay = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     store = RedisStateStore("redis://127.0.0.1:6379/0", prefix=prefix)
-    await asyncio.sleep(max(0.0, start_at - time.time()))
     redis = store._redis
+    await redis.incr(prefix + "ready")
+    while not await redis.get(prefix + "go"):
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(delay)
     if mode == "lock":
         lock = CallLock(store, ttl_secs=2.0, work_timeout_secs=1.0, acquire_timeout_secs=20.0, poll_secs=0.002)
 

@@ -1,8 +1,4 @@
 import asyncio
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -10,8 +6,7 @@ from pipecat_harness.state.coordination import CallLock, LockTimeout, Transcript
 from pipecat_harness.state.memory import MemoryStateStore
 from pipecat_harness.state.redis_store import RedisStateStore
 from pipecat_harness.state.store import StateStore
-
-WORKER = Path(__file__).with_name("redis_worker.py")
+from tests.state.worker_processes import spawn_worker, start_together
 
 
 @pytest.fixture
@@ -90,26 +85,10 @@ async def test_debounce_without_competition_passes(store: StateStore):
     assert await debouncer.settle("call-b", 0.5)  # calls are independent
 
 
-def _spawn(mode: str, prefix: str, start_at: float, arg: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), mode, prefix, "call-1", repr(start_at), arg],
-        cwd=Path(__file__).parents[2],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def _wait(processes: list[subprocess.Popen]) -> None:
-    for process in processes:
-        _, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err.decode()
-
-
 @pytest.mark.redis
 async def test_lock_across_worker_processes(redis_store: RedisStateStore):
-    start_at = time.time() + 1.5
-    processes = [_spawn("lock", redis_store.prefix, start_at, "8") for _ in range(4)]
-    await asyncio.to_thread(_wait, processes)
+    processes = [spawn_worker("lock", redis_store.prefix, 0.0, "8") for _ in range(4)]
+    await start_together(redis_store, processes)
     redis = redis_store._redis
     assert int(await redis.get(redis_store.prefix + "counter")) == 32
     assert await redis.get(redis_store.prefix + "overlaps") is None
@@ -118,9 +97,8 @@ async def test_lock_across_worker_processes(redis_store: RedisStateStore):
 @pytest.mark.redis
 async def test_debounce_across_worker_processes(redis_store: RedisStateStore):
     # offers 20 ms apart inside a 1 s debounce window: only the newest may reach the model
-    start_at = time.time() + 2.5
-    processes = [_spawn("debounce", redis_store.prefix, start_at + i * 0.02, f"{100 + i}.0") for i in range(4)]
-    await asyncio.to_thread(_wait, processes)
+    processes = [spawn_worker("debounce", redis_store.prefix, i * 0.02, f"{100 + i}.0") for i in range(4)]
+    await start_together(redis_store, processes)
     redis = redis_store._redis
     assert int(await redis.get(redis_store.prefix + "model_calls")) == 1
     assert float(await redis.get(redis_store.prefix + "winner")) == 103.0
