@@ -79,20 +79,24 @@ def _arm_dir(controls: tuple[str, ...]) -> str:
     return "+".join(controls) if controls else "no_controls"
 
 
+def _quiet_worker() -> None:
+    """Pool initializer: a worker's Pipecat logs would interleave with the tables, so they stay off."""
+    from loguru import logger
+
+    logger.remove()
+    logger.add(sys.stderr, level=os.environ.get("PIPECAT_HARNESS_LOG_LEVEL", "CRITICAL"))
+
+
 def run_call(job: CallJob) -> CallMetrics:
     """Run one call and measure it (the unit of work of the process pool).
 
     A simulation that raises is returned as a failed call with its error, so
     one broken scenario cannot take the evaluation down.
     """
-    from loguru import logger
-
     from pipecat_harness.eval.metrics import measure_call
     from pipecat_harness.sim.runner import run_scenario
     from pipecat_harness.trace.timeline import Timeline
 
-    logger.remove()
-    logger.add(sys.stderr, level=os.environ.get("PIPECAT_HARNESS_LOG_LEVEL", "CRITICAL"))
     variant = vary_scenario(job.scenario, job.run, seed=job.seed)
     started = time.perf_counter()
     try:
@@ -185,7 +189,7 @@ def run_evaluation(
     active = list(dict.fromkeys(toggles))
     stops: dict[str, RuleVerdict] = {}
     rounds_done: dict[str, int] = dict.fromkeys(active, 0)
-    pool = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_quiet_worker) if workers > 1 else None
     try:
         for run in range(runs):
             if not active:
