@@ -12,11 +12,20 @@ import concurrent.futures
 import contextlib
 import functools
 import shutil
+import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
-__all__ = ["REDIS_URL", "chromium_path", "connected_redis", "postgres_url"]
+__all__ = [
+    "REDIS_URL",
+    "chromium_path",
+    "connected_redis",
+    "dump_dom",
+    "headless_chromium_args",
+    "postgres_url",
+]
 
 POSTGRES_USERS = ("postgres", "root")
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -59,6 +68,25 @@ def chromium_path() -> str:
     if path is None:
         pytest.skip("headless Chromium not installed (Debian package 'chromium'): page not checked in a browser")
     return path
+
+
+def headless_chromium_args(profile_dir: Path) -> list[str]:
+    """Chromium and the flags for a headless run on a machine with no outside network."""
+    return [
+        chromium_path(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+        f"--user-data-dir={profile_dir}",
+    ]
+
+
+def dump_dom(page: Path, profile_dir: Path) -> str:
+    """Render a local HTML file in headless Chromium and return the DOM its scripts built."""
+    completed = subprocess.run(
+        [*headless_chromium_args(profile_dir), "--dump-dom", page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=90, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return completed.stdout
 
 
 @contextlib.asynccontextmanager

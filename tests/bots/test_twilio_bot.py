@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bot_fakes import RecordingSTTService, fake_services
 from fastapi.testclient import TestClient
 
 from bots.settings import BotSettings
@@ -23,6 +22,7 @@ from pipecat_harness.cli import main as cli_main
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.history.marks import parse_mark
 from pipecat_harness.trace.timeline import Timeline
+from tests.bots.bot_fakes import RecordingSTTService, fake_services
 
 RECORDING = Path(__file__).parent / "data" / "twilio_media_stream.json"
 

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,8 +8,8 @@ import pytest
 from pipecat_harness.eval.rules import load_rules
 from pipecat_harness.eval.runner import EvalRun, run_evaluation
 from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenarios
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.services import chromium_path
+from tests.services import dump_dom as render_dom
 
 
 def bundled(*names: str) -> list[Path]:
@@ -29,17 +27,5 @@ def tool_gate_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[EvalRun, Pa
 @pytest.fixture
 def dump_dom(tmp_path: Path) -> Callable[[Path], str]:
     """Render a local HTML file in headless Chromium and return the DOM it built."""
-    if CHROMIUM is None:
-        pytest.skip("headless Chromium not installed (Debian package 'chromium'): HTML not checked in a browser")
-
-    def render(page: Path) -> str:
-        completed = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run",
-             f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", page.resolve().as_uri()],
-            capture_output=True, text=True, timeout=90, check=False,
-        )
-        assert completed.returncode == 0, completed.stderr[-2000:]
-        return completed.stdout
-
-    return render
+    chromium_path()
+    return lambda page: render_dom(page, tmp_path / "chromium-profile")

@@ -14,11 +14,7 @@ from typing import Any
 import aiohttp
 import websockets
 
-from tests.services import chromium_path
-
-
-def require_chromium() -> str:
-    return chromium_path()
+from tests.services import headless_chromium_args
 
 
 class Page:
@@ -56,12 +52,9 @@ class Page:
 @contextlib.asynccontextmanager
 async def chromium_page() -> AsyncIterator[Page]:
     """Start headless Chromium with a fresh profile and yield its first tab."""
-    binary = require_chromium()
     profile = Path(tempfile.mkdtemp(prefix="grader-chromium-"))
     process = await asyncio.create_subprocess_exec(
-        binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-        f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank",
+        *headless_chromium_args(profile), "--remote-debugging-port=0", "about:blank",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )
     try:

@@ -5,10 +5,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 import uvicorn
-from grader_browser import chromium_page
 
 from pipecat_harness.grader.audit import AuditRow, AuditStore
 from pipecat_harness.grader.console import create_console_app
+from tests.grader.grader_browser import chromium_page
 
 TOKEN = "console-token"
 

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from grader_browser import chromium_page
-from test_grader_console import TOKEN, serve
 
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.grader.alerts import SIGNATURE_HEADER, verify_signature
 from pipecat_harness.grader.audit import AuditStore
 from pipecat_harness.sim.runner import run_scenario
 from pipecat_harness.sim.scenario import load_scenario
+from tests.grader.grader_browser import chromium_page
+from tests.grader.test_grader_console import TOKEN, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "pipecat_harness" / "scenarios" / "grader_wrong_price_unexecuted_action.yaml"

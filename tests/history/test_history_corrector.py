@@ -1,7 +1,6 @@
 import copy
 from typing import Any
 
-from history_frames import reply_end, reply_start, sentence, settle
 from pipecat.frames.frames import (
     Frame,
     InterruptionFrame,
@@ -16,6 +15,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
 
 from pipecat_harness.history import CorrectionPolicy, HistoryCorrector, PlaybackTracker
+from tests.history.history_frames import reply_end, reply_start, sentence, settle
 
 FIRST = "All set, I have refunded forty five dollars to your card."
 SECOND = "You will see it on your statement within five to seven business days."

@@ -1,4 +1,3 @@
-from history_frames import announce, audio, reply_end, reply_start, sentence, settle
 from pipecat.frames.frames import (
     InterruptionFrame,
     OutputTransportMessageUrgentFrame,
@@ -8,6 +7,7 @@ from pipecat.tests.utils import run_test
 
 from pipecat_harness.history import PlaybackTracker, twilio_mark_message
 from pipecat_harness.history.marks import format_mark, parse_mark, twilio_mark_name
+from tests.history.history_frames import announce, audio, reply_end, reply_start, sentence, settle
 
 FIRST = "All set, I have refunded forty five dollars to your card."
 SECOND = "You will see it on your statement within five to seven business days."

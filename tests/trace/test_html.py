@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -10,8 +9,7 @@ import pytest
 from pipecat_harness.cli import main
 from pipecat_harness.trace.html import TIMELINE_COLUMNS, timeline_html, write_trace_html
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from tests.services import dump_dom, headless_chromium_args
 
 EVENTS = [
     {"t": 0.0, "lane": "call", "kind": "call_started", "call_id": "c-1", "controls": ["tool_gate"],
@@ -66,16 +64,10 @@ def test_trace_html_command_reports_bad_input(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_trace_page_renders_in_headless_chromium_with_a_timeline(trace_file: Path, tmp_path: Path) -> None:
-    if CHROMIUM is None:
-        pytest.skip("headless Chromium not installed (Debian package 'chromium'): HTML not checked in a browser")
     page = write_trace_html(trace_file, tmp_path / "out" / "page.html")
     screenshot = tmp_path / "page.png"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run",
-             f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=90, check=True).stdout
+    dom = dump_dom(page, tmp_path / "profile")
     assert "<table class=\"timeline\">" in dom and "tools executed" in dom and "issue_refund" in dom
-    subprocess.run([CHROMIUM, *flags, f"--screenshot={screenshot}", "--window-size=1200,900", page.as_uri()],
-                   capture_output=True, timeout=90, check=True)
+    subprocess.run([*headless_chromium_args(tmp_path / "profile"), f"--screenshot={screenshot}",
+                    "--window-size=1200,900", page.as_uri()], capture_output=True, timeout=90, check=True)
     assert screenshot.stat().st_size > 10_000
