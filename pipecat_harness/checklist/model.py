@@ -31,6 +31,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pipecat_harness.validation import load_mapping_file
+
 __all__ = [
     "Checklist",
     "ChecklistError",
@@ -179,15 +181,7 @@ def load_checklist(path: str | Path) -> Checklist:
         ChecklistError: Unreadable, not YAML, or not a valid checklist.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ChecklistError(f"{path}: cannot read checklist: {exc.strerror or exc}") from exc
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ChecklistError(f"{path}: not valid YAML: {exc}") from exc
-    return _parse(raw, str(path))
+    return _parse(load_mapping_file(path, what="checklist", error=ChecklistError), str(path))
 
 
 def bundled_checklist(name: str = "site_check_in") -> Checklist:

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipecat_harness.eval.summary import Comparison
+from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
 __all__ = [
     "BUNDLED_RULES",
@@ -110,19 +110,11 @@ def load_rules(path: str | Path | None = None) -> DecisionRules:
         RulesError: The file is missing, not YAML or invalid.
     """
     path = Path(path) if path is not None else BUNDLED_RULES
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise RulesError(f"{path}: cannot read rules: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise RulesError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise RulesError(f"{path}: rules must be a mapping")
+    raw = load_mapping_file(path, what="rules file", error=RulesError)
     try:
         rules = DecisionRules.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(f"field '{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors())
-        raise RulesError(f"{path}: {problems}") from exc
+        raise RulesError(f"{path}: {describe_validation_error(exc)}") from exc
     return rules.model_copy(update={"source": str(path)})
 
 

@@ -13,18 +13,17 @@ or ``llm_flagged``). A grounded item that gets flagged is a false flag.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipecat_harness.grader.actions import InMemoryOperations, OperationLedgerView
 from pipecat_harness.grader.constraints import ConstraintError, ConstraintList
 from pipecat_harness.grader.verdict import CATEGORIES, Grader, Verdict
+from pipecat_harness.validation import load_mapping_file
 
 __all__ = ["LABELED_SET_PATH", "CalibrationReport", "CategoryScore", "LabeledItem", "LabeledSet", "evaluate"]
 
@@ -59,12 +58,8 @@ class LabeledSet:
             ConstraintError: The file, its constraint list or an item is invalid.
         """
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-            raw = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-        except (OSError, json.JSONDecodeError, yaml.YAMLError) as exc:
-            raise ConstraintError(f"{path}: cannot read labeled set: {exc}") from exc
-        if not isinstance(raw, dict) or "constraints" not in raw or not isinstance(raw.get("items"), list):
+        raw = load_mapping_file(path, what="labeled set", error=ConstraintError)
+        if "constraints" not in raw or not isinstance(raw.get("items"), list):
             raise ConstraintError(f"{path}: a labeled set needs 'constraints' (a path) and 'items' (a list)")
         constraints = ConstraintList.load(path.parent / str(raw["constraints"]))
         items = []

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipecat_harness.validation import load_mapping_file
 
 __all__ = [
     "WEEKDAYS",
@@ -219,15 +220,8 @@ class ConstraintList(_Strict):
             ConstraintError: The file is unreadable, not parseable, or invalid.
         """
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConstraintError(f"{path}: cannot read constraint list: {exc.strerror or exc}") from exc
-        try:
-            data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-        except (json.JSONDecodeError, yaml.YAMLError) as exc:
-            raise ConstraintError(f"{path}: not valid {path.suffix.lstrip('.').upper() or 'YAML'}: {exc}") from exc
-        return cls.from_data(data, source=str(path))
+        return cls.from_data(load_mapping_file(path, what="constraint list", error=ConstraintError),
+                             source=str(path))
 
 
 def _parse_hours(spec: str, key: str) -> DayHours:
