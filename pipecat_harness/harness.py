@@ -62,6 +62,8 @@ class TurnBoundaryProcessor(FrameProcessor):
     """
 
     def __init__(self, on_turn: Callable[[str], None], **kwargs: Any) -> None:
+        # It only inspects frames: processing them in the pusher's task saves a queue hop per frame.
+        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._on_turn = on_turn
 
@@ -77,6 +79,7 @@ class _DecisionClockStarter(FrameProcessor):
     """Starts the decision log's clock with the pipeline."""
 
     def __init__(self, decisions: DecisionLog, **kwargs: Any) -> None:
+        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._decisions = decisions
 

@@ -94,6 +94,7 @@ class SilentReplyGuard(FrameProcessor):
         on_decision: Callable[[str, dict[str, Any]], Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         if window_secs <= 0:
             raise ValueError("window_secs must be positive")

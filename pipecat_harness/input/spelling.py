@@ -117,6 +117,7 @@ class SpellingNormalizer(FrameProcessor):
         on_rewrite: Callable[[str, dict[str, Any]], Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self.rules = rules or SpellingRules()
         self._on_rewrite = on_rewrite

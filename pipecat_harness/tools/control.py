@@ -60,6 +60,7 @@ class GenerationGuard(FrameProcessor):
     """
 
     def __init__(self, on_unknown_tool: Any = None, **kwargs: Any) -> None:
+        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self.interruptions = 0
         self._mark = 0
