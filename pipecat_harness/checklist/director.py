@@ -10,10 +10,10 @@ new directive as the last system block.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import Any
 
+from loguru import logger
 from pipecat.frames.frames import Frame, LLMContextFrame
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
@@ -23,7 +23,6 @@ from pipecat_harness.checklist.prompt import strip_directives, user_turns
 
 __all__ = ["ChecklistDirector"]
 
-logger = logging.getLogger(__name__)
 
 
 class ChecklistDirector(FrameProcessor):
@@ -65,7 +64,7 @@ class ChecklistDirector(FrameProcessor):
                 directive = await self.driver.current_directive(self.call_id)
         except Exception as exc:
             # The model must still answer the caller: keep the context as it is.
-            logger.warning("checklist driver failed for call %s: %s", self.call_id, exc)
+            logger.warning(f"checklist driver failed for call {self.call_id}: {exc}")
             self.driver.record("driver_error", {"error": f"{type(exc).__name__}: {exc}"})
             return
         cleaned, _ = strip_directives(messages, self.marker)

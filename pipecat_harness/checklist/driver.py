@@ -8,7 +8,6 @@ not analysed yet, under a per-call lock, after a newest-wins debounce.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,7 +22,6 @@ from pipecat_harness.state.store import StateStore, StoreError
 
 __all__ = ["ChecklistDriver", "DecisionSink"]
 
-logger = logging.getLogger(__name__)
 
 _RULES_UNLESS_RULES = object()
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 from typing import Any
+
+from loguru import logger
 
 from pipecat_harness.checklist.control import build_analyzer, load_configured_checklist
 from pipecat_harness.checklist.driver import ChecklistDriver
@@ -19,7 +20,6 @@ from pipecat_harness.state.factory import create_store
 
 __all__ = ["add_parser", "build_service", "build_upstream"]
 
-logger = logging.getLogger("pipecat_harness.proxy")
 
 
 def build_upstream(
@@ -48,7 +48,7 @@ def build_upstream(
 
 
 def _log_decision(action: str, evidence: dict[str, Any]) -> None:
-    logger.info("checklist %s %s", action, json.dumps(evidence, default=str)[:1000])
+    logger.info(f"checklist {action} {json.dumps(evidence, default=str)[:1000]}")
 
 
 def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: bool = True) -> ProxyService:

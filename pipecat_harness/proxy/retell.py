@@ -12,17 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
+from loguru import logger
 
 from pipecat_harness.proxy.service import ProxyService
 
 __all__ = ["RetellSession", "transcript_to_messages"]
 
-logger = logging.getLogger(__name__)
 
 _ROLES = {"agent": "assistant", "user": "user"}
 
@@ -75,7 +74,7 @@ class RetellSession:
                 try:
                     event = json.loads(raw)
                 except ValueError:
-                    logger.warning("retell call %s: ignoring a frame that is not JSON: %.80r", self.call_id, raw)
+                    logger.warning(f"retell call {self.call_id}: ignoring a frame that is not JSON: {raw[:80]!r}")
                     continue
                 if isinstance(event, Mapping):
                     await self._handle(event)
@@ -110,7 +109,7 @@ class RetellSession:
                 self._respond(response_id, transcript_to_messages(event.get("transcript")))
             )
         elif kind != "call_details":
-            logger.info("retell call %s: ignoring interaction_type %r", self.call_id, kind)
+            logger.info(f"retell call {self.call_id}: ignoring interaction_type {kind!r}")
 
     async def _observe(self, messages: list[dict[str, Any]]) -> None:
         await self.service.observe(self.call_id, messages)

@@ -9,11 +9,12 @@ with a proper finish, never in silence.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from loguru import logger
 
 from pipecat_harness.checklist.directive import DEFAULT_MARKER, Directive
 from pipecat_harness.checklist.driver import ChecklistDriver
@@ -22,7 +23,6 @@ from pipecat_harness.proxy.upstream import SystemPrompt, Upstream, UpstreamChunk
 
 __all__ = ["PreparedTurn", "ProxyService"]
 
-logger = logging.getLogger(__name__)
 
 DEFAULT_FALLBACK = "Sorry, I'm having a little trouble on my end. Could you say that again?"
 
@@ -87,7 +87,7 @@ class ProxyService:
             return directive
         except Exception as exc:
             # The caller must still get an answer; the model goes without a directive this turn.
-            logger.warning("checklist state unavailable for call %s: %s", call_id, exc)
+            logger.warning(f"checklist state unavailable for call {call_id}: {exc}")
             self._record("driver_error", {"call_id": call_id, "error": f"{type(exc).__name__}: {exc}"})
             return None
 
@@ -155,7 +155,7 @@ class ProxyService:
                     break
                 except (UpstreamError, TimeoutError) as exc:
                     reason = "timeout" if isinstance(exc, TimeoutError) else "error"
-                    logger.warning("upstream %s for call %s: %s", reason, call_id, exc)
+                    logger.warning(f"upstream {reason} for call {call_id}: {exc}")
                     self._record("upstream_fallback", {"call_id": call_id, "reason": reason, "error": str(exc)})
                     prefix = "" if first else " "
                     yield UpstreamChunk(text=prefix + self.fallback_text)
@@ -176,6 +176,6 @@ class ProxyService:
                 try:
                     await closer()
                 except Exception:  # the stream is abandoned either way
-                    logger.debug("upstream stream close failed", exc_info=True)
+                    logger.opt(exception=True).debug("upstream stream close failed")
         if not finished:
             yield UpstreamChunk(finish_reason="stop")

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from loguru import logger
 from pipecat.adapters.llm.schemas.direct_function import DirectFunctionWrapper
 from pipecat.frames.frames import (
     Frame,
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["GenerationGuard", "ToolGateControl"]
 
-logger = logging.getLogger(__name__)
 
 
 class GenerationGuard(FrameProcessor):
@@ -169,7 +168,7 @@ class ToolGateControl(HarnessControl):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the gate's own storage failed: answer the call, never crash the loop
-                logger.exception("tool gate failed on %s", name)
+                logger.exception(f"tool gate failed on {name}")
                 self.record("failed", {"tool": name, "tool_call_id": params.tool_call_id,
                                        "reason": describe_error(exc)})
                 payload = {"status": "failed", "reason": f"the tool could not be run: {describe_error(exc)}"}

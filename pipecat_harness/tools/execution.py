@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from loguru import logger
+
 __all__ = ["HandlerOutcome", "LateReplies", "await_deadline", "describe_error", "run_with_deadline"]
 
-logger = logging.getLogger(__name__)
 
 
 @dataclass

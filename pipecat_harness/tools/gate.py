@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
+
+from loguru import logger
 
 from pipecat_harness.tools.arguments import ArgumentError, attach_server_context, parse_arguments
 from pipecat_harness.tools.canonical import CanonicalizationError, request_hash
@@ -37,7 +38,6 @@ from pipecat_harness.tools.schema import validate_arguments
 
 __all__ = ["DecisionSink", "GateHandler", "ToolGate", "current_operation", "reports_error"]
 
-logger = logging.getLogger(__name__)
 
 GateHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 """A framework-free tool handler: arguments mapping in, JSON-serialisable result out."""
@@ -400,7 +400,7 @@ class ToolGate:
         try:
             settled = await self._operations.reconcile(record, self.reconciler)
         except Exception as exc:  # the backend could not answer: still unknown
-            logger.warning("reconciliation of %s failed: %s", record.idempotency_key, exc)
+            logger.warning(f"reconciliation of {record.idempotency_key} failed: {exc}")
             return record
         if settled.status != OperationStatus.OUTCOME_UNKNOWN:
             self._confirmed[(settled.op_type, settled.request_hash)] = settled

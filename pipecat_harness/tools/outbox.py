@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from loguru import logger
 from sqlalchemy import and_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
@@ -27,7 +27,6 @@ from pipecat_harness.tools.ledger import OperationLedger
 
 __all__ = ["EventSink", "OutboxConsumer", "OutboxEvent", "OutboxPublisher"]
 
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -124,8 +123,8 @@ class OutboxPublisher:
                         .values(attempts=outbox.c.attempts + 1, last_error=f"{type(exc).__name__}: {exc}")
                     )
                 if event.attempts + 1 >= self.max_attempts:
-                    logger.error("outbox event %s undeliverable after %d attempts: %s",
-                                 event.event_id, event.attempts + 1, exc)
+                    attempts = event.attempts + 1
+                    logger.error(f"outbox event {event.event_id} undeliverable after {attempts} attempts: {exc}")
                 continue
             async with self.ledger.engine.begin() as conn:
                 await conn.execute(
