@@ -13,22 +13,15 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bots.settings import PROVIDER_KEYS, exit_if_missing, load_dotenv_from_cwd
 
-try:
-    import pyaudio  # noqa: F401  (LocalAudioTransport needs it; fail here with the fix, not deep in Pipecat)
-except ModuleNotFoundError as exc:
-    raise ModuleNotFoundError(
-        "local_bot needs the 'pyaudio' package (PortAudio bindings): install the system library "
-        "(apt-get install portaudio19-dev, or brew install portaudio), then pip install -e \".[bots,local]\"",
-        name="pyaudio",
-    ) from exc
-
-from pipecat.transports.local.audio import LocalAudioTransport, LocalAudioTransportParams
+if TYPE_CHECKING:
+    from pipecat.transports.local.audio import LocalAudioTransport
 
 __all__ = ["REQUIREMENTS", "local_transport", "run"]
 
@@ -38,7 +31,21 @@ REQUIREMENTS = PROVIDER_KEYS
 def local_transport(input_device_index: int | None = None, output_device_index: int | None = None) -> (
     LocalAudioTransport
 ):
-    """The default (or chosen) microphone and speaker."""
+    """The default (or chosen) microphone and speaker.
+
+    Raises:
+        ModuleNotFoundError: PyAudio is not installed (the message says how to install it).
+    """
+    try:
+        import pyaudio  # noqa: F401  (LocalAudioTransport needs it; fail here with the fix, not deep in Pipecat)
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            "local_bot needs the 'pyaudio' package (PortAudio bindings): install the system library "
+            "(apt-get install portaudio19-dev, or brew install portaudio), then pip install -e \".[bots,local]\"",
+            name="pyaudio",
+        ) from exc
+    from pipecat.transports.local.audio import LocalAudioTransport, LocalAudioTransportParams
+
     return LocalAudioTransport(
         LocalAudioTransportParams(
             audio_in_enabled=True,
@@ -75,10 +82,15 @@ async def run() -> None:
 
 
 def main() -> None:
-    """Check the keys, then run."""
+    """Check the keys (before touching any device or connection), then run."""
     load_dotenv_from_cwd()
     exit_if_missing("local_bot", REQUIREMENTS)
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except ModuleNotFoundError as exc:
+        if exc.name != "pyaudio":
+            raise
+        raise SystemExit(str(exc)) from None
 
 
 if __name__ == "__main__":
