@@ -12,7 +12,8 @@
 
 from pipecat_harness.tools.arguments import ArgumentAccumulator, ArgumentError, attach_server_context, parse_arguments
 from pipecat_harness.tools.canonical import CanonicalizationError, canonical_json, request_hash
-from pipecat_harness.tools.gate import DecisionSink, GateHandler, ToolGate, current_operation, reports_error
+from pipecat_harness.tools.execution import current_operation, reports_error
+from pipecat_harness.tools.gate import DecisionSink, GateHandler, ToolGate
 from pipecat_harness.tools.ledger import (
     ConcurrentUpdate,
     IdempotencyConflict,

@@ -10,14 +10,50 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import contextvars
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from loguru import logger
 
-__all__ = ["HandlerOutcome", "LateReplies", "await_deadline", "describe_error", "run_with_deadline"]
+from pipecat_harness.tools.operation_state import OperationRecord
 
+__all__ = [
+    "HandlerOutcome",
+    "LateReplies",
+    "await_deadline",
+    "current_operation",
+    "describe_error",
+    "reports_error",
+    "run_with_deadline",
+    "start_handler",
+]
+
+_current_operation: contextvars.ContextVar[OperationRecord | None] = contextvars.ContextVar(
+    "_current_operation", default=None
+)
+
+
+def current_operation() -> OperationRecord | None:
+    """Return the operation a write handler is executing (pass its key on to the backend)."""
+    return _current_operation.get()
+
+
+def start_handler(
+    handler: Callable[[Any], Awaitable[Any]], arguments: Any, operation: OperationRecord
+) -> asyncio.Future[Any]:
+    """Start ``handler`` in its own task with ``operation`` visible to it through :func:`current_operation`."""
+    token = _current_operation.set(operation)
+    try:
+        return asyncio.ensure_future(handler(arguments))
+    finally:
+        _current_operation.reset(token)
+
+
+def reports_error(result: Any) -> bool:
+    """Default failure test: a mapping result with a non-empty ``error`` field."""
+    return isinstance(result, Mapping) and bool(result.get("error"))
 
 
 @dataclass

@@ -20,7 +20,6 @@ guarantees survive a process restart.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -29,33 +28,18 @@ from loguru import logger
 
 from pipecat_harness.tools.arguments import ArgumentError, attach_server_context, parse_arguments
 from pipecat_harness.tools.canonical import CanonicalizationError, request_hash
-from pipecat_harness.tools.execution import LateReplies, await_deadline
+from pipecat_harness.tools.execution import LateReplies, await_deadline, reports_error, start_handler
 from pipecat_harness.tools.ledger import OperationLedger, OperationRecord, OperationStatus, Reconciler
 from pipecat_harness.tools.operations import LedgerOperations, MemoryOperations, Operations
 from pipecat_harness.tools.policy import PolicySet, ToolRequest
 from pipecat_harness.tools.result import ALREADY_DONE, GateResult, GateStatus
 from pipecat_harness.tools.schema import validate_arguments
 
-__all__ = ["DecisionSink", "GateHandler", "ToolGate", "current_operation", "reports_error"]
+__all__ = ["DecisionSink", "GateHandler", "ToolGate"]
 
 
 GateHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 """A framework-free tool handler: arguments mapping in, JSON-serialisable result out."""
-
-_current_operation: contextvars.ContextVar[OperationRecord | None] = contextvars.ContextVar(
-    "_current_operation", default=None
-)
-
-
-def current_operation() -> OperationRecord | None:
-    """Return the operation a write handler is executing (pass its key on to the backend)."""
-    return _current_operation.get()
-
-
-def reports_error(result: Any) -> bool:
-    """Default failure test: a mapping result with a non-empty ``error`` field."""
-    return isinstance(result, Mapping) and bool(result.get("error"))
-
 
 class DecisionSink(Protocol):
     """Where the gate records its decisions (a call's decision log, a trace...)."""
@@ -340,11 +324,7 @@ class ToolGate:
         warnings: tuple[str, ...],
         decision: Any,
     ) -> GateResult:
-        token = _current_operation.set(running)
-        try:
-            task = asyncio.ensure_future(handler(arguments))
-        finally:
-            _current_operation.reset(token)
+        task = start_handler(handler, arguments, running)
         try:
             outcome = await await_deadline(task, self.timeout_secs)
         except asyncio.CancelledError:
