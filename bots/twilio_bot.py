@@ -14,6 +14,9 @@ A FastAPI server with two endpoints:
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import os
 import sys
 import uuid
@@ -46,6 +49,7 @@ __all__ = [
     "TwilioCall",
     "create_app",
     "twilio_call",
+    "twilio_signature",
     "twiml_for_stream",
 ]
 
@@ -173,6 +177,7 @@ class _AppState:
     public_host: str
     auto_hang_up: bool
     mark_interval_secs: float
+    auth_token: str | None = None
     calls: list[CallRecord] = field(default_factory=list)
 
 
@@ -184,6 +189,7 @@ def create_app(
     public_host: str | None = None,
     auto_hang_up: bool | None = None,
     mark_interval_secs: float = 0.5,
+    auth_token: str | None = None,
 ) -> FastAPI:
     """The Twilio server.
 
@@ -195,7 +201,12 @@ def create_app(
             else the webhook request's host).
         auto_hang_up: Hang up through the REST API at the end (default ``TWILIO_AUTO_HANG_UP``, on).
         mark_interval_secs: Seconds of audio between two playback marks.
+        auth_token: Twilio auth token that signs webhook requests (default ``TWILIO_AUTH_TOKEN``).
+            When set, a webhook request without a valid ``X-Twilio-Signature`` is refused with 403,
+            so nobody but Twilio can start a call on this server.
     """
+    if auth_token is None:
+        auth_token = os.getenv("TWILIO_AUTH_TOKEN", "").strip() or None
     if auto_hang_up is None:
         auto_hang_up = os.getenv("TWILIO_AUTO_HANG_UP", "true").strip().lower() not in ("0", "false", "no", "off")
     state = _AppState(
@@ -205,6 +216,7 @@ def create_app(
         public_host=(public_host if public_host is not None else os.getenv("TWILIO_PUBLIC_HOST", "")).strip(),
         auto_hang_up=auto_hang_up,
         mark_interval_secs=mark_interval_secs,
+        auth_token=auth_token,
     )
     app = FastAPI(title="pipecat-harness Twilio bot")
     app.state.bot = state
@@ -214,6 +226,12 @@ def create_app(
         """Answer Twilio's incoming-call webhook with TwiML for the media stream."""
         form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
         host = state.public_host or request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+        if state.auth_token:
+            url = f"https://{host}{request.url.path}" + (f"?{request.url.query}" if request.url.query else "")
+            expected = twilio_signature(state.auth_token, url, form)
+            if not hmac.compare_digest(expected, request.headers.get("x-twilio-signature", "")):
+                logger.warning(f"refused a webhook request without a valid Twilio signature for {url}")
+                return Response(content="invalid Twilio signature", status_code=403, media_type="text/plain")
         twiml = twiml_for_stream(
             f"wss://{host}/ws",
             {"from_number": form.get("From", ""), "to_number": form.get("To", "")},
@@ -237,6 +255,13 @@ def create_app(
         await _run_call(state, websocket, call_data)
 
     return app
+
+
+def twilio_signature(auth_token: str, url: str, params: dict[str, str]) -> str:
+    """Twilio's request signature: HMAC-SHA1 of the URL followed by each POST parameter's name and value, sorted."""
+    payload = url + "".join(f"{name}{params[name]}" for name in sorted(params))
+    digest = hmac.new(auth_token.encode("utf-8"), payload.encode("utf-8"), hashlib.sha1).digest()
+    return base64.b64encode(digest).decode("ascii")
 
 
 async def _run_call(state: _AppState, websocket: WebSocket, call_data: Any) -> None:

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bots.settings import BotSettings
-from bots.twilio_bot import CallRecord, create_app, twiml_for_stream
+from bots.twilio_bot import CallRecord, create_app, twilio_signature, twiml_for_stream
 from pipecat_harness.cli import main as cli_main
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.history.marks import parse_mark
@@ -28,8 +28,32 @@ RECORDING = Path(__file__).parent / "data" / "twilio_media_stream.json"
 
 
 def _app(settings: BotSettings, config: HarnessConfig | None = None, **kwargs: Any) -> Any:
+    kwargs.setdefault("auth_token", "")
     return create_app(settings_factory=lambda: settings, services_factory=lambda _s: fake_services(),
                       harness_config=config, auto_hang_up=False, mark_interval_secs=0.25, **kwargs)
+
+
+def test_twilio_signature_matches_twilios_published_example() -> None:
+    params = {"CallSid": "CA1234567890ABCDE", "Caller": "+14158675310", "Digits": "1234",
+              "From": "+14158675310", "To": "+18005551212"}
+    assert twilio_signature("12345", "https://mycompany.com/myapp.php?foo=1&bar=2", params) == (
+        "GvWf1cFY/Q7PnoempGyD5oXAezc="
+    )
+
+
+def test_webhook_requests_must_carry_a_valid_twilio_signature_when_a_token_is_set(settings: BotSettings) -> None:
+    client = TestClient(_app(settings, auth_token="secret-token", public_host="voice.example.com"))
+    body = "CallSid=CA123&From=%2B15551230000&To=%2B15559870000"
+    params = {"CallSid": "CA123", "From": "+15551230000", "To": "+15559870000"}
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    signed = twilio_signature("secret-token", "https://voice.example.com/", params)
+    assert client.post("/", content=body, headers={**form, "x-twilio-signature": signed}).status_code == 200
+    forged = twilio_signature("wrong-token", "https://voice.example.com/", params)
+    for headers in (form, {**form, "x-twilio-signature": forged}):
+        response = client.post("/", content=body, headers=headers)
+        assert response.status_code == 403 and "Twilio signature" in response.text
+    tampered = body.replace("To=%2B15559870000", "To=%2B15550000000")
+    assert client.post("/", content=tampered, headers={**form, "x-twilio-signature": signed}).status_code == 403
 
 
 def test_incoming_call_webhook_answers_twiml_with_a_media_stream(settings: BotSettings) -> None:
