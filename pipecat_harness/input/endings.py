@@ -22,6 +22,7 @@ benchmark compares against.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES, KNOWN_TLDS, IdentifierFormat, IdentifierHoldConfig
@@ -33,6 +34,18 @@ _COPULAS = frozenset({"is", "was", "it's", "that's", "are", "'s"})
 _MAIL_PROVIDERS = frozenset({"gmail", "yahoo", "outlook", "hotmail", "icloud", "aol", "proton", "protonmail", "live"})
 _ID_KINDS = frozenset({"digit", "letter", "connector", "written", "multiplier"})
 _CUE_WINDOW = 6
+#: Words after which a final "at" is ordinary speech cut short, not an email ("I'm at", "look at").
+_ORDINARY_BEFORE_AT = frozenset(
+    "i'm im we're you're they're he's she's it's am is are was were be been being me you him her us them it "
+    "that this what where here there home look looks looked looking stay stays stayed staying live lives lived "
+    "living work works worked working arrive arrives arrived arriving meet meeting met stop stopped aim aimed "
+    "point pointed pointing laugh laughing stare staring start started starting end ended open opened close "
+    "closed bought buy purchased shop shopped order ordered delivered left sold price priced available good "
+    "bad great better best worse worst not just right back up down out off over in on of to and or but so then "
+    "now still also only even all least most first last once twice noon night midnight one".split()
+)
+_GROUPED_DIGITS = re.compile(r"[0-9]+(?:[-.][0-9]+)+[-.]?", re.ASCII)
+_GROUP_SEPARATOR = re.compile(r"(?<=[0-9])[-.](?=[0-9])", re.ASCII)
 _JOINERS = frozenset({".", "_", "@"})
 
 
@@ -96,7 +109,7 @@ def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> Hold
             return HoldDecision(True, "an identifier was announced but not yet said", "cue_open")
         return HoldDecision(False, "ends in ordinary words", "ordinary")
 
-    ident = _written(run)
+    ident = _ungroup_digits(_written(run))
     last = run[-1]
     if last.kind in ("connector", "at", "multiplier") or (last.kind == "written" and not ident[-1].isalnum()):
         if last.kind == "multiplier":
@@ -145,6 +158,9 @@ def _email_context(pieces: list[Piece], at_index: int) -> bool:
     if at_index >= 2 and pieces[at_index - 2].kind in ("connector", "digit", "letter"):
         return True
     if before.kind in ("digit", "written"):
+        return True
+    if after is None and before.kind == "word" and before.text not in _ORDINARY_BEFORE_AT:
+        # A turn ending "<name> at" is an address cut off before its domain.
         return True
     return any(p.text in ("email", "e-mail", "mail") for p in pieces[max(0, at_index - 8) : at_index])
 
@@ -210,6 +226,13 @@ def _weak_counts(pieces: list[Piece], index: int) -> bool:
     if before is not None and before.kind in ("digit", "letter", "written"):
         return True
     return any(p.text in IDENTIFIER_CUES for p in pieces[max(0, index - 4) : index])
+
+
+def _ungroup_digits(ident: str) -> str:
+    """Drop the separators ASR formatting puts between digit groups ("415-555-0134" is ten digits)."""
+    if _GROUPED_DIGITS.fullmatch(ident):
+        return _GROUP_SEPARATOR.sub("", ident)
+    return ident
 
 
 def _written(run: list[Piece]) -> str:

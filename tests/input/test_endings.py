@@ -119,3 +119,32 @@ def test_corpus_targets_and_baseline_gap() -> None:
     assert false_ordinary <= 0.02
     base_catch, base_false, _ = rates(lambda _domain: IdentifierHoldConfig.length_rules_only())
     assert base_catch < catch and base_false > false_complete
+
+
+@pytest.mark.parametrize(
+    ("text", "hold", "rule"),
+    [
+        ("the line is 415-555-0134", False, "complete:phone_number"),
+        ("it's (212) 555-0199", False, "complete:phone_number"),
+        ("my number is 415.555.0134", False, "complete:phone_number"),
+        ("the line is 415-555", True, "prefix:phone_number"),
+        ("my cell is 312-555-", True, "trailing_connector"),
+    ],
+)
+def test_phone_numbers_in_asr_formatting_are_read_as_digits(text: str, hold: bool, rule: str) -> None:
+    decision = hold_decision(text, IdentifierHoldConfig.for_domain("telecom"))
+    assert (decision.hold, decision.rule) == (hold, rule)
+
+
+@pytest.mark.parametrize(
+    ("text", "hold"),
+    [
+        ("you can use leipatel at", True),
+        ("my address is sam at", True),
+        ("what are you looking at", False),
+        ("I'm at", False),
+        ("I bought it at", False),
+    ],
+)
+def test_a_turn_ending_in_name_at_is_an_address_cut_short(text: str, hold: bool) -> None:
+    assert hold_decision(text, IdentifierHoldConfig.for_domain("retail")).hold is hold
