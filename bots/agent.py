@@ -221,7 +221,9 @@ async def build_agent(
     )
     pair = LLMContextAggregatorPair(context, user_params=user_params)
     user_aggregator, assistant_aggregator = pair.user(), pair.assistant()
-    harness.register_tools(services.llm, RetailTools(db).handlers(), write_tools=RETAIL_WRITE_TOOLS)
+    tools = RetailTools(db)
+    harness.register_tools(services.llm, tools.handlers(), write_tools=RETAIL_WRITE_TOOLS,
+                           normalizers=tools.argument_normalizers())
 
     processors = harness.place([
         transport.input(),

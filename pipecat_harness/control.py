@@ -4,7 +4,8 @@ A control may contribute to any of four places, and only to those:
 
 * the user aggregator's turn stop strategies (``wrap_stop_strategies``);
 * processors at a named position in the pipeline (``processors``);
-* tool handlers, wrapped at registration (``wrap_function``);
+* tool handlers, wrapped at registration (``wrap_function``, after
+  ``set_argument_normalizer`` for tools whose arguments have a canonical form);
 * read-only observers (``observers``).
 
 It is told of each submitted user turn (``on_user_turn``) before the model
@@ -72,6 +73,9 @@ class HarnessControl:
     def wrap_function(self, name: str, handler: PipecatHandler, *, write: bool) -> PipecatHandler:
         """Return the handler to register for tool ``name`` instead of ``handler``."""
         return handler
+
+    def set_argument_normalizer(self, name: str, normalizer: Callable[[dict[str, Any]], Any]) -> None:
+        """Learn how tool ``name``'s arguments are made canonical (called before :meth:`wrap_function`)."""
 
     def observers(self) -> list[BaseObserver]:
         """Return read-only observers to add to the worker."""

@@ -209,6 +209,7 @@ class Harness:
         handler: PipecatHandler,
         *,
         write: bool | None = None,
+        normalize: Callable[[dict[str, Any]], Any] | None = None,
         **options: Any,
     ) -> None:
         """Register a Pipecat handler with every control's wrapper applied.
@@ -222,6 +223,8 @@ class Harness:
             handler: ``async def handler(params: FunctionCallParams)``.
             write: Whether the tool changes business state (default: listed
                 in ``write_tools``).
+            normalize: Gives the tool's arguments their business-canonical form,
+                so that the same request said two ways is one request.
             **options: Passed to ``llm.register_function``.
         """
         is_write = name in self.write_tools if write is None else write
@@ -230,16 +233,31 @@ class Harness:
             options.setdefault("cancel_on_interruption", False)
         wrapped = handler
         for control in self.controls:
+            if normalize is not None:
+                control.set_argument_normalizer(name, normalize)
             wrapped = control.wrap_function(name, wrapped, write=is_write)
         llm.register_function(name, wrapped, **options)
 
     def register_tools(
-        self, llm: LLMService, handlers: Mapping[str, ToolHandler], *, write_tools: Iterable[str] = ()
+        self,
+        llm: LLMService,
+        handlers: Mapping[str, ToolHandler],
+        *,
+        write_tools: Iterable[str] = (),
+        normalizers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
     ) -> None:
-        """Register framework-free handlers (arguments mapping in, result out)."""
+        """Register framework-free handlers (arguments mapping in, result out).
+
+        Args:
+            llm: The LLM service.
+            handlers: Handlers by tool name.
+            write_tools: Which of them change business state.
+            normalizers: Per tool, the canonical form of its arguments (see :meth:`register_function`).
+        """
         writes = set(write_tools)
         for name, handler in handlers.items():
-            self.register_function(llm, name, pipecat_function(handler), write=name in writes or None)
+            self.register_function(llm, name, pipecat_function(handler), write=name in writes or None,
+                                   normalize=(normalizers or {}).get(name))
 
     def wrap_registered_functions(self, llm: LLMService) -> None:
         """Wrap every handler already registered on ``llm`` (e.g. auto-registered direct functions)."""

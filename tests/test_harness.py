@@ -110,3 +110,24 @@ def test_turn_boundary_advances_the_decision_turn(probe):
     boundary = TurnBoundaryProcessor(lambda text: seen.append((probe.decisions.next_turn(), text)))
     boundary._on_turn("hello")
     assert seen == [(1, "hello")]
+
+
+class NormalizerProbe(ProbeControl):
+    seen: list = []
+
+    def set_argument_normalizer(self, name, normalizer):
+        self.seen.append((name, normalizer({"order_id": "w1"})))
+
+
+def test_argument_normalizers_reach_the_controls_before_wrapping(monkeypatch):
+    monkeypatch.setitem(harness_module.CONTROL_FACTORIES, "spelling", f"{__name__}:NormalizerProbe")
+    monkeypatch.setattr(NormalizerProbe, "seen", [])
+    harness = Harness(HarnessConfig().only("spelling"), trace_path=None)
+    _, llm = pipeline_parts()
+
+    async def handler(arguments):
+        return {}
+
+    harness.register_tools(llm, {"issue_refund": handler, "get_order_details": handler},
+                           normalizers={"issue_refund": lambda args: {**args, "order_id": "#W1"}})
+    assert NormalizerProbe.seen == [("issue_refund", {"order_id": "#W1"})]

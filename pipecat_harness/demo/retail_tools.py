@@ -54,6 +54,12 @@ _SCHEMAS = [
 ]
 
 
+def _canonical_order_id(arguments: dict[str, Any]) -> dict[str, Any]:
+    if "order_id" in arguments:
+        arguments["order_id"] = normalize_order_id(arguments["order_id"])
+    return arguments
+
+
 def normalize_order_id(value: Any) -> str:
     """Return an order id in canonical ``#W1234567`` form (callers often drop the ``#``)."""
     text = str(value).strip().upper().replace(" ", "")
@@ -82,6 +88,11 @@ class RetailTools:
     def handlers(self) -> dict[str, ToolHandler]:
         """Return the framework-free handlers by tool name."""
         return {schema.name: getattr(self, schema.name) for schema in _SCHEMAS}
+
+    @staticmethod
+    def argument_normalizers() -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        """Per tool, the canonical form of its arguments: order ids as ``#W1234567``."""
+        return {schema.name: _canonical_order_id for schema in _SCHEMAS if "order_id" in schema.properties}
 
     def register(self, llm: Any, *, wrap: Callable[[str, ToolHandler], ToolHandler] | None = None) -> None:
         """Register every tool on a Pipecat LLM service.

@@ -14,7 +14,7 @@ which the model tried to set those fields itself.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,11 +22,16 @@ __all__ = [
     "DEFAULT_MAX_ARGUMENT_BYTES",
     "ArgumentAccumulator",
     "ArgumentError",
+    "ArgumentNormalizer",
     "attach_server_context",
+    "normalize_arguments",
     "parse_arguments",
 ]
 
 DEFAULT_MAX_ARGUMENT_BYTES = 16_384
+
+ArgumentNormalizer = Callable[[dict[str, Any]], Mapping[str, Any]]
+"""Gives a tool's arguments their business-canonical form (an order id with its ``#``, say)."""
 
 
 class ArgumentError(ValueError):
@@ -212,3 +217,18 @@ class ArgumentAccumulator:
         """Drop a call's buffer without parsing (the stream was abandoned)."""
         self._buffers.pop(call_id, None)
         self._finished.add(call_id)
+
+
+def normalize_arguments(normalizer: ArgumentNormalizer, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Apply a tool's normalizer to a copy of its arguments.
+
+    Raises:
+        ArgumentError: The normalizer failed or did not return a mapping (kind ``invalid``).
+    """
+    try:
+        normalized = normalizer(dict(arguments))
+    except Exception as exc:  # a normalizer rejecting the arguments is a bad request, not a crash
+        raise ArgumentError("invalid", f"invalid arguments: {exc}") from exc
+    if not isinstance(normalized, Mapping):
+        raise ArgumentError("invalid", "invalid arguments: the normalizer did not return an object")
+    return dict(normalized)

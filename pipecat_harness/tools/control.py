@@ -34,6 +34,7 @@ from pipecat.services.llm_service import FunctionCallParams
 
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
 from pipecat_harness.tools.ledger import OperationLedger
@@ -146,6 +147,10 @@ class ToolGateControl(HarnessControl):
     def on_user_turn(self, turn_id: int, text: str) -> None:
         """A new user turn: identical writes may run again."""
         self.gate.new_turn(turn_id)
+
+    def set_argument_normalizer(self, name: str, normalizer: ArgumentNormalizer) -> None:
+        """Compare and run ``name``'s calls in their canonical form."""
+        self.gate.normalizers[name] = normalizer
 
     def wrap_function(self, name: str, handler: PipecatHandler, *, write: bool) -> PipecatHandler:
         """Return a handler that asks the gate before running ``handler``."""

@@ -26,7 +26,13 @@ from typing import Any, Protocol
 
 from loguru import logger
 
-from pipecat_harness.tools.arguments import ArgumentError, attach_server_context, parse_arguments
+from pipecat_harness.tools.arguments import (
+    ArgumentError,
+    ArgumentNormalizer,
+    attach_server_context,
+    normalize_arguments,
+    parse_arguments,
+)
 from pipecat_harness.tools.canonical import CanonicalizationError, request_hash
 from pipecat_harness.tools.execution import LateReplies, await_deadline, reports_error, start_handler
 from pipecat_harness.tools.ledger import OperationLedger, OperationRecord, OperationStatus, Reconciler
@@ -59,6 +65,9 @@ class ToolGate:
         read_tools: Names of the read tools. When given (or ``schemas`` is),
             any other tool name is blocked as unknown.
         schemas: Parameter schemas by tool name; arguments are validated before forwarding.
+        normalizers: Per tool, a function giving the arguments' business-canonical form
+            (``"w2378156"`` and ``"#W2378156"`` are one order); the canonical form is
+            what runs and what identifies a duplicate.
         ledger: Operation ledger for writes (idempotency across restarts).
         tenant: Tenant of the ledger records.
         session_id: Identifies the conversation in idempotency keys.
@@ -80,6 +89,7 @@ class ToolGate:
         *,
         read_tools: Iterable[str] | None = None,
         schemas: Mapping[str, Mapping[str, Any]] | None = None,
+        normalizers: Mapping[str, ArgumentNormalizer] | None = None,
         ledger: OperationLedger | None = None,
         tenant: str = "default",
         session_id: str | None = None,
@@ -95,6 +105,7 @@ class ToolGate:
     ) -> None:
         self.write_tools = frozenset(write_tools)
         self.schemas: dict[str, Mapping[str, Any]] = dict(schemas or {})
+        self.normalizers: dict[str, ArgumentNormalizer] = dict(normalizers or {})
         known = None if read_tools is None and schemas is None else set(read_tools or ()) | set(self.schemas)
         self.known_tools: frozenset[str] | None = None if known is None else frozenset(known | self.write_tools)
         self.session_id = session_id or uuid.uuid4().hex[:12]
@@ -180,6 +191,11 @@ class ToolGate:
             problems = validate_arguments(model_arguments, self.schemas[name]) if name in self.schemas else []
             if problems:
                 raise ArgumentError("invalid", "invalid arguments: " + "; ".join(problems))
+            if name in self.normalizers:
+                normalized = normalize_arguments(self.normalizers[name], model_arguments)
+                if normalized != model_arguments:
+                    evidence["normalized_arguments"] = normalized
+                final_arguments = attach_server_context(normalized, trusted, reserved=self.reserved_fields)
             digest = request_hash(name, final_arguments)
         except (ArgumentError, CanonicalizationError) as exc:
             kind = exc.kind if isinstance(exc, ArgumentError) else "invalid"

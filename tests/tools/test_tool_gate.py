@@ -296,3 +296,24 @@ async def test_cancelled_call_leaves_the_write_unknown_not_repeated(backend):
     backend.hang = False
     again = await gate.call("issue_refund", REFUND, backend.refund)
     assert again.status == "outcome_unknown" and len(backend.calls) == 1
+
+
+async def test_normalized_arguments_make_the_same_request_said_two_ways_a_duplicate(backend, sink):
+    def canonical(args):
+        args["order_id"] = "#" + str(args["order_id"]).upper().lstrip("#")
+        return args
+
+    gate = ToolGate(write_tools={"issue_refund"}, normalizers={"issue_refund": canonical}, decisions=sink)
+    first = await gate.call("issue_refund", {**REFUND, "order_id": "w2378156"}, backend.refund)
+    second = await gate.call("issue_refund", {**REFUND, "order_id": "#W2378156"}, backend.refund)
+    assert first.status == GateStatus.EXECUTED and second.status == GateStatus.NOT_EXECUTED
+    assert [call["order_id"] for call in backend.calls] == ["#W2378156"]  # the canonical form is what runs
+    assert sink.decisions[0]["evidence"]["normalized_arguments"]["order_id"] == "#W2378156"
+
+
+@pytest.mark.parametrize("normalizer", [lambda args: 1 / 0, lambda args: ["not", "a", "mapping"]])
+async def test_a_failing_normalizer_blocks_the_call_clearly(backend, normalizer):
+    gate = ToolGate(write_tools={"issue_refund"}, normalizers={"issue_refund": normalizer})
+    result = await gate.call("issue_refund", REFUND, backend.refund)
+    assert result.status == GateStatus.BLOCKED and "invalid arguments" in str(result.to_tool_result())
+    assert backend.calls == []
