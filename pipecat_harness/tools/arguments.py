@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipecat_harness.tools.schema import validate_arguments
+
 __all__ = [
     "DEFAULT_MAX_ARGUMENT_BYTES",
     "ArgumentAccumulator",
@@ -26,6 +28,7 @@ __all__ = [
     "attach_server_context",
     "normalize_arguments",
     "parse_arguments",
+    "prepare_arguments",
 ]
 
 DEFAULT_MAX_ARGUMENT_BYTES = 16_384
@@ -232,3 +235,39 @@ def normalize_arguments(normalizer: ArgumentNormalizer, arguments: Mapping[str, 
     if not isinstance(normalized, Mapping):
         raise ArgumentError("invalid", "invalid arguments: the normalizer did not return an object")
     return dict(normalized)
+
+
+def prepare_arguments(
+    raw: Any,
+    *,
+    max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
+    trusted: Mapping[str, Any] | None = None,
+    reserved: Iterable[str] = (),
+    schema: Mapping[str, Any] | None = None,
+    normalizer: ArgumentNormalizer | None = None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Turn what the model sent into what the handler runs with.
+
+    Parses (bounded), refuses model-supplied server context, validates against
+    the schema, applies the tool's normalizer and attaches the trusted context.
+
+    Returns:
+        The final arguments, and the normalized model arguments when the
+        normalizer changed them (``None`` otherwise).
+
+    Raises:
+        ArgumentError: The arguments cannot be forwarded; the message says why.
+    """
+    model_arguments = parse_arguments(raw, max_bytes=max_bytes)
+    context = dict(trusted or {})
+    attach_server_context(model_arguments, context, reserved=reserved)  # refuses model-supplied context first
+    problems = validate_arguments(model_arguments, schema) if schema is not None else []
+    if problems:
+        raise ArgumentError("invalid", "invalid arguments: " + "; ".join(problems))
+    changed = None
+    if normalizer is not None:
+        normalized = normalize_arguments(normalizer, model_arguments)
+        if normalized != model_arguments:
+            changed = normalized
+        model_arguments = normalized
+    return attach_server_context(model_arguments, context, reserved=reserved), changed

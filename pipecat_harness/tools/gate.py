@@ -26,20 +26,13 @@ from typing import Any, Protocol
 
 from loguru import logger
 
-from pipecat_harness.tools.arguments import (
-    ArgumentError,
-    ArgumentNormalizer,
-    attach_server_context,
-    normalize_arguments,
-    parse_arguments,
-)
+from pipecat_harness.tools.arguments import ArgumentError, ArgumentNormalizer, prepare_arguments
 from pipecat_harness.tools.canonical import CanonicalizationError, request_hash
 from pipecat_harness.tools.execution import LateReplies, await_deadline, reports_error, start_handler
 from pipecat_harness.tools.ledger import OperationLedger, OperationRecord, OperationStatus, Reconciler
 from pipecat_harness.tools.operations import LedgerOperations, MemoryOperations, Operations
 from pipecat_harness.tools.policy import PolicySet, ToolRequest
 from pipecat_harness.tools.result import ALREADY_DONE, GateResult, GateStatus
-from pipecat_harness.tools.schema import validate_arguments
 
 __all__ = ["DecisionSink", "GateHandler", "ToolGate"]
 
@@ -185,17 +178,12 @@ class ToolGate:
             return self._refuse(GateStatus.BLOCKED, name, write, evidence, "unknown_tool",
                                 f"there is no tool named {name!r}")
         try:
-            model_arguments = parse_arguments(arguments, max_bytes=self.max_argument_bytes)
-            trusted = {**self.server_context, **(context or {})}
-            final_arguments = attach_server_context(model_arguments, trusted, reserved=self.reserved_fields)
-            problems = validate_arguments(model_arguments, self.schemas[name]) if name in self.schemas else []
-            if problems:
-                raise ArgumentError("invalid", "invalid arguments: " + "; ".join(problems))
-            if name in self.normalizers:
-                normalized = normalize_arguments(self.normalizers[name], model_arguments)
-                if normalized != model_arguments:
-                    evidence["normalized_arguments"] = normalized
-                final_arguments = attach_server_context(normalized, trusted, reserved=self.reserved_fields)
+            final_arguments, normalized = prepare_arguments(
+                arguments, max_bytes=self.max_argument_bytes, trusted={**self.server_context, **(context or {})},
+                reserved=self.reserved_fields, schema=self.schemas.get(name), normalizer=self.normalizers.get(name),
+            )
+            if normalized is not None:
+                evidence["normalized_arguments"] = normalized
             digest = request_hash(name, final_arguments)
         except (ArgumentError, CanonicalizationError) as exc:
             kind = exc.kind if isinstance(exc, ArgumentError) else "invalid"
