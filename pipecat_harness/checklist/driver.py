@@ -18,7 +18,7 @@ from pipecat_harness.checklist.model import Checklist
 from pipecat_harness.checklist.progress import ChecklistState, apply_analysis
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
 from pipecat_harness.state.coordination import CallLock, TranscriptDebouncer
-from pipecat_harness.state.store import StateStore, StoreError
+from pipecat_harness.state.store import StateStore
 
 __all__ = ["ChecklistDriver", "DecisionSink"]
 
@@ -81,13 +81,10 @@ class ChecklistDriver:
         Raises:
             StoreError: The stored state is corrupt.
         """
-        raw = await self.store.get_json(self._key(call_id))
-        if raw is None:
-            return ChecklistState(call_id=call_id)
-        try:
-            return ChecklistState.from_dict(raw)
-        except ValueError as exc:
-            raise StoreError(f"call {call_id!r}: {exc}") from exc
+        return await self.store.get_record(
+            self._key(call_id), ChecklistState.from_dict, lambda: ChecklistState(call_id=call_id),
+            label=f"call {call_id!r}",
+        )
 
     async def save(self, state: ChecklistState) -> None:
         """Store the call's state, bumping its version."""

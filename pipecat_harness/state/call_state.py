@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pipecat_harness.state.coordination import CallLock
-from pipecat_harness.state.store import StateStore, StoreError
+from pipecat_harness.state.store import StateStore
 
 __all__ = ["CallState", "CallStateStore", "Fact", "Provenance", "Source", "VersionConflict"]
 
@@ -166,13 +166,9 @@ class CallStateStore:
         Raises:
             StoreError: The stored record is corrupt.
         """
-        raw = await self.store.get_json(self._key(call_id))
-        if raw is None:
-            return CallState(call_id=call_id)
-        try:
-            return CallState.from_dict(raw)
-        except ValueError as exc:
-            raise StoreError(f"call {call_id!r}: {exc}") from exc
+        return await self.store.get_record(
+            self._key(call_id), CallState.from_dict, lambda: CallState(call_id=call_id), label=f"call {call_id!r}"
+        )
 
     async def update(
         self,

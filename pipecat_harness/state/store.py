@@ -10,9 +10,12 @@ the same operations across worker processes.
 from __future__ import annotations
 
 import abc
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 __all__ = ["StateStore", "StoreError"]
+
+T = TypeVar("T")
 
 
 class StoreError(RuntimeError):
@@ -32,6 +35,20 @@ class StateStore(abc.ABC):
     @abc.abstractmethod
     async def get_json(self, key: str) -> Any | None:
         """Return the value stored under ``key``, or ``None``."""
+
+    async def get_record(self, key: str, parse: Callable[[Any], T], default: Callable[[], T], *, label: str) -> T:
+        """The record under ``key`` rebuilt by ``parse``, or ``default()`` when there is none.
+
+        Raises:
+            StoreError: The stored value is not a valid record (``parse`` raised ``ValueError``).
+        """
+        raw = await self.get_json(key)
+        if raw is None:
+            return default()
+        try:
+            return parse(raw)
+        except ValueError as exc:
+            raise StoreError(f"{label}: {exc}") from exc
 
     @abc.abstractmethod
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
