@@ -80,7 +80,7 @@ def run(scenario: Scenario, arm: str, trace_dir: Path) -> tuple[int, float, floa
         scenario, use_harness=arm != "bare", observers=[counter],
         trace_dir=trace_dir if arm == "harness+trace" else None, max_wall_secs=600,
     )
-    if not result.caller_completed:
+    if scenario.name.startswith("long_call") and not result.caller_completed:
         raise RuntimeError(f"{scenario.name} ({arm}): the caller did not finish")
     return counter.frames, result.wall_secs, result.virtual_secs
 
