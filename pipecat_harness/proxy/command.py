@@ -18,7 +18,10 @@ from pipecat_harness.proxy.upstream import Upstream
 from pipecat_harness.state.coordination import CallLock
 from pipecat_harness.state.factory import create_store
 
-__all__ = ["add_parser", "build_service", "build_upstream"]
+__all__ = ["ARGS_ENV", "add_parser", "app_from_environment", "build_service", "build_upstream"]
+
+#: Environment variable through which ``--workers`` processes receive the command line's settings.
+ARGS_ENV = "PIPECAT_HARNESS_PROXY_ARGS"
 
 
 
@@ -68,9 +71,7 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
     return ProxyService(upstream, driver, marker=settings.directive_marker)
 
 
-def _run(args: argparse.Namespace) -> int:
-    import uvicorn
-
+def _config(args: argparse.Namespace) -> HarnessConfig:
     config = HarnessConfig.from_yaml(args.config) if args.config else HarnessConfig()
     overrides: dict[str, Any] = {}
     if args.checklist:
@@ -83,14 +84,46 @@ def _run(args: argparse.Namespace) -> int:
         overrides["redis_url"] = args.redis_url
     if overrides:
         config = config.model_copy(update={"checklist": config.checklist.model_copy(update=overrides)})
+    return config
+
+
+def _app(args: argparse.Namespace, config: HarnessConfig) -> Any:
+    upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model)
+    service = build_service(config, upstream, with_checklist=not args.no_checklist)
+    return create_app(service, max_body_bytes=args.max_body_bytes, retell_greeting=args.retell_greeting)
+
+
+def app_from_environment() -> Any:
+    """The proxy application for one ``--workers`` process, built from the settings in :data:`ARGS_ENV`."""
+    args = argparse.Namespace(**json.loads(os.environ[ARGS_ENV]))
+    return _app(args, _config(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    config = _config(args)
+    if args.workers < 1:
+        print(f"pipecat-harness proxy: --workers must be at least 1, not {args.workers}")
+        return 2
+    if args.workers > 1 and not args.no_checklist and config.checklist.store != "redis":
+        print("pipecat-harness proxy: --workers above 1 needs --store redis: each call's checklist state must be "
+              "shared by the workers that serve its turns")
+        return 2
     try:
-        upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model)
+        app = _app(args, config)
     except ValueError as exc:
         print(f"pipecat-harness proxy: {exc}")
         return 2
-    service = build_service(config, upstream, with_checklist=not args.no_checklist)
-    app = create_app(service, max_body_bytes=args.max_body_bytes, retell_greeting=args.retell_greeting)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    # Access lines cost a log record per request on the serving path; --access-log turns them on.
+    options: dict[str, Any] = {
+        "host": args.host, "port": args.port, "log_level": args.log_level, "access_log": args.access_log,
+    }
+    if args.workers == 1:
+        uvicorn.run(app, **options)
+        return 0
+    os.environ[ARGS_ENV] = json.dumps({k: v for k, v in vars(args).items() if k != "func"})
+    uvicorn.run("pipecat_harness.proxy.command:app_from_environment", factory=True, workers=args.workers, **options)
     return 0
 
 
@@ -111,4 +144,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
     parser.add_argument("--retell-greeting", default="", help="first agent line on a Retell call")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--access-log", action="store_true", help="log one line per request")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes sharing the port (above 1 needs --store redis)")
     parser.set_defaults(func=_run)

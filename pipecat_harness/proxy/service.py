@@ -125,7 +125,7 @@ class ProxyService:
                 if text and text not in base_parts:
                     base_parts.append(text)
             else:
-                conversation.append(dict(message))
+                conversation.append(message)
         system = SystemPrompt(
             base="\n\n".join(base_parts), directive=directive.render(self.marker) if directive is not None else ""
         )
