@@ -36,6 +36,7 @@ from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
+from pipecat_harness.tools.operation_state import Reconciler
 from pipecat_harness.trace.recorder import TraceRecorder
 
 __all__ = ["CONTROL_FACTORIES", "Harness", "TurnBoundaryProcessor"]
@@ -210,6 +211,7 @@ class Harness:
         *,
         write: bool | None = None,
         normalize: Callable[[dict[str, Any]], Any] | None = None,
+        reconciler: Reconciler | None = None,
         **options: Any,
     ) -> None:
         """Register a Pipecat handler with every control's wrapper applied.
@@ -225,6 +227,8 @@ class Harness:
                 in ``write_tools``).
             normalize: Gives the tool's arguments their business-canonical form,
                 so that the same request said two ways is one request.
+            reconciler: Asks the backend what became of this tool's writes of
+                unknown outcome (see :class:`~pipecat_harness.tools.ToolGate`).
             **options: Passed to ``llm.register_function``.
         """
         is_write = name in self.write_tools if write is None else write
@@ -236,6 +240,9 @@ class Harness:
             if normalize is not None:
                 control.set_argument_normalizer(name, normalize)
             wrapped = control.wrap_function(name, wrapped, write=is_write)
+        gate = getattr(self.control("tool_gate"), "gate", None)
+        if reconciler is not None and gate is not None:
+            gate.reconcilers[name] = reconciler
         llm.register_function(name, wrapped, **options)
 
     def register_tools(
@@ -245,6 +252,7 @@ class Harness:
         *,
         write_tools: Iterable[str] = (),
         normalizers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+        reconciler: Reconciler | None = None,
     ) -> None:
         """Register framework-free handlers (arguments mapping in, result out).
 
@@ -253,11 +261,14 @@ class Harness:
             handlers: Handlers by tool name.
             write_tools: Which of them change business state.
             normalizers: Per tool, the canonical form of its arguments (see :meth:`register_function`).
+            reconciler: Answers for the write tools' operations of unknown outcome.
         """
         writes = set(write_tools)
         for name, handler in handlers.items():
+            is_write = name in writes or name in self.write_tools
             self.register_function(llm, name, pipecat_function(handler), write=name in writes or None,
-                                   normalize=(normalizers or {}).get(name))
+                                   normalize=(normalizers or {}).get(name),
+                                   reconciler=reconciler if is_write else None)
 
     def wrap_registered_functions(self, llm: LLMService) -> None:
         """Wrap every handler already registered on ``llm`` (e.g. auto-registered direct functions)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 __all__ = ["ALREADY_DONE", "GateResult", "GateStatus"]
 
-ALREADY_DONE = "not executed: already done in this turn"
+ALREADY_DONE = "not executed: this request was already done on this call"
 
 
 class GateStatus(enum.StrEnum):
@@ -21,9 +21,11 @@ class GateStatus(enum.StrEnum):
     BLOCKED = "blocked"
     """Not forwarded: unknown tool, invalid arguments or a policy said no."""
     FAILED = "failed"
-    """Forwarded and the handler raised or reported an error; a retry is allowed."""
+    """The backend definitively said no (an ``{"error": ...}`` result, a refusal); nothing was applied, a retry is
+    allowed."""
     OUTCOME_UNKNOWN = "outcome_unknown"
-    """Forwarded and no reply came; the write may have happened, so it is not retried."""
+    """Forwarded and no clear answer came (timeout, exception, lost reply); the write may have happened, so it is not
+    retried until reconciled."""
 
 
 @dataclass(frozen=True)
