@@ -77,7 +77,7 @@ async def test_reads_and_different_writes_pass_untouched():
     llm = _llm(("get_order_details", {"order_id": "#W1"}), ("get_order_details", {"order_id": "#W1"}),
                ("issue_refund", REFUND), ("issue_refund", {**REFUND, "order_id": "#W7209932"}))
     reads, writes = Counting(), Counting()
-    harness.register_function(llm, "get_order_details", reads)
+    harness.register_function(llm, "get_order_details", reads, write=False)
     harness.register_function(llm, "issue_refund", writes)
     assert llm._functions["get_order_details"].cancel_on_interruption is True
     results = await _run(llm)
