@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ALREADY_DONE", "GateResult", "GateStatus"]
+__all__ = ["ALREADY_DONE", "NOT_DONE_STATUSES", "GateResult", "GateStatus", "reports_done"]
 
 ALREADY_DONE = "not executed: this request was already done on this call"
 
@@ -26,6 +26,24 @@ class GateStatus(enum.StrEnum):
     OUTCOME_UNKNOWN = "outcome_unknown"
     """Forwarded and no clear answer came (timeout, exception, lost reply); the write may have happened, so it is not
     retried until reconciled."""
+
+
+#: Tool-result statuses meaning the action did not happen in this call (or may not have).
+NOT_DONE_STATUSES = frozenset({"not_executed", "blocked", "failed", "outcome_unknown", "error"})
+
+
+def reports_done(result: Any, error: Any = None) -> bool:
+    """Whether a tool result, as the model received it, says the action was done by this call.
+
+    ``not_executed``, ``blocked``, ``failed`` and ``outcome_unknown`` gate
+    results, an ``{"error": ...}`` result and a raised error (``error``) are
+    all "not done" — with or without a ledger behind them.
+    """
+    if error:
+        return False
+    if isinstance(result, dict):
+        return not (result.get("error") or result.get("status") in NOT_DONE_STATUSES)
+    return result is not None
 
 
 @dataclass(frozen=True)
