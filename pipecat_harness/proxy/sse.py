@@ -25,9 +25,15 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def _utf8(text: str) -> bytes:
+    # A lone surrogate (a model can emit one) has no UTF-8 form; written as its JSON escape
+    # (\udXXX) the event stays valid JSON and the stream goes on. Other text encodes as it is.
+    return text.encode("utf-8", "backslashreplace")
+
+
 def sse_event(payload: dict[str, Any]) -> bytes:
-    """One ``data:`` event."""
-    return f"data: {_dumps(payload)}\n\n".encode()
+    """One ``data:`` event (always valid UTF-8, even when a model emitted a lone surrogate)."""
+    return _utf8(f"data: {_dumps(payload)}\n\n")
 
 
 class ChunkWriter:
@@ -56,7 +62,7 @@ class ChunkWriter:
 
     def _event(self, delta: str, finish_reason: str | None = None) -> bytes:
         finish = "null" if finish_reason is None else _dumps(finish_reason)
-        return f"{self._head}{delta},\"finish_reason\":{finish}}}]}}\n\n".encode()
+        return _utf8(f"{self._head}{delta},\"finish_reason\":{finish}}}]}}\n\n")
 
     def role(self) -> bytes:
         """The opening event announcing the assistant role."""
