@@ -14,10 +14,11 @@ platform sent.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
+import httpx
 
 from pipecat_harness.proxy.upstream import ToolCallDelta, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 
@@ -94,6 +95,7 @@ class OpenAICompatibleUpstream(Upstream):
         extra_body: Extra JSON fields sent with every request (gateway-specific options).
         headers: Extra HTTP headers.
         session: An existing ``aiohttp.ClientSession`` (default: one created on first use).
+        client: An ``httpx.AsyncClient`` to stream through instead (custom transports, test doubles).
     """
 
     name = "openai"
@@ -109,9 +111,11 @@ class OpenAICompatibleUpstream(Upstream):
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         session: aiohttp.ClientSession | None = None,
+        client: httpx.AsyncClient | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.session = session
+        self.client = client
         self._owns_session = session is None
         self.timeout = aiohttp.ClientTimeout(total=None, connect=timeout_secs, sock_read=timeout_secs)
         self.headers = {
@@ -150,26 +154,45 @@ class OpenAICompatibleUpstream(Upstream):
             self._owns_session = True
         return self.session
 
+    async def _lines(self, body: bytes) -> AsyncGenerator[bytes, None]:
+        """The response's lines (the HTTP status checked first)."""
+        if self.client is not None:
+            async with self.client.stream("POST", self.url, content=body, headers=self.headers) as reply:
+                if reply.status_code >= 400:
+                    detail = (await reply.aread()).decode("utf-8", errors="replace")[:500]
+                    raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {reply.status_code}: {detail}")
+                async for text in reply.aiter_lines():
+                    yield text.encode()
+            return
+        async with self._session().post(self.url, data=body, headers=self.headers) as response:
+            if response.status >= 400:
+                detail = (await response.read()).decode("utf-8", errors="replace")[:500]
+                raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {response.status}: {detail}")
+            async for line in response.content:
+                yield line
+
     async def stream(self, request: UpstreamRequest) -> AsyncIterator[UpstreamChunk]:
         """Stream the completion, mapping each SSE event to one chunk."""
-        body = json.dumps(self._body(request), ensure_ascii=False).encode()
+        # A lone surrogate has no UTF-8 form; "backslashreplace" writes it as its JSON escape.
+        body = json.dumps(self._body(request), ensure_ascii=False).encode("utf-8", "backslashreplace")
+        lines = self._lines(body)
         try:
-            async with self._session().post(self.url, data=body, headers=self.headers) as response:
-                if response.status >= 400:
-                    detail = (await response.read()).decode("utf-8", errors="replace")[:500]
-                    raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {response.status}: {detail}")
-                async for line in response.content:
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        return
-                    for chunk in _chunks(data):
-                        yield chunk
-        except (aiohttp.ClientError, TimeoutError) as exc:
+            async for line in lines:
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    return
+                for chunk in _chunks(data):
+                    yield chunk
+        except (aiohttp.ClientError, httpx.HTTPError, TimeoutError) as exc:
             raise UpstreamError(f"OpenAI-compatible upstream failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            await lines.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP session (when this upstream created it)."""
+        """Close the HTTP session this upstream created, and the httpx client it was given."""
         if self.session is not None and self._owns_session:
             await self.session.close()
+        if self.client is not None:
+            await self.client.aclose()
