@@ -97,6 +97,7 @@ class ToolGateSettings(_Block):
     Parameters:
         enabled: Switch.
         write_tools: Names of the tools that change business state.
+        read_tools: Names of the tools that only read (every gated tool is declared one or the other).
         handler_timeout_secs: After this a write's outcome is unknown.
         max_argument_bytes: Largest accepted arguments payload.
         late_reply_secs: How long a timed-out write may still reply and settle its outcome.
@@ -109,6 +110,7 @@ class ToolGateSettings(_Block):
 
     enabled: bool = True
     write_tools: list[str] = Field(default_factory=list)
+    read_tools: list[str] = Field(default_factory=list)
     handler_timeout_secs: float = Field(default=10.0, gt=0, le=600)
     max_argument_bytes: int = Field(default=16_384, gt=0)
     late_reply_secs: float = Field(default=300.0, ge=0, le=3600)
