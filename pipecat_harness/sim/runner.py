@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.pipeline.pipeline import Pipeline
@@ -46,6 +46,9 @@ from pipecat_harness.sim.scenario import Scenario, ToolFault
 from pipecat_harness.sim.scripted_llm import ScriptedLLMService, context_messages
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
+
+if TYPE_CHECKING:
+    from pipecat_harness.sim.audio.mode import AudioMode
 
 __all__ = ["CallResult", "CheckResult", "run_scenario", "run_scenarios", "simulate_call"]
 
@@ -140,6 +143,7 @@ async def simulate_call(
     call_id: str | None = None,
     use_harness: bool = True,
     observers: Sequence[BaseObserver] = (),
+    audio: AudioMode | None = None,
 ) -> CallResult:
     """Run one scenario on the running (virtual-time) loop and check its expectations.
 
@@ -151,6 +155,8 @@ async def simulate_call(
         call_id: Call identifier (default: the scenario name).
         use_harness: ``False`` runs the same pipeline with no harness at all (a baseline).
         observers: Extra observers for the worker.
+        audio: Voice the caller with Piper and recognise it with Silero VAD and Whisper
+            (``None``: the caller's transcript frames are injected directly).
     """
     wall_started = time.perf_counter()
     loop = asyncio.get_running_loop()
@@ -174,7 +180,9 @@ async def simulate_call(
     wrap = _fault_wrapper(scenario.faults, executions)
     context = LLMContext(tools=tools.schemas())
     user_params = LLMUserAggregatorParams(
-        user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)])
+        user_turn_strategies=UserTurnStrategies(stop=[
+            audio.stop_strategy() if audio is not None else SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)
+        ])
     )
     if use_harness:
         harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
@@ -188,8 +196,9 @@ async def simulate_call(
         first_audio_secs=scenario.tts.first_audio_secs, ledger=ledger, sample_rate=_SAMPLE_RATE,
     )
     transport = SimulatedOutputTransport(ledger=ledger, sample_rate=_SAMPLE_RATE)
-    caller = SimulatedCaller(scenario.caller, scenario.caller_voice)
-    processors = [pair.user(), llm, tts, transport, pair.assistant()]
+    caller = audio.caller(scenario) if audio is not None else SimulatedCaller(scenario.caller, scenario.caller_voice)
+    front = audio.front_end() if audio is not None else []
+    processors = [*front, pair.user(), llm, tts, transport, pair.assistant()]
     pipeline = Pipeline(harness.place(processors) if use_harness else processors)
     worker = PipelineWorker(
         pipeline,
@@ -303,6 +312,7 @@ def run_scenario(
     max_wall_secs: float = 120.0,
     use_harness: bool = True,
     observers: Sequence[BaseObserver] = (),
+    audio: AudioMode | None = None,
 ) -> CallResult:
     """Run one scenario on its own virtual-time loop and return the result.
 
@@ -314,6 +324,7 @@ def run_scenario(
         max_wall_secs: Wall-clock budget (a guard against a stuck simulation).
         use_harness: ``False`` runs the same pipeline without the harness (a baseline).
         observers: Extra observers for the worker (they see every frame of the call).
+        audio: Run the call on audio (Piper, Silero VAD, Whisper tiny.en); ``None`` for text mode.
     """
     config = config or HarnessConfig.preset(scenario.domain)
     if controls is not None:
@@ -322,9 +333,9 @@ def run_scenario(
     with tempfile.TemporaryDirectory(prefix="pipecat-harness-sim-") as tmp:
         return _run_on_virtual_loop(
             simulate_call(scenario, config, workdir=Path(tmp), trace_path=trace_path, use_harness=use_harness,
-                          observers=observers),
+                          observers=observers, audio=audio),
             max_virtual_secs=scenario.max_call_secs + 120.0,
-            max_wall_secs=max_wall_secs,
+            max_wall_secs=max_wall_secs if audio is None else max(max_wall_secs, 900.0),
         )
 
 
