@@ -65,8 +65,8 @@ def _p90(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
 
 
-def run_audio_benchmark(limit: int | None = None, *, show_misses: bool = False) -> list[AudioArm]:
-    """Record (or load) every utterance, replay it per arm, print the table and return the arms."""
+def _replay_row(row: dict[str, Any]) -> tuple[Any, dict[tuple[str, bool], Any]]:
+    """Record (or load) one utterance and replay it in every arm (runs in a worker process)."""
     from loguru import logger
 
     from pipecat_harness.sim.audio.cache import AudioCache
@@ -76,27 +76,38 @@ def run_audio_benchmark(limit: int | None = None, *, show_misses: bool = False) 
 
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
-    rows = load_audio_corpus()[:limit] if limit else load_audio_corpus()
     cache = AudioCache()
+    utterance = record_utterance(row["parts"], row["pause"], rate=row["rate"], cache=cache)
+    pcm, _ = utterance_audio(row["parts"], row["pause"], PiperCallerVoice(cache), rate=row["rate"])
+    results = {}
+    for turn_stop in ("speech_timeout", "smart_turn"):
+        for hold in (False, True):
+            config = IdentifierHoldConfig.for_domain(row["domain"]) if hold else None
+            results[(turn_stop, hold)] = replay(utterance, pcm, turn_stop=turn_stop, hold_config=config)
+    return utterance, results
+
+
+def run_audio_benchmark(limit: int | None = None, *, show_misses: bool = False, jobs: int = 1) -> list[AudioArm]:
+    """Record (or load) every utterance, replay it per arm, print the table and return the arms."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    rows = load_audio_corpus()[:limit] if limit else load_audio_corpus()
     started = time.perf_counter()
-    recorded = []
-    for row in rows:
-        utterance = record_utterance(row["parts"], row["pause"], rate=row["rate"], cache=cache)
-        pcm, _ = utterance_audio(row["parts"], row["pause"], PiperCallerVoice(cache), rate=row["rate"])
-        recorded.append((row, utterance, pcm))
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            replayed = list(pool.map(_replay_row, rows))
+    else:
+        replayed = [_replay_row(row) for row in rows]
     print(f"audio corpus: {len(rows)} utterances ({sum(r['label'] == 'split' for r in rows)} split, "
-          f"{sum(r['label'] != 'split' for r in rows)} complete or ordinary; rates "
-          f"{sorted({r['rate'] for r in rows})}); front end ready in {time.perf_counter() - started:.0f} s "
-          f"(cache {cache.directory})")
+          f"{sum(r['label'] != 'split' for r in rows)} complete or ordinary; speaking rates "
+          f"{sorted({r['rate'] for r in rows})})")
     arms: list[AudioArm] = []
     for turn_stop in ("speech_timeout", "smart_turn"):
         off_stops: dict[str, float] = {}
         for hold in (False, True):
             arm = AudioArm(turn_stop, hold)
-            for row, utterance, pcm in recorded:
-                config = IdentifierHoldConfig.for_domain(row["domain"]) if hold else None
-                result = replay(utterance, pcm, turn_stop=turn_stop, hold_config=config)
-                _score(arm, row, utterance, result, off_stops)
+            for row, (utterance, results) in zip(rows, replayed, strict=True):
+                _score(arm, row, utterance, results[(turn_stop, hold)], off_stops)
             arms.append(arm)
     _print(arms, show_misses)
     print(f"total {time.perf_counter() - started:.0f} s")

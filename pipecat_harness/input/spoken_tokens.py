@@ -193,11 +193,12 @@ def _read_in_context(pieces: list[Piece]) -> list[Piece]:
             if after_pieces or window & IDENTIFIER_CUES:
                 out.append(Piece("digit", re.sub(r"[.,]", "", piece.word), piece.word, pause_after=piece.pause_after))
                 continue
+        fused = piece.word.isupper() or any(c.isupper() for c in piece.word[1:])  # "KOV", "ZrB"
         if (
             piece.kind == "word"
             and piece.word.isascii()
             and piece.word.isalpha()
-            and piece.word.isupper()
+            and fused
             and 2 <= len(piece.word) <= 8
             and window & _SPELLING_CUES
         ):

@@ -78,7 +78,7 @@ def record_utterance(parts: list[str], pause: float, *, rate: float, cache: Audi
     speech, ends = utterance_audio(parts, pause, voice, rate=rate)
     pcm = speech + bytes(int(_FRONT_END_TAIL_SECS * SAMPLE_RATE) * 2)
     duration = len(speech) / (2 * SAMPLE_RATE) + TRAILING_SILENCE_SECS
-    key = digest("front-end-v2", f"{stt_latency_secs:.3f}", pcm)
+    key = digest("front-end-v3", f"{stt_latency_secs:.3f}", pcm)
     path = cache.directory / "front_end" / f"{key}.json"
     if path.exists():
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -109,6 +109,7 @@ async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float) -> 
     from pipecat.observers.base_observer import BaseObserver, FramePushed
     from pipecat.pipeline.pipeline import Pipeline
     from pipecat.processors.audio.vad_processor import VADProcessor
+    from pipecat.processors.frame_processor import FrameDirection
     from pipecat.tests.utils import SleepFrame, run_test
 
     from pipecat_harness.sim.audio.recogniser import CachedWhisperSTTService
@@ -120,7 +121,8 @@ async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float) -> 
 
     class _Tap(BaseObserver):
         async def on_push_frame(self, data: FramePushed) -> None:
-            if data.source is not stt or not data.first_push:
+            # VAD frames come from the VAD processor and pass through the recogniser: record what leaves it.
+            if data.source is not stt or data.direction != FrameDirection.DOWNSTREAM:
                 return
             frame: Any = data.frame
             t = round(loop.time() - start, 4)
