@@ -157,12 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--audio", action="store_true", help="run on the audio corpus (needs the [audio] extra)")
     parser.add_argument("--limit", type=int, default=None, help="with --audio: only the first N utterances")
     parser.add_argument("--jobs", type=int, default=1, help="with --audio: worker processes")
+    parser.add_argument("--recorded-only", action="store_true",
+                        help="with --audio: only utterances already synthesised and recognised (no model work)")
     args = parser.parse_args(argv)
     if args.audio:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from bench_input_audio import run_audio_benchmark
 
-        arms = run_audio_benchmark(args.limit, show_misses=args.show_misses, jobs=args.jobs)
+        arms = run_audio_benchmark(args.limit, show_misses=args.show_misses, jobs=args.jobs,
+                                   recorded_only=args.recorded_only)
         on = [a for a in arms if a.hold]
         return 0 if all(a.caught >= 0.95 * a.splits for a in on) else 1
 

@@ -87,11 +87,20 @@ def _replay_row(row: dict[str, Any]) -> tuple[Any, dict[tuple[str, bool], Any]]:
     return utterance, results
 
 
-def run_audio_benchmark(limit: int | None = None, *, show_misses: bool = False, jobs: int = 1) -> list[AudioArm]:
+def run_audio_benchmark(limit: int | None = None, *, show_misses: bool = False, jobs: int = 1,
+                        recorded_only: bool = False) -> list[AudioArm]:
     """Record (or load) every utterance, replay it per arm, print the table and return the arms."""
     from concurrent.futures import ProcessPoolExecutor
 
+    from pipecat_harness.sim.audio.cache import AudioCache
+    from pipecat_harness.sim.audio.recording import is_recorded
+
     rows = load_audio_corpus()[:limit] if limit else load_audio_corpus()
+    if recorded_only:
+        cache = AudioCache()
+        total = len(rows)
+        rows = [r for r in rows if is_recorded(r["parts"], r["pause"], rate=r["rate"], cache=cache)]
+        print(f"--recorded-only: {len(rows)} of {total} utterances have their front end recorded")
     started = time.perf_counter()
     if jobs > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:

@@ -19,7 +19,7 @@ from pipecat_harness.sim.audio.cache import AudioCache, digest
 from pipecat_harness.sim.audio.recogniser import WHISPER_LATENCY_SECS
 from pipecat_harness.sim.audio.voice import SAMPLE_RATE, PiperCallerVoice
 
-__all__ = ["RecordedEvent", "Utterance", "record_utterance", "utterance_audio"]
+__all__ = ["RecordedEvent", "Utterance", "is_recorded", "record_utterance", "utterance_audio"]
 
 #: Silence after the last word in a replay, long enough for every stop strategy and hold to finish.
 TRAILING_SILENCE_SECS = 7.0
@@ -71,15 +71,29 @@ def utterance_audio(
     return bytes(pcm), ends
 
 
+def _front_end_path(speech: bytes, cache: AudioCache, stt_latency_secs: float) -> tuple[bytes, Any]:
+    pcm = speech + bytes(int(_FRONT_END_TAIL_SECS * SAMPLE_RATE) * 2)
+    key = digest("front-end-v3", f"{stt_latency_secs:.3f}", pcm)
+    return pcm, cache.directory / "front_end" / f"{key}.json"
+
+
+def is_recorded(parts: list[str], pause: float, *, rate: float, cache: AudioCache,
+                stt_latency_secs: float = WHISPER_LATENCY_SECS) -> bool:
+    """Whether the utterance's front-end events are cached (checked without synthesising anything)."""
+    voice = PiperCallerVoice(cache)
+    if not all(voice.is_cached(part, rate=rate) for part in parts):
+        return False
+    speech, _ = utterance_audio(parts, pause, voice, rate=rate)
+    return bool(_front_end_path(speech, cache, stt_latency_secs)[1].exists())
+
+
 def record_utterance(parts: list[str], pause: float, *, rate: float, cache: AudioCache,
                      stt_latency_secs: float = WHISPER_LATENCY_SECS) -> Utterance:
     """Run the utterance through Silero VAD and Whisper once (cached by content) and return what they produced."""
     voice = PiperCallerVoice(cache)
     speech, ends = utterance_audio(parts, pause, voice, rate=rate)
-    pcm = speech + bytes(int(_FRONT_END_TAIL_SECS * SAMPLE_RATE) * 2)
+    pcm, path = _front_end_path(speech, cache, stt_latency_secs)
     duration = len(speech) / (2 * SAMPLE_RATE) + TRAILING_SILENCE_SECS
-    key = digest("front-end-v3", f"{stt_latency_secs:.3f}", pcm)
-    path = cache.directory / "front_end" / f"{key}.json"
     if path.exists():
         data = json.loads(path.read_text(encoding="utf-8"))
         return Utterance(ends, duration, [RecordedEvent(**e) for e in data["events"]])

@@ -27,6 +27,10 @@ class PiperCallerVoice:
         self._cache = cache
         self._voice: Any = None
 
+    def is_cached(self, text: str, *, rate: float = 1.0) -> bool:
+        """Whether ``text`` at ``rate`` was synthesised before."""
+        return bool((self._cache.directory / "tts" / f"{digest(_VOICE, f'{rate:.3f}', text)}.pcm").exists())
+
     def say(self, text: str, *, rate: float = 1.0) -> bytes:
         """16 kHz mono int16 PCM of ``text``; ``rate`` > 1 speaks faster (Piper's length scale is 1/rate)."""
         key = digest(_VOICE, f"{rate:.3f}", text)
