@@ -27,6 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="SQLAlchemy async URL of the audit store (default: %(default)s)",
     )
     console.add_argument("--table", default="grader_audit", help="audit table name")
+    console.add_argument("--recordings", default=None, help="directory of call recordings (<call id>.wav, .mp3...)")
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=int, default=8765)
     console.add_argument(
@@ -60,7 +61,10 @@ def _console(args: argparse.Namespace) -> int:
     from pipecat_harness.grader.console import create_console_app
 
     store = AuditStore(args.audit_url, table_name=args.table)
-    app = create_console_app(store, args.token)
+    if args.recordings and not os.path.isdir(args.recordings):
+        print(f"console: --recordings {args.recordings!r} is not a directory", file=sys.stderr)
+        return 2
+    app = create_console_app(store, args.token, recordings=args.recordings)
     print(f"console on http://{args.host}:{args.port}/?token=<token>  (audit: {args.audit_url})")
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
