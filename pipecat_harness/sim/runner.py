@@ -178,7 +178,8 @@ async def simulate_call(
     )
     if use_harness:
         harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
-                               write_tools=RETAIL_WRITE_TOOLS, normalizers=tools.argument_normalizers())
+                               write_tools=RETAIL_WRITE_TOOLS, normalizers=tools.argument_normalizers(),
+                               reconciler=tools.reconcile)
         user_params = harness.user_params(user_params)
     else:
         tools.register(llm, wrap=wrap)
