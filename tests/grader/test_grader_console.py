@@ -12,6 +12,7 @@ import uvicorn
 
 from pipecat_harness.grader.audit import AuditRow, AuditStore
 from pipecat_harness.grader.console import create_console_app
+from pipecat_harness.grader.console.app import COOKIE_NAME
 from pipecat_harness.grader.console.queries import tenant_rates
 from tests.grader.grader_browser import chromium_page
 
@@ -76,12 +77,16 @@ async def test_token_lists_flagged_newest_first_and_actions_persist_with_history
     first = await add(sqlite_store, 2, "unsupported", "The basic detail is $129.")
     second = await add(sqlite_store, 3, "llm_flagged", "We might be open late <b>tonight</b>.", ref=None)
     app = create_console_app(sqlite_store, TOKEN)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as client:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console", follow_redirects=True) as client:
         for path in ("/", "/?token=wrong", "/api/flagged", "/t/sparkle", "/t/sparkle/calls/call-c",
-                     "/t/sparkle/calls/call-c/transcript"):
+                     "/t/sparkle/calls/call-c/transcript", "/t/sparkle/calls/call-c?token=wrong"):
             assert (await client.get(path)).status_code == 401, path
+        swap = await client.get(f"/t/sparkle/calls/call-c?token={TOKEN}", follow_redirects=False)
+        assert swap.status_code == 303 and swap.headers["location"] == "/t/sparkle/calls/call-c"
+        assert TOKEN not in swap.headers["set-cookie"] and COOKIE_NAME in swap.headers["set-cookie"]
         page = await client.get(f"/?token={TOKEN}")
-        assert page.status_code == 200 and "harness_console_token" in page.headers["set-cookie"]
+        assert page.status_code == 200 and str(page.url) == "http://console/"
         html = page.text
         assert ids(html) == [second.id, first.id]
         assert "The interior detail" not in html
@@ -97,7 +102,7 @@ async def test_token_lists_flagged_newest_first_and_actions_persist_with_history
         assert (await client.post(f"/rows/{first.id}/delete", headers=headers)).status_code == 400
         assert (await client.post("/rows/999/escalate", headers=headers)).status_code == 404
         redirect = await client.post(f"/rows/{second.id}/acknowledge", headers={"Authorization": f"Bearer {TOKEN}"},
-                                     data={"next": "//evil.example/", "who": "sam"})
+                                     data={"next": "//evil.example/", "who": "sam"}, follow_redirects=False)
         assert redirect.status_code == 303 and redirect.headers["location"] == f"/#row-{second.id}"
         client.cookies.clear()
         assert (await client.post(f"/rows/{first.id}/escalate")).status_code == 401
@@ -186,6 +191,21 @@ async def test_tenant_rates_count_turns_not_claims(sqlite_store: AuditStore) -> 
     assert [(p.day.isoformat(), p.turns, p.flagged, p.out_of_scope) for p in points] == [
         ("2026-05-18", 0, 0, 0), ("2026-05-19", 1, 0, 0), ("2026-05-20", 3, 1, 1)]
     assert (points[2].flag_rate, points[2].out_of_scope_rate) == (pytest.approx(1 / 3), pytest.approx(1 / 3))
+
+
+async def test_a_tenant_token_sees_only_its_tenants_calls_and_pages(sqlite_store: AuditStore) -> None:
+    await seed_call(sqlite_store)
+    await add(sqlite_store, 1, "unsupported", "We're open Sundays.", "hours.sun", tenant="acme", call="call-a")
+    app = create_console_app(sqlite_store, TOKEN, tenant_tokens={"acme-token": "acme"})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console",
+                                 headers={"Authorization": "Bearer acme-token"}) as client:
+        assert ids((await client.get("/")).text) and "Sparkle" not in (await client.get("/")).text
+        assert (await client.get("/?tenant=sparkle")).status_code == 403
+        for path in ("/t/sparkle", "/t/sparkle/calls/call_5af2", "/t/sparkle/calls/call_5af2/transcript",
+                     "/t/sparkle/calls/call_5af2/audio"):
+            assert (await client.get(path)).status_code == 404, path
+        assert (await client.get("/t/acme/calls/call-a")).status_code == 200
+        assert "content-security-policy" in (await client.get("/t/acme")).headers
 
 
 def test_the_console_needs_a_token(sqlite_store: AuditStore) -> None:

@@ -13,67 +13,66 @@ no JavaScript needed):
   ``/transcript`` and ``/audio`` are the alert payload's other links;
 * ``/t/<tenant>``: the tenant's flag rate and out_of_scope rate per day, as a chart.
 
-Every request needs the console token, given once as ``?token=...``
-(then kept in an HTTP-only cookie) or as ``Authorization: Bearer ...``.
-What a request may see is an :class:`Access` (today: every tenant); pages and
-queries take its tenants, so scoping access happens in :func:`create_console_app`'s
-``access`` alone.
+Every request needs a console credential (see
+:mod:`~pipecat_harness.grader.console.access`): a token as
+``Authorization: Bearer ...``, or once as ``?token=...`` on any page, after
+which the browser holds a signed session cookie instead. A token sees and
+changes only its tenants' rows; another tenant's row or call answers 404, as a
+missing one does.
 """
 
 from __future__ import annotations
 
-import hmac
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from pipecat_harness.grader.audit import REVIEW_STATUS, AuditStore
+from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
 from pipecat_harness.grader.console import queries, views
+from pipecat_harness.grader.console.access import SESSION_COOKIE, ConsoleAccess, Scope
+from pipecat_harness.grader.console.headers import install_security_headers
 
-__all__ = ["COOKIE_NAME", "Access", "create_console_app"]
+__all__ = ["COOKIE_NAME", "DEFAULT_MAX_NOTE_CHARS", "create_console_app"]
 
-COOKIE_NAME = "harness_console_token"
-_STATIC = Path(__file__).resolve().parent / "static"
+COOKIE_NAME = SESSION_COOKIE
+DEFAULT_MAX_NOTE_CHARS = 2_000
+_MAX_FORM_BYTES = 16_384
+_MAX_WHO_CHARS = 128
 _AUDIO_TYPES = {".wav": "audio/wav", ".mp3": "audio/mpeg", ".ogg": "audio/ogg", ".webm": "audio/webm"}
 
 
-@dataclass(frozen=True)
-class Access:
-    """What one request may see and who is asking.
-
-    Parameters:
-        tenants: Tenants visible (``None``: all).
-        actor: Who acts, when the credentials say so ("" otherwise: the review form's "who").
-    """
-
-    tenants: frozenset[str] | None = None
-    actor: str = ""
-
-    def sees(self, tenant: str) -> bool:
-        """Whether the tenant is visible."""
-        return self.tenants is None or tenant in self.tenants
-
-
 def create_console_app(
-    store: AuditStore, token: str, *, title: str = "Flagged turns", recordings: str | Path | None = None
+    store: AuditStore,
+    token: str | None = None,
+    *,
+    title: str = "Flagged turns",
+    tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
+    access: ConsoleAccess | None = None,
+    max_note_chars: int = DEFAULT_MAX_NOTE_CHARS,
+    recordings: str | Path | None = None,
 ) -> FastAPI:
     """Build the console app over an audit store.
 
     Args:
         store: Audit rows to list and update.
-        token: Secret every request must present.
-        title: Page heading (kept for callers; the queue page says "Flagged turns").
+        token: Admin token: sees every tenant (optional when ``tenant_tokens`` are given).
+        title: Heading of the queue page.
+        tenant_tokens: Token -> the tenant (or tenants) whose rows it may see and review.
+        access: A ready :class:`ConsoleAccess` (instead of ``token`` and ``tenant_tokens``).
+        max_note_chars: Longest review note.
         recordings: Directory of call recordings named by call id.
 
     Raises:
-        ValueError: ``token`` is empty.
+        ValueError: No token at all, or an empty one.
     """
-    if not token:
-        raise ValueError("the console needs a token")
+    if access is None:
+        access = ConsoleAccess(tenant_tokens, [token] if token else [])
     app = FastAPI(title="pipecat-harness console", docs_url=None, redoc_url=None, openapi_url=None)
+    install_security_headers(app)
+    app.state.access = access
     recordings_dir = Path(recordings) if recordings else None
     tables_ready = False
 
@@ -83,89 +82,95 @@ def create_console_app(
             await store.create_tables()
             tables_ready = True
 
-    def authorised(request: Request) -> bool:
-        given = request.query_params.get("token") or request.cookies.get(COOKIE_NAME) or ""
-        header = request.headers.get("authorization", "")
-        if header.lower().startswith("bearer "):
-            given = header[7:]
-        return hmac.compare_digest(given.encode(), token.encode())
-
-    def access(request: Request) -> Access:
-        if not authorised(request):
+    def require(request: Request) -> Scope:
+        scope = access.scope(request)
+        if scope is None:
             raise HTTPException(status_code=401, detail="console token required")
-        return Access()
+        return scope
 
-    def page_access(request: Request) -> Access | None:
-        try:
-            return access(request)
-        except HTTPException:
-            return None
+    def visible(scope: Scope, request: Request) -> frozenset[str] | None:
+        """The tenants to list: the scope's, narrowed by ``?tenant=``."""
+        wanted = request.query_params.get("tenant") or None
+        if wanted is None:
+            return scope.tenants
+        if not scope.allows(wanted):
+            raise HTTPException(status_code=403, detail="this token cannot see that tenant")
+        return frozenset([wanted])
 
-    def html(request: Request, body: str) -> HTMLResponse:
-        response = HTMLResponse(body)
-        if request.query_params.get("token"):
-            response.set_cookie(COOKIE_NAME, token, httponly=True, samesite="strict")
-        return response
+    def page_scope(request: Request) -> Scope | Response:
+        """The viewer of an HTML page; a ``?token=`` is swapped for a session cookie and leaves the address."""
+        given = request.query_params.get("token")
+        if given is not None:
+            scope = access.scope_for_token(given)
+            if scope is None:
+                return HTMLResponse("<h1>401: console token required</h1>", status_code=401)
+            # The token leaves the address bar (and the history) at once; the cookie carries a session id.
+            query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
+            response = RedirectResponse(request.url.path + (f"?{query}" if query else ""), status_code=303)
+            access.set_cookie(response, request, scope)
+            return response
+        found = access.scope(request)
+        if found is None:
+            return HTMLResponse("<h1>401: console token required</h1>", status_code=401)
+        return found
 
     def recording(call_id: str) -> Path | None:
         if recordings_dir is None:
             return None
         for suffix in _AUDIO_TYPES:
             path = recordings_dir / f"{call_id}{suffix}"
-            if path.name == f"{call_id}{suffix}" and path.is_file():  # a call id never walks out of the directory
+            if path.parent == recordings_dir and path.is_file():  # a call id never walks out of the directory
                 return path
         return None
 
-    _unauthorised = HTMLResponse("<h1>401: console token required</h1>", status_code=401)
-
-    @app.get("/static/console.css")
-    async def stylesheet() -> FileResponse:
-        return FileResponse(_STATIC / "console.css", media_type="text/css")
+    async def call_rows(scope: Scope, tenant: str, call_id: str) -> list[AuditRow]:
+        if not scope.allows(tenant):
+            return []
+        await ready()
+        return await queries.call_rows(store, tenant, call_id, scope.tenants)
 
     @app.get("/", response_class=HTMLResponse)
     async def page(request: Request) -> Response:
-        viewer = page_access(request)
-        if viewer is None:
-            return _unauthorised
+        scope = page_scope(request)
+        if isinstance(scope, Response):
+            return scope
+        tenants = visible(scope, request)
         try:
             filters = queries.QueueFilter.from_params(request.query_params)
         except queries.FilterError as exc:
             return HTMLResponse(f"<h1>400: {exc}</h1>", status_code=400)
         await ready()
-        rows = await queries.flagged_rows(store, filters, viewer.tenants)
+        rows = await queries.flagged_rows(store, filters, tenants)
         history = await store.history([r.id for r in rows if r.id is not None])
-        names = await queries.tenants(store, viewer.tenants)
-        return html(request, views.queue_page(rows, filters, names, history))
+        names = await queries.tenants(store, scope.tenants)
+        return HTMLResponse(views.queue_page(rows, filters, names, history, title=title))
 
     @app.get("/t/{tenant}", response_class=HTMLResponse)
     async def tenant_page(request: Request, tenant: str, days: int = 30) -> Response:
-        viewer = page_access(request)
-        if viewer is None:
-            return _unauthorised
-        if not viewer.sees(tenant):
+        scope = page_scope(request)
+        if isinstance(scope, Response):
+            return scope
+        if not scope.allows(tenant):
             raise HTTPException(status_code=404, detail=f"no tenant {tenant!r}")
         if not 1 <= days <= 366:
             raise HTTPException(status_code=400, detail="days must be between 1 and 366")
         await ready()
-        return html(request, views.tenant_page(tenant, await queries.tenant_rates(store, tenant, days=days)))
+        return HTMLResponse(views.tenant_page(tenant, await queries.tenant_rates(store, tenant, days=days)))
 
     @app.get("/t/{tenant}/calls/{call_id}", response_class=HTMLResponse)
     async def call_page(request: Request, tenant: str, call_id: str) -> Response:
-        viewer = page_access(request)
-        if viewer is None:
-            return _unauthorised
-        await ready()
-        rows = await queries.call_rows(store, tenant, call_id, viewer.tenants)
+        scope = page_scope(request)
+        if isinstance(scope, Response):
+            return scope
+        rows = await call_rows(scope, tenant, call_id)
         if not rows:
             raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
         history = await store.history([r.id for r in rows if r.id is not None])
-        return html(request, views.call_page(tenant, call_id, rows, history, has_audio=recording(call_id) is not None))
+        return HTMLResponse(views.call_page(tenant, call_id, rows, history, has_audio=recording(call_id) is not None))
 
     @app.get("/t/{tenant}/calls/{call_id}/transcript")
     async def transcript(request: Request, tenant: str, call_id: str) -> Response:
-        viewer = access(request)
-        await ready()
-        rows = await queries.call_rows(store, tenant, call_id, viewer.tenants)
+        rows = await call_rows(require(request), tenant, call_id)
         if not rows:
             raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
         turns = {r.turn_id: r for r in rows}
@@ -181,9 +186,7 @@ def create_console_app(
 
     @app.get("/t/{tenant}/calls/{call_id}/audio")
     async def audio(request: Request, tenant: str, call_id: str) -> Response:
-        viewer = access(request)
-        await ready()
-        if not viewer.sees(tenant) or not await queries.call_rows(store, tenant, call_id, viewer.tenants):
+        if not await call_rows(require(request), tenant, call_id):
             raise HTTPException(status_code=404, detail=f"no call {call_id!r} for {tenant!r}")
         path = recording(call_id)
         if path is None:
@@ -192,35 +195,58 @@ def create_console_app(
 
     @app.get("/api/flagged")
     async def flagged(request: Request) -> JSONResponse:
-        viewer = access(request)
+        tenants = visible(require(request), request)
         try:
             filters = queries.QueueFilter.from_params(request.query_params)
         except queries.FilterError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from exc
         await ready()
-        return JSONResponse([row.to_dict() for row in await queries.flagged_rows(store, filters, viewer.tenants)])
+        return JSONResponse([row.to_dict() for row in await queries.flagged_rows(store, filters, tenants)])
+
+    @app.post("/logout")
+    async def logout(request: Request) -> Response:
+        access.close_session(request.cookies.get(SESSION_COOKIE))
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
 
     @app.post("/rows/{row_id}/{action}")
     async def review(request: Request, row_id: int, action: str) -> Response:
-        viewer = access(request)
-        form = parse_qs((await request.body()).decode("utf-8", "replace"))
-        note = form.get("note", [""])[0].strip()
-        who = viewer.actor or form.get("who", [""])[0].strip()
-        back = form.get("next", [""])[0]
+        scope = require(request)
         if action not in REVIEW_STATUS:
             raise HTTPException(status_code=400, detail=f"unknown action {action!r}; use {sorted(REVIEW_STATUS)}")
-        if len(note) > 2000 or len(who) > 128:
-            raise HTTPException(status_code=400, detail="note (2000) or who (128 characters) is too long")
+        form = parse_qs((await _read_form(request)).decode("utf-8", "replace"))
+        note = form.get("note", [""])[0]
+        who = form.get("who", [""])[0].strip()
+        back = form.get("next", [""])[0]
+        if len(note) > max_note_chars:
+            raise HTTPException(
+                status_code=413, detail=f"review note of {len(note)} characters exceeds the {max_note_chars} limit"
+            )
+        if len(who) > _MAX_WHO_CHARS:
+            raise HTTPException(status_code=413, detail=f"who exceeds {_MAX_WHO_CHARS} characters")
         await ready()
-        existing = await store.get(row_id)
-        if existing is None or not viewer.sees(existing.tenant):
+        row = await store.get(row_id)
+        if row is None or not scope.allows(row.tenant):
             raise HTTPException(status_code=404, detail=f"no audit row {row_id}")
-        row = await store.review(row_id, action, note, actor=who)
+        try:
+            row = await store.review(row_id, action, note, actor=who)
+        except KeyError as exc:
+            raise HTTPException(status_code=404, detail=str(exc)) from exc
         if "application/json" in request.headers.get("accept", ""):
             return JSONResponse(row.to_dict())
-        if not back.startswith("/") or back.startswith("//"):
+        if not back.startswith("/") or back.startswith("//") or "\\" in back:
             back = "/"  # only ever back into the console
-        anchor = f"#row-{row_id}" if "#" not in back else ""
-        return RedirectResponse(f"{back}{anchor}", status_code=303)
+        return RedirectResponse(f"{back.split('#')[0]}#row-{row_id}", status_code=303)
 
     return app
+
+
+async def _read_form(request: Request) -> bytes:
+    """The form body, refused beyond :data:`_MAX_FORM_BYTES` (a note is short text)."""
+    body = bytearray()
+    async for piece in request.stream():
+        body.extend(piece)
+        if len(body) > _MAX_FORM_BYTES:
+            raise HTTPException(status_code=413, detail=f"form body exceeds {_MAX_FORM_BYTES} bytes")
+    return bytes(body)

@@ -1,9 +1,9 @@
 """HTML of the console's pages, rendered on the server.
 
-No script and no inline style: the pages work without JavaScript, load one
-stylesheet from ``/static/console.css`` and draw the tenant chart as SVG, so a
-strict Content-Security-Policy (``default-src 'self'``) serves them unchanged.
-Every value from the audit store is escaped.
+No script and no style attribute: the pages work without JavaScript, carry the
+stylesheet (``static/console.css``) in one ``<style>`` element, which the
+console's Content-Security-Policy allows, and draw the tenant chart as inline
+SVG. Every value from the audit store is escaped.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
+from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from pipecat_harness.grader.alerts import call_links
@@ -21,6 +22,7 @@ from pipecat_harness.grader.verdict import CATEGORIES
 __all__ = ["call_page", "queue_page", "tenant_page"]
 
 _SEVERITIES = ("critical", "warning", "info")
+_STYLESHEET = (Path(__file__).resolve().parent / "static" / "console.css").read_text(encoding="utf-8")
 
 
 def _when(stamp: float | None) -> str:
@@ -30,7 +32,7 @@ def _when(stamp: float | None) -> str:
 def _layout(title: str, body: str) -> str:
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{escape(title)}</title><link rel='stylesheet' href='/static/console.css'></head><body>"
+        f"<title>{escape(title)}</title><style>{_STYLESHEET}</style></head><body>"
         "<nav><a href='/'>Queue</a></nav>"
         f"<h1>{escape(title)}</h1>{body}</body></html>"
     )
@@ -107,7 +109,12 @@ def _verdict(row: AuditRow, history: Sequence[ReviewEvent], back: str) -> str:
 
 
 def queue_page(
-    rows: Sequence[AuditRow], filters: QueueFilter, tenants: Sequence[str], history: dict[int, list[ReviewEvent]]
+    rows: Sequence[AuditRow],
+    filters: QueueFilter,
+    tenants: Sequence[str],
+    history: dict[int, list[ReviewEvent]],
+    *,
+    title: str = "Flagged turns",
 ) -> str:
     """The queue: flagged claims newest first, filterable, each with its actions and a link to its call."""
     back = "/" + (f"?{urlencode(filters.params())}" if filters.params() else "")
@@ -129,7 +136,7 @@ def queue_page(
         f"{_filters(filters, tenants)}<p class='tenants'>Tenants: {tenant_links}</p>"
         f"<p class='count'>{len(rows)} flagged</p><main id='cards'>{listing}</main>"
     )
-    return _layout("Flagged turns", body)
+    return _layout(title, body)
 
 
 def call_page(
