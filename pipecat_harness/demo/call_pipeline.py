@@ -69,7 +69,8 @@ def build_call_pipeline(
     if wrap_handler is not None:
         handlers = {name: wrap_handler(name, handler) for name, handler in handlers.items()}
     if harness is not None:
-        harness.register_tools(llm, handlers, write_tools=RETAIL_WRITE_TOOLS, normalizers=tools.argument_normalizers())
+        harness.register_tools(llm, handlers, write_tools=RETAIL_WRITE_TOOLS, normalizers=tools.argument_normalizers(),
+                               reconciler=tools.reconcile)
         user_params = harness.user_params(user_params)
     else:
         tools.register(llm, wrap=wrap_handler)
