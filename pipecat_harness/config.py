@@ -23,6 +23,7 @@ from pipecat_harness.validation import describe_validation_error, load_mapping_f
 
 __all__ = [
     "CONTROL_NAMES",
+    "CallStateSettings",
     "ChecklistSettings",
     "ConfigError",
     "Domain",
@@ -39,7 +40,9 @@ __all__ = [
 Domain = Literal["retail", "airline", "telecom"]
 
 #: The switchable controls, by the name used in configs, scenarios and ``eval --toggle``.
-CONTROL_NAMES = ("identifier_hold", "spelling", "silent_reply", "tool_gate", "history", "checklist", "grader")
+CONTROL_NAMES = (
+    "identifier_hold", "spelling", "silent_reply", "tool_gate", "history", "checklist", "grader", "call_state",
+)
 
 _yaml_source: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("_yaml_source", default=None)
 
@@ -137,6 +140,30 @@ class HistorySettings(_Block):
     keep_after_removals: int = Field(default=2, ge=1, le=10)
     bias: float = Field(default=0.7, ge=0.5, le=1.0)
     chars_per_sec: float = Field(default=13.75, gt=1, le=60)
+
+
+class CallStateSettings(_Block):
+    """Keep the call's working state, show it to the model read-only, bind writes to the caller's confirmation.
+
+    Parameters:
+        enabled: Switch.
+        render: Show the model a compact read-only rendering of the state before each run.
+        confirm_tools: Write tools that run only after a later caller turn confirmed the same arguments.
+        verified_tools: Write tools that run only once the caller's identity is verified.
+        identity_tools: Tools whose successful result verifies the caller's identity.
+        store: ``memory`` or ``redis`` (shared by workers).
+        redis_url: Redis server for ``store: redis``.
+    """
+
+    enabled: bool = True
+    render: bool = True
+    confirm_tools: list[str] = Field(default_factory=list)
+    verified_tools: list[str] = Field(default_factory=list)
+    identity_tools: list[str] = Field(
+        default_factory=lambda: ["find_user_id_by_email", "find_user_id_by_name_zip", "verify_caller"]
+    )
+    store: Literal["memory", "redis"] = "memory"
+    redis_url: str = "redis://127.0.0.1:6379/0"
 
 
 class ChecklistSettings(_Block):
@@ -243,6 +270,7 @@ class HarnessConfig(BaseSettings):
     history: HistorySettings = Field(default_factory=HistorySettings)
     checklist: ChecklistSettings = Field(default_factory=ChecklistSettings)
     grader: GraderSettings = Field(default_factory=GraderSettings)
+    call_state: CallStateSettings = Field(default_factory=CallStateSettings)
     trace: TraceSettings = Field(default_factory=TraceSettings)
 
     @classmethod

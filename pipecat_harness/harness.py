@@ -49,6 +49,7 @@ CONTROL_FACTORIES: dict[str, str] = {
     "spelling": "pipecat_harness.input.control:SpellingControl",
     "silent_reply": "pipecat_harness.input.control:SilentReplyControl",
     "grader": "pipecat_harness.grader.control:GraderControl",
+    "call_state": "pipecat_harness.business.control:CallStateControl",
 }
 
 

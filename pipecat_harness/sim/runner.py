@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
@@ -33,19 +34,22 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
+from pydantic import BaseModel, ValidationError
 
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.demo.callbacks import CALLBACK_WRITE_TOOLS, CallbackTools
 from pipecat_harness.demo.retail_db import RetailDatabase
-from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler
+from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler, pipecat_function
 from pipecat_harness.harness import Harness
 from pipecat_harness.sim.caller import SimulatedCaller
 from pipecat_harness.sim.clock import LoopClock, virtual_time
 from pipecat_harness.sim.history_metrics import TurnPlayback, measure_playback
-from pipecat_harness.sim.scenario import Scenario, ToolFault
+from pipecat_harness.sim.scenario import Scenario, ScenarioError, ToolFault
 from pipecat_harness.sim.scripted_llm import ScriptedLLMService, context_messages
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
+from pipecat_harness.validation import describe_validation_error
 
 __all__ = ["CallResult", "CheckResult", "run_scenario", "run_scenarios", "simulate_call"]
 
@@ -159,29 +163,34 @@ async def simulate_call(
         workdir / f"{scenario.name}.db", seed=None if scenario.database.seed == "retail" else {},
         extra_sql=scenario.database.sql,
     )
+    config = scenario_config(scenario, config)
     harness = Harness(
         config.model_copy(update={"trace": config.trace.model_copy(update={"enabled": trace_path is not None})}),
         call_id=call_id or scenario.name,
         trace_path=trace_path,
         trace_metadata={"scenario": scenario.name, "description": scenario.description,
                         "control": scenario.control, "simulated": True},
-        write_tools=RETAIL_WRITE_TOOLS,
+        write_tools=RETAIL_WRITE_TOOLS | CALLBACK_WRITE_TOOLS,
     )
     ledger = SpeechLedger()
     llm = ScriptedLLMService(scenario.model, system_instruction=scenario.model.system)
     executions: dict[str, int] = {}
     tools = RetailTools(db)
     wrap = _fault_wrapper(scenario.faults, executions)
-    context = LLMContext(tools=tools.schemas())
+    handlers, normalizers, schemas = _tool_sets(scenario, db, tools)
+    context = LLMContext(tools=ToolsSchema(standard_tools=schemas))
     user_params = LLMUserAggregatorParams(
         user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)])
     )
     if use_harness:
-        harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
-                               write_tools=RETAIL_WRITE_TOOLS, normalizers=tools.argument_normalizers())
+        harness.register_tools(llm, {name: wrap(name, h) for name, h in handlers.items()},
+                               write_tools=RETAIL_WRITE_TOOLS | CALLBACK_WRITE_TOOLS, normalizers=normalizers)
         user_params = harness.user_params(user_params)
     else:
-        tools.register(llm, wrap=wrap)
+        writes = RETAIL_WRITE_TOOLS | CALLBACK_WRITE_TOOLS
+        for name, handler in handlers.items():
+            llm.register_function(name, pipecat_function(wrap(name, handler)),
+                                  cancel_on_interruption=name not in writes)
     pair = LLMContextAggregatorPair(context, user_params=user_params)
     tts = SimulatedTTSService(
         word_timestamps=scenario.tts.word_timestamps, words_per_minute=scenario.tts.words_per_minute,
@@ -243,6 +252,40 @@ async def simulate_call(
         )
     harness.close()
     return result
+
+
+def scenario_config(scenario: Scenario, config: HarnessConfig) -> HarnessConfig:
+    """``config`` with the scenario's own settings applied (its switches stay as given).
+
+    Raises:
+        ScenarioError: A block or setting does not exist or has a bad value.
+    """
+    update = {}
+    for block, values in scenario.harness.items():
+        current = getattr(config, block, None)
+        if not isinstance(current, BaseModel) or not isinstance(values, dict):
+            raise ScenarioError(f"{scenario.source or scenario.name}: field 'harness.{block}' is not a settings block")
+        settings = {k: v for k, v in values.items() if k != "enabled"}
+        try:
+            update[block] = type(current).model_validate({**current.model_dump(), **settings})
+        except ValidationError as exc:
+            raise ScenarioError(f"{scenario.source or scenario.name}: harness.{block}: "
+                                f"{describe_validation_error(exc)}") from exc
+    return config.model_copy(update=update) if update else config
+
+
+def _tool_sets(
+    scenario: Scenario, db: RetailDatabase, retail: RetailTools
+) -> tuple[dict[str, ToolHandler], dict[str, Any], list[Any]]:
+    handlers: dict[str, ToolHandler] = {}
+    normalizers: dict[str, Any] = {}
+    schemas: list[Any] = []
+    for name in scenario.tools:
+        tool_set: Any = retail if name == "retail" else CallbackTools(db)
+        handlers.update(tool_set.handlers())
+        normalizers.update(tool_set.argument_normalizers())
+        schemas.extend(tool_set.schemas().standard_tools if name == "retail" else tool_set.schemas())
+    return handlers, normalizers, schemas
 
 
 async def _check(scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller, timed_out: bool) -> list[CheckResult]:

@@ -262,6 +262,9 @@ class CallerSpec(_Strict):
     interim_every_words: int = Field(default=2, ge=1, le=50)
 
 
+ToolSet = Literal["retail", "callbacks"]
+
+
 class Scenario(_Strict):
     """A complete simulated call.
 
@@ -273,6 +276,9 @@ class Scenario(_Strict):
             or ``None`` when the call must pass either way.
         expect_without_control: Outcome expected with that control off.
         tags: Free labels (``stay_out_of_the_way`` marks calls where no control should act).
+        tools: Demo tool sets the model can call (``retail``, ``callbacks``).
+        harness: Settings of this call's harness on top of the domain preset
+            (``{"call_state": {"confirm_tools": ["schedule_callback"]}}``); switches are left to the command line.
     """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -288,6 +294,8 @@ class Scenario(_Strict):
     faults: list[ToolFault] = Field(default_factory=list)
     caller: list[CallerTurn] = Field(min_length=1)
     expect: Expectations = Field(default_factory=Expectations)
+    tools: list[ToolSet] = Field(default_factory=lambda: list[ToolSet](["retail"]))
+    harness: dict[str, Any] = Field(default_factory=dict)
     max_call_secs: float = Field(default=300.0, gt=0, le=3600)
     source: str = Field(default="", exclude=True)
 

@@ -1,0 +1,95 @@
+"""Confirmation-bound writes in simulated calls, working state on the trace, and the handoff built from it."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipecat_harness.business.handoff import build_handoff, handoff_html
+from pipecat_harness.cli import main
+from pipecat_harness.sim.runner import run_scenario
+from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
+from pipecat_harness.trace.timeline import Timeline, TraceEvent
+
+SCENARIOS = {p.stem: p for p in Path(BUNDLED_DIR).glob("business_callback_*.yaml")}
+CONTROLS = ["call_state", "tool_gate"]
+
+
+def run(name, tmp_path, controls=CONTROLS):
+    result = run_scenario(load_scenario(SCENARIOS[name]), controls=controls, trace_dir=tmp_path)
+    details = "; ".join(f"{c.name}: {c.detail}" for c in result.checks)
+    assert result.as_expected, f"{name} with {controls}: {result.outcome} ({details})"
+    return result, Timeline.load(result.trace_path)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_without_the_binding_the_writes_go_wrong(name, tmp_path):
+    result, _ = run(name, tmp_path, controls=["tool_gate"])
+    assert result.outcome == "fail"
+
+
+def test_corrected_before_execution_books_friday_once_and_the_handoff_links_every_line(tmp_path):
+    result, timeline = run("business_callback_corrected_before_execution", tmp_path)
+    assert result.outcome == "pass"
+    states = [e for e in timeline.events if e.kind == "call_state"]
+    assert states, "working state is on the trace"
+    final = states[-1].data["state"]
+    fact = final["working"]["schedule_callback.day"]
+    assert fact["value"] == "Friday" and fact["provenance"]["source"] == "caller"
+    assert final["operations"]["proposal-1"]["status"] == "superseded"
+    assert [s.data["state"]["version"] for s in states] == sorted(s.data["state"]["version"] for s in states)
+
+    handoff = build_handoff(timeline)
+    sections = {line.section: line for line in handoff.lines}
+    assert set(sections) == {"Requested", "Verified", "Operation", "Caller correction"}
+    assert "day=Friday" in sections["Requested"].text
+    assert "supersedes the earlier day=Thursday" in sections["Caller correction"].text
+    assert sections["Caller correction"].links[0].quote == "Sorry, make it Friday."
+    assert "succeeded" in sections["Operation"].text
+    assert all(line.links for line in handoff.lines)
+    kinds = {link.kind for line in handoff.lines for link in line.links}
+    assert kinds == {"caller_turn", "tool_result", "ledger_event"}
+    assert "Handoff summary" in handoff_html(timeline)
+
+
+def test_never_confirmed_leaves_a_pending_proposal_in_the_handoff(tmp_path):
+    _, timeline = run("business_callback_never_confirmed", tmp_path)
+    handoff = build_handoff(timeline)
+    pending = [line for line in handoff.lines if line.section == "Pending"]
+    assert len(pending) == 1 and "awaits the caller's confirmation" in pending[0].text
+    assert not any(line.section == "Operation" and "succeeded" in line.text for line in handoff.lines)
+
+
+def test_model_sees_the_read_only_state_each_turn(tmp_path):
+    _, timeline = run("business_callback_confirmed", tmp_path)
+    inputs = [e for e in timeline.events if e.kind == "model_input"]
+    rendered = [m["content"] for e in inputs for m in e.data["messages"]
+                if isinstance(m.get("content"), str) and m["content"].startswith("[call state")]
+    assert len(rendered) >= len(inputs) - 1  # every run after the greeting
+    assert any("proposal-1" in text for text in rendered)
+    for e in inputs:  # at most one state message per run: it is replaced, never accumulated
+        assert sum(1 for m in e.data["messages"] if str(m.get("content", "")).startswith("[call state")) <= 1
+
+
+def test_a_statement_whose_record_is_missing_is_not_emitted():
+    state = {"working": {}, "operations": {"op-1": {"operation_id": "op-1", "tool": "issue_refund",
+                                                    "status": "succeeded", "tool_call_id": "call_9",
+                                                    "idempotency_key": "k9", "turn_id": 1}}}
+    timeline = Timeline([TraceEvent(0, "call", "call_started", {"call_id": "c"}),
+                         TraceEvent(1, "control", "call_state", {"state": state})])
+    handoff = build_handoff(timeline)
+    assert handoff.lines == [] and handoff.dropped == 1
+    assert "nothing verified" in handoff.to_text()
+
+
+def test_handoff_command(tmp_path, capsys):
+    run("business_callback_confirmed", tmp_path)
+    trace = next(tmp_path.glob("*.jsonl"))
+    assert main(["handoff", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Handoff for call business_callback_confirmed")
+    assert all("[" in line for line in out.splitlines()[1:])  # every statement carries a link
+    assert main(["handoff", str(trace), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["lines"]
+    assert main(["handoff", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such trace file" in capsys.readouterr().err
