@@ -153,6 +153,11 @@ class CallStateSettings(_Block):
         identity_tools: Tools whose successful result verifies the caller's identity.
         store: ``memory`` or ``redis`` (shared by workers).
         redis_url: Redis server for ``store: redis``.
+        context_budget_tokens: Summarise older dialogue past this many context tokens (Pipecat's
+            estimate; ``None``: no budget). Constraints, corrections, refusals, open items and operation
+            ids are checked to survive every summary.
+        summarize_after_messages: Also summarise after this many new messages (with a budget set).
+        keep_recent_messages: Recent messages always kept uncompressed.
     """
 
     enabled: bool = True
@@ -164,6 +169,9 @@ class CallStateSettings(_Block):
     )
     store: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    context_budget_tokens: int | None = Field(default=None, gt=100)
+    summarize_after_messages: int | None = Field(default=20, ge=2)
+    keep_recent_messages: int = Field(default=4, ge=1, le=50)
 
 
 class ChecklistSettings(_Block):
@@ -192,6 +200,9 @@ class ChecklistSettings(_Block):
     gemini_model: str = "gemini-2.5-flash"
     store: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    context_budget_tokens: int | None = Field(default=None, gt=100)
+    summarize_after_messages: int | None = Field(default=20, ge=2)
+    keep_recent_messages: int = Field(default=4, ge=1, le=50)
     key_prefix: str = "pipecat-harness:"
     debounce_secs: float = Field(default=0.0, ge=0, le=5)
     lock_ttl_secs: float = Field(default=15.0, gt=0, le=600)

@@ -15,10 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pipecat.frames.frames import Frame, LLMContextFrame
+from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import FunctionCallParams
 
 from pipecat_harness.business.confirmation import ConfirmationPolicy, Proposal
+from pipecat_harness.business.context_budget import KeepItem, SummaryGuard, summarization_config
 from pipecat_harness.business.permissions import identity_rule
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingStateKeeper, render_state
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
@@ -75,12 +77,40 @@ class CallStateControl(HarnessControl):
         )
         self.verified_tools = frozenset(settings.verified_tools)
         self._rules_installed = False
-        self._render = settings.render
+        self.summary_guard: SummaryGuard | None = None
+        self.renderer = StateRenderer(self.keeper) if settings.render else None
         harness.decisions.add_listener(self._on_decision)
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The state renderer, right before the model."""
-        return [(Placement.BEFORE_LLM, StateRenderer(self.keeper))] if self._render else []
+        return [(Placement.BEFORE_LLM, self.renderer)] if self.renderer is not None else []
+
+    def assistant_params(self, params: Any) -> Any:
+        """Switch on Pipecat's context summarisation with the keep-what-matters prompt when a budget is set."""
+        settings = self.harness.config.call_state
+        if settings.context_budget_tokens is None:
+            return params
+        params.enable_auto_context_summarization = True
+        params.auto_context_summarization_config = summarization_config(
+            max_context_tokens=settings.context_budget_tokens,
+            max_unsummarized_messages=settings.summarize_after_messages,
+            keep_recent_messages=settings.keep_recent_messages,
+        )
+        return params
+
+    def on_pipeline(self, processors: list[FrameProcessor]) -> None:
+        """Check every summary the assistant aggregator applies."""
+        if self.harness.config.call_state.context_budget_tokens is None:
+            return
+        aggregator = next((p for p in processors if isinstance(p, LLMAssistantAggregator)), None)
+        if aggregator is None:
+            return
+        self.summary_guard = SummaryGuard(aggregator.context, lambda: self.keeper.state,
+                                          on_checked=self._on_summary_checked)
+        aggregator.add_event_handler("on_summary_applied", self.summary_guard.on_summary_applied)
+
+    def _on_summary_checked(self, kept: list[KeepItem], restored: list[KeepItem]) -> None:
+        self.record("summary_checked", {"kept": [i.text for i in kept], "restored": [i.text for i in restored]})
 
     def on_user_turn(self, turn_id: int, text: str) -> None:
         """The turn boundary: log the caller's words, advance the version."""

@@ -15,6 +15,7 @@ the same frame order and relative timing as real time, in a fraction of it.
 from __future__ import annotations
 
 import asyncio
+import re
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -191,7 +192,9 @@ async def simulate_call(
         for name, handler in handlers.items():
             llm.register_function(name, pipecat_function(wrap(name, handler)),
                                   cancel_on_interruption=name not in writes)
-    pair = LLMContextAggregatorPair(context, user_params=user_params)
+    pair = LLMContextAggregatorPair(
+        context, user_params=user_params, assistant_params=harness.assistant_params() if use_harness else None
+    )
     tts = SimulatedTTSService(
         word_timestamps=scenario.tts.word_timestamps, words_per_minute=scenario.tts.words_per_minute,
         first_audio_secs=scenario.tts.first_audio_secs, ledger=ledger, sample_rate=_SAMPLE_RATE,
@@ -223,6 +226,7 @@ async def simulate_call(
     checks = await _check(scenario, db, caller, timed_out)
     playback = measure_playback(ledger, context_messages(context))
     checks.extend(_check_history(scenario, playback, llm))
+    checks.extend(_check_context(scenario, context, llm))
     passed = all(c.ok for c in checks)
     result = CallResult(
         scenario=scenario.name,
@@ -252,6 +256,29 @@ async def simulate_call(
         )
     harness.close()
     return result
+
+
+def _check_context(scenario: Scenario, context: LLMContext, llm: ScriptedLLMService) -> list[CheckResult]:
+    spec = scenario.expect.context
+    if spec is None:
+        return []
+    from pipecat_harness.business.context_budget import estimate_tokens
+
+    messages = [m for m in context.get_messages() if isinstance(m, dict)]
+    texts = [str(m.get("content", "")) for m in messages]
+    checks = []
+    for pattern in spec.contains:
+        found = any(re.search(pattern, text) for text in texts)
+        checks.append(CheckResult(f"context contains {pattern!r}", found,
+                                  "present in the final context" if found else "missing from the final context"))
+    if spec.max_tokens is not None:
+        tokens = estimate_tokens(messages)
+        checks.append(CheckResult("context budget", tokens <= spec.max_tokens,
+                                  f"{tokens} tokens at the end (budget {spec.max_tokens})"))
+    if spec.summarized:
+        count = len(llm.summary_requests)
+        checks.append(CheckResult("context summarised", count > 0, f"{count} summaries requested"))
+    return checks
 
 
 def scenario_config(scenario: Scenario, config: HarnessConfig) -> HarnessConfig:

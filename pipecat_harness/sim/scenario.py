@@ -177,6 +177,8 @@ class ModelScript(_Strict):
         greeting: Shorthand for a first decision ``when: {start: true}``.
         decisions: The decisions, tried in order; the first that applies fires.
         fallback: What the model says when no decision applies.
+        summary: What the model answers when Pipecat asks it to summarise the context (scripted, like
+            everything it says).
         first_token_secs: Latency from the model call to the first token.
         token_secs: Time between streamed tokens.
     """
@@ -185,6 +187,7 @@ class ModelScript(_Strict):
     greeting: str | None = None
     decisions: list[ModelDecision] = Field(default_factory=list)
     fallback: str = "Sorry, could you say that again?"
+    summary: str = "The caller and the agent discussed the caller's account."
     first_token_secs: float = Field(default=0.35, ge=0, le=30)
     token_secs: float = Field(default=0.02, ge=0, le=5)
 
@@ -231,11 +234,26 @@ class HistoryCheck(_Strict):
     max_repeated_replies: int | None = Field(default=None, ge=0)
 
 
+class ContextCheck(_Strict):
+    """What the model's context must hold at the end of the call.
+
+    Parameters:
+        contains: Regular expressions that must each match some message.
+        max_tokens: Upper bound of the final context's size (Pipecat's token estimate).
+        summarized: The context must have been summarised at least once.
+    """
+
+    contains: list[str] = Field(default_factory=list)
+    max_tokens: int | None = Field(default=None, gt=0)
+    summarized: bool = False
+
+
 class Expectations(_Strict):
     """What must hold at the end of the call."""
 
     state: list[StateCheck] = Field(default_factory=list)
     history: HistoryCheck = Field(default_factory=HistoryCheck)
+    context: ContextCheck | None = None
     caller_completed: bool = True
 
 

@@ -11,7 +11,8 @@ from pipecat_harness.sim.runner import run_scenario
 from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
-SCENARIOS = {p.stem: p for p in Path(BUNDLED_DIR).glob("business_callback_*.yaml")}
+SCENARIOS = {p.stem: p for p in Path(BUNDLED_DIR).glob("business_*.yaml")}
+CALLBACKS = sorted(name for name in SCENARIOS if name.startswith("business_callback_"))
 CONTROLS = ["call_state", "tool_gate"]
 
 
@@ -22,7 +23,7 @@ def run(name, tmp_path, controls=CONTROLS):
     return result, Timeline.load(result.trace_path)
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", CALLBACKS)
 def test_without_the_binding_the_writes_go_wrong(name, tmp_path):
     result, _ = run(name, tmp_path, controls=["tool_gate"])
     assert result.outcome == "fail"
@@ -93,3 +94,20 @@ def test_handoff_command(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["lines"]
     assert main(["handoff", str(tmp_path / "missing.jsonl")]) == 2
     assert "no such trace file" in capsys.readouterr().err
+
+
+def test_long_call_summary_keeps_the_refusal_and_the_operation_id(tmp_path):
+    result, timeline = run("business_long_call_summary", tmp_path)
+    assert result.outcome == "pass"
+    checked = [e for e in timeline.events if e.kind == "decision" and e.data.get("action") == "summary_checked"]
+    assert checked, "every applied summary is checked"
+    restored = [text for e in checked for text in e.data["evidence"]["restored"]]
+    assert any("I do not want this renewed" in text for text in restored)
+    assert any(text.startswith("op-1 issue_refund") for text in restored)
+    final = next(e for e in timeline.events if e.kind == "call_result").data["final_messages"]
+    summary = next(m["content"] for m in final if str(m.get("content", "")).startswith("Summary of the earlier call"))
+    assert "discussed their plan renewal" in summary  # the model's own (lossy) summary is kept, not replaced
+    assert 'said: "Hi, my plan comes up for renewal next month and I do not want this renewed."' in summary
+    # The raw record stays available: every caller turn is in the call state's conversation log.
+    state = [e for e in timeline.events if e.kind == "call_state"][-1]
+    assert state.data["state"]["version"] >= 11
