@@ -178,7 +178,7 @@ async def simulate_call(
     executions: dict[str, int] = {}
     tools = RetailTools(db)
     wrap = _fault_wrapper(scenario.faults, executions)
-    handlers, normalizers, schemas = _tool_sets(scenario, db, tools)
+    handlers, normalizers, schemas = await _tool_sets(scenario, db, tools)
     context = LLMContext(tools=ToolsSchema(standard_tools=schemas))
     user_params = LLMUserAggregatorParams(
         user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)])
@@ -304,14 +304,22 @@ def scenario_config(scenario: Scenario, config: HarnessConfig) -> HarnessConfig:
     return config.model_copy(update=update) if update else config
 
 
-def _tool_sets(
+async def _tool_sets(
     scenario: Scenario, db: RetailDatabase, retail: RetailTools
 ) -> tuple[dict[str, ToolHandler], dict[str, Any], list[Any]]:
     handlers: dict[str, ToolHandler] = {}
     normalizers: dict[str, Any] = {}
     schemas: list[Any] = []
     for name in scenario.tools:
-        tool_set: Any = retail if name == "retail" else CallbackTools(db)
+        tool_set: Any
+        if name == "retail":
+            tool_set = retail
+        elif name == "callbacks":
+            tool_set = CallbackTools(db)
+        else:
+            from pipecat_harness.demo.policies import PolicyTools
+
+            tool_set = await PolicyTools.create()
         handlers.update(tool_set.handlers())
         normalizers.update(tool_set.argument_normalizers())
         schemas.extend(tool_set.schemas().standard_tools if name == "retail" else tool_set.schemas())

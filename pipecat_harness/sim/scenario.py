@@ -289,7 +289,7 @@ class CallerSpec(_Strict):
     stt_p99_secs: float | None = Field(default=None, gt=0, le=5)
 
 
-ToolSet = Literal["retail", "callbacks"]
+ToolSet = Literal["retail", "callbacks", "policies"]
 
 
 class Scenario(_Strict):
@@ -303,7 +303,8 @@ class Scenario(_Strict):
             or ``None`` when the call must pass either way.
         expect_without_control: Outcome expected with that control off.
         tags: Free labels (``stay_out_of_the_way`` marks calls where no control should act).
-        tools: Demo tool sets the model can call (``retail``, ``callbacks``).
+        tools: Demo tool sets the model can call (``retail``, ``callbacks``, ``policies``: the
+            ``lookup_policy`` read tool over the bundled policy fixtures).
         harness: Settings of this call's harness on top of the domain preset
             (``{"call_state": {"confirm_tools": ["schedule_callback"]}}``); switches are left to the command line.
     """
