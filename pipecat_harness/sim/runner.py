@@ -185,7 +185,8 @@ async def simulate_call(
     )
     if use_harness:
         harness.register_tools(llm, {name: wrap(name, h) for name, h in handlers.items()},
-                               write_tools=RETAIL_WRITE_TOOLS | CALLBACK_WRITE_TOOLS, normalizers=normalizers)
+                               write_tools=RETAIL_WRITE_TOOLS | CALLBACK_WRITE_TOOLS, normalizers=normalizers,
+                               reconciler=tools.reconcile)
         user_params = harness.user_params(user_params)
     else:
         writes = RETAIL_WRITE_TOOLS | CALLBACK_WRITE_TOOLS
