@@ -12,7 +12,6 @@ from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
 SCENARIOS = {p.stem: p for p in Path(BUNDLED_DIR).glob("business_*.yaml")}
-CALLBACKS = sorted(name for name in SCENARIOS if name.startswith("business_callback_"))
 CONTROLS = ["call_state", "tool_gate"]
 
 
@@ -23,10 +22,17 @@ def run(name, tmp_path, controls=CONTROLS):
     return result, Timeline.load(result.trace_path)
 
 
-@pytest.mark.parametrize("name", CALLBACKS)
+@pytest.mark.parametrize("name", ["business_callback_corrected_before_execution", "business_callback_never_confirmed"])
 def test_without_the_binding_the_writes_go_wrong(name, tmp_path):
     result, _ = run(name, tmp_path, controls=["tool_gate"])
     assert result.outcome == "fail"
+
+
+def test_without_the_binding_a_confirmed_booking_runs_before_the_read_back(tmp_path):
+    _, timeline = run("business_callback_confirmed", tmp_path, controls=["tool_gate"])
+    first_result = next(e for e in timeline.events if e.kind == "tool_result")
+    confirmation = [e for e in timeline.events if e.kind == "submitted"][1]
+    assert first_result.data["result"].get("status") == "booked" and first_result.t < confirmation.t
 
 
 def test_corrected_before_execution_books_friday_once_and_the_handoff_links_every_line(tmp_path):
