@@ -69,13 +69,13 @@ def test_never_confirmed_leaves_a_pending_proposal_in_the_handoff(tmp_path):
 
 def test_model_sees_the_read_only_state_each_turn(tmp_path):
     _, timeline = run("business_callback_confirmed", tmp_path)
-    inputs = [e for e in timeline.events if e.kind == "model_input"]
-    rendered = [m["content"] for e in inputs for m in e.data["messages"]
-                if isinstance(m.get("content"), str) and m["content"].startswith("[call state")]
-    assert len(rendered) >= len(inputs) - 1  # every run after the greeting
-    assert any("proposal-1" in text for text in rendered)
-    for e in inputs:  # at most one state message per run: it is replaced, never accumulated
-        assert sum(1 for m in e.data["messages"] if str(m.get("content", "")).startswith("[call state")) <= 1
+    contexts = [messages for _, messages in timeline.model_contexts()]
+    rendered = [[m["content"] for m in messages if str(m.get("content", "")).startswith("[call state")]
+                for messages in contexts]
+    assert all(len(found) == 1 for found in rendered)  # every run: exactly one, replaced, never accumulated
+    assert any("proposal-1" in found[0] for found in rendered)
+    assert [int(found[0].split("version ")[1].split()[0]) for found in rendered] == sorted(
+        int(found[0].split("version ")[1].split()[0]) for found in rendered)
 
 
 def test_a_statement_whose_record_is_missing_is_not_emitted():
