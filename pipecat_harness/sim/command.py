@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from pipecat_harness.config import CONTROL_NAMES, ConfigError, HarnessConfig
-from pipecat_harness.sim.runner import CallResult, run_scenario
+from pipecat_harness.sim.runner import SIM_SERVICES, CallResult, run_scenario
 from pipecat_harness.sim.scenario import ScenarioError, load_scenarios
 from pipecat_harness.trace.show import render_timeline
 from pipecat_harness.trace.timeline import Timeline
@@ -44,9 +44,18 @@ def add_parser(subparsers: Any) -> None:
     )
     group.add_argument("--no-controls", action="store_true", help="run with every control off")
     parser.add_argument("--without", action="append", default=[], metavar="CONTROL", help="switch one control off")
+    parser.add_argument("--services", choices=SIM_SERVICES, default="scripted",
+                        help="scripted: the simulator's own LLM and TTS; loopback: the bots' Deepgram, Gemini and "
+                             "ElevenLabs services against protocol fakes on 127.0.0.1 (loopback-openai: "
+                             "OpenAILLMService instead of Gemini)")
     parser.add_argument("--traces", default="traces", help="directory for call timelines (default: ./traces)")
     parser.add_argument("--timeline", choices=["short", "full", "none"], default="short",
                         help="timeline printed per call (default: short)")
+    parser.add_argument("--audio", action="store_true",
+                        help="voice the caller with Piper and recognise it with Silero VAD and Whisper tiny.en "
+                        "(needs the [audio] extra; audio and transcripts are cached)")
+    parser.add_argument("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
+                        help="with --audio: the stop strategy (default: speech_timeout)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show Pipecat's logs")
     parser.set_defaults(func=_simulate)
 
@@ -80,6 +89,16 @@ def _simulate(args: argparse.Namespace) -> int:
     if not scenarios:
         console.print("[red]pipecat-harness: no scenario files found[/red]")
         return 2
+    audio = None
+    if getattr(args, "audio", False):
+        from pipecat_harness.sim.audio import AudioModeUnavailable
+        from pipecat_harness.sim.audio.mode import AudioMode
+
+        try:
+            audio = AudioMode(turn_stop=args.turn_stop)
+        except AudioModeUnavailable as exc:
+            console.print(f"[red]pipecat-harness: {exc}[/red]")
+            return 2
     trace_dir = Path(args.traces)
     results: list[CallResult] = []
     started = time.perf_counter()
@@ -89,7 +108,7 @@ def _simulate(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             console.print(f"[red]pipecat-harness: {exc}[/red]")
             return 2
-        result = run_scenario(scenario, config, trace_dir=trace_dir)
+        result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services, audio=audio)
         results.append(result)
         _print_result(console, result, args.timeline)
     mismatched = [r for r in results if not r.as_expected]
