@@ -150,7 +150,9 @@ class CallStateSettings(_Block):
 
     Parameters:
         enabled: Switch.
-        render: Show the model a compact read-only rendering of the state before each run.
+        render: Show the model a compact read-only rendering of the state before each run (a system
+            message at the end of the context; off by default because a provider adapter may turn a
+            trailing system message into a user turn).
         confirm_tools: Write tools that run only after a later caller turn confirmed the same arguments.
         verified_tools: Write tools that run only once the caller's identity is verified.
         identity_tools: Tools whose successful result verifies the caller's identity.
@@ -164,7 +166,7 @@ class CallStateSettings(_Block):
     """
 
     enabled: bool = True
-    render: bool = True
+    render: bool = False
     confirm_tools: list[str] = Field(default_factory=list)
     verified_tools: list[str] = Field(default_factory=list)
     identity_tools: list[str] = Field(
