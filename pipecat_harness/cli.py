@@ -22,6 +22,7 @@ COMMANDS: tuple[str, ...] = (
     "pipecat_harness.trace.command",
     "pipecat_harness.grader.command",
     "pipecat_harness.eval.command",
+    "pipecat_harness.business.command",
 )
 
 

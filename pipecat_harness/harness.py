@@ -24,6 +24,7 @@ from pipecat.frames.frames import Frame, LLMContextUserTurnFrame, StartFrame
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMAssistantAggregator,
+    LLMAssistantAggregatorParams,
     LLMUserAggregator,
     LLMUserAggregatorParams,
 )
@@ -70,6 +71,7 @@ CONTROL_FACTORIES: dict[str, str] = {
     "spelling": "pipecat_harness.input.control:SpellingControl",
     "silent_reply": "pipecat_harness.input.control:SilentReplyControl",
     "grader": "pipecat_harness.grader.control:GraderControl",
+    "call_state": "pipecat_harness.business.control:CallStateControl",
 }
 
 
@@ -255,7 +257,16 @@ class Harness:
                 )
             position = index + 1 if after else index
             result[position:position] = extra
+        for control in self.controls:
+            control.on_pipeline(result)
         return result
+
+    def assistant_params(self, params: LLMAssistantAggregatorParams | None = None) -> LLMAssistantAggregatorParams:
+        """Return assistant-aggregator params with the controls' settings (context budget) applied."""
+        params = params or LLMAssistantAggregatorParams()
+        for control in self.controls:
+            params = control.assistant_params(params)
+        return params
 
     def register_function(
         self,

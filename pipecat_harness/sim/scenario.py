@@ -177,6 +177,8 @@ class ModelScript(_Strict):
         greeting: Shorthand for a first decision ``when: {start: true}``.
         decisions: The decisions, tried in order; the first that applies fires.
         fallback: What the model says when no decision applies.
+        summary: What the model answers when Pipecat asks it to summarise the context (scripted, like
+            everything it says).
         first_token_secs: Latency from the model call to the first token.
         token_secs: Time between streamed tokens.
     """
@@ -185,6 +187,7 @@ class ModelScript(_Strict):
     greeting: str | None = None
     decisions: list[ModelDecision] = Field(default_factory=list)
     fallback: str = "Sorry, could you say that again?"
+    summary: str = "The caller and the agent discussed the caller's account."
     first_token_secs: float = Field(default=0.35, ge=0, le=30)
     token_secs: float = Field(default=0.02, ge=0, le=5)
 
@@ -231,11 +234,26 @@ class HistoryCheck(_Strict):
     max_repeated_replies: int | None = Field(default=None, ge=0)
 
 
+class ContextCheck(_Strict):
+    """What the model's context must hold at the end of the call.
+
+    Parameters:
+        contains: Regular expressions that must each match some message.
+        max_tokens: Upper bound of the final context's size (Pipecat's token estimate).
+        summarized: The context must have been summarised at least once.
+    """
+
+    contains: list[str] = Field(default_factory=list)
+    max_tokens: int | None = Field(default=None, gt=0)
+    summarized: bool = False
+
+
 class Expectations(_Strict):
     """What must hold at the end of the call."""
 
     state: list[StateCheck] = Field(default_factory=list)
     history: HistoryCheck = Field(default_factory=HistoryCheck)
+    context: ContextCheck | None = None
     caller_completed: bool = True
 
 
@@ -271,6 +289,9 @@ class CallerSpec(_Strict):
     stt_p99_secs: float | None = Field(default=None, gt=0, le=5)
 
 
+ToolSet = Literal["retail", "callbacks", "policies"]
+
+
 class Scenario(_Strict):
     """A complete simulated call.
 
@@ -282,6 +303,10 @@ class Scenario(_Strict):
             or ``None`` when the call must pass either way.
         expect_without_control: Outcome expected with that control off.
         tags: Free labels (``stay_out_of_the_way`` marks calls where no control should act).
+        tools: Demo tool sets the model can call (``retail``, ``callbacks``, ``policies``: the
+            ``lookup_policy`` read tool over the bundled policy fixtures).
+        harness: Settings of this call's harness on top of the domain preset
+            (``{"call_state": {"confirm_tools": ["schedule_callback"]}}``); switches are left to the command line.
     """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -297,6 +322,8 @@ class Scenario(_Strict):
     faults: list[ToolFault] = Field(default_factory=list)
     caller: list[CallerTurn] = Field(min_length=1)
     expect: Expectations = Field(default_factory=Expectations)
+    tools: list[ToolSet] = Field(default_factory=lambda: list[ToolSet](["retail"]))
+    harness: dict[str, Any] = Field(default_factory=dict)
     max_call_secs: float = Field(default=300.0, gt=0, le=3600)
     source: str = Field(default="", exclude=True)
 
