@@ -13,13 +13,16 @@ of precedence::
 from __future__ import annotations
 
 import contextvars
+import importlib
+import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from pipecat_harness.validation import describe_validation_error, load_mapping_file
+from pipecat_harness.errors import InputError
+from pipecat_harness.validation import describe_validation_error, is_sensitive, load_mapping_file
 
 __all__ = [
     "CONTROL_NAMES",
@@ -34,6 +37,9 @@ __all__ = [
     "SpellingSettings",
     "ToolGateSettings",
     "TraceSettings",
+    "check_database_url",
+    "describe_config_error",
+    "env_name",
 ]
 
 Domain = Literal["retail", "airline", "telecom"]
@@ -44,8 +50,39 @@ CONTROL_NAMES = ("identifier_hold", "spelling", "silent_reply", "tool_gate", "hi
 _yaml_source: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("_yaml_source", default=None)
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A configuration that cannot be used; the message names the source and the field."""
+
+
+# The async drivers a database URL may name, with the module and extra each needs.
+_DATABASE_DRIVERS = {"sqlite+aiosqlite": ("aiosqlite", None), "postgresql+asyncpg": ("asyncpg", "postgres")}
+
+
+def _require_module(module: str, extra: str, what: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise ValueError(f"{what} needs the '{extra}' extra ({module} is not installed); "
+                         f"install it with: pip install \"pipecat-harness[{extra}]\"") from None
+
+
+def check_database_url(url: str) -> str:
+    """Check that a database URL names an async driver that is installed; return it unchanged.
+
+    Raises:
+        ValueError: Not a URL, a synchronous driver, or a driver whose extra is missing.
+    """
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme not in _DATABASE_DRIVERS:
+        if scheme.split("+")[0] in {"postgresql", "postgres"}:
+            raise ValueError(f"{url.split('@')[-1]!r} needs the async driver: write postgresql+asyncpg://... "
+                             "(and install pipecat-harness[postgres])")
+        raise ValueError(f"{scheme or url!r} is not a supported database URL; use sqlite+aiosqlite:///FILE or "
+                         "postgresql+asyncpg://USER@HOST/DB")
+    module, extra = _DATABASE_DRIVERS[scheme]
+    if extra is not None:
+        _require_module(module, extra, f"a {scheme.split('+')[0]} URL")
+    return url
 
 
 class _Block(BaseModel):
@@ -116,6 +153,11 @@ class ToolGateSettings(_Block):
     tenant: str = Field(default="default", min_length=1, max_length=128)
     server_context_fields: list[str] = Field(default_factory=lambda: ["tenant_id", "customer_id"])
 
+    @field_validator("ledger_url")
+    @classmethod
+    def _ledger_url(cls, value: str) -> str:
+        return check_database_url(value) if value else value
+
 
 class HistorySettings(_Block):
     """Keep only what the caller heard in history after an interruption (history control).
@@ -170,10 +212,15 @@ class ChecklistSettings(_Block):
     lock_ttl_secs: float = Field(default=15.0, gt=0, le=600)
     work_timeout_secs: float = Field(default=10.0, gt=0, le=600)
 
-    def model_post_init(self, context: Any, /) -> None:
-        """Reject a lock that could expire while the work it guards still runs."""
+    @model_validator(mode="after")
+    def _consistent(self) -> ChecklistSettings:
+        """Reject a lock that could expire while the work it guards still runs, and a store not installed."""
         if self.lock_ttl_secs <= self.work_timeout_secs:
-            raise ValueError("checklist.lock_ttl_secs must exceed checklist.work_timeout_secs")
+            raise ValueError("checklist.lock_ttl_secs must exceed checklist.work_timeout_secs; raise the first "
+                             "or lower the second")
+        if self.store == "redis":
+            _require_module("redis", "redis", "checklist.store 'redis'")
+        return self
 
 
 class GraderSettings(_Block):
@@ -213,6 +260,11 @@ class GraderSettings(_Block):
     webhook_max_attempts: int = Field(default=4, ge=1, le=20)
     webhook_backoff_secs: float = Field(default=0.5, ge=0, le=60)
 
+    @field_validator("audit_url")
+    @classmethod
+    def _audit_url(cls, value: str) -> str:
+        return check_database_url(value)
+
 
 class TraceSettings(_Block):
     """Where call timelines are written."""
@@ -245,6 +297,18 @@ class HarnessConfig(BaseSettings):
     grader: GraderSettings = Field(default_factory=GraderSettings)
     trace: TraceSettings = Field(default_factory=TraceSettings)
 
+    def __init__(self, **values: Any) -> None:
+        """Build from keyword arguments, the environment and the YAML file given to :meth:`from_yaml`.
+
+        Raises:
+            ConfigError: A value is invalid; the message names the setting (and
+                the environment variable when the value came from one).
+        """
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError(describe_config_error(exc)) from exc
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -271,8 +335,8 @@ class HarnessConfig(BaseSettings):
         token = _yaml_source.set(data)
         try:
             return cls()
-        except ValidationError as exc:
-            raise ConfigError(f"{path}: {describe_validation_error(exc)}") from exc
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
         finally:
             _yaml_source.reset(token)
 
@@ -311,6 +375,27 @@ class _YamlSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         return dict(_yaml_source.get() or {})
+
+
+def env_name(location: tuple[int | str, ...]) -> str:
+    """The environment variable that sets a config field.
+
+    ``("tool_gate", "enabled")`` → ``PIPECAT_HARNESS_TOOL_GATE__ENABLED``.
+    """
+    return "PIPECAT_HARNESS_" + "__".join(str(p).upper() for p in location if not isinstance(p, int))
+
+
+def describe_config_error(error: ValidationError) -> str:
+    """Describe a config validation error, naming the environment variable a bad value came from."""
+    described = describe_validation_error(error, model=HarnessConfig)
+    for item in error.errors():
+        loc = item["loc"]
+        for end in range(len(loc), 0, -1):
+            name = env_name(loc[:end])
+            if name in os.environ:
+                value = "" if is_sensitive(loc[:end], os.environ[name]) else f"={os.environ[name]!r}"
+                return f"environment variable {name}{value}: {described}"
+    return described
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

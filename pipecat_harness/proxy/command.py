@@ -9,9 +9,12 @@ from typing import Any
 
 from loguru import logger
 
+from pipecat_harness.bundled import bundled_path
 from pipecat_harness.checklist.control import build_analyzer, load_configured_checklist
 from pipecat_harness.checklist.driver import ChecklistDriver
+from pipecat_harness.cli import port_number
 from pipecat_harness.config import HarnessConfig
+from pipecat_harness.errors import InputError, UsageError, require_extra
 from pipecat_harness.proxy.app import DEFAULT_MAX_BODY_BYTES, create_app
 from pipecat_harness.proxy.service import ProxyService
 from pipecat_harness.proxy.upstream import Upstream
@@ -69,8 +72,14 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
 
 
 def _run(args: argparse.Namespace) -> int:
+    require_extra("pipecat-harness proxy", "uvicorn", "proxy")
     import uvicorn
 
+    if args.checklist:
+        try:
+            bundled_path("checklist", args.checklist)
+        except InputError as exc:
+            raise UsageError(f"--checklist: {exc}") from exc
     config = HarnessConfig.from_yaml(args.config) if args.config else HarnessConfig()
     overrides: dict[str, Any] = {}
     if args.checklist:
@@ -86,8 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model)
     except ValueError as exc:
-        print(f"pipecat-harness proxy: {exc}")
-        return 2
+        raise UsageError(str(exc)) from exc
     service = build_service(config, upstream, with_checklist=not args.no_checklist)
     app = create_app(service, max_body_bytes=args.max_body_bytes, retell_greeting=args.retell_greeting)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
@@ -98,7 +106,7 @@ def add_parser(subparsers: Any) -> None:
     """Register the ``proxy`` subcommand."""
     parser = subparsers.add_parser("proxy", help="serve the custom-LLM proxy (Vapi SSE, Retell WebSocket)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=port_number, default=8000)
     parser.add_argument("--config", help="harness config YAML (the checklist block is used)")
     parser.add_argument("--upstream", choices=("scripted", "openai", "gemini"), default="scripted")
     parser.add_argument("--upstream-url", help="base URL of an OpenAI-compatible upstream")

@@ -42,7 +42,7 @@ from pipecat_harness.harness import Harness
 from pipecat_harness.sim.caller import SimulatedCaller
 from pipecat_harness.sim.clock import LoopClock, virtual_time
 from pipecat_harness.sim.history_metrics import TurnPlayback, measure_playback
-from pipecat_harness.sim.scenario import Scenario, ToolFault
+from pipecat_harness.sim.scenario import Scenario, ScenarioError, ToolFault
 from pipecat_harness.sim.scripted_llm import ScriptedLLMService, context_messages
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
@@ -155,10 +155,7 @@ async def simulate_call(
     wall_started = time.perf_counter()
     loop = asyncio.get_running_loop()
     started = loop.time()
-    db = await RetailDatabase.create(
-        workdir / f"{scenario.name}.db", seed=None if scenario.database.seed == "retail" else {},
-        extra_sql=scenario.database.sql,
-    )
+    db = await _create_database(scenario, workdir)
     harness = Harness(
         config.model_copy(update={"trace": config.trace.model_copy(update={"enabled": trace_path is not None})}),
         call_id=call_id or scenario.name,
@@ -243,6 +240,25 @@ async def simulate_call(
         )
     harness.close()
     return result
+
+
+async def _create_database(scenario: Scenario, workdir: Path) -> RetailDatabase:
+    """The call's business database: the named seed, then the scenario's own statements one by one.
+
+    Raises:
+        ScenarioError: A statement of ``database.sql`` fails; the message names it.
+    """
+    db = await RetailDatabase.create(workdir / f"{scenario.name}.db",
+                                     seed=None if scenario.database.seed == "retail" else {})
+    for index, statement in enumerate(scenario.database.sql):
+        try:
+            await db.execute(statement)
+        except Exception as exc:  # sqlite3 errors: the scenario's SQL is wrong, not the simulator
+            raise ScenarioError(
+                f"{scenario.source or scenario.name}: field 'database.sql[{index}]': the statement failed "
+                f"({exc}); fix it against the {scenario.database.seed!r} schema"
+            ) from exc
+    return db
 
 
 async def _check(scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller, timed_out: bool) -> list[CheckResult]:

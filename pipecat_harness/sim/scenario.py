@@ -25,15 +25,21 @@ that names the file and the field rather than a silently ignored setting::
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipecat_harness.config import CONTROL_NAMES
+from pipecat_harness.errors import InputError
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
 __all__ = [
+    "TEMPLATE_FILTERS",
+    "TEMPLATE_PATTERN",
     "CallerTurn",
     "ModelDecision",
     "ModelScript",
@@ -42,15 +48,18 @@ __all__ = [
     "SpeechSegment",
     "StateCheck",
     "ToolCallSpec",
+    "bundled_scenario_names",
     "bundled_scenario_paths",
+    "check_unique_names",
     "load_scenario",
     "load_scenarios",
+    "scenario_files",
 ]
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
 
-class ScenarioError(ValueError):
+class ScenarioError(InputError):
     """A scenario file that cannot be used; the message names the file, the field and the problem."""
 
 
@@ -105,6 +114,23 @@ class CallerTurn(_Strict):
     delay: float = Field(default=1.0, ge=0, le=600)
     wait: float = Field(default=10.0, gt=0, le=600)
     speech: list[SpeechSegment] = Field(min_length=1)
+
+
+#: A ``{group}`` or ``{group|filter}`` placeholder in a scripted reply or tool argument.
+TEMPLATE_PATTERN = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
+#: The filters a placeholder may name (applied by the scripted model).
+TEMPLATE_FILTERS = ("identifier", "upper", "lower", "raw")
+
+
+def _template_strings(value: Any, where: str = "") -> list[tuple[str, str]]:
+    """Every string inside ``value`` with where it is (``tool_calls[0].order_id``)."""
+    if isinstance(value, str):
+        return [(where, value)]
+    if isinstance(value, dict):
+        return [item for key, v in value.items() for item in _template_strings(v, f"{where}.{key}".lstrip("."))]
+    if isinstance(value, list):
+        return [item for i, v in enumerate(value) for item in _template_strings(v, f"{where}[{i}]")]
+    return []
 
 
 class ToolCallSpec(_Strict):
@@ -166,6 +192,17 @@ class ModelDecision(_Strict):
     def _does_something(self) -> ModelDecision:
         if not self.say and not self.tool_calls:
             raise ValueError("a decision needs 'say' or 'tool_calls'")
+        groups = set(re.compile(self.when.user).groupindex) if self.when.user else set()
+        for where, text in _template_strings({"say": self.say, "tool_calls": [c.args for c in self.tool_calls]}):
+            for match in TEMPLATE_PATTERN.finditer(text):
+                name, filter_name = match.group(1), match.group(2)
+                if name not in groups:
+                    known = f"its groups are {', '.join(sorted(groups))}" if groups else "it has no named groups"
+                    raise ValueError(f"{where}: template '{{{name}}}' names no group of when.user ({known}); "
+                                     f"add (?P<{name}>...) to when.user or correct the name")
+                if filter_name is not None and filter_name not in TEMPLATE_FILTERS:
+                    raise ValueError(f"{where}: unknown template filter '{filter_name}'; "
+                                     f"filters are {', '.join(TEMPLATE_FILTERS)}")
         return self
 
 
@@ -291,6 +328,15 @@ class Scenario(_Strict):
     max_call_secs: float = Field(default=300.0, gt=0, le=3600)
     source: str = Field(default="", exclude=True)
 
+    @field_validator("control")
+    @classmethod
+    def _known_control(cls, value: str | None) -> str | None:
+        if value is not None and value not in CONTROL_NAMES:
+            close = difflib.get_close_matches(value, CONTROL_NAMES, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"controls are {', '.join(CONTROL_NAMES)}"
+            raise ValueError(f"unknown control '{value}' ({hint})")
+        return value
+
     def expected_outcome(self, active_controls: set[str] | frozenset[str]) -> Literal["pass", "fail"]:
         """Return the outcome this scenario should have with the given controls active."""
         if self.control is None or self.control in active_controls:
@@ -311,7 +357,7 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ScenarioError(f"{path}: {describe_validation_error(exc)}") from exc
+        raise ScenarioError(f"{path}: {describe_validation_error(exc, model=Scenario)}") from exc
     return scenario.model_copy(update={"source": str(path)})
 
 
@@ -320,18 +366,59 @@ def bundled_scenario_paths() -> list[Path]:
     return sorted(BUNDLED_DIR.glob("**/*.yaml"))
 
 
-def load_scenarios(paths: list[str | Path] | None = None) -> list[Scenario]:
-    """Load scenario files; directories are searched for ``*.yaml``; none given means the bundled set."""
+def bundled_scenario_names() -> list[str]:
+    """The names by which bundled scenarios can be given (their file stems)."""
+    return [path.stem for path in bundled_scenario_paths()]
+
+
+def scenario_files(entries: Sequence[str | Path] | None = None) -> list[Path]:
+    """The scenario files that ``entries`` name; none given means the bundled set.
+
+    An entry is a file, a directory (searched for ``*.yaml``) or the name of a
+    bundled scenario (``duplicate_refund``).
+
+    Raises:
+        ScenarioError: An entry is neither an existing path nor a bundled name.
+    """
+    bundled = {path.stem: path for path in bundled_scenario_paths()}
     files: list[Path] = []
-    for entry in paths or bundled_scenario_paths():
-        entry = Path(entry)
-        files.extend(sorted(entry.glob("**/*.yaml")) if entry.is_dir() else [entry])
-    scenarios = [load_scenario(f) for f in files]
+    for entry in entries or bundled_scenario_paths():
+        path = Path(entry)
+        if path.is_dir():
+            files.extend(sorted(path.glob("**/*.yaml")))
+        elif path.exists() or path.suffix or len(path.parts) > 1:
+            files.append(path)  # a path: a missing one is reported when it is read
+        elif str(entry) in bundled:
+            files.append(bundled[str(entry)])
+        else:
+            close = difflib.get_close_matches(str(entry), list(bundled), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "'pipecat-harness simulate --list' shows them"
+            raise ScenarioError(f"{entry}: no such scenario file and no bundled scenario of that name ({hint})")
+    return files
+
+
+def check_unique_names(scenarios: Sequence[Scenario]) -> None:
+    """Refuse two scenarios with one name (their traces would overwrite each other).
+
+    Raises:
+        ScenarioError: Two scenarios share a name; the message names both files.
+    """
     seen: dict[str, str] = {}
     for scenario in scenarios:
         if scenario.name in seen:
             raise ScenarioError(
                 f"{scenario.source}: field 'name': '{scenario.name}' is already used by {seen[scenario.name]}"
+                "; rename one of them"
             )
         seen[scenario.name] = scenario.source
+
+
+def load_scenarios(paths: Sequence[str | Path] | None = None) -> list[Scenario]:
+    """Load scenario files, directories or bundled names; none given means the bundled set.
+
+    Raises:
+        ScenarioError: An entry names nothing, a file is invalid, or two scenarios share a name.
+    """
+    scenarios = [load_scenario(f) for f in scenario_files(paths)]
+    check_unique_names(scenarios)
     return scenarios

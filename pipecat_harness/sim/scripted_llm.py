@@ -29,12 +29,12 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
 from pipecat.services.settings import LLMSettings
 
-from pipecat_harness.sim.scenario import DecisionCondition, ModelDecision, ModelScript
+from pipecat_harness.sim.scenario import TEMPLATE_PATTERN, DecisionCondition, ModelDecision, ModelScript
 from pipecat_harness.spoken import spoken_to_identifier
 
 __all__ = ["ModelCall", "ScriptedLLMService", "render_template"]
 
-_TEMPLATE = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
+_TEMPLATE = TEMPLATE_PATTERN
 _FILTERS = {
     "identifier": spoken_to_identifier,
     "upper": lambda s: spoken_to_identifier(s).upper(),
