@@ -66,6 +66,16 @@ class HarnessControl:
         """Return the user-turn stop strategies to use instead of ``strategies``."""
         return strategies
 
+    def fit_turn_watchdog(self, params: Any, strategies: list[Any], *, adjust: bool = True) -> None:
+        """Make this control's stop-strategy wrappers in ``strategies`` fit ``params.user_turn_stop_timeout``.
+
+        Args:
+            params: The user aggregator's params (``LLMUserAggregatorParams``).
+            strategies: The wrapped stop strategies.
+            adjust: Whether the control may raise ``params.user_turn_stop_timeout``
+                (not once the aggregator exists).
+        """
+
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """Return processors to insert, with their placement."""
         return []

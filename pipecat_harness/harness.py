@@ -30,13 +30,14 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 from pipecat.transports.base_output import BaseOutputTransport
-from pipecat.turns.user_turn_strategies import UserTurnStrategies
+from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
 from pipecat_harness.trace.recorder import TraceRecorder
+from pipecat_harness.turn_strategies import TurnStrategyAdvisor
 
 __all__ = ["CONTROL_FACTORIES", "Harness", "TurnBoundaryProcessor"]
 
@@ -126,6 +127,9 @@ class Harness:
                 metadata={"controls": sorted(self.active_controls_from_config()), **(trace_metadata or {})},
             )
         self.controls: list[HarnessControl] = self._build_controls()
+        self._advise_turn_strategies = False
+        self._turn_strategy_defaults: UserTurnStrategies | None = None
+        self._user_turn_stop_timeout = LLMUserAggregatorParams().user_turn_stop_timeout
 
     def active_controls_from_config(self) -> frozenset[str]:
         """Controls the config switches on and that this installation provides."""
@@ -151,17 +155,48 @@ class Harness:
     def user_params(self, params: LLMUserAggregatorParams | None = None) -> LLMUserAggregatorParams:
         """Return user-aggregator params with the controls' stop-strategy wrappers applied.
 
+        Strategies the bot passes are wrapped in place. When it passes none, the
+        params stay empty so the aggregator still adopts what an STT service
+        recommends (Deepgram Flux); :meth:`place` then adds a
+        :class:`~pipecat_harness.turn_strategies.TurnStrategyAdvisor` that wraps
+        Pipecat's defaults and every recommendation on their way in. With no
+        control that wraps stop strategies, the params are returned unchanged.
+        A control may raise ``user_turn_stop_timeout`` so its wait fits inside
+        the turn watchdog.
+
         Args:
             params: The params the bot would use without the harness.
         """
         params = params or LLMUserAggregatorParams()
-        strategies = params.user_turn_strategies or UserTurnStrategies()
-        stop = list(strategies.stop or [])
+        if not any(type(c).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies for c in self.controls):
+            return params
+        provided = params.user_turn_strategies
+        original = list(provided.stop or []) if provided is not None else default_user_turn_stop_strategies()
+        wrapped = self._wrap_stop_strategies(original)
+        if len(wrapped) == len(original) and all(a is b for a, b in zip(wrapped, original, strict=True)):
+            return params
+        for control in self.controls:
+            control.fit_turn_watchdog(params, wrapped)
+        if provided is not None:
+            provided.stop = wrapped
+        else:
+            self._turn_strategy_defaults = UserTurnStrategies(stop=wrapped)
+        self._user_turn_stop_timeout = params.user_turn_stop_timeout
+        self._advise_turn_strategies = True
+        return params
+
+    def _wrap_stop_strategies(self, strategies: list[Any]) -> list[Any]:
+        stop = list(strategies)
         for control in self.controls:
             stop = control.wrap_stop_strategies(stop)
-        strategies.stop = stop
-        params.user_turn_strategies = strategies
-        return params
+        return stop
+
+    def _wrap_recommended(self, strategies: list[Any]) -> list[Any]:
+        wrapped = self._wrap_stop_strategies(strategies)
+        for control in self.controls:
+            control.fit_turn_watchdog(LLMUserAggregatorParams(user_turn_stop_timeout=self._user_turn_stop_timeout),
+                                      wrapped, adjust=False)
+        return wrapped
 
     def place(self, processors: list[FrameProcessor]) -> list[FrameProcessor]:
         """Insert the controls' processors into a pipeline's processor list.
@@ -179,6 +214,9 @@ class Harness:
             for placement, processor in control.processors():
                 placed[placement].append(processor)
         placed[Placement.BEFORE_LLM].insert(0, TurnBoundaryProcessor(self._on_user_turn))
+        if self._advise_turn_strategies:
+            advisor = TurnStrategyAdvisor(self._wrap_recommended, self._turn_strategy_defaults)
+            placed[Placement.BEFORE_USER_AGGREGATOR].append(advisor)
 
         anchors: dict[Placement, tuple[type, bool]] = {
             Placement.BEFORE_USER_AGGREGATOR: (LLMUserAggregator, False),

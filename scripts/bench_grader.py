@@ -1,5 +1,7 @@
 """Benchmark the per-turn grader.
 
+0. Accuracy per claim kind (recall, false flags) of the rule grader on every
+   shipped labeled set, the claim holdouts included.
 1. Rule grader throughput: turns per second over the shipped labeled set,
    against a baseline that only splits and tokenizes the same turns.
 2. Added frame latency: a real-time Pipecat pipeline carrying committed
@@ -32,7 +34,7 @@ from pipecat.tests.utils import SleepFrame, run_test
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.grader.actions import InMemoryOperations
 from pipecat_harness.grader.audit import AuditStore
-from pipecat_harness.grader.calibration import LABELED_SET_PATH, LabeledSet
+from pipecat_harness.grader.calibration import LABELED_SET_PATH, LabeledSet, evaluate
 from pipecat_harness.grader.constraints import ConstraintList
 from pipecat_harness.grader.numbers import read_numbers, split_sentences, tokenize
 from pipecat_harness.grader.observer import TurnGrader
@@ -41,6 +43,15 @@ from pipecat_harness.grader.rules import RuleGrader
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "pipecat_harness" / "scenarios" / "grader_wrong_price_unexecuted_action.yaml"
 RETAIL = ROOT / "pipecat_harness" / "grader" / "data" / "retail.yaml"
+
+
+def accuracy() -> None:
+    for path in sorted(LABELED_SET_PATH.parent.glob("*.yaml")):
+        if not (path.name.startswith("labeled_") or path.name.startswith("holdout_")):
+            continue
+        report = asyncio.run(evaluate(lambda c, ledger: RuleGrader(c, ledger), LabeledSet.load(path)))
+        print(f"== {path.name}")
+        print(report.table())
 
 
 def throughput(rounds: int) -> None:
@@ -131,6 +142,7 @@ def main() -> int:
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
 
+    accuracy()
     throughput(args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)

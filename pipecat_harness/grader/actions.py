@@ -73,13 +73,14 @@ class InMemoryOperations:
 _DONE_VERBS = (
     "updated|changed|cancell?ed|booked|scheduled|rescheduled|submitted|processed|issued|sent|refunded|placed|"
     "applied|added|removed|emailed|initiated|moved|modified|corrected|confirmed|returned|approved|credited|"
-    "filed|created|started|set up|taken care of|gone through|reserved|saved"
+    "filed|created|started|set up|taken care of|gone through|reserved|saved|texted|messaged|set"
 )
 _DONE_RE = re.compile(
     rf"\b(?:i|we)(?:'ve|\s+have|\s+just|\s+went ahead and|\s+already)*\s+(?:just\s+|already\s+)?(?:{_DONE_VERBS})\b"
     rf"|\b(?:is|has been|have been|was|were|are|'re|'s been|got)\s+(?:now\s+|already\s+|successfully\s+|all\s+)?"
     rf"(?:{_DONE_VERBS})\b"
-    r"|\b(?:you're|you are|that's|it's|we're)\s+all\s+set\b|\bthat's\s+(?:done|been\s+done)\b|\ball done\b"
+    r"|\b(?:you're|you are|that's|it's|we're)\s+all\s+set\b|\b(?:that's|it's|that is|it is)\s+(?:done|been\s+done)\b"
+    r"|\ball done\b|^\s*done\b"
     r"|\bis on (?:its|the) way\b|\bgo(?:es)? through\b|\bwent through\b"
 )
 _NOT_DONE_RE = re.compile(
@@ -92,8 +93,11 @@ _OBJECTS = {
     "scheduled": "book", "rescheduled": "reschedule", "cancelled": "cancel", "canceled": "cancel",
     "cancellation": "cancel", "exchange": "exchange", "email": "email", "emailed": "email", "phone": "phone",
     "payment": "payment", "credit": "refund", "credited": "refund", "subscription": "subscription",
-    "plan": "plan", "password": "password",
+    "plan": "plan", "password": "password", "texted": "sms", "text": "sms", "confirmation": "confirmation",
+    "callback": "callback",
 }  # fmt: skip
+#: A plural subject with "are" states a policy ("refunds are issued as store credit"), not something done.
+_GENERIC_RE = re.compile(r"^\s*(?:all\s+)?[a-z]+s\s+are\b")
 #: Words in tool names that say nothing about which action ran.
 _GENERIC = {"order", "pending", "items", "item", "modify", "update", "issue", "get", "details", "user", "find", "by"}
 
@@ -109,7 +113,8 @@ def find_action_claims(utterance: str, caller_utterance: str | None = None) -> l
     for sentence in re.split(r"(?<=[.!?])\s+", utterance.strip()):
         if sentence.rstrip().endswith("?"):
             continue
-        clauses = re.split(r",|;|\band\b|\bbut\b|\bso\b", _words(sentence).replace("went ahead and ", ""))
+        parts = re.split(r"[,;:]|\band\b|\bbut\b|\bso\b", sentence.replace("went ahead and ", ""), flags=re.I)
+        clauses = [_words(part) for part in parts]
         if not any(_claims_completion(clause) for clause in clauses):
             continue
         keys = _keys(_words(sentence))
@@ -125,7 +130,7 @@ def _words(text: str) -> str:
 
 
 def _claims_completion(clause: str) -> bool:
-    if not _DONE_RE.search(clause) or _NOT_DONE_RE.search(clause):
+    if not _DONE_RE.search(clause) or _NOT_DONE_RE.search(clause) or _GENERIC_RE.search(clause):
         return False
     return not re.search(r"\b(?:not|never|haven't|hasn't|wasn't|couldn't|unable|yet)\b|n't\b", clause)
 

@@ -3,9 +3,11 @@
 A labeled set is YAML or JSON::
 
     constraints: detailing.yaml          # relative to the labeled file
+    tenants: {retail: retail.yaml}       # optional: more tenants, named by items
     items:
       - {category: price, grounded: false, text: "The basic detail is $129."}
       - {category: action, grounded: true, text: "I've updated your address.", operations: [modify_order_address]}
+      - {category: capability, grounded: true, tenant: retail, text: "Let me pull up your order."}
 
 An ungrounded item is a positive: the grader should flag it (``unsupported``
 or ``llm_flagged``). A grounded item that gets flagged is a false flag.
@@ -41,14 +43,26 @@ class LabeledItem(BaseModel):
     grounded: bool
     caller: str | None = None
     operations: tuple[str, ...] = ()
+    tenant: str | None = None
 
 
 @dataclass
 class LabeledSet:
-    """Labeled items and the constraint list they were labeled against."""
+    """Labeled items and the constraint lists they were labeled against.
+
+    Parameters:
+        constraints: The default tenant's facts.
+        items: The labeled utterances.
+        tenants: Other tenants' facts, by the name items give in ``tenant``.
+    """
 
     constraints: ConstraintList
     items: list[LabeledItem]
+    tenants: dict[str, ConstraintList] = field(default_factory=dict)
+
+    def constraints_of(self, item: LabeledItem) -> ConstraintList:
+        """The facts an item was labeled against."""
+        return self.tenants[item.tenant] if item.tenant else self.constraints
 
     @classmethod
     def load(cls, path: str | Path) -> LabeledSet:
@@ -62,13 +76,20 @@ class LabeledSet:
         if "constraints" not in raw or not isinstance(raw.get("items"), list):
             raise ConstraintError(f"{path}: a labeled set needs 'constraints' (a path) and 'items' (a list)")
         constraints = ConstraintList.load(path.parent / str(raw["constraints"]))
+        named = raw.get("tenants") or {}
+        if not isinstance(named, dict):
+            raise ConstraintError(f"{path}: 'tenants' must map tenant names to constraint list paths")
+        tenants = {str(name): ConstraintList.load(path.parent / str(file)) for name, file in named.items()}
         items = []
         for index, item in enumerate(raw["items"]):
             try:
                 items.append(LabeledItem.model_validate(item))
             except ValidationError as exc:
                 raise ConstraintError(f"{path}: item {index}: {exc.errors()[0]['msg']} ({item!r})") from exc
-        return cls(constraints, items)
+            if items[-1].tenant is not None and items[-1].tenant not in tenants:
+                known = ", ".join(sorted(tenants)) or "none"
+                raise ConstraintError(f"{path}: item {index}: unknown tenant {items[-1].tenant!r} (tenants: {known})")
+        return cls(constraints, items, tenants)
 
 
 @dataclass
@@ -142,9 +163,11 @@ async def evaluate(
     for index, item in enumerate(labeled.items):
         for tool in item.operations:
             ledger.record(f"item-{index}", tool)
-    grader = make_grader(labeled.constraints, ledger)
-    report = CalibrationReport(grader.model, {c: CategoryScore() for c in (*CATEGORIES, "none")})
+    graders: dict[str | None, Grader] = {None: make_grader(labeled.constraints, ledger)}
+    graders |= {name: make_grader(constraints, ledger) for name, constraints in labeled.tenants.items()}
+    report = CalibrationReport(graders[None].model, {c: CategoryScore() for c in (*CATEGORIES, "none")})
     for index, item in enumerate(labeled.items):
+        grader = graders[item.tenant]
         verdicts = list(await grader.grade(item.text, item.caller, call_id=f"item-{index}"))
         flagged = any(v.flagged for v in verdicts)
         report.scores[item.category].add(item.grounded, flagged)

@@ -33,8 +33,10 @@ __all__ = [
     "ConstraintList",
     "ConstraintStore",
     "DayHours",
+    "Integration",
     "PriceItem",
     "Promotion",
+    "StaffMember",
     "policy_statement",
 ]
 
@@ -113,6 +115,34 @@ class Promotion(_Strict):
     services: tuple[str, ...] = ()
 
 
+class Integration(_Strict):
+    """A business system the agent is connected to, and the records it can read there.
+
+    Parameters:
+        id: Stable reference used in verdicts (``int_orders``).
+        system: What the agent would call it ("order system").
+        records: Kinds of record the agent can look up there ("orders", "shipping address").
+    """
+
+    id: str = Field(min_length=1)
+    system: str = Field(min_length=1)
+    records: tuple[str, ...] = ()
+
+
+class StaffMember(_Strict):
+    """A person or team calls can be transferred to (with a transfer capability).
+
+    Parameters:
+        id: Stable reference used in verdicts (``staff_maria``).
+        name: How the agent would name them ("Maria", "Dr. Patel", "billing team").
+        role: Their role ("office manager"), also a way to name them.
+    """
+
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    role: str = ""
+
+
 class DayHours(_Strict):
     """Opening hours of one weekday (``None`` times mean closed)."""
 
@@ -136,7 +166,10 @@ class ConstraintList(_Strict):
         hours: Per weekday or weekday group (``mon_fri``, ``sat``, ``sun``):
             ``"08:00-18:00"`` or ``"closed"``.
         policies: Policy name -> identifier written in words.
-        capabilities: What the agent can do (``book_appointment``...).
+        capabilities: What the agent can do (``book_appointment``, ``transfer_call``...).
+        integrations: Systems the agent can look records up in; what its
+            capabilities operate on (appointments, orders) counts as well.
+        staff: People and teams a call can be transferred to.
         promotions: Current promotions.
     """
 
@@ -147,6 +180,8 @@ class ConstraintList(_Strict):
     hours: dict[str, str] = Field(default_factory=dict)
     policies: dict[str, str] = Field(default_factory=dict)
     capabilities: tuple[str, ...] = ()
+    integrations: tuple[Integration, ...] = ()
+    staff: tuple[StaffMember, ...] = ()
     promotions: tuple[Promotion, ...] = ()
 
     @field_validator("timezone")
@@ -181,7 +216,11 @@ class ConstraintList(_Strict):
         """The explicit version, or ``sha-<first 12 hex digits>`` of the content."""
         if self.version:
             return self.version
-        digest = hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+        content = self.model_dump(mode="json")
+        for later in ("integrations", "staff"):  # fields added later: absent ones keep older lists' hashes
+            if not content[later]:
+                del content[later]
+        digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
         return f"sha-{digest[:12]}"
 
     def week(self) -> dict[str, DayHours]:

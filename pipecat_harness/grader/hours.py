@@ -121,7 +121,18 @@ def _is_state(before: list[str]) -> bool:
 def check_hours(tokens: list[Token], sentence: str, constraints: ConstraintList) -> list[Verdict]:
     """Check what a sentence says about opening hours against the list."""
     words = [t.word for t in tokens]
-    if not (set(words) & _HOURS_CUES):
+    cues = set(words) & _HOURS_CUES
+    if "hours" in cues and all(
+        tokens[i - 1].number is not None or words[i - 1] in {"an", "few", "couple", "several", "24"}
+        for i, w in enumerate(words) if w == "hours" and i
+    ) and words[0] != "hours":
+        cues.discard("hours")  # "takes about two hours" is a duration, not opening hours
+    if "opening" in cues and all(
+        words[i - 1] in {"an", "any", "the", "one", "no", "some", "next", "first"} for i, w in enumerate(words)
+        if w == "opening" and i
+    ):
+        cues.discard("opening")  # "an opening at three" is a free slot, not when the shop opens
+    if not cues and not (find_days(tokens) and _time_range(tokens)):
         return []
     week = constraints.week()
     if not week:
@@ -142,6 +153,18 @@ def check_hours(tokens: list[Token], sentence: str, constraints: ConstraintList)
     for segment in _segments(tokens):
         verdicts += _check_segment(segment, sentence, week)
     return verdicts
+
+
+def _time_range(tokens: list[Token]) -> bool:
+    """Whether the sentence says a span of clock times ("eight to six", "9 am - 5 pm")."""
+    return any(
+        token.number is not None
+        and i + 2 < len(tokens)
+        and (tokens[i + 1].word in {"to", "-", "till", "until"} or (tokens[i + 1].word == "and" and i
+             and tokens[i - 1].word == "between"))
+        and tokens[i + 2].number is not None
+        for i, token in enumerate(tokens)
+    )
 
 
 def _segments(tokens: list[Token]) -> list[list[Token]]:

@@ -11,6 +11,7 @@ An answer that is not valid JSON, or a failed request, yields one
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -19,7 +20,7 @@ from loguru import logger
 from pipecat_harness.grader.constraints import ConstraintList
 from pipecat_harness.grader.numbers import read_numbers, tokenize
 from pipecat_harness.grader.rules import RuleGrader
-from pipecat_harness.grader.verdict import CATEGORIES, Category, Verdict, VerdictKind
+from pipecat_harness.grader.verdict import CATEGORIES, SETTLED_CONFIDENCE, Category, Verdict, VerdictKind
 
 __all__ = ["GRADER_PROMPT", "VERDICT_JSON_SCHEMA", "CombinedGrader", "LLMGrader"]
 
@@ -170,35 +171,55 @@ class LLMGrader:
 
 
 class CombinedGrader:
-    """Rules first; the model only for what the rules cannot decide.
+    """Rules first; the model for every claim the rules cannot settle with confidence.
 
-    The model is asked when the rules returned an ``out_of_scope`` verdict, or
-    found no claim in an utterance that says a number. Action claims always
-    stay with the rules (only they can read the ledger).
+    The model is asked when a rule verdict is ``out_of_scope`` or below
+    ``min_confidence`` (capability offers, policy conditions, availability:
+    see :data:`~pipecat_harness.grader.verdict.SETTLED_CONFIDENCE`), or when
+    the rules found no claim in an utterance that says a number or makes an
+    offer or a promise. The model's verdicts replace the unsettled ones; if it
+    returns none, the rules' stand. Action claims always stay with the rules
+    (only they can read the ledger).
 
     Args:
         rules: The rule grader.
         llm: The model grader.
+        min_confidence: Rule verdicts below this go to the model.
     """
 
-    def __init__(self, rules: RuleGrader, llm: LLMGrader) -> None:
+    def __init__(self, rules: RuleGrader, llm: LLMGrader, *, min_confidence: float = SETTLED_CONFIDENCE) -> None:
         self.rules = rules
         self.llm = llm
+        self.min_confidence = min_confidence
         self.model = f"rules+{llm.model}"
+
+    def unsettled(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
+        """The rule verdicts the model should decide."""
+        return [
+            v for v in verdicts
+            if v.category != "action" and (v.verdict == "out_of_scope" or v.confidence < self.min_confidence)
+        ]
 
     async def grade(
         self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
     ) -> list[Verdict]:
-        """Grade with rules, then hand undecided claims to the model."""
+        """Grade with rules, then hand unsettled claims to the model."""
         verdicts = await self.rules.grade(agent_utterance, caller_utterance, call_id=call_id)
-        undecided = [v for v in verdicts if v.verdict == "out_of_scope" and v.category != "action"]
-        says_number = any(ch.isdigit() for ch in agent_utterance) or _has_number_words(agent_utterance)
-        if not undecided and (verdicts or not says_number):
+        unsettled = self.unsettled(verdicts)
+        if not unsettled and (verdicts or not _needs_a_look(agent_utterance)):
             return verdicts
-        decided = [v for v in verdicts if v not in undecided]
+        settled = [v for v in verdicts if v not in unsettled]
         model_verdicts = [v for v in await self.llm.grade(agent_utterance, caller_utterance) if v.category != "action"]
-        return decided + model_verdicts
+        return settled + (model_verdicts or unsettled)
 
 
-def _has_number_words(text: str) -> bool:
+_PROMISE_RE = re.compile(
+    r"\b(?:i|we)(?:'ll| will| can| could)\b|\blet me\b|\bguarantee|\bpromise|\bavailable\b|\bopening|\bfree\b"
+)
+
+
+def _needs_a_look(text: str) -> bool:
+    """Whether an utterance the rules found no claim in says a number, an offer or a promise."""
+    if any(ch.isdigit() for ch in text) or _PROMISE_RE.search(text.lower()):
+        return True
     return any(t.number is not None and t.word not in {"one", "a"} for t in read_numbers(tokenize(text)))

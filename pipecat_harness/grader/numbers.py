@@ -79,6 +79,7 @@ def split_sentences(text: str) -> list[str]:
 
 def _normalise(text: str) -> str:
     text = text.replace("’", "'").replace("–", "-").replace("—", " - ")
+    text = re.sub(r"\b(Dr|Mr|Mrs|Ms|St)\.(?=\s)", r"\1", text)  # a title's point ends no sentence
     text = re.sub(r"\b([ap])\.\s?m\.?(?=\s|$|[,;!?])", r"\1m", text, flags=re.IGNORECASE)
     return text
 
@@ -219,7 +220,9 @@ def negated(words: list[str]) -> bool:
 
 @functools.lru_cache(maxsize=8192)
 def stem(word: str) -> str:
-    """A crude stem good enough to match "refunds", "refunded" and "refund"."""
+    """A crude stem good enough to match "refunds", "refunded" and "refund" (and "basic's" to "basic")."""
+    if word.endswith("'s"):
+        word = word[:-2]
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 4 and not word.endswith("ss"):
             word = word[: -len(suffix)]

@@ -1,4 +1,4 @@
-"""Policy and capability claims, checked against policy statements and the capability list."""
+"""Policy claims, checked against the tenant's policy statements."""
 
 from __future__ import annotations
 
@@ -6,15 +6,23 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from pipecat_harness.grader.conditions import (
+    Condition,
+    anchor_conflict,
+    claim_polarity,
+    read_conditions,
+    universal,
+    window_outcome,
+)
 from pipecat_harness.grader.constraints import ConstraintList, policy_statement
 from pipecat_harness.grader.numbers import Token, negated, read_numbers, stem, tokenize
-from pipecat_harness.grader.prices import DURATION_UNITS, find_amounts, find_services
+from pipecat_harness.grader.prices import DURATION_UNITS, find_amounts
 from pipecat_harness.grader.verdict import Verdict
 
-__all__ = ["PolicyFacts", "check_capabilities", "check_policies"]
+__all__ = ["PolicyFacts", "check_policies"]
 
 _TOPIC_SYNONYMS = {
-    "refund": {"refund", "money back", "reimburse", "reimbursement"},
+    "refund": {"refund", "money back", "reimburse", "reimbursement", "cash back"},
     "reschedul": {
         "reschedul",
         "move your appointment",
@@ -26,9 +34,14 @@ _TOPIC_SYNONYMS = {
     },
     "cancel": {"cancel", "cancellation"},
     "return": {"return"},
+    "pay": {"pay you", "pay at", "pay when", "pay the", "pay after", "pay later", "payment is", "payment due",
+            "payment at", "payment when", "collect payment", "payment plan", "financing", "installment", "you'll pay",
+            "you'd pay", "pay on", "pay for it", "balance"},
 }
 #: Policy subjects an agent may state that a tenant's list may not cover.
-_POLICY_TOPICS = {"refund", "reschedul", "cancel", "return", "warranty", "guarantee", "deposit", "price match"}
+_POLICY_TOPICS = {
+    "refund", "reschedul", "cancel", "return", "warranty", "guarantee", "deposit", "price match", "financing",
+}  # fmt: skip
 _PAYMENT_TERMS = {
     "cash",
     "card",
@@ -38,7 +51,22 @@ _PAYMENT_TERMS = {
     "full refund",
     "check",
     "store credit",
+    "gift card",
 }
+#: Payment terms that say a refund is meant even when the sentence does not say "refund".
+_TOPIC_NAMING_TERMS = {"cash", "store credit", "gift card", "money back", "full refund"}
+#: Ways of saying "the payment method the caller used", read as "original payment".
+_ORIGINAL_PAYMENT_RE = re.compile(
+    r"\b(?:original (?:card|form of payment|payment method|method of payment)|(?:card|payment method|method|one) "
+    r"(?:that )?you (?:originally )?(?:paid with|used|paid)|same card|original payment)\b"
+)
+_CARD_WORDS_RE = re.compile(r"\b(?:visa|mastercard|amex|debit card|credit card|bank card)\b")
+#: Paying later than the policy says: on a payment plan, after the claim, next month.
+_DEFERRED_RE = re.compile(
+    r"\b(?:after (?:your|the)\b|later\b|next (?:month|week)|payment plan|financing|installments?|over time|"
+    r"monthly|bill you)"
+)
+_AT_SERVICE_RE = re.compile(r"\b(?:at|when|during)\b.{0,25}\b(?:visit|service|appointment|come in|arrive)\b")
 _OPEN_ENDED = {"anytime", "any time", "no questions asked", "whenever", "no matter when"}
 _UNIT_NORMAL = {
     "h": "hours",
@@ -54,33 +82,6 @@ _UNIT_NORMAL = {
     "year": "years",
 }
 _HOURS_PER = {"minutes": 1 / 60, "hours": 1.0, "days": 24.0, "weeks": 168.0, "months": 720.0, "years": 8760.0}
-
-_OFFER_RE = re.compile(
-    r"\b(?:i|we)(?:\s+can|\s+could|\s+will|'ll|\s+are able to|\s+am able to|'m able to|'re able to)\s+"
-    r"(?:also\s+|definitely\s+|go ahead and\s+)?"
-    r"(?P<verb>[a-z]+)"
-    r"|\b(?:let me|want me to|like me to)\s+(?P<verb2>[a-z]+)"
-    r"|\bwe\s+(?:also\s+)?(?P<verb3>offer|do|provide|sell|handle)\s+(?P<object>[a-z ]+)"
-)
-#: Verbs that offer no business action: looking things up, explaining, handing over to a human.
-_NEUTRAL_VERBS = {
-    "help", "check", "look", "see", "tell", "explain", "repeat", "transfer", "connect", "put", "take", "get", "find",
-    "confirm", "answer", "walk", "go", "give", "pull", "note", "have", "try", "read", "ask", "be", "verify", "make",
-    "assist", "say", "start", "share", "spell", "hold", "wait", "understand", "do",
-}  # fmt: skip
-#: Verbs whose object names the action ("give you a discount").
-_OBJECT_VERBS = {"give", "get", "arrange", "set", "offer", "do", "send"}
-#: Business actions and the capability stems that cover them.
-_ACTION_VERBS = {
-    "book": {"book", "schedul", "appointment"}, "schedul": {"book", "schedul", "appointment"},
-    "reschedul": {"reschedul"}, "move": {"reschedul"}, "cancel": {"cancel"}, "refund": {"refund"},
-    "process": {"refund", "process"}, "issu": {"refund"}, "ship": {"ship"}, "deliver": {"deliver"},
-    "send": {"send", "email"}, "email": {"email", "send"}, "text": {"text", "sms"}, "waiv": {"waiv"},
-    "discount": {"discount"}, "upgrad": {"upgrad"}, "install": {"install"}, "repair": {"repair"},
-    "pick": {"pick", "pickup"}, "pickup": {"pick", "pickup"}, "quot": {"pric", "quot"}, "pric": {"pric", "quot"},
-    "order": {"order"}, "chang": {"chang", "updat"}, "invoic": {"email", "invoic"}, "arrang": {"arrang"},
-    "updat": {"updat", "chang"}, "come": {"mobil", "visit"},
-}  # fmt: skip
 
 
 @dataclass
@@ -157,17 +158,37 @@ def _topics(text: str) -> set[str]:
     return found
 
 
+def _payment_terms(text: str) -> set[str]:
+    """Payment terms said, with the ways of naming the original payment method read as one."""
+    original = bool(_ORIGINAL_PAYMENT_RE.search(text))
+    text = _ORIGINAL_PAYMENT_RE.sub(" ", text)
+    text = _CARD_WORDS_RE.sub(" card ", text)
+    terms = {t for t in _PAYMENT_TERMS if re.search(rf"\b{t}\b", text)}
+    if "gift card" in terms or "credit card" in terms:
+        terms.discard("card")
+    if "store credit" in terms:
+        terms.discard("credit card")
+    return terms | ({"original payment"} if original else set())
+
+
 def check_policies(tokens: list[Token], sentence: str, constraints: ConstraintList) -> list[Verdict]:
     """Check policy statements (refunds, rescheduling, cancellation...) against the list."""
     words = [t.word for t in tokens]
     text = " ".join(words)
     topics = _topics(text)
+    facts = [_policy_facts(name, value) for name, value in constraints.policies.items()]
+    if not topics:
+        # "Store credit or cash, whichever you prefer": a payment term a policy rules on names its topic.
+        said = _payment_terms(text) & _TOPIC_NAMING_TERMS
+        topics = {t for f in facts if said & (f.denied | f.only) for t in _topics(f.name.replace("_", " "))}
     if not topics or sentence.rstrip().endswith("?"):
         return []
-    facts = [_policy_facts(name, value) for name, value in constraints.policies.items()]
     verdicts = []
     for topic in sorted(topics):
-        policy = next((f for f in facts if topic in _topics(f.name.replace("_", " "))), None)
+        policy = next(
+            (f for f in facts if topic in _topics(f.name.replace("_", " ")) or (topic == "pay" and "pay" in f.name)),
+            None,
+        )
         verdict = _check_topic(topic, policy, words, text, sentence)
         if verdict is not None:
             verdicts.append(verdict)
@@ -176,12 +197,16 @@ def check_policies(tokens: list[Token], sentence: str, constraints: ConstraintLi
 
 def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text: str, sentence: str) -> Verdict | None:
     is_negated = negated(words)
-    durations = _durations(read_numbers(words))
-    payment = {t for t in _PAYMENT_TERMS if re.search(rf"\b{t}\b", text)}
-    open_ended = any(p in text for p in _OPEN_ENDED)
-    fee = bool({"fee", "charge", "penalty", "cost"} & set(words)) or "$" in words
-    asserts = bool(durations or payment or open_ended or fee or "free" in words)
+    tokens = read_numbers(words)
+    conditions = read_conditions(tokens)
+    payment = _payment_terms(text)
+    open_ended = universal(text)
+    fee = bool({"fee", "charge", "penalty", "cost", "costs"} & set(words)) or "$" in words
+    deferred = topic == "pay" and bool(_DEFERRED_RE.search(text))
+    asserts = bool(conditions or payment or open_ended or fee or deferred or "free" in words)
     if policy is None:
+        if topic == "pay" and not deferred:
+            return None  # "you'd pay $120 for the shoes" quotes a price, not a payment policy
         if not asserts and not {"lifetime", "guaranteed", "guarantee", "warranty", "deposit", "match"} & set(words):
             return None
         return Verdict("unsupported", sentence, "policy", None, f"the list has no {topic} policy", 0.75)
@@ -195,18 +220,22 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
         return Verdict(
             "unsupported", sentence, "policy", ref, f"offered {sorted(payment - policy.only)[0]}; {said}", 0.85
         )
-    amounts = [a.value for a in find_amounts(read_numbers(words), price_context=fee)] if fee else []
-    if amounts and policy.amounts:
-        if all(any(abs(a - b) < 0.005 for b in policy.amounts) for a in amounts):
-            return Verdict("supported", sentence, "policy", ref, f"amount matches; {said}", 0.9)
+    if topic == "pay" and policy.statement.find("time of service") >= 0:
+        if deferred:
+            return Verdict("unsupported", sentence, "policy", ref, f"offered to pay later; {said}", 0.8)
+        if _AT_SERVICE_RE.search(text) or "time of service" in text:
+            return Verdict("supported", sentence, "policy", ref, f"consistent with the {said}", 0.8)
+    amounts = [a.value for a in find_amounts(tokens, price_context=fee)] if fee else []
+    if amounts and policy.amounts and not all(any(abs(a - b) < 0.005 for b in policy.amounts) for a in amounts):
         return Verdict("unsupported", sentence, "policy", ref, f"stated a different amount; {said}", 0.9)
-    if durations:
-        direction = _direction(words)
-        if direction is not None and policy.inside_window is not None and direction != policy.inside_window:
-            return Verdict("unsupported", sentence, "policy", ref, f"turned the time window around; {said}", 0.8)
-        if any(abs(d - w) < 1e-6 for d in durations for w in policy.window_hours):
-            return Verdict("supported", sentence, "policy", ref, f"time window matches; {said}", 0.9)
-        return Verdict("unsupported", sentence, "policy", ref, f"stated a different time window; {said}", 0.9)
+    if policy.window_hours and policy.inside_window is not None:
+        verdict = _check_window(policy, conditions, open_ended, text, sentence, ref, said)
+        if verdict is not None:
+            return verdict
+    elif conditions and not payment:
+        return Verdict("unsupported", sentence, "policy", ref, f"stated a time limit; {said}", 0.75)
+    if amounts and policy.amounts:
+        return Verdict("supported", sentence, "policy", ref, f"amount matches; {said}", 0.9)
     if open_ended and (policy.window_hours or policy.denied or policy.only):
         return Verdict("unsupported", sentence, "policy", ref, f"promised no limit; {said}", 0.85)
     if fee and not is_negated and policy.free:
@@ -218,67 +247,37 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
     return None
 
 
-def check_capabilities(tokens: list[Token], sentence: str, constraints: ConstraintList) -> list[Verdict]:
-    """Check offers to do something ("I can book that", "we also do tinting") against capabilities and services."""
-    words = [t.word for t in tokens]
-    text = " ".join(words).replace(" 'll", "'ll")
-    if negated(words) or (sentence.rstrip().endswith("?") and "would you like me to" not in text):
-        return []
-    capability_stems = {stem(part) for cap in constraints.capabilities for part in cap.split("_")}
-    verdicts = []
-    for match in _OFFER_RE.finditer(text):
-        if match.group("verb3"):
-            verdict = _check_offered_service(match.group("object"), sentence, constraints)
-        else:
-            verdict = _check_offered_action(
-                match.group("verb") or match.group("verb2"),
-                text[match.end() :],
-                capability_stems,
-                sentence,
-                constraints,
-            )
-        if verdict is not None:
-            verdicts.append(verdict)
-    return verdicts
-
-
-def _check_offered_action(
-    verb: str, rest: str, capability_stems: set[str], sentence: str, constraints: ConstraintList
+def _check_window(
+    policy: PolicyFacts, conditions: list[Condition], open_ended: bool, text: str, sentence: str, ref: str, said: str
 ) -> Verdict | None:
-    verb_stem = stem(verb)
-    if verb in _OBJECT_VERBS and rest:
-        # "give you a discount", "arrange a pickup": the noun names the action.
-        verb_stem = next((stem(w) for w in rest.split()[:4] if stem(w) in _ACTION_VERBS), verb_stem)
-        verb = verb_stem
-    if verb in _NEUTRAL_VERBS or verb_stem in _NEUTRAL_VERBS or verb_stem not in _ACTION_VERBS:
-        return None
-    covering = _ACTION_VERBS[verb_stem] & capability_stems
-    if covering:
-        cap = next(c for c in constraints.capabilities if any(stem(p) in covering for p in c.split("_")))
-        return Verdict("supported", sentence, "capability", f"capabilities.{cap}", f"the agent can {cap}", 0.85)
-    return Verdict(
-        "unsupported",
-        sentence,
-        "capability",
-        "capabilities",
-        f"offered to {verb}; capabilities are {', '.join(constraints.capabilities) or 'none'}",
-        0.85,
-    )
-
-
-def _check_offered_service(obj: str, sentence: str, constraints: ConstraintList) -> Verdict | None:
-    tokens = read_numbers(tokenize(obj))
-    services = find_services(tokens, constraints)
-    if services:
-        item = services[0][1]
-        return Verdict("supported", sentence, "capability", item.id, f"{item.service} is a listed service", 0.85)
-    if not obj.strip() or (obj.split()[0] in {"that", "this", "it", "not", "have", "a"} and len(obj.split()) < 2):
-        return None
-    return Verdict(
-        "unsupported",
-        sentence,
-        "capability",
-        "price_list",
-        f"offered '{obj.strip()}', which is not a listed service",
-        0.75,
-    )
+    """Judge what a claim says about the policy's time window (its conditions, or "whenever")."""
+    window = policy.window_hours[0]
+    inside = bool(policy.inside_window)
+    good_inside = policy.free or not policy.amounts  # "free up to...", "returns within...": the good side
+    polarity = claim_polarity(text)
+    conflict = anchor_conflict(text, policy.statement)
+    if conflict is not None and conditions:
+        return Verdict("unsupported", sentence, "policy", ref,
+                       f"counted the window from {conflict[0]}, not {conflict[1]}; {said}", 0.8)
+    if open_ended and polarity is not None and not conditions:
+        return Verdict("unsupported", sentence, "policy", ref, f"said it holds at any time; {said}", 0.8)
+    for condition in conditions:
+        if condition.kind == "case":
+            if polarity is None:
+                continue
+            expected = window_outcome(window, inside, good_inside, condition.hours)
+            if polarity != expected:
+                when = f"{condition.hours:g} hours"
+                return Verdict("unsupported", sentence, "policy", ref,
+                               f"the condition fails at {when} (the claim says the opposite); {said}", 0.8)
+            return Verdict("supported", sentence, "policy", ref, f"the condition holds at that time; {said}", 0.8)
+        if condition.boundary_given and abs(condition.hours - window) > max(0.5, window * 0.02):
+            return Verdict("unsupported", sentence, "policy", ref,
+                           f"stated a {condition.hours:g}-hour limit; {said}", 0.8)
+        if polarity is None:
+            return Verdict("supported", sentence, "policy", ref, f"time window matches; {said}", 0.8)
+        side = window - 0.001 if condition.kind == "under" else window + 0.001
+        if polarity != window_outcome(window, inside, good_inside, side):
+            return Verdict("unsupported", sentence, "policy", ref, f"turned the time window around; {said}", 0.8)
+        return Verdict("supported", sentence, "policy", ref, f"time window matches; {said}", 0.8)
+    return None

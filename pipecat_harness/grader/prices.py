@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 
 from pipecat_harness.grader.constraints import ConstraintList, PriceItem
-from pipecat_harness.grader.numbers import Token, stem
+from pipecat_harness.grader.numbers import Token, stem, tokenize
 from pipecat_harness.grader.verdict import Verdict
 
 __all__ = ["DURATION_UNITS", "TIME_WORDS", "Amount", "check_prices", "find_amounts", "find_services"]
@@ -28,6 +28,8 @@ _PRICE_CUES = {
 }  # fmt: skip
 _HOURS_CUES = {"open", "opens", "close", "closes", "closed", "hours", "until", "till", "til", "closing", "opening"}
 _RANGE_WORDS = {"to", "and", "through", "-"}
+#: Words that say one amount is the total of several services ("an exam plus x-rays comes to $145").
+_TOTAL_WORDS = {"plus", "together", "total", "altogether", "combined", "comes", "come", "both"}
 _PERCENT_WORDS = {"%", "percent"}
 
 
@@ -76,6 +78,8 @@ def _kind(tokens: list[Token], i: int, hours_context: bool) -> str:
         return "time"
     if hours_context and (prev in {"at", "until", "till", "til", "from", "to", "by"} or nxt in _RANGE_WORDS):
         return "time"
+    if prev == "at" and number.value <= 12 and number.value == int(number.value) and len(number.groups) < 2:
+        return "time"  # "Wednesday at 8": no price is said as "at eight"
     return "plain"
 
 
@@ -95,6 +99,8 @@ def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
         if token.number is None:
             continue
         kind = _kind(tokens, i, hours_context)
+        if kind == "plain" and token.number.text in {"one", "a"}:
+            continue  # "the basic one", "that one": a pronoun, not a price
         if kind == "plain" and price_context and not hours_context:
             kind = "money"
         if kind == "plain" and i + 2 < len(tokens) and tokens[i + 1].word in _RANGE_WORDS and tokens[i + 2].number:
@@ -165,11 +171,11 @@ def _service_index(
     owners: dict[str, set[str]] = {}
     for item in price_list:
         for name in item.names:
-            for word in name.split():
+            for word in tokenize(name):
                 owners.setdefault(stem(word), set()).add(item.id)
     index = []
     for item in price_list:
-        names = [tuple(stem(w) for w in name.split() if w not in {"a", "the", "of"}) for name in item.names]
+        names = [tuple(stem(w) for w in tokenize(name) if w not in {"a", "the", "of"}) for name in item.names]
         distinctive = frozenset(s for parts in names for s in parts if owners.get(s) == {item.id})
         index.append((item, names, distinctive))
     return index
@@ -215,14 +221,38 @@ def check_prices(
     words = {t.word for t in tokens}
     price_context = bool(services) or bool(words & _PRICE_CUES)
     amounts = find_amounts(tokens, price_context=price_context)
+    named = [item for _, item in services]
+    if len(amounts) == 1 and len(named) >= 2 and amounts[0].high is None and words & _TOTAL_WORDS:
+        total = sum(item.amount for item in named)
+        if _same(amounts[0].value, total) and len({item.currency for item in named}) == 1:
+            refs = ",".join(item.id for item in named)
+            summed = " + ".join(f"{item.service} {item.amount:g}" for item in named)
+            return [Verdict("supported", sentence, "price", refs, f"the total of {summed}", 0.85)]
     pairs = zip(amounts, _pair(amounts, services), strict=True)
-    verdicts = [_check_amount(amount, item, sentence, constraints) for amount, item in pairs]
+    verdicts = [
+        _check_amount(amount, item, sentence, constraints, bound=_bound(tokens, amount)) for amount, item in pairs
+    ]
     verdicts += _check_percentages(tokens, sentence, constraints)
     return verdicts
 
 
-def _check_amount(amount: Amount, item: PriceItem | None, sentence: str, constraints: ConstraintList) -> Verdict:
+def _bound(tokens: list[Token], amount: Amount) -> str | None:
+    """``upper`` when the amount is said as a bound ("just under sixty"), else ``None``."""
+    before = [t.word for t in tokens[max(0, amount.position - 3) : amount.position] if t.word not in _CURRENCY_BEFORE]
+    return "upper" if {"under", "below"} & set(before[-2:]) or before[-2:] == ["less", "than"] else None
+
+
+def _check_amount(
+    amount: Amount, item: PriceItem | None, sentence: str, constraints: ConstraintList, *, bound: str | None = None
+) -> Verdict:
     claim = sentence
+    if item is not None and bound == "upper" and amount.high is None and item.currency.upper() == amount.currency:
+        # "just under sixty": the listed price must be below the amount, and close to it.
+        ok = 0.9 * amount.value <= item.amount < amount.value
+        return Verdict(
+            "supported" if ok else "unsupported", claim, "price", item.id,
+            f"said under {amount.spoken()}; {item.service} is listed at {item.amount:g}", 0.8,
+        )
     if item is not None:
         listed = Amount(item.amount, item.currency.upper(), item.price_max)
         ref = item.id

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipecat_harness.grader.actions import OperationLedgerView, check_action_claim, find_action_claims
+from pipecat_harness.grader.capabilities import check_capabilities
 from pipecat_harness.grader.constraints import ConstraintList, PriceItem
 from pipecat_harness.grader.hours import check_hours
 from pipecat_harness.grader.numbers import read_numbers, split_sentences, tokenize
-from pipecat_harness.grader.policies import check_capabilities, check_policies
+from pipecat_harness.grader.policies import check_policies
 from pipecat_harness.grader.prices import check_prices, find_services
 from pipecat_harness.grader.verdict import Verdict
 
@@ -51,7 +52,7 @@ class RuleGrader:
                 prices = [v for v in prices if v.constraint_ref is not None]
             verdicts += check_hours(tokens, sentence, self.constraints)
             verdicts += prices + policies
-            verdicts += check_capabilities(tokens, sentence, self.constraints)
+            verdicts += check_capabilities(tokens, sentence, self.constraints, policy_claim=bool(policies))
         return _dedupe(verdicts)
 
     async def grade(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["CATEGORIES", "FLAGGED", "Category", "Grader", "Verdict", "VerdictKind"]
+__all__ = ["CATEGORIES", "FLAGGED", "SETTLED_CONFIDENCE", "Category", "Grader", "Verdict", "VerdictKind"]
 
 VerdictKind = Literal["supported", "unsupported", "out_of_scope", "llm_flagged", "not_graded"]
 """``not_graded`` is written by the observer when a turn could not be graded (queue full, grader error)."""
@@ -15,6 +15,10 @@ Category = Literal["price", "hours", "policy", "capability", "action", "none"]
 """``none`` is the category of a turn with no checkable claim."""
 
 CATEGORIES: tuple[str, ...] = ("price", "hours", "policy", "capability", "action")
+
+#: Rule verdicts below this confidence are not settled: capability offers, policy conditions, availability.
+#: The combined grader asks the model about them.
+SETTLED_CONFIDENCE = 0.85
 
 #: Verdicts that need a human to look at the turn.
 FLAGGED: frozenset[str] = frozenset({"unsupported", "llm_flagged"})

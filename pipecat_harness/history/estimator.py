@@ -228,6 +228,7 @@ def estimate_heard_prefix(
     word_times: Sequence[tuple[str, float]] | None = None,
     bias: float = DEFAULT_BIAS,
     chars_per_sec: float | None = None,
+    streaming: bool = False,
 ) -> HeardPrefix:
     """Estimate the prefix of ``text`` the caller heard after ``played_secs`` of its audio.
 
@@ -243,6 +244,9 @@ def estimate_heard_prefix(
             count as heard (0.5 = its middle; higher keeps less).
         chars_per_sec: Speaking rate in letters per second when ``audio_secs``
             is unknown (default: a typical TTS voice).
+        streaming: The text's synthesis had not ended when playback stopped:
+            its last word's audio did not exist yet, so it is never counted
+            as heard, whatever the duration model says.
 
     Returns:
         The heard prefix. ``reliable`` is False (and ``method`` ``none``) when
@@ -288,5 +292,8 @@ def estimate_heard_prefix(
     elif played_secs > modelled_total * _OVERRUN_FACTOR + 0.5:
         return _unreliable("more audio played than the text accounts for (text still streaming)", total)
     heard = _count_heard(spans, played_secs, bias)
+    if streaming:
+        spoken = [i for i, u in enumerate(units) if u.spoken]
+        heard = min(heard, spoken[-1])
     return HeardPrefix(text=_cut(text, units, heard), method=method, confidence=confidence,
                        units_heard=heard, units_total=total)

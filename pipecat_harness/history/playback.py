@@ -57,6 +57,10 @@ ReplyState = Literal["playing", "finished", "interrupted"]
 
 _MAX_REPLIES = 64
 _EPSILON = 1e-6
+# A sentence whose synthesis is still streaming has no known length; its words
+# are laid out as if the voice were this much slower than measured, so a word
+# whose audio had not started is not counted as heard.
+_STREAMING_RATE_MARGIN = 0.7
 
 
 @dataclass
@@ -258,13 +262,18 @@ class PlaybackTracker(FrameProcessor):
                 reply.generated_text = generated
         return reply
 
-    def chars_per_sec(self) -> float:
-        """Speaking rate measured on fully played sentences of this call (or the default)."""
+    def chars_per_sec(self, extra: ReplyPlayback | None = None) -> float:
+        """Speaking rate measured on this call's completely synthesized sentences (or the default).
+
+        Args:
+            extra: A reply to include even when it is not in :attr:`replies`.
+        """
         letters, secs = 0, 0.0
-        for reply in self.replies:
+        replies = [*self.replies, *([extra] if extra is not None and extra not in self.replies else [])]
+        for reply in replies:
             for segment in reply.segments:
                 length = self.observer.audio_secs(segment.frame_id)
-                if segment.played_through and length:
+                if length and (segment.played_through or self.observer.synthesis_complete(segment.frame_id)):
                     letters += sum(1 for c in segment.text if c.isalnum())
                     secs += length
         return letters / secs if letters >= 20 and secs > 0 else self.default_chars_per_sec
@@ -273,7 +282,7 @@ class PlaybackTracker(FrameProcessor):
         """Estimate the prefix of ``reply`` the caller heard."""
         self.complete(reply)
         played = reply.played_secs
-        rate = self.chars_per_sec()
+        rate = self.chars_per_sec(reply)
         if reply.word_times:
             return estimate_heard_prefix(reply.spoken_text, played_secs=played, word_times=reply.word_times,
                                          bias=self.bias, chars_per_sec=rate)
@@ -286,16 +295,23 @@ class PlaybackTracker(FrameProcessor):
         partial: HeardPrefix | None = None
         for segment in reply.segments:
             length = self.observer.audio_secs(segment.frame_id)
+            streaming = length is not None and not self.observer.synthesis_complete(segment.frame_id)
             start = cumulative if cumulative is not None else segment.start_secs
             cumulative = cumulative + length if cumulative is not None and length is not None else None
-            if segment.played_through or (length is not None and played >= start + length - _EPSILON):
+            if segment.played_through or (
+                    length is not None and not streaming and played >= start + length - _EPSILON):
                 kept.append(segment.text.strip())
                 heard_units += len(split_units(segment.text))
                 continue
             if played <= start + _EPSILON:
                 break
-            partial = estimate_heard_prefix(segment.text, played_secs=played - start, audio_secs=length,
-                                            bias=self.bias, chars_per_sec=rate)
+            if streaming:
+                # The audio so far is a lower bound of the sentence's length, not its length.
+                partial = estimate_heard_prefix(segment.text, played_secs=played - start, streaming=True,
+                                                bias=self.bias, chars_per_sec=rate * _STREAMING_RATE_MARGIN)
+            else:
+                partial = estimate_heard_prefix(segment.text, played_secs=played - start, audio_secs=length,
+                                                bias=self.bias, chars_per_sec=rate)
             if partial.reliable and partial.text:
                 kept.append(partial.text)
                 heard_units += partial.units_heard

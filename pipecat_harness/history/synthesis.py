@@ -5,6 +5,12 @@ LLM's text tokens per response, and the TTS's sentence announcements with the
 audio synthesized for each. It changes nothing; the playback tracker reads it
 when it needs the full generated text of a reply or the real audio length of
 a sentence that was cut off mid-way.
+
+A sentence's length is final only once its synthesis ended: the TTS
+released its sentence-level text (pushed after the sentence's audio), the
+next sentence of the same context was announced, or the context stopped.
+Until then the seconds seen are a lower bound; a sentence still streaming is
+never taken to be as long as the audio synthesized so far.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from pipecat.frames.frames import (
     LLMFullResponseStartFrame,
     LLMTextFrame,
     TTSAudioRawFrame,
+    TTSStoppedFrame,
     TTSTextFrame,
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
@@ -38,6 +45,7 @@ class SynthesisObserver(BaseObserver):
         self._current_response: int | None = None
         self._audio: OrderedDict[int, float] = OrderedDict()
         self._segment_of_context: dict[str, int] = {}
+        self._complete: OrderedDict[int, None] = OrderedDict()
 
     def generated_text(self, response_frame_id: int) -> str:
         """The text the LLM streamed for the response opened by that ``LLMFullResponseStartFrame``."""
@@ -52,6 +60,15 @@ class SynthesisObserver(BaseObserver):
             return None
         secs = self._audio.get(segment_frame_id)
         return secs if secs else None
+
+    def synthesis_complete(self, segment_frame_id: int | None) -> bool:
+        """Whether the sentence's synthesis ended, so :meth:`audio_secs` is its whole length."""
+        return segment_frame_id is not None and segment_frame_id in self._complete
+
+    def note_complete(self, segment_frame_id: int) -> None:
+        """Record that a sentence's synthesis ended (used by the observer and by tests)."""
+        self._complete[segment_frame_id] = None
+        self._trim(self._complete)
 
     def note_generated(self, response_frame_id: int, text: str) -> None:
         """Record generated text for a response (used by the observer and by tests)."""
@@ -76,12 +93,21 @@ class SynthesisObserver(BaseObserver):
             elif isinstance(frame, LLMTextFrame) and self._current_response is not None:
                 self.note_generated(self._current_response, frame.text)
         elif isinstance(data.source, TTSService):
-            if isinstance(frame, AggregatedTextFrame) and not isinstance(frame, TTSTextFrame):
+            if isinstance(frame, TTSTextFrame):
+                # Sentence-level text is pushed right after the sentence's audio.
+                if frame.segment_id is not None and not frame.pts:
+                    self.note_complete(frame.segment_id)
+            elif isinstance(frame, AggregatedTextFrame):
                 if frame.context_id is not None:
+                    previous = self._segment_of_context.get(frame.context_id)
+                    if previous is not None:
+                        self.note_complete(previous)
                     self._segment_of_context[frame.context_id] = frame.id
                     self._audio.setdefault(frame.id, 0.0)
                     if len(self._segment_of_context) > _MAX_ENTRIES:
                         self._segment_of_context.pop(next(iter(self._segment_of_context)))
+            elif isinstance(frame, TTSStoppedFrame) and frame.context_id in self._segment_of_context:
+                self.note_complete(self._segment_of_context[frame.context_id])
             elif isinstance(frame, TTSAudioRawFrame) and frame.context_id in self._segment_of_context:
                 secs = len(frame.audio) / float(frame.sample_rate * max(1, frame.num_channels) * 2)
                 self.note_synthesized(self._segment_of_context[frame.context_id], secs)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from loguru import logger
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import default_user_turn_stop_strategies
 
 from pipecat_harness.control import HarnessControl, Placement
+from pipecat_harness.input.hold_budget import required_stop_timeout
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
 from pipecat_harness.input.silent_reply import SilentReplyGuard
@@ -62,6 +64,27 @@ class IdentifierHoldControl(HarnessControl):
             self.strategies.append(hold)
             wrapped.append(hold)
         return wrapped
+
+    def fit_turn_watchdog(self, params: Any, strategies: list[Any], *, adjust: bool = True) -> None:
+        """Raise ``user_turn_stop_timeout`` to fit the longest hold, and tell each hold the watchdog.
+
+        Once the aggregator exists (a service's recommendation arriving at run
+        time) the timeout cannot change; the holds then end before the watchdog.
+        """
+        holds = [s for s in strategies if isinstance(s, IdentifierHoldStopStrategy)]
+        if not holds:
+            return
+        needed = max(required_stop_timeout(h.inner, self.config.extra_wait_secs) for h in holds)
+        timeout = float(params.user_turn_stop_timeout)
+        if adjust and timeout < needed:
+            logger.info(
+                f"identifier_hold: user_turn_stop_timeout raised from {timeout:.2f} s to {needed:.2f} s so the "
+                f"wrapped strategy's wait plus extra_wait_secs={self.config.extra_wait_secs:.2f} s fits inside it"
+            )
+            params.user_turn_stop_timeout = needed
+            timeout = needed
+        for hold in holds:
+            hold.fit_watchdog(timeout, refuse=adjust)
 
     def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
         self.record(action, evidence)

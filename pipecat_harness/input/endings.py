@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES, KNOWN_TLDS, IdentifierFormat, IdentifierHoldConfig
 from pipecat_harness.input.spoken_tokens import FILLER_WORDS, Piece, tokenize
 
-__all__ = ["IDENTIFIER_CUES", "HoldDecision", "hold_decision"]
+__all__ = ["IDENTIFIER_CUES", "HoldDecision", "continues_identifier", "hold_decision"]
 
 _COPULAS = frozenset({"is", "was", "it's", "that's", "are", "'s"})
 _MAIL_PROVIDERS = frozenset({"gmail", "yahoo", "outlook", "hotmail", "icloud", "aol", "proton", "protonmail", "live"})
@@ -123,6 +123,18 @@ def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> Hold
     # A number followed by "uh" or a comma is a list still being read, not a quantity.
     mid_list = trailing_filler or last.pause_after
     return _generic_decision(run, ident, window, config, spelled=spelled, mid_list=mid_list)
+
+
+def continues_identifier(text: str, config: IdentifierHoldConfig | None = None) -> bool:
+    """Whether a turn opens with identifier pieces: the rest of one the caller began in the last turn.
+
+    Leading fillers and "and"/"then" are skipped ("uh, one five six").
+    """
+    config = config or _DEFAULT_CONFIG
+    pieces = tokenize(text[: config.max_chars])
+    skip = FILLER_WORDS | {"and", "then", "so", "yes", "yeah", "sorry", "okay", "ok"}
+    first = next((p for p in pieces if not (p.kind == "word" and p.text in skip)), None)
+    return first is not None and first.kind in _ID_KINDS
 
 
 def _open_as_in(pieces: list[Piece]) -> bool:

@@ -1,27 +1,34 @@
 """``IdentifierHoldStopStrategy``: keep a user turn open while it ends mid-identifier.
 
 In Pipecat 1.14 the user aggregator ends a turn when one of its stop
-strategies fires ``on_user_turn_inference_triggered`` / ``on_user_turn_stopped``
-(what ``trigger_user_turn_stopped()`` emits). This wrapper sits in the stop
-strategy list in place of the configured strategy (speech timeout, Smart Turn,
-external/Flux...), lets it decide as usual, and intercepts those two events:
+strategies fires ``on_user_turn_inference_triggered`` / ``on_user_turn_stopped``.
+This wrapper sits in the stop strategy list in place of the configured strategy
+(speech timeout, Smart Turn, external/Flux...), lets it decide as usual, and
+intercepts those two events:
 
 * the turn text does not end in an open identifier: the events pass through at
   once (no added delay);
-* it does: they are held, and a timer of ``extra_wait_secs`` is armed. The
+* it does: they are held and a hold timer of ``extra_wait_secs`` runs. The
   aggregator keeps collecting transcripts while the turn is open, so the
-  continuation lands in the same user message. Resumed speech (VAD start,
-  interim or final transcript) cancels the timer; when the wrapped strategy
-  ends the turn again the merged text is re-checked: complete -> released
-  ("merged"), still open -> held again within ``max_hold_secs``;
-* the timer expires, or the total hold reaches ``max_hold_secs``: the held
-  events are released.
+  continuation lands in the same user message;
+* the caller resumes (VAD or the STT's own turn start): the timer stops for
+  good. From then on the turn ends on a decision of the wrapped strategy, which
+  already waits for the finalized transcript (or on the controller's watchdog),
+  never on the hold's own timer. That decision is re-checked: complete ->
+  released ("merged"), still open -> held again within ``max_hold_secs``;
+* a final transcript arriving in silence that completes the identifier
+  releases at once; an interim alone only keeps the timer from firing within
+  the STT's P99 of it, so interim-only activity cannot stall a turn;
+* the timer expires: the held events are released, but never sooner than the
+  STT's P99 (from ``STTMetadataFrame``) after the last VAD stop, the time the
+  final of the last words may take.
 
-The controller's ``user_turn_stop_timeout`` watchdog keeps running underneath:
-keep ``extra_wait_secs`` plus the wrapped strategy's own delay below it, or
-the watchdog ends the turn first (recorded as ``released`` with reason
-``turn_stopped_elsewhere``). A wrapped strategy that raises is logged and
-recorded, and a fallback timer ends the turn, so no turn is lost.
+Only held *silence* counts toward ``max_hold_secs``. A turn released while its
+identifier was still open is remembered: the next turn, its continuation, is
+not held again. The wrapped strategy's wait plus the hold must fit inside the
+controller's ``user_turn_stop_timeout`` (see :mod:`~pipecat_harness.input.hold_budget`);
+at run time the hold also ends before the watchdog would. A wrapped strategy
+that raises is logged and recorded, and a fallback timer ends the turn.
 """
 
 from __future__ import annotations
@@ -35,8 +42,11 @@ from pipecat.frames.frames import (
     Frame,
     InterimTranscriptionFrame,
     ProposedUserStartedSpeakingFrame,
+    ProposedUserStoppedSpeakingFrame,
+    STTMetadataFrame,
     TranscriptionFrame,
     UserStartedSpeakingFrame,
+    UserStoppedSpeakingFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
@@ -44,7 +54,9 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSet
 from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy, UserTurnStoppedParams
 
-from pipecat_harness.input.endings import HoldDecision, hold_decision
+from pipecat_harness.input.endings import HoldDecision, continues_identifier, hold_decision
+from pipecat_harness.input.hold_budget import WATCHDOG_MARGIN_SECS, check_hold_budget
+from pipecat_harness.input.hold_evidence import HoldEvidence
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
 
 __all__ = ["DecisionSink", "IdentifierHoldStopStrategy"]
@@ -52,15 +64,11 @@ __all__ = ["DecisionSink", "IdentifierHoldStopStrategy"]
 DecisionSink = Callable[[str, dict[str, Any]], Any]
 """Receives ``(action, evidence)`` for every hold, resume, merge and release."""
 
-_EVIDENCE_CHARS = 240
-#: Signs that the caller is speaking again: local VAD, an STT's own turn detection (Flux), transcripts.
-_RESUMED_SPEECH = (
-    VADUserStartedSpeakingFrame,
-    UserStartedSpeakingFrame,
-    ProposedUserStartedSpeakingFrame,
-    InterimTranscriptionFrame,
-    TranscriptionFrame,
-)
+#: The caller is speaking again: local VAD, or an STT's own turn detection (Flux).
+_SPEECH_STARTED = (VADUserStartedSpeakingFrame, UserStartedSpeakingFrame, ProposedUserStartedSpeakingFrame)
+_SPEECH_STOPPED = (VADUserStoppedSpeakingFrame, UserStoppedSpeakingFrame, ProposedUserStoppedSpeakingFrame)
+#: How long an interim keeps the timer from firing when the STT announced no P99.
+_INTERIM_GRACE_SECS = 0.5
 
 
 class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
@@ -72,7 +80,14 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         on_decision: Called with ``(action, evidence)`` for each decision.
         fallback_stop_secs: If ``inner`` raises, the turn ends this long after
             the caller went quiet (the hold still applies).
+        user_turn_stop_timeout: The aggregator's watchdog. When given, a hold
+            that cannot fit inside it is refused here, and at run time the hold
+            ends before the watchdog would.
         **kwargs: Passed to ``BaseUserTurnStopStrategy``.
+
+    Raises:
+        TypeError: ``inner`` is not a stop strategy.
+        HoldBudgetError: ``inner``'s wait plus ``extra_wait_secs`` exceeds ``user_turn_stop_timeout``.
     """
 
     def __init__(
@@ -82,6 +97,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         config: IdentifierHoldConfig | None = None,
         on_decision: DecisionSink | None = None,
         fallback_stop_secs: float = 0.8,
+        user_turn_stop_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -89,26 +105,50 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             raise TypeError(f"inner must be a BaseUserTurnStopStrategy, got {type(inner).__name__}")
         self._inner = inner
         self._config = config or IdentifierHoldConfig()
-        self._on_decision = on_decision
+        if user_turn_stop_timeout is not None:
+            check_hold_budget(inner, self._config.extra_wait_secs, user_turn_stop_timeout)
+        self._evidence = HoldEvidence(self._config, type(inner).__name__, on_decision)
         self._fallback_stop_secs = fallback_stop_secs
-        self._segments: list[str] = []
-        self._pending_inference = False
-        self._pending_stop: UserTurnStoppedParams | None = None
-        self._holding = False
-        self._hold_since: float | None = None
-        self._held_secs = 0.0
-        self._holds = 0
-        self._resume_recorded = False
-        self._last_signal_at: float | None = None
-        self._timer: asyncio.Task[None] | None = None
-        self._vad_speaking = False
+        self._stop_timeout = user_turn_stop_timeout
+        self._stt_p99: float | None = None
+        self._speaking = False
+        self._last_activity: float | None = None
+        self._last_speech_stop: float | None = None
+        self._submitted_open = False
+        self._after_open_submission = False
         self._inner_failed = False
         self._fallback_timer: asyncio.Task[None] | None = None
+        self._timer: asyncio.Task[None] | None = None
+        self._deadline = 0.0
+        self._clear_turn_state()
         inner.add_event_handler("on_push_frame", self._inner_push_frame)
         inner.add_event_handler("on_broadcast_frame", self._inner_broadcast_frame)
         inner.add_event_handler("on_user_turn_inference_triggered", self._inner_inference_triggered)
         inner.add_event_handler("on_user_turn_speculation_cancelled", self._inner_speculation_cancelled)
         inner.add_event_handler("on_user_turn_stopped", self._inner_turn_stopped)
+
+    def _clear_turn_state(self) -> None:
+        self._segments: list[str] = []
+        self._pending_inference = False
+        self._pending_stop: UserTurnStoppedParams | None = None
+        self._holding = False
+        self._resumed = False
+        self._held_secs = 0.0
+        self._silence_since: float | None = None
+        self._holds = 0
+        self._last_signal_at: float | None = None
+        self._continuation_passed = False
+
+    def fit_watchdog(self, user_turn_stop_timeout: float, *, refuse: bool = True) -> None:
+        """Learn the aggregator's ``user_turn_stop_timeout``; the hold then ends before the watchdog would.
+
+        Raises:
+            HoldBudgetError: ``refuse`` is set and the wrapped strategy's wait
+                plus ``extra_wait_secs`` exceeds the timeout.
+        """
+        if refuse:
+            check_hold_budget(self._inner, self._config.extra_wait_secs, user_turn_stop_timeout)
+        self._stop_timeout = user_turn_stop_timeout
 
     @property
     def inner(self) -> BaseUserTurnStopStrategy:
@@ -128,12 +168,22 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
     @property
     def turn_text(self) -> str:
         """Final transcripts of the current turn, joined."""
-        return " ".join(s for s in self._segments if s)
+        return " ".join(s.strip() for s in self._segments if s.strip())
 
     @property
     def resolves_proposed_turn_stop_frames(self) -> bool:
         """Whatever the wrapped strategy does with proposed turn stops."""
         return self._inner.resolves_proposed_turn_stop_frames
+
+    @property
+    def wait_for_transcript(self) -> bool:
+        """The wrapped strategy's flag (Pipecat's realtime mode flips it through the wrapper)."""
+        return bool(getattr(self._inner, "wait_for_transcript", False))
+
+    @wait_for_transcript.setter
+    def wait_for_transcript(self, value: bool) -> None:
+        if hasattr(type(self._inner), "wait_for_transcript"):
+            self._inner.wait_for_transcript = value  # type: ignore[attr-defined]
 
     async def setup(self, setup: FrameProcessorSetup) -> None:  # type: ignore[override]  # as Pipecat's base
         """Set up this strategy and the wrapped one."""
@@ -147,45 +197,47 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         await self._inner.cleanup()
 
     async def handle_user_turn_started(self) -> None:
-        """Start a fresh turn: no text, no hold."""
+        """Start a fresh turn; remember whether the last one was submitted mid-identifier."""
+        self._after_open_submission, self._submitted_open = self._submitted_open, False
         await self._reset_turn()
         await self._call_inner("handle_user_turn_started")
 
     async def handle_user_turn_stopped(self) -> None:
         """The turn ended; if it ended while held, something else ended it (e.g. the watchdog)."""
         if self._holding:
-            self._decide_record("released", self._evaluate(), reason="turn_stopped_elsewhere")
+            decision = self._evaluate()
+            self._submitted_open = decision.hold
+            self._record_decision("released", decision, reason="turn_stopped_elsewhere")
         await self._reset_turn()
         await self._call_inner("handle_user_turn_stopped")
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult | None:
-        """Track the turn text and resumed speech, then let the wrapped strategy decide."""
-        if isinstance(frame, TranscriptionFrame):
+        """Track the turn text, speech and STT latency, then let the wrapped strategy decide."""
+        if isinstance(frame, STTMetadataFrame):
+            self._stt_p99 = frame.ttfs_p99_latency
+        if isinstance(frame, (*_SPEECH_STARTED, *_SPEECH_STOPPED, TranscriptionFrame, InterimTranscriptionFrame)):
+            self._last_activity = self._now()
+        if isinstance(frame, _SPEECH_STARTED):
+            await self._on_speech_started(frame)
+        elif isinstance(frame, _SPEECH_STOPPED):
+            self._on_speech_stopped()
+        elif isinstance(frame, TranscriptionFrame):
             self._segments.append(frame.text or "")
-        if isinstance(frame, VADUserStartedSpeakingFrame):
-            self._vad_speaking = True
-        elif isinstance(frame, VADUserStoppedSpeakingFrame):
-            self._vad_speaking = False
-
-        if isinstance(frame, _RESUMED_SPEECH):
-            await self._on_caller_activity(frame)
-        elif isinstance(frame, VADUserStoppedSpeakingFrame) and self._holding and self._timer is None:
-            # The caller resumed and went quiet again; if the wrapped strategy
-            # does not end the turn again, the held end is released anyway.
-            self._arm_timer(self._remaining_wait(), "wait_expired")
+            await self._on_final()
+        elif isinstance(frame, InterimTranscriptionFrame):
+            self._on_interim()
 
         if self._inner_failed and (
             isinstance(frame, VADUserStoppedSpeakingFrame)
-            or (isinstance(frame, TranscriptionFrame) and not self._vad_speaking)
+            or (isinstance(frame, TranscriptionFrame) and not self._speaking)
         ):
             self._arm_fallback()
-
         try:
             return await self._inner.process_frame(frame)
         except Exception as exc:  # a broken strategy must not lose the turn
             self._fail(exc, f"process_frame({type(frame).__name__})")
             if isinstance(frame, VADUserStoppedSpeakingFrame) or (
-                isinstance(frame, TranscriptionFrame) and not self._vad_speaking
+                isinstance(frame, TranscriptionFrame) and not self._speaking
             ):
                 self._arm_fallback()
             return ProcessFrameResult.CONTINUE
@@ -220,75 +272,114 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
     # --- hold logic -----------------------------------------------------------------------------------
 
     async def _on_turn_end_signal(self) -> None:
+        """The wrapped strategy decided the turn ended: pass it on, hold it, or re-check a hold."""
         self._last_signal_at = self._now()
         if self._fallback_timer is not None:
             await self._cancel(self._fallback_timer)
             self._fallback_timer = None
-        if self._timer is not None:
-            return  # already holding this end; the timer or the caller decides
         decision = self._evaluate()
         if not decision.hold:
             await self._release("merged" if self._holding else None, decision, reason="complete")
             return
+        if not self._holding and self._after_open_submission and continues_identifier(self.turn_text, self._config):
+            # The first part already reached the model; holding its continuation only adds delay.
+            action = None if self._continuation_passed else "released"
+            self._continuation_passed = True
+            await self._release(action, decision, reason="continuation_of_submitted")
+            return
+        if self._timer is not None:
+            return  # this hold round is running; its timer or the caller decides
+        await self._start_hold_round(decision)
+
+    async def _start_hold_round(self, decision: HoldDecision) -> None:
         wait = self._remaining_wait()
         if wait <= 0:
             await self._release("released", decision, reason="max_hold")
             return
         if not self._holding:
             self._holding = True
-            self._hold_since = self._now()
+            self._silence_since = None if self._speaking else self._now()
+        self._resumed = False
         self._holds += 1
-        self._resume_recorded = False
-        self._decide_record("held", decision, wait_ms=round(wait * 1000))
-        self._arm_timer(wait, "wait_expired")
+        self._record_decision("held", decision, wait_ms=round(wait * 1000))
+        self._arm_timer(self._now() + wait)
 
-    async def _on_caller_activity(self, frame: Frame) -> None:
-        if self._timer is None:
+    async def _on_speech_started(self, frame: Frame) -> None:
+        self._speaking = True
+        if not self._holding:
             return
-        await self._cancel(self._timer)
-        self._timer = None
-        if self._holding and not self._resume_recorded:
-            self._resume_recorded = True
-            self._decide_record("resumed", self._evaluate(), signal=type(frame).__name__)
+        self._close_silence()
+        if self._timer is not None:
+            await self._cancel(self._timer)
+            self._timer = None
+        if not self._resumed:
+            self._resumed = True
+            self._record_decision("resumed", self._evaluate(), signal=type(frame).__name__)
 
-    def _evaluate(self) -> HoldDecision:
-        text = self.turn_text
-        if not text.strip():
-            return HoldDecision(False, "nothing transcribed", "empty")
-        try:
-            return hold_decision(text, self._config)
-        except Exception as exc:  # the rules must never cost a turn
-            logger.exception(f"{self}: ending rules failed: {exc}")
-            return HoldDecision(False, f"ending rules failed: {exc}", "error")
+    def _on_speech_stopped(self) -> None:
+        self._speaking = False
+        self._last_speech_stop = self._now()
+        if self._holding and self._silence_since is None:
+            self._silence_since = self._now()
+
+    async def _on_final(self) -> None:
+        """A final in silence during a hold round: release at once if it completes the identifier."""
+        if not self._holding or self._resumed or self._speaking:
+            return
+        decision = self._evaluate()
+        if not decision.hold:
+            await self._release("merged", decision, reason="complete")
+
+    def _on_interim(self) -> None:
+        """An interim in silence: the STT is still working; give it its P99, within the cap."""
+        if self._timer is None or self._speaking:
+            return
+        grace = self._stt_p99 if self._stt_p99 else _INTERIM_GRACE_SECS
+        self._deadline = max(self._deadline, self._now() + min(grace, self._cap_left()))
+
+    def _cap_left(self) -> float:
+        held = self._held_secs + (self._now() - self._silence_since if self._silence_since is not None else 0.0)
+        return max(0.0, self._config.max_hold_secs - held)
 
     def _remaining_wait(self) -> float:
-        held = self._held_secs + (self._now() - self._hold_since if self._hold_since is not None else 0.0)
-        return max(0.0, min(self._config.extra_wait_secs, self._config.max_hold_secs - held))
+        wait = min(self._config.extra_wait_secs, self._cap_left())
+        if self._stop_timeout is not None and self._last_activity is not None:
+            watchdog_at = self._last_activity + self._stop_timeout - WATCHDOG_MARGIN_SECS
+            wait = min(wait, watchdog_at - self._now())
+        return max(0.0, wait)
 
-    def _arm_timer(self, wait: float, reason: str) -> None:
-        self._timer = self.create_task(self._hold_timer(wait, reason), "identifier_hold_timer")
+    def _arm_timer(self, deadline: float) -> None:
+        self._deadline = deadline
+        self._timer = self.create_task(self._hold_timer(), "identifier_hold_timer")
 
-    async def _hold_timer(self, wait: float, reason: str) -> None:
+    async def _hold_timer(self) -> None:
         try:
-            await asyncio.sleep(wait)
+            while True:
+                now = self._now()
+                floor = (self._last_speech_stop or 0.0) + (self._stt_p99 or 0.0)
+                due = max(self._deadline, floor)
+                if self._stop_timeout is not None and self._last_activity is not None:
+                    due = min(due, self._last_activity + self._stop_timeout - WATCHDOG_MARGIN_SECS)
+                if now >= due - 1e-9:
+                    break
+                await asyncio.sleep(due - now)
         except asyncio.CancelledError:
             return
         self._timer = None
-        if self._holding:
-            remaining = self._remaining_wait()
-            await self._release("released", self._evaluate(), reason="max_hold" if remaining <= 0 else reason)
+        if self._holding and not self._speaking:
+            reason = "max_hold" if self._cap_left() <= 1e-9 else "wait_expired"
+            await self._release("released", self._evaluate(), reason=reason)
 
     async def _release(self, action: str | None, decision: HoldDecision, *, reason: str) -> None:
         """Forward the held turn end; ``action`` is recorded when a hold was in progress."""
         if self._timer is not None and self._timer is not asyncio.current_task():
             await self._cancel(self._timer)
         self._timer = None
+        self._close_silence()
         if action is not None:
-            self._decide_record(action, decision, reason=reason)
-        if self._hold_since is not None:
-            self._held_secs += self._now() - self._hold_since
+            self._record_decision(action, decision, reason=reason)
+        self._submitted_open = decision.hold and action == "released" and reason != "continuation_of_submitted"
         self._holding = False
-        self._hold_since = None
         inference, stop = self._pending_inference, self._pending_stop
         self._pending_inference, self._pending_stop = False, None
         if inference:
@@ -302,12 +393,28 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             # Released with nothing stashed (the wrapped strategy never fired): end the turn ourselves.
             await self.trigger_user_turn_stopped()
 
+    def _close_silence(self) -> None:
+        if self._silence_since is not None:
+            self._held_secs += self._now() - self._silence_since
+            self._silence_since = None
+
+    def _evaluate(self) -> HoldDecision:
+        text = self.turn_text
+        if not text.strip():
+            return HoldDecision(False, "nothing transcribed", "empty")
+        try:
+            return hold_decision(text, self._config)
+        except Exception as exc:  # the rules must never cost a turn
+            logger.exception(f"{self}: ending rules failed: {exc}")
+            return HoldDecision(False, f"ending rules failed: {exc}", "error")
+
     # --- failure handling -----------------------------------------------------------------------------
 
     def _fail(self, exc: Exception, where: str) -> None:
         logger.exception(f"{self}: wrapped {type(self._inner).__name__}.{where} raised: {exc}")
         if not self._inner_failed:
-            self._record("error", {"strategy": type(self._inner).__name__, "where": where, "error": repr(exc)})
+            self._evidence.record("error", {"strategy": type(self._inner).__name__, "where": where,
+                                            "error": repr(exc)})
         self._inner_failed = True
 
     def _arm_fallback(self) -> None:
@@ -320,7 +427,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         except asyncio.CancelledError:
             return
         self._fallback_timer = None
-        if self._vad_speaking or not self.turn_text.strip():
+        if self._speaking or not self.turn_text.strip():
             return
         self._pending_inference = True
         self._pending_stop = UserTurnStoppedParams(enable_user_speaking_frames=True)
@@ -336,15 +443,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
 
     async def _reset_turn(self) -> None:
         await self._cancel_timers()
-        self._segments = []
-        self._pending_inference = False
-        self._pending_stop = None
-        self._holding = False
-        self._hold_since = None
-        self._held_secs = 0.0
-        self._holds = 0
-        self._resume_recorded = False
-        self._last_signal_at = None
+        self._clear_turn_state()
 
     async def _cancel_timers(self) -> None:
         for task in (self._timer, self._fallback_timer):
@@ -361,34 +460,13 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
 
-    def _decide_record(self, action: str, decision: HoldDecision, **extra: Any) -> None:
+    def _record_decision(self, action: str, decision: HoldDecision, **extra: Any) -> None:
         now = self._now()
-        held = self._held_secs + (now - self._hold_since if self._hold_since is not None else 0.0)
+        held = self._held_secs + (now - self._silence_since if self._silence_since is not None else 0.0)
         # Added wait: how long the turn end came after the wrapped strategy's latest decision.
         # A merge releases on that decision itself (0); an expiry releases a wait after it.
         added = 0.0
         if action in ("merged", "released") and self._last_signal_at is not None:
             added = now - self._last_signal_at
-        text = self.turn_text
-        evidence: dict[str, Any] = {
-            "text": text[-_EVIDENCE_CHARS:],
-            "text_chars": len(text),
-            "rule": decision.rule,
-            "reason": decision.reason,
-            "identifier": decision.identifier,
-            "domain": self._config.domain,
-            "strategy": type(self._inner).__name__,
-            "holds": self._holds,
-            "held_ms": round(held * 1000),
-            "added_wait_ms": round(added * 1000),
-            **extra,
-        }
-        self._record(action, evidence)
-
-    def _record(self, action: str, evidence: dict[str, Any]) -> None:
-        if self._on_decision is None:
-            return
-        try:
-            self._on_decision(action, evidence)
-        except Exception as exc:  # recording must never break the turn
-            logger.warning(f"{self}: recording a decision failed: {exc}")
+        self._evidence.decision(action, decision, self.turn_text, holds=self._holds, held_secs=held,
+                                added_secs=added, **extra)

@@ -165,11 +165,11 @@ async def simulate_call(
         write_tools=RETAIL_WRITE_TOOLS,
     )
     ledger = SpeechLedger()
-    llm = ScriptedLLMService(scenario.model)
+    llm = ScriptedLLMService(scenario.model, system_instruction=scenario.model.system)
     executions: dict[str, int] = {}
     tools = RetailTools(db)
     wrap = _fault_wrapper(scenario.faults, executions)
-    context = LLMContext(messages=[{"role": "system", "content": scenario.model.system}], tools=tools.schemas())
+    context = LLMContext(tools=tools.schemas())
     user_params = LLMUserAggregatorParams(
         user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)])
     )

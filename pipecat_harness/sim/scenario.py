@@ -210,7 +210,7 @@ class ModelScript(_Strict):
     """The scripted model: decisions tried in order on every model call.
 
     Parameters:
-        system: The system prompt placed in the context.
+        system: The system prompt, set as the LLM service's system instruction.
         greeting: Shorthand for a first decision ``when: {start: true}``.
         decisions: The decisions, tried in order; the first that applies fires.
         fallback: What the model says when no decision applies.

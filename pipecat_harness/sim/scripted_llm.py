@@ -23,7 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipecat.frames.frames import Frame, LLMContextFrame, LLMFullResponseEndFrame, LLMFullResponseStartFrame
+from pipecat.frames.frames import (
+    Frame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+)
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
@@ -32,7 +37,7 @@ from pipecat.services.settings import LLMSettings
 from pipecat_harness.sim.scenario import TEMPLATE_PATTERN, DecisionCondition, ModelDecision, ModelScript
 from pipecat_harness.spoken import spoken_to_identifier
 
-__all__ = ["ModelCall", "ScriptedLLMService", "render_template"]
+__all__ = ["ModelCall", "ScriptedChatModel", "ScriptedLLMService", "ScriptedModel", "render_template", "text_tokens"]
 
 _TEMPLATE = TEMPLATE_PATTERN
 _FILTERS = {
@@ -65,13 +70,23 @@ def render_template(value: Any, variables: Mapping[str, str]) -> Any:
 
 @dataclass
 class ModelCall:
-    """One call of the scripted model: what it received and what it decided."""
+    """One call of the scripted model: what it received and what it decided.
+
+    Parameters:
+        messages: What the model received, as OpenAI-shaped messages.
+        decision_index: The decision that fired (``None``: the fallback, or not decided yet).
+        text: The text streamed so far.
+        tool_calls: ``{"id", "name", "arguments"}`` of the calls it made.
+        completed: Whether the reply was streamed to its end.
+        planned_text: The whole reply text decided on.
+    """
 
     messages: list[dict[str, Any]]
     decision_index: int | None
     text: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     completed: bool = False
+    planned_text: str = ""
 
 
 def context_messages(context: LLMContext) -> list[dict[str, Any]]:
@@ -89,23 +104,19 @@ def message_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-class ScriptedLLMService(LLMService):
-    """An ``LLMService`` whose replies come from a :class:`ModelScript`.
+class ScriptedModel:
+    """The decisions of a :class:`ModelScript`, applied to what a model received.
+
+    Shared by :class:`ScriptedLLMService` (inside the pipeline) and the
+    provider protocol fakes (:mod:`pipecat_harness.fakes`), which convert the
+    provider-format request they received into OpenAI-shaped messages first.
 
     Args:
         script: The scenario's model script.
-        **kwargs: Passed to ``LLMService`` (``run_in_parallel``, ``function_call_timeout_secs``...).
     """
 
-    def __init__(self, script: ModelScript, **kwargs: Any) -> None:
-        settings = LLMSettings(
-            model="scripted", extra={}, system_instruction=None, temperature=None, max_tokens=None,
-            top_p=None, top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
-            filter_incomplete_user_turns=False, user_turn_completion_config=None,
-            use_provider_thinking_default=False,
-        )
-        super().__init__(settings=settings, **kwargs)
-        self._script = script
+    def __init__(self, script: ModelScript) -> None:
+        self.script = script
         decisions = list(script.decisions)
         if script.greeting:
             decisions.insert(0, ModelDecision(when=DecisionCondition(start=True), say=script.greeting))
@@ -113,6 +124,101 @@ class ScriptedLLMService(LLMService):
         self._fired = [0] * len(decisions)
         self._call_ids = itertools.count(1)
         self.calls: list[ModelCall] = []
+
+    def received(self, messages: Sequence[Mapping[str, Any]]) -> ModelCall:
+        """Record a model call with what it received (the decision comes later, see :meth:`decide`)."""
+        call = ModelCall(messages=copy.deepcopy([dict(m) for m in messages]), decision_index=None)
+        self.calls.append(call)
+        return call
+
+    def decide(self, call: ModelCall) -> None:
+        """Choose the decision for ``call`` and fill in its text and tool calls (ids included)."""
+        index, variables = self._choose(call.messages)
+        call.decision_index = index
+        decision = self._decisions[index] if index is not None else None
+        text = decision.say if decision else self.script.fallback
+        if index is not None:
+            self._fired[index] += 1
+        call.planned_text = render_template(text, variables) if text else ""
+        for spec in decision.tool_calls if decision else []:
+            call.tool_calls.append({"id": f"call_{next(self._call_ids):04d}", "name": spec.name,
+                                    "arguments": render_template(spec.args, variables)})
+
+    def _choose(self, messages: Sequence[Mapping[str, Any]]) -> tuple[int | None, dict[str, str]]:
+        for index, decision in enumerate(self._decisions):
+            if self._fired[index] >= decision.times:
+                continue
+            variables = _matches(decision.when, messages)
+            if variables is not None:
+                return index, variables
+        return None, {}
+
+
+class ScriptedChatModel(ScriptedModel):
+    """The scripted model behind a provider fake (a :class:`~pipecat_harness.fakes.ChatModel`).
+
+    It decides from the provider-format request the fake received, converted
+    to OpenAI-shaped messages, after the script's first-token latency (a
+    request abandoned while "thinking" consumes no decision).
+    """
+
+    def __init__(self, script: ModelScript) -> None:
+        super().__init__(script)
+        self._replies: list[tuple[ModelCall, Any]] = []
+
+    async def reply(self, request: Any) -> Any:
+        """Answer a :class:`~pipecat_harness.fakes.ChatRequest` with a :class:`~pipecat_harness.fakes.ChatReply`."""
+        from pipecat_harness.fakes.chat import ChatReply
+
+        call = self.received(request.messages)
+        await asyncio.sleep(self.script.first_token_secs)
+        self.decide(call)
+        reply = ChatReply(text=call.planned_text, tool_calls=[dict(c) for c in call.tool_calls],
+                          token_secs=self.script.token_secs)
+        self._replies.append((call, reply))
+        return reply
+
+    def sync(self) -> list[ModelCall]:
+        """Copy what the fake actually streamed into the calls; returns every call."""
+        for call, reply in self._replies:
+            call.text = reply.sent_text
+            call.completed = reply.completed
+        return self.calls
+
+
+def text_tokens(text: str) -> list[str]:
+    """The streamed pieces of a reply: each word with the whitespace after it."""
+    return re.findall(r"\S+\s*", text)
+
+
+class ScriptedLLMService(LLMService):
+    """An ``LLMService`` whose replies come from a :class:`ModelScript`.
+
+    What the model "received" on each run is what an OpenAI-format provider
+    would: the service's system instruction as a leading system message,
+    then the context's messages.
+
+    Args:
+        script: The scenario's model script.
+        system_instruction: The system prompt (as a bot sets it on its LLM service).
+        **kwargs: Passed to ``LLMService`` (``run_in_parallel``, ``function_call_timeout_secs``...).
+    """
+
+    def __init__(self, script: ModelScript, *, system_instruction: str | None = None, **kwargs: Any) -> None:
+        settings = LLMSettings(
+            model="scripted", extra={}, system_instruction=system_instruction, temperature=None, max_tokens=None,
+            top_p=None, top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
+            filter_incomplete_user_turns=False, user_turn_completion_config=None,
+            use_provider_thinking_default=False,
+        )
+        super().__init__(settings=settings, **kwargs)
+        self._script = script
+        self.model = ScriptedModel(script)
+
+    @property
+    def calls(self) -> list[ModelCall]:
+        """Every model call, in order."""
+        return self.model.calls
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Answer ``LLMContextFrame``s from the script; pass everything else on."""
@@ -127,47 +233,27 @@ class ScriptedLLMService(LLMService):
             await self.push_frame(frame, direction)
 
     async def _respond(self, context: LLMContext) -> None:
-        messages = copy.deepcopy(context_messages(context))
-        call = ModelCall(messages=messages, decision_index=None)
-        self.calls.append(call)
+        messages = context_messages(context)
+        instruction = self._settings.system_instruction
+        if isinstance(instruction, str) and instruction:
+            messages.insert(0, {"role": "system", "content": instruction})
+        call = self.model.received(messages)
         await asyncio.sleep(self._script.first_token_secs)
         # Chosen only once the first token is due: a generation interrupted
         # while "thinking" consumes nothing and issues no tool call.
-        index, variables = self._choose(messages)
-        call.decision_index = index
-        decision = self._decisions[index] if index is not None else None
-        text = decision.say if decision else self._script.fallback
-        if index is not None:
-            self._fired[index] += 1
-        if text:
-            rendered = render_template(text, variables)
-            for token in re.findall(r"\S+\s*", rendered):
-                await self._push_llm_text(token)
-                call.text += token
-                if self._script.token_secs:
-                    await asyncio.sleep(self._script.token_secs)
-        if decision and decision.tool_calls:
-            calls = []
-            for spec in decision.tool_calls:
-                arguments = render_template(spec.args, variables)
-                tool_call_id = f"call_{next(self._call_ids):04d}"
-                call.tool_calls.append({"id": tool_call_id, "name": spec.name, "arguments": arguments})
-                calls.append(
-                    FunctionCallFromLLM(
-                        function_name=spec.name, tool_call_id=tool_call_id, arguments=arguments, context=context
-                    )
-                )
-            await self.run_function_calls(calls)
+        self.model.decide(call)
+        for token in text_tokens(call.planned_text):
+            await self._push_llm_text(token)
+            call.text += token
+            if self._script.token_secs:
+                await asyncio.sleep(self._script.token_secs)
+        if call.tool_calls:
+            await self.run_function_calls([
+                FunctionCallFromLLM(function_name=spec["name"], tool_call_id=spec["id"], arguments=spec["arguments"],
+                                    context=context)
+                for spec in call.tool_calls
+            ])
         call.completed = True
-
-    def _choose(self, messages: Sequence[Mapping[str, Any]]) -> tuple[int | None, dict[str, str]]:
-        for index, decision in enumerate(self._decisions):
-            if self._fired[index] >= decision.times:
-                continue
-            variables = _matches(decision.when, messages)
-            if variables is not None:
-                return index, variables
-        return None, {}
 
 
 def _matches(when: DecisionCondition, messages: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
@@ -214,8 +300,8 @@ def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[tuple[
         role = message.get("role")
         if role == "tool":
             content = message.get("content")
-            results.append((names.get(message.get("tool_call_id", ""), ""), content if isinstance(content, str)
-                            else json.dumps(content)))
+            name = message.get("name") or names.get(message.get("tool_call_id", ""), "")
+            results.append((str(name), content if isinstance(content, str) else json.dumps(content)))
         elif role == "user" or (role == "assistant" and message_text(message)):
             break
     return results

@@ -183,3 +183,19 @@ async def test_the_retail_database_is_created_once_and_reused(bot_env: Path, set
     await first.db.execute("UPDATE orders SET status = 'cancelled' WHERE order_id = ?", (order_id,))
     second = await _build("daily", settings)
     assert await second.db.scalar("SELECT status FROM orders WHERE order_id = ?", (order_id,)) == "cancelled"
+
+
+@pytest.mark.parametrize("turn_stop", ["smart_turn", "speech_timeout"])
+async def test_held_turns_end_before_pipecats_turn_stop_watchdog(
+    bot_env: Path, monkeypatch: pytest.MonkeyPatch, turn_stop: str
+) -> None:
+    from pipecat.audio.turn.smart_turn.base_smart_turn import STOP_SECS
+
+    monkeypatch.setenv("BOT_TURN_STOP", turn_stop)
+    settings = BotSettings.from_env()
+    agent = await _build("daily", settings)
+    params = agent.user_aggregator._params
+    (hold,) = params.user_turn_strategies.stop
+    delay = STOP_SECS if turn_stop == "smart_turn" else settings.speech_timeout_secs
+    # The longest the bot itself takes to end a held turn after the caller's last word.
+    assert delay + hold._config.extra_wait_secs < params.user_turn_stop_timeout

@@ -34,6 +34,26 @@ async def test_held_out_set_also_meets_the_target() -> None:
     assert report.total.recall >= 0.90 and report.total.false_flag_rate <= 0.05
 
 
+@pytest.mark.parametrize("name", ["holdout_claims.yaml", "holdout_claims_2.yaml"])
+async def test_claim_holdouts_meet_the_target_on_every_claim_kind(name: str) -> None:
+    labeled = LabeledSet.load(LABELED_SET_PATH.parent / name)
+    assert set(labeled.tenants) == {"retail", "dental"}
+    report = await evaluate(lambda c, ledger: RuleGrader(c, ledger), labeled)
+    for kind in ("price", "hours", "policy", "capability"):
+        score = report.scores[kind]
+        assert score.tp + score.fn >= 20 and score.fp + score.tn >= 34, kind
+        assert score.recall >= 0.95 and score.false_flag_rate <= 0.03, (kind, report.table())
+    assert report.scores["none"].false_flag_rate <= 0.03
+
+
+def test_items_name_known_tenants(tmp_path: Path) -> None:
+    path = tmp_path / "set.yaml"
+    path.write_text(f"constraints: {LABELED_SET_PATH.parent / 'detailing.yaml'}\n"
+                    "items: [{text: hi, category: none, grounded: true, tenant: bakery}]\n")
+    with pytest.raises(ConstraintError, match="unknown tenant 'bakery'"):
+        LabeledSet.load(path)
+
+
 def test_eval_command_prints_precision_and_recall_per_category(capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
     command.add_parser(parser.add_subparsers())

@@ -78,3 +78,20 @@ async def test_combined_asks_the_model_only_for_what_rules_cannot_decide(constra
     undecided = await combined.grade("Valet parking takes 2 minutes.")
     assert [v.rationale for v in undecided] == ["not offered"]
     assert len(client.models.requests) == 1 and combined.model == "rules+g"
+
+
+async def test_combined_hands_capability_and_policy_conditions_to_the_model(constraints: ConstraintList) -> None:
+    answer = {"verdict": "unsupported", "claim": "transfer to Dave", "category": "capability",
+              "constraint_ref": "capabilities", "rationale": "no transfers", "confidence": 0.9}
+    client = FakeClient(verdicts_json(answer), verdicts_json(), verdicts_json())
+    combined = CombinedGrader(RuleGrader(constraints), LLMGrader(constraints, client=client, model="g"))
+    transfer = await combined.grade("I can transfer you to our manager, Dave, right now.")
+    assert [v.rationale for v in transfer] == ["no transfers"]
+    # A model that finds nothing leaves the rules' verdict standing.
+    same_day = await combined.grade("You can reschedule for free even on the same day.")
+    assert [(v.verdict, v.category) for v in same_day] == [("unsupported", "policy")]
+    opening = await combined.grade("We have an opening at three tomorrow.")
+    assert [v.verdict for v in opening] == ["out_of_scope"]
+    assert len(client.models.requests) == 3
+    price = await combined.grade("The basic detail is $149.")
+    assert [v.verdict for v in price] == ["supported"] and len(client.models.requests) == 3

@@ -5,7 +5,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.tests.utils import run_test
 
-from pipecat_harness.history import PlaybackTracker, twilio_mark_message
+from pipecat_harness.history import PlaybackTracker, ReplyPlayback, SpokenSegment, twilio_mark_message
 from pipecat_harness.history.marks import format_mark, parse_mark, twilio_mark_name
 from tests.history.history_frames import announce, audio, reply_end, reply_start, sentence, settle
 
@@ -126,3 +126,65 @@ def test_mark_names_round_trip_and_reject_others() -> None:
     assert parse_mark("other") is None
     assert twilio_mark_name({"event": "media"}) is None
     assert twilio_mark_message("MZ", "ph:1:0") == {"event": "mark", "streamSid": "MZ", "mark": {"name": "ph:1:0"}}
+
+
+def _streaming_reply(tracker: PlaybackTracker, text: str, played: float, *, complete: bool) -> ReplyPlayback:
+    """A one-sentence reply interrupted after ``played`` s, with exactly that much audio synthesized."""
+    reply = ReplyPlayback(reply_id=1, state="interrupted", written_secs=played)
+    reply.segments.append(SpokenSegment(text, 7001, 0.0))
+    tracker.observer.note_synthesized(7001, played)
+    if complete:
+        tracker.observer.note_complete(7001)
+    return reply
+
+
+def test_sentence_still_synthesizing_is_not_taken_as_heard_in_full() -> None:
+    # The caller heard "Your refund of forty"; the audio synthesized so far is all that played.
+    text = ("Your refund of forty five dollars for order W two three seven eight one five six "
+            "will be issued to the original card.")
+    tracker = PlaybackTracker()
+    heard = tracker.heard_prefix(_streaming_reply(tracker, text, 1.3, complete=False))
+    words = heard.text.split()
+    assert heard.reliable and 0 < len(words) <= 4, heard
+    assert text.startswith(heard.text)
+
+
+def test_a_streaming_sentence_never_keeps_its_last_word() -> None:
+    tracker = PlaybackTracker()
+    text = "Your order has shipped."
+    heard = tracker.heard_prefix(_streaming_reply(tracker, text, 2.1, complete=False))
+    assert heard.text.split() == ["Your", "order", "has"]
+    complete = PlaybackTracker()
+    assert complete.heard_prefix(_streaming_reply(complete, text, 2.1, complete=True)).text == text
+
+
+async def test_sentence_level_text_marks_the_synthesis_complete() -> None:
+    from pipecat.frames.frames import AggregatedTextFrame, TTSAudioRawFrame, TTSStoppedFrame
+    from pipecat.observers.base_observer import FramePushed
+    from pipecat.processors.frame_processor import FrameDirection
+
+    from pipecat_harness.sim.sim_tts import SimulatedTTSService
+
+    observer = PlaybackTracker().observer
+    tts = SimulatedTTSService()
+
+    async def push(frame) -> None:
+        await observer.on_push_frame(FramePushed(source=tts, destination=tts, frame=frame,
+                                                 direction=FrameDirection.DOWNSTREAM, timestamp=0))
+
+    first, second = AggregatedTextFrame("One.", "sentence"), AggregatedTextFrame("Two.", "sentence")
+    for frame in (first, second):
+        frame.context_id = "c1"
+    await push(first)
+    await push(TTSAudioRawFrame(bytes(3200), 16000, 1, context_id="c1"))
+    assert not observer.synthesis_complete(first.id)
+    await push(second)
+    assert observer.synthesis_complete(first.id) and not observer.synthesis_complete(second.id)
+    done = TTSTextFrame("Two.", "sentence", segment_id=second.id)
+    await push(done)
+    assert observer.synthesis_complete(second.id)
+    third = AggregatedTextFrame("Three.", "sentence")
+    third.context_id = "c1"
+    await push(third)
+    await push(TTSStoppedFrame(context_id="c1"))
+    assert observer.synthesis_complete(third.id)

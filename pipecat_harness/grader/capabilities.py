@@ -1,0 +1,404 @@
+"""Capability claims: what the agent offers to do, checked against what the tenant can do.
+
+Five kinds of offer, each checked against a different part of the constraint list:
+
+* an action ("I can book that", "let me waive the fee"): the ``capabilities``;
+* a transfer to a named person or team ("I can put you through to Dave"): a
+  transfer capability and the ``staff`` list. A referral to "someone" or "a
+  manager" names nobody and is supported, as the design says;
+* a look-up of a record ("I'll pull up your payment history from our billing
+  system"): the ``integrations`` and what the capabilities operate on;
+* a message ("I'll text you a code"): a send capability with the same channel
+  and the same kind of message;
+* a callback at a time ("someone will call you back at four"): a callback
+  capability (a callback without a time is a referral);
+
+and one the rules cannot check at all, an availability claim ("we have an
+opening at three"), which is ``out_of_scope``. Capability verdicts carry a
+confidence below :data:`~pipecat_harness.grader.verdict.SETTLED_CONFIDENCE`:
+reading an offer from words is never certain, so the combined grader asks the
+model about every one. Offers are judged clause by clause: "I can't transfer calls, but I
+can book you now" refuses one thing and offers another.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from pipecat_harness.grader.constraints import ConstraintList
+from pipecat_harness.grader.numbers import Token, negated, read_numbers, stem, tokenize
+from pipecat_harness.grader.prices import find_services
+from pipecat_harness.grader.verdict import Verdict
+
+__all__ = ["check_capabilities", "readable_records"]
+
+_OFFER_RE = re.compile(
+    r"\b(?P<subject>i|we)(?:\s+can|\s+could|\s+will|'ll|\s+are able to|\s+am able to|'m able to|'re able to|"
+    r"'d be happy to|'d be glad to|'d love to|'m going to|\s+am going to|'m|\s+am|\s+would|'d)\s+"
+    r"(?:also\s+|definitely\s+|go ahead and\s+|just\s+|quickly\s+|now\s+)?(?P<verb>[a-z]+)"
+    r"|\b(?:let me|want me to|like me to|shall i|should i)\s+(?:just\s+|quickly\s+|go ahead and\s+)?(?P<verb2>[a-z]+)"
+    r"|\bwe\s+(?:also\s+|do\s+)?(?P<verb3>offer|do|provide|sell|handle)\s+(?P<object>[a-z ]+)"
+)
+#: Verbs that offer no business action by themselves (looking things up and handing over are checked apart).
+_NEUTRAL_VERBS = {
+    "help", "tell", "explain", "repeat", "take", "confirm", "answer", "walk", "go", "note", "have", "try", "read",
+    "ask", "be", "verify", "make", "assist", "say", "start", "share", "spell", "hold", "wait", "understand", "do",
+    "happy", "glad", "sorry", "afraid", "not", "just", "going", "able", "also", "definitely", "still",
+}  # fmt: skip
+#: Verbs whose object names the action ("give you a discount").
+_OBJECT_VERBS = {"give", "get", "arrange", "set", "offer", "do", "process", "put"}
+_LOOKUP_VERBS = {"look", "pull", "check", "find", "see", "access", "review", "bring", "open", "search"}
+_TRANSFER_VERBS = {"transfer", "connect", "patch", "put", "forward"}
+_MESSAGE_VERBS = {"send", "text", "email", "message", "mail"}
+#: Business actions and the capability stems that cover them.
+_ACTION_VERBS = {
+    "book": {"book", "schedul", "appointment"}, "schedul": {"book", "schedul", "appointment"},
+    "reschedul": {"reschedul"}, "move": {"reschedul"}, "cancel": {"cancel"}, "refund": {"refund"},
+    "process": {"refund", "process", "return"}, "issu": {"refund"}, "ship": {"ship"}, "deliver": {"deliver"},
+    "waiv": {"waiv"}, "discount": {"discount"}, "upgrad": {"upgrad"}, "install": {"install"}, "repair": {"repair"},
+    "pick": {"pick", "pickup"}, "pickup": {"pick", "pickup"}, "quot": {"pric", "quot"}, "pric": {"pric", "quot"},
+    "order": {"order"}, "chang": {"chang", "updat", "modify"}, "invoic": {"email", "invoic"},
+    "arrang": {"arrang"}, "updat": {"updat", "chang", "modify"}, "modify": {"modify", "updat", "chang"},
+    "come": {"mobil", "visit"}, "return": {"return"},
+}  # fmt: skip
+
+# -- transfers ---------------------------------------------------------------
+_TRANSFER_TARGET_RE = re.compile(
+    r"\b(?:transfer|connect|patch|put|forward)\w*\s+(?:you|your call|the call)\s+(?:directly\s+|right\s+|over\s+)?"
+    r"(?:through\s+|over\s+|back\s+)?(?:to|with)\s+(?P<target>.+)",
+    re.IGNORECASE,
+)
+_ON_THE_LINE_RE = re.compile(r"\bget\s+(?P<target>.+?)\s+on the (?:line|phone)\b", re.IGNORECASE)
+#: Who a referral may name without naming anyone in particular.
+_REFERRAL_WORDS = {
+    "someone", "somebody", "person", "human", "member", "agent", "representative", "rep", "specialist",
+    "colleague", "manager", "supervisor", "staff", "team", "shop", "office", "people", "associate", "coworker",
+    "technician", "owner", "expert", "one", "else", "who", "that", "can", "help", "with", "a", "an", "the", "our",
+    "of", "us", "from", "in", "at", "on", "this", "right", "now", "directly", "for", "you", "your", "line",
+    "phone", "call", "who'll", "front", "desk", "back",
+}  # fmt: skip
+_NOT_NAMES = {
+    "i", "i'm", "i'll", "i've", "i'd", "ok", "okay", "monday", "tuesday", "wednesday", "thursday", "friday",
+    "saturday", "sunday", "eastern", "central", "pacific", "mountain", "dr", "mr", "mrs", "ms", "am", "pm",
+}  # fmt: skip
+_TITLES = {"dr", "mr", "mrs", "ms", "doctor"}
+_TEAM_WORDS = {"team", "department", "dept", "desk", "office", "line"}
+
+# -- look-ups ------------------------------------------------------------------
+#: Kinds of record a caller might be told the agent is reading; other words are not checked.
+_RECORD_WORDS = {
+    "appointment", "booking", "reservation", "availability", "available", "opening", "slot", "schedule",
+    "calendar", "order", "status", "tracking", "shipment", "address", "account", "profile", "email", "history",
+    "record", "file", "chart", "balance", "point", "reward", "loyalty", "statement", "payment", "billing",
+    "invoice", "receipt", "transaction", "card", "credit", "claim", "insurance", "coverage", "result", "lab",
+    "prescription", "warranty", "stock", "inventory", "vehicle", "membership", "subscription", "refund",
+    "treatment", "accounting", "crm", "database", "portal", "warehouse", "detail", "purchase",
+}  # fmt: skip
+#: Words a look-up may name that stand for the business's systems in general.
+_GENERIC_SYSTEM = {"system", "computer", "records", "here", "screen", "our", "end"}
+#: What a capability lets the agent read, by a stem of the capability's name.
+_IMPLIED_RECORDS = {
+    "book": {"appointment", "booking", "reservation", "availability", "available", "opening", "slot", "schedule",
+             "calendar"},
+    "reschedul": {"appointment", "booking", "reservation", "availability", "available", "opening", "slot",
+                  "schedule", "calendar"},
+    "pric": {"pric", "price", "service", "quote"},
+    "order": {"order", "status", "purchase"},
+    "refund": {"refund", "payment"},
+    "return": {"return", "order"},
+    "address": {"address"},
+}  # fmt: skip
+
+# -- messages and callbacks ---------------------------------------------------
+_CHANNELS = {"text": "sms", "sms": "sms", "message": "sms", "email": "email", "e": "email", "mail": "email"}
+_MESSAGE_OBJECTS = {
+    "code", "coupon", "discount", "promo", "voucher", "confirmation", "confirm", "receipt", "invoice", "link",
+    "reminder", "tracking", "number", "quote", "estimate", "form", "portal", "summary", "detail",
+}  # fmt: skip
+_CALLBACK_RE = re.compile(
+    r"\b(?:call (?:you|you guys) back|call you|give you a call|ring you|callback|call back|reach out to you)\b"
+)
+_TIME_RE = re.compile(
+    r"\b(?:\d{1,2}(?::\d{2})?\s*(?:am|pm|o'clock)|at \d{1,2}(?::\d{2})?|at (?:one|two|three|four|five|six|seven|"
+    r"eight|nine|ten|eleven|twelve|noon)|tomorrow|tonight|today|this (?:morning|afternoon|evening)|"
+    r"within (?:the|an|the next) (?:hour|day)|in (?:\d+|a few|an?|ten|fifteen|twenty|thirty) (?:minutes?|hours?)|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|end of (?:the )?day|later today)\b"
+)
+_AVAILABILITY_RE = re.compile(
+    r"\b(?:we have|we've got|there's|there is|there are|we still have)\s+(?:an?\s+|one\s+|two\s+|some\s+)?"
+    r"(?:opening|openings|slot|slots|availability|spot|spots|room)\b|\b(?:fully|all) booked\b|\bin stock\b|"
+    r"\bsold out\b|\bavailable (?:at|on|tomorrow|today|this|next)\b"
+)
+
+
+def _root(word: str) -> str:
+    """``stem`` applied until it settles ("openings" -> "opening" -> "open")."""
+    return stem(stem(word))
+
+
+def _stems(words: Iterable[str]) -> set[str]:
+    return {_root(w) for w in words}
+
+
+def _capability_parts(constraints: ConstraintList) -> dict[str, set[str]]:
+    return {cap: {_root(p) for p in cap.split("_")} | {stem(p) for p in cap.split("_")}
+            for cap in constraints.capabilities}
+
+
+def readable_records(constraints: ConstraintList) -> set[str]:
+    """Stems of what the agent can look up: its integrations' systems and records, and what its capabilities use."""
+    readable: set[str] = set()
+    for integration in constraints.integrations:
+        readable |= _stems(tokenize(integration.system))
+        for record in integration.records:
+            readable |= _stems(tokenize(record))
+    for parts in _capability_parts(constraints).values():
+        readable |= parts
+        for part in parts:
+            readable |= _stems(_IMPLIED_RECORDS.get(part, ()))
+    for item in constraints.price_list:
+        for name in item.names:
+            readable |= _stems(tokenize(name))
+    if constraints.price_list:
+        readable |= {"pric", "service"}
+    return readable
+
+
+def _clauses(text: str) -> list[str]:
+    return [c.strip() for c in re.split(r",?\s*\bbut\b|;|\bhowever\b|,\s*(?:and\s+)?then\b", text) if c.strip()]
+
+
+def _original_clauses(sentence: str) -> list[str]:
+    return [c.strip() for c in re.split(r",?\s*\bbut\b|;|\bhowever\b", sentence, flags=re.IGNORECASE) if c.strip()]
+
+
+def check_capabilities(
+    tokens: list[Token], sentence: str, constraints: ConstraintList, *, policy_claim: bool = False
+) -> list[Verdict]:
+    """Check what a sentence offers to do against the tenant's capabilities, staff and integrations.
+
+    Args:
+        tokens: The sentence's tokens.
+        sentence: The sentence as said.
+        constraints: The tenant's facts.
+        policy_claim: The sentence states a policy; "we"-offers in it ("we'll
+            issue store credit") describe the policy rather than offer an action.
+    """
+    words = [t.word for t in tokens]
+    text = " ".join(words)
+    is_question = sentence.rstrip().endswith("?")
+    if is_question and not re.search(r"\b(?:like me to|want me to|shall i|should i)\b", text):
+        return []
+    verdicts: list[Verdict] = []
+    originals = _original_clauses(sentence)
+    for index, clause in enumerate(_clauses(text)):
+        clause_words = clause.split()
+        if negated(clause_words):
+            continue
+        original = originals[index] if index < len(originals) else sentence
+        verdicts += _check_clause(clause, original, sentence, constraints, policy_claim)
+    return verdicts
+
+
+def _check_clause(
+    clause: str, original: str, sentence: str, constraints: ConstraintList, policy_claim: bool
+) -> list[Verdict]:
+    verdicts: list[Verdict] = []
+    callback = _check_callback(clause, sentence, constraints)
+    transfer = _check_transfer(original, sentence, constraints)
+    if callback is not None:
+        verdicts.append(callback)
+    if transfer is not None:
+        verdicts.append(transfer)
+    for match in _OFFER_RE.finditer(clause):
+        if match.group("verb3"):
+            verdict = _check_offered_service(match.group("object"), sentence, constraints)
+        else:
+            verb = match.group("verb") or match.group("verb2")
+            rest = clause[match.end() :]
+            if policy_claim and match.group("subject") == "we":
+                continue
+            verdict = _check_offer(verb, rest, sentence, constraints, handled=callback is not None or transfer
+                                   is not None)
+        if verdict is not None:
+            verdicts.append(verdict)
+    availability = _AVAILABILITY_RE.search(clause)
+    if availability and not verdicts:
+        verdicts.append(
+            Verdict("out_of_scope", sentence, "capability", "availability",
+                    "availability is not in the constraint list; the rules cannot check it", 0.5)
+        )
+    return verdicts
+
+
+def _check_offer(verb: str, rest: str, sentence: str, constraints: ConstraintList, *, handled: bool) -> Verdict | None:
+    verb_stem = stem(verb)
+    rest_words = rest.split()
+    if verb_stem in _LOOKUP_VERBS or verb in _LOOKUP_VERBS:
+        return _check_lookup(rest_words, sentence, constraints)
+    if verb_stem in _MESSAGE_VERBS or verb in _MESSAGE_VERBS:
+        return _check_message(verb_stem, rest_words, sentence, constraints)
+    if handled or verb_stem in _TRANSFER_VERBS or "callback" in rest_words:
+        return None
+    if verb in _OBJECT_VERBS and rest_words:
+        # "give you a discount", "arrange a pickup": the noun names the action.
+        named = next((stem(w) for w in rest_words[:4] if stem(w) in _ACTION_VERBS), None)
+        if named is None:
+            return None
+        verb_stem = named
+    if verb in _NEUTRAL_VERBS or verb_stem in _NEUTRAL_VERBS or verb_stem not in _ACTION_VERBS:
+        return None
+    covering = _ACTION_VERBS[verb_stem]
+    for cap, parts in _capability_parts(constraints).items():
+        if covering & parts:
+            return Verdict("supported", sentence, "capability", f"capabilities.{cap}", f"the agent can {cap}", 0.8)
+    return Verdict(
+        "unsupported",
+        sentence,
+        "capability",
+        "capabilities",
+        f"offered to {verb}; capabilities are {', '.join(constraints.capabilities) or 'none'}",
+        0.8,
+    )
+
+
+def _check_offered_service(obj: str, sentence: str, constraints: ConstraintList) -> Verdict | None:
+    if re.search(r"\b(?:payment plan|financing|installments?|warranty|guarantee|price match)", obj):
+        return None  # a policy, checked as one
+    tokens = read_numbers(tokenize(obj))
+    services = find_services(tokens, constraints)
+    if services:
+        item = services[0][1]
+        return Verdict("supported", sentence, "capability", item.id, f"{item.service} is a listed service", 0.8)
+    if not obj.strip() or (obj.split()[0] in {"that", "this", "it", "not", "have", "a"} and len(obj.split()) < 2):
+        return None
+    return Verdict(
+        "unsupported", sentence, "capability", "price_list", f"offered '{obj.strip()}', which is not a listed service",
+        0.75,
+    )
+
+
+def _check_lookup(rest: list[str], sentence: str, constraints: ConstraintList) -> Verdict | None:
+    """A look-up names records (and maybe a system); each must be one the agent can read."""
+    records = _stems(_RECORD_WORDS)
+    named = [w for w in rest[:12] if _root(w) in records]
+    if not named:
+        return None  # "let me check on that", "let me see what I can do"
+    readable = readable_records(constraints)
+    unknown = [w for w in named if _root(w) not in readable and w not in _GENERIC_SYSTEM]
+    if unknown:
+        systems = ", ".join(i.system for i in constraints.integrations) or "none"
+        return Verdict(
+            "unsupported", sentence, "capability", "integrations",
+            f"offered to look up {' '.join(unknown)}; the agent can read {systems} and what its capabilities use",
+            0.8,
+        )
+    ref = next(
+        (f"integrations.{i.id}" for i in constraints.integrations
+         if set(_stems(named)) & (_stems(tokenize(i.system)) | _stems(w for r in i.records for w in tokenize(r)))),
+        "capabilities",
+    )
+    return Verdict("supported", sentence, "capability", ref, f"the agent can look up {' '.join(named)}", 0.8)
+
+
+def _message_capabilities(constraints: ConstraintList) -> list[tuple[str, str | None, set[str]]]:
+    """(capability, channel or ``None`` for any, what it sends) of every capability that sends something."""
+    found = []
+    for cap in constraints.capabilities:
+        parts = cap.split("_")
+        if not ({"send", "text", "sms", "email", "notify", "message"} & set(parts)):
+            continue
+        channel = next((_CHANNELS[p] for p in parts if p in _CHANNELS), None)
+        objects = {stem(p) for p in parts if p not in _CHANNELS and p not in {"send", "notify"}}
+        found.append((cap, channel, objects))
+    return found
+
+
+def _check_message(verb_stem: str, rest: list[str], sentence: str, constraints: ConstraintList) -> Verdict | None:
+    window = rest[:10]
+    channel = _CHANNELS.get(verb_stem) or next((_CHANNELS[w] for w in window if w in _CHANNELS), None)
+    objects = {stem(w) for w in window if stem(w) in _MESSAGE_OBJECTS or w in _MESSAGE_OBJECTS}
+    objects = {"confirmation" if o in {"confirm", "confirmat"} else o for o in objects}
+    if channel is None and not objects:
+        return None  # "I'll send someone out" is not a message
+    for cap, cap_channel, cap_objects in _message_capabilities(constraints):
+        cap_objects = {"confirmation" if o.startswith("confirm") else o for o in cap_objects}
+        if (cap_channel is None or channel is None or cap_channel == channel) and objects <= cap_objects:
+            return Verdict("supported", sentence, "capability", f"capabilities.{cap}", f"the agent can {cap}", 0.8)
+    what = " ".join(sorted(objects)) or "a message"
+    by = f" by {channel}" if channel else ""
+    return Verdict(
+        "unsupported", sentence, "capability", "capabilities",
+        f"offered to send {what}{by}; capabilities are {', '.join(constraints.capabilities) or 'none'}", 0.8,
+    )
+
+
+def _check_callback(clause: str, sentence: str, constraints: ConstraintList) -> Verdict | None:
+    if not _CALLBACK_RE.search(clause) or not _TIME_RE.search(clause):
+        return None  # "let me have someone call you back" is a referral
+    cap = next((c for c in constraints.capabilities if "callback" in c or ("call" in c and "back" in c)), None)
+    if cap is not None:
+        return Verdict("supported", sentence, "capability", f"capabilities.{cap}", f"the agent can {cap}", 0.8)
+    return Verdict(
+        "unsupported", sentence, "capability", "capabilities",
+        f"promised a callback at a time; capabilities are {', '.join(constraints.capabilities) or 'none'}", 0.8,
+    )
+
+
+def _names(target: str) -> list[str]:
+    """Proper names in a transfer target, titles kept with the name ("Dr Patel")."""
+    names = []
+    words = re.findall(r"[A-Za-z][A-Za-z'.]*", target)
+    for index, word in enumerate(words[:8]):
+        bare = re.sub(r"'s$", "", word).rstrip(".")
+        if bare[:1].isupper() and bare.lower() not in _NOT_NAMES and len(bare) > 1:
+            title = words[index - 1].rstrip(".").lower() if index else ""
+            names.append(f"{title} {bare.lower()}" if title in _TITLES else bare.lower())
+    return names
+
+
+def _check_transfer(original: str, sentence: str, constraints: ConstraintList) -> Verdict | None:
+    match = _TRANSFER_TARGET_RE.search(original) or _ON_THE_LINE_RE.search(original)
+    if match is None:
+        return None
+    target = match.group("target")
+    names = _names(target)
+    target_words = [re.sub(r"'s$", "", w) for w in tokenize(target)[:8]]
+    team = next(
+        (f"{target_words[i - 1]} {w}" for i, w in enumerate(target_words)
+         if w in _TEAM_WORDS and i and target_words[i - 1] not in _REFERRAL_WORDS),
+        None,
+    )
+    role_words = []
+    for word in target_words[:5]:
+        if word in {"for", "who", "who'll", "that", "right", "now", "so", "and"}:
+            break
+        if word not in {"a", "an", "the", "our", "your", "one", "of"}:
+            role_words.append(word)
+    can_transfer = next((c for c in constraints.capabilities if "transfer" in c or "connect" in c), None)
+    if not names and team is None:
+        role = " ".join(role_words)
+        staff = next((s for s in constraints.staff if role and s.role and s.role.lower() in role), None)
+        if can_transfer and staff is not None:
+            return Verdict("supported", sentence, "capability", f"staff.{staff.id}",
+                           f"calls can be transferred to the {staff.role} ({staff.name})", 0.8)
+        return None  # a referral to "someone" or "a manager" names nobody
+    said = names[0] if names else team or ""
+    if can_transfer is None:
+        return Verdict(
+            "unsupported", sentence, "capability", "capabilities",
+            f"offered a transfer to {said}; the agent has no transfer capability", 0.8,
+        )
+    for member in constraints.staff:
+        known = {member.name.lower().replace(".", ""), *member.name.lower().replace(".", "").split()} - _TITLES
+        if (names and all(n in known or n.split()[-1] in known for n in names)) or (
+            not names and team is not None and (team in member.name.lower() or team.split()[0] in member.role.lower())
+        ):
+            return Verdict("supported", sentence, "capability", f"staff.{member.id}",
+                           f"calls can be transferred to {member.name}", 0.8)
+    listed = ", ".join(s.name for s in constraints.staff) or "nobody"
+    return Verdict(
+        "unsupported", sentence, "capability", "staff",
+        f"offered a transfer to {said}, who is not on the staff list ({listed})", 0.8,
+    )

@@ -1,0 +1,158 @@
+"""Time conditions of policy claims: how much notice, how long since delivery, which side of a window.
+
+A policy with a window says what holds on one side of it: "free up to 24 hours
+before" makes rescheduling free with 24 hours' notice or more; "25 usd fee under
+24 hours notice" charges inside 24 hours and implies no fee outside;
+"returns within 30 days of delivery" allows returns inside 30 days. A claim
+either restates the rule (a *threshold*: "free as long as it's at least a day
+out", "a fee inside 48 hours"), which is only true with the same boundary, or
+states a *case* ("free even on the same day", "two days ahead is free"),
+which is true when the policy gives that outcome at that point. Words said
+about a moment ("the same day", "the night before", "the morning of") read as
+hours of notice.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pipecat_harness.grader.numbers import Token
+
+__all__ = ["Condition", "anchor_conflict", "claim_polarity", "read_conditions", "universal", "window_outcome"]
+
+_HOURS_PER = {"minute": 1 / 60, "hour": 1.0, "day": 24.0, "week": 168.0, "month": 720.0, "year": 8760.0}
+_UNIT = {
+    "minute": "minute", "minutes": "minute", "min": "minute", "mins": "minute", "h": "hour", "hr": "hour",
+    "hrs": "hour", "hour": "hour", "hours": "hour", "day": "day", "days": "day", "day's": "day", "days'": "day",
+    "week": "week", "weeks": "week", "week's": "week", "month": "month", "months": "month", "year": "year",
+    "years": "year", "hours'": "hour",
+}  # fmt: skip
+_COUNT_WORDS = {"a": 1.0, "an": 1.0, "one": 1.0, "few": 3.0, "couple": 2.0, "several": 3.0}
+#: Moments said in words, as hours of notice.
+_MOMENTS = (
+    (r"\bsame (?:day|morning|afternoon)\b|\bday of\b|\bmorning of\b|\bthat (?:morning|day)\b", 4.0),
+    (r"\bnight before\b|\bevening before\b", 12.0),
+    (r"\blast[ -]minute\b|\ban hour before\b", 1.0),
+    (r"\bday before\b", 24.0),
+)
+_UNDER = ("under", "within", "inside", "less than", "fewer than", "late", "short notice", "have", "get", "got")
+_AT_LEAST = (
+    "at least", "more than", "or more", "as long as", "if", "with", "by", "as late as", "any time before",
+    "prior", "until", "up until", "in advance", "over", "beyond",
+)
+_UNIVERSAL_RE = re.compile(r"\b(?:at all|always|anytime|any time|no matter when|whenever|no questions asked)\b")
+_POSITIVE_RE = re.compile(
+    r"\bfree\b|\bno (?:charge|fee|cost|penalty)\b|\bnot charge\b|\bdon't charge\b|\bwon't charge\b|"
+    r"\bdoesn't cost\b|\bcosts? nothing\b|\bwithout (?:any |a )?(?:fee|charge|penalty)\b|\bno extra\b|"
+    r"\bat no (?:charge|cost)\b|\bno problem\b|\bfine\b|\bwithin the\b|\bstill within\b|\bcan return\b|"
+    r"\bare accepted\b|\bis accepted\b"
+)
+_NEGATIVE_RE = re.compile(
+    r"\b(?:fee|charge|penalty|cost|costs)\b|\$|\bcan't\b|\bcannot\b|\bnot eligible\b|\boutside\b|\bpast the\b|"
+    r"\btoo late\b|\bwon't be able\b|\bno longer\b|\bisn't\b|\baren't\b"
+)
+_ANCHORS = {
+    "delivery": {"delivery", "delivered", "arrival", "arrived", "arrives", "received", "receive", "got"},
+    "purchase": {"purchase", "purchased", "bought", "order", "ordered", "buy", "checkout", "paid"},
+    "shipping": {"shipped", "shipping", "ships", "dispatch", "dispatched"},
+}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A time condition said in a claim.
+
+    Parameters:
+        hours: The boundary (thresholds) or the moment (cases), in hours.
+        kind: ``case`` (at this moment), ``at_least`` (this much or more) or ``under`` (less than this).
+        boundary_given: Whether the hours were said (``False`` for "late cancellations": the policy's own boundary).
+    """
+
+    hours: float
+    kind: Literal["case", "at_least", "under"]
+    boundary_given: bool = True
+
+
+def _kind(before: str, after: str) -> Literal["case", "at_least", "under"]:
+    if "up to" in before:
+        return "at_least" if re.search(r"\b(?:before|ahead|notice|prior|in advance|out)\b", after) else "under"
+    if any(re.search(rf"\b{w}\b", before) for w in _UNDER):
+        return "under"
+    if any(re.search(rf"\b{w}\b", before) for w in _AT_LEAST) or re.match(r"\s*or more\b", after):
+        return "at_least"
+    return "case"
+
+
+def read_conditions(tokens: list[Token]) -> list[Condition]:
+    """Time conditions in a sentence, each with its kind."""
+    words = [t.word for t in tokens]
+    found: list[Condition] = []
+    for i, token in enumerate(tokens[:-1]):
+        unit = _UNIT.get(words[i + 1]) or (
+            _UNIT.get(words[i + 2]) if i + 2 < len(words) and words[i + 1] == "of" else None
+        )
+        if unit is None:
+            continue
+        if token.number is not None:
+            count = token.number.value
+        elif words[i] in _COUNT_WORDS:
+            count = _COUNT_WORDS[words[i]]
+        else:
+            continue
+        if words[i] in {"a", "an"} and i and words[i - 1] in {"once", "per", "twice"}:
+            continue  # "once a day" is a frequency
+        before = " ".join(words[max(0, i - 4) : i])
+        after = " ".join(words[i + 2 : i + 6])
+        if words[i] == "few" and i and words[i - 1] == "a":
+            before = " ".join(words[max(0, i - 5) : i - 1])
+        if re.search(r"\bago\b", after) or (re.search(r"\b(?:been|it's been)\b", before) and "more than" not in before):
+            kind: Literal["case", "at_least", "under"] = "case"
+        else:
+            kind = _kind(before, after)
+        found.append(Condition(count * _HOURS_PER[unit], kind))
+    text = " ".join(words)
+    if not found:
+        for pattern, hours in _MOMENTS:
+            match = re.search(pattern, text)
+            if match:
+                # A moment is a case ("if you cancel on the same day") unless it bounds one ("by the morning of").
+                bounded = re.search(r"\b(?:by|as late as|until|up to|up until)\b", text[: match.start()][-20:])
+                found.append(Condition(hours, "at_least" if bounded else "case"))
+                break
+    if not found and re.search(r"\blate (?:cancell?ations?|cancel|reschedul\w*)\b|\bshort notice\b", text):
+        found.append(Condition(0.0, "under", boundary_given=False))
+    return found
+
+
+def universal(text: str) -> bool:
+    """Whether a claim says its outcome holds whenever ("no fee at all", "return it anytime")."""
+    return bool(_UNIVERSAL_RE.search(text))
+
+
+def claim_polarity(text: str) -> bool | None:
+    """Whether a claim gives the caller the good outcome (free, allowed: ``True``), the bad one, or neither."""
+    positive = bool(_POSITIVE_RE.search(text))
+    negative = bool(_NEGATIVE_RE.search(re.sub(_POSITIVE_RE, " ", text)))
+    if positive == negative:
+        return None
+    return positive
+
+
+def window_outcome(window_hours: float, inside: bool, positive_inside: bool, at_hours: float) -> bool:
+    """The policy's outcome (good: ``True``) at ``at_hours`` of notice or elapsed time."""
+    in_region = at_hours < window_hours if inside else at_hours >= window_hours
+    return in_region == positive_inside
+
+
+def anchor_conflict(claim: str, statement: str) -> tuple[str, str] | None:
+    """The time anchors when claim and policy count from different events ("of purchase" vs "of delivery")."""
+    def anchor(text: str) -> str | None:
+        words = set(re.findall(r"[a-z]+", text))
+        return next((name for name, group in _ANCHORS.items() if words & group), None)
+
+    policy, said = anchor(statement), anchor(claim)
+    if policy is not None and said is not None and policy != said:
+        return said, policy
+    return None
