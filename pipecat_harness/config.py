@@ -98,6 +98,7 @@ class IdentifierHoldSettings(_Block):
         extra_wait_secs: Additional wait after the stop strategy fired.
         max_hold_secs: Longest total hold for one turn.
         exempt_digit_lengths: Digit-string lengths never held (complete as said).
+        exempt_min_digits: Digit strings at least this long are never held (a full phone number).
     """
 
     enabled: bool = True
@@ -109,7 +110,14 @@ class IdentifierHoldSettings(_Block):
 
 
 class SpellingSettings(_Block):
-    """Rewrite ASR spelling artifacts before the user aggregator (input control)."""
+    """Rewrite ASR spelling artifacts before the user aggregator (input control).
+
+    Parameters:
+        enabled: Switch.
+        as_in: Rewrite glued "YAsInYellow" into "Y as in Yellow".
+        letter_digit_runs: Separate runs of letters and digits the ASR glued together.
+        dotted_letters: Read "J.O.H.N." as spelled letters.
+    """
 
     enabled: bool = True
     as_in: bool = True
@@ -118,7 +126,15 @@ class SpellingSettings(_Block):
 
 
 class SilentReplySettings(_Block):
-    """Re-ask when speech was heard but no transcript arrived during a pending confirmation."""
+    """Re-ask when speech was heard but no transcript arrived during a pending confirmation.
+
+    Parameters:
+        enabled: Switch.
+        window_secs: How long after the speech a transcript may still arrive before re-asking.
+        max_reasks: Most re-asks per pending confirmation.
+        prompt: What the bot says when it re-asks.
+        infer_from_assistant: Treat an assistant question that asks for yes or no as a pending confirmation.
+    """
 
     enabled: bool = True
     window_secs: float = Field(default=1.5, gt=0, le=30)
@@ -267,7 +283,12 @@ class GraderSettings(_Block):
 
 
 class TraceSettings(_Block):
-    """Where call timelines are written."""
+    """Where call timelines are written.
+
+    Parameters:
+        enabled: Write a JSONL timeline per call.
+        directory: Directory of the timelines (one ``<call_id>.jsonl`` each).
+    """
 
     enabled: bool = True
     directory: str = "traces"

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
 from pipecat.frames.frames import Frame, LLMContextUserTurnFrame, StartFrame
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.processors.aggregators.llm_response_universal import (
@@ -36,6 +37,7 @@ from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
+from pipecat_harness.integration import WRAPPED_MARK, IntegrationError, integration_problems, mark_wrapped
 from pipecat_harness.trace.recorder import TraceRecorder
 from pipecat_harness.turn_strategies import TurnStrategyAdvisor
 
@@ -102,6 +104,11 @@ class Harness:
         trace_metadata: Extra fields for the trace header.
         write_tools: Names of tools that change business state, in addition to
             ``config.tool_gate.write_tools``.
+        strict: Raise :class:`~pipecat_harness.integration.IntegrationError`
+            from :meth:`place` when an active control cannot act (a tool
+            registered without the harness, user params not from
+            :meth:`user_params`, a tool gate with no tools); otherwise each
+            problem is logged as an error with its fix.
     """
 
     def __init__(
@@ -112,8 +119,11 @@ class Harness:
         trace_path: str | Path | None = None,
         trace_metadata: dict[str, Any] | None = None,
         write_tools: Iterable[str] = (),
+        strict: bool = False,
     ) -> None:
         self.config = config or HarnessConfig()
+        self.strict = strict
+        self._user_params: LLMUserAggregatorParams | None = None
         self.call_id = call_id or uuid.uuid4().hex[:12]
         self.decisions = DecisionLog(self.call_id)
         self.write_tools = set(self.config.tool_gate.write_tools) | set(write_tools)
@@ -168,6 +178,7 @@ class Harness:
             params: The params the bot would use without the harness.
         """
         params = params or LLMUserAggregatorParams()
+        self._user_params = params
         if not any(type(c).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies for c in self.controls):
             return params
         provided = params.user_turn_strategies
@@ -206,9 +217,15 @@ class Harness:
         ``LLMAssistantAggregator``. A control whose anchor is missing is
         reported with a clear error rather than placed somewhere wrong.
 
+        Then checks that every active control can act (see
+        :mod:`pipecat_harness.integration`): each problem is logged as an error
+        with its fix, or raised under ``strict``.
+
         Raises:
             ValueError: A required anchor is missing from ``processors``.
+            IntegrationError: Under ``strict``, an active control cannot act.
         """
+        self._check_integration(processors)
         placed: dict[Placement, list[FrameProcessor]] = {p: [] for p in Placement}
         for control in self.controls:
             for placement, processor in control.processors():
@@ -239,6 +256,13 @@ class Harness:
             position = index + 1 if after else index
             result[position:position] = extra
         return result
+
+    def _check_integration(self, processors: list[FrameProcessor]) -> None:
+        problems = integration_problems(self, processors, self._user_params)
+        if problems and self.strict:
+            raise IntegrationError("; ".join(problems))
+        for problem in problems:
+            logger.error(f"pipecat-harness: {problem}")
 
     def register_function(
         self,
@@ -274,7 +298,7 @@ class Harness:
             if normalize is not None:
                 control.set_argument_normalizer(name, normalize)
             wrapped = control.wrap_function(name, wrapped, write=is_write)
-        llm.register_function(name, wrapped, **options)
+        llm.register_function(name, mark_wrapped(wrapped) if wrapped is not handler else wrapped, **options)
 
     def register_tools(
         self,
@@ -301,7 +325,7 @@ class Harness:
         """Wrap every handler already registered on ``llm`` (e.g. auto-registered direct functions)."""
         registry: dict[str | None, Any] = getattr(llm, "_functions", {})
         for name, item in list(registry.items()):
-            if name is None or getattr(item.handler, "_harness_wrapped", False):
+            if name is None or getattr(item.handler, WRAPPED_MARK, False):
                 continue
             is_write = name in self.write_tools
             wrapped = item.handler
@@ -309,7 +333,7 @@ class Harness:
                 wrapped = control.wrap_function(name, wrapped, write=is_write)
             if wrapped is item.handler:
                 continue
-            wrapped._harness_wrapped = True
+            mark_wrapped(wrapped)
             llm.register_function(
                 name,
                 wrapped,

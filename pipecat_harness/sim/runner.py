@@ -37,12 +37,13 @@ from pipecat.workers.runner import WorkerRunner
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.demo.retail_db import RetailDatabase
-from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler
+from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
 from pipecat_harness.harness import Harness
 from pipecat_harness.sim.caller import SimulatedCaller
 from pipecat_harness.sim.clock import LoopClock, virtual_time
 from pipecat_harness.sim.history_metrics import TurnPlayback, measure_playback
 from pipecat_harness.sim.scenario import Scenario, ScenarioError, ToolFault
+from pipecat_harness.sim.scenario_tools import ScenarioTools, create_tables
 from pipecat_harness.sim.scripted_llm import ScriptedLLMService, context_messages
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
@@ -78,6 +79,8 @@ class CallResult:
         wall_secs: Wall-clock time the simulation took.
         caller_completed: Whether the caller got through the whole script.
         model_replies: The text of every model reply, in order.
+        tool_executions: How often each tool's backend ran.
+        write_tools: The call's tools that change business state.
     """
 
     scenario: str
@@ -93,6 +96,7 @@ class CallResult:
     caller_completed: bool
     model_replies: list[str] = field(default_factory=list)
     tool_executions: dict[str, int] = field(default_factory=dict)
+    write_tools: frozenset[str] = frozenset()
 
     @property
     def outcome(self) -> str:
@@ -156,18 +160,18 @@ async def simulate_call(
     loop = asyncio.get_running_loop()
     started = loop.time()
     db = await _create_database(scenario, workdir)
+    tools = ScenarioTools(scenario, db)
     harness = Harness(
         config.model_copy(update={"trace": config.trace.model_copy(update={"enabled": trace_path is not None})}),
         call_id=call_id or scenario.name,
         trace_path=trace_path,
         trace_metadata={"scenario": scenario.name, "description": scenario.description,
                         "control": scenario.control, "simulated": True},
-        write_tools=RETAIL_WRITE_TOOLS,
+        write_tools=tools.write_tools,
     )
     ledger = SpeechLedger()
     llm = ScriptedLLMService(scenario.model, system_instruction=scenario.model.system)
     executions: dict[str, int] = {}
-    tools = RetailTools(db)
     wrap = _fault_wrapper(scenario.faults, executions)
     context = LLMContext(tools=tools.schemas())
     user_params = LLMUserAggregatorParams(
@@ -175,10 +179,12 @@ async def simulate_call(
     )
     if use_harness:
         harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
-                               write_tools=RETAIL_WRITE_TOOLS, normalizers=tools.argument_normalizers())
+                               write_tools=tools.write_tools, normalizers=tools.argument_normalizers())
         user_params = harness.user_params(user_params)
     else:
-        tools.register(llm, wrap=wrap)
+        for name, handler in tools.handlers().items():
+            llm.register_function(name, pipecat_function(wrap(name, handler)),
+                                  cancel_on_interruption=name not in tools.write_tools)
     pair = LLMContextAggregatorPair(context, user_params=user_params)
     tts = SimulatedTTSService(
         word_timestamps=scenario.tts.word_timestamps, words_per_minute=scenario.tts.words_per_minute,
@@ -226,6 +232,7 @@ async def simulate_call(
         caller_completed=caller.completed,
         model_replies=[c.text.strip() for c in llm.calls if c.text.strip()],
         tool_executions=dict(executions),
+        write_tools=tools.write_tools,
     )
     if harness.recorder is not None and use_harness:
         for entry in caller.log:
@@ -248,8 +255,10 @@ async def _create_database(scenario: Scenario, workdir: Path) -> RetailDatabase:
     Raises:
         ScenarioError: A statement of ``database.sql`` fails; the message names it.
     """
-    db = await RetailDatabase.create(workdir / f"{scenario.name}.db",
-                                     seed=None if scenario.database.seed == "retail" else {})
+    path = workdir / f"{scenario.name}.db"
+    # The empty seed is an empty database: the scenario's own tables may reuse the retail names.
+    db = await RetailDatabase.create(path) if scenario.database.seed == "retail" else RetailDatabase(path)
+    await create_tables(scenario, db)
     for index, statement in enumerate(scenario.database.sql):
         try:
             await db.execute(statement)

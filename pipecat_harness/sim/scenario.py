@@ -47,7 +47,9 @@ __all__ = [
     "ScenarioError",
     "SpeechSegment",
     "StateCheck",
+    "TableSpec",
     "ToolCallSpec",
+    "ToolSpec",
     "bundled_scenario_names",
     "bundled_scenario_paths",
     "check_unique_names",
@@ -134,7 +136,12 @@ def _template_strings(value: Any, where: str = "") -> list[tuple[str, str]]:
 
 
 class ToolCallSpec(_Strict):
-    """A tool call the scripted model makes; string arguments may use ``{group}`` templates."""
+    """A tool call the scripted model makes.
+
+    Parameters:
+        name: The tool (a retail tool or one the scenario declares).
+        args: Its arguments; strings may use ``{group}`` or ``{group|filter}`` templates from ``when.user``.
+    """
 
     name: str = Field(min_length=1)
     args: dict[str, Any] = Field(default_factory=dict)
@@ -247,7 +254,13 @@ class ToolFault(_Strict):
 
 
 class StateCheck(_Strict):
-    """An expectation on the final business state: a SQL query and the value it must return."""
+    """An expectation on the final business state: a SQL query and the value it must return.
+
+    Parameters:
+        sql: A query returning one value (the first column of the first row).
+        equals: The value it must return (numbers compare within 1e-6).
+        why: What the check means, shown with its result.
+    """
 
     sql: str = Field(min_length=1)
     equals: Any
@@ -269,22 +282,121 @@ class HistoryCheck(_Strict):
 
 
 class Expectations(_Strict):
-    """What must hold at the end of the call."""
+    """What must hold at the end of the call.
+
+    Parameters:
+        state: SQL checks on the final business database.
+        history: Limits on what history kept after interruptions.
+        caller_completed: The caller must get through the whole script (no hang-up while waiting).
+    """
 
     state: list[StateCheck] = Field(default_factory=list)
     history: HistoryCheck = Field(default_factory=HistoryCheck)
     caller_completed: bool = True
 
 
+_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+
+#: The retail demo's tools (available when ``database.seed`` is ``retail``), read and write.
+RETAIL_TOOL_NAMES = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
+                     "return_items", "modify_order_address", "issue_refund", "cancel_pending_order")
+
+
+class TableSpec(_Strict):
+    """A table of the scenario's own business database.
+
+    Parameters:
+        columns: Column name -> SQLite column definition (type and constraints).
+        rows: Rows inserted before the call; every key must be a column.
+    """
+
+    columns: dict[str, str] = Field(min_length=1)
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _rows_fit(self) -> TableSpec:
+        for name in self.columns:
+            if not re.match(_IDENTIFIER, name):
+                raise ValueError(f"column name {name!r} is not an SQL identifier (letters, digits, _)")
+        for index, row in enumerate(self.rows):
+            unknown = sorted(set(row) - set(self.columns))
+            if unknown:
+                raise ValueError(f"rows[{index}] has {', '.join(unknown)}, which are not columns "
+                                 f"({', '.join(self.columns)})")
+        return self
+
+
 class DatabaseSpec(_Strict):
-    """The business database: a named seed plus extra SQL statements."""
+    """The business database: a named seed, the scenario's own tables, then extra SQL statements.
+
+    Parameters:
+        seed: ``retail`` (the demo's customers, orders, items, returns and refunds, with its tools) or ``empty``
+            (no tables at all: declare your own).
+        tables: The scenario's own tables by name: columns and rows, created after the seed.
+        sql: Statements run last (to adjust seeded rows); one that fails is reported with its index.
+    """
 
     seed: Literal["retail", "empty"] = "retail"
+    tables: dict[str, TableSpec] = Field(default_factory=dict)
     sql: list[str] = Field(default_factory=list)
+
+    @field_validator("tables")
+    @classmethod
+    def _table_names(cls, value: dict[str, TableSpec]) -> dict[str, TableSpec]:
+        for name in value:
+            if not re.match(_IDENTIFIER, name):
+                raise ValueError(f"table name {name!r} is not an SQL identifier (letters, digits, _)")
+        return value
+
+
+class ToolSpec(_Strict):
+    """A tool declared by the scenario: what the model may call, and what calling it does.
+
+    Parameters:
+        name: The name the model calls it by.
+        description: What it does (the model sees it in the tool's schema).
+        write: Whether it changes business state (the tool gate guards writes; a barge-in never cancels one).
+        parameters: JSON Schema of each argument, by name (``{booking: {type: string}}``).
+        required: Arguments that must be given.
+        sql: The statement it runs, arguments bound by name (``:booking``). A ``SELECT`` returns its rows;
+            any other statement returns ``rows_changed`` and ``row_id``. Give ``sql`` or ``python``.
+        python: ``module:function`` called as ``function(db, arguments)`` (awaited when async); its return
+            value is the tool's result. ``db`` has ``query``, ``scalar`` and ``execute``.
+        result: Fields added to a ``sql`` tool's result (``{status: refunded}``).
+    """
+
+    name: str = Field(pattern=_IDENTIFIER)
+    description: str = ""
+    write: bool = False
+    parameters: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    required: list[str] = Field(default_factory=list)
+    sql: str | None = None
+    python: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    result: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_entry_point(self) -> ToolSpec:
+        if (self.sql is None) == (self.python is None):
+            raise ValueError("give exactly one of 'sql' (a statement) or 'python' (module:function)")
+        unknown = sorted(set(self.required) - set(self.parameters))
+        if unknown:
+            raise ValueError(f"required names {', '.join(unknown)}, which are not in 'parameters'")
+        if self.sql is not None:
+            bound = set(re.findall(r"(?<!:):(\w+)", self.sql))
+            missing = sorted(bound - set(self.parameters))
+            if missing:
+                raise ValueError(f"sql binds :{', :'.join(missing)}, which are not in 'parameters'")
+        return self
 
 
 class TTSSpec(_Strict):
-    """The simulated voice: speaking rate, latency and whether it gives word timestamps."""
+    """The simulated voice: speaking rate, latency and whether it gives word timestamps.
+
+    Parameters:
+        word_timestamps: Report word timestamps (like ElevenLabs or Cartesia), so history knows each word's time.
+        words_per_minute: Speaking rate of the synthesised audio.
+        first_audio_secs: Latency from the text to the first audio.
+    """
 
     word_timestamps: bool = False
     words_per_minute: float = Field(default=165.0, gt=30, le=400)
@@ -292,7 +404,13 @@ class TTSSpec(_Strict):
 
 
 class CallerSpec(_Strict):
-    """How the simulated caller's speech turns into frames."""
+    """How the simulated caller's speech turns into frames.
+
+    Parameters:
+        words_per_minute: The caller's speaking rate (sets each utterance's length unless ``secs`` is given).
+        asr_final_secs: Delay from the end of speech to the final transcript.
+        interim_every_words: An interim transcript every this many words.
+    """
 
     words_per_minute: float = Field(default=150.0, gt=30, le=400)
     asr_final_secs: float = Field(default=0.3, ge=0, le=5)
@@ -310,6 +428,15 @@ class Scenario(_Strict):
             or ``None`` when the call must pass either way.
         expect_without_control: Outcome expected with that control off.
         tags: Free labels (``stay_out_of_the_way`` marks calls where no control should act).
+        database: The business database the tools act on and the expectations query.
+        tools: The scenario's own tools (with ``database.seed: retail`` the retail tools are there too).
+        tts: The simulated voice.
+        caller_voice: How the caller's speech becomes VAD and transcript frames.
+        model: The scripted model.
+        faults: Backend faults injected under the tool layer.
+        caller: The caller's turns, in order.
+        expect: What must hold at the end of the call.
+        max_call_secs: Longest the call may last in simulated time.
     """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -319,6 +446,7 @@ class Scenario(_Strict):
     expect_without_control: Literal["pass", "fail"] = "pass"
     tags: list[str] = Field(default_factory=list)
     database: DatabaseSpec = Field(default_factory=DatabaseSpec)
+    tools: list[ToolSpec] = Field(default_factory=list)
     tts: TTSSpec = Field(default_factory=TTSSpec)
     caller_voice: CallerSpec = Field(default_factory=CallerSpec)
     model: ModelScript
@@ -327,6 +455,33 @@ class Scenario(_Strict):
     expect: Expectations = Field(default_factory=Expectations)
     max_call_secs: float = Field(default=300.0, gt=0, le=3600)
     source: str = Field(default="", exclude=True)
+
+    def tool_names(self) -> list[str]:
+        """The tools the scripted model can call in this scenario."""
+        retail = list(RETAIL_TOOL_NAMES) if self.database.seed == "retail" else []
+        return retail + [tool.name for tool in self.tools if tool.name not in retail]
+
+    @model_validator(mode="after")
+    def _known_tools(self) -> Scenario:
+        names = self.tool_names()
+        declared = [tool.name for tool in self.tools]
+        clash = sorted({n for n in declared if declared.count(n) > 1} | (set(declared) & set(RETAIL_TOOL_NAMES)
+                                                                      if self.database.seed == "retail" else set()))
+        if clash:
+            raise ValueError(f"tools: {', '.join(clash)} declared twice (or also a retail tool); rename it")
+        used: list[tuple[str, str]] = []
+        for i, decision in enumerate(self.model.decisions):
+            used += [(f"model.decisions[{i}].tool_calls[{j}].name", c.name) for j, c in enumerate(decision.tool_calls)]
+            if decision.when.tool is not None:
+                used.append((f"model.decisions[{i}].when.tool", decision.when.tool))
+        used += [(f"faults[{i}].tool", fault.tool) for i, fault in enumerate(self.faults)]
+        for where, name in used:
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else (
+                    f"tools here: {', '.join(names)}" if names else "declare it under 'tools:'")
+                raise ValueError(f"{where}: unknown tool '{name}' ({hint})")
+        return self
 
     @field_validator("control")
     @classmethod
