@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CONNECTOR_WORDS", "DIGIT_WORDS", "NATO_WORDS", "spoken_to_identifier"]
+__all__ = ["CONNECTOR_WORDS", "DIGIT_WORDS", "NATO_WORDS", "spoken_to_identifier", "written_to_spoken"]
 
 DIGIT_WORDS = {
     "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3", "four": "4",
@@ -76,3 +76,41 @@ def spoken_to_identifier(text: str) -> str:
         out.append(piece * repeat)
         repeat = 1
     return "".join(out).rstrip(".")
+
+
+_NUMERAL_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+_SYMBOL_WORDS = {"@": " at ", "_": " underscore ", "#": " pound "}
+_PAUSE_PUNCT = re.compile(r"(?<=[\dA-Za-z])[.,](?=\s+(?:\d|[A-Za-z](?:[\s.,-]|$)))")
+_EDGES = re.compile(r"^([^\w]*)(.*?)([^\w]*)$")
+_GROUPED = re.compile(r"[A-Za-z0-9]+(?:[-.][A-Za-z0-9]+)*")
+
+
+def _is_written_id(word: str) -> bool:
+    if not _GROUPED.fullmatch(word):
+        return False
+    if any(c.isdigit() for c in word):
+        return True
+    parts = re.split(r"[-.]", word)
+    return len(parts) > 1 and all(len(p) == 1 for p in parts)  # "C-F-A", "R.O.S.S.I"
+
+
+def written_to_spoken(text: str) -> str:
+    """Read a recogniser's formatted transcript back into spoken words, as a model reading it would.
+
+    ``It's W-4817. 420.`` becomes ``It's W four eight one seven four two zero.``:
+    digits become digit words, dashes and dots inside identifiers become pauses,
+    and the sentence breaks a recogniser puts inside an identifier are dropped.
+    ``mia.li@example.com`` becomes ``mia dot li at example dot com``.
+    """
+    out = _PAUSE_PUNCT.sub("", text)
+    for symbol, word in _SYMBOL_WORDS.items():
+        out = out.replace(symbol, word)
+    out = re.sub(r"(?<=[A-Za-z])\.(?=[A-Za-z]{2})|(?<=[A-Za-z]{2})\.(?=[A-Za-z])", " dot ", out)
+    words = []
+    for raw in out.split():
+        lead, core, trail = _EDGES.match(raw).groups()  # type: ignore[union-attr]  # always matches
+        if _is_written_id(core):
+            pieces = re.findall(r"\d|[A-Za-z]", core)
+            core = " ".join(_NUMERAL_WORDS[int(p)] if p.isdigit() else p.upper() for p in pieces)
+        words.append(f"{lead}{core}{trail}")
+    return " ".join(words)

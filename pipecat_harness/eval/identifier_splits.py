@@ -44,6 +44,8 @@ def is_identifier_token(token: str) -> bool:
         return True
     if re.fullmatch(r"[a-z]*\d[a-z\d]*", word):  # "w237", "2b"
         return True
+    if re.fullmatch(r"(?:[a-z]|\d+)(?:-(?:[a-z]|\d+))+", word):  # recogniser groupings: "w-237", "c-f-a-0"
+        return True
     return word in DIGIT_WORDS or word in NATO_WORDS or word in CONNECTOR_WORDS or word in _SPELLING_WORDS
 
 
@@ -70,11 +72,12 @@ def identifier_pauses(scenario: Scenario) -> list[IdentifierPause]:
     """Every pause in the caller script that falls inside a spoken identifier."""
     found = []
     for index, turn in enumerate(scenario.caller):
-        finals = [e for e in plan_turn(turn, scenario.caller_voice) if e.kind == "final"]
+        finals = [e for e in plan_turn(turn, scenario.caller_voice) if e.kind == "final" and e.closes_segment]
         for first, second in itertools.pairwise(finals):
-            before, after = first.text.split(), second.text.split()
+            first_text, second_text = first.segment_text or first.text, second.segment_text or second.text
+            before, after = first_text.split(), second_text.split()
             if before and after and is_identifier_token(before[-1]) and is_identifier_token(after[0]):
-                found.append(IdentifierPause(index, first.offset, second.offset, first.text, second.text))
+                found.append(IdentifierPause(index, first.offset, second.offset, first_text, second_text))
     return found
 
 

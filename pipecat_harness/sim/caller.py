@@ -7,6 +7,11 @@ passed, and the final ``TranscriptionFrame`` after the ASR's finalisation
 latency. Speech with no transcript (a quiet "mm-hmm") produces VAD frames only.
 Frames are built at injection time so their wall-clock timestamps are current.
 
+The caller's voice spec can make the STT behave like a streaming service:
+finals in several pieces (all but the last while the caller still speaks), the
+last piece answering ``Finalize`` a set delay *after* the VAD stop (as Deepgram
+does), and text written in a recogniser's format (``asr_format``).
+
 The caller reacts to the bot: a turn can wait for the bot to finish a reply
 (``after: bot``) or barge in a set time after the bot starts (``after:
 bot_started``). A caller whose expected reply never comes hangs up.
@@ -32,6 +37,7 @@ from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.utils.time import time_now_iso8601
 
+from pipecat_harness.sim.asr_format import format_transcript
 from pipecat_harness.sim.scenario import CallerSpec, CallerTurn, SpeechSegment
 
 __all__ = ["VAD_START_SECS", "VAD_STOP_SECS", "CallerEvent", "SimulatedCaller"]
@@ -47,11 +53,27 @@ _EPSILON = 1e-6
 
 @dataclass(frozen=True)
 class CallerEvent:
-    """A frame the caller will inject, at an offset from the start of its turn."""
+    """A frame the caller will inject, at an offset from the start of its turn.
+
+    Parameters:
+        offset: Seconds from the start of the turn.
+        kind: ``vad_start``, ``vad_stop``, ``interim`` or ``final``.
+        text: The transcript text (as the recogniser writes it).
+        finalized: For finals: whether the STT marks it finalized (it answers ``Finalize``).
+        closes_segment: For finals: whether it is the last piece of its stretch of speech.
+        segment_text: For closing finals: the whole stretch's transcript.
+    """
 
     offset: float
     kind: str
     text: str = ""
+    finalized: bool = True
+    closes_segment: bool = True
+    segment_text: str = ""
+
+
+#: Seconds after a piece's last word until the recogniser sends that piece's final (endpointing).
+_PIECE_LATENCY_SECS = 0.15
 
 
 def plan_turn(turn: CallerTurn, voice: CallerSpec) -> list[CallerEvent]:
@@ -73,16 +95,64 @@ def plan_turn(turn: CallerTurn, voice: CallerSpec) -> list[CallerEvent]:
             events.append(CallerEvent(t + VAD_STOP_SECS, "vad_stop"))
             continue
         text = segment.say or ""
-        words = text.split()
-        duration = segment.secs or max(0.3, len(words) * 60.0 / voice.words_per_minute)
+        duration = segment.secs or max(0.3, len(text.split()) * 60.0 / voice.words_per_minute)
         events.append(CallerEvent(t, "vad_start"))
-        for i in range(voice.interim_every_words, len(words), voice.interim_every_words):
-            events.append(CallerEvent(t + duration * i / len(words), "interim", " ".join(words[:i])))
+        events.extend(_transcript_events(segment.asr, text, t, duration, voice))
         t += duration
         events.append(CallerEvent(t + VAD_STOP_SECS, "vad_stop"))
-        events.append(CallerEvent(t + max(voice.asr_final_secs, VAD_STOP_SECS + 0.01), "final",
-                                  segment.asr if segment.asr is not None else text))
     return sorted(events, key=lambda e: e.offset)
+
+
+def _transcript_events(asr: str | None, said: str, start: float, duration: float,
+                       voice: CallerSpec) -> list[CallerEvent]:
+    """Interims and final pieces of one stretch of speech."""
+    words = said.split()
+    written_words = asr.split() if asr is not None else words
+    if not written_words:
+        written_words = [asr or said]
+    pieces = _split(written_words, min(voice.final_pieces, len(written_words)))
+    events: list[CallerEvent] = []
+    done = 0  # words already covered by earlier final pieces
+    for number, piece in enumerate(pieces, start=1):
+        closes = number == len(pieces)
+        end_word = done + len(piece)
+        piece_end = start + duration * end_word / len(written_words)
+        for i in range(voice.interim_every_words, len(piece), voice.interim_every_words):
+            at = start + duration * (done + i) / len(written_words)
+            events.append(CallerEvent(at, "interim", _format(piece[:i], voice, closes=False, opens=number == 1)))
+        if closes:
+            if voice.finalize_delay_secs is not None:
+                at = piece_end + VAD_STOP_SECS + voice.finalize_delay_secs
+            else:
+                at = piece_end + max(voice.asr_final_secs, VAD_STOP_SECS + 0.01)
+            whole = asr if asr is not None else _format(words, voice, closes=True)
+            events.append(CallerEvent(at, "final", _format(piece, voice, closes=True, opens=number == 1,
+                                                           written=asr is not None),
+                                      finalized=True, segment_text=whole))
+        else:
+            at = min(piece_end + _PIECE_LATENCY_SECS, start + duration)
+            events.append(CallerEvent(at, "final", _format(piece, voice, closes=False, opens=number == 1,
+                                                           written=asr is not None),
+                                      finalized=False, closes_segment=False))
+        done = end_word
+    return events
+
+
+def _split(words: list[str], count: int) -> list[list[str]]:
+    size, extra = divmod(len(words), count)
+    pieces, index = [], 0
+    for n in range(count):
+        length = size + (1 if n < extra else 0)
+        pieces.append(words[index:index + length])
+        index += length
+    return pieces
+
+
+def _format(words: list[str], voice: CallerSpec, *, closes: bool, opens: bool = True, written: bool = False) -> str:
+    text = " ".join(words)
+    if written:
+        return text
+    return format_transcript(text, voice.asr_format, closes_segment=closes, opens_segment=opens)
 
 
 def _merge_short_pauses(segments: list[SpeechSegment]) -> list[SpeechSegment]:
@@ -116,7 +186,8 @@ def _frame_for(event: CallerEvent) -> Frame:
         return VADUserStoppedSpeakingFrame(stop_secs=VAD_STOP_SECS)
     if event.kind == "interim":
         return InterimTranscriptionFrame(text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601())
-    return TranscriptionFrame(text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601(), finalized=True)
+    return TranscriptionFrame(text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601(),
+                              finalized=event.finalized)
 
 
 @dataclass

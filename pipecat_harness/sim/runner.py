@@ -202,8 +202,11 @@ async def simulate_call(
         enable_rtvi=False,
         idle_timeout_secs=None,
     )
-    from pipecat.frames.frames import LLMRunFrame
+    from pipecat.frames.frames import LLMRunFrame, STTMetadataFrame
 
+    if scenario.caller_voice.stt_p99_secs is not None:
+        await worker.queue_frame(STTMetadataFrame(service_name="SimulatedSTT",
+                                                  ttfs_p99_latency=scenario.caller_voice.stt_p99_secs))
     await worker.queue_frame(LLMRunFrame())
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(worker)

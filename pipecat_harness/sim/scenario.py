@@ -415,6 +415,15 @@ class CallerSpec(_Strict):
     words_per_minute: float = Field(default=150.0, gt=30, le=400)
     asr_final_secs: float = Field(default=0.3, ge=0, le=5)
     interim_every_words: int = Field(default=2, ge=1, le=50)
+    #: How the recogniser writes what was said (see :mod:`pipecat_harness.sim.asr_format`).
+    asr_format: Literal["plain", "deepgram", "whisper"] = "plain"
+    #: Finals per stretch of speech: all but the last arrive while the caller is still speaking.
+    final_pieces: int = Field(default=1, ge=1, le=10)
+    #: When set, the last piece answers the STT's ``Finalize`` this long *after* the VAD stop
+    #: (Deepgram: 0.1-0.4 s); otherwise it arrives ``asr_final_secs`` after the speech ends.
+    finalize_delay_secs: float | None = Field(default=None, ge=0, le=3)
+    #: The STT's P99 time to final, announced in an ``STTMetadataFrame`` at the start of the call.
+    stt_p99_secs: float | None = Field(default=None, gt=0, le=5)
 
 
 class Scenario(_Strict):

@@ -35,7 +35,7 @@ from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
 from pipecat.services.settings import LLMSettings
 
 from pipecat_harness.sim.scenario import TEMPLATE_PATTERN, DecisionCondition, ModelDecision, ModelScript
-from pipecat_harness.spoken import spoken_to_identifier
+from pipecat_harness.spoken import spoken_to_identifier, written_to_spoken
 
 __all__ = ["ModelCall", "ScriptedChatModel", "ScriptedLLMService", "ScriptedModel", "render_template", "text_tokens"]
 
@@ -266,7 +266,10 @@ def _matches(when: DecisionCondition, messages: Sequence[Mapping[str, Any]]) -> 
     if when.user is not None:
         if not users:
             return None
-        match = re.search(when.user, message_text(users[-1]), re.IGNORECASE)
+        text = message_text(users[-1])
+        # A model reads a recogniser's "W-4817. 420." as the words the caller said.
+        match = re.search(when.user, written_to_spoken(text), re.IGNORECASE) or re.search(
+            when.user, text, re.IGNORECASE)
         if match is None:
             return None
         variables.update({k: v for k, v in match.groupdict().items() if v is not None})

@@ -117,3 +117,10 @@ def test_airline_and_telecom_scenarios_use_their_own_tools_and_tables() -> None:
         if scenario.domain in {"airline", "telecom"}:
             assert scenario.database.seed == "empty" and scenario.database.tables and scenario.tools, scenario.name
             assert not set(scenario.tool_names()) & set(RETAIL_TOOL_NAMES), scenario.name
+
+
+def test_the_filters_a_scenario_may_name_are_the_scripted_models() -> None:
+    from pipecat_harness.sim import scripted_llm
+    from pipecat_harness.sim.scenario import TEMPLATE_FILTERS
+
+    assert set(TEMPLATE_FILTERS) == set(scripted_llm._FILTERS)
