@@ -4,7 +4,8 @@
 (every block and field: type, default, environment variable, what it does);
 :func:`scenario_reference` documents the scenario model (every field: type,
 default, example). Descriptions come from the models' Google-style docstrings
-(``Parameters:`` or ``Args:`` sections), the same text the API docs show.
+(``Parameters:`` or ``Args:`` sections) or the ``#:`` comment above a field,
+the same text the API docs show.
 ``python -m pipecat_harness.reference DIR`` writes both pages as Markdown;
 a test keeps the checked-in ``docs/`` in step.
 """
@@ -53,7 +54,29 @@ def field_descriptions(model: type) -> dict[str, str]:
             descriptions[current] = item.group(3).strip()
         elif current and line.strip():
             descriptions[current] += " " + line.strip()
+    for name, comment in _attribute_comments(model).items():
+        descriptions.setdefault(name, comment)
     return descriptions
+
+
+def _attribute_comments(model: type) -> dict[str, str]:
+    """Field name -> its ``#:`` comment (the lines right above the field, Sphinx style)."""
+    try:
+        source = inspect.getsource(model)
+    except (OSError, TypeError):
+        return {}
+    comments: dict[str, str] = {}
+    pending: list[str] = []
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#:"):
+            pending.append(stripped[2:].strip())
+            continue
+        field = re.match(r"^\s+(\w+)\s*:", line)
+        if field and pending:
+            comments[field.group(1)] = " ".join(pending)
+        pending = []
+    return comments
 
 
 def _summary(model: type) -> str:
@@ -212,6 +235,34 @@ SCENARIO_EXAMPLES: dict[str, str] = {
     "StateCheck.why": "`one refund, not two`",
     "HistoryCheck.max_unplayed_words": "`0`",
     "Expectations.caller_completed": "`false`",
+    "Expectations.state": "`[{sql: \"SELECT count(*) FROM refunds\", equals: 1}]`",
+    "Expectations.history": "`{max_unplayed_words: 0}`",
+    "HistoryCheck.max_removed_words": "`1`",
+    "HistoryCheck.max_repeated_replies": "`0`",
+    "TTSSpec.word_timestamps": "`true`",
+    "TTSSpec.words_per_minute": "`180`",
+    "TTSSpec.first_audio_secs": "`0.35`",
+    "CallerSpec.words_per_minute": "`120`",
+    "CallerSpec.asr_final_secs": "`0.5`",
+    "CallerSpec.interim_every_words": "`3`",
+    "CallerSpec.asr_format": "`deepgram`",
+    "CallerSpec.final_pieces": "`2`",
+    "CallerSpec.finalize_delay_secs": "`0.2`",
+    "CallerSpec.stt_p99_secs": "`0.8`",
+    "CallerTurn.speech": "`[{say: \"My order number is\"}, {pause: 1.5}, {say: \"W two three\"}]`",
+    "ModelScript.decisions": "see [ModelDecision](#modeldecision)",
+    "ModelScript.first_token_secs": "`0.6`",
+    "ModelScript.token_secs": "`0.03`",
+    "ModelDecision.when": "`{user: \"refund\"}`",
+    "ToolFault.occurrence": "`2`",
+    "ToolFault.message": "`timeout talking to billing`",
+    "Scenario.database": "see [DatabaseSpec](#databasespec)",
+    "Scenario.tts": "`{word_timestamps: true}`",
+    "Scenario.caller_voice": "`{asr_format: deepgram}`",
+    "Scenario.model": "see [ModelScript](#modelscript)",
+    "Scenario.faults": "`[{tool: issue_refund, kind: hang}]`",
+    "Scenario.caller": "see [CallerTurn](#callerturn)",
+    "Scenario.expect": "see [Expectations](#expectations)",
 }
 
 

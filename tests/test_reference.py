@@ -28,7 +28,8 @@ def test_every_scenario_field_has_a_description_and_an_example() -> None:
     rows = [line for line in scenario_reference().splitlines() if line.startswith("| `")]
     assert len(rows) > 60
     for row in rows:
-        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
+        assert cells[3], f"no example: {row}"
         assert cells[-1], f"no description: {row}"
 
 
