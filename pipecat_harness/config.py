@@ -33,6 +33,7 @@ __all__ = [
     "HarnessConfig",
     "HistorySettings",
     "IdentifierHoldSettings",
+    "ProxySettings",
     "SilentReplySettings",
     "SpellingSettings",
     "ToolGateSettings",
@@ -149,6 +150,7 @@ class ToolGateSettings(_Block):
     Parameters:
         enabled: Switch.
         write_tools: Names of the tools that change business state.
+        read_tools: Names of the tools that only read (every gated tool is declared one or the other).
         handler_timeout_secs: After this a write's outcome is unknown.
         max_argument_bytes: Largest accepted arguments payload.
         late_reply_secs: How long a timed-out write may still reply and settle its outcome.
@@ -161,6 +163,7 @@ class ToolGateSettings(_Block):
 
     enabled: bool = True
     write_tools: list[str] = Field(default_factory=list)
+    read_tools: list[str] = Field(default_factory=list)
     handler_timeout_secs: float = Field(default=10.0, gt=0, le=600)
     max_argument_bytes: int = Field(default=16_384, gt=0)
     late_reply_secs: float = Field(default=300.0, ge=0, le=3600)
@@ -211,8 +214,11 @@ class ChecklistSettings(_Block):
         redis_url: Redis server for the ``redis`` store.
         key_prefix: Namespace for keys in the shared store.
         debounce_secs: Wait for a newer caller utterance before analysing.
-        lock_ttl_secs: Life of the per-call lock; must exceed ``work_timeout_secs``.
+        lock_ttl_secs: Lease of the per-call lock, renewed while analysis runs: the longest a
+            lock left by a killed worker delays the call's next turn.
         work_timeout_secs: Longest the analysis of one turn may take.
+        state_ttl_secs: How long a call's checklist state is kept after its last change.
+        memory_max_keys: Most keys the in-process store keeps (least recently used go first).
     """
 
     enabled: bool = False
@@ -225,15 +231,14 @@ class ChecklistSettings(_Block):
     redis_url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = "pipecat-harness:"
     debounce_secs: float = Field(default=0.0, ge=0, le=5)
-    lock_ttl_secs: float = Field(default=15.0, gt=0, le=600)
+    lock_ttl_secs: float = Field(default=1.0, ge=0.05, le=60)
     work_timeout_secs: float = Field(default=10.0, gt=0, le=600)
+    state_ttl_secs: float = Field(default=6 * 3600.0, gt=0, le=7 * 24 * 3600.0)
+    memory_max_keys: int = Field(default=50_000, gt=0, le=10_000_000)
 
     @model_validator(mode="after")
-    def _consistent(self) -> ChecklistSettings:
-        """Reject a lock that could expire while the work it guards still runs, and a store not installed."""
-        if self.lock_ttl_secs <= self.work_timeout_secs:
-            raise ValueError("checklist.lock_ttl_secs must exceed checklist.work_timeout_secs; raise the first "
-                             "or lower the second")
+    def _store_installed(self) -> ChecklistSettings:
+        """Reject a store whose client is not installed (at start, not on the first call)."""
         if self.store == "redis":
             _require_module("redis", "redis", "checklist.store 'redis'")
         return self
@@ -282,6 +287,56 @@ class GraderSettings(_Block):
         return check_database_url(value)
 
 
+class ProxySettings(_Block):
+    """The custom-LLM proxy (``pipecat-harness proxy``): credentials, the operator's model settings, bounds.
+
+    Secrets are lists so a rotation can keep the old and the new one valid at once;
+    set them from the environment, e.g. ``PIPECAT_HARNESS_PROXY__SECRETS='["new","old"]'``.
+
+    Parameters:
+        secrets: Accepted on ``/chat/completions`` (Vapi custom-LLM credential key, or
+            ``X-Vapi-Secret``) and on the Retell socket (``/llm-websocket/<secret>/{call_id}``).
+        webhook_secrets: Vapi server-URL secrets for ``/webhook/vapi`` (default: ``secrets``).
+        retell_api_keys: Retell API keys (webhook badge) that sign ``/webhook/retell``.
+        signature_tolerance_secs: Largest clock difference on a signed webhook.
+        model: Model sent upstream ("" uses ``--upstream-model``).
+        max_tokens: Output limit of every model call.
+        temperature: Temperature of every model call.
+        tools: OpenAI function tools offered to the model.
+        tool_choice: OpenAI ``tool_choice`` sent with the tools.
+        base_prompt: Operator prompt, first in the stable system block.
+        trust_platform_prompt: Also keep the platform's system messages.
+        max_body_bytes: Largest request body or Retell frame.
+        max_messages: Most messages per request.
+        max_total_chars: Most content characters per request.
+        max_call_id_chars: Longest call id.
+        max_json_depth: Deepest JSON nesting.
+    """
+
+    secrets: list[str] = Field(default_factory=list)
+    webhook_secrets: list[str] = Field(default_factory=list)
+    retell_api_keys: list[str] = Field(default_factory=list)
+    signature_tolerance_secs: float = Field(default=300.0, gt=0, le=3600)
+    model: str = ""
+    max_tokens: int = Field(default=400, gt=0, le=32_000)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    tool_choice: Any = None
+    base_prompt: str = ""
+    trust_platform_prompt: bool = False
+    max_body_bytes: int = Field(default=1_000_000, gt=0, le=50_000_000)
+    max_messages: int = Field(default=1_000, gt=0, le=100_000)
+    max_total_chars: int = Field(default=200_000, gt=0, le=20_000_000)
+    max_call_id_chars: int = Field(default=128, gt=0, le=1024)
+    max_json_depth: int = Field(default=64, ge=4, le=500)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Refuse empty secrets (an empty string would match an empty header)."""
+        for name in ("secrets", "webhook_secrets", "retell_api_keys"):
+            if any(not value for value in getattr(self, name)):
+                raise ValueError(f"proxy.{name} must not contain empty strings")
+
+
 class TraceSettings(_Block):
     """Where call timelines are written.
 
@@ -317,6 +372,7 @@ class HarnessConfig(BaseSettings):
     checklist: ChecklistSettings = Field(default_factory=ChecklistSettings)
     grader: GraderSettings = Field(default_factory=GraderSettings)
     trace: TraceSettings = Field(default_factory=TraceSettings)
+    proxy: ProxySettings = Field(default_factory=ProxySettings)
 
     def __init__(self, **values: Any) -> None:
         """Build from keyword arguments, the environment and the YAML file given to :meth:`from_yaml`.
@@ -329,6 +385,8 @@ class HarnessConfig(BaseSettings):
             super().__init__(**values)
         except ValidationError as exc:
             raise ConfigError(describe_config_error(exc)) from exc
+        except ValueError as exc:  # a block's own post-init check: its message names the setting
+            raise ConfigError(str(exc)) from exc
 
     @classmethod
     def settings_customise_sources(

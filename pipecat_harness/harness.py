@@ -37,11 +37,30 @@ from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
-from pipecat_harness.integration import WRAPPED_MARK, IntegrationError, integration_problems, mark_wrapped
+from pipecat_harness.integration import IntegrationError, integration_problems
+from pipecat_harness.tools.operation_state import Reconciler
 from pipecat_harness.trace.recorder import TraceRecorder
 from pipecat_harness.turn_strategies import TurnStrategyAdvisor
 
 __all__ = ["CONTROL_FACTORIES", "Harness", "TurnBoundaryProcessor"]
+
+
+def _advertised_handler_names(tools: Any) -> list[str]:
+    """Names of the handler-carrying tools in a ``ToolsSchema`` or list (direct functions, schemas with handlers)."""
+    if tools is None:
+        return []
+    items = list(getattr(tools, "standard_tools", None) or []) + list(getattr(tools, "direct_functions", None) or [])
+    if isinstance(tools, list | tuple):
+        items = list(tools)
+    names = []
+    for tool in items:
+        if getattr(tool, "handler", None) is not None and getattr(tool, "name", None):
+            names.append(tool.name)
+        elif callable(tool) and not hasattr(tool, "properties"):
+            names.append(getattr(tool, "name", None) or getattr(tool, "__name__", ""))
+        elif hasattr(tool, "function") and hasattr(tool, "name"):  # a DirectFunctionWrapper
+            names.append(tool.name)
+    return [n for n in names if n]
 
 #: Control name -> ``"module:Class"`` of its :class:`HarnessControl`, imported only when enabled.
 CONTROL_FACTORIES: dict[str, str] = {
@@ -225,7 +244,6 @@ class Harness:
             ValueError: A required anchor is missing from ``processors``.
             IntegrationError: Under ``strict``, an active control cannot act.
         """
-        self._check_integration(processors)
         placed: dict[Placement, list[FrameProcessor]] = {p: [] for p in Placement}
         for control in self.controls:
             for placement, processor in control.processors():
@@ -241,6 +259,13 @@ class Harness:
             Placement.AFTER_OUTPUT_TRANSPORT: (BaseOutputTransport, True),
             Placement.AFTER_ASSISTANT_AGGREGATOR: (LLMAssistantAggregator, True),
         }
+        for processor in processors:
+            if isinstance(processor, LLMService):
+                # Start-up is where an undeclared tool must fail, loudly, not mid-call.
+                context = next((getattr(p, "_context", None) for p in processors if isinstance(p, LLMUserAggregator)),
+                               None)
+                self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
+        self._check_integration(processors)
         result = [_DecisionClockStarter(self.decisions), *processors]
         for placement, extra in placed.items():
             if not extra:
@@ -272,6 +297,7 @@ class Harness:
         *,
         write: bool | None = None,
         normalize: Callable[[dict[str, Any]], Any] | None = None,
+        reconciler: Reconciler | None = None,
         **options: Any,
     ) -> None:
         """Register a Pipecat handler with every control's wrapper applied.
@@ -287,9 +313,17 @@ class Harness:
                 in ``write_tools``).
             normalize: Gives the tool's arguments their business-canonical form,
                 so that the same request said two ways is one request.
+            reconciler: Asks the backend what became of this tool's writes of
+                unknown outcome (see :class:`~pipecat_harness.tools.ToolGate`).
             **options: Passed to ``llm.register_function``.
         """
-        is_write = name in self.write_tools if write is None else write
+        gate_control = self.control("tool_gate")
+        declared = getattr(gate_control, "declared_write", lambda _name: None)(name)
+        if write is None and name in self.write_tools:
+            write = True
+        if write is None and declared is None and gate_control is not None:
+            raise gate_control.undeclared_error(name)  # type: ignore[attr-defined]
+        is_write = bool(declared if write is None else write)
         if is_write:
             self.write_tools.add(name)
             options.setdefault("cancel_on_interruption", False)
@@ -298,7 +332,11 @@ class Harness:
             if normalize is not None:
                 control.set_argument_normalizer(name, normalize)
             wrapped = control.wrap_function(name, wrapped, write=is_write)
-        llm.register_function(name, mark_wrapped(wrapped) if wrapped is not handler else wrapped, **options)
+        gate = getattr(gate_control, "gate", None)
+        if reconciler is not None and gate is not None:
+            gate.reconcilers[name] = reconciler
+        self._attach(llm)
+        llm.register_function(name, wrapped, **options)
 
     def register_tools(
         self,
@@ -307,6 +345,7 @@ class Harness:
         *,
         write_tools: Iterable[str] = (),
         normalizers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+        reconciler: Reconciler | None = None,
     ) -> None:
         """Register framework-free handlers (arguments mapping in, result out).
 
@@ -315,31 +354,58 @@ class Harness:
             handlers: Handlers by tool name.
             write_tools: Which of them change business state.
             normalizers: Per tool, the canonical form of its arguments (see :meth:`register_function`).
+            reconciler: Answers for the write tools' operations of unknown outcome.
         """
         writes = set(write_tools)
         for name, handler in handlers.items():
-            self.register_function(llm, name, pipecat_function(handler), write=name in writes or None,
-                                   normalize=(normalizers or {}).get(name))
+            # The caller lists the writes; every other handler given here is a read.
+            is_write = name in writes or name in self.write_tools
+            self.register_function(llm, name, pipecat_function(handler), write=is_write,
+                                   normalize=(normalizers or {}).get(name),
+                                   reconciler=reconciler if is_write else None)
 
-    def wrap_registered_functions(self, llm: LLMService) -> None:
-        """Wrap every handler already registered on ``llm`` (e.g. auto-registered direct functions)."""
-        registry: dict[str | None, Any] = getattr(llm, "_functions", {})
-        for name, item in list(registry.items()):
-            if name is None or getattr(item.handler, WRAPPED_MARK, False):
-                continue
-            is_write = name in self.write_tools
-            wrapped = item.handler
-            for control in self.controls:
-                wrapped = control.wrap_function(name, wrapped, write=is_write)
-            if wrapped is item.handler:
-                continue
-            mark_wrapped(wrapped)
-            llm.register_function(
-                name,
-                wrapped,
-                cancel_on_interruption=False if is_write else item.cancel_on_interruption,
-                timeout_secs=item.timeout_secs,
-            )
+    def wrap_registered_functions(self, llm: LLMService, tools: Any = None) -> None:
+        """Gate every handler of ``llm``, already registered or registered later, however registered.
+
+        Direct functions and ``FunctionSchema(handler=...)`` tools that Pipecat
+        registers at the first model run, and tools added after start, are
+        gated when Pipecat stores them. Wrapping twice is a no-op.
+
+        Args:
+            llm: The LLM service.
+            tools: The tools the context advertises (a ``ToolsSchema`` or list);
+                each handler-carrying one must be declared a read or a write.
+
+        Raises:
+            ValueError: A registered or advertised tool is declared neither a read nor a write.
+        """
+        self._attach(llm)
+        for name, item in list(getattr(llm, "_functions", {}).items()):
+            if name in self.write_tools and item.cancel_on_interruption:
+                item.cancel_on_interruption = False  # a barge-in must not cancel a write
+        gate_control = self.control("tool_gate")
+        if gate_control is None:
+            return
+        names = [name for name in getattr(llm, "_functions", {}) if name is not None]
+        names += _advertised_handler_names(tools)
+        for name in names:
+            if gate_control.declared_write(name) is None:  # type: ignore[attr-defined]
+                raise gate_control.undeclared_error(name)  # type: ignore[attr-defined]
+
+    def _attach(self, llm: Any) -> None:
+        control = self.control("tool_gate")
+        if control is not None:
+            control.attach(llm)  # type: ignore[attr-defined]
+        else:
+            for other in self.controls:  # controls that wrap handlers without the gate (tests, probes)
+                registry = getattr(llm, "_functions", {})
+                for name, item in list(registry.items()):
+                    if name is None or getattr(item.handler, "_harness_wrapped", False):
+                        continue
+                    wrapped = other.wrap_function(name, item.handler, write=name in self.write_tools)
+                    if wrapped is not item.handler:
+                        setattr(wrapped, "_harness_wrapped", True)  # noqa: B010
+                        item.handler = wrapped
 
     def observers(self) -> list[BaseObserver]:
         """Return the trace recorder (when tracing) and the controls' observers."""

@@ -1,9 +1,10 @@
 """Start-up checks of how a bot wired the harness in: mistakes that would otherwise be silent.
 
-A control listed as active does nothing when the bot bypasses it: a tool
-registered straight on the LLM is never gated, user-aggregator params built
-without :meth:`Harness.user_params` never hold a turn, and a tool gate with no
-tools registered has nothing to act on. :func:`integration_problems` finds
+A control listed as active does nothing when the bot bypasses it:
+user-aggregator params built without :meth:`Harness.user_params` never hold a
+turn, and a tool gate with no tools registered has nothing to act on. (A tool
+registered straight on the LLM is gated, or refused as undeclared, by the tool
+gate itself when :meth:`Harness.place` runs.) :func:`integration_problems` finds
 these in the processors given to :meth:`Harness.place`; the harness logs each
 as an error with the fix, or raises :class:`IntegrationError` when built with
 ``strict=True`` (the bots' default).
@@ -24,31 +25,15 @@ from pipecat_harness.errors import InputError
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
 
-__all__ = ["WRAPPED_MARK", "IntegrationError", "integration_problems", "mark_wrapped"]
-
-#: Attribute set on a handler the harness wrapped (so a second wrap and the checks can tell).
-WRAPPED_MARK = "_harness_wrapped"
+__all__ = ["IntegrationError", "integration_problems"]
 
 
 class IntegrationError(InputError):
     """The bot wired the harness in so that an active control cannot act; the message says how to fix it."""
 
 
-def mark_wrapped(handler: Any) -> Any:
-    """Mark a handler as wrapped by the harness and return it."""
-    try:
-        setattr(handler, WRAPPED_MARK, True)
-    except (AttributeError, TypeError):  # a builtin or a slotted callable: checks treat it as unwrapped
-        pass
-    return handler
-
-
 def _wraps_stop_strategies(control: HarnessControl) -> bool:
     return type(control).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies
-
-
-def _wraps_functions(control: HarnessControl) -> bool:
-    return type(control).wrap_function is not HarnessControl.wrap_function
 
 
 def integration_problems(harness: Harness, processors: Sequence[FrameProcessor],
@@ -70,22 +55,14 @@ def integration_problems(harness: Harness, processors: Sequence[FrameProcessor],
                 f"{', '.join(stop_controls)} active but the user aggregator was built without harness.user_params(); "
                 "pass LLMContextAggregatorPair(context, user_params=harness.user_params(LLMUserAggregatorParams(...)))"
             )
-    tool_controls = sorted(c.name for c in harness.controls if _wraps_functions(c))
-    if tool_controls:
+    # Registered tools are gated (or refused as undeclared) by the tool gate itself when the pipeline is
+    # placed; what remains to check is a gate left with nothing to act on.
+    if harness.control("tool_gate") is not None:
         llms = [p for p in processors if isinstance(p, LLMService)]
-        registered = {name: item for llm in llms for name, item in getattr(llm, "_functions", {}).items()
-                      if name is not None}
-        ungated = sorted(name for name, item in registered.items() if not getattr(item.handler, WRAPPED_MARK, False))
-        for name in ungated:
-            problems.append(
-                f"tool '{name}' is registered on the LLM without the harness, so {', '.join(tool_controls)} never "
-                f"sees it; register it with harness.register_function(llm, '{name}', handler) or call "
-                "harness.wrap_registered_functions(llm) before harness.place(...)"
-            )
+        registered = [name for llm in llms for name in getattr(llm, "_functions", {}) if name is not None]
         if llms and not registered:
             problems.append(
-                f"{', '.join(tool_controls)} active but the LLM has no registered tools, so it has nothing to act "
-                "on; register tools with harness.register_function(...) before harness.place(...), or switch "
-                f"{tool_controls[0]} off"
+                "tool_gate active but the LLM has no registered tools, so it has nothing to act on; register "
+                "tools with harness.register_function(...) before harness.place(...), or switch tool_gate off"
             )
     return problems

@@ -8,7 +8,6 @@ from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair, LLMUserAggregatorParams
 
 from pipecat_harness import Harness, HarnessConfig
-from pipecat_harness.integration import IntegrationError
 from pipecat_harness.sim.scenario import ModelScript
 from pipecat_harness.sim.scripted_llm import ScriptedLLMService
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
@@ -40,26 +39,19 @@ def errors():
     logger.remove(sink)
 
 
-def test_a_tool_registered_straight_on_the_llm_is_reported_with_the_fix(errors) -> None:
-    harness = Harness(_config())
+def test_a_declared_tool_registered_straight_on_the_llm_is_gated_at_place(errors) -> None:
+    harness = Harness(HarnessConfig(trace={"enabled": False}, tool_gate={"write_tools": ["issue_refund"]})
+                      .only("tool_gate", "identifier_hold"), strict=True)
     llm, processors = _pipeline(harness)
-    harness.register_function(llm, "lookup_order", lookup)
-    llm.register_function("issue_refund", lookup)  # bypasses the harness: never gated
+    llm.register_function("issue_refund", lookup)  # the harness never saw it registered
     harness.place(processors)
-    assert len(errors) == 1
-    assert "tool 'issue_refund'" in errors[0] and "harness.register_function(llm, 'issue_refund'" in errors[0]
+    assert errors == []
+    assert getattr(llm._functions["issue_refund"].handler, "_harness_gated", False)
 
 
-def test_strict_harness_refuses_an_ungated_tool() -> None:
-    harness = Harness(_config(), strict=True)
-    llm, processors = _pipeline(harness)
-    llm.register_function("issue_refund", lookup)
-    with pytest.raises(IntegrationError, match="wrap_registered_functions"):
-        harness.place(processors)
-
-
-def test_wrap_registered_functions_gates_tools_registered_before(errors) -> None:
-    harness = Harness(_config(), strict=True)
+def test_tools_registered_before_the_harness_saw_the_llm_are_gated_once_it_does(errors) -> None:
+    harness = Harness(HarnessConfig(trace={"enabled": False}, tool_gate={"write_tools": ["issue_refund"]})
+                      .only("tool_gate", "identifier_hold"), strict=True)
     llm, processors = _pipeline(harness)
     llm.register_function("issue_refund", lookup)
     harness.wrap_registered_functions(llm)
@@ -70,7 +62,7 @@ def test_wrap_registered_functions_gates_tools_registered_before(errors) -> None
 def test_user_params_not_applied_is_reported(errors) -> None:
     harness = Harness(_config())
     llm, processors = _pipeline(harness, use_user_params=False)
-    harness.register_function(llm, "lookup_order", lookup)
+    harness.register_function(llm, "lookup_order", lookup, write=False)
     harness.place(processors)
     assert len(errors) == 1 and "identifier_hold" in errors[0] and "harness.user_params(" in errors[0]
 
@@ -85,6 +77,6 @@ def test_a_tool_gate_with_no_tools_has_nothing_to_act_on(errors) -> None:
 def test_a_correctly_wired_harness_reports_nothing(errors) -> None:
     harness = Harness(_config(), strict=True)
     llm, processors = _pipeline(harness)
-    harness.register_function(llm, "lookup_order", lookup)
+    harness.register_function(llm, "lookup_order", lookup, write=False)
     harness.place(processors)
     assert errors == []

@@ -53,7 +53,10 @@ class ChecklistControl(HarnessControl):
         settings = harness.config.checklist
         self.settings = settings
         self.checklist = load_configured_checklist(settings)
-        store = create_store(settings.store, redis_url=settings.redis_url, prefix=settings.key_prefix)
+        store = create_store(
+            settings.store, redis_url=settings.redis_url, prefix=settings.key_prefix,
+            memory_max_keys=settings.memory_max_keys,
+        )
         self.driver = ChecklistDriver(
             self.checklist,
             store,
@@ -61,6 +64,7 @@ class ChecklistControl(HarnessControl):
             debounce_secs=settings.debounce_secs,
             lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
             on_decision=self.record,
+            state_ttl_secs=settings.state_ttl_secs,
         )
         self.director = ChecklistDirector(self.driver, call_id=harness.call_id, marker=settings.directive_marker)
 

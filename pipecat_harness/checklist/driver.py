@@ -8,6 +8,7 @@ not analysed yet, under a per-call lock, after a newest-wins debounce.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,9 +40,11 @@ class ChecklistDriver:
         fallback_analyzer: Used when ``analyzer`` fails; ``None`` re-raises. By default
             the deterministic analyzer backs up any other analyzer.
         debounce_secs: Wait for a newer utterance before analysing (0: none).
-        lock: The per-call lock (default: TTL 15 s guarding 10 s of work).
+        lock: The per-call lock (default: a 1 s lease renewed while up to 10 s of work runs).
         on_decision: Receives every decision.
         state_ttl_secs: How long a call's state is kept after its last change.
+        max_turns_per_sync: Most caller turns one sync analyses; a longer backlog is
+            worked off over the following turns, oldest first (bounded work per request).
     """
 
     def __init__(
@@ -54,7 +57,8 @@ class ChecklistDriver:
         debounce_secs: float = 0.0,
         lock: CallLock | None = None,
         on_decision: DecisionSink | None = None,
-        state_ttl_secs: float = 24 * 3600.0,
+        state_ttl_secs: float = 6 * 3600.0,
+        max_turns_per_sync: int = 100,
     ) -> None:
         self.checklist = checklist
         self.store = store
@@ -66,6 +70,7 @@ class ChecklistDriver:
         self.lock = lock or CallLock(store)
         self.on_decision = on_decision
         self.state_ttl_secs = state_ttl_secs
+        self.max_turns_per_sync = max_turns_per_sync
 
     def _key(self, call_id: str) -> str:
         return f"checklist:{self.checklist.name}:{call_id}"
@@ -87,9 +92,9 @@ class ChecklistDriver:
         )
 
     async def save(self, state: ChecklistState) -> None:
-        """Store the call's state, bumping its version."""
+        """Store the call's state, bumping its version (inside the call's lock: only while it is still held)."""
         state.version += 1
-        await self.store.set_json(self._key(state.call_id), state.to_dict(), ttl_secs=self.state_ttl_secs)
+        await self.lock.write(self._key(state.call_id), state.to_dict(), ttl_secs=self.state_ttl_secs)
 
     async def reset(self, call_id: str) -> None:
         """Forget a call's state."""
@@ -144,7 +149,15 @@ class ChecklistDriver:
                 return None
             state = await self.load(call_id)
             changed = False
-            for index in range(state.analyzed_turns, len(user_turns)):
+            first = state.analyzed_turns
+            last = min(len(user_turns), first + self.max_turns_per_sync)
+            if last < len(user_turns):
+                self.record("backlog", {"call_id": call_id, "analysed": last - first, "left": len(user_turns) - last})
+            for index in range(first, last):
+                if index > first:
+                    # A backlog of turns (a restart, a replayed transcript) is analysed a turn at a
+                    # time with the loop free in between, so other calls on this worker never wait.
+                    await asyncio.sleep(0)
                 utterance = user_turns[index]
                 analysis = await self._analyze(state, utterance)
                 changes = apply_analysis(self.checklist, state, analysis)

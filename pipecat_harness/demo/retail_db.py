@@ -8,13 +8,16 @@ scenario's expected final state against it with plain SQL.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-__all__ = ["DEFAULT_SEED", "RETAIL_SCHEMA", "RetailDatabase"]
+__all__ = ["DEFAULT_SEED", "RETAIL_SCHEMA", "Apply", "RetailDatabase"]
+
+Apply = Callable[[aiosqlite.Connection], Awaitable[Any]]
+"""A business write run inside :meth:`RetailDatabase.apply_once`'s transaction; returns its result."""
 
 RETAIL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS customers (
@@ -42,6 +45,10 @@ CREATE TABLE IF NOT EXISTS returns (
 CREATE TABLE IF NOT EXISTS refunds (
     refund_id INTEGER PRIMARY KEY AUTOINCREMENT, order_id TEXT NOT NULL REFERENCES orders(order_id),
     amount_usd REAL NOT NULL, reason TEXT NOT NULL, created_at TEXT DEFAULT CURRENT_TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS applied_operations (
+    idempotency_key TEXT PRIMARY KEY, op_type TEXT NOT NULL, request_hash TEXT NOT NULL,
+    result TEXT NOT NULL, applied_at TEXT DEFAULT CURRENT_TIMESTAMP
 );
 """
 
@@ -134,6 +141,46 @@ class RetailDatabase:
             await conn.commit()
             return cursor.lastrowid or 0
 
+    async def apply_once(self, key: str | None, op_type: str, request_hash: str, apply: Apply) -> Any:
+        """Apply a write at most once per idempotency key, the way payment APIs do.
+
+        The write and the key's record commit in one transaction. The same key
+        again returns the stored result without applying anything; the same
+        key with a different request is an error result. A write whose result
+        is an ``{"error": ...}`` applies nothing and stores nothing, so a later
+        attempt under the same key may apply. ``key=None`` applies without
+        deduplication (a caller that sends no key).
+        """
+        async with aiosqlite.connect(self.path) as conn:
+            await conn.execute("BEGIN IMMEDIATE")
+            if key is not None:
+                async with conn.execute(
+                    "SELECT op_type, request_hash, result FROM applied_operations WHERE idempotency_key = ?", (key,)
+                ) as cursor:
+                    row = await cursor.fetchone()
+                if row is not None:
+                    await conn.rollback()
+                    if (row[0], row[1]) != (op_type, request_hash):
+                        return {"error": f"idempotency key {key!r} was already used for a different request"}
+                    return json.loads(row[2])
+            result = await apply(conn)
+            if isinstance(result, Mapping) and result.get("error"):
+                await conn.rollback()
+                return result
+            if key is not None:
+                await conn.execute(
+                    "INSERT INTO applied_operations (idempotency_key, op_type, request_hash, result)"
+                    " VALUES (?, ?, ?, ?)",
+                    (key, op_type, request_hash, json.dumps(result, sort_keys=True, default=str)),
+                )
+            await conn.commit()
+            return result
+
+    async def applied(self, key: str) -> Any:
+        """The stored result of the write applied under ``key``, or ``None`` when none was."""
+        text = await self.scalar("SELECT result FROM applied_operations WHERE idempotency_key = ?", (key,))
+        return None if text is None else json.loads(text)
+
     async def order(self, order_id: str) -> dict[str, Any] | None:
         """Return an order with its items and shipping address, or ``None``."""
         rows = await self.query("SELECT * FROM orders WHERE order_id = ?", (order_id,))
@@ -149,7 +196,7 @@ class RetailDatabase:
 
     async def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Return every table's rows (for traces and debugging)."""
-        tables = ("customers", "addresses", "orders", "items", "returns", "refunds")
+        tables = ("customers", "addresses", "orders", "items", "returns", "refunds", "applied_operations")
         return {table: await self.query(f"SELECT * FROM {table}") for table in tables}
 
     @staticmethod

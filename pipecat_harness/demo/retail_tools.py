@@ -4,7 +4,13 @@ Each tool is a plain async function of an arguments mapping that returns a
 JSON-serialisable result, so the same handlers serve Pipecat's
 ``llm.register_function`` (through :func:`pipecat_function`), the tool gate and
 the proxy. Business errors (unknown order, wrong status) are returned as
-``{"error": ...}`` results; an exception means the backend failed.
+``{"error": ...}`` results (definitive: nothing was applied); an exception
+means the backend failed and the write may or may not have happened.
+
+Writes carry the gate's idempotency key (:func:`current_operation`) to the
+database, which applies each key once and remembers its result
+(:meth:`RetailDatabase.apply_once`); :meth:`RetailTools.reconcile` answers
+what became of an operation of unknown outcome from the same records.
 """
 
 from __future__ import annotations
@@ -12,11 +18,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import aiosqlite
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.services.llm_service import FunctionCallParams
 
-from pipecat_harness.demo.retail_db import RetailDatabase
+from pipecat_harness.demo.retail_db import Apply, RetailDatabase
+from pipecat_harness.tools.execution import current_operation
+from pipecat_harness.tools.operation_state import OperationRecord, OperationStatus, Reconciliation
 
 __all__ = ["RETAIL_WRITE_TOOLS", "RetailTools", "ToolHandler", "pipecat_function"]
 
@@ -138,6 +147,21 @@ class RetailTools:
         order = await self.db.order(normalize_order_id(args.get("order_id", "")))
         return order if order is not None else {"error": "order not found"}
 
+    async def _apply(self, op_type: str, args: Mapping[str, Any], apply: Apply) -> Any:
+        # The gate's key for this logical operation, when a gate runs the write;
+        # the backend applies each key once, as a payment API would.
+        operation = current_operation()
+        if operation is None:
+            return await self.db.apply_once(None, op_type, "", apply)
+        return await self.db.apply_once(operation.idempotency_key, op_type, operation.request_hash, apply)
+
+    async def reconcile(self, record: OperationRecord) -> Reconciliation:
+        """Say what became of an operation of unknown outcome: applied (with its result) or not applied."""
+        result = await self.db.applied(record.idempotency_key)
+        if result is None:
+            return Reconciliation(OperationStatus.FAILED, error="the retail backend has no record of this operation")
+        return Reconciliation(OperationStatus.SUCCEEDED, result=result)
+
     async def return_items(self, args: Mapping[str, Any]) -> Any:
         """Record a return of delivered items."""
         order_id = normalize_order_id(args.get("order_id", ""))
@@ -150,15 +174,20 @@ class RetailTools:
         known = {item["item_id"] for item in order["items"]}
         if not wanted or not set(wanted) <= known:
             return {"error": "item ids do not belong to this order"}
-        return_id = await self.db.execute(
-            "INSERT INTO returns (order_id, item_ids, payment_method) VALUES (?, ?, ?)",
-            (order_id, RetailDatabase.encode_ids(wanted), order["payment_method"]),
-        )
-        await self.db.execute(
-            f"UPDATE items SET status = 'return requested' WHERE item_id IN ({','.join('?' for _ in wanted)})",
-            wanted,
-        )
-        return {"return_id": return_id, "order_id": order_id, "item_ids": sorted(wanted), "status": "return requested"}
+
+        async def apply(conn: aiosqlite.Connection) -> Any:
+            cursor = await conn.execute(
+                "INSERT INTO returns (order_id, item_ids, payment_method) VALUES (?, ?, ?)",
+                (order_id, RetailDatabase.encode_ids(wanted), order["payment_method"]),
+            )
+            await conn.execute(
+                f"UPDATE items SET status = 'return requested' WHERE item_id IN ({','.join('?' for _ in wanted)})",
+                wanted,
+            )
+            return {"return_id": cursor.lastrowid, "order_id": order_id, "item_ids": sorted(wanted),
+                    "status": "return requested"}
+
+        return await self._apply("return_items", args, apply)
 
     async def modify_order_address(self, args: Mapping[str, Any]) -> Any:
         """Change the address of a pending order."""
@@ -168,13 +197,17 @@ class RetailTools:
             return {"error": "order not found"}
         if order["status"] != "pending":
             return {"error": f"order is {order['status']}; only pending orders can be changed"}
-        address_id = await self.db.execute(
-            "INSERT INTO addresses (user_id, address1, address2, city, state, zip) VALUES (?, ?, ?, ?, ?, ?)",
-            (order["user_id"], str(args.get("address1", "")), str(args.get("address2", "") or ""),
-             str(args.get("city", "")), str(args.get("state", "")), str(args.get("zip", ""))),
-        )
-        await self.db.execute("UPDATE orders SET address_id = ? WHERE order_id = ?", (address_id, order_id))
-        return {"order_id": order_id, "address_id": address_id, "status": "address updated"}
+
+        async def apply(conn: aiosqlite.Connection) -> Any:
+            cursor = await conn.execute(
+                "INSERT INTO addresses (user_id, address1, address2, city, state, zip) VALUES (?, ?, ?, ?, ?, ?)",
+                (order["user_id"], str(args.get("address1", "")), str(args.get("address2", "") or ""),
+                 str(args.get("city", "")), str(args.get("state", "")), str(args.get("zip", ""))),
+            )
+            await conn.execute("UPDATE orders SET address_id = ? WHERE order_id = ?", (cursor.lastrowid, order_id))
+            return {"order_id": order_id, "address_id": cursor.lastrowid, "status": "address updated"}
+
+        return await self._apply("modify_order_address", args, apply)
 
     async def issue_refund(self, args: Mapping[str, Any]) -> Any:
         """Record a refund on an order."""
@@ -183,15 +216,19 @@ class RetailTools:
             return {"error": "order not found"}
         try:
             amount = float(args.get("amount_usd", 0))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return {"error": "amount_usd must be a number"}
-        if amount <= 0:
+        if not amount > 0 or amount == float("inf"):
             return {"error": "amount_usd must be positive"}
-        refund_id = await self.db.execute(
-            "INSERT INTO refunds (order_id, amount_usd, reason) VALUES (?, ?, ?)",
-            (order_id, amount, str(args.get("reason", ""))),
-        )
-        return {"refund_id": refund_id, "order_id": order_id, "amount_usd": amount, "status": "refunded"}
+
+        async def apply(conn: aiosqlite.Connection) -> Any:
+            cursor = await conn.execute(
+                "INSERT INTO refunds (order_id, amount_usd, reason) VALUES (?, ?, ?)",
+                (order_id, amount, str(args.get("reason", ""))),
+            )
+            return {"refund_id": cursor.lastrowid, "order_id": order_id, "amount_usd": amount, "status": "refunded"}
+
+        return await self._apply("issue_refund", args, apply)
 
     async def cancel_pending_order(self, args: Mapping[str, Any]) -> Any:
         """Cancel a pending order."""
@@ -201,8 +238,12 @@ class RetailTools:
             return {"error": "order not found"}
         if order["status"] != "pending":
             return {"error": f"order is {order['status']}; only pending orders can be cancelled"}
-        await self.db.execute("UPDATE orders SET status = 'cancelled' WHERE order_id = ?", (order_id,))
-        return {"order_id": order_id, "status": "cancelled"}
+
+        async def apply(conn: aiosqlite.Connection) -> Any:
+            await conn.execute("UPDATE orders SET status = 'cancelled' WHERE order_id = ?", (order_id,))
+            return {"order_id": order_id, "status": "cancelled"}
+
+        return await self._apply("cancel_pending_order", args, apply)
 
 
 def pipecat_function(handler: ToolHandler) -> Callable[[FunctionCallParams], Awaitable[None]]:

@@ -27,6 +27,7 @@ from pipecat_harness.grader.actions import InMemoryOperations
 from pipecat_harness.grader.alerts import SeverityPolicy, WebhookAlerter, alert_payload
 from pipecat_harness.grader.audit import AuditRow, AuditStore
 from pipecat_harness.grader.verdict import Grader, Verdict
+from pipecat_harness.tools.result import reports_done
 
 __all__ = ["GradingJob", "TurnGrader"]
 
@@ -216,8 +217,5 @@ class TurnGrader(BaseObserver):
 
 
 def _succeeded(frame: FunctionCallResultFrame) -> bool:
-    """Whether a tool result reports success (no raised error, no ``{"error": ...}`` result)."""
-    if getattr(frame, "error", None):
-        return False
-    result = frame.result
-    return not (isinstance(result, dict) and (result.get("error") or result.get("status") in {"error", "failed"}))
+    """Whether a tool result reports the action done (not refused, failed, unknown or an error)."""
+    return reports_done(frame.result, getattr(frame, "error", None))

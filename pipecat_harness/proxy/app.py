@@ -9,8 +9,15 @@ Routes:
 * ``POST /webhook/vapi``: Vapi server messages; ``conversation-update``
   updates the checklist state (the second channel; it meets the first only
   in the state store).
-* ``WS /{call_id}`` and ``WS /llm-websocket/{call_id}``: the Retell custom-LLM protocol.
+* ``POST /webhook/retell``: signed Retell call events; ``call_ended`` releases the call's state.
+* ``WS /llm-websocket/{secret}/{call_id}`` (and, without secrets, ``WS /{call_id}`` and
+  ``WS /llm-websocket/{call_id}``): the Retell custom-LLM protocol.
 * ``GET /health``.
+
+With a :class:`~pipecat_harness.proxy.auth.ProxyAuth` every route but
+``/health`` answers 401 (the socket is refused before it opens) unless the
+request carries a valid credential; nothing is read into state before that.
+Bounds come from :class:`~pipecat_harness.proxy.limits.ProxyLimits`.
 """
 
 from __future__ import annotations
@@ -22,11 +29,16 @@ from typing import Any
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from pipecat_harness.proxy.auth import ProxyAuth
+from pipecat_harness.proxy.guard import deny_socket, unauthorized
+from pipecat_harness.proxy.limits import ProxyLimits, check_call_id, decode_json, off_loop_if_large
 from pipecat_harness.proxy.requests import (
+    ChatTurnRequest,
+    ConversationUpdate,
     RequestError,
     parse_chat_request,
     parse_conversation_update,
-    parse_json_body,
+    parse_retell_event,
 )
 from pipecat_harness.proxy.retell import RetellSession
 from pipecat_harness.proxy.service import ProxyService
@@ -53,6 +65,21 @@ async def read_body(request: Request, limit: int) -> bytes:
         if len(body) > limit:
             raise RequestError(413, f"request body exceeds the {limit}-byte limit", "body_too_large")
     return bytes(body)
+
+
+def _chat_turn(raw: bytes, limits: ProxyLimits) -> ChatTurnRequest:
+    turn = parse_chat_request(decode_json(raw, limits))
+    check_call_id(turn.call_id, limits)
+    limits.check_messages(turn.messages)
+    return turn
+
+
+def _conversation_update(raw: bytes, limits: ProxyLimits) -> ConversationUpdate | None:
+    update = parse_conversation_update(decode_json(raw, limits))
+    if update is not None:
+        check_call_id(update.call_id, limits)
+        limits.check_messages(update.messages, "conversation")
+    return update
 
 
 def _error(exc: RequestError) -> JSONResponse:
@@ -94,35 +121,41 @@ async def _collect(service: ProxyService, request: UpstreamRequest, call_id: str
 
 
 def create_app(
-    service: ProxyService, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, retell_greeting: str = ""
+    service: ProxyService,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    retell_greeting: str = "",
+    auth: ProxyAuth | None = None,
+    limits: ProxyLimits | None = None,
 ) -> FastAPI:
     """Build the proxy application around ``service``.
 
     Args:
         service: Prompt building and upstream streaming.
-        max_body_bytes: Largest accepted request body.
+        max_body_bytes: Largest accepted request body (when ``limits`` is not given).
         retell_greeting: What the agent says when a Retell call opens ("" waits for the caller).
+        auth: Credentials every route checks (``None``: open, for loopback development).
+        limits: Bounds on every request.
     """
-    app = FastAPI(title="pipecat-harness proxy", docs_url=None, redoc_url=None)
+    auth = auth or ProxyAuth()
+    limits = limits or ProxyLimits(max_body_bytes=max_body_bytes)
+    app = FastAPI(title="pipecat-harness proxy", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
+    app.state.auth = auth
+    app.state.limits = limits
 
     @app.get("/health")
     async def health() -> dict[str, str]:
         return {"status": "ok", "upstream": service.upstream.name}
 
     async def chat_completions(request: Request) -> Response:
+        if not auth.chat_allowed(request.headers):
+            return unauthorized()
         try:
-            turn = parse_chat_request(parse_json_body(await read_body(request, max_body_bytes)))
+            turn = await off_loop_if_large(_chat_turn, await read_body(request, limits.max_body_bytes), limits)
         except RequestError as exc:
             return _error(exc)
-        prepared = await service.prepare(
-            turn.call_id,
-            turn.messages,
-            model=turn.model,
-            tools=turn.tools,
-            tool_choice=turn.tool_choice,
-            max_tokens=turn.max_tokens,
-        )
+        prepared = await service.prepare(turn.call_id, turn.messages)
         if not turn.stream:
             return JSONResponse(await _collect(service, prepared.request, turn.call_id))
         return StreamingResponse(
@@ -136,8 +169,16 @@ def create_app(
 
     @app.post("/webhook/vapi")
     async def vapi_webhook(request: Request) -> Response:
+        if not auth.needs_body(request.headers) and not auth.vapi_webhook_allowed(request.headers, b""):
+            return unauthorized()
         try:
-            update = parse_conversation_update(parse_json_body(await read_body(request, max_body_bytes)))
+            raw = await read_body(request, limits.max_body_bytes)
+        except RequestError as exc:
+            return _error(exc)
+        if not auth.vapi_webhook_allowed(request.headers, raw):
+            return unauthorized()
+        try:
+            update = await off_loop_if_large(_conversation_update, raw, limits)
         except RequestError as exc:
             return _error(exc)
         if update is None:
@@ -145,11 +186,37 @@ def create_app(
         directive = await service.observe(update.call_id, update.messages)
         return JSONResponse({"status": "updated", "next": directive.kind if directive else None})
 
-    async def retell(websocket: WebSocket, call_id: str) -> None:
-        await RetellSession(websocket, call_id, service, greeting=retell_greeting).run()
+    @app.post("/webhook/retell")
+    async def retell_webhook(request: Request) -> Response:
+        try:
+            raw = await read_body(request, limits.max_body_bytes)
+        except RequestError as exc:
+            return _error(exc)
+        if not auth.retell_webhook_allowed(request.headers, raw):
+            return unauthorized()
+        try:
+            event = parse_retell_event(decode_json(raw, limits))
+            check_call_id(event.call_id, limits)
+        except RequestError as exc:
+            return _error(exc)
+        if event.event == "call_ended":
+            await service.forget(event.call_id)
+        return Response(status_code=204)
 
-    app.add_api_websocket_route("/{call_id}", retell)
+    async def retell(websocket: WebSocket, call_id: str, secret: str | None = None) -> None:
+        if not auth.retell_socket_allowed(secret, websocket.headers):
+            await deny_socket(websocket, 401)
+            return
+        try:
+            check_call_id(call_id, limits)
+        except RequestError:
+            await deny_socket(websocket, 400)
+            return
+        await RetellSession(websocket, call_id, service, greeting=retell_greeting, limits=limits).run()
+
+    app.add_api_websocket_route("/llm-websocket/{secret}/{call_id}", retell)
     app.add_api_websocket_route("/llm-websocket/{call_id}", retell)
+    app.add_api_websocket_route("/{call_id}", retell)
 
     @app.exception_handler(json.JSONDecodeError)
     async def bad_json(_: Request, exc: json.JSONDecodeError) -> JSONResponse:

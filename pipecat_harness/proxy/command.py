@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 from typing import Any
@@ -13,16 +14,18 @@ from pipecat_harness.bundled import bundled_path
 from pipecat_harness.checklist.control import build_analyzer, load_configured_checklist
 from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.cli import port_number
-from pipecat_harness.config import HarnessConfig
+from pipecat_harness.config import HarnessConfig, ProxySettings
 from pipecat_harness.errors import InputError, UsageError, require_extra
-from pipecat_harness.proxy.app import DEFAULT_MAX_BODY_BYTES, create_app
+from pipecat_harness.proxy.app import create_app
+from pipecat_harness.proxy.auth import ProxyAuth
+from pipecat_harness.proxy.limits import ProxyLimits
+from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.service import ProxyService
 from pipecat_harness.proxy.upstream import Upstream
 from pipecat_harness.state.coordination import CallLock
 from pipecat_harness.state.factory import create_store
 
-__all__ = ["add_parser", "build_service", "build_upstream"]
-
+__all__ = ["add_parser", "build_auth", "build_limits", "build_service", "build_upstream", "is_loopback"]
 
 
 def build_upstream(
@@ -54,12 +57,46 @@ def _log_decision(action: str, evidence: dict[str, Any]) -> None:
     logger.info(f"checklist {action} {json.dumps(evidence, default=str)[:1000]}")
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def build_auth(settings: ProxySettings) -> ProxyAuth:
+    """The credentials of the config's ``proxy`` block."""
+    return ProxyAuth(
+        secrets=tuple(settings.secrets),
+        webhook_secrets=tuple(settings.webhook_secrets),
+        retell_api_keys=tuple(settings.retell_api_keys),
+        tolerance_secs=settings.signature_tolerance_secs,
+    )
+
+
+def build_limits(settings: ProxySettings) -> ProxyLimits:
+    """The bounds of the config's ``proxy`` block."""
+    return ProxyLimits(
+        max_body_bytes=settings.max_body_bytes,
+        max_messages=settings.max_messages,
+        max_total_chars=settings.max_total_chars,
+        max_call_id_chars=settings.max_call_id_chars,
+        max_json_depth=settings.max_json_depth,
+    )
+
+
 def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: bool = True) -> ProxyService:
-    """A :class:`ProxyService` driven by the config's ``checklist`` block."""
+    """A :class:`ProxyService` driven by the config's ``checklist`` block and the ``proxy`` block's model policy."""
     settings = config.checklist
     driver = None
     if with_checklist:
-        store = create_store(settings.store, redis_url=settings.redis_url, prefix=settings.key_prefix)
+        store = create_store(
+            settings.store, redis_url=settings.redis_url, prefix=settings.key_prefix,
+            memory_max_keys=settings.memory_max_keys,
+        )
         driver = ChecklistDriver(
             load_configured_checklist(settings),
             store,
@@ -67,8 +104,10 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
             debounce_secs=settings.debounce_secs,
             lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
             on_decision=_log_decision,
+            state_ttl_secs=settings.state_ttl_secs,
         )
-    return ProxyService(upstream, driver, marker=settings.directive_marker)
+    policy = ModelPolicy.from_settings(config.proxy)
+    return ProxyService(upstream, driver, marker=settings.directive_marker, policy=policy)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -92,12 +131,25 @@ def _run(args: argparse.Namespace) -> int:
         overrides["redis_url"] = args.redis_url
     if overrides:
         config = config.model_copy(update={"checklist": config.checklist.model_copy(update=overrides)})
+    proxy = config.proxy
+    if args.max_body_bytes is not None:
+        proxy = proxy.model_copy(update={"max_body_bytes": args.max_body_bytes})
+    if not args.upstream_model and proxy.model:
+        args.upstream_model = proxy.model
+    auth = build_auth(proxy)
+    if not is_loopback(args.host) and not auth.secrets:
+        print(
+            f"pipecat-harness proxy: refusing to serve on {args.host} without a secret; set proxy.secrets in the "
+            "config or PIPECAT_HARNESS_PROXY__SECRETS='[\"<secret>\"]' (or bind 127.0.0.1)"
+        )
+        return 2
     try:
         upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    config = config.model_copy(update={"proxy": proxy})
     service = build_service(config, upstream, with_checklist=not args.no_checklist)
-    app = create_app(service, max_body_bytes=args.max_body_bytes, retell_greeting=args.retell_greeting)
+    app = create_app(service, retell_greeting=args.retell_greeting, auth=auth, limits=build_limits(proxy))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -116,7 +168,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--store", choices=("memory", "redis"), help="per-call state backend")
     parser.add_argument("--redis-url", help="Redis URL for --store redis")
     parser.add_argument("--no-checklist", action="store_true", help="pass through without checklist directives")
-    parser.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES)
+    parser.add_argument("--max-body-bytes", type=int, help="largest request body (default: proxy.max_body_bytes)")
     parser.add_argument("--retell-greeting", default="", help="first agent line on a Retell call")
     parser.add_argument("--log-level", default="info")
     parser.set_defaults(func=_run)

@@ -19,9 +19,11 @@ __all__ = [
     "ChatTurnRequest",
     "ConversationUpdate",
     "RequestError",
+    "RetellEvent",
     "parse_chat_request",
     "parse_conversation_update",
     "parse_json_body",
+    "parse_retell_event",
 ]
 
 ALLOWED_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -68,6 +70,14 @@ class ConversationUpdate:
 
     call_id: str
     messages: list[dict[str, Any]]
+
+
+@dataclass
+class RetellEvent:
+    """A Retell webhook event (``call_started``, ``call_ended``, ``call_analyzed``, ...)."""
+
+    event: str
+    call_id: str
 
 
 def parse_json_body(raw: bytes) -> Any:
@@ -187,3 +197,17 @@ def parse_conversation_update(body: Any) -> ConversationUpdate | None:
             if isinstance(m, Mapping) and str(m.get("role")) in roles
         ]
     return ConversationUpdate(call_id=call_id, messages=messages)
+
+
+def parse_retell_event(body: Any) -> RetellEvent:
+    """Parse a Retell webhook body ``{"event": ..., "call": {"call_id": ...}}``.
+
+    Raises:
+        RequestError: 400 when the event or the call id is missing.
+    """
+    if not isinstance(body, Mapping) or not isinstance(body.get("event"), str):
+        raise RequestError(400, "Retell webhook body must be an object with an 'event' string", "invalid_body")
+    call_id = _call_id(body)
+    if call_id is None:
+        raise RequestError(400, "Retell webhook event without call.call_id", "missing_call_id")
+    return RetellEvent(event=body["event"], call_id=call_id)

@@ -5,6 +5,10 @@ incrementing ``response_id`` and the full transcript; only the newest
 ``response_id`` counts, so an answer in progress is abandoned (and checked
 before every send) as soon as a newer request arrives. ``update_only``
 updates the checklist state without a reply; ``ping_pong`` is echoed.
+
+A frame the protocol does not allow (binary, not JSON, nested too deep,
+too large, a transcript beyond the limits) is logged and skipped: the call
+goes on, and the next valid frame carries the whole transcript again.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import Any
 from fastapi import WebSocket, WebSocketDisconnect
 from loguru import logger
 
+from pipecat_harness.proxy.limits import ProxyLimits, decode_json
+from pipecat_harness.proxy.requests import RequestError
 from pipecat_harness.proxy.service import ProxyService
 
 __all__ = ["RetellSession", "transcript_to_messages"]
@@ -45,13 +51,23 @@ class RetellSession:
         call_id: From the URL path.
         service: Prompt building and upstream streaming.
         greeting: First agent line ("" lets the caller speak first).
+        limits: Bounds on each frame and its transcript.
     """
 
-    def __init__(self, websocket: WebSocket, call_id: str, service: ProxyService, *, greeting: str = "") -> None:
+    def __init__(
+        self,
+        websocket: WebSocket,
+        call_id: str,
+        service: ProxyService,
+        *,
+        greeting: str = "",
+        limits: ProxyLimits | None = None,
+    ) -> None:
         self.websocket = websocket
         self.call_id = call_id
         self.service = service
         self.greeting = greeting
+        self.limits = limits or ProxyLimits()
         self.latest_response_id = -1
         self._responder: asyncio.Task[None] | None = None
         self._observer: asyncio.Task[None] | None = None
@@ -70,13 +86,11 @@ class RetellSession:
         )
         try:
             while True:
-                raw = await self.websocket.receive_text()
-                try:
-                    event = json.loads(raw)
-                except ValueError:
-                    logger.warning(f"retell call {self.call_id}: ignoring a frame that is not JSON: {raw[:80]!r}")
-                    continue
-                if isinstance(event, Mapping):
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                event = self._decode(message)
+                if event is not None:
                     await self._handle(event)
         except WebSocketDisconnect:
             pass
@@ -87,12 +101,45 @@ class RetellSession:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
 
+    def _decode(self, message: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The frame's event object, or ``None`` (logged) for a frame the protocol does not allow."""
+        text = message.get("text")
+        if not isinstance(text, str):
+            logger.warning(f"retell call {self.call_id}: ignoring a binary frame (the protocol sends text)")
+            return None
+        if len(text) > self.limits.max_body_bytes:
+            logger.warning(f"retell call {self.call_id}: ignoring a {len(text)}-character frame (proxy.max_body_bytes)")
+            return None
+        try:
+            event = decode_json(text, self.limits)
+        except RequestError as exc:
+            logger.warning(f"retell call {self.call_id}: ignoring a frame: {exc.message[:200]}")
+            return None
+        if not isinstance(event, Mapping):
+            logger.warning(f"retell call {self.call_id}: ignoring a frame that is not a JSON object")
+            return None
+        return event
+
+    def _transcript(self, event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """The event's transcript as messages, or ``None`` (logged) when it exceeds the limits."""
+        messages = transcript_to_messages(event.get("transcript"))
+        try:
+            self.limits.check_messages(messages, "transcript")
+        except RequestError as exc:
+            logger.warning(f"retell call {self.call_id}: ignoring an event: {exc.message}")
+            return None
+        return messages
+
     async def _handle(self, event: Mapping[str, Any]) -> None:
         kind = event.get("interaction_type")
         if kind == "ping_pong":
-            await self._send({"response_type": "ping_pong", "timestamp": event.get("timestamp")})
+            stamp = event.get("timestamp")
+            stamp = stamp if isinstance(stamp, int | float) else None
+            await self._send({"response_type": "ping_pong", "timestamp": stamp})
         elif kind == "update_only":
-            messages = transcript_to_messages(event.get("transcript"))
+            messages = self._transcript(event)
+            if messages is None:
+                return
             while messages and messages[-1]["role"] == "user":
                 messages.pop()  # the caller may still be speaking: analyse completed turns only
             if self._observer is not None:
@@ -100,14 +147,15 @@ class RetellSession:
             self._observer = asyncio.create_task(self._observe(messages))
         elif kind in ("response_required", "reminder_required"):
             response_id = event.get("response_id")
-            if not isinstance(response_id, int) or response_id < self.latest_response_id:
+            if type(response_id) is not int or response_id < self.latest_response_id:
+                return
+            messages = self._transcript(event)
+            if messages is None:
                 return
             self.latest_response_id = response_id
             if self._responder is not None:
                 self._responder.cancel()
-            self._responder = asyncio.create_task(
-                self._respond(response_id, transcript_to_messages(event.get("transcript")))
-            )
+            self._responder = asyncio.create_task(self._respond(response_id, messages))
         elif kind != "call_details":
             logger.info(f"retell call {self.call_id}: ignoring interaction_type {kind!r}")
 

@@ -19,12 +19,28 @@ from loguru import logger
 from pipecat_harness.checklist.directive import DEFAULT_MARKER, Directive
 from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.prompt import strip_directive_text, strip_directives, user_turns
+from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.upstream import SystemPrompt, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 
 __all__ = ["PreparedTurn", "ProxyService"]
 
 
+# What of a platform's message is conversation; anything else (cache hints, provider options) stays behind.
+_CONVERSATION_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
+
+# Longer conversations are split into turns and cleaned in a worker thread, off the event loop.
+_OFF_LOOP_MESSAGES = 200
+
 DEFAULT_FALLBACK = "Sorry, I'm having a little trouble on my end. Could you say that again?"
+
+
+@dataclass
+class _Split:
+    turns: list[str]
+    conversation: list[dict[str, Any]]
+    platform_prompt: list[str]
+    removed: int
+    ignored: int
 
 
 @dataclass
@@ -53,6 +69,8 @@ class ProxyService:
         fallback_text: Said when the upstream fails or times out.
         first_token_timeout_secs: Longest wait for the upstream's first chunk.
         chunk_timeout_secs: Longest wait between later chunks.
+        policy: The operator's model, limits, tools and base prompt (the
+            platform's request only contributes the conversation).
     """
 
     def __init__(
@@ -64,8 +82,10 @@ class ProxyService:
         fallback_text: str = DEFAULT_FALLBACK,
         first_token_timeout_secs: float = 8.0,
         chunk_timeout_secs: float = 5.0,
+        policy: ModelPolicy | None = None,
     ) -> None:
         self.upstream = upstream
+        self.policy = policy or ModelPolicy()
         self.driver = driver
         self.marker = marker
         self.fallback_text = fallback_text
@@ -95,48 +115,65 @@ class ProxyService:
         """Update the state from a conversation snapshot without issuing a directive (webhook channel)."""
         return await self.directive_for(call_id, user_turns(messages), issue=False)
 
-    async def prepare(
-        self,
-        call_id: str,
-        messages: Sequence[dict[str, Any]],
-        *,
-        model: str = "",
-        tools: Sequence[dict[str, Any]] = (),
-        tool_choice: Any = None,
-        max_tokens: int | None = None,
-    ) -> PreparedTurn:
-        """Build the upstream request for one turn.
-
-        Old directives are stripped from the incoming messages; the incoming
-        system text (and the checklist's base prompt) form the stable base
-        block, and the fresh directive forms the second block.
-        """
-        directive = await self.directive_for(call_id, user_turns(messages))
+    def _split(self, messages: Sequence[dict[str, Any]]) -> _Split:
+        """Caller turns, conversation and trusted platform prompt text of ``messages``, directives removed."""
         cleaned, removed = strip_directives(messages, self.marker)
-        if removed:
-            self._record("stripped_directives", {"call_id": call_id, "messages": removed})
-        base_parts = []
-        if self.driver is not None:
-            base_parts.append(self.driver.checklist.base_prompt)
-        conversation = []
+        conversation: list[dict[str, Any]] = []
+        platform_prompt: list[str] = []
+        ignored = 0
         for message in cleaned:
             if message.get("role") in ("system", "developer"):
+                if not self.policy.trust_platform_prompt:
+                    ignored += 1
+                    continue
                 text = strip_directive_text(_system_text(message.get("content")), self.marker).strip()
-                if text and text not in base_parts:
-                    base_parts.append(text)
+                if text:
+                    platform_prompt.append(text)
             else:
-                conversation.append(dict(message))
+                conversation.append({k: v for k, v in message.items() if k in _CONVERSATION_KEYS})
+        return _Split(user_turns(messages), conversation, platform_prompt, removed, ignored)
+
+    async def forget(self, call_id: str) -> None:
+        """Drop a finished call's checklist state (the platform said the call ended)."""
+        if self.driver is not None:
+            await self.driver.reset(call_id)
+            self._record("forgotten", {"call_id": call_id})
+
+    async def prepare(self, call_id: str, messages: Sequence[dict[str, Any]]) -> PreparedTurn:
+        """Build the upstream request for one turn.
+
+        Old directives are stripped from the incoming messages. The stable
+        base block is the operator's prompt and the checklist's base prompt
+        (plus the platform's system text only when the policy trusts it);
+        the fresh directive forms the second block. Model, limits and tools
+        come from the policy.
+        """
+        if len(messages) > _OFF_LOOP_MESSAGES:
+            split = await asyncio.to_thread(self._split, messages)
+        else:
+            split = self._split(messages)
+        directive = await self.directive_for(call_id, split.turns)
+        if split.removed:
+            self._record("stripped_directives", {"call_id": call_id, "messages": split.removed})
+        if split.ignored:
+            self._record("ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
+        policy = self.policy
+        base_parts = [policy.base_prompt] if policy.base_prompt else []
+        if self.driver is not None:
+            base_parts.append(self.driver.checklist.base_prompt)
+        base_parts.extend(text for text in split.platform_prompt if text not in base_parts)
         system = SystemPrompt(
-            base="\n\n".join(base_parts), directive=directive.render(self.marker) if directive is not None else ""
+            base="\n\n".join(p for p in base_parts if p),
+            directive=directive.render(self.marker) if directive is not None else "",
         )
         request = UpstreamRequest(
             system=system,
-            messages=conversation,
-            tools=list(tools),
-            tool_choice=tool_choice,
-            max_tokens=max_tokens,
-            model=model,
-            temperature=0.0,
+            messages=split.conversation,
+            tools=policy.tool_list(),
+            tool_choice=policy.tool_choice if policy.tools else None,
+            max_tokens=policy.max_tokens,
+            model=policy.model,
+            temperature=policy.temperature,
         )
         return PreparedTurn(request=request, directive=directive)
 

@@ -15,8 +15,15 @@ DONE_EVENT = "data: [DONE]\n\n"
 
 
 def sse_event(payload: dict[str, Any]) -> str:
-    """One ``data:`` event."""
-    return f"data: {json.dumps(payload, separators=(',', ':'), ensure_ascii=False)}\n\n"
+    """One ``data:`` event (always encodable as UTF-8, even when a model emitted a lone surrogate)."""
+    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    if not data.isascii():
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate cannot be sent as UTF-8; as a JSON escape it can, and the stream goes on.
+            data = json.dumps(payload, separators=(",", ":"))
+    return f"data: {data}\n\n"
 
 
 class ChunkWriter:

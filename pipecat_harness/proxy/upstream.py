@@ -39,7 +39,7 @@ class SystemPrompt:
 
 @dataclass
 class UpstreamRequest:
-    """One model call made by the proxy (always at temperature 0).
+    """One model call made by the proxy, shaped by the operator's :class:`~pipecat_harness.proxy.policy.ModelPolicy`.
 
     Parameters:
         system: The system prompt.
@@ -47,7 +47,8 @@ class UpstreamRequest:
         tools: OpenAI function tools offered to the model.
         tool_choice: OpenAI ``tool_choice`` passed through.
         max_tokens: Output limit.
-        model: Model name requested by the platform (an upstream may override it).
+        model: Model name from the operator's policy (an upstream's own model setting wins).
+        temperature: Sampling temperature from the policy.
     """
 
     system: SystemPrompt

@@ -179,7 +179,8 @@ async def simulate_call(
     )
     if use_harness:
         harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
-                               write_tools=tools.write_tools, normalizers=tools.argument_normalizers())
+                               write_tools=tools.write_tools, normalizers=tools.argument_normalizers(),
+                               reconciler=tools.reconcile)
         user_params = harness.user_params(user_params)
     else:
         for name, handler in tools.handlers().items():

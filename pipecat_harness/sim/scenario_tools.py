@@ -22,6 +22,7 @@ from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat_harness.demo.retail_db import RetailDatabase
 from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler
 from pipecat_harness.sim.scenario import Scenario, ScenarioError, ToolSpec
+from pipecat_harness.tools.operation_state import OperationRecord, Reconciliation
 
 __all__ = ["ScenarioTools", "create_tables"]
 
@@ -115,6 +116,16 @@ class ScenarioTools:
     def handlers(self) -> dict[str, ToolHandler]:
         """The framework-free handlers by tool name."""
         return {**(self._retail.handlers() if self._retail is not None else {}), **self._own}
+
+    async def reconcile(self, record: OperationRecord) -> Reconciliation | None:
+        """What became of a write of unknown outcome: the retail backend can tell; the scenario's own tools cannot.
+
+        A declared tool keeps no record of the operations it applied, so its
+        outcome stays unknown (``None``) rather than being guessed.
+        """
+        if self._retail is not None and record.op_type not in self._own:
+            return await self._retail.reconcile(record)
+        return None
 
     def argument_normalizers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """Per tool, the canonical form of its arguments (the retail tools' order ids)."""

@@ -153,7 +153,7 @@ class CallStateStore:
 
     def __init__(self, store: StateStore, *, lock: CallLock | None = None, ttl_secs: float = 24 * 3600.0) -> None:
         self.store = store
-        self.lock = lock or CallLock(store, ttl_secs=5.0, work_timeout_secs=2.0)
+        self.lock = lock or CallLock(store, ttl_secs=1.0, work_timeout_secs=2.0)
         self.ttl_secs = ttl_secs
 
     @staticmethod
@@ -198,7 +198,7 @@ class CallStateStore:
             if inspect.isawaitable(result):
                 await result
             state.version += 1
-            await self.store.set_json(self._key(call_id), state.to_dict(), ttl_secs=self.ttl_secs)
+            await self.lock.write(self._key(call_id), state.to_dict(), ttl_secs=self.ttl_secs)
             return state
 
         return await self.lock.run(call_id, work)

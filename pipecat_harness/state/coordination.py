@@ -1,4 +1,4 @@
-"""Per-call coordination on a :class:`StateStore`: a TTL lock and a newest-wins debounce.
+"""Per-call coordination on a :class:`StateStore`: a renewed, fenced lease lock and a newest-wins debounce.
 
 Both work the same whether the store is in-process memory or Redis shared by
 several worker processes.
@@ -7,13 +7,15 @@ several worker processes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pipecat_harness.state.store import StateStore
 
-__all__ = ["CallLock", "LockTimeout", "TranscriptDebouncer"]
+__all__ = ["CallLock", "LockLost", "LockTimeout", "TranscriptDebouncer"]
 
 T = TypeVar("T")
 
@@ -22,51 +24,69 @@ class LockTimeout(TimeoutError):
     """The per-call lock could not be taken in time."""
 
 
-class CallLock:
-    """A per-call lock whose time-to-live exceeds the work it guards.
+class LockLost(RuntimeError):
+    """The lock expired or passed to another worker while the work ran; its write was refused."""
 
-    The guarded work runs under ``work_timeout_secs``; the lock lives for
-    ``ttl_secs`` which must be strictly larger, so the lock cannot expire
-    (and let a second worker in) while the first is still working. A
-    crashed holder's lock expires after ``ttl_secs``.
+
+# (lock, key, token) of the lock the running work holds, for fenced writes.
+_HELD: contextvars.ContextVar[tuple[CallLock, str, str] | None] = contextvars.ContextVar("_held_lock", default=None)
+
+
+class CallLock:
+    """A per-call lease, renewed while its work runs, with writes fenced by the holder's token.
+
+    The lock lives ``ttl_secs`` and is renewed every third of that while the
+    work runs, so it never expires under live work however long that takes,
+    and a lock left by a killed worker frees itself within ``ttl_secs``.
+    Writes made through :meth:`write` succeed only while the writer's token
+    still holds the lock (checked atomically by the store), so work that
+    lost its lock (a stalled process, a network partition) cannot overwrite
+    newer state.
 
     Args:
         store: Where the lock lives.
-        ttl_secs: Lock lifetime.
+        ttl_secs: Lease length; the longest a dead worker's lock blocks the call.
         work_timeout_secs: Longest the guarded work may run.
-        acquire_timeout_secs: Longest to wait for the lock.
+        acquire_timeout_secs: Longest to wait for the lock (at least ``ttl_secs``, so a dead
+            holder's lock always expires within the wait).
         poll_secs: Wait between attempts while another worker holds it.
 
     Raises:
-        ValueError: ``ttl_secs`` does not exceed ``work_timeout_secs``.
+        ValueError: A non-positive time.
     """
 
     def __init__(
         self,
         store: StateStore,
         *,
-        ttl_secs: float = 15.0,
+        ttl_secs: float = 1.0,
         work_timeout_secs: float = 10.0,
-        acquire_timeout_secs: float = 12.0,
+        acquire_timeout_secs: float | None = None,
         poll_secs: float = 0.01,
     ) -> None:
-        if ttl_secs <= work_timeout_secs:
-            raise ValueError(
-                f"lock ttl_secs ({ttl_secs}) must exceed work_timeout_secs ({work_timeout_secs}) "
-                "or the lock could expire while the work still runs"
-            )
+        if ttl_secs <= 0 or work_timeout_secs <= 0 or poll_secs <= 0:
+            raise ValueError("lock ttl_secs, work_timeout_secs and poll_secs must be positive")
         self.store = store
         self.ttl_secs = ttl_secs
         self.work_timeout_secs = work_timeout_secs
-        self.acquire_timeout_secs = acquire_timeout_secs
+        self.acquire_timeout_secs = (
+            max(3 * ttl_secs, 2.0) if acquire_timeout_secs is None else acquire_timeout_secs
+        )
         self.poll_secs = poll_secs
 
+    async def _renew(self, key: str, token: str) -> None:
+        while True:
+            await asyncio.sleep(self.ttl_secs / 3)
+            if not await self.store.acquire(key, token, self.ttl_secs):
+                return  # another worker holds it now; our writes will be refused
+
     async def run(self, call_id: str, work: Callable[[], Awaitable[T]]) -> T:
-        """Run ``work()`` while holding the lock for ``call_id``.
+        """Run ``work()`` while holding (and renewing) the lock for ``call_id``.
 
         Raises:
             LockTimeout: The lock was not obtained within ``acquire_timeout_secs``.
             TimeoutError: The work took longer than ``work_timeout_secs``.
+            LockLost: The work wrote through :meth:`write` after losing the lock.
         """
         key = f"lock:{call_id}"
         token = uuid.uuid4().hex
@@ -76,11 +96,31 @@ class CallLock:
             if loop.time() >= deadline:
                 raise LockTimeout(f"call {call_id!r}: lock busy for {self.acquire_timeout_secs}s")
             await asyncio.sleep(self.poll_secs)
+        renewer = asyncio.create_task(self._renew(key, token))
+        held = _HELD.set((self, key, token))
         try:
             async with asyncio.timeout(self.work_timeout_secs):
                 return await work()
         finally:
+            _HELD.reset(held)
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
             await self.store.release(key, token)
+
+    async def write(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
+        """Store ``value``; inside :meth:`run` only while this work still holds the lock.
+
+        Raises:
+            LockLost: The lock is no longer ours; nothing was written.
+        """
+        held = _HELD.get()
+        if held is None or held[0] is not self:
+            await self.store.set_json(key, value, ttl_secs=ttl_secs)
+            return
+        _, lock_key, token = held
+        if not await self.store.set_json_fenced(key, value, ttl_secs=ttl_secs, lock_key=lock_key, token=token):
+            raise LockLost(f"{lock_key}: the lock passed to another worker; the write of {key!r} was refused")
 
 
 class TranscriptDebouncer:

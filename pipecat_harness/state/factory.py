@@ -10,15 +10,19 @@ __all__ = ["create_store"]
 
 
 def create_store(
-    backend: str = "memory", *, redis_url: str = "redis://127.0.0.1:6379/0", prefix: str = ""
+    backend: str = "memory",
+    *,
+    redis_url: str = "redis://127.0.0.1:6379/0",
+    prefix: str = "",
+    memory_max_keys: int = 50_000,
 ) -> StateStore:
-    """Return a store for ``backend`` (``"memory"`` or ``"redis"``).
+    """Return a store for ``backend`` (``"memory"`` or ``"redis"``; the memory store keeps at most ``memory_max_keys``).
 
     Raises:
         ValueError: Unknown backend name.
     """
     if backend == "memory":
-        return MemoryStateStore()
+        return MemoryStateStore(max_keys=memory_max_keys)
     if backend == "redis":
         return RedisStateStore(redis_url, prefix=prefix or "pipecat-harness:")
     raise ValueError(f"unknown state backend {backend!r}; choose 'memory' or 'redis'")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -20,13 +21,37 @@ class MemoryStateStore(StateStore):
     they cannot interleave. Values are copied through JSON on write so a
     caller mutating its object afterwards cannot change the stored state.
 
+    Memory is bounded: at most ``max_keys`` keys are kept (the least recently
+    used go first), and a key written without a time-to-live gets
+    ``default_ttl_secs``, so the state of calls that ended silently does not
+    pile up. Expired keys are swept as writes happen, not only when read.
+
     Args:
         clock: Monotonic time source used for expiry (injectable for tests).
+        max_keys: Most keys kept at once.
+        default_ttl_secs: Lifetime of a key written without one (``None``: forever).
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 50_000,
+        default_ttl_secs: float | None = 6 * 3600.0,
+    ) -> None:
+        if max_keys <= 0:
+            raise ValueError("max_keys must be positive")
         self._clock = clock
-        self._values: dict[str, tuple[Any, float | None]] = {}
+        self.max_keys = max_keys
+        self.default_ttl_secs = default_ttl_secs
+        self._values: OrderedDict[str, tuple[Any, float | None]] = OrderedDict()
+        self._writes = 0
+        self.evicted = 0
+
+    @property
+    def key_count(self) -> int:
+        """How many keys are held (expired ones not swept yet included)."""
+        return len(self._values)
 
     def _live(self, key: str) -> Any | None:
         item = self._values.get(key)
@@ -36,11 +61,25 @@ class MemoryStateStore(StateStore):
         if expires is not None and self._clock() >= expires:
             del self._values[key]
             return None
+        self._values.move_to_end(key)
         return value
 
     def _put(self, key: str, value: Any, ttl_secs: float | None) -> None:
-        expires = None if ttl_secs is None else self._clock() + ttl_secs
+        ttl = self.default_ttl_secs if ttl_secs is None else ttl_secs
+        expires = None if ttl is None else self._clock() + ttl
         self._values[key] = (value, expires)
+        self._values.move_to_end(key)
+        self._writes += 1
+        if self._writes % 1024 == 0:
+            self._sweep()
+        while len(self._values) > self.max_keys:
+            self._values.popitem(last=False)
+            self.evicted += 1
+
+    def _sweep(self) -> None:
+        now = self._clock()
+        for key in [k for k, (_, expires) in self._values.items() if expires is not None and now >= expires]:
+            del self._values[key]
 
     async def get_json(self, key: str) -> Any | None:
         """Return a copy of the value under ``key``."""
@@ -53,6 +92,15 @@ class MemoryStateStore(StateStore):
         except (TypeError, ValueError) as exc:
             raise StoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from exc
         self._put(key, stored, ttl_secs)
+
+    async def set_json_fenced(
+        self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str
+    ) -> bool:
+        """Store ``value`` only while ``token`` holds ``lock_key`` (no await between check and write)."""
+        if self._live(lock_key) != token:
+            return False
+        await self.set_json(key, value, ttl_secs=ttl_secs)
+        return True
 
     async def delete(self, key: str) -> None:
         """Remove ``key``."""

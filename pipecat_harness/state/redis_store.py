@@ -29,6 +29,13 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
 
+_SET_FENCED = """
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+if ARGV[3] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+else redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -65,6 +72,7 @@ class RedisStateStore(StateStore):
         self._offer = self._redis.register_script(_OFFER_NEWEST)
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._release = self._redis.register_script(_RELEASE)
+        self._set_fenced = self._redis.register_script(_SET_FENCED)
 
     def _key(self, key: str) -> str:
         return self.prefix + key
@@ -93,6 +101,18 @@ class RedisStateStore(StateStore):
         except (TypeError, ValueError) as exc:
             raise StoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from exc
         await self._redis.set(self._key(key), raw, px=None if ttl_secs is None else _ms(ttl_secs))
+
+    async def set_json_fenced(
+        self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str
+    ) -> bool:
+        """Store ``value`` only while ``token`` holds ``lock_key``, in one script."""
+        try:
+            raw = json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from exc
+        ttl = "" if ttl_secs is None else str(_ms(ttl_secs))
+        keys = [self._key(key), self._key(lock_key)]
+        return bool(await self._set_fenced(keys=keys, args=[raw, token, ttl]))
 
     async def delete(self, key: str) -> None:
         """Remove ``key``."""

@@ -54,6 +54,19 @@ class StateStore(abc.ABC):
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
         """Store ``value`` under ``key``, optionally expiring after ``ttl_secs``."""
 
+    async def set_json_fenced(
+        self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str
+    ) -> bool:
+        """Store ``value`` only if ``token`` holds the lock ``lock_key``; returns whether it was stored.
+
+        Backends override this with one atomic operation; this fallback
+        re-takes the lock (which only the holder can) and then writes.
+        """
+        if not await self.acquire(lock_key, token, max(ttl_secs or 0.0, 1.0)):
+            return False
+        await self.set_json(key, value, ttl_secs=ttl_secs)
+        return True
+
     @abc.abstractmethod
     async def delete(self, key: str) -> None:
         """Remove ``key`` if present."""

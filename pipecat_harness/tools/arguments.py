@@ -26,12 +26,17 @@ __all__ = [
     "ArgumentError",
     "ArgumentNormalizer",
     "attach_server_context",
+    "check_json_value",
     "normalize_arguments",
     "parse_arguments",
     "prepare_arguments",
 ]
 
 DEFAULT_MAX_ARGUMENT_BYTES = 16_384
+#: Deepest nesting accepted in arguments (tool schemas need a handful of levels).
+MAX_ARGUMENT_DEPTH = 32
+#: Longest integer accepted, in digits (amounts and ids are far shorter).
+MAX_INTEGER_DIGITS = 30
 
 ArgumentNormalizer = Callable[[dict[str, Any]], Mapping[str, Any]]
 """Gives a tool's arguments their business-canonical form (an order id with its ``#``, say)."""
@@ -41,8 +46,8 @@ class ArgumentError(ValueError):
     """Arguments that cannot be forwarded.
 
     Attributes:
-        kind: ``malformed_json``, ``not_an_object``, ``too_large``,
-            ``invalid``, ``server_context`` or ``already_finalised``.
+        kind: ``malformed_json``, ``not_an_object``, ``too_large``, ``too_deep``,
+            ``duplicate_key``, ``invalid``, ``server_context`` or ``already_finalised``.
     """
 
     def __init__(self, kind: str, message: str) -> None:
@@ -76,15 +81,19 @@ def parse_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) ->
         if not raw.strip():
             return {}
         try:
-            value = json.loads(raw)
+            value = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
+                               parse_int=_bounded_int)
         except json.JSONDecodeError as exc:
             raise ArgumentError(
                 "malformed_json", f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
             ) from exc
+        except RecursionError as exc:
+            raise ArgumentError("too_deep", f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels") from exc
     else:
         value = raw
     if not isinstance(value, Mapping):
         raise ArgumentError("not_an_object", f"arguments must be a JSON object, got {_json_type(value)}")
+    check_json_value(value)
     if not isinstance(raw, str):
         try:
             size = len(json.dumps(value, default=str).encode("utf-8"))
@@ -93,6 +102,70 @@ def parse_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) ->
         if size > max_bytes:
             raise ArgumentError("too_large", f"arguments are {size} bytes; the limit is {max_bytes}")
     return dict(value)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in result:
+            raise ArgumentError("duplicate_key", f"arguments repeat the key {key!r}; say each field once")
+        result[key] = item
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise ArgumentError("invalid", f"arguments contain {name}, which is not a number")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise ArgumentError("invalid", f"arguments contain an integer of {len(text)} digits; too large")
+    return int(text)
+
+
+def check_json_value(value: Any) -> None:
+    """Refuse what has no safe canonical JSON form.
+
+    Nesting deeper than :data:`MAX_ARGUMENT_DEPTH`, integers longer than
+    :data:`MAX_INTEGER_DIGITS` digits, NaN or infinite numbers, lone UTF-16
+    surrogates, non-string keys and non-JSON types. Iterative, so hostile
+    nesting cannot exhaust the stack.
+
+    Raises:
+        ArgumentError: Why the value is refused.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_ARGUMENT_DEPTH:
+            raise ArgumentError("too_deep", f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if item.bit_length() > MAX_INTEGER_DIGITS * 3.33:
+                raise ArgumentError("invalid", "arguments contain an integer too large to be an amount or an id")
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                raise ArgumentError("invalid", f"arguments contain {item!r}, which is not a finite number")
+        elif isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, Mapping):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise ArgumentError("invalid", f"arguments contain the non-text key {key!r}")
+                _check_text(key)
+                stack.append((child, depth + 1))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, depth + 1) for child in item)
+        else:
+            raise ArgumentError("invalid", f"arguments contain a {type(item).__name__}, which is not JSON")
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ArgumentError("invalid", "arguments contain a lone UTF-16 surrogate (broken text)") from exc
 
 
 def _json_type(value: Any) -> str:

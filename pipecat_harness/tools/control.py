@@ -1,11 +1,31 @@
 """``ToolGateControl``: the tool gate inside a Pipecat pipeline.
 
-Execution happens inside the LLM service, so the gate wraps each handler at
-registration (``Harness.register_function`` / ``wrap_registered_functions``).
+Execution happens inside the LLM service, so the gate wraps each handler
+however it is registered: :meth:`ToolGateControl.attach` replaces the
+service's function registry with one that gates every entry as it is stored —
+``Harness.register_function``, ``llm.register_function``, direct functions and
+``FunctionSchema(handler=...)`` tools that Pipecat registers at the first model
+run, and tools added later by ``LLMSetToolsFrame``. Wrapping is marked, so a
+second wrap is a no-op. Every gated tool must be declared a read or a write; a
+tool that is neither is refused at registration with a clear error, and one that
+appears only mid-call is answered ``blocked`` (and logged), never run ungated.
+
 The wrapped handler asks the :class:`ToolGate` whether to forward the call,
 runs the original Pipecat handler if so, and always answers the
 ``tool_call_id`` through ``params.result_callback`` — with the handler's own
-result, or with a clear "not executed" / "blocked" / "outcome unknown" result.
+result and its ``FunctionCallResultProperties`` (``run_llm``,
+``on_context_updated``) unchanged, or with a clear "not executed" / "blocked" /
+"outcome unknown" result.
+
+Writes registered through the harness are Pipecat async tools
+(``cancel_on_interruption=False``): a barge-in must never cancel a write
+halfway, and Pipecat 1.14 then delivers the result into the context itself.
+The gate runs every handler in its own task anyway, so a write registered as
+cancellable is not torn either: its cancellation leaves the operation
+``outcome_unknown`` and its late reply settles it. Writes whose outcome
+settles after the model was told "unknown" are added to the context as a
+developer note (as Pipecat words its own notes) when the next generation starts (:class:`GenerationGuard`), never
+spoken from a background callback.
 
 A small processor after the user aggregator (:class:`GenerationGuard`) watches
 interruptions, so that a call from a generation that was interrupted before
@@ -37,12 +57,19 @@ from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
-from pipecat_harness.tools.ledger import OperationLedger
+from pipecat_harness.tools.ledger import OperationLedger, OperationRecord
 
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
 
-__all__ = ["GenerationGuard", "ToolGateControl"]
+__all__ = ["GATED_MARK", "GatedRegistry", "GenerationGuard", "ToolGateControl", "UndeclaredTool"]
+
+#: Attribute set on every gated handler; a marked handler is never wrapped again.
+GATED_MARK = "_harness_gated"
+
+
+class UndeclaredTool(ValueError):
+    """A tool was registered that is declared neither a read nor a write."""
 
 
 
@@ -59,13 +86,14 @@ class GenerationGuard(FrameProcessor):
             of tools the gate never wrapped.
     """
 
-    def __init__(self, on_unknown_tool: Any = None, **kwargs: Any) -> None:
+    def __init__(self, on_unknown_tool: Any = None, notices: Any = None, **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self.interruptions = 0
         self._mark = 0
         self._issued: set[str] = set()
         self._on_unknown_tool = on_unknown_tool
+        self._notices = notices
 
     def may_run(self, tool_call_id: str) -> bool:
         """Whether a call may execute: announced, or no interruption since its generation started."""
@@ -86,6 +114,9 @@ class GenerationGuard(FrameProcessor):
             self.interrupted()
         elif isinstance(frame, LLMContextFrame | FunctionCallResultFrame):
             self.generation_started()
+            if isinstance(frame, LLMContextFrame) and self._notices is not None:
+                for notice in self._notices():
+                    frame.context.add_message({"role": "developer", "content": notice})
         elif isinstance(frame, FunctionCallsStartedFrame):
             for call in frame.function_calls:
                 self._issued.add(call.tool_call_id)
@@ -137,8 +168,10 @@ class ToolGateControl(HarnessControl):
             max_argument_bytes=settings.max_argument_bytes,
             decisions=_DecisionAdapter(self),
         )
-        self.guard = GenerationGuard(on_unknown_tool=self._check_known)
+        self.read_tools: set[str] = set(settings.read_tools)
+        self.guard = GenerationGuard(on_unknown_tool=self._check_known, notices=self.take_notices)
         self._wrapped: set[str] = set()
+        self._entry_cache: dict[str, tuple[Any, PipecatHandler]] = {}
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The generation guard, right after the user aggregator."""
@@ -152,35 +185,97 @@ class ToolGateControl(HarnessControl):
         """Compare and run ``name``'s calls in their canonical form."""
         self.gate.normalizers[name] = normalizer
 
-    def wrap_function(self, name: str, handler: PipecatHandler, *, write: bool) -> PipecatHandler:
-        """Return a handler that asks the gate before running ``handler``."""
+    def declare(self, name: str, *, write: bool) -> None:
+        """Declare ``name`` a write (deduplicated, recorded) or a read tool."""
         writes = set(self.gate.write_tools)
         writes.add(name) if write else writes.discard(name)
         self.gate.write_tools = frozenset(writes)
+        self.read_tools.discard(name) if write else self.read_tools.add(name)
+
+    def declared_write(self, name: str) -> bool | None:
+        """``True`` for a declared write, ``False`` for a read, ``None`` when undeclared."""
+        if name in self.gate.write_tools:
+            return True
+        return False if name in self.read_tools else None
+
+    def undeclared_error(self, name: str) -> UndeclaredTool:
+        """The error for a tool declared neither a read nor a write."""
+        return UndeclaredTool(
+            f"tool {name!r} is declared neither a read nor a write: register it with "
+            f"harness.register_function(..., write=True) or write=False, or list it in tool_gate.write_tools "
+            f"or tool_gate.read_tools (an undeclared write would never be deduplicated)"
+        )
+
+    def wrap_function(self, name: str, handler: PipecatHandler, *, write: bool) -> PipecatHandler:
+        """Return a handler that asks the gate before running ``handler`` (a gated handler is returned as is)."""
+        if getattr(handler, GATED_MARK, False):
+            return handler
+        self.declare(name, write=write)
         self._wrapped.add(name)
 
         async def gated(params: FunctionCallParams) -> None:
+            if self.declared_write(name) is None:  # appeared mid-call, never declared: refuse, loudly
+                logger.error(str(self.undeclared_error(name)))
+                self.record("blocked", {"tool": name, "tool_call_id": params.tool_call_id,
+                                        "reason_kind": "undeclared_tool", "reason": str(self.undeclared_error(name))})
+                await params.result_callback({"status": "blocked", "reason": f"the tool {name!r} is not available"})
+                return
+            captured: dict[str, Any] = {}
             await self._ensure_ledger()
             try:
                 result = await self.gate.call(
                     params.function_name or name,
                     params.arguments,
-                    lambda arguments: _run_pipecat_handler(handler, params, arguments),
+                    lambda arguments: _run_pipecat_handler(handler, params, arguments, captured),
                     tool_call_id=params.tool_call_id,
                     should_proceed=lambda: self.guard.may_run(params.tool_call_id),
                 )
                 payload = result.to_tool_result()
+                properties = captured.get("properties") if result.executed else None
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the gate's own storage failed: answer the call, never crash the loop
+            except Exception as exc:  # defensive: the gate answers every call, this must not crash the loop
                 logger.exception(f"tool gate failed on {name}")
-                self.record("failed", {"tool": name, "tool_call_id": params.tool_call_id,
-                                       "reason": describe_error(exc)})
-                payload = {"status": "failed", "reason": f"the tool could not be run: {describe_error(exc)}"}
-            await params.result_callback(payload)
+                self.record("outcome_unknown", {"tool": name, "tool_call_id": params.tool_call_id,
+                                                "reason": describe_error(exc)})
+                payload = {"status": "outcome_unknown", "reason": f"the tool could not be run: {describe_error(exc)}"}
+                properties = None
+            if properties is not None:
+                await params.result_callback(payload, properties=properties)
+            else:
+                await params.result_callback(payload)
 
         gated.__name__ = f"gated_{name}"
+        setattr(gated, GATED_MARK, True)
         return gated
+
+    def attach(self, llm: Any) -> None:
+        """Gate every handler ``llm`` holds or will hold, however it is registered (idempotent)."""
+        registry = getattr(llm, "_functions", None)
+        if isinstance(registry, GatedRegistry) or registry is None:
+            return
+        llm._functions = GatedRegistry(self, registry)
+
+    def gate_entry(self, name: str | None, item: Any) -> Any:
+        """Return a registry entry whose handler is gated (entries already gated pass unchanged)."""
+        handler = getattr(item, "handler", None)
+        if name is None or handler is None or getattr(handler, GATED_MARK, False):
+            return item
+        cached = self._entry_cache.get(name)
+        if cached is not None and cached[0] is _unwrapped(handler):
+            return dataclasses.replace(item, handler=cached[1])
+        write = self.declared_write(name)
+        gated = self.wrap_function(name, handler, write=bool(write))
+        if write is None:  # registered without a declaration: refuse its calls until it is declared
+            self.gate.write_tools = self.gate.write_tools - {name}
+            self.read_tools.discard(name)
+            logger.error(str(self.undeclared_error(name)))
+        self._entry_cache[name] = (_unwrapped(handler), gated)
+        return dataclasses.replace(item, handler=gated)
+
+    def take_notices(self) -> list[str]:
+        """System notes on writes that settled after the model was told their outcome was unknown."""
+        return [_notice(record) for record in self.gate.take_settled()]
 
     async def _ensure_ledger(self) -> None:
         if self.ledger is None or self._ledger_created:
@@ -196,11 +291,38 @@ class ToolGateControl(HarnessControl):
                                     "reason": f"no tool named {name!r} is registered through the harness"})
 
 
-async def _run_pipecat_handler(handler: Any, params: FunctionCallParams, arguments: Mapping[str, Any]) -> Any:
+class GatedRegistry(dict[str | None, Any]):
+    """An ``LLMService`` function registry that gates every entry stored in it."""
+
+    def __init__(self, control: ToolGateControl, entries: Mapping[str | None, Any]) -> None:
+        super().__init__()
+        self._control = control
+        for name, item in entries.items():
+            self[name] = item
+
+    def __setitem__(self, name: str | None, item: Any) -> None:
+        super().__setitem__(name, self._control.gate_entry(name, item))
+
+
+def _unwrapped(handler: Any) -> Any:
+    return handler.function if isinstance(handler, DirectFunctionWrapper) else handler
+
+
+def _notice(record: OperationRecord) -> str:
+    outcome = "went through" if record.status == "succeeded" else "did not go through"
+    detail = record.result if record.result is not None else record.error
+    return (f"Update on an earlier {record.op_type} whose outcome was unknown: it {outcome} "
+            f"(result: {detail}). Tell the caller if it matters; do not repeat it.")
+
+
+async def _run_pipecat_handler(handler: Any, params: FunctionCallParams, arguments: Mapping[str, Any],
+                               captured: dict[str, Any]) -> Any:
     """Run a Pipecat handler and return the final result it reports.
 
     Intermediate updates (``is_final=False``) pass straight through; the
-    final result is captured so the gate can decide what the model receives.
+    final result is captured so the gate can decide what the model receives,
+    and its ``FunctionCallResultProperties`` are kept in ``captured`` to be
+    passed on unchanged.
     """
     final: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
@@ -208,6 +330,8 @@ async def _run_pipecat_handler(handler: Any, params: FunctionCallParams, argumen
         if properties is not None and not getattr(properties, "is_final", True):
             await params.result_callback(result, properties=properties)
         elif not final.done():
+            if properties is not None:
+                captured["properties"] = properties
             final.set_result(result)
 
     inner = dataclasses.replace(params, arguments=dict(arguments), result_callback=capture)

@@ -65,12 +65,14 @@ class HandlerOutcome:
         value: The handler's return value.
         error: ``"Type: message"`` when the handler raised.
         timed_out: The deadline passed first.
+        exception: The exception the handler raised.
     """
 
     task: asyncio.Future[Any]
     value: Any = None
     error: str | None = None
     timed_out: bool = False
+    exception: BaseException | None = None
 
 
 def describe_error(exc: BaseException) -> str:
@@ -81,10 +83,11 @@ def describe_error(exc: BaseException) -> str:
 
 def _settled(task: asyncio.Future[Any]) -> HandlerOutcome:
     if task.cancelled():
-        return HandlerOutcome(task, error="CancelledError: the handler was cancelled")
+        return HandlerOutcome(task, error="CancelledError: the handler was cancelled",
+                              exception=asyncio.CancelledError())
     exc = task.exception()
     if exc is not None:
-        return HandlerOutcome(task, error=describe_error(exc))
+        return HandlerOutcome(task, error=describe_error(exc), exception=exc)
     return HandlerOutcome(task, value=task.result())
 
 
@@ -118,14 +121,19 @@ class LateReplies:
     def watch(
         self,
         task: asyncio.Future[Any],
-        on_reply: Callable[[Any, str | None], Awaitable[None]],
+        on_reply: Callable[[HandlerOutcome | None], Awaitable[None]],
     ) -> None:
-        """Call ``on_reply(value, error)`` if ``task`` finishes within the window; cancel it otherwise."""
+        """Call ``on_reply(outcome)`` when ``task`` finishes within the window.
+
+        Past the window the handler is cancelled and ``on_reply(None)`` is
+        called (it no longer runs).
+        """
         watcher = asyncio.get_running_loop().create_task(self._wait(task, on_reply), name="late-reply")
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
 
-    async def _wait(self, task: asyncio.Future[Any], on_reply: Callable[[Any, str | None], Awaitable[None]]) -> None:
+    async def _wait(self, task: asyncio.Future[Any], on_reply: Callable[[HandlerOutcome | None], Awaitable[None]]
+                    ) -> None:
         try:
             done, _ = await asyncio.wait({task}, timeout=self.window_secs)
         except asyncio.CancelledError:
@@ -133,10 +141,8 @@ class LateReplies:
             raise
         if not done:
             task.cancel()
-            return
-        outcome = _settled(task)
         try:
-            await on_reply(outcome.value, outcome.error)
+            await on_reply(_settled(task) if done else None)
         except Exception:
             logger.exception("recording a late tool reply failed")
 

@@ -5,6 +5,7 @@ States and the only transitions allowed::
     prepared ──► executing ──► succeeded | failed | outcome_unknown
     prepared ──► cancelled
     outcome_unknown ──► succeeded | failed        (reconciliation)
+    failed | cancelled ──► executing              (a new attempt, same key)
 
 Observing the state a record is already in again is allowed and changes
 nothing; any other transition raises :class:`InvalidTransition`. Every change
@@ -12,9 +13,12 @@ is a compare-and-set on the record's version, and every change into a
 terminal or unknown state writes its completion event to the outbox in the
 same transaction.
 
-A timeout is ``outcome_unknown``: the write may have happened, so it is never
-retried blindly. :meth:`OperationLedger.reconcile` asks the business backend
-for the real outcome.
+One record per logical operation: its key never changes, whatever the number
+of attempts. A timeout or an exception is ``outcome_unknown``: the write may
+have happened, so it is never retried blindly. :meth:`OperationLedger.reconcile`
+asks the business backend for the real outcome, and honours the owner's lease
+(see :mod:`pipecat_harness.tools.owners`); :meth:`OperationLedger.recover`
+turns records a dead owner left ``executing`` into ``outcome_unknown``.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from pipecat_harness.tools.ledger_reads import LedgerReads
 from pipecat_harness.tools.operation_state import (
     TRANSITIONS,
     ConcurrentUpdate,
@@ -38,11 +43,13 @@ from pipecat_harness.tools.operation_state import (
     InvalidTransition,
     LedgerError,
     OperationRecord,
+    OperationRefused,
     OperationStatus,
     Reconciler,
     Reconciliation,
     check_transition,
 )
+from pipecat_harness.tools.owners import handler_may_run
 from pipecat_harness.tools.storage import DEFAULT_LEDGER_URL, LedgerTables, ledger_tables, make_engine
 
 __all__ = [
@@ -53,6 +60,7 @@ __all__ = [
     "LedgerError",
     "OperationLedger",
     "OperationRecord",
+    "OperationRefused",
     "OperationStatus",
     "Reconciler",
     "Reconciliation",
@@ -68,11 +76,7 @@ def _dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value, default=str, sort_keys=True)
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-class OperationLedger:
+class OperationLedger(LedgerReads):
     """Operation records and their outbox, on SQLite or PostgreSQL.
 
     Args:
@@ -102,74 +106,34 @@ class OperationLedger:
         if self._owns_engine:
             await self.engine.dispose()
 
-    # -- reading -----------------------------------------------------------
-
-    def _record(self, row: Any) -> OperationRecord:
-        m = row._mapping
-        return OperationRecord(
-            tenant=m["tenant"], idempotency_key=m["idempotency_key"], op_type=m["op_type"],
-            request_hash=m["request_hash"], status=OperationStatus(m["status"]), result=_loads(m["result"]),
-            error=m["error"], version=m["version"], scope=m["scope"], attempt=m["attempt"],
-            created_at=m["created_at"], updated_at=m["updated_at"],
-        )
-
-    async def get(self, tenant: str, idempotency_key: str) -> OperationRecord | None:
-        """Return the record for a key, or ``None``."""
-        ops = self.tables.operations
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(
-                select(ops).where(and_(ops.c.tenant == tenant, ops.c.idempotency_key == idempotency_key))
-            )).first()
-        return self._record(row) if row is not None else None
-
-    async def latest_attempt(self, tenant: str, scope: str) -> OperationRecord | None:
-        """Return the newest attempt recorded for a scope, or ``None``."""
-        ops = self.tables.operations
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(
-                select(ops).where(and_(ops.c.tenant == tenant, ops.c.scope == scope))
-                .order_by(ops.c.attempt.desc()).limit(1)
-            )).first()
-        return self._record(row) if row is not None else None
-
-    async def find(
-        self, tenant: str, status: OperationStatus, *, op_type: str | None = None, request_hash: str | None = None
-    ) -> list[OperationRecord]:
-        """Return the records of a tenant in one state (optionally of one request), oldest first."""
-        ops = self.tables.operations
-        condition = and_(ops.c.tenant == tenant, ops.c.status == status.value)
-        if op_type is not None:
-            condition = and_(condition, ops.c.op_type == op_type)
-        if request_hash is not None:
-            condition = and_(condition, ops.c.request_hash == request_hash)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(select(ops).where(condition).order_by(ops.c.created_at))).all()
-        return [self._record(row) for row in rows]
-
-    async def succeeded_operations(self, call_id: str) -> list[OperationRecord]:
-        """Operations of one call that succeeded, oldest first.
-
-        A gate's idempotency scopes start with its session id, which the
-        harness sets to the call id; the per-turn grader checks "your refund
-        is done" claims against these records.
-        """
-        ops = self.tables.operations
-        condition = and_(ops.c.status == OperationStatus.SUCCEEDED.value,
-                         ops.c.scope.startswith(f"{call_id}:", autoescape=True))
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(select(ops).where(condition).order_by(ops.c.created_at))).all()
-        return [self._record(row) for row in rows]
-
-    async def records(self, tenant: str | None = None) -> list[OperationRecord]:
-        """Return every record (of one tenant), oldest first."""
-        ops = self.tables.operations
-        query = select(ops).order_by(ops.c.created_at, ops.c.idempotency_key)
-        if tenant is not None:
-            query = query.where(ops.c.tenant == tenant)
-        async with self.engine.connect() as conn:
-            return [self._record(row) for row in (await conn.execute(query)).all()]
-
     # -- writing -----------------------------------------------------------
+
+    def _values(self, tenant: str, idempotency_key: str, op_type: str, request_hash: str, scope: str | None,
+                status: OperationStatus, attempt: int, owner: str, lease_until: float) -> dict[str, Any]:
+        now = self.clock()
+        return {
+            "tenant": tenant, "idempotency_key": idempotency_key, "scope": scope or idempotency_key,
+            "attempt": attempt, "op_type": op_type, "request_hash": request_hash, "status": status.value,
+            "result": None, "error": None, "version": 1, "created_at": now, "updated_at": now,
+            "owner": owner, "lease_until": lease_until,
+        }
+
+    async def _insert(self, values: dict[str, Any]) -> tuple[OperationRecord, bool]:
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(self.tables.operations.insert().values(**values))
+        except IntegrityError:
+            existing = await self.get(values["tenant"], values["idempotency_key"])
+            if existing is None:  # pragma: no cover - a row that vanished: keys are never deleted
+                raise
+            if existing.request_hash != values["request_hash"] or existing.op_type != values["op_type"]:
+                raise IdempotencyConflict(
+                    f"idempotency key {values['idempotency_key']!r} of tenant {values['tenant']!r} was used for a "
+                    f"different request ({existing.op_type} {existing.request_hash[:12]}); refusing "
+                    f"{values['op_type']} {values['request_hash'][:12]}"
+                ) from None
+            return existing, False
+        return OperationRecord(**{**values, "status": OperationStatus(values["status"]), "result": None}), True
 
     async def prepare(
         self,
@@ -189,30 +153,30 @@ class OperationLedger:
         Raises:
             IdempotencyConflict: The key exists with a different request hash or operation type.
         """
-        now = self.clock()
-        values = {
-            "tenant": tenant, "idempotency_key": idempotency_key, "scope": scope or idempotency_key,
-            "attempt": attempt, "op_type": op_type, "request_hash": request_hash, "status": S.PREPARED.value,
-            "result": None, "error": None, "version": 1, "created_at": now, "updated_at": now,
-        }
-        try:
-            async with self.engine.begin() as conn:
-                await conn.execute(self.tables.operations.insert().values(**values))
-        except IntegrityError:
-            existing = await self.get(tenant, idempotency_key)
-            if existing is None:  # pragma: no cover - a row that vanished: keys are never deleted
-                raise
-            if existing.request_hash != request_hash or existing.op_type != op_type:
-                raise IdempotencyConflict(
-                    f"idempotency key {idempotency_key!r} of tenant {tenant!r} was used for a different request "
-                    f"({existing.op_type} {existing.request_hash[:12]}); refusing {op_type} {request_hash[:12]}"
-                ) from None
-            return existing, False
-        return self._record_from_values(values), True
+        return await self._insert(self._values(tenant, idempotency_key, op_type, request_hash, scope, S.PREPARED,
+                                               attempt, "", 0.0))
 
-    def _record_from_values(self, values: dict[str, Any]) -> OperationRecord:
-        return OperationRecord(**{**values, "status": OperationStatus(values["status"]),
-                                  "result": _loads(values["result"])})
+    async def start(
+        self,
+        tenant: str,
+        idempotency_key: str,
+        op_type: str,
+        request_hash: str,
+        *,
+        scope: str | None = None,
+        owner: str = "",
+        lease_until: float = 0.0,
+    ) -> tuple[OperationRecord, bool]:
+        """Create the record directly in ``executing`` state, owned by ``owner``, or return the existing one.
+
+        One transaction for a new operation; when the key exists the stored
+        record is returned untouched and the caller decides (see :meth:`claim`).
+
+        Raises:
+            IdempotencyConflict: The key exists with a different request hash or operation type.
+        """
+        return await self._insert(self._values(tenant, idempotency_key, op_type, request_hash, scope, S.EXECUTING,
+                                               1, owner, lease_until))
 
     async def transition(
         self,
@@ -221,12 +185,20 @@ class OperationLedger:
         *,
         result: Any = None,
         error: str | None = None,
+        lease_until: float = 0.0,
     ) -> OperationRecord:
         """Move a record to ``status`` with compare-and-set on its version.
 
         Re-observing the current state is a no-op that returns the stored
         record. If the stored record moved on since ``record`` was read, the
         transition is re-checked against the stored state.
+
+        Args:
+            record: The record as last read.
+            status: The new state.
+            result: The handler's result.
+            error: Why it failed or is unknown.
+            lease_until: The owner's lease after the change (0: no handler runs).
 
         Raises:
             InvalidTransition: Not allowed from the stored state.
@@ -244,11 +216,11 @@ class OperationLedger:
                     .where(and_(ops.c.tenant == record.tenant, ops.c.idempotency_key == record.idempotency_key,
                                 ops.c.version == record.version))
                     .values(status=status.value, result=_dumps(result), error=error, version=new_version,
-                            updated_at=now)
+                            updated_at=now, lease_until=lease_until)
                 )
                 if changed.rowcount == 1:
                     updated = replace(record, status=status, result=result, error=error, version=new_version,
-                                      updated_at=now)
+                                      updated_at=now, lease_until=lease_until)
                     if status in _EVENT_STATES:
                         await self._write_event(conn, updated, now)
                     return updated
@@ -257,6 +229,25 @@ class OperationLedger:
                 raise ConcurrentUpdate(f"operation {record.idempotency_key!r} disappeared")
             record = stored
         raise ConcurrentUpdate(f"operation {record.idempotency_key!r} kept changing; gave up after 5 attempts")
+
+    async def settle(
+        self,
+        record: OperationRecord,
+        status: OperationStatus,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        lease_until: float = 0.0,
+    ) -> OperationRecord:
+        """Like :meth:`transition`, but a state that no longer permits the change returns the stored record.
+
+        Used for evidence that may arrive after someone else settled the
+        operation (a late reply, a second process): the first settlement wins.
+        """
+        try:
+            return await self.transition(record, status, result=result, error=error, lease_until=lease_until)
+        except InvalidTransition:
+            return await self.get(record.tenant, record.idempotency_key) or record
 
     async def _write_event(self, conn: AsyncConnection, record: OperationRecord, now: float) -> None:
         payload = {
@@ -268,7 +259,7 @@ class OperationLedger:
             event_id=str(uuid.uuid4()), seq=record.version, tenant=record.tenant,
             idempotency_key=record.idempotency_key, event_type=f"operation.{record.status.value}",
             payload=json.dumps(payload, default=str, sort_keys=True), created_at=now, published_at=None,
-            attempts=0, last_error=None,
+            attempts=0, last_error=None, claimed_by=None, claimed_until=0.0,
         ))
 
     async def execute(
@@ -281,8 +272,10 @@ class OperationLedger:
     ) -> OperationRecord:
         """Claim a ``prepared`` record, run ``operation`` once and store its outcome.
 
-        An exception is ``failed``; running past ``timeout_secs`` or being
-        cancelled is ``outcome_unknown`` (the operation may have taken effect).
+        Raising :class:`OperationRefused` (or returning a result ``is_failure``
+        accepts) is ``failed``; any other exception, running past
+        ``timeout_secs`` or being cancelled is ``outcome_unknown`` (the
+        operation may have taken effect).
 
         Returns:
             The record in its new state. If another worker claimed the record
@@ -295,24 +288,28 @@ class OperationLedger:
         try:
             result = await asyncio.wait_for(operation(), timeout_secs)
         except TimeoutError:
-            return await self.transition(claimed, S.OUTCOME_UNKNOWN, error=f"no reply within {timeout_secs:g}s")
+            return await self.settle(claimed, S.OUTCOME_UNKNOWN, error=f"no reply within {timeout_secs:g}s")
         except asyncio.CancelledError:
-            await asyncio.shield(self.transition(claimed, S.OUTCOME_UNKNOWN, error="cancelled while executing"))
+            await asyncio.shield(self.settle(claimed, S.OUTCOME_UNKNOWN, error="cancelled while executing"))
             raise
+        except OperationRefused as exc:
+            return await self.settle(claimed, S.FAILED, error=f"refused: {exc}")
         except Exception as exc:
-            return await self.transition(claimed, S.FAILED, error=f"{type(exc).__name__}: {exc}")
+            return await self.settle(claimed, S.OUTCOME_UNKNOWN, error=f"{type(exc).__name__}: {exc}")
         if is_failure is not None and is_failure(result):
-            return await self.transition(claimed, S.FAILED, result=result, error="the operation reported an error")
-        return await self.transition(claimed, S.SUCCEEDED, result=result)
+            return await self.settle(claimed, S.FAILED, result=result, error="the operation reported an error")
+        return await self.settle(claimed, S.SUCCEEDED, result=result)
 
-    async def claim(self, record: OperationRecord) -> OperationRecord | None:
-        """Move a ``prepared`` record to ``executing`` if nobody else did.
+    async def claim(self, record: OperationRecord, *, owner: str = "",
+                    lease_until: float = 0.0) -> OperationRecord | None:
+        """Start a new attempt of a record that permits one (prepared, failed or cancelled).
 
         Returns:
-            The claimed record, or ``None`` when the record is not ``prepared``
-            at ``record.version`` any more (another worker owns it).
+            The record, ``executing`` under ``owner``, or ``None`` when the
+            record is not at ``record.version`` in such a state any more
+            (another worker owns it).
         """
-        if record.status != S.PREPARED:
+        if not record.retryable:
             return None
         ops = self.tables.operations
         now = self.clock()
@@ -320,12 +317,25 @@ class OperationLedger:
             changed = await conn.execute(
                 update(ops)
                 .where(and_(ops.c.tenant == record.tenant, ops.c.idempotency_key == record.idempotency_key,
-                            ops.c.version == record.version, ops.c.status == S.PREPARED.value))
-                .values(status=S.EXECUTING.value, version=record.version + 1, updated_at=now)
+                            ops.c.version == record.version, ops.c.status == record.status.value))
+                .values(status=S.EXECUTING.value, version=record.version + 1, updated_at=now,
+                        attempt=record.attempt + 1, owner=owner, lease_until=lease_until)
             )
         if changed.rowcount != 1:
             return None
-        return replace(record, status=S.EXECUTING, version=record.version + 1, updated_at=now)
+        return replace(record, status=S.EXECUTING, version=record.version + 1, updated_at=now,
+                       attempt=record.attempt + 1, owner=owner, lease_until=lease_until)
+
+    async def release(self, record: OperationRecord) -> None:
+        """End ``record.owner``'s lease: its handler is no longer running (it was cancelled)."""
+        ops = self.tables.operations
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(ops)
+                .where(and_(ops.c.tenant == record.tenant, ops.c.idempotency_key == record.idempotency_key,
+                            ops.c.owner == record.owner, ops.c.status != S.EXECUTING.value))
+                .values(lease_until=0.0)
+            )
 
     async def cancel(self, record: OperationRecord, reason: str) -> OperationRecord:
         """Cancel a ``prepared`` record (it will never execute)."""
@@ -333,10 +343,31 @@ class OperationLedger:
 
     async def mark_unknown(self, record: OperationRecord, reason: str) -> OperationRecord:
         """Record that an ``executing`` operation's outcome is unknown (e.g. its process died)."""
-        return await self.transition(record, S.OUTCOME_UNKNOWN, error=reason)
+        return await self.settle(record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until)
+
+    async def recover(self, tenant: str | None = None, *, scope_prefix: str | None = None) -> list[OperationRecord]:
+        """Turn records left ``executing`` by an owner that is gone (or whose lease ran out) into ``outcome_unknown``.
+
+        Run on start-up and periodically; the records returned still need
+        reconciliation (:meth:`reconcile`).
+
+        Returns:
+            The records moved to ``outcome_unknown``.
+        """
+        now = self.clock()
+        moved = []
+        for record in await self.find(tenant, S.EXECUTING, scope_prefix=scope_prefix):
+            if not handler_may_run(record, now):
+                moved.append(await self.settle(record, S.OUTCOME_UNKNOWN,
+                                               error="its owner stopped while it was executing"))
+        return moved
 
     async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
         """Ask the backend for the real outcome of an ``outcome_unknown`` record.
+
+        A ``failed`` answer is applied only once no handler can still be
+        running (the owner's lease ended or the owner is gone); a
+        ``succeeded`` answer is applied at once.
 
         Returns:
             The record, settled if the backend could tell, otherwise unchanged.
@@ -352,5 +383,8 @@ class OperationLedger:
             return record
         if answer.status not in (S.SUCCEEDED, S.FAILED):
             raise InvalidTransition(f"reconciliation must settle to succeeded or failed, not {answer.status}")
-        return await self.transition(record, answer.status, result=answer.result,
-                                     error=answer.error or (record.error if answer.status == S.FAILED else None))
+        if answer.status == S.FAILED and handler_may_run(record, self.clock()):
+            # "Not found" while the handler may still be running is not "failed".
+            return record
+        return await self.settle(record, answer.status, result=answer.result,
+                                 error=answer.error or (record.error if answer.status == S.FAILED else None))

@@ -5,9 +5,17 @@ States and the only transitions allowed::
     prepared ──► executing ──► succeeded | failed | outcome_unknown
     prepared ──► cancelled
     outcome_unknown ──► succeeded | failed        (reconciliation)
+    failed | cancelled ──► executing              (a new attempt, same key)
 
 Observing the state a record is already in again is allowed and changes
 nothing; any other transition raises :class:`InvalidTransition`.
+
+Only a definitive failure (the backend said no) or a cancellation before the
+handler ran permits another attempt; an ``outcome_unknown`` record must be
+reconciled to ``succeeded`` or ``failed`` first. While a record is
+``executing`` (or ``outcome_unknown`` inside its late-reply window) its owner
+holds a lease (``owner``, ``lease_until``): nobody else may take a "not found"
+from the backend as ``failed`` until the lease ends or the owner is gone.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ __all__ = [
     "InvalidTransition",
     "LedgerError",
     "OperationRecord",
+    "OperationRefused",
     "OperationStatus",
     "Reconciler",
     "Reconciliation",
@@ -50,8 +59,8 @@ TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
     S.EXECUTING: frozenset({S.SUCCEEDED, S.FAILED, S.OUTCOME_UNKNOWN}),
     S.OUTCOME_UNKNOWN: frozenset({S.SUCCEEDED, S.FAILED}),
     S.SUCCEEDED: frozenset(),
-    S.FAILED: frozenset(),
-    S.CANCELLED: frozenset(),
+    S.FAILED: frozenset({S.EXECUTING}),
+    S.CANCELLED: frozenset({S.EXECUTING}),
 }
 
 class LedgerError(RuntimeError):
@@ -64,6 +73,15 @@ class InvalidTransition(LedgerError):
 
 class IdempotencyConflict(LedgerError):
     """The idempotency key was already used for a different request."""
+
+
+class OperationRefused(Exception):
+    """Raised by a write handler when the backend definitively said no (nothing was applied).
+
+    Any other exception from a write handler is ambiguous (the request may
+    have reached the backend): the operation becomes ``outcome_unknown``.
+    Returning ``{"error": ...}`` is a definitive failure too.
+    """
 
 
 class ConcurrentUpdate(LedgerError):
@@ -100,8 +118,12 @@ class OperationRecord:
         result: The handler's result (JSON), when known.
         error: Why it failed or is unknown.
         version: Incremented by every change (compare-and-set).
-        scope: Groups the attempts of one logical request.
-        attempt: Attempt number within the scope (0 first).
+        scope: The call the operation belongs to, then tool and request
+            (``<call id>:<tool>:<request hash>``).
+        attempt: Executions started so far (0 while prepared, 1 for the first).
+        owner: The gate instance that runs (or last ran) the handler.
+        lease_until: Until when the owner's handler may still be running
+            (0: no handler is running).
     """
 
     tenant: str
@@ -116,11 +138,18 @@ class OperationRecord:
     attempt: int = 0
     created_at: float = 0.0
     updated_at: float = 0.0
+    owner: str = ""
+    lease_until: float = 0.0
 
     @property
     def settled(self) -> bool:
         """Whether the outcome is final (succeeded, failed or cancelled)."""
         return self.status in (S.SUCCEEDED, S.FAILED, S.CANCELLED)
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a new attempt may start (never executed, or the backend definitively said no)."""
+        return self.status in (S.PREPARED, S.FAILED, S.CANCELLED)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """Where the gate keeps its write operations: in memory, or in an :class:`OperationLedger`.
 
-Both stores follow the ledger's state machine (:func:`check_transition`), so the
-gate behaves the same with or without a database; only the ledger survives a
-process restart and is shared between processes.
+Both stores hold one record per logical operation under its idempotency key
+and follow the ledger's state machine (:func:`check_transition`) with the
+same compare-and-set and lease rules, so the gate behaves the same with or
+without a database; only the ledger survives a process restart and is shared
+between processes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from pipecat_harness.tools.ledger import (
+    IdempotencyConflict,
     InvalidTransition,
     OperationLedger,
     OperationRecord,
@@ -19,6 +22,7 @@ from pipecat_harness.tools.ledger import (
     Reconciler,
     check_transition,
 )
+from pipecat_harness.tools.owners import handler_may_run
 
 __all__ = ["LedgerOperations", "MemoryOperations", "Operations"]
 
@@ -30,32 +34,31 @@ class Operations(Protocol):
 
     ledger: OperationLedger | None
 
-    async def begin(self, scope: str, op_type: str, request_hash: str, attempt: int) -> OperationRecord:
-        """Return the operation to run for a scope: a new or resumable ``prepared`` attempt, or a settled one."""
+    async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
+                    lease_until: float) -> tuple[OperationRecord, bool]:
+        """Create the operation ``executing`` under ``owner``, or return the stored one (``False``)."""
 
-    async def claim(self, record: OperationRecord) -> OperationRecord | None:
-        """Move ``prepared`` to ``executing``; ``None`` when someone else did."""
+    async def get(self, key: str) -> OperationRecord | None:
+        """The stored operation."""
 
-    async def cancel(self, record: OperationRecord, reason: str) -> OperationRecord:
-        """Move ``prepared`` to ``cancelled``."""
+    async def claim(self, record: OperationRecord, owner: str, lease_until: float) -> OperationRecord | None:
+        """Start a new attempt of a retryable record; ``None`` when someone else changed it first."""
 
     async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
-                     error: str | None = None) -> OperationRecord:
-        """Move ``executing`` to a final or unknown state."""
+                     error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
+        """Record an outcome; a record that no longer permits it is returned as stored."""
 
-    async def settle_unknown(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
-                             error: str | None = None) -> OperationRecord:
-        """Settle an operation of unknown outcome from new evidence (a late reply)."""
+    async def release(self, record: OperationRecord) -> None:
+        """End the owner's lease (its handler was stopped)."""
 
     async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
-        """Ask the backend about an ``outcome_unknown`` operation."""
+        """Ask the backend about an ``outcome_unknown`` operation (fenced by the owner's lease)."""
 
-    async def unknown(self, session_id: str, op_type: str | None, request_hash: str | None) -> list[OperationRecord]:
-        """Operations of a session whose outcome is unknown (optionally of one request)."""
+    async def recover(self, scope_prefix: str) -> list[OperationRecord]:
+        """Move records of a call left ``executing`` by a gone owner to ``outcome_unknown``."""
 
-
-def _key(scope: str, attempt: int) -> str:
-    return f"{scope}#{attempt}"
+    async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
+        """Operations of a call whose outcome is unknown."""
 
 
 class MemoryOperations:
@@ -66,59 +69,57 @@ class MemoryOperations:
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
         self._records: dict[str, OperationRecord] = {}
-        self._latest: dict[str, str] = {}
-        self._unknown: dict[str, OperationRecord] = {}
 
-    def _store(self, record: OperationRecord, status: OperationStatus, **changes: Any) -> OperationRecord:
+    def _store(self, record: OperationRecord, status: OperationStatus, **changes: Any) -> OperationRecord | None:
         current = self._records[record.idempotency_key]
+        if current.version != record.version:
+            return None
         if not check_transition(current.status, status):
             return current
         updated = replace(current, status=status, version=current.version + 1, updated_at=time.time(), **changes)
         self._records[record.idempotency_key] = updated
-        if status == S.OUTCOME_UNKNOWN:
-            self._unknown[updated.idempotency_key] = updated
-        else:
-            self._unknown.pop(updated.idempotency_key, None)
         return updated
 
-    async def begin(self, scope: str, op_type: str, request_hash: str, attempt: int) -> OperationRecord:
+    async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
+                    lease_until: float) -> tuple[OperationRecord, bool]:
         """See :class:`Operations`."""
-        latest = self._records.get(self._latest.get(scope, ""))
-        if latest is not None:
-            if latest.status in (S.SUCCEEDED, S.OUTCOME_UNKNOWN, S.PREPARED):
-                return latest
-            if latest.status == S.EXECUTING:
-                return self._store(latest, S.OUTCOME_UNKNOWN, error="found executing with nobody running it")
-            attempt = max(attempt, latest.attempt + 1)
+        existing = self._records.get(key)
+        if existing is not None:
+            if existing.request_hash != request_hash or existing.op_type != op_type:
+                raise IdempotencyConflict(f"idempotency key {key!r} was used for a different request")
+            return existing, False
         now = time.time()
-        record = OperationRecord(self.tenant, _key(scope, attempt), op_type, request_hash, S.PREPARED,
-                                 scope=scope, attempt=attempt, created_at=now, updated_at=now)
-        self._records[record.idempotency_key] = record
-        self._latest[scope] = record.idempotency_key
-        return record
+        record = OperationRecord(self.tenant, key, op_type, request_hash, S.EXECUTING, scope=scope, attempt=1,
+                                 created_at=now, updated_at=now, owner=owner, lease_until=lease_until)
+        self._records[key] = record
+        return record, True
 
-    async def claim(self, record: OperationRecord) -> OperationRecord | None:
+    async def get(self, key: str) -> OperationRecord | None:
         """See :class:`Operations`."""
-        if self._records[record.idempotency_key].status != S.PREPARED:
+        return self._records.get(key)
+
+    async def claim(self, record: OperationRecord, owner: str, lease_until: float) -> OperationRecord | None:
+        """See :class:`Operations`."""
+        current = self._records.get(record.idempotency_key)
+        if current is None or current.version != record.version or not current.retryable:
             return None
-        return self._store(record, S.EXECUTING)
-
-    async def cancel(self, record: OperationRecord, reason: str) -> OperationRecord:
-        """See :class:`Operations`."""
-        return self._store(record, S.CANCELLED, error=reason)
+        return self._store(current, S.EXECUTING, attempt=current.attempt + 1, owner=owner, lease_until=lease_until)
 
     async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
-                     error: str | None = None) -> OperationRecord:
+                     error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
         """See :class:`Operations`."""
-        return self._store(record, status, result=result, error=error)
-
-    async def settle_unknown(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
-                             error: str | None = None) -> OperationRecord:
-        """See :class:`Operations`."""
+        current = self._records[record.idempotency_key]
         try:
-            return self._store(record, status, result=result, error=error)
-        except InvalidTransition:  # already settled by the reconciler
-            return self._records[record.idempotency_key]
+            updated = self._store(current, status, result=result, error=error, lease_until=lease_until)
+        except InvalidTransition:
+            return current
+        return updated or current
+
+    async def release(self, record: OperationRecord) -> None:
+        """See :class:`Operations`."""
+        current = self._records.get(record.idempotency_key)
+        if current is not None and current.owner == record.owner and current.status != S.EXECUTING:
+            self._records[record.idempotency_key] = replace(current, lease_until=0.0)
 
     async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
         """See :class:`Operations`."""
@@ -126,17 +127,26 @@ class MemoryOperations:
         if current.status != S.OUTCOME_UNKNOWN:
             return current
         answer = await reconciler(current)
-        if answer is None:
-            return self._records[record.idempotency_key]
-        return self._store(current, answer.status, result=answer.result, error=answer.error)
+        current = self._records[record.idempotency_key]
+        if answer is None or current.status != S.OUTCOME_UNKNOWN or answer.status not in (S.SUCCEEDED, S.FAILED):
+            return current
+        if answer.status == S.FAILED and handler_may_run(current, time.time()):
+            return current
+        return await self.settle(current, answer.status, result=answer.result,
+                                 error=answer.error or (current.error if answer.status == S.FAILED else None))
 
-    async def unknown(self, session_id: str, op_type: str | None, request_hash: str | None) -> list[OperationRecord]:
+    async def recover(self, scope_prefix: str) -> list[OperationRecord]:
         """See :class:`Operations`."""
-        return [
-            r for r in self._unknown.values()
-            if r.scope.startswith(f"{session_id}:")
-            and (op_type is None or r.op_type == op_type) and (request_hash is None or r.request_hash == request_hash)
-        ]
+        now = time.time()
+        stale = [r for r in self._records.values()
+                 if r.status == S.EXECUTING and r.scope.startswith(scope_prefix) and not handler_may_run(r, now)]
+        return [await self.settle(r, S.OUTCOME_UNKNOWN, error="its owner stopped while it was executing")
+                for r in stale]
+
+    async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
+        """See :class:`Operations`."""
+        return [r for r in self._records.values()
+                if r.status == S.OUTCOME_UNKNOWN and r.scope.startswith(scope_prefix)]
 
 
 class LedgerOperations:
@@ -147,49 +157,38 @@ class LedgerOperations:
         self._ledger = ledger
         self.tenant = tenant
 
-    async def begin(self, scope: str, op_type: str, request_hash: str, attempt: int) -> OperationRecord:
+    async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
+                    lease_until: float) -> tuple[OperationRecord, bool]:
         """See :class:`Operations`."""
-        latest = await self._ledger.latest_attempt(self.tenant, scope)
-        if latest is not None:
-            if latest.status in (S.SUCCEEDED, S.OUTCOME_UNKNOWN, S.PREPARED):
-                return latest
-            if latest.status == S.EXECUTING:
-                # The gate holds the scope's lock, so an executing record is
-                # left over from a process that stopped mid-write.
-                return await self._ledger.mark_unknown(latest, "found executing with nobody running it")
-            attempt = max(attempt, latest.attempt + 1)
-        record, _ = await self._ledger.prepare(self.tenant, _key(scope, attempt), op_type, request_hash,
-                                               scope=scope, attempt=attempt)
-        return record
+        return await self._ledger.start(self.tenant, key, op_type, request_hash, scope=scope, owner=owner,
+                                        lease_until=lease_until)
 
-    async def claim(self, record: OperationRecord) -> OperationRecord | None:
+    async def get(self, key: str) -> OperationRecord | None:
         """See :class:`Operations`."""
-        return await self._ledger.claim(record)
+        return await self._ledger.get(self.tenant, key)
 
-    async def cancel(self, record: OperationRecord, reason: str) -> OperationRecord:
+    async def claim(self, record: OperationRecord, owner: str, lease_until: float) -> OperationRecord | None:
         """See :class:`Operations`."""
-        return await self._ledger.cancel(record, reason)
+        return await self._ledger.claim(record, owner=owner, lease_until=lease_until)
 
     async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
-                     error: str | None = None) -> OperationRecord:
+                     error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
         """See :class:`Operations`."""
-        return await self._ledger.transition(record, status, result=result, error=error)
+        return await self._ledger.settle(record, status, result=result, error=error, lease_until=lease_until)
 
-    async def settle_unknown(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
-                             error: str | None = None) -> OperationRecord:
+    async def release(self, record: OperationRecord) -> None:
         """See :class:`Operations`."""
-        current = await self._ledger.get(record.tenant, record.idempotency_key) or record
-        try:
-            return await self._ledger.transition(current, status, result=result, error=error)
-        except InvalidTransition:  # already settled by the reconciler
-            return current
+        await self._ledger.release(record)
 
     async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
         """See :class:`Operations`."""
         current = await self._ledger.get(record.tenant, record.idempotency_key) or record
         return await self._ledger.reconcile(current, reconciler)
 
-    async def unknown(self, session_id: str, op_type: str | None, request_hash: str | None) -> list[OperationRecord]:
+    async def recover(self, scope_prefix: str) -> list[OperationRecord]:
         """See :class:`Operations`."""
-        records = await self._ledger.find(self.tenant, S.OUTCOME_UNKNOWN, op_type=op_type, request_hash=request_hash)
-        return [r for r in records if r.scope.startswith(f"{session_id}:")]
+        return await self._ledger.recover(self.tenant, scope_prefix=scope_prefix)
+
+    async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
+        """See :class:`Operations`."""
+        return await self._ledger.find(self.tenant, S.OUTCOME_UNKNOWN, scope_prefix=scope_prefix)

@@ -6,9 +6,9 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ALREADY_DONE", "GateResult", "GateStatus"]
+__all__ = ["ALREADY_DONE", "NOT_DONE_STATUSES", "GateResult", "GateStatus", "reports_done"]
 
-ALREADY_DONE = "not executed: already done in this turn"
+ALREADY_DONE = "not executed: this request was already done on this call"
 
 
 class GateStatus(enum.StrEnum):
@@ -21,9 +21,29 @@ class GateStatus(enum.StrEnum):
     BLOCKED = "blocked"
     """Not forwarded: unknown tool, invalid arguments or a policy said no."""
     FAILED = "failed"
-    """Forwarded and the handler raised or reported an error; a retry is allowed."""
+    """The backend definitively said no (an ``{"error": ...}`` result, a refusal); nothing was applied, a retry is
+    allowed."""
     OUTCOME_UNKNOWN = "outcome_unknown"
-    """Forwarded and no reply came; the write may have happened, so it is not retried."""
+    """Forwarded and no clear answer came (timeout, exception, lost reply); the write may have happened, so it is not
+    retried until reconciled."""
+
+
+#: Tool-result statuses meaning the action did not happen in this call (or may not have).
+NOT_DONE_STATUSES = frozenset({"not_executed", "blocked", "failed", "outcome_unknown", "error"})
+
+
+def reports_done(result: Any, error: Any = None) -> bool:
+    """Whether a tool result, as the model received it, says the action was done by this call.
+
+    ``not_executed``, ``blocked``, ``failed`` and ``outcome_unknown`` gate
+    results, an ``{"error": ...}`` result and a raised error (``error``) are
+    all "not done" — with or without a ledger behind them.
+    """
+    if error:
+        return False
+    if isinstance(result, dict):
+        return not (result.get("error") or result.get("status") in NOT_DONE_STATUSES)
+    return result is not None
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,13 @@ def ledger_tables(prefix: str = "harness_") -> LedgerTables:
         Column("version", Integer, nullable=False),
         Column("created_at", Float, nullable=False),
         Column("updated_at", Float, nullable=False),
+        Column("owner", String(128), nullable=False, default=""),
+        Column("lease_until", Float, nullable=False, default=0.0),
         PrimaryKeyConstraint("tenant", "idempotency_key", name=f"{prefix}operations_pk"),
-        Index(f"{prefix}operations_scope", "tenant", "scope", "attempt"),
+        Index(f"{prefix}operations_scope", "scope"),
+        # Recovery and reconciliation look for the few executing/unknown
+        # records; with this index their cost does not grow with the ledger.
+        Index(f"{prefix}operations_status", "status", "tenant"),
     )
     outbox = Table(
         f"{prefix}outbox",
@@ -86,6 +91,8 @@ def ledger_tables(prefix: str = "harness_") -> LedgerTables:
         Column("published_at", Float, nullable=True),
         Column("attempts", Integer, nullable=False, default=0),
         Column("last_error", Text, nullable=True),
+        Column("claimed_by", String(64), nullable=True),
+        Column("claimed_until", Float, nullable=False, default=0.0),
         UniqueConstraint("tenant", "idempotency_key", "seq", name=f"{prefix}outbox_op_seq"),
         Index(f"{prefix}outbox_pending", "published_at", "created_at"),
     )

@@ -10,6 +10,7 @@ from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.model import bundled_checklist
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
 from pipecat_harness.proxy.app import create_app
+from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.scripted import ScriptedReply, ScriptedUpstream
 from pipecat_harness.proxy.service import DEFAULT_FALLBACK, ProxyService
 from pipecat_harness.state.memory import MemoryStateStore
@@ -63,14 +64,22 @@ async def test_streams_openai_chunks_with_a_two_block_system_prompt():
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
     assert _spoken(chunks) == "Were there any safety incidents this week? And any near misses?"
     request = upstream.requests[0]
-    assert request.temperature == 0.0  # whatever the platform asked for
-    assert request.max_tokens == 250
+    # the operator's policy decides, whatever the platform asked for (gpt-4o, 0.7, 250 tokens, its tools, its prompt)
+    assert (request.model, request.temperature, request.max_tokens, request.tools) == ("", 0.0, 400, [])
     assert request.system.base.startswith("You are Sam, calling a construction site manager")
-    assert "You are Sam from Acme Builders. Keep answers short." in request.system.base
+    assert "Acme Builders" not in request.system.base
     assert "stale" not in request.system.base + request.system.directive
     assert request.system.directive.startswith(DEFAULT_MARKER)
     assert [m["role"] for m in request.messages] == ["assistant", "user"]
-    assert [t["function"]["name"] for t in request.tools] == ["transferCall", "endCall"]
+
+
+async def test_a_trusted_platform_prompt_joins_the_base_block():
+    upstream = ScriptedUpstream()
+    service = _service(upstream)
+    service.policy = ModelPolicy(trust_platform_prompt=True)
+    async with _client(service) as client:
+        assert (await client.post("/v1/chat/completions", json=VAPI)).status_code == 200
+    assert "You are Sam from Acme Builders. Keep answers short." in upstream.requests[0].system.base
 
 
 async def test_tool_calls_stream_as_delta_tool_calls():

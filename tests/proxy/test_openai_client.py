@@ -11,6 +11,7 @@ from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.model import bundled_checklist
 from pipecat_harness.proxy.app import create_app
 from pipecat_harness.proxy.openai_upstream import OpenAICompatibleUpstream
+from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.scripted import ScriptedReply, ScriptedUpstream
 from pipecat_harness.proxy.service import ProxyService
 from pipecat_harness.proxy.upstream import SystemPrompt, UpstreamError, UpstreamRequest
@@ -129,7 +130,10 @@ async def test_openai_client_sees_clear_http_errors(serve):
 
 async def test_openai_compatible_upstream_streams_from_a_real_endpoint(serve):
     """The proxy's OpenAI-compatible upstream, pointed at a second (pass-through) proxy on loopback."""
-    inner = ProxyService(ScriptedUpstream(["Hello from upstream."]))
+    inner = ProxyService(
+        ScriptedUpstream(["Hello from upstream."]),
+        policy=ModelPolicy(model="inner-policy-model", trust_platform_prompt=True),
+    )
     with serve(create_app(inner)) as server:
         request = UpstreamRequest(
             system=SystemPrompt(base="Base prompt.", directive="[CHECKLIST DIRECTIVE] Ask X."),
@@ -148,7 +152,7 @@ async def test_openai_compatible_upstream_streams_from_a_real_endpoint(serve):
     assert "".join(c.text for c in chunks) == "Hello from upstream."
     assert chunks[-1].finish_reason == "stop"
     seen = inner.upstream.requests[0]
-    assert seen.model == "upstream-model"
+    assert seen.model == "inner-policy-model"  # what the outer upstream asked for stops at the inner proxy
     # a directive arriving from outside is stripped by prefix; the stable base survives
     assert seen.system.base == "Base prompt."
     assert seen.messages == [{"role": "user", "content": "hi"}]

@@ -112,7 +112,7 @@ def test_command_parser_and_builders():
     args = parser.parse_args(
         ["proxy", "--upstream", "openai", "--upstream-url", "http://127.0.0.1:9/v1", "--port", "9000"]
     )
-    assert (args.upstream, args.port, args.max_body_bytes) == ("openai", 9000, 1_000_000)
+    assert (args.upstream, args.port, args.max_body_bytes) == ("openai", 9000, None)
     with pytest.raises(ValueError, match="--upstream-url"):
         build_upstream("openai")
     with pytest.raises(ValueError, match="unknown upstream"):

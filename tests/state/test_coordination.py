@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from pipecat_harness.state.coordination import CallLock, LockTimeout, TranscriptDebouncer
+from pipecat_harness.state.coordination import CallLock, LockLost, LockTimeout, TranscriptDebouncer
 from pipecat_harness.state.memory import MemoryStateStore
 from pipecat_harness.state.redis_store import RedisStateStore
 from pipecat_harness.state.store import StateStore
@@ -14,9 +14,57 @@ def store(any_store: StateStore) -> StateStore:
     return any_store
 
 
-def test_lock_ttl_must_exceed_the_guarded_work():
-    with pytest.raises(ValueError, match="must exceed"):
-        CallLock(MemoryStateStore(), ttl_secs=5, work_timeout_secs=5)
+def test_lock_times_must_be_positive():
+    with pytest.raises(ValueError, match="positive"):
+        CallLock(MemoryStateStore(), ttl_secs=0)
+
+
+async def test_work_outliving_the_lease_keeps_the_lock_and_loses_no_update(store: StateStore):
+    # 3 read-modify-write updates, each lasting 3 lease lengths: renewal keeps them serial
+    lock = CallLock(store, ttl_secs=0.1, work_timeout_secs=2, poll_secs=0.005)
+
+    async def update() -> None:
+        async def work() -> None:
+            value = (await store.get_json("counter")) or 0
+            await asyncio.sleep(0.3)
+            await lock.write("counter", value + 1)
+
+        await lock.run("call", work)
+
+    await asyncio.gather(update(), update(), update())
+    assert await store.get_json("counter") == 3
+
+
+async def test_a_write_after_losing_the_lock_is_refused_and_changes_nothing(store: StateStore):
+    lock = CallLock(store, ttl_secs=0.1, work_timeout_secs=2)
+
+    async def stalled_holder() -> None:
+        await store.set_json("state", "newer")
+        # the lease passes to another worker (as if this process had stalled past its TTL)
+        await store.release("lock:call", _current_token(store))
+        assert await store.acquire("lock:call", "other-worker", 5)
+        await lock.write("state", "stale")
+
+    with pytest.raises(LockLost):
+        await lock.run("call", stalled_holder)
+    assert await store.get_json("state") == "newer"
+
+
+def _current_token(store: StateStore) -> str:
+    from pipecat_harness.state.coordination import _HELD
+
+    held = _HELD.get()
+    assert held is not None
+    return held[2]
+
+
+async def test_a_dead_workers_lock_delays_the_next_turn_by_at_most_its_lease(store: StateStore):
+    await store.acquire("lock:call", "killed-worker", 1.0)  # held by a process that will never release it
+    lock = CallLock(store, ttl_secs=1.0, work_timeout_secs=1, poll_secs=0.01)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await lock.run("call", lambda: asyncio.sleep(0, result="ran")) == "ran"
+    assert loop.time() - started <= 1.2
 
 
 async def test_lock_serialises_concurrent_work(store: StateStore):

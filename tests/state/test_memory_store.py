@@ -61,3 +61,25 @@ async def test_lock_is_exclusive_expires_and_releases_only_for_its_holder():
     assert not await store.release("l", "a")
     assert await store.release("l", "b")
     assert await store.acquire("l", "a", 10)
+
+
+async def test_keys_are_capped_least_recently_used_first():
+    store = MemoryStateStore(max_keys=3)
+    for name in ("a", "b", "c"):
+        await store.set_json(name, name)
+    assert await store.get_json("a") == "a"  # touched: now the most recent
+    await store.set_json("d", "d")
+    assert [await store.get_json(k) for k in ("a", "b", "c", "d")] == ["a", None, "c", "d"]
+    assert (store.key_count, store.evicted) == (3, 1)
+
+
+async def test_idle_call_state_expires_even_if_never_read_again():
+    now = [0.0]
+    store = MemoryStateStore(clock=lambda: now[0], default_ttl_secs=60)
+    for index in range(2_000):
+        await store.set_json(f"checklist:site:call-{index}", {"turns": index})
+    now[0] = 61.0
+    await store.set_json("checklist:site:live-call", {"turns": 1})
+    for index in range(1_100):  # writes sweep expired keys as they go
+        await store.set_json("checklist:site:live-call", {"turns": index})
+    assert store.key_count == 1

@@ -8,6 +8,7 @@ from pipecat_harness.tools import (
     IdempotencyConflict,
     InvalidTransition,
     OperationLedger,
+    OperationRefused,
     OperationStatus,
     Reconciliation,
 )
@@ -18,6 +19,7 @@ ALLOWED = {
     (S.PREPARED, S.EXECUTING), (S.PREPARED, S.CANCELLED),
     (S.EXECUTING, S.SUCCEEDED), (S.EXECUTING, S.FAILED), (S.EXECUTING, S.OUTCOME_UNKNOWN),
     (S.OUTCOME_UNKNOWN, S.SUCCEEDED), (S.OUTCOME_UNKNOWN, S.FAILED),
+    (S.FAILED, S.EXECUTING), (S.CANCELLED, S.EXECUTING),
 }
 
 
@@ -62,7 +64,10 @@ async def test_execute_runs_once_and_stores_the_outcome(ledger: OperationLedger)
 
 async def test_execute_failure_timeout_and_reported_error(ledger: OperationLedger):
     async def boom():
-        raise ValueError("backend down")
+        raise ValueError("connection reset")
+
+    async def refused():
+        raise OperationRefused("card declined")
 
     async def never():
         await asyncio.Event().wait()
@@ -70,8 +75,10 @@ async def test_execute_failure_timeout_and_reported_error(ledger: OperationLedge
     async def reports():
         return {"error": "order not found"}
 
-    failed = await ledger.execute((await ledger.prepare("a", "f", "t", "h"))[0], boom)
-    assert failed.status == S.FAILED and failed.error == "ValueError: backend down"
+    ambiguous = await ledger.execute((await ledger.prepare("a", "f", "t", "h"))[0], boom)
+    assert ambiguous.status == S.OUTCOME_UNKNOWN and ambiguous.error == "ValueError: connection reset"
+    failed = await ledger.execute((await ledger.prepare("a", "n", "t", "h"))[0], refused)
+    assert failed.status == S.FAILED and "card declined" in failed.error
     unknown = await ledger.execute((await ledger.prepare("a", "u", "t", "h"))[0], never, timeout_secs=0.05)
     assert unknown.status == S.OUTCOME_UNKNOWN and "no reply within" in unknown.error
     reported = await ledger.execute((await ledger.prepare("a", "r", "t", "h"))[0], reports,
@@ -113,7 +120,9 @@ async def test_cancel_and_reconcile(ledger: OperationLedger):
     cancelled = await ledger.cancel(prepared, "interrupted before issue")
     assert cancelled.status == S.CANCELLED
     with pytest.raises(InvalidTransition):
-        await ledger.claim(cancelled) or await ledger.transition(cancelled, S.EXECUTING)
+        await ledger.transition(cancelled, S.SUCCEEDED)
+    retried = await ledger.claim(cancelled, owner="w1")  # never executed: a later request may run it
+    assert retried.status == S.EXECUTING and retried.attempt == 1 and retried.owner == "w1"
 
     record, _ = await ledger.prepare("acme", "u", "t", "h")
     unknown = await ledger.mark_unknown(await ledger.claim(record), "process ended")

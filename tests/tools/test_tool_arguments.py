@@ -134,3 +134,45 @@ def test_schema_of_reads_pipecat_and_openai_definitions():
     assert schema_of(refund)["required"] == ["order_id", "amount_usd", "reason"]
     openai_tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "required": ["a"]}}}
     assert schema_of(openai_tool) == {"type": "object", "required": ["a"]}
+
+
+def _nested(depth):
+    value = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+BAD_INPUTS = [
+    ('{"a": ' * 492 + "1" + "}" * 492, "too_deep"),
+    ({"a": _nested(40)}, "too_deep"),
+    ('{"amount_usd": ' + "9" * 5000 + "}", "invalid"),
+    ({"amount_usd": 10**5000}, "invalid"),
+    ('{"amount_usd": NaN}', "invalid"),
+    ('{"amount_usd": Infinity}', "invalid"),
+    ({"amount_usd": float("nan")}, "invalid"),
+    ({"amount_usd": float("-inf")}, "invalid"),
+    ('{"reason": "\\ud800"}', "invalid"),
+    ({"reason": "\ud800"}, "invalid"),
+    ({"\udfff": 1}, "invalid"),
+    ('{"order_id": "#W1", "order_id": "#W2"}', "duplicate_key"),
+    ({"when": object()}, "invalid"),
+    ({1: "x"}, "invalid"),
+]
+
+
+@pytest.mark.parametrize(("arguments", "kind"), BAD_INPUTS)
+async def test_bad_input_is_blocked_with_the_reason_never_raised(arguments, kind):
+    from pipecat_harness.tools import ToolGate
+
+    ran = []
+
+    async def handler(args):
+        ran.append(args)
+        return {"status": "refunded"}
+
+    for tool in ("issue_refund", "get_order_details"):
+        gate = ToolGate(write_tools={"issue_refund"}, max_argument_bytes=1_000_000)
+        result = await gate.call(tool, arguments, handler)
+        assert result.status == "blocked" and result.reason_kind == kind and result.reason
+    assert ran == []

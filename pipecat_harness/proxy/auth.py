@@ -1,0 +1,165 @@
+"""Who may call the proxy: the shared secrets Vapi and Retell send, checked in constant time.
+
+What each platform can send (and what is accepted here):
+
+* **Vapi custom LLM** (``POST /chat/completions``): the custom-LLM credential's
+  API key arrives as ``Authorization: Bearer <key>``; a secret added to the
+  model's custom ``headers`` arrives as ``X-Vapi-Secret``. Either is accepted.
+* **Vapi server URL** (``POST /webhook/vapi``): the legacy server secret as
+  ``X-Vapi-Secret``, a Bearer-token credential as ``Authorization: Bearer``,
+  or an HMAC credential: ``x-signature`` = hex HMAC-SHA256 of
+  ``"{x-timestamp}.{raw body}"`` (Vapi's defaults), within the tolerance window.
+* **Retell custom-LLM socket**: Retell's handshake carries no signature and
+  Retell appends ``/{call_id}`` to the URL the operator configures, so the
+  secret travels as a path segment: ``wss://host/llm-websocket/<secret>/{call_id}``.
+  A bearer header is accepted too (for clients that can set one).
+* **Retell webhooks** (``POST /webhook/retell``): ``x-retell-signature:
+  v=<unix ms>,d=<hex HMAC-SHA256(api key, raw body + ms)>``, within the window.
+
+Every list holds the secrets valid now; during a rotation it holds the old
+and the new one. Every configured secret is compared (no early exit), each
+through a SHA-256 digest so the comparison does not depend on lengths, and a
+failure never says which part was wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["UNAUTHORIZED_MESSAGE", "ProxyAuth", "matches_any", "retell_signature", "vapi_hmac_signature"]
+
+UNAUTHORIZED_MESSAGE = "authentication required"
+
+_RETELL_SIGNATURE = re.compile(r"^v=(\d{1,16}),d=([0-9a-fA-F]{64})$")
+
+
+def _digest(value: str | bytes) -> bytes:
+    raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+    return hashlib.sha256(raw).digest()
+
+
+def matches_any(given: str | None, secrets: Sequence[str]) -> bool:
+    """Whether ``given`` equals one of ``secrets``, comparing every one in constant time."""
+    if given is None or not secrets:
+        return False
+    probe = _digest(given)
+    found = False
+    for secret in secrets:
+        found |= hmac.compare_digest(probe, _digest(secret))
+    return found
+
+
+def vapi_hmac_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """Vapi's default HMAC credential signature: hex HMAC-SHA256 of ``"{timestamp}.{body}"``."""
+    return hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+def retell_signature(api_key: str, body: bytes, timestamp_ms: int) -> str:
+    """The ``x-retell-signature`` value Retell sends for ``body`` at ``timestamp_ms``."""
+    digest = hmac.new(api_key.encode(), body + str(timestamp_ms).encode(), hashlib.sha256).hexdigest()
+    return f"v={timestamp_ms},d={digest}"
+
+
+def _bearer(headers: Mapping[str, str]) -> str | None:
+    value = headers.get("authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+@dataclass(frozen=True)
+class ProxyAuth:
+    """The proxy's credentials.
+
+    Parameters:
+        secrets: Accepted on the chat-completions route and the Retell socket
+            (Vapi custom-LLM credential key / ``X-Vapi-Secret``; Retell URL secret).
+        webhook_secrets: Accepted on ``/webhook/vapi`` (server-URL secret,
+            bearer credential or HMAC credential key); empty means ``secrets``.
+        retell_api_keys: Retell API keys that sign Retell webhooks.
+        tolerance_secs: Largest clock difference accepted on a signed request.
+        clock: Wall-clock source (injectable for tests).
+    """
+
+    secrets: tuple[str, ...] = ()
+    webhook_secrets: tuple[str, ...] = ()
+    retell_api_keys: tuple[str, ...] = ()
+    tolerance_secs: float = 300.0
+    clock: Callable[[], float] = field(default=time.time, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("secrets", "webhook_secrets", "retell_api_keys"):
+            values = tuple(getattr(self, name))
+            if any(not isinstance(v, str) or not v for v in values):
+                raise ValueError(f"proxy {name} must be non-empty strings")
+            object.__setattr__(self, name, values)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any credential is configured (no credential: every request is let in)."""
+        return bool(self.secrets or self.webhook_secrets or self.retell_api_keys)
+
+    def _webhook_keys(self) -> tuple[str, ...]:
+        return self.webhook_secrets or self.secrets
+
+    def chat_allowed(self, headers: Mapping[str, str]) -> bool:
+        """``POST /chat/completions``: bearer key or ``X-Vapi-Secret``."""
+        if not self.enabled:
+            return True
+        bearer = matches_any(_bearer(headers), self.secrets)
+        header = matches_any(headers.get("x-vapi-secret"), self.secrets)
+        return bearer | header
+
+    def vapi_webhook_allowed(self, headers: Mapping[str, str], body: bytes) -> bool:
+        """``POST /webhook/vapi``: ``X-Vapi-Secret``, bearer, or a fresh HMAC signature over the exact body."""
+        if not self.enabled:
+            return True
+        keys = self._webhook_keys()
+        plain = matches_any(headers.get("x-vapi-secret"), keys) | matches_any(_bearer(headers), keys)
+        return plain | self._vapi_hmac_ok(headers, body, keys)
+
+    def needs_body(self, headers: Mapping[str, str]) -> bool:
+        """Whether the webhook credential can only be checked against the body (HMAC)."""
+        return self.enabled and "x-signature" in headers
+
+    def _vapi_hmac_ok(self, headers: Mapping[str, str], body: bytes, keys: Sequence[str]) -> bool:
+        signature = headers.get("x-signature")
+        stamp = headers.get("x-timestamp")
+        if not signature or not stamp or not stamp.isdigit() or len(stamp) > 16:
+            return False
+        seconds = int(stamp) / 1000 if len(stamp) >= 13 else int(stamp)  # seconds or milliseconds
+        if abs(self.clock() - seconds) > self.tolerance_secs:
+            return False
+        given = signature.removeprefix("sha256=")
+        found = False
+        for key in keys:
+            found |= hmac.compare_digest(_digest(given.lower()), _digest(vapi_hmac_signature(key, stamp, body)))
+        return found
+
+    def retell_socket_allowed(self, path_secret: str | None, headers: Mapping[str, str]) -> bool:
+        """The Retell socket: the URL's secret segment or a bearer header."""
+        if not self.enabled:
+            return True
+        return matches_any(path_secret, self.secrets) | matches_any(_bearer(headers), self.secrets)
+
+    def retell_webhook_allowed(self, headers: Mapping[str, str], body: bytes) -> bool:
+        """``POST /webhook/retell``: a fresh ``x-retell-signature`` by one of the Retell API keys."""
+        if not self.enabled:
+            return True
+        match = _RETELL_SIGNATURE.match(headers.get("x-retell-signature", ""))
+        if match is None or not self.retell_api_keys:
+            return False
+        stamp = int(match.group(1))
+        if abs(self.clock() * 1000 - stamp) > self.tolerance_secs * 1000:
+            return False
+        given = _digest(match.group(0).lower())
+        found = False
+        for key in self.retell_api_keys:
+            found |= hmac.compare_digest(given, _digest(retell_signature(key, body, stamp).lower()))
+        return found

@@ -1,0 +1,64 @@
+"""``ModelPolicy``: what the operator decides about every upstream request.
+
+The proxy pays for the model and answers for what it says, so the model
+name, the output limit, the temperature, the tools offered and the base
+prompt come from the operator's configuration. What a platform posts is
+conversation data: its ``model``, ``max_tokens``, ``temperature``, ``tools``
+and (unless the operator says otherwise) its system messages never reach
+the upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ModelPolicy"]
+
+
+@dataclass(frozen=True)
+class ModelPolicy:
+    """The operator's model settings.
+
+    Parameters:
+        model: Model name sent upstream ("" leaves it to the upstream's own setting).
+        max_tokens: Output limit of every model call.
+        temperature: Sampling temperature of every model call.
+        tools: OpenAI function tools offered to the model.
+        tool_choice: OpenAI ``tool_choice`` sent with the tools.
+        base_prompt: Operator prompt placed first in the stable system block.
+        trust_platform_prompt: Keep the platform's system messages in the base
+            block (for deployments that manage the prompt on Vapi or Retell and
+            have authenticated the platform).
+    """
+
+    model: str = ""
+    max_tokens: int = 400
+    temperature: float = 0.0
+    tools: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    tool_choice: Any = None
+    base_prompt: str = ""
+    trust_platform_prompt: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tokens <= 0:
+            raise ValueError("proxy max_tokens must be a positive integer")
+        object.__setattr__(self, "tools", tuple(dict(t) for t in self.tools))
+
+    def tool_list(self) -> list[dict[str, Any]]:
+        """Copies of the configured tools (a request may not mutate the policy)."""
+        return [dict(t) for t in self.tools]
+
+    @classmethod
+    def from_settings(cls, settings: Any, *, tools: Sequence[Mapping[str, Any]] = ()) -> ModelPolicy:
+        """Build from a :class:`~pipecat_harness.config.ProxySettings` block."""
+        return cls(
+            model=settings.model,
+            max_tokens=settings.max_tokens,
+            temperature=settings.temperature,
+            tools=tuple(tools or settings.tools),
+            tool_choice=settings.tool_choice,
+            base_prompt=settings.base_prompt,
+            trust_platform_prompt=settings.trust_platform_prompt,
+        )
