@@ -22,9 +22,17 @@ from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat_harness.demo.retail_db import RetailDatabase
 from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler
 from pipecat_harness.sim.scenario import Scenario, ScenarioError, ToolSpec
-from pipecat_harness.tools.operation_state import OperationRecord, Reconciliation
+from pipecat_harness.tools.execution import current_operation
+from pipecat_harness.tools.operation_state import OperationRecord, OperationStatus, Reconciliation
 
-__all__ = ["ScenarioTools", "create_tables"]
+__all__ = ["APPLIED_OPERATIONS_DDL", "ScenarioTools", "create_tables"]
+
+
+#: The table in which writes record their idempotency key (the same as the retail schema's).
+APPLIED_OPERATIONS_DDL = """CREATE TABLE IF NOT EXISTS applied_operations (
+    idempotency_key TEXT PRIMARY KEY, op_type TEXT NOT NULL, request_hash TEXT NOT NULL,
+    result TEXT NOT NULL, applied_at TEXT DEFAULT CURRENT_TIMESTAMP
+)"""
 
 
 async def create_tables(scenario: Scenario, db: RetailDatabase) -> None:
@@ -33,6 +41,8 @@ async def create_tables(scenario: Scenario, db: RetailDatabase) -> None:
     Raises:
         ScenarioError: A table cannot be created or a row inserted; the message names the table and row.
     """
+    # The record of applied writes (as the retail schema has it): one write per idempotency key.
+    await db.execute(APPLIED_OPERATIONS_DDL)
     for table, spec in scenario.database.tables.items():
         columns = ", ".join(f"{name} {definition}" for name, definition in spec.columns.items())
         where = f"{scenario.source or scenario.name}: field 'database.tables.{table}'"
@@ -55,14 +65,22 @@ def _sql_handler(spec: ToolSpec, db: RetailDatabase) -> ToolHandler:
 
     async def run(arguments: Mapping[str, Any]) -> Any:
         bound = {name: arguments.get(name) for name in spec.parameters}
-        async with aiosqlite.connect(db.path) as conn:
-            conn.row_factory = aiosqlite.Row
-            async with conn.execute(statement, bound) as cursor:
-                if is_read:
+        if is_read:
+            async with aiosqlite.connect(db.path) as conn:
+                conn.row_factory = aiosqlite.Row
+                async with conn.execute(statement, bound) as cursor:
                     return {"rows": [dict(row) for row in await cursor.fetchall()], **spec.result}
-                changed, row_id = cursor.rowcount, cursor.lastrowid
-            await conn.commit()
-        return {"rows_changed": changed, "row_id": row_id, **spec.result}
+
+        async def apply(conn: aiosqlite.Connection) -> Any:
+            cursor = await conn.execute(statement, bound)
+            return {"rows_changed": cursor.rowcount, "row_id": cursor.lastrowid, **spec.result}
+
+        # Like the retail backend, a write is applied once per idempotency key of the tool gate, and the
+        # key is recorded with it, so a write of unknown outcome can be reconciled.
+        operation = current_operation()
+        if operation is None:
+            return await db.apply_once(None, spec.name, "", apply)
+        return await db.apply_once(operation.idempotency_key, spec.name, operation.request_hash, apply)
 
     run.__name__ = spec.name
     return run
@@ -106,6 +124,8 @@ class ScenarioTools:
                                         properties=spec.parameters, required=spec.required)
                          for spec in scenario.tools]
         own_writes = {spec.name for spec in scenario.tools if spec.write}
+        self._db = db
+        self._sql_tools = {spec.name for spec in scenario.tools if spec.sql is not None}
         self.write_tools = frozenset(own_writes | (RETAIL_WRITE_TOOLS if self._retail is not None else set()))
 
     def schemas(self) -> ToolsSchema:
@@ -118,14 +138,20 @@ class ScenarioTools:
         return {**(self._retail.handlers() if self._retail is not None else {}), **self._own}
 
     async def reconcile(self, record: OperationRecord) -> Reconciliation | None:
-        """What became of a write of unknown outcome: the retail backend can tell; the scenario's own tools cannot.
+        """What became of a write of unknown outcome: applied (with its result) or not applied.
 
-        A declared tool keeps no record of the operations it applied, so its
-        outcome stays unknown (``None``) rather than being guessed.
+        Retail writes and the scenario's SQL writes record their idempotency
+        key with the write; a Python tool records nothing, so its outcome stays
+        unknown (``None``) rather than being guessed.
         """
         if self._retail is not None and record.op_type not in self._own:
             return await self._retail.reconcile(record)
-        return None
+        if record.op_type not in self._sql_tools:
+            return None
+        result = await self._db.applied(record.idempotency_key)
+        if result is None:
+            return Reconciliation(OperationStatus.FAILED, error="the scenario's database has no record of this write")
+        return Reconciliation(OperationStatus.SUCCEEDED, result=result)
 
     def argument_normalizers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """Per tool, the canonical form of its arguments (the retail tools' order ids)."""
