@@ -311,6 +311,7 @@ class ProxySettings(_Block):
         max_total_chars: Most content characters per request.
         max_call_id_chars: Longest call id.
         max_json_depth: Deepest JSON nesting.
+        max_json_containers: Most JSON arrays and objects per request (counted before parsing).
     """
 
     secrets: list[str] = Field(default_factory=list)
@@ -329,6 +330,7 @@ class ProxySettings(_Block):
     max_total_chars: int = Field(default=200_000, gt=0, le=20_000_000)
     max_call_id_chars: int = Field(default=128, gt=0, le=1024)
     max_json_depth: int = Field(default=64, ge=4, le=500)
+    max_json_containers: int = Field(default=20_000, ge=100, le=10_000_000)
 
     def model_post_init(self, context: Any, /) -> None:
         """Refuse empty secrets (an empty string would match an empty header)."""

@@ -11,6 +11,7 @@ shared backend for many processes)::
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -172,9 +173,19 @@ class AuditStore:
             query = query.where(self.table.c.tenant == tenant)
         return await self._select(query)
 
-    async def flagged(self, *, limit: int = 200, status: str | None = None) -> list[AuditRow]:
-        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, optionally of one review status."""
+    async def flagged(
+        self, *, limit: int = 200, status: str | None = None, tenants: Collection[str] | None = None
+    ) -> list[AuditRow]:
+        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, optionally of one review status.
+
+        Args:
+            limit: Most rows returned.
+            status: Only rows with this review status.
+            tenants: Only rows of these tenants (``None``: every tenant; empty: none).
+        """
         query = select(self.table).where(self.table.c.verdict.in_(sorted(FLAGGED)))
+        if tenants is not None:
+            query = query.where(self.table.c.tenant.in_(sorted(tenants)))
         if status is not None:
             query = query.where(self.table.c.review_status == status)
         return await self._select(query.order_by(self.table.c.id.desc()).limit(limit))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 
@@ -18,6 +19,7 @@ from pipecat_harness.grader.verdict import Grader
 __all__ = ["add_parser"]
 
 _TOKEN_ENV = "PIPECAT_HARNESS_CONSOLE_TOKEN"
+_TENANT_TOKENS_ENV = "PIPECAT_HARNESS_CONSOLE_TENANT_TOKENS"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,7 +34,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=port_number, default=8765)
     console.add_argument(
-        "--token", default=os.environ.get(_TOKEN_ENV), help=f"access token (default: ${_TOKEN_ENV}); required"
+        "--token", default=os.environ.get(_TOKEN_ENV),
+        help=f"admin token, sees every tenant (default: ${_TOKEN_ENV}); optional with tenant tokens",
     )
     console.set_defaults(func=_console)
 
@@ -53,9 +56,35 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     grader.set_defaults(func=lambda args: (grader.print_help(), 2)[1])
 
 
+def _tenant_tokens() -> dict[str, str | list[str]] | None:
+    """Tenant tokens from ``$PIPECAT_HARNESS_CONSOLE_TENANT_TOKENS`` (``{"<token>": "<tenant>", ...}``).
+
+    Raises:
+        ValueError: The variable is not such a JSON object.
+    """
+    raw = os.environ.get(_TENANT_TOKENS_ENV)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"${_TENANT_TOKENS_ENV} is not JSON: {exc}") from exc
+    if not isinstance(value, dict) or not all(
+        isinstance(t, str) and (isinstance(n, str) or (isinstance(n, list) and all(isinstance(x, str) for x in n)))
+        for t, n in value.items()
+    ):
+        raise ValueError(f'${_TENANT_TOKENS_ENV} must be a JSON object {{"<token>": "<tenant>" or ["<tenant>", ...]}}')
+    return value
+
+
 def _console(args: argparse.Namespace) -> int:
-    if not args.token:
-        print(f"console: a token is required (--token or ${_TOKEN_ENV})", file=sys.stderr)
+    try:
+        tenant_tokens = _tenant_tokens()
+    except ValueError as exc:
+        print(f"console: {exc}", file=sys.stderr)
+        return 2
+    if not args.token and not tenant_tokens:
+        print(f"console: a token is required (--token or ${_TOKEN_ENV}, or ${_TENANT_TOKENS_ENV})", file=sys.stderr)
         return 2
     require_extra("pipecat-harness console", "uvicorn", "proxy")
     require_extra("pipecat-harness console", "fastapi", "proxy")
@@ -64,7 +93,11 @@ def _console(args: argparse.Namespace) -> int:
     from pipecat_harness.grader.console import create_console_app
 
     store = AuditStore(args.audit_url, table_name=args.table)
-    app = create_console_app(store, args.token)
+    try:
+        app = create_console_app(store, args.token, tenant_tokens=tenant_tokens)
+    except ValueError as exc:
+        print(f"console: {exc}", file=sys.stderr)
+        return 2
     print(f"console on http://{args.host}:{args.port}/?token=<token>  (audit: {args.audit_url})")
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

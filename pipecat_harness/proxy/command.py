@@ -85,6 +85,7 @@ def build_limits(settings: ProxySettings) -> ProxyLimits:
         max_total_chars=settings.max_total_chars,
         max_call_id_chars=settings.max_call_id_chars,
         max_json_depth=settings.max_json_depth,
+        max_json_containers=settings.max_json_containers,
     )
 
 

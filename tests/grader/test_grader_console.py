@@ -43,7 +43,8 @@ async def test_token_lists_flagged_newest_first_and_actions_persist(sqlite_store
     first = await add(sqlite_store, 2, "unsupported", "The basic detail is $129.")
     second = await add(sqlite_store, 3, "llm_flagged", "We might be open late <b>tonight</b>.", ref=None)
     app = create_console_app(sqlite_store, TOKEN)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://console") as client:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://console", follow_redirects=True) as client:
         assert (await client.get("/")).status_code == 401
         assert (await client.get("/?token=wrong")).status_code == 401
         assert (await client.get("/api/flagged")).status_code == 401
