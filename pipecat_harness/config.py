@@ -262,6 +262,11 @@ class GraderSettings(_Block):
         alert_min_severity: Lowest severity that triggers a webhook.
         webhook_max_attempts: Tries per alert.
         webhook_backoff_secs: Wait before the second try; doubles each try.
+        webhook_format: Body of the webhook: ``harness`` (the design's payload), ``slack``, ``teams`` or
+            ``pagerduty`` (Events API v2, with ``pagerduty_routing_key``).
+        pagerduty_routing_key: Integration key for ``pagerduty``.
+        alert_outbox_url: SQLAlchemy async URL of the outbox alerts are queued in before delivery, so that a
+            queued alert survives a crash (none: an in-memory queue).
     """
 
     enabled: bool = False
@@ -280,6 +285,9 @@ class GraderSettings(_Block):
     alert_min_severity: Literal["info", "warning", "critical"] = "critical"
     webhook_max_attempts: int = Field(default=4, ge=1, le=20)
     webhook_backoff_secs: float = Field(default=0.5, ge=0, le=60)
+    webhook_format: Literal["harness", "slack", "teams", "pagerduty"] = "harness"
+    pagerduty_routing_key: str | None = None
+    alert_outbox_url: str | None = None
 
     @field_validator("audit_url")
     @classmethod

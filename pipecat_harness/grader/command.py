@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from pipecat_harness.cli import port_number
 from pipecat_harness.errors import gemini_client, require_extra
 from pipecat_harness.grader.actions import OperationLedgerView
@@ -31,6 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="SQLAlchemy async URL of the audit store (default: %(default)s)",
     )
     console.add_argument("--table", default="grader_audit", help="audit table name")
+    console.add_argument("--recordings", default=None, help="directory of call recordings (<call id>.wav, .mp3...)")
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=port_number, default=8765)
     console.add_argument(
@@ -53,6 +56,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--max-false-flags", type=float, default=None, help="exit 1 above this overall false-flag rate"
     )
     evaluate_parser.set_defaults(func=_eval)
+    calibrate_parser = actions.add_parser(
+        "calibrate", help="score the grader against operators' reviews of sampled audited turns"
+    )
+    calibrate_parser.add_argument(
+        "--audit-url",
+        default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
+        help="SQLAlchemy async URL of the audit store (default: %(default)s)",
+    )
+    calibrate_parser.add_argument("--table", default="grader_audit", help="audit table name")
+    calibrate_parser.add_argument("--per-week", type=int, default=50,
+                                  help="rows sampled per tenant, week and stratum (flagged/unflagged)")
+    calibrate_parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    calibrate_parser.add_argument("--tenant", default=None, help="only this tenant")
+    calibrate_parser.add_argument("--since", default=None, help="first day, YYYY-MM-DD")
+    calibrate_parser.add_argument("--until", default=None, help="last day, YYYY-MM-DD")
+    calibrate_parser.add_argument("--show-unlabeled", action="store_true",
+                                  help="list the sampled rows that await a review")
+    calibrate_parser.set_defaults(func=_calibrate)
     grader.set_defaults(func=lambda args: (grader.print_help(), 2)[1])
 
 
@@ -93,8 +114,11 @@ def _console(args: argparse.Namespace) -> int:
     from pipecat_harness.grader.console import create_console_app
 
     store = AuditStore(args.audit_url, table_name=args.table)
+    if args.recordings and not os.path.isdir(args.recordings):
+        print(f"console: --recordings {args.recordings!r} is not a directory", file=sys.stderr)
+        return 2
     try:
-        app = create_console_app(store, args.token, tenant_tokens=tenant_tokens)
+        app = create_console_app(store, args.token, tenant_tokens=tenant_tokens, recordings=args.recordings)
     except ValueError as exc:
         print(f"console: {exc}", file=sys.stderr)
         return 2
@@ -130,3 +154,44 @@ def _eval(args: argparse.Namespace) -> int:
         args.max_false_flags is not None and report.total.false_flag_rate > args.max_false_flags
     )
     return 1 if failed else 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from datetime import date
+
+    from pipecat_harness.grader.alerts import call_links
+    from pipecat_harness.grader.audit_calibration import calibrate
+
+    try:
+        since = date.fromisoformat(args.since) if args.since else None
+        until = date.fromisoformat(args.until) if args.until else None
+    except ValueError as exc:
+        print(f"grader calibrate: --since/--until must be dates like 2026-05-31 ({exc})", file=sys.stderr)
+        return 2
+    if args.per_week < 1:
+        print("grader calibrate: --per-week must be at least 1", file=sys.stderr)
+        return 2
+
+    async def run() -> str:
+        store = AuditStore(args.audit_url, table_name=args.table)
+        try:
+            await store.create_tables()
+            report = await calibrate(store, per_week=args.per_week, seed=args.seed, tenant=args.tenant,
+                                     since=since, until=until)
+        finally:
+            await store.close()
+        text = report.table()
+        if args.show_unlabeled:
+            text += "".join(
+                f"\n- row {row.id} {row.tenant} {row.verdict}/{row.category}: {row.utterance!r} "
+                f"{call_links(row.tenant, row.call_id, row.turn_id)['operator_console']}"
+                for row in report.unlabeled
+            )
+        return text
+
+    try:
+        print(asyncio.run(run()))
+    except (OSError, ValueError, SQLAlchemyError) as exc:  # unreachable database, bad URL
+        print(f"grader calibrate: cannot read the audit store {args.audit_url}: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -126,7 +126,8 @@ def _validate_messages(messages: Any, where: str) -> list[dict[str, Any]]:
             raise RequestError(
                 400, f"{where}[{index}].content must be a string, a list of parts or null", "invalid_messages"
             )
-    return [dict(m) for m in messages]
+    # The body was parsed for this request alone: its message objects are used as they are, not copied.
+    return messages
 
 
 def parse_chat_request(body: Any) -> ChatTurnRequest:

@@ -24,7 +24,7 @@ from rich.text import Text
 from pipecat_harness.bundled import bundled_names
 from pipecat_harness.config import CONTROL_NAMES, ConfigError, GraderSettings, HarnessConfig
 from pipecat_harness.errors import InputError
-from pipecat_harness.sim.runner import CallResult, run_scenario
+from pipecat_harness.sim.runner import SIM_SERVICES, CallResult, run_scenario
 from pipecat_harness.sim.scenario import (
     Scenario,
     ScenarioError,
@@ -68,6 +68,10 @@ def add_parser(subparsers: Any) -> None:
     )
     group.add_argument("--no-controls", action="store_true", help="run with every control off")
     parser.add_argument("--without", action="append", default=[], metavar="CONTROL", help="switch one control off")
+    parser.add_argument("--services", choices=SIM_SERVICES, default="scripted",
+                        help="scripted: the simulator's own LLM and TTS; loopback: the bots' Deepgram, Gemini and "
+                             "ElevenLabs services against protocol fakes on 127.0.0.1 (loopback-openai: "
+                             "OpenAILLMService instead of Gemini)")
     parser.add_argument("--traces", default="traces", help="directory for call timelines (default: ./traces)")
     parser.add_argument("--timeline", nargs="?", const="short", choices=["short", "full", "none"], default=None,
                         help="print every call's timeline (short, or full with per-frame events); none prints no "
@@ -169,7 +173,7 @@ def _simulate(args: argparse.Namespace) -> int:
         rows.append(row)
         try:
             config = _config_for(args, base, scenario.domain, trace_dir)
-            row.result = run_scenario(scenario, config, trace_dir=trace_dir)
+            row.result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services)
         except ConfigError as exc:  # the settings are wrong for every call: stop here
             _print_error(str(exc))
             return 2

@@ -20,7 +20,7 @@ from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 
 from pipecat_harness.demo.retail_db import RetailDatabase
-from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler
+from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler, pipecat_function
 from pipecat_harness.sim.scenario import Scenario, ScenarioError, ToolSpec
 from pipecat_harness.tools.execution import current_operation
 from pipecat_harness.tools.operation_state import OperationRecord, OperationStatus, Reconciliation
@@ -136,6 +136,12 @@ class ScenarioTools:
     def handlers(self) -> dict[str, ToolHandler]:
         """The framework-free handlers by tool name."""
         return {**(self._retail.handlers() if self._retail is not None else {}), **self._own}
+
+    def register(self, llm: Any, *, wrap: Callable[[str, ToolHandler], ToolHandler] | None = None) -> None:
+        """Register every tool straight on a Pipecat LLM service (a call with no harness: the baseline)."""
+        for name, handler in self.handlers().items():
+            llm.register_function(name, pipecat_function(wrap(name, handler) if wrap else handler),
+                                  cancel_on_interruption=name not in self.write_tools)
 
     async def reconcile(self, record: OperationRecord) -> Reconciliation | None:
         """What became of a write of unknown outcome: applied (with its result) or not applied.

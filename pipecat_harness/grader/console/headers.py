@@ -3,7 +3,8 @@
 Pages are rendered on the server and need no script; a view that does add an
 inline ``<script>`` must give it the per-response nonce,
 ``<script nonce="{request.state.csp_nonce}">``, or the browser will not run it.
-Inline ``style`` is allowed (the page's stylesheet is inline).
+Inline ``style`` is allowed (the page's stylesheet is inline); the call view's
+recording plays from the console itself (``media-src 'self'``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def content_security_policy(nonce: str) -> str:
         f"script-src 'nonce-{nonce}'; "
         "style-src 'unsafe-inline'; "
         "img-src 'self' data:; "
+        "media-src 'self'; "
         "connect-src 'self'; "
         "form-action 'self'; "
         "base-uri 'none'; "
