@@ -234,7 +234,7 @@ class ChecklistSettings(_Block):
     lock_ttl_secs: float = Field(default=1.0, ge=0.05, le=60)
     work_timeout_secs: float = Field(default=10.0, gt=0, le=600)
     state_ttl_secs: float = Field(default=6 * 3600.0, gt=0, le=7 * 24 * 3600.0)
-    memory_max_keys: int = Field(default=50_000, gt=0, le=10_000_000)
+    memory_max_keys: int = Field(default=20_000, gt=0, le=10_000_000)
 
     @model_validator(mode="after")
     def _store_installed(self) -> ChecklistSettings:

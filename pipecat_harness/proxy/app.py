@@ -8,7 +8,7 @@ Routes:
   ``chat.completion`` when ``stream`` is false).
 * ``POST /webhook/vapi``: Vapi server messages; ``conversation-update``
   updates the checklist state (the second channel; it meets the first only
-  in the state store).
+  in the state store), ``end-of-call-report`` drops it.
 * ``POST /webhook/retell``: signed Retell call events; ``call_ended`` releases the call's state.
 * ``WS /llm-websocket/{secret}/{call_id}`` (and, without secrets, ``WS /{call_id}`` and
   ``WS /llm-websocket/{call_id}``): the Retell custom-LLM protocol.
@@ -37,6 +37,7 @@ from pipecat_harness.proxy.requests import (
     ChatTurnRequest,
     ConversationUpdate,
     RequestError,
+    ended_call_id,
     parse_chat_request,
     parse_conversation_update,
     parse_retell_event,
@@ -111,12 +112,16 @@ def _chat_turn(raw: bytes, limits: ProxyLimits) -> ChatTurnRequest:
     return turn
 
 
-def _conversation_update(raw: bytes, limits: ProxyLimits) -> ConversationUpdate | None:
-    update = parse_conversation_update(decode_json(raw, limits))
+def _conversation_update(raw: bytes, limits: ProxyLimits) -> ConversationUpdate | str | None:
+    """The update of a ``conversation-update``, the call id of an ``end-of-call-report``, else ``None``."""
+    body = decode_json(raw, limits)
+    update = parse_conversation_update(body)
     if update is not None:
         check_call_id(update.call_id, limits)
         limits.check_messages(update.messages, "conversation")
-    return update
+        return update
+    ended = ended_call_id(body)
+    return None if ended is None else check_call_id(ended, limits)
 
 
 def _error(exc: RequestError) -> JSONResponse:
@@ -220,6 +225,9 @@ def create_app(
             return _error(exc)
         if update is None:
             return JSONResponse({"status": "ignored"})
+        if isinstance(update, str):
+            await service.forget(update)  # the call is over: its state need not wait for the TTL
+            return JSONResponse({"status": "forgotten"})
         directive = await service.observe(update.call_id, update.messages)
         return JSONResponse({"status": "updated", "next": directive.kind if directive else None})
 

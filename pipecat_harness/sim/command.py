@@ -76,6 +76,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--timeline", nargs="?", const="short", choices=["short", "full", "none"], default=None,
                         help="print every call's timeline (short, or full with per-frame events); none prints no "
                         "timeline; by default only calls not as expected get theirs")
+    parser.add_argument("--audio", action="store_true",
+                        help="voice the caller with Piper and recognise it with Silero VAD and Whisper tiny.en "
+                        "(needs the [audio] extra; audio and transcripts are cached)")
+    parser.add_argument("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
+                        help="with --audio: the stop strategy (default: speech_timeout)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show Pipecat's logs")
     parser.set_defaults(func=_simulate)
 
@@ -166,6 +171,16 @@ def _simulate(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         _print_error(str(exc))
         return 2
+    audio = None
+    if getattr(args, "audio", False):
+        from pipecat_harness.sim.audio import AudioModeUnavailable
+        from pipecat_harness.sim.audio.mode import AudioMode
+
+        try:
+            audio = AudioMode(turn_stop=args.turn_stop)
+        except AudioModeUnavailable as exc:
+            _print_error(str(exc))
+            return 2
     trace_dir = Path(args.traces)
     started = time.perf_counter()
     for number, scenario in enumerate(scenarios, start=1):
@@ -173,7 +188,7 @@ def _simulate(args: argparse.Namespace) -> int:
         rows.append(row)
         try:
             config = _config_for(args, base, scenario.domain, trace_dir)
-            row.result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services)
+            row.result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services, audio=audio)
         except ConfigError as exc:  # the settings are wrong for every call: stop here
             _print_error(str(exc))
             return 2
