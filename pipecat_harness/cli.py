@@ -40,6 +40,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("proxy", "pipecat_harness.proxy.command",
             "serve the custom-LLM proxy for Vapi and Retell (needs pipecat-harness[proxy])"),
     Command("grader", "pipecat_harness.grader.command", "per-turn grader tools"),
+    Command("handoff", "pipecat_harness.business.command",
+            "print a call's verified handoff summary (every line linked to its record)"),
     Command("console", "pipecat_harness.grader.command",
             "serve the operator console of flagged turns (needs pipecat-harness[proxy])"),
 )

@@ -26,6 +26,7 @@ from pipecat_harness.validation import describe_validation_error, is_sensitive, 
 
 __all__ = [
     "CONTROL_NAMES",
+    "CallStateSettings",
     "ChecklistSettings",
     "ConfigError",
     "Domain",
@@ -46,7 +47,9 @@ __all__ = [
 Domain = Literal["retail", "airline", "telecom"]
 
 #: The switchable controls, by the name used in configs, scenarios and ``eval --toggle``.
-CONTROL_NAMES = ("identifier_hold", "spelling", "silent_reply", "tool_gate", "history", "checklist", "grader")
+CONTROL_NAMES = (
+    "identifier_hold", "spelling", "silent_reply", "tool_gate", "history", "checklist", "grader", "call_state",
+)
 
 _yaml_source: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("_yaml_source", default=None)
 
@@ -200,6 +203,40 @@ class HistorySettings(_Block):
     chars_per_sec: float = Field(default=13.75, gt=1, le=60)
 
 
+class CallStateSettings(_Block):
+    """Keep the call's working state, show it to the model read-only, bind writes to the caller's confirmation.
+
+    Parameters:
+        enabled: Switch.
+        render: Show the model a compact read-only rendering of the state before each run (a system
+            message at the end of the context; off by default because a provider adapter may turn a
+            trailing system message into a user turn).
+        confirm_tools: Write tools that run only after a later caller turn confirmed the same arguments.
+        verified_tools: Write tools that run only once the caller's identity is verified.
+        identity_tools: Tools whose successful result verifies the caller's identity.
+        store: ``memory`` or ``redis`` (shared by workers).
+        redis_url: Redis server for ``store: redis``.
+        context_budget_tokens: Summarise older dialogue past this many context tokens (Pipecat's
+            estimate; ``None``: no budget). Constraints, corrections, refusals, open items and operation
+            ids are checked to survive every summary.
+        summarize_after_messages: Also summarise after this many new messages (with a budget set).
+        keep_recent_messages: Recent messages always kept uncompressed.
+    """
+
+    enabled: bool = True
+    render: bool = False
+    confirm_tools: list[str] = Field(default_factory=list)
+    verified_tools: list[str] = Field(default_factory=list)
+    identity_tools: list[str] = Field(
+        default_factory=lambda: ["find_user_id_by_email", "find_user_id_by_name_zip", "verify_caller"]
+    )
+    store: Literal["memory", "redis"] = "memory"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    context_budget_tokens: int | None = Field(default=None, gt=100)
+    summarize_after_messages: int | None = Field(default=20, ge=2)
+    keep_recent_messages: int = Field(default=4, ge=1, le=50)
+
+
 class ChecklistSettings(_Block):
     """Inject the next checklist question before each model run.
 
@@ -229,6 +266,9 @@ class ChecklistSettings(_Block):
     gemini_model: str = "gemini-2.5-flash"
     store: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    context_budget_tokens: int | None = Field(default=None, gt=100)
+    summarize_after_messages: int | None = Field(default=20, ge=2)
+    keep_recent_messages: int = Field(default=4, ge=1, le=50)
     key_prefix: str = "pipecat-harness:"
     debounce_secs: float = Field(default=0.0, ge=0, le=5)
     lock_ttl_secs: float = Field(default=1.0, ge=0.05, le=60)
@@ -381,6 +421,7 @@ class HarnessConfig(BaseSettings):
     history: HistorySettings = Field(default_factory=HistorySettings)
     checklist: ChecklistSettings = Field(default_factory=ChecklistSettings)
     grader: GraderSettings = Field(default_factory=GraderSettings)
+    call_state: CallStateSettings = Field(default_factory=CallStateSettings)
     trace: TraceSettings = Field(default_factory=TraceSettings)
     proxy: ProxySettings = Field(default_factory=ProxySettings)
 

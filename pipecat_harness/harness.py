@@ -25,6 +25,7 @@ from pipecat.frames.frames import Frame, LLMContextUserTurnFrame, StartFrame
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMAssistantAggregator,
+    LLMAssistantAggregatorParams,
     LLMUserAggregator,
     LLMUserAggregatorParams,
 )
@@ -72,6 +73,7 @@ CONTROL_FACTORIES: dict[str, str] = {
     "spelling": "pipecat_harness.input.control:SpellingControl",
     "silent_reply": "pipecat_harness.input.control:SilentReplyControl",
     "grader": "pipecat_harness.grader.control:GraderControl",
+    "call_state": "pipecat_harness.business.control:CallStateControl",
 }
 
 
@@ -272,6 +274,8 @@ class Harness:
                 )
             position = index + 1 if after else index
             result[position:position] = extra
+        for control in self.controls:
+            control.on_pipeline(result)
         return result
 
     def _check_integration(self, processors: list[FrameProcessor]) -> None:
@@ -280,6 +284,13 @@ class Harness:
             raise IntegrationError("; ".join(problems))
         for problem in problems:
             logger.error(f"pipecat-harness: {problem}")
+
+    def assistant_params(self, params: LLMAssistantAggregatorParams | None = None) -> LLMAssistantAggregatorParams:
+        """Return assistant-aggregator params with the controls' settings (context budget) applied."""
+        params = params or LLMAssistantAggregatorParams()
+        for control in self.controls:
+            params = control.assistant_params(params)
+        return params
 
     def register_function(
         self,

@@ -9,9 +9,9 @@ its audio.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -24,11 +24,10 @@ from pipecat.processors.aggregators.llm_response_universal import (
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
 
-from pipecat_harness.demo.retail_tools import ToolHandler
+from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler, pipecat_function
 from pipecat_harness.harness import Harness
-from pipecat_harness.tools.operation_state import OperationRecord, Reconciliation
 
-__all__ = ["CallPipeline", "CallTools", "build_call_pipeline"]
+__all__ = ["CallPipeline", "build_call_pipeline"]
 
 
 @dataclass
@@ -41,43 +40,19 @@ class CallPipeline:
     assistant_aggregator: LLMAssistantAggregator
 
 
-class CallTools(Protocol):
-    """What the pipeline needs of a call's tools (:class:`RetailTools` is one)."""
-
-    write_tools: frozenset[str]
-
-    def schemas(self) -> ToolsSchema:
-        """The tool schemas for the context."""
-        ...
-
-    def handlers(self) -> dict[str, ToolHandler]:
-        """The framework-free handlers by tool name."""
-        ...
-
-    def argument_normalizers(self) -> Mapping[str, Callable[[dict[str, Any]], Any]]:
-        """Per tool, the canonical form of its arguments."""
-        ...
-
-    async def reconcile(self, record: OperationRecord) -> Reconciliation | None:
-        """What became of a write of unknown outcome."""
-        ...
-
-    def register(self, llm: Any, *, wrap: Callable[[str, ToolHandler], ToolHandler] | None = None) -> None:
-        """Register every tool straight on the LLM (no harness)."""
-        ...
-
-
 def build_call_pipeline(
     *,
     harness: Harness | None,
     llm: LLMService[Any],
     tts: FrameProcessor,
     output: FrameProcessor,
-    tools: CallTools,
+    tools: RetailTools,
     user_params: LLMUserAggregatorParams,
     source: Sequence[FrameProcessor] = (),
     before_output: Sequence[FrameProcessor] = (),
     wrap_handler: Callable[[str, ToolHandler], ToolHandler] | None = None,
+    extra_tools: Sequence[Any] = (),
+    extra_write_tools: frozenset[str] = frozenset(),
 ) -> CallPipeline:
     """Build the agent's processor list, with the harness placed when given.
 
@@ -86,23 +61,40 @@ def build_call_pipeline(
         llm: The LLM service; the retail tools are registered on it.
         tts: The TTS service.
         output: The output transport.
-        tools: The call's tools on its database (the retail tools, or a simulated scenario's own).
+        tools: The retail tools on the call's database.
         user_params: The user aggregator's params before the harness wraps them.
         source: What comes first: the transport input and the STT service.
         before_output: Processors right before the output transport (Twilio marks).
         wrap_handler: Wraps each business handler under the tool layer (simulated backend faults).
+        extra_tools: Further tool sets (``schemas()``, ``handlers()``, ``argument_normalizers()``), e.g.
+            the callback and policy demo tools.
+        extra_write_tools: Which of their tools change business state.
     """
     context = LLMContext(tools=tools.schemas())
     handlers = tools.handlers()
+    normalizers = tools.argument_normalizers()
+    extra_handlers: dict[str, ToolHandler] = {}
+    if extra_tools:
+        schemas = list(tools.schemas().standard_tools)
+        for tool_set in extra_tools:
+            schemas.extend(tool_set.schemas())
+            extra_handlers.update(tool_set.handlers())
+            normalizers.update(tool_set.argument_normalizers())
+        context = LLMContext(tools=ToolsSchema(standard_tools=schemas))
     if wrap_handler is not None:
         handlers = {name: wrap_handler(name, handler) for name, handler in handlers.items()}
+        extra_handlers = {name: wrap_handler(name, handler) for name, handler in extra_handlers.items()}
     if harness is not None:
-        harness.register_tools(llm, handlers, write_tools=tools.write_tools,
-                               normalizers=tools.argument_normalizers(), reconciler=tools.reconcile)
+        harness.register_tools(llm, {**handlers, **extra_handlers}, write_tools=RETAIL_WRITE_TOOLS | extra_write_tools,
+                               normalizers=normalizers, reconciler=tools.reconcile)
         user_params = harness.user_params(user_params)
     else:
         tools.register(llm, wrap=wrap_handler)
-    pair = LLMContextAggregatorPair(context, user_params=user_params)
+        for name, handler in extra_handlers.items():
+            llm.register_function(name, pipecat_function(handler), cancel_on_interruption=name not in extra_write_tools)
+    pair = LLMContextAggregatorPair(
+        context, user_params=user_params, assistant_params=harness.assistant_params() if harness is not None else None
+    )
     user, assistant = pair.user(), pair.assistant()
     processors: list[FrameProcessor] = [*source, user, llm, tts, *before_output, output, assistant]
     if harness is not None:

@@ -222,6 +222,8 @@ class ModelScript(_Strict):
         greeting: Shorthand for a first decision ``when: {start: true}``.
         decisions: The decisions, tried in order; the first that applies fires.
         fallback: What the model says when no decision applies.
+        summary: What the model answers when Pipecat asks it to summarise the context (scripted, like
+            everything it says).
         first_token_secs: Latency from the model call to the first token.
         token_secs: Time between streamed tokens.
     """
@@ -230,6 +232,7 @@ class ModelScript(_Strict):
     greeting: str | None = None
     decisions: list[ModelDecision] = Field(default_factory=list)
     fallback: str = "Sorry, could you say that again?"
+    summary: str = "The caller and the agent discussed the caller's account."
     first_token_secs: float = Field(default=0.35, ge=0, le=30)
     token_secs: float = Field(default=0.02, ge=0, le=5)
 
@@ -282,6 +285,20 @@ class HistoryCheck(_Strict):
     max_repeated_replies: int | None = Field(default=None, ge=0)
 
 
+class ContextCheck(_Strict):
+    """What the model's context must hold at the end of the call.
+
+    Parameters:
+        contains: Regular expressions that must each match some message.
+        max_tokens: Upper bound of the final context's size (Pipecat's token estimate).
+        summarized: The context must have been summarised at least once.
+    """
+
+    contains: list[str] = Field(default_factory=list)
+    max_tokens: int | None = Field(default=None, gt=0)
+    summarized: bool = False
+
+
 class Expectations(_Strict):
     """What must hold at the end of the call.
 
@@ -293,6 +310,7 @@ class Expectations(_Strict):
 
     state: list[StateCheck] = Field(default_factory=list)
     history: HistoryCheck = Field(default_factory=HistoryCheck)
+    context: ContextCheck | None = None
     caller_completed: bool = True
 
 
@@ -333,6 +351,9 @@ class CallerSpec(_Strict):
     stt_p99_secs: float | None = Field(default=None, gt=0, le=5)
 
 
+ToolSet = Literal["retail", "callbacks", "policies"]
+
+
 class Scenario(_Strict):
     """A complete simulated call.
 
@@ -345,7 +366,7 @@ class Scenario(_Strict):
         expect_without_control: Outcome expected with that control off.
         tags: Free labels (``stay_out_of_the_way`` marks calls where no control should act).
         database: The business database the tools act on and the expectations query.
-        tools: The scenario's own tools (with ``database.seed: retail`` the retail tools are there too).
+        own_tools: The scenario's own tools: SQL or Python, with their argument schemas.
         tts: The simulated voice.
         caller_voice: How the caller's speech becomes VAD and transcript frames.
         model: The scripted model.
@@ -353,6 +374,10 @@ class Scenario(_Strict):
         caller: The caller's turns, in order.
         expect: What must hold at the end of the call.
         max_call_secs: Longest the call may last in simulated time.
+        tools: Demo tool sets the model can call (``retail``, ``callbacks``, ``policies``: the
+            ``lookup_policy`` read tool over the bundled policy fixtures).
+        harness: Settings of this call's harness on top of the domain preset
+            (``{"call_state": {"confirm_tools": ["schedule_callback"]}}``); switches are left to the command line.
     """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -362,25 +387,29 @@ class Scenario(_Strict):
     expect_without_control: Literal["pass", "fail"] = "pass"
     tags: list[str] = Field(default_factory=list)
     database: DatabaseSpec = Field(default_factory=DatabaseSpec)
-    tools: list[ToolSpec] = Field(default_factory=list)
+    own_tools: list[ToolSpec] = Field(default_factory=list)
     tts: TTSSpec = Field(default_factory=TTSSpec)
     caller_voice: CallerSpec = Field(default_factory=CallerSpec)
     model: ModelScript
     faults: list[ToolFault] = Field(default_factory=list)
     caller: list[CallerTurn] = Field(min_length=1)
     expect: Expectations = Field(default_factory=Expectations)
+    tools: list[ToolSet] = Field(default_factory=lambda: list[ToolSet](["retail"]))
+    harness: dict[str, Any] = Field(default_factory=dict)
     max_call_secs: float = Field(default=300.0, gt=0, le=3600)
     source: str = Field(default="", exclude=True)
 
     def tool_names(self) -> list[str]:
         """The tools the scripted model can call in this scenario."""
-        retail = list(RETAIL_TOOL_NAMES) if self.database.seed == "retail" else []
-        return retail + [tool.name for tool in self.tools if tool.name not in retail]
+        retail = list(RETAIL_TOOL_NAMES) if self.database.seed == "retail" and "retail" in self.tools else []
+        return retail + [tool.name for tool in self.own_tools if tool.name not in retail]
 
     @model_validator(mode="after")
     def _known_tools(self) -> Scenario:
         names = self.tool_names()
-        declared = [tool.name for tool in self.tools]
+        if set(self.tools) - {"retail"}:
+            return self  # the other demo tool sets name their tools in their own modules
+        declared = [tool.name for tool in self.own_tools]
         clash = sorted({n for n in declared if declared.count(n) > 1} | (set(declared) & set(RETAIL_TOOL_NAMES)
                                                                       if self.database.seed == "retail" else set()))
         if clash:

@@ -17,7 +17,6 @@ from typing import Any
 
 import aiosqlite
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
-from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 
 from pipecat_harness.demo.retail_db import RetailDatabase
 from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler, pipecat_function
@@ -108,30 +107,31 @@ class ScenarioTools:
     Args:
         scenario: The scenario.
         db: The call's business database.
+        with_retail: Offer the retail tools too on the retail seed (the call pipeline adds them itself).
 
     Raises:
         ScenarioError: A ``python`` tool's entry point cannot be imported.
     """
 
-    def __init__(self, scenario: Scenario, db: RetailDatabase) -> None:
-        self._retail = RetailTools(db) if scenario.database.seed == "retail" else None
+    def __init__(self, scenario: Scenario, db: RetailDatabase, *, with_retail: bool = True) -> None:
+        self._retail = RetailTools(db) if with_retail and scenario.database.seed == "retail" else None
         source = scenario.source or scenario.name
         self._own: dict[str, ToolHandler] = {
             spec.name: _sql_handler(spec, db) if spec.sql is not None else _python_handler(spec, db, source)
-            for spec in scenario.tools
+            for spec in scenario.own_tools
         }
         self._schemas = [FunctionSchema(name=spec.name, description=spec.description or spec.name,
                                         properties=spec.parameters, required=spec.required)
-                         for spec in scenario.tools]
-        own_writes = {spec.name for spec in scenario.tools if spec.write}
+                         for spec in scenario.own_tools]
+        own_writes = {spec.name for spec in scenario.own_tools if spec.write}
         self._db = db
-        self._sql_tools = {spec.name for spec in scenario.tools if spec.sql is not None}
+        self._sql_tools = {spec.name for spec in scenario.own_tools if spec.sql is not None}
         self.write_tools = frozenset(own_writes | (RETAIL_WRITE_TOOLS if self._retail is not None else set()))
 
-    def schemas(self) -> ToolsSchema:
-        """The tool schemas to put in the ``LLMContext``."""
+    def schemas(self) -> list[FunctionSchema]:
+        """The tool schemas to put in the ``LLMContext`` (as a tool set of the call pipeline)."""
         retail = list(self._retail.schemas().standard_tools) if self._retail is not None else []
-        return ToolsSchema(standard_tools=retail + self._schemas)
+        return [*retail, *self._schemas]
 
     def handlers(self) -> dict[str, ToolHandler]:
         """The framework-free handlers by tool name."""

@@ -161,7 +161,10 @@ def write_trace_html(trace: str | Path, output: str | Path | None = None, *, ful
     timeline = Timeline.load(trace)
     output = Path(output) if output is not None else trace.with_suffix(".html")
     title = f"call timeline: {timeline.call.get('call_id') or trace.stem}"
-    body = f"<h1>{_esc(title)}</h1>{call_header_html(timeline)}{timeline_html(timeline, full=full)}"
+    from pipecat_harness.business.handoff import handoff_html
+
+    body = (f"<h1>{_esc(title)}</h1>{call_header_html(timeline)}{handoff_html(timeline)}"
+            f"{timeline_html(timeline, full=full)}")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(html_page(title, body), encoding="utf-8")
     return output

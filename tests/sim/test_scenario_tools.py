@@ -50,7 +50,7 @@ database:
   seed: empty
   tables:
     parcels: {columns: {id: TEXT PRIMARY KEY, status: TEXT}, rows: [{id: P1, status: in transit}]}
-tools:
+own_tools:
   - {name: track, parameters: {parcel: {type: string}}, required: [parcel], python: "parcel_tools:track"}
 model:
   decisions:
@@ -72,8 +72,8 @@ expect:
 @pytest.mark.parametrize(
     ("extra", "problem"),
     [
-        ("tools:\n  - {name: lookup, sql: 'SELECT 1', python: 'a:b'}\n", "give exactly one of 'sql'"),
-        ("tools:\n  - {name: lookup, sql: 'SELECT * FROM t WHERE id = :id'}\n", "sql binds :id"),
+        ("own_tools:\n  - {name: lookup, sql: 'SELECT 1', python: 'a:b'}\n", "give exactly one of 'sql'"),
+        ("own_tools:\n  - {name: lookup, sql: 'SELECT * FROM t WHERE id = :id'}\n", "sql binds :id"),
         ("database: {seed: empty, tables: {t: {columns: {id: TEXT}, rows: [{idd: 1}]}}}\n",
          "rows[0] has idd, which are not columns (id)"),
         ("database: {tables: {'bad name': {columns: {id: TEXT}}}}\n", "not an SQL identifier"),
@@ -115,7 +115,7 @@ def test_airline_and_telecom_scenarios_use_their_own_tools_and_tables() -> None:
     assert len(scenarios) >= 10
     for scenario in scenarios:
         if scenario.domain in {"airline", "telecom"}:
-            assert scenario.database.seed == "empty" and scenario.database.tables and scenario.tools, scenario.name
+            assert scenario.database.seed == "empty" and scenario.database.tables and scenario.own_tools, scenario.name
             assert not set(scenario.tool_names()) & set(RETAIL_TOOL_NAMES), scenario.name
 
 
