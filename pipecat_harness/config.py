@@ -249,6 +249,9 @@ class ChecklistSettings(_Block):
         gemini_model: Model used by the Gemini analyzer.
         store: ``memory`` (one process) or ``redis`` (shared by workers).
         redis_url: Redis server for the ``redis`` store.
+        context_budget_tokens: Summarise older dialogue past this many context tokens (``None``: no budget).
+        summarize_after_messages: Also summarise after this many new messages (with a budget set).
+        keep_recent_messages: Recent messages always kept uncompressed.
         key_prefix: Namespace for keys in the shared store.
         debounce_secs: Wait for a newer caller utterance before analysing.
         lock_ttl_secs: Lease of the per-call lock, renewed while analysis runs: the longest a
