@@ -306,6 +306,7 @@ class Expectations(_Strict):
         state: SQL checks on the final business database.
         history: Limits on what history kept after interruptions.
         caller_completed: The caller must get through the whole script (no hang-up while waiting).
+        context: Expectations on the model's final context (what it holds, its size, whether it was summarised).
     """
 
     state: list[StateCheck] = Field(default_factory=list)
