@@ -44,6 +44,7 @@ from pipecat_harness.sim.clock import LoopClock, virtual_time
 from pipecat_harness.sim.history_metrics import TurnPlayback, measure_playback
 from pipecat_harness.sim.loopback import LoopbackServices
 from pipecat_harness.sim.scenario import Scenario, ScenarioError, ToolFault
+from pipecat_harness.sim.scenario_tools import ScenarioTools, create_tables
 from pipecat_harness.sim.scripted_llm import ModelCall, ScriptedLLMService, context_messages
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
@@ -102,6 +103,7 @@ class CallResult:
     caller_completed: bool
     model_replies: list[str] = field(default_factory=list)
     tool_executions: dict[str, int] = field(default_factory=dict)
+    write_tools: frozenset[str] = frozenset()
 
     @property
     def outcome(self) -> str:
@@ -176,10 +178,8 @@ async def simulate_call(
     wall_started = time.perf_counter()
     loop = asyncio.get_running_loop()
     started = loop.time()
-    db = await RetailDatabase.create(
-        workdir / f"{scenario.name}.db", seed=None if scenario.database.seed == "retail" else {},
-        extra_sql=scenario.database.sql,
-    )
+    db = await _create_database(scenario, workdir)
+    own = ScenarioTools(scenario, db, with_retail=False)
     config = scenario_config(scenario, config)
     harness = Harness(
         config.model_copy(update={"trace": config.trace.model_copy(update={"enabled": trace_path is not None})}),
@@ -187,12 +187,12 @@ async def simulate_call(
         trace_path=trace_path,
         trace_metadata={"scenario": scenario.name, "description": scenario.description,
                         "control": scenario.control, "simulated": True},
-        write_tools=RETAIL_WRITE_TOOLS | CALLBACK_WRITE_TOOLS,
+        write_tools=RETAIL_WRITE_TOOLS | CALLBACK_WRITE_TOOLS | own.write_tools,
     )
     ledger = SpeechLedger()
     executions: dict[str, int] = {}
     tools = RetailTools(db)
-    extra_tools = await _tool_sets(scenario, db)
+    extra_tools = [*await _tool_sets(scenario, db), own]
     user_params = LLMUserAggregatorParams(
         user_turn_strategies=UserTurnStrategies(stop=[
             audio.stop_strategy() if audio is not None else SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)
@@ -219,7 +219,7 @@ async def simulate_call(
     built = build_call_pipeline(
         harness=harness if use_harness else None, llm=llm, tts=tts, output=transport, tools=tools,
         user_params=user_params, source=source, wrap_handler=_fault_wrapper(scenario.faults, executions),
-        extra_tools=extra_tools, extra_write_tools=CALLBACK_WRITE_TOOLS,
+        extra_tools=extra_tools, extra_write_tools=CALLBACK_WRITE_TOOLS | own.write_tools,
     )
     context = built.context
     pipeline = Pipeline(built.processors)
@@ -269,6 +269,7 @@ async def simulate_call(
         caller_completed=caller.completed,
         model_replies=[c.text.strip() for c in calls if c.text.strip()],
         tool_executions=dict(executions),
+        write_tools=frozenset(harness.write_tools),
     )
     if harness.recorder is not None and use_harness:
         for entry in caller.log:
@@ -345,6 +346,27 @@ async def _tool_sets(scenario: Scenario, db: RetailDatabase) -> list[Any]:
 
             extra.append(await PolicyTools.create())
     return extra
+
+
+async def _create_database(scenario: Scenario, workdir: Path) -> RetailDatabase:
+    """The call's business database: the named seed, the scenario's own tables, then its statements one by one.
+
+    Raises:
+        ScenarioError: A table or a statement of ``database.sql`` fails; the message names it.
+    """
+    path = workdir / f"{scenario.name}.db"
+    # The empty seed is an empty database: the scenario's own tables may reuse the retail names.
+    db = await RetailDatabase.create(path, seed=None) if scenario.database.seed == "retail" else RetailDatabase(path)
+    await create_tables(scenario, db)
+    for index, statement in enumerate(scenario.database.sql):
+        try:
+            await db.execute(statement)
+        except Exception as exc:  # sqlite3 errors: the scenario's SQL is wrong, not the simulator
+            raise ScenarioError(
+                f"{scenario.source or scenario.name}: field 'database.sql[{index}]': the statement failed "
+                f"({exc}); fix it against the {scenario.database.seed!r} schema"
+            ) from exc
+    return db
 
 
 async def _check(scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller, timed_out: bool) -> list[CheckResult]:

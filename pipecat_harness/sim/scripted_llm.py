@@ -34,12 +34,12 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
 from pipecat.services.settings import LLMSettings
 
-from pipecat_harness.sim.scenario import DecisionCondition, ModelDecision, ModelScript
+from pipecat_harness.sim.scenario import TEMPLATE_PATTERN, DecisionCondition, ModelDecision, ModelScript
 from pipecat_harness.spoken import spoken_to_identifier, written_to_spoken
 
 __all__ = ["ModelCall", "ScriptedChatModel", "ScriptedLLMService", "ScriptedModel", "render_template", "text_tokens"]
 
-_TEMPLATE = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
+_TEMPLATE = TEMPLATE_PATTERN
 _FILTERS = {
     "identifier": spoken_to_identifier,
     "upper": lambda s: spoken_to_identifier(s).upper(),
