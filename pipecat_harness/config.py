@@ -249,9 +249,6 @@ class ChecklistSettings(_Block):
         gemini_model: Model used by the Gemini analyzer.
         store: ``memory`` (one process) or ``redis`` (shared by workers).
         redis_url: Redis server for the ``redis`` store.
-        context_budget_tokens: Summarise older dialogue past this many context tokens (``None``: no budget).
-        summarize_after_messages: Also summarise after this many new messages (with a budget set).
-        keep_recent_messages: Recent messages always kept uncompressed.
         key_prefix: Namespace for keys in the shared store.
         debounce_secs: Wait for a newer caller utterance before analysing.
         lock_ttl_secs: Lease of the per-call lock, renewed while analysis runs: the longest a
@@ -269,9 +266,6 @@ class ChecklistSettings(_Block):
     gemini_model: str = "gemini-2.5-flash"
     store: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
-    context_budget_tokens: int | None = Field(default=None, gt=100)
-    summarize_after_messages: int | None = Field(default=20, ge=2)
-    keep_recent_messages: int = Field(default=4, ge=1, le=50)
     key_prefix: str = "pipecat-harness:"
     debounce_secs: float = Field(default=0.0, ge=0, le=5)
     lock_ttl_secs: float = Field(default=1.0, ge=0.05, le=60)
