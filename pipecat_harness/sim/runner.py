@@ -179,7 +179,7 @@ async def simulate_call(
     if use_harness:
         harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
                                write_tools=RETAIL_WRITE_TOOLS, normalizers=tools.argument_normalizers(),
-                               reconciler=tools.reconcile)
+                               reconciler=tools.reconcile, resources=tools.resources())
         user_params = harness.user_params(user_params)
     else:
         tools.register(llm, wrap=wrap)
