@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup simulate test lint bench clean
+.PHONY: setup simulate simulate-loopback test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ setup: $(STAMP)
 
 simulate: $(STAMP)
 	$(BIN)/pipecat-harness simulate
+
+# The bundled scenarios with the bots' Deepgram, Gemini and ElevenLabs services against the loopback fakes.
+simulate-loopback: $(STAMP)
+	$(BIN)/pipecat-harness simulate --services loopback --timeline none --traces traces/loopback
 
 test: $(STAMP)
 	$(BIN)/pytest -q

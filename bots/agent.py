@@ -40,7 +40,6 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMAssistantAggregator,
-    LLMContextAggregatorPair,
     LLMUserAggregator,
     LLMUserAggregatorParams,
 )
@@ -56,6 +55,7 @@ from pipecat.workers.runner import WorkerRunner
 from bots.settings import PROVIDER_KEYS, BotSettings, Requirement
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.demo import RETAIL_WRITE_TOOLS, RetailDatabase, RetailTools
+from pipecat_harness.demo.call_pipeline import build_call_pipeline
 from pipecat_harness.harness import Harness
 
 __all__ = [
@@ -100,25 +100,39 @@ class Services:
     tts: TTSService
 
 
-def create_services(settings: BotSettings, *, audio_out_sample_rate: int | None = None) -> Services:
-    """Create Deepgram STT, Gemini LLM and ElevenLabs TTS; no connection opens before the pipeline starts."""
+def create_services(
+    settings: BotSettings,
+    *,
+    audio_out_sample_rate: int | None = None,
+    deepgram_base_url: str = "",
+    gemini_http_options: Any = None,
+    elevenlabs_url: str | None = None,
+) -> Services:
+    """Create Deepgram STT, Gemini LLM and ElevenLabs TTS; no connection opens before the pipeline starts.
+
+    The endpoint arguments point the services elsewhere through their own
+    base-URL options (the loopback fakes of :mod:`pipecat_harness.fakes`, in
+    offline tests); by default they reach the providers.
+    """
     from pipecat.services.deepgram.stt import DeepgramSTTService
     from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
     from pipecat.services.google.llm import GoogleLLMService
 
     stt = DeepgramSTTService(
         api_key=settings.deepgram_api_key,
+        base_url=deepgram_base_url,
         settings=DeepgramSTTService.Settings(model=settings.deepgram_model),
     )
     llm_settings = GoogleLLMService.Settings(system_instruction=SYSTEM_PROMPT)
     if settings.gemini_model:
         llm_settings.model = settings.gemini_model
-    llm = GoogleLLMService(api_key=settings.google_api_key, settings=llm_settings)
+    llm = GoogleLLMService(api_key=settings.google_api_key, settings=llm_settings, http_options=gemini_http_options)
     # The websocket service reports word timestamps, so history keeps only the words played.
     tts = ElevenLabsTTSService(
         api_key=settings.elevenlabs_api_key,
         settings=ElevenLabsTTSService.Settings(voice=settings.elevenlabs_voice_id, model=settings.elevenlabs_model),
         sample_rate=audio_out_sample_rate,
+        **({"url": elevenlabs_url} if elevenlabs_url else {}),
     )
     return Services(stt=stt, llm=llm, tts=tts)
 
@@ -232,27 +246,15 @@ async def build_agent(
     services = services or create_services(settings, audio_out_sample_rate=audio_out_sample_rate)
     db = await open_retail_database(settings.retail_db_path)
 
-    context = LLMContext(tools=RetailTools.schemas())
-    user_params = harness.user_params(
-        LLMUserAggregatorParams(vad_analyzer=SileroVADAnalyzer(), user_turn_strategies=user_turn_strategies(settings),
-                                user_turn_stop_timeout=turn_stop_watchdog_secs(settings, config))
+    built = build_call_pipeline(
+        harness=harness, llm=services.llm, tts=services.tts, output=transport.output(), tools=RetailTools(db),
+        user_params=LLMUserAggregatorParams(
+            vad_analyzer=SileroVADAnalyzer(), user_turn_strategies=user_turn_strategies(settings),
+            user_turn_stop_timeout=turn_stop_watchdog_secs(settings, config)),
+        source=[transport.input(), services.stt], before_output=before_output,
     )
-    pair = LLMContextAggregatorPair(context, user_params=user_params)
-    user_aggregator, assistant_aggregator = pair.user(), pair.assistant()
-    tools = RetailTools(db)
-    harness.register_tools(services.llm, tools.handlers(), write_tools=RETAIL_WRITE_TOOLS,
-                           normalizers=tools.argument_normalizers())
-
-    processors = harness.place([
-        transport.input(),
-        services.stt,
-        user_aggregator,
-        services.llm,
-        services.tts,
-        *before_output,
-        transport.output(),
-        assistant_aggregator,
-    ])
+    processors, context = built.processors, built.context
+    user_aggregator, assistant_aggregator = built.user_aggregator, built.assistant_aggregator
     pipeline = Pipeline(processors)
     worker = PipelineWorker(
         pipeline,

@@ -176,7 +176,7 @@ class ChecklistSettings(_Block):
     lock_ttl_secs: float = Field(default=1.0, ge=0.05, le=60)
     work_timeout_secs: float = Field(default=10.0, gt=0, le=600)
     state_ttl_secs: float = Field(default=6 * 3600.0, gt=0, le=7 * 24 * 3600.0)
-    memory_max_keys: int = Field(default=50_000, gt=0, le=10_000_000)
+    memory_max_keys: int = Field(default=20_000, gt=0, le=10_000_000)
 
 
 class GraderSettings(_Block):
@@ -197,6 +197,11 @@ class GraderSettings(_Block):
         alert_min_severity: Lowest severity that triggers a webhook.
         webhook_max_attempts: Tries per alert.
         webhook_backoff_secs: Wait before the second try; doubles each try.
+        webhook_format: Body of the webhook: ``harness`` (the design's payload), ``slack``, ``teams`` or
+            ``pagerduty`` (Events API v2, with ``pagerduty_routing_key``).
+        pagerduty_routing_key: Integration key for ``pagerduty``.
+        alert_outbox_url: SQLAlchemy async URL of the outbox alerts are queued in before delivery, so that a
+            queued alert survives a crash (none: an in-memory queue).
     """
 
     enabled: bool = False
@@ -215,6 +220,9 @@ class GraderSettings(_Block):
     alert_min_severity: Literal["info", "warning", "critical"] = "critical"
     webhook_max_attempts: int = Field(default=4, ge=1, le=20)
     webhook_backoff_secs: float = Field(default=0.5, ge=0, le=60)
+    webhook_format: Literal["harness", "slack", "teams", "pagerduty"] = "harness"
+    pagerduty_routing_key: str | None = None
+    alert_outbox_url: str | None = None
 
 
 class ProxySettings(_Block):
@@ -241,6 +249,7 @@ class ProxySettings(_Block):
         max_total_chars: Most content characters per request.
         max_call_id_chars: Longest call id.
         max_json_depth: Deepest JSON nesting.
+        max_json_containers: Most JSON arrays and objects per request (counted before parsing).
     """
 
     secrets: list[str] = Field(default_factory=list)
@@ -259,6 +268,7 @@ class ProxySettings(_Block):
     max_total_chars: int = Field(default=200_000, gt=0, le=20_000_000)
     max_call_id_chars: int = Field(default=128, gt=0, le=1024)
     max_json_depth: int = Field(default=64, ge=4, le=500)
+    max_json_containers: int = Field(default=20_000, ge=100, le=10_000_000)
 
     def model_post_init(self, context: Any, /) -> None:
         """Refuse empty secrets (an empty string would match an empty header)."""

@@ -36,6 +36,7 @@ from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
+from pipecat_harness.observer_group import ObserverGroup
 from pipecat_harness.tools.operation_state import Reconciler
 from pipecat_harness.trace.recorder import TraceRecorder
 from pipecat_harness.turn_strategies import TurnStrategyAdvisor
@@ -78,34 +79,25 @@ class TurnBoundaryProcessor(FrameProcessor):
     It sits right after the user aggregator, so it sees the
     ``LLMContextUserTurnFrame`` before the ``LLMContextFrame`` that runs the
     model for that turn: every decision the model's turn causes carries the
-    right turn id.
+    right turn id. Given the decision log, it also starts the log's clock when
+    the pipeline's ``StartFrame`` passes (no extra processor for that).
     """
 
-    def __init__(self, on_turn: Callable[[str], None], **kwargs: Any) -> None:
+    def __init__(
+        self, on_turn: Callable[[str], None], *, decisions: DecisionLog | None = None, **kwargs: Any
+    ) -> None:
         # It only inspects frames: processing them in the pusher's task saves a queue hop per frame.
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._on_turn = on_turn
+        self._decisions = decisions
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Forward every frame; note submitted user turns."""
         await super().process_frame(frame, direction)
         if isinstance(frame, LLMContextUserTurnFrame):
             self._on_turn(frame.text)
-        await self.push_frame(frame, direction)
-
-
-class _DecisionClockStarter(FrameProcessor):
-    """Starts the decision log's clock with the pipeline."""
-
-    def __init__(self, decisions: DecisionLog, **kwargs: Any) -> None:
-        kwargs.setdefault("enable_direct_mode", True)
-        super().__init__(**kwargs)
-        self._decisions = decisions
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        await super().process_frame(frame, direction)
-        if isinstance(frame, StartFrame):
+        elif isinstance(frame, StartFrame) and self._decisions is not None:
             self._decisions.start()
         await self.push_frame(frame, direction)
 
@@ -232,7 +224,7 @@ class Harness:
         for control in self.controls:
             for placement, processor in control.processors():
                 placed[placement].append(processor)
-        placed[Placement.BEFORE_LLM].insert(0, TurnBoundaryProcessor(self._on_user_turn))
+        placed[Placement.BEFORE_LLM].insert(0, TurnBoundaryProcessor(self._on_user_turn, decisions=self.decisions))
         if self._advise_turn_strategies:
             advisor = TurnStrategyAdvisor(self._wrap_recommended, self._turn_strategy_defaults)
             placed[Placement.BEFORE_USER_AGGREGATOR].append(advisor)
@@ -249,7 +241,7 @@ class Harness:
                 context = next((getattr(p, "_context", None) for p in processors if isinstance(p, LLMUserAggregator)),
                                None)
                 self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
-        result = [_DecisionClockStarter(self.decisions), *processors]
+        result = list(processors)
         for placement, extra in placed.items():
             if not extra:
                 continue
@@ -392,11 +384,18 @@ class Harness:
                         item.handler = wrapped
 
     def observers(self) -> list[BaseObserver]:
-        """Return the trace recorder (when tracing) and the controls' observers."""
-        observers: list[BaseObserver] = [self.recorder] if self.recorder else []
+        """Return the observers to add to the worker: one group of the controls' observers and the recorder.
+
+        The controls' observers come first and the trace recorder last
+        (``observers()[0].members``); one group costs the voice loop one
+        observer queue per frame instead of one per observer.
+        """
+        members: list[BaseObserver] = []
         for control in self.controls:
-            observers.extend(control.observers())
-        return observers
+            members.extend(control.observers())
+        if self.recorder is not None:
+            members.append(self.recorder)
+        return [ObserverGroup(members)] if members else []
 
     def close(self) -> None:
         """Flush the trace."""

@@ -1,9 +1,18 @@
-"""Frames per second through simulated calls: harness assembled vs the same pipeline bare.
+"""What the harness costs a simulated call: wall time harness / bare, and trace size per call-minute.
 
-Both arms run the same bundled scenarios on virtual time, alternating so that
-machine noise hits both alike. Printed: frames per wall second per arm and the
-ratio (harness / bare); a ratio near 1.0 means the harness adds little work per
-frame. Usage: ``python scripts/bench_pipeline.py [--rounds N]``.
+Both arms run the same calls on virtual time, interleaved so that machine
+noise hits both alike: the bare arm is the same pipeline with no harness, the
+harness arm the pipeline as ``Harness.place`` assembles it, once without and
+once with the trace. Only calls in which the harness changes nothing the
+pipeline carries are compared (the same number of distinct frames in both
+arms): a call the harness changes, say by blocking a duplicate refund, does
+different work, and its time says nothing about overhead.
+
+Printed, medians of ``--rounds`` rounds: for the bundled set and for a long
+call (``--minutes``), wall seconds per arm and the ratios harness/bare; then
+trace KiB per call-minute for a 1-minute and a ``--trace-minutes`` call.
+
+    .venv/bin/python scripts/bench_pipeline.py [--rounds 3] [--minutes 10] [--trace-minutes 30]
 """
 
 from __future__ import annotations
@@ -11,17 +20,21 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
+from pathlib import Path
 
 from loguru import logger
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 
 from pipecat_harness.sim.runner import run_scenario
-from pipecat_harness.sim.scenario import load_scenarios
+from pipecat_harness.sim.scenario import Scenario, load_scenarios
 
-SCENARIOS = ("duplicate_refund", "split_order_number", "barge_in_after_refund", "silent_confirmation")
+ARMS = ("bare", "harness", "harness+trace")
 
 
 class FrameCounter(BaseObserver):
+    """Counts distinct frames (first pushes): the work of a call, however many processors it crosses."""
+
     def __init__(self) -> None:
         super().__init__(observe_every_push=False)
         self.frames = 0
@@ -30,35 +43,112 @@ class FrameCounter(BaseObserver):
         self.frames += 1
 
 
-def measure(use_harness: bool) -> tuple[int, float]:
-    frames, wall = 0, 0.0
-    for scenario in [s for s in load_scenarios() if s.name in SCENARIOS]:
-        counter = FrameCounter()
-        result = run_scenario(scenario, use_harness=use_harness, observers=[counter])
-        frames += counter.frames
-        wall += result.wall_secs
-    return frames, wall
+def long_call(minutes: float) -> Scenario:
+    """A retail call of about ``minutes`` minutes: questions, order lookups (a tool call) and answers, repeated."""
+    turns = max(1, round(minutes * 60 / 13.0))  # one exchange takes about 13 s of call time
+    cycle = [
+        "What are your opening hours on Saturday?",
+        "Can you check my order, it's W two three seven eight one five six.",
+        "And do you ship to Canada as well?",
+    ]
+    return Scenario.model_validate({
+        "name": f"long_call_{minutes:g}_min",
+        "description": "A long ordinary call: questions and order lookups, nothing for a control to correct.",
+        "domain": "retail",
+        "max_call_secs": 3600,
+        "model": {
+            "greeting": "Thanks for calling Acme. How can I help you today?",
+            "decisions": [
+                {"when": {"user": "hours"}, "times": 1000,
+                 "say": "On Saturdays we are open from nine in the morning until four in the afternoon."},
+                {"when": {"tool": "get_order_details"}, "times": 1000,
+                 "say": "Your order has been delivered. It contained a thermostat and a bulb set."},
+                {"when": {"user": "order"}, "times": 1000, "say": "Let me look that order up.",
+                 "tool_calls": [{"name": "get_order_details", "args": {"order_id": "#W2378156"}}]},
+                {"when": {"user": "ship|canada"}, "times": 1000,
+                 "say": "Yes, we ship to Canada. Delivery usually takes five to eight business days."},
+            ],
+        },
+        "caller": [{"speech": [{"say": cycle[i % len(cycle)]}]} for i in range(turns)],
+    })
+
+
+def run(scenario: Scenario, arm: str, trace_dir: Path) -> tuple[int, float, float]:
+    """One call in one arm: distinct frames, wall seconds and call seconds."""
+    counter = FrameCounter()
+    result = run_scenario(
+        scenario, use_harness=arm != "bare", observers=[counter],
+        trace_dir=trace_dir if arm == "harness+trace" else None, max_wall_secs=600,
+    )
+    if scenario.name.startswith("long_call") and not result.caller_completed:
+        raise RuntimeError(f"{scenario.name} ({arm}): the caller did not finish")
+    return counter.frames, result.wall_secs, result.virtual_secs
+
+
+def compare(calls: list[Scenario], rounds: int, trace_dir: Path) -> tuple[dict[str, float], list[str]]:
+    """Median total wall seconds per arm over the calls with the same frames in every arm, and the others.
+
+    Arms are interleaved call by call, in alternating order from round to round.
+    """
+    frames: dict[str, set[int]] = {scenario.name: set() for scenario in calls}
+    wall: list[dict[str, dict[str, float]]] = []
+    for round_number in range(rounds):
+        order = ARMS if round_number % 2 == 0 else tuple(reversed(ARMS))
+        wall.append({arm: {} for arm in ARMS})
+        for scenario in calls:
+            for arm in order:
+                count, secs, _ = run(scenario, arm, trace_dir)
+                frames[scenario.name].add(count)
+                wall[-1][arm][scenario.name] = secs
+    same = [name for name, counts in frames.items() if len(counts) == 1]
+    medians = {arm: statistics.median(sum(r[arm][name] for name in same) for r in wall) for arm in ARMS}
+    return medians, [name for name in frames if name not in same]
+
+
+def print_comparison(label: str, medians: dict[str, float]) -> None:
+    bare = medians["bare"]
+    print(f"{label}: bare {bare:.2f} s, harness {medians['harness']:.2f} s, harness+trace "
+          f"{medians['harness+trace']:.2f} s -> harness/bare {medians['harness'] / bare:.2f}, "
+          f"harness+trace/bare {medians['harness+trace'] / bare:.2f}")
+
+
+def trace_density(minutes: float, trace_dir: Path) -> tuple[float, float]:
+    """Trace KiB per call-minute and the call's length in minutes."""
+    scenario = long_call(minutes)
+    _, _, call_secs = run(scenario, "harness+trace", trace_dir)
+    size = (trace_dir / f"{scenario.name}.jsonl").stat().st_size
+    return size / 1024 / (call_secs / 60), call_secs / 60
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--minutes", type=float, default=10.0, help="length of the long call compared")
+    parser.add_argument("--trace-minutes", type=float, default=30.0, help="length of the long call's trace")
+    parser.add_argument("--skip-trace-size", action="store_true")
     args = parser.parse_args()
     logger.remove()
     logger.add(sys.stderr, level="ERROR")
-    measure(True)  # warm imports and caches outside the timed rounds
-    rates: dict[bool, list[float]] = {True: [], False: []}
-    frames: dict[bool, int] = {}
-    for _ in range(args.rounds):
-        for arm in (False, True):
-            count, wall = measure(arm)
-            frames[arm] = count
-            rates[arm].append(count / wall)
-    bare, harnessed = statistics.median(rates[False]), statistics.median(rates[True])
-    print(f"scenarios: {', '.join(SCENARIOS)}; rounds: {args.rounds}")
-    print(f"bare pipeline:      {bare:10.0f} frames/s  ({frames[False]} frames per round)")
-    print(f"harness assembled:  {harnessed:10.0f} frames/s  ({frames[True]} frames per round)")
-    print(f"ratio harness/bare: {harnessed / bare:10.2f}")
+    with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
+        trace_dir = Path(tmp)
+        bundled = load_scenarios()
+        for arm in ARMS:  # warm imports and caches outside the timed rounds
+            run(bundled[0], arm, trace_dir)
+        medians, dropped = compare(bundled, args.rounds, trace_dir)
+        print(f"bundled set: {len(bundled) - len(dropped)} of {len(bundled)} calls carry the same frames in every "
+              f"arm; rounds: {args.rounds}")
+        if dropped:
+            print(f"  not compared (the harness changes what they carry): {', '.join(dropped)}")
+        print_comparison("bundled set", medians)
+        medians, dropped = compare([long_call(args.minutes)], args.rounds, trace_dir)
+        if dropped:
+            raise RuntimeError("the long call carries different frames with the harness")
+        print_comparison(f"long call ({args.minutes:g} min)", medians)
+        if not args.skip_trace_size:
+            short_density, short_minutes = trace_density(1.0, trace_dir)
+            long_density, long_minutes = trace_density(args.trace_minutes, trace_dir)
+            print(f"trace: {short_density:.1f} KiB per call-minute at {short_minutes:.1f} min, "
+                  f"{long_density:.1f} at {long_minutes:.1f} min (ratio {long_density / short_density:.2f})")
     return 0
 
 

@@ -1,20 +1,31 @@
-"""Time to first token through the proxy versus directly to the same local upstream.
+"""What the proxy adds to time-to-first-token, and the CPU it spends per stream, at 1 to 400 concurrent streams.
 
-Starts a local OpenAI-compatible upstream (fixed first-token delay, then a
-token every few milliseconds) and the proxy in front of it (memory checklist
-store, rule analyzer, OpenAI-compatible upstream client), each in its own
-process on loopback. The same client then streams from both at 1 and at 100
-concurrent streams and prints p50/p99 time to first token and the ratio
-proxy/direct measured in this run.
+Processes on loopback, all started by this script: a paced OpenAI-compatible
+upstream (first token after ``--first-token-ms``, then ``--tokens`` tokens
+every ``--token-ms``), and in front of it
+* ``relay``: a raw byte relay (aiohttp in, aiohttp out, nothing parsed): what
+  any hop costs on this machine;
+* ``proxy-bare``: ``pipecat-harness proxy --no-checklist`` (the serving path only);
+* ``proxy``: ``pipecat-harness proxy`` with the checklist (memory store, rule analyzer);
+* with ``--workers-compare``: ``proxy`` with ``--workers 2`` on Redis, and one
+  worker on Redis, for throughput at the largest concurrency.
 
-    .venv/bin/python scripts/bench_proxy.py [--rounds 3] [--sequential 40]
+At each concurrency the same client streams from the upstream directly and
+through each path, in rotating order; printed per path: added TTFT p50/p99
+(path minus direct, same run) and CPU milliseconds per stream (the serving
+processes' user+system time over the streams served).
+
+    .venv/bin/python scripts/bench_proxy.py [--levels 1,50,100,200,400] [--rounds 2] [--workers-compare]
 """
+
+from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
+import re
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,58 +33,77 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
+_CONTENT = re.compile(rb'"content":\s*"[^"]')
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --------------------------------------------------------------------- servers
 
 
 def serve_upstream(port: int, first_token_ms: float, token_ms: float, tokens: int) -> None:
-    import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import StreamingResponse
-    from starlette.routing import Route
+    from aiohttp import web
 
-    async def completions(request: Request) -> StreamingResponse:
-        await request.body()
+    base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": "bench"}
 
-        async def events():
-            base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": "bench"}
-            await asyncio.sleep(first_token_ms / 1000)
-            for i in range(tokens):
-                if i:
-                    await asyncio.sleep(token_ms / 1000)
-                choice = {"index": 0, "delta": {"content": f"word{i} "}, "finish_reason": None}
-                yield f"data: {json.dumps({**base, 'choices': [choice]})}\n\n"
-            done = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-            yield f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n"
+    def event(delta: dict, finish: str | None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return f"data: {json.dumps({**base, 'choices': [choice]})}\n\n".encode()
 
-        return StreamingResponse(events(), media_type="text/event-stream")
+    events = [event({"content": f"word{i} "}, None) for i in range(tokens)]
+    done = event({}, "stop") + b"data: [DONE]\n\n"
 
-    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    async def completions(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await asyncio.sleep(first_token_ms / 1000)
+        for i, event in enumerate(events):
+            if i:
+                await asyncio.sleep(token_ms / 1000)
+            await response.write(event)
+        await response.write(done)
+        await response.write_eof()
+        return response
 
-
-def serve_proxy(port: int, upstream_url: str) -> None:
-    import uvicorn
-
-    from pipecat_harness.config import HarnessConfig
-    from pipecat_harness.proxy.app import create_app
-    from pipecat_harness.proxy.command import build_service
-    from pipecat_harness.proxy.openai_upstream import OpenAICompatibleUpstream
-
-    upstream = OpenAICompatibleUpstream(upstream_url, model="bench")
-    uvicorn.run(create_app(build_service(HarnessConfig(), upstream)), host="127.0.0.1", port=port, log_level="warning")
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def serve_relay(port: int, upstream_url: str) -> None:
+    import aiohttp
+    from aiohttp import web
+
+    async def relay(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        session: aiohttp.ClientSession = request.app["session"]
+        async with session.post(upstream_url, data=body, headers={"Content-Type": "application/json"}) as upstream:
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            async for piece in upstream.content.iter_any():
+                await response.write(piece)
+            await response.write_eof()
+            return response
+
+    async def start(app: web.Application) -> None:
+        app["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def stop(app: web.Application) -> None:
+        await app["session"].close()
+
+    app = web.Application()
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    app.router.add_post("/v1/chat/completions", relay)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
-def _body() -> dict:
-    return {
+# ---------------------------------------------------------------------- client
+
+
+def _body() -> bytes:
+    return json.dumps({
         "model": "bench",
         "stream": True,
         "temperature": 0.7,
@@ -84,35 +114,58 @@ def _body() -> dict:
             {"role": "user", "content": "No incidents, but a near miss at the warehouse."},
         ],
         "call": {"id": f"bench-{uuid.uuid4().hex}"},
-    }
+    }).encode()
 
 
-async def _ttft(client: httpx.AsyncClient, url: str) -> float:
+async def _ttft(session, url: str) -> tuple[float, float]:
+    """Time to the first content token, and to the end of the stream."""
     started = time.perf_counter()
     first = None
-    async with client.stream("POST", url, json=_body()) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if first is None and line.startswith("data: {") and '"content":"' in line.replace(": ", ":"):
-                chunk = json.loads(line[6:])
-                if chunk["choices"][0]["delta"].get("content"):
-                    first = time.perf_counter() - started
+    async with session.post(url, data=_body(), headers={"Content-Type": "application/json"}) as response:
+        if response.status != 200:
+            raise RuntimeError(f"{url}: HTTP {response.status}: {(await response.read())[:200]!r}")
+        async for line in response.content:
+            if first is None and _CONTENT.search(line):
+                first = time.perf_counter() - started
     if first is None:
         raise RuntimeError(f"{url}: no content received")
-    return first
+    return first, time.perf_counter() - started
 
 
-async def _measure(url: str, concurrency: int, count: int) -> list[float]:
-    limits = httpx.Limits(
-        max_connections=concurrency + 10, max_keepalive_connections=concurrency + 10, keepalive_expiry=2.0
-    )
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-        await _ttft(client, url)  # warm up the connection and imports
-        samples: list[float] = []
-        while len(samples) < count:
-            batch = min(concurrency, count - len(samples))
-            samples.extend(await asyncio.gather(*(_ttft(client, url) for _ in range(batch))))
-        return samples
+async def _batch(url: str, concurrency: int) -> tuple[list[float], float]:
+    """``concurrency`` simultaneous streams; their TTFTs and the batch's wall time."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        await _ttft(session, url)  # warm one connection and the server's lazy imports
+        started = time.perf_counter()
+        results = await asyncio.gather(*(_ttft(session, url) for _ in range(concurrency)))
+        return [first for first, _ in results], time.perf_counter() - started
+
+
+def _cpu_secs(pids: list[int]) -> float:
+    """User+system CPU seconds of processes and their children."""
+    total = 0.0
+    for pid in pids:
+        for task in [pid, *_children(pid)]:
+            try:
+                fields = Path(f"/proc/{task}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / _TICKS
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    found = [int(k) for k in kids]
+    for kid in list(found):
+        found.extend(_children(kid))
+    return found
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -120,9 +173,17 @@ def _pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000
 
 
-def _wait_ready(port: int) -> None:
-    deadline = time.monotonic() + 20
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_ready(port: int, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server for port {port} exited with {process.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -131,75 +192,138 @@ def _wait_ready(port: int) -> None:
     raise RuntimeError(f"server on port {port} did not start")
 
 
+class Servers:
+    """The processes of one run, their logs and their ports."""
+
+    def __init__(self) -> None:
+        self.logs = tempfile.TemporaryDirectory(prefix="bench-proxy-")
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.ports: dict[str, int] = {}
+
+    def start(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
+        port = _free_port()
+        log = open(Path(self.logs.name) / f"{name}.log", "w")
+        command = [part.replace("{port}", str(port)) for part in command]
+        self.processes[name] = subprocess.Popen(
+            command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
+        self.ports[name] = port
+
+    def wait(self) -> None:
+        for name, process in self.processes.items():
+            _wait_ready(self.ports[name], process)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}/v1/chat/completions"
+
+    def dump(self) -> None:
+        for name in self.processes:
+            text = (Path(self.logs.name) / f"{name}.log").read_text()
+            print(f"--- {name} (last lines) ---\n" + "".join(text.splitlines(keepends=True)[-20:]))
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            process.terminate()
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.logs.cleanup()
+
+
+def _proxy_command(upstream_port: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pipecat_harness.cli", "proxy", "--port", "{port}", "--upstream", "openai",
+            "--upstream-url", f"http://127.0.0.1:{upstream_port}/v1", "--upstream-model", "bench",
+            "--log-level", "warning", *extra]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", nargs="?", default="bench", choices=("bench", "serve-upstream", "serve-proxy"))
+    parser.add_argument("mode", nargs="?", default="bench", choices=("bench", "serve-upstream", "serve-relay"))
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--upstream-url", default="")
-    parser.add_argument("--first-token-ms", type=float, default=50.0)
-    parser.add_argument("--token-ms", type=float, default=5.0)
-    parser.add_argument("--tokens", type=int, default=20)
-    parser.add_argument("--sequential", type=int, default=40, help="requests at concurrency 1")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of 100 concurrent streams")
+    parser.add_argument("--first-token-ms", type=float, default=300.0)
+    parser.add_argument("--token-ms", type=float, default=20.0)
+    parser.add_argument("--tokens", type=int, default=30)
+    parser.add_argument("--levels", default="1,50,100,200,400", help="concurrent streams, comma-separated")
+    parser.add_argument("--rounds", type=int, default=2, help="batches per level and path (1 stream: x10)")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--workers-compare", action="store_true",
+                        help="also compare 1 and 2 proxy workers sharing Redis state at the largest level")
     args = parser.parse_args()
     if args.mode == "serve-upstream":
         serve_upstream(args.port, args.first_token_ms, args.token_ms, args.tokens)
         return
-    if args.mode == "serve-proxy":
-        serve_proxy(args.port, args.upstream_url)
+    if args.mode == "serve-relay":
+        serve_relay(args.port, args.upstream_url)
         return
 
-    upstream_port, proxy_port = _free_port(), _free_port()
+    levels = [int(level) for level in args.levels.split(",")]
     script = str(Path(__file__).resolve())
-    logs = tempfile.TemporaryDirectory(prefix="bench-proxy-")
-    upstream_log = open(Path(logs.name) / "upstream.log", "w")
-    proxy_log = open(Path(logs.name) / "proxy.log", "w")
-    processes = [
-        subprocess.Popen(
-            [sys.executable, script, "serve-upstream", "--port", str(upstream_port),
-             "--first-token-ms", str(args.first_token_ms), "--token-ms", str(args.token_ms),
-             "--tokens", str(args.tokens)],
-            cwd=ROOT, stdout=upstream_log, stderr=subprocess.STDOUT,
-        ),
-        subprocess.Popen(
-            [sys.executable, script, "serve-proxy", "--port", str(proxy_port),
-             "--upstream-url", f"http://127.0.0.1:{upstream_port}/v1"],
-            cwd=ROOT, stdout=proxy_log, stderr=subprocess.STDOUT,
-        ),
-    ]
+    servers = Servers()
+    env = {"PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     try:
-        _wait_ready(upstream_port)
-        _wait_ready(proxy_port)
-        direct_url = f"http://127.0.0.1:{upstream_port}/v1/chat/completions"
-        proxy_url = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
+        servers.start("upstream", [sys.executable, script, "serve-upstream", "--port", "{port}",
+                                   "--first-token-ms", str(args.first_token_ms), "--token-ms", str(args.token_ms),
+                                   "--tokens", str(args.tokens)])
+        servers.wait()
+        upstream_port = servers.ports["upstream"]
+        upstream_url = servers.url("upstream")
+        servers.start("relay", [sys.executable, script, "serve-relay", "--port", "{port}",
+                                "--upstream-url", upstream_url])
+        servers.start("proxy-bare", _proxy_command(upstream_port, "--no-checklist"), env)
+        servers.start("proxy", _proxy_command(upstream_port), env)
+        if args.workers_compare:
+            redis = ("--store", "redis", "--redis-url", args.redis_url)
+            servers.start("proxy-redis-1w", _proxy_command(upstream_port, *redis), env)
+            servers.start("proxy-redis-2w", _proxy_command(upstream_port, *redis, "--workers", "2"), env)
+        servers.wait()
+        paths = [name for name in servers.processes if name != "upstream"]
+        per_level = [name for name in paths if not name.startswith("proxy-redis")]
         print(f"upstream: first token after {args.first_token_ms:.0f} ms, then {args.tokens} tokens every "
-              f"{args.token_ms:.0f} ms; proxy: memory checklist store, rule analyzer")
-        print(f"{'streams':>8} {'path':>7} {'n':>5} {'p50 ms':>9} {'p99 ms':>9}")
-        for concurrency, count in ((1, args.sequential), (100, 100 * args.rounds)):
-            direct = asyncio.run(_measure(direct_url, concurrency, count))
-            proxied = asyncio.run(_measure(proxy_url, concurrency, count))
-            for name, samples in (("direct", direct), ("proxy", proxied)):
-                p50, p99 = _pct(samples, 0.5), _pct(samples, 0.99)
-                print(f"{concurrency:>8} {name:>7} {len(samples):>5} {p50:>9.1f} {p99:>9.1f}")
-            print(
-                f"{concurrency:>8} {'ratio':>7} {'':>5} {_pct(proxied, 0.5) / _pct(direct, 0.5):>8.2f}x "
-                f"{_pct(proxied, 0.99) / _pct(direct, 0.99):>8.2f}x   (proxy / direct; mean "
-                f"{statistics.mean(proxied) * 1000:.1f} vs {statistics.mean(direct) * 1000:.1f} ms)"
-            )
+              f"{args.token_ms:.0f} ms; {os.cpu_count()} cores shared with whatever else runs")
+        print(f"{'streams':>7} {'path':>11} {'n':>5} {'TTFT p50':>9} {'p99':>7} {'added p50':>10} {'p99':>7} "
+              f"{'CPU ms/stream':>14}")
+        for level in levels:
+            rounds = args.rounds * (10 if level == 1 else 1)
+            samples: dict[str, list[float]] = {name: [] for name in ["direct", *per_level]}
+            cpu: dict[str, float] = dict.fromkeys(per_level, 0.0)
+            order = ["direct", *per_level]
+            for round_number in range(rounds):
+                rotated = order[round_number % len(order):] + order[: round_number % len(order)]
+                for name in rotated:
+                    url = upstream_url if name == "direct" else servers.url(name)
+                    pid = [] if name == "direct" else [servers.processes[name].pid]
+                    before = _cpu_secs(pid)
+                    ttfts, _ = asyncio.run(_batch(url, level))
+                    samples[name].extend(ttfts)
+                    if pid:
+                        cpu[name] += _cpu_secs(pid) - before
+            direct50, direct99 = _pct(samples["direct"], 0.5), _pct(samples["direct"], 0.99)
+            print(f"{level:>7} {'direct':>11} {len(samples['direct']):>5} {direct50:>8.1f} {direct99:>7.1f}")
+            for name in per_level:
+                p50, p99 = _pct(samples[name], 0.5), _pct(samples[name], 0.99)
+                streams = rounds * (level + 1)  # each batch warms with one stream
+                print(f"{level:>7} {name:>11} {len(samples[name]):>5} {p50:>8.1f} {p99:>7.1f} "
+                      f"{p50 - direct50:>+9.1f} {p99 - direct99:>+7.1f} {cpu[name] * 1000 / streams:>14.2f}")
+        if args.workers_compare:
+            level = max(levels)
+            print(f"throughput at {level} concurrent streams (Redis state):")
+            for name in ("proxy-redis-1w", "proxy-redis-2w"):
+                walls, ttfts = [], []
+                for _ in range(args.rounds):
+                    batch, wall = asyncio.run(_batch(servers.url(name), level))
+                    ttfts.extend(batch)
+                    walls.append(wall)
+                best = min(walls)
+                print(f"  {name}: {level / best:7.1f} streams/s (batch {best:.2f} s), TTFT p50 "
+                      f"{_pct(ttfts, 0.5):.1f} p99 {_pct(ttfts, 0.99):.1f} ms")
     except Exception:
-        for log in (upstream_log, proxy_log):
-            log.flush()
-            print(f"--- {log.name} (last lines) ---")
-            print("".join(Path(log.name).read_text().splitlines(keepends=True)[-30:]))
+        servers.dump()
         raise
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=10)
-        upstream_log.close()
-        proxy_log.close()
-        logs.cleanup()
+        servers.stop()
 
 
 if __name__ == "__main__":

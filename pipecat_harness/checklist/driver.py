@@ -58,7 +58,7 @@ class ChecklistDriver:
         lock: CallLock | None = None,
         on_decision: DecisionSink | None = None,
         state_ttl_secs: float = 6 * 3600.0,
-        max_turns_per_sync: int = 100,
+        max_turns_per_sync: int = 25,
     ) -> None:
         self.checklist = checklist
         self.store = store

@@ -8,7 +8,7 @@ worker process can pick up the call where another left it.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipecat_harness.checklist.analysis import Analysis, ItemUpdate
@@ -118,10 +118,26 @@ class ChecklistState:
         return all(self.status(key).closed for key in self.all_keys(checklist))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        data = asdict(self)
-        data["items"] = {k: {**asdict(v), "status": v.status.value} for k, v in self.items.items()}
-        return data
+        """JSON-serialisable form.
+
+        Built field by field: ``dataclasses.asdict`` deep-copies everything,
+        on every turn, and stores serialise what they are given anyway.
+        """
+        return {
+            "call_id": self.call_id,
+            "items": {
+                key: {"status": item.status.value, "reports": item.reports, "notes": list(item.notes)}
+                for key, item in self.items.items()
+            },
+            "locations": list(self.locations),
+            "pending_topics": list(self.pending_topics),
+            "addressed_topics": list(self.addressed_topics),
+            "closing_index": self.closing_index,
+            "analyzed_turns": self.analyzed_turns,
+            "last_directive": self.last_directive,
+            "asked": list(self.asked),
+            "version": self.version,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChecklistState:

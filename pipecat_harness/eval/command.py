@@ -51,6 +51,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--out", default="eval-results", help="output directory (default: ./eval-results)")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                         help="parallel simulation processes (default: 2)")
+    parser.add_argument("--services", choices=("scripted", "loopback", "loopback-openai"), default="scripted",
+                        help="scripted simulator services, or the bots' services against the loopback fakes")
     parser.add_argument("--compare", metavar="RESULTS_JSON", help="an earlier results.json to compare with")
     parser.set_defaults(func=_eval)
 
@@ -83,7 +85,7 @@ def _eval(args: argparse.Namespace) -> int:
     out = Path(args.out)
     evaluation = run_evaluation(
         scenarios, toggles, rules, runs=args.runs, seed=args.seed, out_dir=out, workers=args.workers,
-        progress=lambda line: print(line, file=sys.stderr),
+        progress=lambda line: print(line, file=sys.stderr), services=args.services,
     )
     print_report(evaluation, console)
     results = write_results(evaluation, out / "results.json")

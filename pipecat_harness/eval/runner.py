@@ -51,6 +51,7 @@ class CallJob:
         seed: Evaluation seed.
         controls: Controls enabled for the call.
         trace_dir: Where its trace is written.
+        services: ``scripted`` or ``loopback`` (the bots' services against the protocol fakes).
     """
 
     scenario: Scenario
@@ -58,6 +59,7 @@ class CallJob:
     seed: int
     controls: tuple[str, ...]
     trace_dir: str
+    services: str = "scripted"
 
     @property
     def key(self) -> tuple[str, int, tuple[str, ...]]:
@@ -101,7 +103,8 @@ def run_call(job: CallJob) -> CallMetrics:
     started = time.perf_counter()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            result = run_scenario(variant, controls=list(job.controls), trace_dir=job.trace_dir)
+            result = run_scenario(variant, controls=list(job.controls), trace_dir=job.trace_dir,
+                                  services=job.services)  # type: ignore[arg-type]
         timeline = Timeline.load(result.trace_path) if result.trace_path else Timeline([])
         return measure_call(variant, result, timeline, arm="", run=job.run)
     except Exception as exc:  # a broken scenario is a failed call, reported with its reason
@@ -163,6 +166,7 @@ def run_evaluation(
     out_dir: str | Path,
     workers: int = 2,
     progress: Callable[[str], None] | None = None,
+    services: str = "scripted",
 ) -> EvalRun:
     """Run the evaluation and return per-control results.
 
@@ -175,6 +179,7 @@ def run_evaluation(
         out_dir: Directory for the traces.
         workers: Processes running calls in parallel.
         progress: Called with a line after every round.
+        services: ``scripted`` or ``loopback`` / ``loopback-openai`` (see ``simulate --services``).
     """
     if runs < 1:
         raise ValueError("runs must be at least 1")
@@ -198,7 +203,8 @@ def run_evaluation(
             for control in active:
                 for scenario in scenarios:
                     for controls in arms[(control, scenario.name)]:
-                        job = CallJob(scenario, run, seed, controls, str(traces / f"run{run}" / _arm_dir(controls)))
+                        job = CallJob(scenario, run, seed, controls, str(traces / f"run{run}" / _arm_dir(controls)),
+                                      services)
                         if job.key not in cache:
                             jobs.setdefault(job.key, job)
             for job, metrics in zip(jobs.values(), _execute(list(jobs.values()), workers, pool), strict=True):

@@ -80,7 +80,9 @@ _DONE_RE = re.compile(
     rf"|\b(?:is|has been|have been|was|were|are|'re|'s been|got)\s+(?:now\s+|already\s+|successfully\s+|all\s+)?"
     rf"(?:{_DONE_VERBS})\b"
     r"|\b(?:you're|you are|that's|it's|we're)\s+all\s+set\b|\b(?:that's|it's|that is|it is)\s+(?:done|been\s+done)\b"
-    r"|\ball done\b|^\s*done\b"
+    r"|\ball done\b|^\s*done\b|\b(?:put|got|have) you down\b|\bpenciled you in\b|\bgot you (?:booked|in)\b"
+    r"|\b(?:that's|it's|that is|it is)\s+(?:been\s+)?taken care of\b|\bon the calendar\b"
+    r"|\b(?:address|email|phone number|number|appointment|booking|plan)\b(?:\s+\w+){0,3}\s+is now\b"
     r"|\bis on (?:its|the) way\b|\bgo(?:es)? through\b|\bwent through\b"
 )
 _NOT_DONE_RE = re.compile(
@@ -94,7 +96,7 @@ _OBJECTS = {
     "cancellation": "cancel", "exchange": "exchange", "email": "email", "emailed": "email", "phone": "phone",
     "payment": "payment", "credit": "refund", "credited": "refund", "subscription": "subscription",
     "plan": "plan", "password": "password", "texted": "sms", "text": "sms", "confirmation": "confirmation",
-    "callback": "callback",
+    "callback": "callback", "moved": "reschedule", "label": "return", "sent": "send",
 }  # fmt: skip
 #: A plural subject with "are" states a policy ("refunds are issued as store credit"), not something done.
 _GENERIC_RE = re.compile(r"^\s*(?:all\s+)?[a-z]+s\s+are\b")
@@ -113,11 +115,19 @@ def find_action_claims(utterance: str, caller_utterance: str | None = None) -> l
     for sentence in re.split(r"(?<=[.!?])\s+", utterance.strip()):
         if sentence.rstrip().endswith("?"):
             continue
-        parts = re.split(r"[,;:]|\band\b|\bbut\b|\bso\b", sentence.replace("went ahead and ", ""), flags=re.I)
+        text = re.sub(r"\b(?:went|gone|go) ahead and ", "", sentence, flags=re.I)
+        parts = re.split(r"[,;:]|\band\b|\bbut\b|\bso\b", text, flags=re.I)
         clauses = [_words(part) for part in parts]
-        if not any(_claims_completion(clause) for clause in clauses):
+        done = [clause for clause in clauses if _claims_completion(clause)]
+        if not done:
             continue
-        keys = _keys(_words(sentence))
+        # Each completed clause names its own action ("cancelled, and the refund is on its way": two);
+        # a clause that names none ("that's taken care of") takes the sentence's, then the caller's.
+        keys: set[str] = set()
+        for clause in done:
+            keys |= _keys(clause)
+        if not keys:
+            keys = _keys(_words(sentence))
         if not keys and caller_utterance:
             keys = _keys(_words(caller_utterance))
         claims.append((sentence.strip(), keys))
@@ -135,11 +145,23 @@ def _claims_completion(clause: str) -> bool:
     return not re.search(r"\b(?:not|never|haven't|hasn't|wasn't|couldn't|unable|yet)\b|n't\b", clause)
 
 
+#: Nouns that name what was acted on, not the action ("your appointment is cancelled" is a cancellation).
+_BOOKED_NOUNS = {"appointment", "booking", "reservation"}
+#: Actions a claim can name besides booking.
+_OTHER_ACTIONS = {"cancel", "reschedule", "refund", "return", "sms", "email", "callback", "exchange", "address"}
+
+
 def _keys(text: str) -> set[str]:
+    # "sent to your phone", "by email": where it went, not what was done
+    text = re.sub(r"\b(?:to|on|at) your (?:phone|email|cell|mobile)\b|\bby (?:email|text|phone)\b", " ", text)
     words = text.split()
-    keys = {_OBJECTS[w] for w in words if w in _OBJECTS}
-    keys |= {stem(w) for w in words if stem(w) in {"cancel", "refund", "reschedul", "return", "address", "book"}}
-    return {_normal(k) for k in keys}
+    keys = {_normal(_OBJECTS[w]) for w in words if w in _OBJECTS}
+    keys |= {_normal(stem(w)) for w in words if stem(w) in {"cancel", "refund", "reschedul", "return", "address",
+                                                            "book"}}
+    booked_by_a_verb = any(w in _OBJECTS and w not in _BOOKED_NOUNS and _normal(_OBJECTS[w]) == "book" for w in words)
+    if "book" in keys and keys & _OTHER_ACTIONS and not booked_by_a_verb and "booked" not in words:
+        keys.discard("book")
+    return keys
 
 
 def _normal(key: str) -> str:
@@ -149,11 +171,18 @@ def _normal(key: str) -> str:
 def check_action_claim(claim: str, keys: set[str], succeeded: Sequence[SucceededOperation]) -> Verdict:
     """Judge one completion claim against the operations that succeeded on the call."""
     names = [op.op_type for op in succeeded]
+    covered: dict[str, str] = {}
     for name in names:
         op_keys = {_normal(stem(part)) for part in name.lower().split("_")} - {stem(g) for g in _GENERIC}
         op_keys |= {_normal(part) for part in name.lower().split("_")} - _GENERIC
-        if keys & op_keys or (not keys and op_keys):
+        if not keys and op_keys:
             return Verdict("supported", claim, "action", f"ledger.{name}", f"{name} succeeded on this call", 0.9)
+        for key in keys & op_keys:
+            covered.setdefault(key, name)
+    if keys and set(covered) >= keys:  # every action the claim names succeeded
+        ops = sorted(set(covered.values()))
+        return Verdict("supported", claim, "action", ",".join(f"ledger.{n}" for n in ops),
+                       f"{', '.join(ops)} succeeded on this call", 0.9)
     what = ", ".join(sorted(keys)) or "the requested action"
     done = ", ".join(names) or "none"
     return Verdict(

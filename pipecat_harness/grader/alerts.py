@@ -1,5 +1,8 @@
 """Alerts: severity of a verdict, the webhook payload, its HMAC signature, and delivery off the loop.
 
+The payload is the design's wire format, field for field (``event``
+``hallucination_grader.flag``, ``severity`` info | warn | critical,
+``constraint_ref`` as a list, ``links`` into the console's call view).
 The webhook body is JSON; the ``X-Harness-Signature`` header carries
 ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` so a receiver can
 check both origin and freshness with :func:`verify_signature`. Delivery runs in
@@ -18,33 +21,51 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import quote
 
 from loguru import logger
 
 from pipecat_harness.grader.audit import AuditRow
 
 __all__ = [
+    "ALERT_EVENT",
+    "PAYLOAD_FIELDS",
     "SEVERITY_ORDER",
     "SIGNATURE_HEADER",
+    "Alerter",
     "SeverityPolicy",
     "WebhookAlerter",
     "WebhookStats",
     "alert_payload",
+    "call_links",
+    "post_signed",
     "sign",
+    "turn_ref",
     "verify_signature",
 ]
 
 SIGNATURE_HEADER = "X-Harness-Signature"
 SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
 
+ALERT_EVENT = "hallucination_grader.flag"
+#: The design's payload fields, in its order.
+PAYLOAD_FIELDS = (
+    "event", "severity", "tenant_id", "call_id", "turn_id", "verdict", "category", "claim", "agent_utterance",
+    "caller_utterance", "constraint_ref", "rationale", "confidence", "grader_model", "constraint_list_version",
+    "audit_row_ref", "links", "recommended_action",
+)  # fmt: skip
+#: Severity on the wire (the design's ``warn``) for the audit row's severity.
+_WIRE_SEVERITY = {"info": "info", "warning": "warn", "critical": "critical"}
+#: A starting opinion per category for the on-call, as an identifier like the design's.
 _RECOMMENDED = {
-    "price": "Call the customer back with the listed price and honour or correct the quote.",
-    "hours": "Confirm the opening hours with the customer before they travel.",
-    "policy": "Correct the policy statement with the customer before they rely on it.",
-    "capability": "Tell the customer what the business can actually do and arrange it with a human.",
-    "action": "Check whether the action was executed; if not, do it or tell the customer it was not done.",
+    "price": "honour_or_correct_quote_callback_caller_within_2h",
+    "hours": "confirm_hours_with_caller_before_visit",
+    "policy": "refund_or_callback_caller_within_2h",
+    "capability": "arrange_with_human_and_callback_caller",
+    "action": "verify_action_then_do_it_or_tell_caller",
 }
 
 
@@ -76,30 +97,56 @@ class SeverityPolicy:
         return SEVERITY_ORDER.get(severity, 0) >= SEVERITY_ORDER.get(self.alert_min_severity, 2)
 
 
+class Alerter(Protocol):
+    """Where the turn grader hands flagged rows' payloads (off the voice loop)."""
+
+    async def dispatch(self, payload: dict[str, Any]) -> bool:
+        """Queue one alert; ``False`` if it was not queued (full queue, already queued)."""
+        ...
+
+    async def close(self, timeout_secs: float = 5.0) -> None:
+        """Deliver what is queued (bounded), then stop."""
+        ...
+
+
+def turn_ref(call_id: str, turn: int) -> str:
+    """The design's turn id: ``turn_<call id without "call_">_<turn, 3 digits>`` (``turn_5af2c4_018``)."""
+    return f"turn_{call_id.removeprefix('call_')}_{turn:03d}"
+
+
+def call_links(tenant: str, call_id: str, turn: int | None = None, *, console_url: str | None = None) -> dict[str, str]:
+    """Links into the console's call view, its transcript and its audio (relative without ``console_url``)."""
+    base = f"{(console_url or '').rstrip('/')}/t/{quote(tenant, safe='')}/calls/{quote(call_id, safe='')}"
+    anchor = f"#turn_{turn:03d}" if turn is not None else ""
+    return {"operator_console": base + anchor, "transcript": f"{base}/transcript", "audio": f"{base}/audio"}
+
+
 def alert_payload(row: AuditRow, *, console_url: str | None = None) -> dict[str, Any]:
-    """The webhook payload for an audit row."""
-    base = (console_url or "").rstrip("/")
-    refs = [row.constraint_ref] if row.constraint_ref else []
+    """The design's alert payload for a flagged audit row.
+
+    Args:
+        row: The written row (its ``id`` is the audit reference).
+        console_url: Base URL of the operator console for the links.
+    """
     return {
-        "event": "grader.claim_flagged",
-        "severity": row.severity,
-        "tenant": row.tenant,
+        "event": ALERT_EVENT,
+        "severity": _WIRE_SEVERITY.get(row.severity, row.severity),
+        "tenant_id": row.tenant,
         "call_id": row.call_id,
-        "turn_id": row.turn_id,
+        "turn_id": turn_ref(row.call_id, row.turn_id),
         "verdict": row.verdict,
         "category": row.category,
         "claim": row.claim,
         "agent_utterance": row.utterance,
         "caller_utterance": row.caller_utterance,
-        "constraint_refs": refs,
+        "constraint_ref": [r.strip() for r in (row.constraint_ref or "").split(",") if r.strip()],
         "rationale": row.rationale,
         "confidence": row.confidence,
         "grader_model": row.grader_model,
-        "constraints_version": row.constraints_version,
-        "audit_row": {"id": row.id, "ref": f"grader_audit/{row.id}"},
-        "links": {"console": f"{base}/#row-{row.id}" if base else None},
-        "recommended_action": _RECOMMENDED.get(row.category, "Review the turn."),
-        "created_at": row.created_at,
+        "constraint_list_version": row.constraints_version,
+        "audit_row_ref": f"audit_{row.id}",
+        "links": call_links(row.tenant, row.call_id, row.turn_id, console_url=console_url),
+        "recommended_action": _RECOMMENDED.get(row.category, "review_turn"),
     }
 
 
@@ -150,6 +197,7 @@ class WebhookAlerter:
         backoff_secs: Wait before the second try; doubles each try.
         timeout_secs: Per-request timeout.
         queue_size: Alerts waiting beyond this are dropped (and counted), never blocking.
+        formatter: Turns the design's payload into the webhook's body (Slack, Teams, PagerDuty...).
     """
 
     def __init__(
@@ -161,6 +209,7 @@ class WebhookAlerter:
         backoff_secs: float = 0.5,
         timeout_secs: float = 5.0,
         queue_size: int = 256,
+        formatter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         if not secret:
             raise ValueError("a webhook secret is required to sign alerts")
@@ -169,6 +218,7 @@ class WebhookAlerter:
         self.max_attempts = max_attempts
         self.backoff_secs = backoff_secs
         self.timeout_secs = timeout_secs
+        self.formatter = formatter
         self.stats = WebhookStats()
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=queue_size)
         self._task: asyncio.Task[None] | None = None
@@ -210,7 +260,7 @@ class WebhookAlerter:
                 self._queue.task_done()
 
     async def _deliver(self, payload: dict[str, Any]) -> None:
-        body = json.dumps(payload, sort_keys=True).encode()
+        body = json.dumps(self.formatter(payload) if self.formatter else payload, sort_keys=True).encode()
         delivery = _Delivery(payload)
         for attempt in range(self.max_attempts):
             if attempt:
@@ -230,11 +280,20 @@ class WebhookAlerter:
         self.stats.failed.append({**payload, "_error": delivery.error})
 
     def _post(self, body: bytes) -> int:
-        headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(self.secret, body)}
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_secs) as response:
-                response.read()
-                return int(response.status)
-        except urllib.error.HTTPError as exc:
-            return int(exc.code)
+        return post_signed(self.url, self.secret, body, self.timeout_secs)
+
+    async def dispatch(self, payload: dict[str, Any]) -> bool:
+        """Queue an alert (the observer's interface; same as :meth:`send`)."""
+        return self.send(payload)
+
+
+def post_signed(url: str, secret: str, body: bytes, timeout_secs: float) -> int:
+    """POST ``body`` with its signature header (blocking: call it in an executor); return the HTTP status."""
+    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body)}
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_secs) as response:
+            response.read()
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)

@@ -11,6 +11,7 @@ shared backend for many processes)::
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from pipecat_harness.grader.verdict import FLAGGED
 
-__all__ = ["DEFAULT_AUDIT_URL", "REVIEW_STATUS", "AuditRow", "AuditStore", "ReviewAction"]
+__all__ = ["DEFAULT_AUDIT_URL", "REVIEW_STATUS", "AuditRow", "AuditStore", "ReviewAction", "ReviewEvent"]
 
 DEFAULT_AUDIT_URL = "sqlite+aiosqlite:///grader_audit.db"
 
@@ -86,6 +87,43 @@ class AuditRow:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class ReviewEvent:
+    """One operator action on an audit row: who did what, when, and why.
+
+    Parameters:
+        row_id: The audit row.
+        action: ``acknowledge``, ``override`` or ``escalate``.
+        status: The review status it left the row in.
+        note: The operator's note.
+        actor: Who acted.
+        at: Unix time of the action.
+        id: Event id.
+    """
+
+    row_id: int
+    action: str
+    status: str
+    note: str
+    actor: str
+    at: float
+    id: int | None = None
+
+
+def _review_table(metadata: MetaData, name: str) -> Table:
+    return Table(
+        name,
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("row_id", Integer, nullable=False, index=True),
+        Column("action", String(16), nullable=False),
+        Column("status", String(16), nullable=False),
+        Column("note", Text, nullable=False),
+        Column("actor", String(128), nullable=False),
+        Column("at", Float, nullable=False),
+    )
+
+
 def _table(metadata: MetaData, name: str) -> Table:
     return Table(
         name,
@@ -129,6 +167,8 @@ class AuditStore:
         self.engine = engine
         self._metadata = MetaData()
         self.table = _table(self._metadata, table_name)
+        #: Every review action, oldest first per row (the row keeps only the latest).
+        self.reviews = _review_table(self._metadata, f"{table_name}_reviews")
 
     async def create_tables(self) -> None:
         """Create the table if it does not exist."""
@@ -172,9 +212,19 @@ class AuditStore:
             query = query.where(self.table.c.tenant == tenant)
         return await self._select(query)
 
-    async def flagged(self, *, limit: int = 200, status: str | None = None) -> list[AuditRow]:
-        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, optionally of one review status."""
+    async def flagged(
+        self, *, limit: int = 200, status: str | None = None, tenants: Collection[str] | None = None
+    ) -> list[AuditRow]:
+        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, optionally of one review status.
+
+        Args:
+            limit: Most rows returned.
+            status: Only rows with this review status.
+            tenants: Only rows of these tenants (``None``: every tenant; empty: none).
+        """
         query = select(self.table).where(self.table.c.verdict.in_(sorted(FLAGGED)))
+        if tenants is not None:
+            query = query.where(self.table.c.tenant.in_(sorted(tenants)))
         if status is not None:
             query = query.where(self.table.c.review_status == status)
         return await self._select(query.order_by(self.table.c.id.desc()).limit(limit))
@@ -184,8 +234,14 @@ class AuditStore:
         async with self.engine.connect() as conn:
             return int((await conn.execute(select(func.count()).select_from(self.table))).scalar_one())
 
-    async def review(self, row_id: int, action: str, note: str = "") -> AuditRow:
-        """Record an operator's action on a row.
+    async def review(self, row_id: int, action: str, note: str = "", *, actor: str = "") -> AuditRow:
+        """Record an operator's action on a row, and keep it in the row's review history.
+
+        Args:
+            row_id: The audit row.
+            action: ``acknowledge``, ``override`` or ``escalate``.
+            note: Why.
+            actor: Who.
 
         Raises:
             ValueError: Unknown action.
@@ -193,17 +249,33 @@ class AuditStore:
         """
         if action not in REVIEW_STATUS:
             raise ValueError(f"unknown review action {action!r}; use one of {sorted(REVIEW_STATUS)}")
+        now = time.time()
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 update(self.table)
                 .where(self.table.c.id == row_id)
-                .values(review_status=REVIEW_STATUS[action], review_note=note, reviewed_at=time.time())
+                .values(review_status=REVIEW_STATUS[action], review_note=note, reviewed_at=now)
             )
             if result.rowcount == 0:
                 raise KeyError(f"no audit row {row_id}")
+            await conn.execute(self.reviews.insert().values(
+                row_id=row_id, action=action, status=REVIEW_STATUS[action], note=note, actor=actor, at=now
+            ))
         row = await self.get(row_id)
         assert row is not None
         return row
+
+    async def history(self, row_ids: list[int]) -> dict[int, list[ReviewEvent]]:
+        """Review actions of the given rows, oldest first, by row id."""
+        found: dict[int, list[ReviewEvent]] = {row_id: [] for row_id in row_ids}
+        if not row_ids:
+            return found
+        query = select(self.reviews).where(self.reviews.c.row_id.in_(row_ids)).order_by(self.reviews.c.id)
+        async with self.engine.connect() as conn:
+            for record in (await conn.execute(query)).all():
+                event = ReviewEvent(**dict(record._mapping))
+                found[event.row_id].append(event)
+        return found
 
     async def _select(self, query: Any) -> list[AuditRow]:
         async with self.engine.connect() as conn:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from pipecat_harness.grader.actions import OperationLedgerView
 from pipecat_harness.grader.audit import DEFAULT_AUDIT_URL, AuditStore
@@ -16,6 +19,7 @@ from pipecat_harness.grader.verdict import Grader
 __all__ = ["add_parser"]
 
 _TOKEN_ENV = "PIPECAT_HARNESS_CONSOLE_TOKEN"
+_TENANT_TOKENS_ENV = "PIPECAT_HARNESS_CONSOLE_TENANT_TOKENS"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -27,10 +31,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="SQLAlchemy async URL of the audit store (default: %(default)s)",
     )
     console.add_argument("--table", default="grader_audit", help="audit table name")
+    console.add_argument("--recordings", default=None, help="directory of call recordings (<call id>.wav, .mp3...)")
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=int, default=8765)
     console.add_argument(
-        "--token", default=os.environ.get(_TOKEN_ENV), help=f"access token (default: ${_TOKEN_ENV}); required"
+        "--token", default=os.environ.get(_TOKEN_ENV),
+        help=f"admin token, sees every tenant (default: ${_TOKEN_ENV}); optional with tenant tokens",
     )
     console.set_defaults(func=_console)
 
@@ -48,19 +54,70 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--max-false-flags", type=float, default=None, help="exit 1 above this overall false-flag rate"
     )
     evaluate_parser.set_defaults(func=_eval)
+    calibrate_parser = actions.add_parser(
+        "calibrate", help="score the grader against operators' reviews of sampled audited turns"
+    )
+    calibrate_parser.add_argument(
+        "--audit-url",
+        default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
+        help="SQLAlchemy async URL of the audit store (default: %(default)s)",
+    )
+    calibrate_parser.add_argument("--table", default="grader_audit", help="audit table name")
+    calibrate_parser.add_argument("--per-week", type=int, default=50,
+                                  help="rows sampled per tenant, week and stratum (flagged/unflagged)")
+    calibrate_parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    calibrate_parser.add_argument("--tenant", default=None, help="only this tenant")
+    calibrate_parser.add_argument("--since", default=None, help="first day, YYYY-MM-DD")
+    calibrate_parser.add_argument("--until", default=None, help="last day, YYYY-MM-DD")
+    calibrate_parser.add_argument("--show-unlabeled", action="store_true",
+                                  help="list the sampled rows that await a review")
+    calibrate_parser.set_defaults(func=_calibrate)
     grader.set_defaults(func=lambda args: (grader.print_help(), 2)[1])
 
 
+def _tenant_tokens() -> dict[str, str | list[str]] | None:
+    """Tenant tokens from ``$PIPECAT_HARNESS_CONSOLE_TENANT_TOKENS`` (``{"<token>": "<tenant>", ...}``).
+
+    Raises:
+        ValueError: The variable is not such a JSON object.
+    """
+    raw = os.environ.get(_TENANT_TOKENS_ENV)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"${_TENANT_TOKENS_ENV} is not JSON: {exc}") from exc
+    if not isinstance(value, dict) or not all(
+        isinstance(t, str) and (isinstance(n, str) or (isinstance(n, list) and all(isinstance(x, str) for x in n)))
+        for t, n in value.items()
+    ):
+        raise ValueError(f'${_TENANT_TOKENS_ENV} must be a JSON object {{"<token>": "<tenant>" or ["<tenant>", ...]}}')
+    return value
+
+
 def _console(args: argparse.Namespace) -> int:
-    if not args.token:
-        print(f"console: a token is required (--token or ${_TOKEN_ENV})", file=sys.stderr)
+    try:
+        tenant_tokens = _tenant_tokens()
+    except ValueError as exc:
+        print(f"console: {exc}", file=sys.stderr)
+        return 2
+    if not args.token and not tenant_tokens:
+        print(f"console: a token is required (--token or ${_TOKEN_ENV}, or ${_TENANT_TOKENS_ENV})", file=sys.stderr)
         return 2
     import uvicorn
 
     from pipecat_harness.grader.console import create_console_app
 
     store = AuditStore(args.audit_url, table_name=args.table)
-    app = create_console_app(store, args.token)
+    if args.recordings and not os.path.isdir(args.recordings):
+        print(f"console: --recordings {args.recordings!r} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        app = create_console_app(store, args.token, tenant_tokens=tenant_tokens, recordings=args.recordings)
+    except ValueError as exc:
+        print(f"console: {exc}", file=sys.stderr)
+        return 2
     print(f"console on http://{args.host}:{args.port}/?token=<token>  (audit: {args.audit_url})")
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
@@ -90,3 +147,44 @@ def _eval(args: argparse.Namespace) -> int:
         args.max_false_flags is not None and report.total.false_flag_rate > args.max_false_flags
     )
     return 1 if failed else 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from datetime import date
+
+    from pipecat_harness.grader.alerts import call_links
+    from pipecat_harness.grader.audit_calibration import calibrate
+
+    try:
+        since = date.fromisoformat(args.since) if args.since else None
+        until = date.fromisoformat(args.until) if args.until else None
+    except ValueError as exc:
+        print(f"grader calibrate: --since/--until must be dates like 2026-05-31 ({exc})", file=sys.stderr)
+        return 2
+    if args.per_week < 1:
+        print("grader calibrate: --per-week must be at least 1", file=sys.stderr)
+        return 2
+
+    async def run() -> str:
+        store = AuditStore(args.audit_url, table_name=args.table)
+        try:
+            await store.create_tables()
+            report = await calibrate(store, per_week=args.per_week, seed=args.seed, tenant=args.tenant,
+                                     since=since, until=until)
+        finally:
+            await store.close()
+        text = report.table()
+        if args.show_unlabeled:
+            text += "".join(
+                f"\n- row {row.id} {row.tenant} {row.verdict}/{row.category}: {row.utterance!r} "
+                f"{call_links(row.tenant, row.call_id, row.turn_id)['operator_console']}"
+                for row in report.unlabeled
+            )
+        return text
+
+    try:
+        print(asyncio.run(run()))
+    except (OSError, ValueError, SQLAlchemyError) as exc:  # unreachable database, bad URL
+        print(f"grader calibrate: cannot read the audit store {args.audit_url}: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from pipecat.observers.base_observer import BaseObserver
@@ -9,7 +10,8 @@ from pipecat.observers.base_observer import BaseObserver
 from pipecat_harness.config import ConfigError, GraderSettings
 from pipecat_harness.control import HarnessControl
 from pipecat_harness.grader.actions import OperationLedgerView
-from pipecat_harness.grader.alerts import SeverityPolicy, WebhookAlerter
+from pipecat_harness.grader.alert_formats import FORMATTERS, pagerduty_event
+from pipecat_harness.grader.alerts import Alerter, SeverityPolicy, WebhookAlerter
 from pipecat_harness.grader.audit import AuditStore
 from pipecat_harness.grader.constraints import ConstraintError, ConstraintList
 from pipecat_harness.grader.llm_grader import CombinedGrader, LLMGrader
@@ -21,6 +23,38 @@ if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
 
 __all__ = ["GraderControl", "build_grader"]
+
+
+def _alerter(settings: GraderSettings) -> Alerter | None:
+    """The webhook alerter the settings ask for: through the outbox when one is configured."""
+    if not settings.webhook_url:
+        return None
+    secret = settings.webhook_secret or ""
+    if not secret:
+        raise ConfigError(
+            "grader: webhook_url is set but webhook_secret is empty "
+            "(set grader.webhook_secret or PIPECAT_HARNESS_GRADER__WEBHOOK_SECRET)"
+        )
+    formatter = FORMATTERS[settings.webhook_format]
+    if settings.webhook_format == "pagerduty":
+        if not settings.pagerduty_routing_key:
+            raise ConfigError("grader: webhook_format is pagerduty but pagerduty_routing_key is empty")
+        key = settings.pagerduty_routing_key
+        formatter = functools.partial(pagerduty_event, routing_key=key)
+    if settings.alert_outbox_url:
+        from pipecat_harness.grader.alert_outbox import OutboxAlerter
+
+        return OutboxAlerter(
+            settings.alert_outbox_url, settings.webhook_url, secret, formatter=formatter,
+            max_attempts=settings.webhook_max_attempts, retry_delay_secs=settings.webhook_backoff_secs,
+        )
+    return WebhookAlerter(
+        settings.webhook_url,
+        secret,
+        max_attempts=settings.webhook_max_attempts,
+        backoff_secs=settings.webhook_backoff_secs,
+        formatter=formatter,
+    )
 
 
 def build_grader(
@@ -58,20 +92,7 @@ class GraderControl(HarnessControl):
             raise ConfigError(f"grader: {exc}") from exc
         self.grader = build_grader(settings, self.constraints)
         self.audit = AuditStore(settings.audit_url)
-        self.alerter: WebhookAlerter | None = None
-        if settings.webhook_url:
-            secret = settings.webhook_secret or ""
-            if not secret:
-                raise ConfigError(
-                    "grader: webhook_url is set but webhook_secret is empty "
-                    "(set grader.webhook_secret or PIPECAT_HARNESS_GRADER__WEBHOOK_SECRET)"
-                )
-            self.alerter = WebhookAlerter(
-                settings.webhook_url,
-                secret,
-                max_attempts=settings.webhook_max_attempts,
-                backoff_secs=settings.webhook_backoff_secs,
-            )
+        self.alerter = _alerter(settings)
         self.turn_grader = TurnGrader(
             self.grader,
             audit=self.audit,

@@ -24,7 +24,7 @@ from pipecat.processors.frame_processor import FrameDirection
 
 from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.grader.actions import InMemoryOperations
-from pipecat_harness.grader.alerts import SeverityPolicy, WebhookAlerter, alert_payload
+from pipecat_harness.grader.alerts import Alerter, SeverityPolicy, alert_payload
 from pipecat_harness.grader.audit import AuditRow, AuditStore
 from pipecat_harness.grader.verdict import Grader, Verdict
 from pipecat_harness.tools.result import reports_done
@@ -51,7 +51,7 @@ class TurnGrader(BaseObserver):
         call_id: The call (also the ledger key for action claims).
         constraints_version: Version of the constraint list the grader uses.
         severity: Verdict -> severity mapping and the alert threshold.
-        alerter: Webhook for alerts (none: rows only).
+        alerter: Where alerts go (a webhook queue, or the outbox; none: rows only).
         console_url: Base URL of the operator console, for alert links.
         queue_size: Turns that may wait to be graded.
         decisions: The call's decision log; every flagged or ungraded turn is recorded there.
@@ -67,7 +67,7 @@ class TurnGrader(BaseObserver):
         call_id: str,
         constraints_version: str,
         severity: SeverityPolicy | None = None,
-        alerter: WebhookAlerter | None = None,
+        alerter: Alerter | None = None,
         console_url: str | None = None,
         queue_size: int = 256,
         decisions: DecisionLog | None = None,
@@ -195,7 +195,7 @@ class TurnGrader(BaseObserver):
             if row.flagged or row.verdict == "not_graded":
                 self._record(row, reason)
             if self.alerter is not None and row.flagged and self.severity.should_alert(row.severity):
-                self.alerter.send(alert_payload(row, console_url=self.console_url))
+                await self.alerter.dispatch(alert_payload(row, console_url=self.console_url))
 
     def _record(self, row: AuditRow, reason: str) -> None:
         if self.decisions is None:

@@ -348,7 +348,13 @@ class PlaybackTracker(FrameProcessor):
 
     async def _track(self, frame: Frame) -> None:
         if isinstance(frame, LLMFullResponseStartFrame):
-            self._open(response_frame_id=frame.id)
+            reply = self.current
+            if reply is not None and reply.response_frame_id is None and _nothing_played(reply):
+                # The TTS's start for this reply overtook the response start (it was
+                # queued behind the previous reply's audio): one reply, not two.
+                reply.response_frame_id = frame.id
+            else:
+                self._open(response_frame_id=frame.id)
         elif isinstance(frame, TTSStartedFrame):
             reply = self.current
             if reply is None or (reply.context_id is not None and reply.context_id != frame.context_id):
@@ -405,3 +411,8 @@ class PlaybackTracker(FrameProcessor):
             if name is not None:
                 await self.push_frame(OutputTransportMessageUrgentFrame(message=self._mark_message(name)),
                                       FrameDirection.UPSTREAM)
+
+
+def _nothing_played(reply: ReplyPlayback) -> bool:
+    """Whether a reply has no audio, text or words yet (it only opened)."""
+    return reply.written_secs <= 0 and not reply.segments and not reply.word_times

@@ -22,7 +22,19 @@ from pipecat_harness.proxy.upstream import Upstream
 from pipecat_harness.state.coordination import CallLock
 from pipecat_harness.state.factory import create_store
 
-__all__ = ["add_parser", "build_auth", "build_limits", "build_service", "build_upstream", "is_loopback"]
+__all__ = [
+    "ARGS_ENV",
+    "add_parser",
+    "app_from_environment",
+    "build_auth",
+    "build_limits",
+    "build_service",
+    "build_upstream",
+    "is_loopback",
+]
+
+#: Environment variable through which ``--workers`` processes receive the command line's settings.
+ARGS_ENV = "PIPECAT_HARNESS_PROXY_ARGS"
 
 
 def build_upstream(
@@ -82,6 +94,7 @@ def build_limits(settings: ProxySettings) -> ProxyLimits:
         max_total_chars=settings.max_total_chars,
         max_call_id_chars=settings.max_call_id_chars,
         max_json_depth=settings.max_json_depth,
+        max_json_containers=settings.max_json_containers,
     )
 
 
@@ -107,9 +120,8 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
     return ProxyService(upstream, driver, marker=settings.directive_marker, policy=policy)
 
 
-def _run(args: argparse.Namespace) -> int:
-    import uvicorn
-
+def _config(args: argparse.Namespace) -> HarnessConfig:
+    """The config file with the command line's overrides (settles ``args.upstream_model`` too)."""
     config = HarnessConfig.from_yaml(args.config) if args.config else HarnessConfig()
     overrides: dict[str, Any] = {}
     if args.checklist:
@@ -127,22 +139,56 @@ def _run(args: argparse.Namespace) -> int:
         proxy = proxy.model_copy(update={"max_body_bytes": args.max_body_bytes})
     if not args.upstream_model and proxy.model:
         args.upstream_model = proxy.model
-    auth = build_auth(proxy)
-    if not is_loopback(args.host) and not auth.secrets:
+    return config.model_copy(update={"proxy": proxy})
+
+
+def _app(args: argparse.Namespace, config: HarnessConfig) -> Any:
+    """The application (raises ``ValueError`` for an unusable upstream)."""
+    upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model)
+    service = build_service(config, upstream, with_checklist=not args.no_checklist)
+    return create_app(
+        service, retell_greeting=args.retell_greeting, auth=build_auth(config.proxy), limits=build_limits(config.proxy)
+    )
+
+
+def app_from_environment() -> Any:
+    """The proxy application for one ``--workers`` process, built from the settings in :data:`ARGS_ENV`."""
+    args = argparse.Namespace(**json.loads(os.environ[ARGS_ENV]))
+    return _app(args, _config(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    config = _config(args)
+    if not is_loopback(args.host) and not build_auth(config.proxy).secrets:
         print(
             f"pipecat-harness proxy: refusing to serve on {args.host} without a secret; set proxy.secrets in the "
             "config or PIPECAT_HARNESS_PROXY__SECRETS='[\"<secret>\"]' (or bind 127.0.0.1)"
         )
         return 2
+    if args.workers < 1:
+        print(f"pipecat-harness proxy: --workers must be at least 1, not {args.workers}")
+        return 2
+    if args.workers > 1 and not args.no_checklist and config.checklist.store != "redis":
+        print("pipecat-harness proxy: --workers above 1 needs --store redis: each call's checklist state must be "
+              "shared by the workers that serve its turns")
+        return 2
     try:
-        upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model)
+        app = _app(args, config)
     except ValueError as exc:
         print(f"pipecat-harness proxy: {exc}")
         return 2
-    config = config.model_copy(update={"proxy": proxy})
-    service = build_service(config, upstream, with_checklist=not args.no_checklist)
-    app = create_app(service, retell_greeting=args.retell_greeting, auth=auth, limits=build_limits(proxy))
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    # Access lines cost a log record per request on the serving path; --access-log turns them on.
+    options: dict[str, Any] = {
+        "host": args.host, "port": args.port, "log_level": args.log_level, "access_log": args.access_log,
+    }
+    if args.workers == 1:
+        uvicorn.run(app, **options)
+        return 0
+    # Each worker process builds its own application (its own store client, upstream session and loop).
+    os.environ[ARGS_ENV] = json.dumps({k: v for k, v in vars(args).items() if k != "func"})
+    uvicorn.run("pipecat_harness.proxy.command:app_from_environment", factory=True, workers=args.workers, **options)
     return 0
 
 
@@ -163,4 +209,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--max-body-bytes", type=int, help="largest request body (default: proxy.max_body_bytes)")
     parser.add_argument("--retell-greeting", default="", help="first agent line on a Retell call")
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--access-log", action="store_true", help="log one line per request")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes sharing the port (above 1 needs --store redis)")
     parser.set_defaults(func=_run)

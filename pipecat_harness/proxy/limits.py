@@ -49,6 +49,8 @@ class ProxyLimits:
         max_total_chars: Most characters of message content in one request (413 beyond).
         max_call_id_chars: Longest call id (400 beyond).
         max_json_depth: Deepest nesting of arrays and objects (400 beyond).
+        max_json_containers: Most arrays and objects in one body (413 beyond; braces inside
+            strings count too, so it is set well above what ``max_messages`` needs).
     """
 
     max_body_bytes: int = 1_000_000
@@ -56,6 +58,33 @@ class ProxyLimits:
     max_total_chars: int = 200_000
     max_call_id_chars: int = 128
     max_json_depth: int = 64
+    max_json_containers: int = 20_000
+
+    def check_shape(self, raw: bytes) -> None:
+        """Refuse, before parsing, a body that cannot be within the limits (byte counts run at C speed).
+
+        Every message carries a ``"role"`` key, and every array or object
+        starts with ``[`` or ``{``; counting them bounds the work a parse
+        would do, so a 10,000-turn body costs a millisecond, not a parse.
+
+        Raises:
+            RequestError: 413 naming ``max_messages`` or ``max_json_containers``.
+        """
+        roles = raw.count(b'"role"')
+        if roles > self.max_messages:
+            raise RequestError(
+                413,
+                f"request has {roles} messages or more; the limit is {self.max_messages} (proxy.max_messages)",
+                "too_many_messages",
+            )
+        containers = raw.count(b"{") + raw.count(b"[")
+        if containers > self.max_json_containers:
+            raise RequestError(
+                413,
+                f"request has up to {containers} JSON arrays and objects; the limit is {self.max_json_containers} "
+                "(proxy.max_json_containers)",
+                "too_many_containers",
+            )
 
     def check_messages(self, messages: Sequence[Mapping[str, Any]], where: str = "messages") -> None:
         """Refuse too many messages or too much text.
@@ -136,6 +165,7 @@ def decode_json(raw: bytes | str, limits: ProxyLimits) -> Any:
     """
     if not raw.strip():
         raise RequestError(400, "request body is empty; expected a JSON object", "empty_body")
+    limits.check_shape(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
     try:
         value = json.loads(raw)
     except RecursionError as exc:

@@ -20,6 +20,7 @@ __all__ = [
     "ConversationUpdate",
     "RequestError",
     "RetellEvent",
+    "ended_call_id",
     "parse_chat_request",
     "parse_conversation_update",
     "parse_json_body",
@@ -126,7 +127,8 @@ def _validate_messages(messages: Any, where: str) -> list[dict[str, Any]]:
             raise RequestError(
                 400, f"{where}[{index}].content must be a string, a list of parts or null", "invalid_messages"
             )
-    return [dict(m) for m in messages]
+    # The body was parsed for this request alone: its message objects are used as they are, not copied.
+    return messages
 
 
 def parse_chat_request(body: Any) -> ChatTurnRequest:
@@ -167,6 +169,14 @@ def parse_chat_request(body: Any) -> ChatTurnRequest:
         tool_choice=body.get("tool_choice"),
         metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
     )
+
+
+def ended_call_id(body: Any) -> str | None:
+    """The call id of a Vapi ``end-of-call-report`` webhook body (``None`` for any other body)."""
+    message = body.get("message") if isinstance(body, Mapping) else None
+    if not isinstance(message, Mapping) or message.get("type") != "end-of-call-report":
+        return None
+    return _call_id(message) or _call_id(body)
 
 
 def parse_conversation_update(body: Any) -> ConversationUpdate | None:

@@ -1,4 +1,11 @@
-"""OpenAI ``chat.completion.chunk`` Server-Sent Events, as Vapi expects them."""
+"""OpenAI ``chat.completion.chunk`` Server-Sent Events, as Vapi expects them.
+
+Every chunk of one completion shares its id, timestamp and model, so the
+writer renders that frame once and each text event is the frame around the
+JSON string of its text: one ``json.dumps`` of a short string per token
+rather than of a whole chunk object. The events are bytes, ready for the
+socket.
+"""
 
 from __future__ import annotations
 
@@ -11,19 +18,22 @@ from pipecat_harness.proxy.upstream import ToolCallDelta
 
 __all__ = ["DONE_EVENT", "ChunkWriter", "sse_event"]
 
-DONE_EVENT = "data: [DONE]\n\n"
+DONE_EVENT = b"data: [DONE]\n\n"
 
 
-def sse_event(payload: dict[str, Any]) -> str:
-    """One ``data:`` event (always encodable as UTF-8, even when a model emitted a lone surrogate)."""
-    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    if not data.isascii():
-        try:
-            data.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate cannot be sent as UTF-8; as a JSON escape it can, and the stream goes on.
-            data = json.dumps(payload, separators=(",", ":"))
-    return f"data: {data}\n\n"
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _utf8(text: str) -> bytes:
+    # A lone surrogate (a model can emit one) has no UTF-8 form; written as its JSON escape
+    # (\udXXX) the event stays valid JSON and the stream goes on. Other text encodes as it is.
+    return text.encode("utf-8", "backslashreplace")
+
+
+def sse_event(payload: dict[str, Any]) -> bytes:
+    """One ``data:`` event (always valid UTF-8, even when a model emitted a lone surrogate)."""
+    return _utf8(f"data: {_dumps(payload)}\n\n")
 
 
 class ChunkWriter:
@@ -37,6 +47,8 @@ class ChunkWriter:
         self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
         self.created = int(time.time())
         self.model = model or "pipecat-harness-proxy"
+        head = _dumps({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model})
+        self._head = f"data: {head[:-1]},\"choices\":[{{\"index\":0,\"delta\":"
 
     def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         """A ``chat.completion.chunk`` object."""
@@ -48,21 +60,25 @@ class ChunkWriter:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
         }
 
-    def role(self) -> str:
+    def _event(self, delta: str, finish_reason: str | None = None) -> bytes:
+        finish = "null" if finish_reason is None else _dumps(finish_reason)
+        return _utf8(f"{self._head}{delta},\"finish_reason\":{finish}}}]}}\n\n")
+
+    def role(self) -> bytes:
         """The opening event announcing the assistant role."""
-        return sse_event(self.chunk({"role": "assistant", "content": ""}))
+        return self._event('{"role":"assistant","content":""}')
 
-    def text(self, text: str) -> str:
+    def text(self, text: str) -> bytes:
         """A text delta event."""
-        return sse_event(self.chunk({"content": text}))
+        return self._event(f'{{"content":{_dumps(text)}}}')
 
-    def tool_calls(self, calls: tuple[ToolCallDelta, ...]) -> str:
+    def tool_calls(self, calls: tuple[ToolCallDelta, ...]) -> bytes:
         """A ``delta.tool_calls`` event."""
-        return sse_event(self.chunk({"tool_calls": [call.to_openai() for call in calls]}))
+        return self._event(_dumps({"tool_calls": [call.to_openai() for call in calls]}))
 
-    def finish(self, reason: str) -> str:
+    def finish(self, reason: str) -> bytes:
         """The closing event with the finish reason."""
-        return sse_event(self.chunk({}, finish_reason=reason))
+        return self._event("{}", reason)
 
     def completion(self, text: str, tool_calls: list[dict[str, Any]], finish_reason: str) -> dict[str, Any]:
         """A non-streamed ``chat.completion`` object."""

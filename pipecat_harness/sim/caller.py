@@ -15,6 +15,12 @@ does), and text written in a recogniser's format (``asr_format``).
 The caller reacts to the bot: a turn can wait for the bot to finish a reply
 (``after: bot``) or barge in a set time after the bot starts (``after:
 bot_started``). A caller whose expected reply never comes hangs up.
+
+With a recogniser (the Deepgram fake, when the call runs the bots' real
+services), the caller streams audio into the pipeline while it speaks and
+tells the recogniser what it is saying; the transcripts then come from
+Pipecat's ``DeepgramSTTService`` reading the fake's results, not from
+injected frames.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pipecat.frames.frames import (
     BotStoppedSpeakingFrame,
     EndFrame,
     Frame,
+    InputAudioRawFrame,
     InterimTranscriptionFrame,
     TranscriptionFrame,
     VADUserStartedSpeakingFrame,
@@ -208,12 +215,19 @@ class SimulatedCaller(BaseObserver):
     Args:
         turns: The caller's turns.
         voice: How speech maps to frames (speaking rate, ASR latency).
+        recogniser: A live recogniser to drive instead of injecting transcripts
+            (``interim(text)``, ``expect_final(text)``, ``final(text)``, as
+            :class:`~pipecat_harness.fakes.DeepgramFake` offers).
+        sample_rate: Rate of the audio streamed while speaking (with a recogniser).
     """
 
-    def __init__(self, turns: list[CallerTurn], voice: CallerSpec) -> None:
+    def __init__(self, turns: list[CallerTurn], voice: CallerSpec, *, recogniser: Any = None,
+                 sample_rate: int = 16000) -> None:
         super().__init__(observe_every_push=False)
         self._turns = turns
         self._voice = voice
+        self._recogniser = recogniser
+        self._sample_rate = sample_rate
         self._bot = _BotState()
         self.completed = False
         self.gave_up_at_turn: int | None = None
@@ -259,9 +273,40 @@ class SimulatedCaller(BaseObserver):
     async def _speak(self, worker: Any, turn: CallerTurn) -> None:
         loop = asyncio.get_running_loop()
         start = loop.time()
-        for event in plan_turn(turn, self._voice):
-            await asyncio.sleep(max(0.0, start + event.offset - loop.time()))
-            await worker.queue_frame(_frame_for(event))
+        events = plan_turn(turn, self._voice)
+        audio: asyncio.Task[None] | None = None
+        try:
+            for index, event in enumerate(events):
+                await asyncio.sleep(max(0.0, start + event.offset - loop.time()))
+                if self._recogniser is None:
+                    await worker.queue_frame(_frame_for(event))
+                    continue
+                if event.kind == "vad_start":
+                    final = next((e for e in events[index:] if e.kind in ("final", "vad_start") and e is not event),
+                                 None)
+                    if final is not None and final.kind == "final":
+                        self._recogniser.expect_final(final.text)
+                    audio = audio or asyncio.ensure_future(self._stream_audio(worker))
+                    await worker.queue_frame(_frame_for(event))
+                elif event.kind == "vad_stop":
+                    if audio is not None:
+                        audio.cancel()
+                        audio = None
+                    await worker.queue_frame(_frame_for(event))
+                elif event.kind == "interim":
+                    await self._recogniser.interim(event.text)
+                else:
+                    await self._recogniser.final(event.text)
+        finally:
+            if audio is not None:
+                audio.cancel()
+
+    async def _stream_audio(self, worker: Any, chunk_secs: float = 0.04) -> None:
+        """Stream (silent) caller audio into the pipeline, as a transport would while the caller speaks."""
+        chunk = bytes(int(self._sample_rate * chunk_secs) * 2)
+        while True:
+            await worker.queue_frame(InputAudioRawFrame(audio=chunk, sample_rate=self._sample_rate, num_channels=1))
+            await asyncio.sleep(chunk_secs)
 
     async def _wait_for_bot(self, since: int, turn: CallerTurn) -> bool:
         loop = asyncio.get_running_loop()

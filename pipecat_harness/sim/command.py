@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 
 from pipecat_harness.config import CONTROL_NAMES, ConfigError, HarnessConfig
-from pipecat_harness.sim.runner import CallResult, run_scenario
+from pipecat_harness.sim.runner import SIM_SERVICES, CallResult, run_scenario
 from pipecat_harness.sim.scenario import ScenarioError, load_scenarios
 from pipecat_harness.trace.show import render_timeline
 from pipecat_harness.trace.timeline import Timeline
@@ -44,6 +44,10 @@ def add_parser(subparsers: Any) -> None:
     )
     group.add_argument("--no-controls", action="store_true", help="run with every control off")
     parser.add_argument("--without", action="append", default=[], metavar="CONTROL", help="switch one control off")
+    parser.add_argument("--services", choices=SIM_SERVICES, default="scripted",
+                        help="scripted: the simulator's own LLM and TTS; loopback: the bots' Deepgram, Gemini and "
+                             "ElevenLabs services against protocol fakes on 127.0.0.1 (loopback-openai: "
+                             "OpenAILLMService instead of Gemini)")
     parser.add_argument("--traces", default="traces", help="directory for call timelines (default: ./traces)")
     parser.add_argument("--timeline", choices=["short", "full", "none"], default="short",
                         help="timeline printed per call (default: short)")
@@ -89,7 +93,7 @@ def _simulate(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             console.print(f"[red]pipecat-harness: {exc}[/red]")
             return 2
-        result = run_scenario(scenario, config, trace_dir=trace_dir)
+        result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services)
         results.append(result)
         _print_result(console, result, args.timeline)
     mismatched = [r for r in results if not r.as_expected]

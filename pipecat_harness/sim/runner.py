@@ -20,36 +20,38 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
-from pipecat.processors.aggregators.llm_context import LLMContext
-from pipecat.processors.aggregators.llm_response_universal import (
-    LLMContextAggregatorPair,
-    LLMUserAggregatorParams,
-)
+from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregatorParams
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
 
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.demo.call_pipeline import build_call_pipeline
 from pipecat_harness.demo.retail_db import RetailDatabase
 from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler
 from pipecat_harness.harness import Harness
 from pipecat_harness.sim.caller import SimulatedCaller
 from pipecat_harness.sim.clock import LoopClock, virtual_time
 from pipecat_harness.sim.history_metrics import TurnPlayback, measure_playback
+from pipecat_harness.sim.loopback import LoopbackServices
 from pipecat_harness.sim.scenario import Scenario, ToolFault
-from pipecat_harness.sim.scripted_llm import ScriptedLLMService, context_messages
+from pipecat_harness.sim.scripted_llm import ModelCall, ScriptedLLMService, context_messages
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
 
-__all__ = ["CallResult", "CheckResult", "run_scenario", "run_scenarios", "simulate_call"]
+__all__ = ["SIM_SERVICES", "CallResult", "CheckResult", "SimServices", "run_scenario", "run_scenarios", "simulate_call"]
+
+SimServices = Literal["scripted", "loopback", "loopback-openai"]
+SIM_SERVICES: tuple[str, ...] = ("scripted", "loopback", "loopback-openai")
 
 _SAMPLE_RATE = 16000
+_PROVIDER_LANES = {"gemini": "model", "openai": "model", "elevenlabs": "bot", "deepgram": "caller"}
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ async def simulate_call(
     call_id: str | None = None,
     use_harness: bool = True,
     observers: Sequence[BaseObserver] = (),
+    services: SimServices = "scripted",
 ) -> CallResult:
     """Run one scenario on the running (virtual-time) loop and check its expectations.
 
@@ -151,6 +154,9 @@ async def simulate_call(
         call_id: Call identifier (default: the scenario name).
         use_harness: ``False`` runs the same pipeline with no harness at all (a baseline).
         observers: Extra observers for the worker.
+        services: ``scripted`` (the simulator's own LLM and TTS, injected transcripts) or
+            ``loopback`` / ``loopback-openai`` (the bots' Deepgram, Gemini or OpenAI, and
+            ElevenLabs services against the protocol fakes).
     """
     wall_started = time.perf_counter()
     loop = asyncio.get_running_loop()
@@ -168,30 +174,34 @@ async def simulate_call(
         write_tools=RETAIL_WRITE_TOOLS,
     )
     ledger = SpeechLedger()
-    llm = ScriptedLLMService(scenario.model, system_instruction=scenario.model.system)
     executions: dict[str, int] = {}
     tools = RetailTools(db)
-    wrap = _fault_wrapper(scenario.faults, executions)
-    context = LLMContext(tools=tools.schemas())
     user_params = LLMUserAggregatorParams(
         user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)])
     )
-    if use_harness:
-        harness.register_tools(llm, {name: wrap(name, h) for name, h in tools.handlers().items()},
-                               write_tools=RETAIL_WRITE_TOOLS, normalizers=tools.argument_normalizers(),
-                               reconciler=tools.reconcile, resources=tools.resources())
-        user_params = harness.user_params(user_params)
+    loopback: LoopbackServices | None = None
+    if services == "scripted":
+        scripted = ScriptedLLMService(scenario.model, system_instruction=scenario.model.system)
+        llm: Any = scripted
+        tts: Any = SimulatedTTSService(
+            word_timestamps=scenario.tts.word_timestamps, words_per_minute=scenario.tts.words_per_minute,
+            first_audio_secs=scenario.tts.first_audio_secs, ledger=ledger, sample_rate=_SAMPLE_RATE,
+        )
+        source: list[Any] = []
+        model_calls: Callable[[], list[ModelCall]] = lambda: scripted.calls  # noqa: E731
     else:
-        tools.register(llm, wrap=wrap)
-    pair = LLMContextAggregatorPair(context, user_params=user_params)
-    tts = SimulatedTTSService(
-        word_timestamps=scenario.tts.word_timestamps, words_per_minute=scenario.tts.words_per_minute,
-        first_audio_secs=scenario.tts.first_audio_secs, ledger=ledger, sample_rate=_SAMPLE_RATE,
-    )
+        loopback = await LoopbackServices.start(scenario, ledger, sample_rate=_SAMPLE_RATE,
+                                                llm="openai" if services == "loopback-openai" else "gemini")
+        llm, tts, source, model_calls = loopback.llm, loopback.tts, [loopback.stt], loopback.model_calls
     transport = SimulatedOutputTransport(ledger=ledger, sample_rate=_SAMPLE_RATE)
-    caller = SimulatedCaller(scenario.caller, scenario.caller_voice)
-    processors = [pair.user(), llm, tts, transport, pair.assistant()]
-    pipeline = Pipeline(harness.place(processors) if use_harness else processors)
+    caller = SimulatedCaller(scenario.caller, scenario.caller_voice,
+                             recogniser=loopback.deepgram if loopback is not None else None, sample_rate=_SAMPLE_RATE)
+    built = build_call_pipeline(
+        harness=harness if use_harness else None, llm=llm, tts=tts, output=transport, tools=tools,
+        user_params=user_params, source=source, wrap_handler=_fault_wrapper(scenario.faults, executions),
+    )
+    context = built.context
+    pipeline = Pipeline(built.processors)
     worker = PipelineWorker(
         pipeline,
         params=PipelineParams(audio_out_sample_rate=_SAMPLE_RATE, audio_in_sample_rate=_SAMPLE_RATE),
@@ -214,10 +224,14 @@ async def simulate_call(
     except TimeoutError:
         timed_out = True
         await worker.cancel(reason="simulated call exceeded max_call_secs")
+    finally:
+        if loopback is not None:
+            await loopback.stop()
 
     checks = await _check(scenario, db, caller, timed_out)
     playback = measure_playback(ledger, context_messages(context))
-    checks.extend(_check_history(scenario, playback, llm))
+    calls = model_calls()
+    checks.extend(_check_history(scenario, playback, calls))
     passed = all(c.ok for c in checks)
     result = CallResult(
         scenario=scenario.name,
@@ -231,12 +245,18 @@ async def simulate_call(
         virtual_secs=loop.time() - started,
         wall_secs=time.perf_counter() - wall_started,
         caller_completed=caller.completed,
-        model_replies=[c.text.strip() for c in llm.calls if c.text.strip()],
+        model_replies=[c.text.strip() for c in calls if c.text.strip()],
         tool_executions=dict(executions),
     )
     if harness.recorder is not None and use_harness:
         for entry in caller.log:
             harness.recorder.add("caller", entry["event"], t=entry["t"], turn=entry["turn"])
+        if loopback is not None:
+            # What each provider received and sent, beside the universal context the model lane shows.
+            for exchange in loopback.exchanges:
+                lane = _PROVIDER_LANES.get(exchange.provider, "call")
+                harness.recorder.add(lane, f"{exchange.provider}_{exchange.direction}", t=exchange.t - started,
+                                     message=exchange.kind, payload=exchange.payload)
         for turn in playback:
             harness.recorder.add("bot", "turn_playback", t=loop.time() - started, **turn.to_dict())
         harness.recorder.add(
@@ -270,7 +290,7 @@ async def _check(scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller
     return checks
 
 
-def _check_history(scenario: Scenario, playback: list[TurnPlayback], llm: ScriptedLLMService) -> list[CheckResult]:
+def _check_history(scenario: Scenario, playback: list[TurnPlayback], calls: list[ModelCall]) -> list[CheckResult]:
     spec = scenario.expect.history
     checks = []
     if spec.max_unplayed_words is not None:
@@ -282,7 +302,7 @@ def _check_history(scenario: Scenario, playback: list[TurnPlayback], llm: Script
         checks.append(CheckResult("history: played words removed", worst <= spec.max_removed_words,
                                   f"at most {worst} per turn (limit {spec.max_removed_words})"))
     if spec.max_repeated_replies is not None:
-        replies = [" ".join(c.text.lower().split()) for c in llm.calls if c.text.strip()]
+        replies = [" ".join(c.text.lower().split()) for c in calls if c.text.strip()]
         repeats = sum(1 for i, r in enumerate(replies) if r in replies[:i])
         checks.append(CheckResult("history: repeated replies", repeats <= spec.max_repeated_replies,
                                   f"{repeats} repeated (limit {spec.max_repeated_replies})"))
@@ -304,6 +324,7 @@ def run_scenario(
     max_wall_secs: float = 120.0,
     use_harness: bool = True,
     observers: Sequence[BaseObserver] = (),
+    services: SimServices = "scripted",
 ) -> CallResult:
     """Run one scenario on its own virtual-time loop and return the result.
 
@@ -315,6 +336,7 @@ def run_scenario(
         max_wall_secs: Wall-clock budget (a guard against a stuck simulation).
         use_harness: ``False`` runs the same pipeline without the harness (a baseline).
         observers: Extra observers for the worker (they see every frame of the call).
+        services: ``scripted``, ``loopback`` or ``loopback-openai`` (see :func:`simulate_call`).
     """
     config = config or HarnessConfig.preset(scenario.domain)
     if controls is not None:
@@ -323,7 +345,7 @@ def run_scenario(
     with tempfile.TemporaryDirectory(prefix="pipecat-harness-sim-") as tmp:
         return _run_on_virtual_loop(
             simulate_call(scenario, config, workdir=Path(tmp), trace_path=trace_path, use_harness=use_harness,
-                          observers=observers),
+                          observers=observers, services=services),
             max_virtual_secs=scenario.max_call_secs + 120.0,
             max_wall_secs=max_wall_secs,
         )
@@ -335,10 +357,12 @@ def run_scenarios(
     *,
     controls: Iterable[str] | None = None,
     trace_dir: str | Path | None = None,
+    services: SimServices = "scripted",
 ) -> list[CallResult]:
     """Run several scenarios one after another."""
     control_list = list(controls) if controls is not None else None
-    return [run_scenario(s, config, controls=control_list, trace_dir=trace_dir) for s in scenarios]
+    return [run_scenario(s, config, controls=control_list, trace_dir=trace_dir, services=services)
+            for s in scenarios]
 
 
 def _run_on_virtual_loop(coro: Awaitable[CallResult], *, max_virtual_secs: float, max_wall_secs: float) -> CallResult:

@@ -170,7 +170,7 @@ class ScriptedChatModel(ScriptedModel):
         """Answer a :class:`~pipecat_harness.fakes.ChatRequest` with a :class:`~pipecat_harness.fakes.ChatReply`."""
         from pipecat_harness.fakes.chat import ChatReply
 
-        call = self.received(request.messages)
+        call = self.received(_caller_view(request.messages))
         await asyncio.sleep(self.script.first_token_secs)
         self.decide(call)
         reply = ChatReply(text=call.planned_text, tool_calls=[dict(c) for c in call.tool_calls],
@@ -184,6 +184,24 @@ class ScriptedChatModel(ScriptedModel):
             call.text = reply.sent_text
             call.completed = reply.completed
         return self.calls
+
+
+# User turns a provider adapter adds on its own: Gemini's adapter copies the
+# system instruction into a user turn when the context has no text message
+# yet, and appends "." when the contents would end with a model turn.
+_ADAPTER_FILLERS = {"."}
+
+
+def _caller_view(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The request's messages without the user turns the adapter made up (they are not the caller's)."""
+    system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    kept = []
+    for message in messages:
+        text = message_text(message).strip()
+        if message.get("role") == "user" and (text in _ADAPTER_FILLERS or (system and text == system.strip())):
+            continue
+        kept.append(dict(message))
+    return kept
 
 
 def text_tokens(text: str) -> list[str]:

@@ -17,7 +17,6 @@ which the simulator uses as ground truth for what the caller heard.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +26,11 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TTSService
 
+from pipecat_harness.fakes.speech import PUNCTUATION_PAUSE, speech_duration
+
 __all__ = ["SimulatedTTSService", "SpeechLedger", "SpokenWord", "speech_duration"]
 
-_PUNCTUATION_PAUSE = {".": 0.35, "?": 0.35, "!": 0.35, ",": 0.15, ";": 0.2, ":": 0.2}
+_PUNCTUATION_PAUSE = PUNCTUATION_PAUSE
 
 
 @dataclass(frozen=True)
@@ -61,26 +62,6 @@ class SpeechLedger:
     def spoken_words(self, context_id: str) -> list[str]:
         """All words synthesized for a context."""
         return [w.word for w in self.words.get(context_id, [])]
-
-
-def speech_duration(text: str, words_per_minute: float) -> list[tuple[str, float, float]]:
-    """Lay out ``text`` as ``(word, start, end)`` offsets at the given speaking rate.
-
-    Each word takes time proportional to its length (average word = 60/wpm s),
-    and punctuation after a word adds a pause.
-    """
-    words = text.split()
-    if not words:
-        return []
-    seconds_per_char = 60.0 / words_per_minute / 5.0
-    layout = []
-    t = 0.0
-    for word in words:
-        letters = len(re.sub(r"[^\w]", "", word)) or 1
-        duration = max(0.12, letters * seconds_per_char + 0.05)
-        layout.append((word, t, t + duration))
-        t += duration + _PUNCTUATION_PAUSE.get(word[-1], 0.0)
-    return layout
 
 
 class SimulatedTTSService(TTSService):

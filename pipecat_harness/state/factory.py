@@ -14,7 +14,7 @@ def create_store(
     *,
     redis_url: str = "redis://127.0.0.1:6379/0",
     prefix: str = "",
-    memory_max_keys: int = 50_000,
+    memory_max_keys: int = 20_000,
 ) -> StateStore:
     """Return a store for ``backend`` (``"memory"`` or ``"redis"``; the memory store keeps at most ``memory_max_keys``).
 

@@ -36,7 +36,7 @@ class MemoryStateStore(StateStore):
         self,
         *,
         clock: Callable[[], float] = time.monotonic,
-        max_keys: int = 50_000,
+        max_keys: int = 20_000,
         default_ttl_secs: float | None = 6 * 3600.0,
     ) -> None:
         if max_keys <= 0:

@@ -285,6 +285,26 @@ class OperationLedger(LedgerRecovery):
             attempts=0, last_error=None, claimed_by=None, claimed_until=0.0,
         ))
 
+    async def append_event(self, tenant: str, idempotency_key: str, event_type: str, payload: dict[str, Any]) -> bool:
+        """Put an event with no operation behind it (a grader alert) in the outbox, once per key.
+
+        The outbox's publishers deliver it like any other event, so it survives
+        a crash of the process that appended it.
+
+        Returns:
+            ``True`` if appended, ``False`` if an event with this key was already there.
+        """
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(self.tables.outbox.insert().values(
+                    event_id=str(uuid.uuid4()), seq=1, tenant=tenant, idempotency_key=idempotency_key,
+                    event_type=event_type, payload=json.dumps(payload, default=str, sort_keys=True),
+                    created_at=self.clock(), published_at=None, attempts=0, last_error=None,
+                ))
+        except IntegrityError:
+            return False
+        return True
+
     async def execute(
         self,
         record: OperationRecord,

@@ -8,16 +8,26 @@ It records the four records of a call, plus every control decision:
 * what was played (released text, seconds of audio) and what the assistant
   aggregator committed to history.
 
-Observers never change frames. Events are kept in memory and appended to a
-buffered file, so the recorder does no blocking work per frame beyond a
-buffered write.
+Observers never change frames. Each event is serialised once, on the loop
+(that is its snapshot: frames and contexts change afterwards), and handed to a
+:class:`~pipecat_harness.trace.writer.TraceWriter`, which writes it from its
+own thread; the loop never waits for the disk.
+
+The model input is logged as a delta, so a trace grows with the call rather
+than with its square: each ``model_input`` event carries ``keep``, how many
+leading messages of the previous model input the model received again
+unchanged, and ``messages``, the ones that follow (the new turn, tool results,
+or everything from the first message the history control rewrote). The first
+model input of a call, and the next one after :meth:`TraceRecorder.request_full_context`,
+carry the whole context (``keep`` 0). ``total`` is the length of the full
+context; :meth:`~pipecat_harness.trace.timeline.Timeline.model_context` rebuilds it.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
@@ -49,15 +59,25 @@ from pipecat.transports.base_output import BaseOutputTransport
 
 from pipecat_harness.decisions import ControlDecision, DecisionLog
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
+from pipecat_harness.trace.writer import TraceWriter
 
 __all__ = ["TraceRecorder"]
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
 def _jsonable(value: Any) -> Any:
     try:
-        return json.loads(json.dumps(value, default=str))
+        return json.loads(_dumps(value))
     except (TypeError, ValueError):
         return str(value)
+
+
+def _same_message(current: Any, logged: Any) -> bool:
+    """Whether a context message is the one logged before (``logged`` is its JSON form)."""
+    return bool(current == logged) or _jsonable(current) == logged
 
 
 class TraceRecorder(BaseObserver):
@@ -81,8 +101,11 @@ class TraceRecorder(BaseObserver):
         super().__init__()
         self.path = Path(path) if path else None
         self.call_id = call_id
-        self.events: list[TraceEvent] = []
-        self._file: IO[str] | None = None
+        self._lines: list[str] = []
+        self._events: list[TraceEvent] = []
+        self._writer = TraceWriter(self.path) if self.path is not None else None
+        self._model_input: list[Any] = []
+        self._full_context_next = True
         self._now = 0.0
         self._generated: list[str] | None = None
         self._played_secs = 0.0
@@ -91,26 +114,48 @@ class TraceRecorder(BaseObserver):
             decisions.add_listener(self._on_decision)
         self.add("call", "call_started", call_id=call_id, **(metadata or {}))
 
-    def add(self, lane: str, kind: str, *, t: float | None = None, **data: Any) -> TraceEvent:
+    def add(self, lane: str, kind: str, *, t: float | None = None, **data: Any) -> None:
         """Append an event to the timeline (used by the recorder and by simulators)."""
-        event = TraceEvent(t=self._now if t is None else t, lane=lane, kind=kind, data=_jsonable(data))
-        self.events.append(event)
-        if self.path is not None:
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("w", encoding="utf-8")
-            self._file.write(event.to_json() + "\n")
-        return event
+        record = {"t": round(self._now if t is None else t, 4), "lane": lane, "kind": kind, **data}
+        try:
+            line = _dumps(record)
+        except (TypeError, ValueError):  # e.g. circular data: keep the event, describe the data
+            line = _dumps({"t": record["t"], "lane": lane, "kind": kind, "data": str(data)})
+        self._lines.append(line)
+        if self._writer is not None:
+            self._writer.write(line)
+
+    @property
+    def events(self) -> list[TraceEvent]:
+        """The events recorded so far, in recording order."""
+        for line in self._lines[len(self._events):]:
+            self._events.append(TraceEvent.from_mapping(json.loads(line)))
+        return self._events
+
+    def request_full_context(self) -> None:
+        """Log the next model input whole rather than as the messages new since the last one."""
+        self._full_context_next = True
 
     def close(self) -> None:
-        """Flush and close the trace file."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Write out everything recorded and close the trace file."""
+        if self._writer is not None:
+            self._writer.close()
 
     def timeline(self) -> Timeline:
         """The events recorded so far."""
         return Timeline(self.events)
+
+    def _add_model_input(self, messages: list[Any]) -> None:
+        previous = self._model_input
+        keep = 0
+        if not self._full_context_next:
+            limit = min(len(previous), len(messages))
+            while keep < limit and _same_message(messages[keep], previous[keep]):
+                keep += 1
+        self._full_context_next = False
+        new = [_jsonable(message) for message in messages[keep:]]
+        self._model_input = previous[:keep] + new
+        self.add("model", "model_input", keep=keep, total=len(messages), messages=new)
 
     def _on_decision(self, kind: str, decision: ControlDecision) -> None:
         self.add("control", "decision" if kind == "decision" else "decision_outcome", t=decision.at,
@@ -122,7 +167,7 @@ class TraceRecorder(BaseObserver):
         self._now = data.timestamp / 1e9
         if isinstance(frame, LLMContextFrame):
             if isinstance(data.destination, LLMService):
-                self.add("model", "model_input", messages=list(frame.context.get_messages()))
+                self._add_model_input(frame.context.get_messages())
             return
         if isinstance(frame, OutputAudioRawFrame):
             if isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM:

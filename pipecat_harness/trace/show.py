@@ -33,9 +33,14 @@ def describe_event(event: TraceEvent, width: int = 110) -> str:
         return _clip(f'"{d.get("text", "")}"', width)
     if kind == "model_input":
         messages = d.get("messages") or []
-        last = messages[-1] if messages else {}
+        total = int(d.get("total", len(messages)))
+        keep = int(d.get("keep") or 0)
+        size = f"{total} messages" + (f" ({total - keep} new)" if keep else "")
+        if not messages:
+            return _clip(f"{size}; none new", width)
+        last = messages[-1] if isinstance(messages[-1], dict) else {"content": str(messages[-1])}
         content = last.get("content") or json.dumps(last.get("tool_calls") or "")
-        return _clip(f"{len(messages)} messages; last {last.get('role', '?')}: {content}", width)
+        return _clip(f"{size}; last {last.get('role', '?')}: {content}", width)
     if kind == "tool_request":
         return _clip(f"{d.get('name')}({json.dumps(d.get('arguments'), ensure_ascii=False)}) [{d.get('tool_call_id')}]",
                      width)

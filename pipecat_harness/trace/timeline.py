@@ -14,6 +14,12 @@ bot      what did the caller hear, what did history keep?
 control  which control decided what, on which evidence, with what outcome?
 call     call metadata and the simulated outcome
 ======== =============================================================
+
+A ``model_input`` event logs what is new since the previous one: the first
+``keep`` messages of the previous model input, then its ``messages``
+(``keep`` 0, or absent as in older traces, means the whole context).
+:meth:`Timeline.model_context` rebuilds what the model received; every reader
+that shows model inputs goes through it.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class Timeline:
 
     def __init__(self, events: Iterable[TraceEvent]) -> None:
         self.events = sorted(events, key=lambda e: e.t)
+        self._contexts: dict[int, list[Any]] | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> Timeline:
@@ -91,6 +98,30 @@ class Timeline:
     def first(self, kind: str) -> TraceEvent | None:
         """The first event of a kind, if any."""
         return next((e for e in self.events if e.kind == kind), None)
+
+    def model_context(self, event: TraceEvent) -> list[Any]:
+        """The full message list the model received at a ``model_input`` event.
+
+        Raises:
+            ValueError: ``event`` is not a model input of this timeline.
+        """
+        if self._contexts is None:
+            self._contexts = {}
+            context: list[Any] = []
+            # Sorting by time is stable, so model inputs keep the order they were logged in.
+            for item in self.events:
+                if item.kind == "model_input":
+                    keep = int(item.data.get("keep") or 0)
+                    context = context[:keep] + list(item.data.get("messages") or [])
+                    self._contexts[id(item)] = context
+        try:
+            return self._contexts[id(event)]
+        except KeyError:
+            raise ValueError(f"event at t={event.t} ({event.kind}) is not a model input of this timeline") from None
+
+    def model_contexts(self) -> list[tuple[TraceEvent, list[Any]]]:
+        """Every model input with the full context the model received."""
+        return [(event, self.model_context(event)) for event in self.of("model_input")]
 
     @property
     def call(self) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import io
 import json
 import shutil
 import tempfile
@@ -13,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import websockets
+from PIL import Image
 
 from tests.services import headless_chromium_args
 
@@ -42,6 +45,17 @@ class Page:
     async def goto(self, url: str) -> None:
         await self.call("Page.navigate", url=url)
         await self.wait_for("document.readyState === 'complete' && location.href !== 'about:blank'")
+
+    async def screenshot(self, selector: str) -> Image.Image:
+        """A PNG screenshot of the element ``selector`` matches, at one device pixel per CSS pixel."""
+        box = await self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+            " return [r.left + scrollX, r.top + scrollY, r.width, r.height]; })()"
+        )
+        x, y, width, height = box
+        shot = await self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                               clip={"x": x, "y": y, "width": width, "height": height, "scale": 1})
+        return Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
 
     async def wait_for(self, expression: str, timeout_secs: float = 10.0) -> None:
         async with asyncio.timeout(timeout_secs):
@@ -74,6 +88,8 @@ async def chromium_page() -> AsyncIterator[Page]:
         async with websockets.connect(pages[0]["webSocketDebuggerUrl"], max_size=None) as socket:
             page = Page(socket)
             await page.call("Page.enable")
+            await page.call("Emulation.setDeviceMetricsOverride", width=1280, height=1600, deviceScaleFactor=1,
+                            mobile=False)
             yield page
     finally:
         if process.returncode is None:

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
+from pipecat_harness.grader.alert_formats import FORMATTERS, pagerduty_event, slack_message, teams_message
 from pipecat_harness.grader.alerts import (
+    PAYLOAD_FIELDS,
     SIGNATURE_HEADER,
     SeverityPolicy,
     WebhookAlerter,
@@ -78,20 +80,67 @@ def test_severity_mapping_is_configurable() -> None:
     assert strict.severity("unsupported", "hours") == "critical" and strict.should_alert("warning")
 
 
-def test_payload_shape_and_signature() -> None:
-    payload = alert_payload(flagged_row(), console_url="http://console.local/")
-    assert set(payload) >= {"event", "severity", "tenant", "call_id", "turn_id", "verdict", "category", "claim",
-                            "agent_utterance", "caller_utterance", "constraint_refs", "rationale", "confidence",
-                            "grader_model", "constraints_version", "audit_row", "links", "recommended_action"}
-    assert payload["constraint_refs"] == ["px_basic"]
-    assert payload["links"]["console"] == "http://console.local/#row-7"
-    body = json.dumps(payload).encode()
+def test_payload_matches_the_designs_shape_field_for_field() -> None:
+    row = flagged_row()
+    row = AuditRow(**{**row.to_dict(), "call_id": "call_9b1e", "turn_id": 4,
+                      "constraint_ref": "px_basic,policies.refund", "constraints_version": "sparkle_v3"})
+    payload = alert_payload(row, console_url="https://console.example/")
+    assert list(payload) == [
+        "event", "severity", "tenant_id", "call_id", "turn_id", "verdict", "category", "claim", "agent_utterance",
+        "caller_utterance", "constraint_ref", "rationale", "confidence", "grader_model", "constraint_list_version",
+        "audit_row_ref", "links", "recommended_action"]
+    assert list(payload) == list(PAYLOAD_FIELDS)
+    assert payload["event"] == "hallucination_grader.flag"
+    assert payload["severity"] in {"info", "warn", "critical"} and payload["severity"] == "critical"
+    assert (payload["tenant_id"], payload["call_id"], payload["turn_id"]) == ("acme", "call_9b1e", "turn_9b1e_004")
+    assert payload["constraint_ref"] == ["px_basic", "policies.refund"]
+    assert payload["constraint_list_version"] == "sparkle_v3" and payload["audit_row_ref"] == "audit_7"
+    assert payload["links"] == {
+        "operator_console": "https://console.example/t/acme/calls/call_9b1e#turn_004",
+        "transcript": "https://console.example/t/acme/calls/call_9b1e/transcript",
+        "audio": "https://console.example/t/acme/calls/call_9b1e/audio",
+    }
+    assert isinstance(payload["confidence"], float) and isinstance(payload["recommended_action"], str)
+    assert alert_payload(AuditRow(**{**row.to_dict(), "severity": "warning"}))["severity"] == "warn"
+    json.dumps(payload)  # the wire format is plain JSON
+
+
+def test_signature() -> None:
+    body = json.dumps(alert_payload(flagged_row())).encode()
     header = sign(SECRET, body)
     assert verify_signature(SECRET, body, header)
     assert not verify_signature("other", body, header)
     assert not verify_signature(SECRET, body + b" ", header)
     assert not verify_signature(SECRET, body, sign(SECRET, body, timestamp=1))
     assert not verify_signature(SECRET, body, "garbage")
+
+
+def test_channel_formatters_carry_the_evidence_and_the_links() -> None:
+    payload = alert_payload(flagged_row(), console_url="https://console.example")
+    console = payload["links"]["operator_console"]
+    slack = slack_message(payload)
+    slack_text = json.dumps(slack)
+    assert slack["text"].startswith("[critical] price claim unsupported")
+    assert payload["agent_utterance"] in slack_text and payload["rationale"] in slack_text and console in slack_text
+    teams = teams_message(payload)
+    card = teams["attachments"][0]
+    assert card["contentType"] == "application/vnd.microsoft.card.adaptive"
+    assert card["content"]["type"] == "AdaptiveCard" and card["content"]["actions"][0]["url"] == console
+    event = pagerduty_event(payload, routing_key="R0UT1NG")
+    assert (event["routing_key"], event["event_action"]) == ("R0UT1NG", "trigger")
+    assert event["dedup_key"] == "acme:audit_7" and event["payload"]["severity"] == "critical"
+    assert event["payload"]["custom_details"] == payload and event["links"][0]["href"] == console
+    warn = pagerduty_event({**payload, "severity": "warn"})
+    assert warn["payload"]["severity"] == "warning"
+    assert set(FORMATTERS) == {"harness", "slack", "teams", "pagerduty"}
+
+
+async def test_formatted_bodies_are_signed_like_the_payload(receiver: Receiver) -> None:
+    alerter = WebhookAlerter(receiver.url, SECRET, backoff_secs=0.01, formatter=slack_message)
+    assert await alerter.dispatch(alert_payload(flagged_row()))
+    await alerter.drain(10)
+    await alerter.close()
+    assert receiver.signatures_ok == [True] and "blocks" in receiver.bodies[0]
 
 
 async def test_signed_delivery_with_retries(receiver: Receiver) -> None:

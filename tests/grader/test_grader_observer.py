@@ -147,7 +147,7 @@ def test_the_control_plugs_the_observer_into_the_harness(tmp_path: Path) -> None
     harness = Harness(config, call_id="call-h")
     control = harness.control("grader")
     assert isinstance(control, GraderControl)
-    [observer] = [o for o in harness.observers() if isinstance(o, TurnGrader)]
+    [observer] = [o for o in harness.observers()[0].members if isinstance(o, TurnGrader)]
     assert observer.call_id == "call-h" and observer.tenant == "sparkle_detailing"
     assert isinstance(control.grader, RuleGrader) and control.grader.ledger is observer.executed
     missing = HarnessConfig(grader={"enabled": True}, trace={"enabled": False}).only("grader")

@@ -108,3 +108,24 @@ async def test_without_a_ledger_action_claims_are_out_of_scope(constraints: Cons
 )
 async def test_utterances_with_no_claims_get_no_verdict(constraints: ConstraintList, text: str) -> None:
     assert await grade(constraints, text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "ops", "flagged"),
+    [
+        ("Your appointment is cancelled.", ("book_appointment",), True),  # the booking is not the cancellation
+        ("Your appointment is cancelled.", ("cancel_appointment",), False),
+        ("Your order has been canceled and the refund is on its way.", ("cancel_pending_order",), True),
+        ("Your order has been canceled and the refund is on its way.", ("cancel_pending_order", "issue_refund"),
+         False),
+        ("A confirmation text has been sent to your phone.", ("send_sms_confirmation",), False),
+        ("I've sent the return label to your email.", ("return_items",), True),
+        ("I've put you down for a ceramic coating next Tuesday.", (), True),
+        ("The shipping address is now 45 Pine Road.", (), True),
+    ],
+)
+async def test_every_action_a_completion_claim_names_must_have_succeeded(
+    constraints: ConstraintList, text: str, ops: tuple[str, ...], flagged: bool
+) -> None:
+    verdicts = [v for v in await grade(constraints, text, ops=ops) if v.category == "action"]
+    assert verdicts and any(v.flagged for v in verdicts) == flagged, verdicts

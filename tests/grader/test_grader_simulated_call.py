@@ -61,8 +61,8 @@ async def test_wrong_price_and_unexecuted_action_reach_audit_webhook_and_console
 
     assert sorted(p["category"] for p, _ in received) == ["action", "price"]
     assert all(signed for _, signed in received)
-    assert {p["audit_row"]["id"] for p, _ in received} == {r.id for r in critical}
-    assert received[0][0]["links"]["console"].startswith("http://console.example/#row-")
+    assert {p["audit_row_ref"] for p, _ in received} == {f"audit_{r.id}" for r in critical}
+    assert received[0][0]["links"]["operator_console"].startswith("http://console.example/t/acme_retail/calls/")
 
     async with serve(store) as base, chromium_page() as page:
         await page.goto(f"{base}/?token={TOKEN}")

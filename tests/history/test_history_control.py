@@ -30,7 +30,7 @@ def test_places_tracker_after_transport_and_corrector_after_aggregator() -> None
     kinds = [type(p) for p in placed]
     assert kinds.index(PlaybackTracker) == kinds.index(SimulatedOutputTransport) + 1
     assert kinds.index(HistoryCorrector) == len(kinds) - 1
-    assert any(isinstance(o, SynthesisObserver) for o in harness.observers())
+    assert any(isinstance(o, SynthesisObserver) for o in harness.observers()[0].members)
 
 
 def test_settings_reach_the_corrector_and_tracker() -> None:

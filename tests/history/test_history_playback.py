@@ -188,3 +188,17 @@ async def test_sentence_level_text_marks_the_synthesis_complete() -> None:
     await push(third)
     await push(TTSStoppedFrame(context_id="c1"))
     assert observer.synthesis_complete(third.id)
+
+
+async def test_a_tts_start_ahead_of_the_response_start_is_one_reply() -> None:
+    from pipecat.frames.frames import LLMFullResponseStartFrame, TTSStartedFrame
+
+    tracker = PlaybackTracker()
+    frames = [*reply_start("c1"), *sentence(FIRST, "c1", 2.0), *reply_end("c1"),
+              TTSStartedFrame(context_id="c2"), LLMFullResponseStartFrame(), *sentence(SECOND, "c2", 1.6),
+              *reply_end("c2")]
+    await run_test(tracker, frames_to_send=frames)
+    assert len(tracker.replies) == 2
+    second = tracker.replies[1]
+    assert second.context_id == "c2" and second.response_frame_id is not None
+    assert second.spoken_text == SECOND and abs(second.written_secs - 1.6) < 1e-6

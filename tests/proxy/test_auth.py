@@ -101,6 +101,14 @@ async def test_vapi_webhook_accepts_the_server_secret_bearer_or_a_fresh_hmac_onl
             response = await client.post("/webhook/vapi", content=body, headers=headers)
             assert response.status_code == 200, headers
     assert store.key_count > 0
+    call_id = UPDATE["message"]["call"]["id"]
+    ended = json.dumps({"message": {"type": "end-of-call-report", "call": UPDATE["message"]["call"]}}).encode()
+    async with _client(service) as client:
+        assert (await client.post("/webhook/vapi", content=ended)).status_code == 401
+        assert (await service.driver.load(call_id)).analyzed_turns == 1
+        response = await client.post("/webhook/vapi", content=ended, headers={"X-Vapi-Secret": "new-secret"})
+    assert response.json() == {"status": "forgotten"}
+    assert (await service.driver.load(call_id)).analyzed_turns == 0
 
 
 async def test_retell_webhook_needs_a_fresh_signature_over_the_exact_body_and_call_ended_frees_the_state():

@@ -18,7 +18,9 @@ from pipecat_harness.state.memory import MemoryStateStore
 FIXTURES = Path(__file__).parent / "fixtures"
 VAPI = json.loads((FIXTURES / "vapi_chat_request.json").read_text())
 RETELL = json.loads((FIXTURES / "retell_response_required.json").read_text())
-LIMITS = ProxyLimits(max_body_bytes=50_000, max_messages=20, max_total_chars=2_000, max_call_id_chars=40)
+LIMITS = ProxyLimits(
+    max_body_bytes=50_000, max_messages=20, max_total_chars=2_000, max_call_id_chars=40, max_json_containers=200
+)
 
 
 def _service(upstream: ScriptedUpstream | None = None) -> tuple[ProxyService, MemoryStateStore]:
@@ -43,6 +45,7 @@ def _nested(depth: int) -> str:
         (_body(messages=[{"role": "user", "content": "x" * 2_001}]), 413, "proxy.max_total_chars"),
         (_body(messages=[{"role": "user", "content": [{"type": "text", "text": "x" * 2_001}]}]), 413, "total_chars"),
         (_body(call={"id": "c" * 41}), 400, "proxy.max_call_id_chars"),
+        (_body(metadata={"x": [[]] * 201}), 413, "proxy.max_json_containers"),
         (_body(call={"id": "../../etc/passwd"}), 400, "call id may contain only"),
         (_body(call={"id": "a b"}), 400, "call id may contain only"),
     ],
@@ -61,7 +64,8 @@ async def test_requests_beyond_the_limits_are_refused_naming_the_limit(body, sta
 @pytest.mark.parametrize(
     ("raw", "code"),
     [
-        (_nested(100_000), "too_deep"),
+        (_nested(100_000), "too_many_containers"),
+        (_nested(10_000), "too_deep"),
         ('{"message": ' + '{"a": ' * 100 + "1" + "}" * 100 + "}", "too_deep"),
         ('{"messages": [{"role": "user", "content": "\\ud800"}], "call": {"id": "c"}}', "invalid_unicode"),
         (b'{"messages": "\xff\xfe"}', "malformed_json"),
@@ -73,7 +77,7 @@ async def test_malformed_json_is_a_400_never_a_500(route, raw, code):
     app = create_app(service)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://proxy") as client:
         response = await client.post(route, content=raw, headers={"content-type": "application/json"})
-    assert response.status_code == 400, response.text
+    assert response.status_code == (413 if code == "too_many_containers" else 400), response.text
     assert response.json()["error"]["code"] == code
     assert store.key_count == 0
 

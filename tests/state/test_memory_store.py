@@ -83,3 +83,24 @@ async def test_idle_call_state_expires_even_if_never_read_again():
     for index in range(1_100):  # writes sweep expired keys as they go
         await store.set_json("checklist:site:live-call", {"turns": index})
     assert store.key_count == 1
+
+
+async def test_memory_for_idle_calls_is_capped():
+    import tracemalloc
+
+    from pipecat_harness.checklist.driver import ChecklistDriver
+    from pipecat_harness.checklist.model import bundled_checklist
+
+    store = MemoryStateStore(max_keys=100)
+    driver = ChecklistDriver(bundled_checklist(), store)
+    await driver.sync("warm-up", ["Hi."])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for index in range(150):  # three times the calls the cap holds
+            await driver.sync(f"idle-{index}", ["Hi.", "No incidents and no near misses."])
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert store.key_count <= 100
+    assert grown < 50 * 10_000  # about 5 KB per kept call (two keys); the evicted calls hold nothing

@@ -1,52 +1,79 @@
 """FastAPI app of the operator console.
 
-The page is rendered on the server (it works without JavaScript): one card
-per flagged turn with the utterance, the caller's turn, the rationale and the
-violated constraint inline, and one-click acknowledge / override / escalate
-buttons. Every request needs the console token, given once as ``?token=...``
-(then kept in an HTTP-only cookie) or as ``Authorization: Bearer ...``.
+Pages (rendered on the server by :mod:`~pipecat_harness.grader.console.views`,
+no JavaScript needed):
+
+* ``/``: the queue of flagged claims, newest first, filterable by tenant,
+  severity, category, review status and date, each with acknowledge /
+  override / escalate (a note and who, kept in the row's history);
+* ``/t/<tenant>/calls/<call>``: the call's whole transcript as graded, the
+  flagged turns highlighted in place (``#turn_018``) with the rationale, the
+  constraint and the constraint list version, and the recording when
+  ``recordings`` holds ``<call>.wav`` (``.mp3``, ``.ogg``, ``.webm``); its
+  ``/transcript`` and ``/audio`` are the alert payload's other links;
+* ``/t/<tenant>``: the tenant's flag rate and out_of_scope rate per day, as a chart.
+
+Every request needs a console credential (see
+:mod:`~pipecat_harness.grader.console.access`): a token as
+``Authorization: Bearer ...``, or once as ``?token=...`` on any page, after
+which the browser holds a signed session cookie instead. A token sees and
+changes only its tenants' rows; another tenant's row or call answers 404, as a
+missing one does.
 """
 
 from __future__ import annotations
 
-import hmac
-from datetime import UTC, datetime
-from html import escape
-from urllib.parse import parse_qs
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from urllib.parse import parse_qs, urlencode
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
+from pipecat_harness.grader.console import queries, views
+from pipecat_harness.grader.console.access import SESSION_COOKIE, ConsoleAccess, Scope
+from pipecat_harness.grader.console.headers import install_security_headers
 
-__all__ = ["COOKIE_NAME", "create_console_app"]
+__all__ = ["COOKIE_NAME", "DEFAULT_MAX_NOTE_CHARS", "create_console_app"]
 
-COOKIE_NAME = "harness_console_token"
-
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:2rem;background:#f6f7f9;color:#1d2330}
-h1{font-size:1.4rem}.card{background:#fff;border-radius:8px;padding:1rem 1.2rem;margin:0 0 1rem;
-box-shadow:0 1px 3px #0002;border-left:6px solid #999}.card.critical{border-left-color:#c62828}
-.card.warning{border-left-color:#ef6c00}.meta{font-size:.85rem;color:#555}.utterance{font-size:1.1rem;margin:.5rem 0}
-.caller{color:#444}.constraint code{background:#eef;padding:0 .3rem}.status{font-weight:600}
-form{display:inline}button{margin-right:.4rem;padding:.3rem .8rem;cursor:pointer}
-"""
+COOKIE_NAME = SESSION_COOKIE
+DEFAULT_MAX_NOTE_CHARS = 2_000
+_MAX_FORM_BYTES = 16_384
+_MAX_WHO_CHARS = 128
+_AUDIO_TYPES = {".wav": "audio/wav", ".mp3": "audio/mpeg", ".ogg": "audio/ogg", ".webm": "audio/webm"}
 
 
-def create_console_app(store: AuditStore, token: str, *, title: str = "Flagged turns") -> FastAPI:
+def create_console_app(
+    store: AuditStore,
+    token: str | None = None,
+    *,
+    title: str = "Flagged turns",
+    tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
+    access: ConsoleAccess | None = None,
+    max_note_chars: int = DEFAULT_MAX_NOTE_CHARS,
+    recordings: str | Path | None = None,
+) -> FastAPI:
     """Build the console app over an audit store.
 
     Args:
         store: Audit rows to list and update.
-        token: Secret every request must present.
-        title: Page heading.
+        token: Admin token: sees every tenant (optional when ``tenant_tokens`` are given).
+        title: Heading of the queue page.
+        tenant_tokens: Token -> the tenant (or tenants) whose rows it may see and review.
+        access: A ready :class:`ConsoleAccess` (instead of ``token`` and ``tenant_tokens``).
+        max_note_chars: Longest review note.
+        recordings: Directory of call recordings named by call id.
 
     Raises:
-        ValueError: ``token`` is empty.
+        ValueError: No token at all, or an empty one.
     """
-    if not token:
-        raise ValueError("the console needs a token")
+    if access is None:
+        access = ConsoleAccess(tenant_tokens, [token] if token else [])
     app = FastAPI(title="pipecat-harness console", docs_url=None, redoc_url=None, openapi_url=None)
+    install_security_headers(app)
+    app.state.access = access
+    recordings_dir = Path(recordings) if recordings else None
     tables_ready = False
 
     async def ready() -> None:
@@ -55,76 +82,171 @@ def create_console_app(store: AuditStore, token: str, *, title: str = "Flagged t
             await store.create_tables()
             tables_ready = True
 
-    def authorised(request: Request) -> bool:
-        given = request.query_params.get("token") or request.cookies.get(COOKIE_NAME) or ""
-        header = request.headers.get("authorization", "")
-        if header.lower().startswith("bearer "):
-            given = header[7:]
-        return hmac.compare_digest(given.encode(), token.encode())
-
-    def require(request: Request) -> None:
-        if not authorised(request):
+    def require(request: Request) -> Scope:
+        scope = access.scope(request)
+        if scope is None:
             raise HTTPException(status_code=401, detail="console token required")
+        return scope
+
+    def visible(scope: Scope, request: Request) -> frozenset[str] | None:
+        """The tenants to list: the scope's, narrowed by ``?tenant=``."""
+        wanted = request.query_params.get("tenant") or None
+        if wanted is None:
+            return scope.tenants
+        if not scope.allows(wanted):
+            raise HTTPException(status_code=403, detail="this token cannot see that tenant")
+        return frozenset([wanted])
+
+    def page_scope(request: Request) -> Scope | Response:
+        """The viewer of an HTML page; a ``?token=`` is swapped for a session cookie and leaves the address."""
+        given = request.query_params.get("token")
+        if given is not None:
+            scope = access.scope_for_token(given)
+            if scope is None:
+                return HTMLResponse("<h1>401: console token required</h1>", status_code=401)
+            # The token leaves the address bar (and the history) at once; the cookie carries a session id.
+            query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
+            response = RedirectResponse(request.url.path + (f"?{query}" if query else ""), status_code=303)
+            access.set_cookie(response, request, scope)
+            return response
+        found = access.scope(request)
+        if found is None:
+            return HTMLResponse("<h1>401: console token required</h1>", status_code=401)
+        return found
+
+    def recording(call_id: str) -> Path | None:
+        if recordings_dir is None:
+            return None
+        for suffix in _AUDIO_TYPES:
+            path = recordings_dir / f"{call_id}{suffix}"
+            if path.parent == recordings_dir and path.is_file():  # a call id never walks out of the directory
+                return path
+        return None
+
+    async def call_rows(scope: Scope, tenant: str, call_id: str) -> list[AuditRow]:
+        if not scope.allows(tenant):
+            return []
+        await ready()
+        return await queries.call_rows(store, tenant, call_id, scope.tenants)
 
     @app.get("/", response_class=HTMLResponse)
     async def page(request: Request) -> Response:
-        if not authorised(request):
-            return HTMLResponse("<h1>401: console token required</h1>", status_code=401)
+        scope = page_scope(request)
+        if isinstance(scope, Response):
+            return scope
+        tenants = visible(scope, request)
+        try:
+            filters = queries.QueueFilter.from_params(request.query_params)
+        except queries.FilterError as exc:
+            return HTMLResponse(f"<h1>400: {exc}</h1>", status_code=400)
         await ready()
-        rows = await store.flagged()
-        response = HTMLResponse(_render(rows, title))
-        if request.query_params.get("token"):
-            response.set_cookie(COOKIE_NAME, token, httponly=True, samesite="strict")
-        return response
+        rows = await queries.flagged_rows(store, filters, tenants)
+        history = await store.history([r.id for r in rows if r.id is not None])
+        names = await queries.tenants(store, scope.tenants)
+        return HTMLResponse(views.queue_page(rows, filters, names, history, title=title))
+
+    @app.get("/t/{tenant}", response_class=HTMLResponse)
+    async def tenant_page(request: Request, tenant: str, days: int = 30) -> Response:
+        scope = page_scope(request)
+        if isinstance(scope, Response):
+            return scope
+        if not scope.allows(tenant):
+            raise HTTPException(status_code=404, detail=f"no tenant {tenant!r}")
+        if not 1 <= days <= 366:
+            raise HTTPException(status_code=400, detail="days must be between 1 and 366")
+        await ready()
+        return HTMLResponse(views.tenant_page(tenant, await queries.tenant_rates(store, tenant, days=days)))
+
+    @app.get("/t/{tenant}/calls/{call_id}", response_class=HTMLResponse)
+    async def call_page(request: Request, tenant: str, call_id: str) -> Response:
+        scope = page_scope(request)
+        if isinstance(scope, Response):
+            return scope
+        rows = await call_rows(scope, tenant, call_id)
+        if not rows:
+            raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
+        history = await store.history([r.id for r in rows if r.id is not None])
+        return HTMLResponse(views.call_page(tenant, call_id, rows, history, has_audio=recording(call_id) is not None))
+
+    @app.get("/t/{tenant}/calls/{call_id}/transcript")
+    async def transcript(request: Request, tenant: str, call_id: str) -> Response:
+        rows = await call_rows(require(request), tenant, call_id)
+        if not rows:
+            raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
+        turns = {r.turn_id: r for r in rows}
+        if "application/json" in request.headers.get("accept", ""):
+            return JSONResponse([{"turn_id": t, "caller": r.caller_utterance, "agent": r.utterance}
+                                 for t, r in sorted(turns.items())])
+        lines = []
+        for turn, row in sorted(turns.items()):
+            if row.caller_utterance:
+                lines.append(f"caller: {row.caller_utterance}")
+            lines.append(f"agent [turn {turn}]: {row.utterance}")
+        return PlainTextResponse("\n".join(lines) + "\n")
+
+    @app.get("/t/{tenant}/calls/{call_id}/audio")
+    async def audio(request: Request, tenant: str, call_id: str) -> Response:
+        if not await call_rows(require(request), tenant, call_id):
+            raise HTTPException(status_code=404, detail=f"no call {call_id!r} for {tenant!r}")
+        path = recording(call_id)
+        if path is None:
+            raise HTTPException(status_code=404, detail=f"no recording of call {call_id!r}")
+        return FileResponse(path, media_type=_AUDIO_TYPES[path.suffix])
 
     @app.get("/api/flagged")
     async def flagged(request: Request) -> JSONResponse:
-        require(request)
+        tenants = visible(require(request), request)
+        try:
+            filters = queries.QueueFilter.from_params(request.query_params)
+        except queries.FilterError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from exc
         await ready()
-        return JSONResponse([row.to_dict() for row in await store.flagged()])
+        return JSONResponse([row.to_dict() for row in await queries.flagged_rows(store, filters, tenants)])
+
+    @app.post("/logout")
+    async def logout(request: Request) -> Response:
+        access.close_session(request.cookies.get(SESSION_COOKIE))
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
 
     @app.post("/rows/{row_id}/{action}")
     async def review(request: Request, row_id: int, action: str) -> Response:
-        require(request)
-        note = parse_qs((await request.body()).decode("utf-8", "replace")).get("note", [""])[0]
+        scope = require(request)
         if action not in REVIEW_STATUS:
             raise HTTPException(status_code=400, detail=f"unknown action {action!r}; use {sorted(REVIEW_STATUS)}")
+        form = parse_qs((await _read_form(request)).decode("utf-8", "replace"))
+        note = form.get("note", [""])[0]
+        who = form.get("who", [""])[0].strip()
+        back = form.get("next", [""])[0]
+        if len(note) > max_note_chars:
+            raise HTTPException(
+                status_code=413, detail=f"review note of {len(note)} characters exceeds the {max_note_chars} limit"
+            )
+        if len(who) > _MAX_WHO_CHARS:
+            raise HTTPException(status_code=413, detail=f"who exceeds {_MAX_WHO_CHARS} characters")
         await ready()
+        row = await store.get(row_id)
+        if row is None or not scope.allows(row.tenant):
+            raise HTTPException(status_code=404, detail=f"no audit row {row_id}")
         try:
-            row = await store.review(row_id, action, note)
+            row = await store.review(row_id, action, note, actor=who)
         except KeyError as exc:
             raise HTTPException(status_code=404, detail=str(exc)) from exc
         if "application/json" in request.headers.get("accept", ""):
             return JSONResponse(row.to_dict())
-        return RedirectResponse(f"/#row-{row_id}", status_code=303)
+        if not back.startswith("/") or back.startswith("//") or "\\" in back:
+            back = "/"  # only ever back into the console
+        return RedirectResponse(f"{back.split('#')[0]}#row-{row_id}", status_code=303)
 
     return app
 
 
-def _render(rows: list[AuditRow], title: str) -> str:
-    cards = "\n".join(_card(row) for row in rows) or '<p id="empty">No flagged turns.</p>'
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
-        f"<style>{_STYLE}</style></head><body><h1>{escape(title)} ({len(rows)})</h1>"
-        f"<main id='cards'>{cards}</main></body></html>"
-    )
-
-
-def _card(row: AuditRow) -> str:
-    when = datetime.fromtimestamp(row.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    caller = f"<p class='caller'>Caller: “{escape(row.caller_utterance)}”</p>" if row.caller_utterance else ""
-    buttons = "".join(
-        f"<form method='post' action='/rows/{row.id}/{action}'>"
-        f"<button type='submit' class='action-{action}'>{action.capitalize()}</button></form>"
-        for action in REVIEW_STATUS
-    )
-    return f"""<article class="card {escape(row.severity)}" id="row-{row.id}" data-row-id="{row.id}"
- data-status="{escape(row.review_status)}" data-verdict="{escape(row.verdict)}" data-category="{escape(row.category)}">
-<div class="meta">{escape(row.severity).upper()} · {escape(row.category)} · {escape(row.verdict)} ·
-call {escape(row.call_id)} turn {row.turn_id} · {when} · {escape(row.grader_model)} ·
-list {escape(row.constraints_version)}</div>
-<p class="utterance">Agent: “{escape(row.utterance)}”</p>{caller}
-<p class="rationale">{escape(row.rationale)}</p>
-<p class="constraint">Constraint: <code>{escape(row.constraint_ref or "none")}</code></p>
-<p>Status: <span class="status">{escape(row.review_status)}</span></p>
-<div class="actions">{buttons}</div></article>"""
+async def _read_form(request: Request) -> bytes:
+    """The form body, refused beyond :data:`_MAX_FORM_BYTES` (a note is short text)."""
+    body = bytearray()
+    async for piece in request.stream():
+        body.extend(piece)
+        if len(body) > _MAX_FORM_BYTES:
+            raise HTTPException(status_code=413, detail=f"form body exceeds {_MAX_FORM_BYTES} bytes")
+    return bytes(body)

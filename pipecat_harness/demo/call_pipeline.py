@@ -1,0 +1,82 @@
+"""The retail agent's pipeline, defined once for the bots and the simulator.
+
+``bots/agent.py`` builds it on a real transport with the provider services;
+``pipecat-harness simulate`` builds the same thing on a simulated transport,
+with either the scripted services or the provider services against the
+loopback fakes. Only the ends differ: what feeds the pipeline and what plays
+its audio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_response_universal import (
+    LLMAssistantAggregator,
+    LLMContextAggregatorPair,
+    LLMUserAggregator,
+    LLMUserAggregatorParams,
+)
+from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.services.llm_service import LLMService
+
+from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler
+from pipecat_harness.harness import Harness
+
+__all__ = ["CallPipeline", "build_call_pipeline"]
+
+
+@dataclass
+class CallPipeline:
+    """The processors of one call and the parts callers reach into."""
+
+    processors: list[FrameProcessor]
+    context: LLMContext
+    user_aggregator: LLMUserAggregator
+    assistant_aggregator: LLMAssistantAggregator
+
+
+def build_call_pipeline(
+    *,
+    harness: Harness | None,
+    llm: LLMService[Any],
+    tts: FrameProcessor,
+    output: FrameProcessor,
+    tools: RetailTools,
+    user_params: LLMUserAggregatorParams,
+    source: Sequence[FrameProcessor] = (),
+    before_output: Sequence[FrameProcessor] = (),
+    wrap_handler: Callable[[str, ToolHandler], ToolHandler] | None = None,
+) -> CallPipeline:
+    """Build the agent's processor list, with the harness placed when given.
+
+    Args:
+        harness: The call's harness (``None``: the same pipeline with no controls, a baseline).
+        llm: The LLM service; the retail tools are registered on it.
+        tts: The TTS service.
+        output: The output transport.
+        tools: The retail tools on the call's database.
+        user_params: The user aggregator's params before the harness wraps them.
+        source: What comes first: the transport input and the STT service.
+        before_output: Processors right before the output transport (Twilio marks).
+        wrap_handler: Wraps each business handler under the tool layer (simulated backend faults).
+    """
+    context = LLMContext(tools=tools.schemas())
+    handlers = tools.handlers()
+    if wrap_handler is not None:
+        handlers = {name: wrap_handler(name, handler) for name, handler in handlers.items()}
+    if harness is not None:
+        harness.register_tools(llm, handlers, write_tools=RETAIL_WRITE_TOOLS, normalizers=tools.argument_normalizers(),
+                               reconciler=tools.reconcile, resources=tools.resources())
+        user_params = harness.user_params(user_params)
+    else:
+        tools.register(llm, wrap=wrap_handler)
+    pair = LLMContextAggregatorPair(context, user_params=user_params)
+    user, assistant = pair.user(), pair.assistant()
+    processors: list[FrameProcessor] = [*source, user, llm, tts, *before_output, output, assistant]
+    if harness is not None:
+        processors = harness.place(processors)
+    return CallPipeline(processors, context, user, assistant)

@@ -1,0 +1,50 @@
+"""Serving fakes from a thread of their own, for a bot that runs its own event loop.
+
+A bot under test (a FastAPI app in a test client, a runner in another task)
+owns its event loop; the fakes then serve from a background thread with a
+loop of theirs, reached over 127.0.0.1 like the real providers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from pipecat_harness.fakes.server import LoopbackServer
+
+__all__ = ["serve_in_background"]
+
+F = TypeVar("F", bound=LoopbackServer)
+
+
+@contextmanager
+def serve_in_background(*fakes: LoopbackServer, timeout_secs: float = 10.0) -> Iterator[tuple[LoopbackServer, ...]]:
+    """Start ``fakes`` on a background thread's loop; stop them on exit.
+
+    The fakes' ports are bound when the block starts, so their URLs can be
+    given to the services right away. Their logs may be read from the calling
+    thread (appends are atomic).
+    """
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="pipecat-harness-fakes", daemon=True)
+    thread.start()
+
+    def run(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout_secs)
+
+    try:
+        for fake in fakes:
+            run(fake.start())
+        yield fakes
+    finally:
+        for fake in fakes:
+            try:
+                run(fake.stop())
+            except Exception:  # stopping is best effort: the thread goes away regardless
+                pass
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout_secs)
+        loop.close()

@@ -1,0 +1,112 @@
+"""What a model fake received and what it answers, independent of the provider's wire format.
+
+The LLM fakes convert the provider-format request they received into a
+:class:`ChatRequest` of OpenAI-shaped messages (the system instruction, if
+any, first as a ``system`` message; a directive a provider would have turned
+into a user message stays a user message), ask a :class:`ChatModel` for a
+:class:`ChatReply`, and stream that reply back in the provider's format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["ChatModel", "ChatReply", "ChatRequest", "ReplyList", "as_chat_model"]
+
+
+@dataclass
+class ChatRequest:
+    """A model request as the fake received it.
+
+    Parameters:
+        provider: Which fake received it.
+        model: The model named in the request.
+        messages: The conversation, OpenAI-shaped (``system``/``user``/``assistant``/``tool``);
+            tool messages carry the tool ``name``.
+        tools: Names of the functions offered.
+        raw: The request body exactly as received.
+    """
+
+    provider: str
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[str] = field(default_factory=list)
+    raw: Any = None
+
+    @property
+    def system(self) -> str:
+        """The system instruction (the leading system messages, joined)."""
+        parts = []
+        for message in self.messages:
+            if message.get("role") != "system":
+                break
+            parts.append(str(message.get("content") or ""))
+        return "\n".join(parts)
+
+
+@dataclass
+class ChatReply:
+    """What the model answers: streamed text, then tool calls (all in one response, run in parallel).
+
+    Parameters:
+        text: The reply text.
+        tool_calls: ``{"id", "name", "arguments"}`` dictionaries.
+        token_secs: Pause between streamed text pieces.
+        sent_text: Text written to the service so far (filled in by the fake).
+        completed: Whether the fake wrote the whole reply.
+    """
+
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    token_secs: float = 0.0
+    sent_text: str = ""
+    completed: bool = False
+
+
+class ChatModel(Protocol):
+    """Decides a :class:`ChatReply` for a :class:`ChatRequest` (may take time: the model's latency)."""
+
+    async def reply(self, request: ChatRequest) -> ChatReply:
+        """Answer ``request``."""
+        ...
+
+
+class ReplyList:
+    """A :class:`ChatModel` answering with fixed replies in order, then ``fallback``.
+
+    Args:
+        replies: Replies, or plain strings (text-only replies).
+        fallback: Text once the replies are used up.
+    """
+
+    def __init__(self, replies: Sequence[ChatReply | str], fallback: str = "Okay.") -> None:
+        self._replies = [r if isinstance(r, ChatReply) else ChatReply(text=r) for r in replies]
+        self._fallback = fallback
+        self.requests: list[ChatRequest] = []
+
+    async def reply(self, request: ChatRequest) -> ChatReply:
+        """The next reply."""
+        self.requests.append(request)
+        if self._replies:
+            return self._replies.pop(0)
+        return ChatReply(text=self._fallback)
+
+
+class _FunctionModel:
+    def __init__(self, function: Callable[[ChatRequest], ChatReply | Awaitable[ChatReply]]) -> None:
+        self._function = function
+
+    async def reply(self, request: ChatRequest) -> ChatReply:
+        result = self._function(request)
+        return await result if isinstance(result, Awaitable) else result
+
+
+def as_chat_model(model: ChatModel | Callable[[ChatRequest], Any] | Sequence[ChatReply | str]) -> ChatModel:
+    """Accept a :class:`ChatModel`, a function of the request, or a list of replies."""
+    if hasattr(model, "reply"):
+        return model  # type: ignore[return-value]
+    if callable(model):
+        return _FunctionModel(model)
+    return ReplyList(model)

@@ -1,0 +1,130 @@
+"""Alert payloads as on-call channels want them: Slack, Microsoft Teams, PagerDuty.
+
+Each formatter turns the design's payload (:func:`~pipecat_harness.grader.alerts.alert_payload`)
+into the body the channel's incoming webhook accepts, carrying the same evidence
+(agent and caller utterance, the violated constraint, the rationale) and the
+links into the console, so the on-call can triage without opening it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["FORMATTERS", "Formatter", "pagerduty_event", "slack_message", "teams_message"]
+
+Formatter = Callable[[dict[str, Any]], dict[str, Any]]
+"""Turns the design's payload into a channel's webhook body."""
+
+_PAGERDUTY_SEVERITY = {"critical": "critical", "warn": "warning", "info": "info"}
+
+
+def _summary(payload: dict[str, Any]) -> str:
+    return (
+        f"[{payload['severity']}] {payload['category']} claim {payload['verdict']} on call {payload['call_id']} "
+        f"({payload['tenant_id']}): {payload['claim']}"
+    )
+
+
+def _refs(payload: dict[str, Any]) -> str:
+    return ", ".join(payload.get("constraint_ref") or []) or "none"
+
+
+def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Slack incoming-webhook message (Block Kit) for an alert."""
+    links = payload["links"]
+    quote = f"> *Agent:* {payload['agent_utterance']}"
+    if payload.get("caller_utterance"):
+        quote = f"> *Caller:* {payload['caller_utterance']}\n{quote}"
+    return {
+        "text": _summary(payload),
+        "blocks": [
+            {"type": "header", "text": {"type": "plain_text", "text": f"Grader flag: {payload['category']}"}},
+            {"type": "section", "fields": [
+                {"type": "mrkdwn", "text": f"*Severity:* {payload['severity']}"},
+                {"type": "mrkdwn", "text": f"*Tenant:* {payload['tenant_id']}"},
+                {"type": "mrkdwn", "text": f"*Call:* {payload['call_id']} ({payload['turn_id']})"},
+                {"type": "mrkdwn", "text": f"*Confidence:* {payload['confidence']:.2f}"},
+            ]},
+            {"type": "section", "text": {"type": "mrkdwn", "text": quote}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": (
+                f"*Rationale:* {payload['rationale']}\n*Constraint:* `{_refs(payload)}` "
+                f"(list {payload['constraint_list_version']})\n*Recommended:* {payload['recommended_action']}")}},
+            {"type": "actions", "elements": [
+                {"type": "button", "text": {"type": "plain_text", "text": "Open in console"},
+                 "url": links["operator_console"]},
+                {"type": "button", "text": {"type": "plain_text", "text": "Transcript"}, "url": links["transcript"]},
+                {"type": "button", "text": {"type": "plain_text", "text": "Audio"}, "url": links["audio"]},
+            ]},
+        ],
+    }
+
+
+def teams_message(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Microsoft Teams incoming-webhook message carrying an Adaptive Card."""
+    links = payload["links"]
+    facts = [
+        {"title": "Severity", "value": payload["severity"]},
+        {"title": "Tenant", "value": payload["tenant_id"]},
+        {"title": "Call", "value": f"{payload['call_id']} ({payload['turn_id']})"},
+        {"title": "Constraint", "value": f"{_refs(payload)} (list {payload['constraint_list_version']})"},
+        {"title": "Confidence", "value": f"{payload['confidence']:.2f}"},
+        {"title": "Recommended", "value": payload["recommended_action"]},
+    ]
+    body: list[dict[str, Any]] = [
+        {"type": "TextBlock", "size": "Medium", "weight": "Bolder", "text": f"Grader flag: {payload['category']}"},
+        {"type": "FactSet", "facts": facts},
+    ]
+    if payload.get("caller_utterance"):
+        body.append({"type": "TextBlock", "wrap": True, "text": f"Caller: {payload['caller_utterance']}"})
+    body += [
+        {"type": "TextBlock", "wrap": True, "text": f"Agent: {payload['agent_utterance']}"},
+        {"type": "TextBlock", "wrap": True, "text": f"Rationale: {payload['rationale']}"},
+    ]
+    card = {
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        "body": body,
+        "actions": [
+            {"type": "Action.OpenUrl", "title": "Open in console", "url": links["operator_console"]},
+            {"type": "Action.OpenUrl", "title": "Transcript", "url": links["transcript"]},
+            {"type": "Action.OpenUrl", "title": "Audio", "url": links["audio"]},
+        ],
+    }
+    return {
+        "type": "message",
+        "attachments": [{"contentType": "application/vnd.microsoft.card.adaptive", "content": card}],
+    }
+
+
+def pagerduty_event(payload: dict[str, Any], routing_key: str = "") -> dict[str, Any]:
+    """A PagerDuty Events API v2 ``trigger`` (deduplicated on the audit row)."""
+    links = payload["links"]
+    return {
+        "routing_key": routing_key,
+        "event_action": "trigger",
+        "dedup_key": f"{payload['tenant_id']}:{payload['audit_row_ref']}",
+        "payload": {
+            "summary": _summary(payload)[:1024],
+            "source": payload["tenant_id"],
+            "severity": _PAGERDUTY_SEVERITY.get(payload["severity"], "warning"),
+            "component": "hallucination_grader",
+            "group": payload["call_id"],
+            "class": payload["category"],
+            "custom_details": payload,
+        },
+        "links": [
+            {"href": links["operator_console"], "text": "Open in console"},
+            {"href": links["transcript"], "text": "Transcript"},
+        ],
+    }
+
+
+#: Formatter by the ``grader.webhook_format`` name (``harness`` sends the design's payload as is).
+FORMATTERS: dict[str, Formatter] = {
+    "harness": lambda payload: payload,
+    "slack": slack_message,
+    "teams": teams_message,
+    "pagerduty": pagerduty_event,
+}

@@ -1,0 +1,211 @@
+"""Calibration from production: operators' reviews of audited turns are the labels that check the grader.
+
+A review says whether the grader's verdict on a row was right:
+
+* ``acknowledge``: it was (a flag was a real problem; an unflagged claim was fine);
+* ``override``: it was not (a false flag; or a missed claim, on an unflagged row);
+* ``escalate``: the claim is a real problem (right for a flagged row, a miss for an unflagged one).
+
+:func:`calibrate` samples audited rows per tenant and ISO week, flagged and
+unflagged rows apart (flags are rare; a uniform sample would hold few), and
+estimates precision and recall from the reviewed rows of the sample, each
+weighted by how many rows of its tenant, week and stratum it stands for. The
+reliability table puts the grader's ``confidence`` next to how often verdicts
+of that confidence were right: the weekly check of the grader itself.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from sqlalchemy import and_, select
+
+from pipecat_harness.grader.audit import AuditRow, AuditStore, ReviewEvent
+
+__all__ = ["AuditCalibration", "Bin", "WeekScore", "calibrate", "label"]
+
+_BINS = ((0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.0001))
+
+
+def label(row: AuditRow, review: ReviewEvent) -> bool:
+    """Whether the claim was really ungrounded, by the operator's latest action on the row."""
+    if review.action == "escalate":
+        return True
+    right = review.action == "acknowledge"
+    return row.flagged if right else not row.flagged
+
+
+@dataclass
+class _Counts:
+    tp: float = 0.0
+    fp: float = 0.0
+    fn: float = 0.0
+    tn: float = 0.0
+
+    def add(self, flagged: bool, ungrounded: bool, weight: float) -> None:
+        if flagged:
+            if ungrounded:
+                self.tp += weight
+            else:
+                self.fp += weight
+        elif ungrounded:
+            self.fn += weight
+        else:
+            self.tn += weight
+
+    def precision(self) -> float | None:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
+
+    def recall(self) -> float | None:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
+
+
+@dataclass
+class WeekScore:
+    """One tenant's week: rows audited, sampled and labeled, and the weighted estimates."""
+
+    tenant: str
+    week: str
+    audited: int = 0
+    sampled: int = 0
+    labeled: int = 0
+    counts: _Counts = field(default_factory=_Counts)
+
+    @property
+    def precision(self) -> float | None:
+        """Estimated share of flags that were real problems (``None`` without a labeled flag)."""
+        return self.counts.precision()
+
+    @property
+    def recall(self) -> float | None:
+        """Estimated share of real problems that were flagged (``None`` without a labeled problem)."""
+        return self.counts.recall()
+
+
+@dataclass
+class Bin:
+    """Labeled rows whose confidence falls in ``[low, high)``."""
+
+    low: float
+    high: float
+    rows: int = 0
+    confidence_sum: float = 0.0
+    right: int = 0
+
+    @property
+    def mean_confidence(self) -> float | None:
+        """Average stated confidence."""
+        return self.confidence_sum / self.rows if self.rows else None
+
+    @property
+    def observed(self) -> float | None:
+        """Share of these verdicts the operators found right."""
+        return self.right / self.rows if self.rows else None
+
+
+@dataclass
+class AuditCalibration:
+    """Per tenant and week scores, the overall estimate, the reliability table, and rows awaiting review."""
+
+    weeks: list[WeekScore]
+    total: WeekScore
+    bins: list[Bin]
+    unlabeled: list[AuditRow]
+
+    def table(self) -> str:
+        """The report as plain text."""
+        def pct(value: float | None) -> str:
+            return "-" if value is None else f"{value:.1%}"
+
+        lines = [
+            f"{'tenant':<20}{'week':<10}{'audited':>8}{'sampled':>8}{'labeled':>8}{'precision':>11}{'recall':>8}"
+        ]
+        for score in [*self.weeks, self.total]:
+            lines.append(
+                f"{score.tenant:<20}{score.week:<10}{score.audited:>8}{score.sampled:>8}{score.labeled:>8}"
+                f"{pct(score.precision):>11}{pct(score.recall):>8}"
+            )
+        lines += ["", "reliability (labeled rows): stated confidence vs observed correctness",
+                  f"{'confidence':<12}{'rows':>6}{'mean conf':>11}{'observed':>10}{'gap':>8}"]
+        for b in self.bins:
+            gap = "-" if b.rows == 0 else f"{(b.observed or 0) - (b.mean_confidence or 0):+.2f}"
+            mean = "-" if b.mean_confidence is None else f"{b.mean_confidence:.2f}"
+            lines.append(f"{b.low:.1f}-{min(b.high, 1.0):.1f}{'':<5}{b.rows:>6}{mean:>11}{pct(b.observed):>10}{gap:>8}")
+        lines.append("")
+        lines.append(f"{len(self.unlabeled)} sampled rows await an operator's review")
+        return "\n".join(lines)
+
+
+def _week(stamp: float) -> str:
+    year, week, _ = datetime.fromtimestamp(stamp, UTC).isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+async def calibrate(
+    store: AuditStore,
+    *,
+    per_week: int = 50,
+    seed: int = 0,
+    tenant: str | None = None,
+    since: date | None = None,
+    until: date | None = None,
+) -> AuditCalibration:
+    """Sample audited rows per tenant and week and score the grader against the operators' reviews.
+
+    Args:
+        store: The audit rows and their review history.
+        per_week: Rows sampled per tenant, week and stratum (flagged, unflagged).
+        seed: Seed of the sample (the same seed, the same sample).
+        tenant: Only this tenant.
+        since: First day (UTC) included.
+        until: Last day (UTC) included.
+    """
+    c = store.table.c
+    conditions = [c.verdict != "not_graded"]
+    if tenant is not None:
+        conditions.append(c.tenant == tenant)
+    if since is not None:
+        conditions.append(c.created_at >= datetime(since.year, since.month, since.day, tzinfo=UTC).timestamp())
+    if until is not None:
+        end = until + timedelta(days=1)
+        conditions.append(c.created_at < datetime(end.year, end.month, end.day, tzinfo=UTC).timestamp())
+    async with store.engine.connect() as conn:
+        result = await conn.execute(select(store.table).where(and_(*conditions)).order_by(c.id))
+        rows = [AuditRow(**dict(r._mapping)) for r in result.all()]
+    strata: dict[tuple[str, str, bool], list[AuditRow]] = defaultdict(list)
+    for row in rows:
+        strata[(row.tenant, _week(row.created_at), row.flagged)].append(row)
+    rng = random.Random(seed)
+    sample: dict[tuple[str, str, bool], list[AuditRow]] = {
+        key: sorted(rng.sample(members, min(per_week, len(members))), key=lambda r: r.id or 0)
+        for key, members in sorted(strata.items())
+    }
+    history = await store.history([r.id for members in sample.values() for r in members if r.id is not None])
+    weeks: dict[tuple[str, str], WeekScore] = {}
+    total = WeekScore("all", "")
+    bins = [Bin(low, high) for low, high in _BINS]
+    unlabeled: list[AuditRow] = []
+    for (tenant_name, week, _flagged), members in sample.items():
+        score = weeks.setdefault((tenant_name, week), WeekScore(tenant_name, week))
+        population = len(strata[(tenant_name, week, _flagged)])
+        reviewed = [(r, history[r.id or 0][-1]) for r in members if history.get(r.id or 0)]
+        unlabeled += [r for r in members if not history.get(r.id or 0)]
+        for target in (score, total):
+            target.audited += population
+            target.sampled += len(members)
+            target.labeled += len(reviewed)
+        weight = population / len(reviewed) if reviewed else 0.0
+        for row, review in reviewed:
+            ungrounded = label(row, review)
+            score.counts.add(row.flagged, ungrounded, weight)
+            total.counts.add(row.flagged, ungrounded, weight)
+            right = ungrounded == row.flagged
+            bucket = next(b for b in bins if b.low <= row.confidence < b.high)
+            bucket.rows += 1
+            bucket.confidence_sum += row.confidence
+            bucket.right += right
+    return AuditCalibration(list(weeks.values()), total, bins, unlabeled)
+

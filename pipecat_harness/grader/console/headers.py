@@ -1,0 +1,49 @@
+"""Response headers every console page carries: a strict CSP, no framing, no sniffing, no caching, no referrer.
+
+Pages are rendered on the server and need no script; a view that does add an
+inline ``<script>`` must give it the per-response nonce,
+``<script nonce="{request.state.csp_nonce}">``, or the browser will not run it.
+Inline ``style`` is allowed (the page's stylesheet is inline); the call view's
+recording plays from the console itself (``media-src 'self'``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+__all__ = ["content_security_policy", "install_security_headers"]
+
+
+def content_security_policy(nonce: str) -> str:
+    """The console's CSP for one response."""
+    return (
+        "default-src 'none'; "
+        f"script-src 'nonce-{nonce}'; "
+        "style-src 'unsafe-inline'; "
+        "img-src 'self' data:; "
+        "media-src 'self'; "
+        "connect-src 'self'; "
+        "form-action 'self'; "
+        "base-uri 'none'; "
+        "frame-ancestors 'none'"
+    )
+
+
+def install_security_headers(app: FastAPI) -> None:
+    """Add the headers to every response of ``app`` (errors included)."""
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        nonce = secrets.token_urlsafe(16)
+        request.state.csp_nonce = nonce
+        response = await call_next(request)
+        response.headers["Content-Security-Policy"] = content_security_policy(nonce)
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Cache-Control"] = "no-store"
+        return response

@@ -1,0 +1,180 @@
+"""What the console reads from the audit store: the queue with its filters, one call, a tenant's rates.
+
+Every query takes the tenants the viewer may see (``None``: all), so that
+access control decides scope in one place and no page can widen it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
+from pipecat_harness.grader.verdict import CATEGORIES, FLAGGED
+
+__all__ = ["STATUSES", "FilterError", "QueueFilter", "RatePoint", "call_rows", "flagged_rows", "tenant_rates",
+           "tenants"]
+
+STATUSES = ("open", *REVIEW_STATUS.values())
+_SEVERITIES = ("info", "warning", "critical")
+
+
+class FilterError(ValueError):
+    """A filter value that is not allowed; the message names the parameter."""
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    """The queue's filters (all optional).
+
+    Parameters:
+        tenant: One tenant.
+        severity: ``info``, ``warning`` or ``critical``.
+        category: ``price``, ``hours``, ``policy``, ``capability`` or ``action``.
+        status: ``open``, ``acknowledged``, ``overridden`` or ``escalated``.
+        since: First day (UTC) included.
+        until: Last day (UTC) included.
+    """
+
+    tenant: str | None = None
+    severity: str | None = None
+    category: str | None = None
+    status: str | None = None
+    since: date | None = None
+    until: date | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> QueueFilter:
+        """Read filters from query parameters; empty values mean "any".
+
+        Raises:
+            FilterError: A value outside its choices, or a date that is not YYYY-MM-DD.
+        """
+        def choice(name: str, allowed: Collection[str]) -> str | None:
+            value = (params.get(name) or "").strip()
+            if value and value not in allowed:
+                raise FilterError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+            return value or None
+
+        def day(name: str) -> date | None:
+            value = (params.get(name) or "").strip()
+            try:
+                return date.fromisoformat(value) if value else None
+            except ValueError:
+                raise FilterError(f"{name} must be a date like 2026-05-31, got {value!r}") from None
+
+        tenant = (params.get("tenant") or "").strip() or None
+        return cls(tenant, choice("severity", _SEVERITIES), choice("category", CATEGORIES),
+                   choice("status", STATUSES), day("since"), day("until"))
+
+    def params(self) -> dict[str, str]:
+        """The filters as query parameters (set ones only)."""
+        values = {"tenant": self.tenant, "severity": self.severity, "category": self.category,
+                  "status": self.status, "since": self.since and self.since.isoformat(),
+                  "until": self.until and self.until.isoformat()}
+        return {k: v for k, v in values.items() if v}
+
+
+def _start(day: date) -> float:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+
+
+def _scope(store: AuditStore, visible: Collection[str] | None) -> list[ColumnElement[bool]]:
+    return [] if visible is None else [store.table.c.tenant.in_(sorted(visible))]
+
+
+async def _select(store: AuditStore, query: Any) -> list[AuditRow]:
+    async with store.engine.connect() as conn:
+        return [AuditRow(**dict(r._mapping)) for r in (await conn.execute(query)).all()]
+
+
+async def flagged_rows(
+    store: AuditStore, filters: QueueFilter, visible: Collection[str] | None = None, *, limit: int = 200
+) -> list[AuditRow]:
+    """Flagged rows matching the filters, newest first."""
+    c = store.table.c
+    conditions = [c.verdict.in_(sorted(FLAGGED)), *_scope(store, visible)]
+    for column, value in ((c.tenant, filters.tenant), (c.severity, filters.severity),
+                          (c.category, filters.category), (c.review_status, filters.status)):
+        if value is not None:
+            conditions.append(column == value)
+    if filters.since is not None:
+        conditions.append(c.created_at >= _start(filters.since))
+    if filters.until is not None:
+        conditions.append(c.created_at < _start(filters.until + timedelta(days=1)))
+    return await _select(store, select(store.table).where(and_(*conditions)).order_by(c.id.desc()).limit(limit))
+
+
+async def call_rows(store: AuditStore, tenant: str, call_id: str, visible: Collection[str] | None = None) -> list[
+    AuditRow
+]:
+    """Every row of one call, in turn order (the call's transcript as graded)."""
+    c = store.table.c
+    query = select(store.table).where(and_(c.tenant == tenant, c.call_id == call_id, *_scope(store, visible)))
+    return await _select(store, query.order_by(c.turn_id, c.id))
+
+
+async def tenants(store: AuditStore, visible: Collection[str] | None = None) -> list[str]:
+    """Tenants with audit rows."""
+    c = store.table.c
+    query = select(c.tenant).distinct().order_by(c.tenant)
+    if visible is not None:
+        query = query.where(c.tenant.in_(sorted(visible)))
+    async with store.engine.connect() as conn:
+        return [r[0] for r in (await conn.execute(query)).all()]
+
+
+@dataclass(frozen=True)
+class RatePoint:
+    """One day of a tenant's graded turns.
+
+    Parameters:
+        day: The UTC day.
+        turns: Assistant turns graded.
+        flagged: Turns with at least one flagged claim.
+        out_of_scope: Turns with at least one ``out_of_scope`` claim.
+    """
+
+    day: date
+    turns: int
+    flagged: int
+    out_of_scope: int
+
+    @property
+    def flag_rate(self) -> float:
+        """Flagged turns per graded turn."""
+        return self.flagged / self.turns if self.turns else 0.0
+
+    @property
+    def out_of_scope_rate(self) -> float:
+        """Out-of-scope turns per graded turn."""
+        return self.out_of_scope / self.turns if self.turns else 0.0
+
+
+async def tenant_rates(store: AuditStore, tenant: str, *, days: int = 30, today: date | None = None) -> list[
+    RatePoint
+]:
+    """Per day over the last ``days`` days: graded turns, and how many were flagged or out of scope."""
+    last = today or datetime.now(UTC).date()
+    first = last - timedelta(days=days - 1)
+    c = store.table.c
+    query = select(c.created_at, c.call_id, c.turn_id, c.verdict).where(
+        and_(c.tenant == tenant, c.created_at >= _start(first), c.created_at < _start(last + timedelta(days=1)))
+    )
+    turns: dict[tuple[str, int], tuple[date, set[str]]] = {}
+    async with store.engine.connect() as conn:
+        for created_at, call_id, turn_id, verdict in (await conn.execute(query)).all():
+            day = datetime.fromtimestamp(created_at, UTC).date()
+            turns.setdefault((call_id, turn_id), (day, set()))[1].add(verdict)
+    counts = {first + timedelta(days=i): [0, 0, 0] for i in range(days)}
+    for day, verdicts in turns.values():
+        bucket = counts[day]
+        bucket[0] += 1
+        bucket[1] += bool(verdicts & FLAGGED)
+        bucket[2] += "out_of_scope" in verdicts
+    return [RatePoint(day, *values) for day, values in counts.items()]

@@ -1,0 +1,100 @@
+"""The bots' provider services in a simulated call, against the protocol fakes on loopback.
+
+``DeepgramSTTService``, ``GoogleLLMService`` and ``ElevenLabsTTSService`` (or
+``OpenAILLMService`` for the OpenAI-compatible path) run unmodified, pointed at
+:mod:`pipecat_harness.fakes` through their base-URL options. The Gemini (or
+OpenAI) fake answers from the scenario's scripted model, which decides from
+the provider-format request it received; the ElevenLabs fake reports every
+word it lays out to the call's ground-truth ledger; the Deepgram fake is
+driven by the simulated caller (its script is the recogniser's output).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pipecat.services.llm_service import LLMService
+from pipecat.services.stt_service import STTService
+from pipecat.services.tts_service import TTSService
+
+from pipecat_harness.fakes.deepgram import DeepgramFake
+from pipecat_harness.fakes.elevenlabs import ElevenLabsFake, SynthesizedWord
+from pipecat_harness.fakes.gemini import GeminiFake
+from pipecat_harness.fakes.openai_chat import OpenAIChatFake
+from pipecat_harness.fakes.server import Exchange, LoopbackServer
+from pipecat_harness.sim.scenario import Scenario
+from pipecat_harness.sim.scripted_llm import ModelCall, ScriptedChatModel
+from pipecat_harness.sim.sim_tts import SpeechLedger, SpokenWord
+
+__all__ = ["LoopbackLLM", "LoopbackServices"]
+
+LoopbackLLM = Literal["gemini", "openai"]
+_KEY = "loopback"
+
+
+@dataclass
+class LoopbackServices:
+    """The fakes of one call and the Pipecat services pointed at them.
+
+    Create with :meth:`start`; :meth:`stop` when the call is over.
+    """
+
+    stt: STTService
+    llm: LLMService[Any]
+    tts: TTSService
+    model: ScriptedChatModel
+    deepgram: DeepgramFake
+    llm_fake: LoopbackServer
+    elevenlabs: ElevenLabsFake
+    exchanges: list[Exchange] = field(default_factory=list)
+
+    @classmethod
+    async def start(cls, scenario: Scenario, ledger: SpeechLedger, *, sample_rate: int,
+                    llm: LoopbackLLM = "gemini") -> LoopbackServices:
+        """Start the fakes for ``scenario`` and build the services."""
+        from pipecat.services.deepgram.stt import DeepgramSTTService
+        from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
+
+        exchanges: list[Exchange] = []
+        model = ScriptedChatModel(scenario.model)
+
+        def on_words(context_id: str, words: list[SynthesizedWord]) -> None:
+            ledger.words.setdefault(context_id, []).extend(SpokenWord(w.word, w.start, w.end) for w in words)
+            ledger.synthesized_secs[context_id] = max(ledger.synthesized_secs.get(context_id, 0.0),
+                                                      words[-1].end if words else 0.0)
+
+        deepgram = await DeepgramFake(on_exchange=exchanges.append).start()
+        elevenlabs = await ElevenLabsFake(words_per_minute=scenario.tts.words_per_minute,
+                                          first_audio_secs=scenario.tts.first_audio_secs, on_words=on_words,
+                                          on_exchange=exchanges.append).start()
+        llm_fake: LoopbackServer
+        llm_service: LLMService[Any]
+        if llm == "openai":
+            from pipecat.services.openai.llm import OpenAILLMService
+
+            openai_fake = await OpenAIChatFake(model, on_exchange=exchanges.append).start()
+            llm_fake = openai_fake
+            settings = OpenAILLMService.Settings(model="gpt-4.1-mini", system_instruction=scenario.model.system)
+            llm_service = OpenAILLMService(api_key=_KEY, base_url=openai_fake.base_url, settings=settings)
+        else:
+            from pipecat.services.google.llm import GoogleLLMService
+
+            gemini_fake = await GeminiFake(model, on_exchange=exchanges.append).start()
+            llm_fake = gemini_fake
+            llm_service = GoogleLLMService(api_key=_KEY, http_options=gemini_fake.http_options(),
+                                           settings=GoogleLLMService.Settings(system_instruction=scenario.model.system))
+        stt = DeepgramSTTService(api_key=_KEY, base_url=deepgram.base_url, sample_rate=sample_rate)
+        tts = ElevenLabsTTSService(api_key=_KEY, url=elevenlabs.url, sample_rate=sample_rate,
+                                   settings=ElevenLabsTTSService.Settings(voice="loopback"))
+        return cls(stt=stt, llm=llm_service, tts=tts, model=model, deepgram=deepgram, llm_fake=llm_fake,
+                   elevenlabs=elevenlabs, exchanges=exchanges)
+
+    def model_calls(self) -> list[ModelCall]:
+        """Every model call, with what the fake actually streamed."""
+        return self.model.sync()
+
+    async def stop(self) -> None:
+        """Stop every fake."""
+        for fake in (self.deepgram, self.llm_fake, self.elevenlabs):
+            await fake.stop()

@@ -1,0 +1,129 @@
+"""``TraceWriter``: appends trace lines to a file from a background thread.
+
+The voice loop only hands over a finished line (a non-blocking queue put);
+opening, writing and flushing files happen on one writer thread per process,
+shared by every call's trace. The thread wakes at most every
+``BATCH_SECS`` and writes what piled up in one go, so a call's events cost
+the loop no thread switch each, and a slow disk never stalls a frame. Lines
+reach a file in the order they were handed over; :meth:`TraceWriter.close`
+returns once all of a file's lines are written.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+from typing import IO
+
+from loguru import logger
+
+__all__ = ["BATCH_SECS", "TraceWriter"]
+
+#: Longest a written line waits in memory before it reaches the file.
+BATCH_SECS = 0.05
+
+_CLOSE = object()
+
+
+class _WriterThread:
+    """The process's trace-writing thread (started on first use)."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[tuple[TraceWriter, object]] = queue.SimpleQueue()
+        self.hurry = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def put(self, writer: TraceWriter, item: object) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="trace-writer", daemon=True)
+                    self._thread.start()
+        self.queue.put((writer, item))
+
+    def _run(self) -> None:
+        while True:
+            batch = [self.queue.get()]
+            # Let a burst of events pile up (unless a trace is being closed), then write it in one go.
+            self.hurry.wait(BATCH_SECS)
+            self.hurry.clear()
+            while True:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            lines: dict[TraceWriter, list[str]] = {}
+            closing: list[TraceWriter] = []
+            for writer, item in batch:
+                if item is _CLOSE:
+                    closing.append(writer)
+                else:
+                    lines.setdefault(writer, []).append(item)  # type: ignore[arg-type]
+            for writer, pending in lines.items():
+                writer._write_lines(pending)
+            for writer in closing:
+                writer._finish()
+
+
+_THREAD = _WriterThread()
+
+
+class TraceWriter:
+    """Write lines to ``path`` off the caller's thread.
+
+    Args:
+        path: The file to create (its directory is created too); an existing file is replaced.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.error: OSError | None = None
+        self._handle: IO[str] | None = None
+        self._closed = False
+        self._done = threading.Event()
+
+    def write(self, line: str) -> None:
+        """Queue one line (without its newline) for writing; never blocks.
+
+        Raises:
+            ValueError: The writer is closed.
+        """
+        if self._closed:
+            raise ValueError(f"trace writer for {self.path} is closed")
+        _THREAD.put(self, line)
+
+    def close(self, timeout_secs: float = 10.0) -> None:
+        """Write everything queued, close the file, and wait (at most ``timeout_secs``) until that is done."""
+        if self._closed:
+            return
+        self._closed = True
+        _THREAD.put(self, _CLOSE)
+        _THREAD.hurry.set()
+        if not self._done.wait(timeout_secs):
+            logger.warning(f"trace file {self.path} not finished after {timeout_secs} s")
+
+    def _write_lines(self, lines: list[str]) -> None:
+        if self.error is not None:
+            return
+        try:
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._handle = self.path.open("w", encoding="utf-8")
+            self._handle.write("\n".join(lines) + "\n")
+            self._handle.flush()
+        except OSError as exc:
+            # The call goes on without its trace; the failure is reported once.
+            self.error = exc
+            logger.error(f"trace file {self.path} could not be written: {exc}")
+
+    def _finish(self) -> None:
+        try:
+            if self._handle is not None:
+                self._handle.close()
+        except OSError as exc:
+            self.error = exc
+        finally:
+            self._handle = None
+            self._done.set()

@@ -1,0 +1,61 @@
+"""Pipecat's OpenAILLMService and the openai SDK against the OpenAI-compatible chat fake."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.frames.frames import LLMContextFrame, LLMTextFrame
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.services.openai.llm import OpenAILLMService
+from pipecat.tests.utils import SleepFrame, run_test
+
+from pipecat_harness.fakes import ChatReply, OpenAIChatFake
+
+TOOLS = ToolsSchema(standard_tools=[
+    FunctionSchema(name="lookup_order", description="Look up an order.", properties={"order_id": {"type": "string"}},
+                   required=["order_id"]),
+])
+
+
+async def test_text_then_parallel_tool_calls_reach_pipecat():
+    fake = await OpenAIChatFake([ChatReply(text="Let me check both.", tool_calls=[
+        {"id": "c1", "name": "lookup_order", "arguments": {"order_id": "#W1"}},
+        {"id": "c2", "name": "lookup_order", "arguments": {"order_id": "#W2"}}])]).start()
+    looked_up: list[str] = []
+    try:
+        llm = OpenAILLMService(api_key="offline", base_url=fake.base_url,
+                               settings=OpenAILLMService.Settings(model="gpt-4.1-mini", system_instruction="Be brief."))
+
+        async def lookup_order(params: Any) -> None:
+            looked_up.append(params.arguments["order_id"])
+            await params.result_callback({"status": "shipped"})
+
+        llm.register_function("lookup_order", lookup_order)
+        context = LLMContext(messages=[{"role": "user", "content": "Where are my orders?"}], tools=TOOLS)
+        down, _ = await run_test(llm, frames_to_send=[LLMContextFrame(context), SleepFrame(sleep=0.5)],
+                                 expected_down_frames=None)
+    finally:
+        await fake.stop()
+    assert "".join(f.text for f in down if isinstance(f, LLMTextFrame)) == "Let me check both."
+    assert sorted(looked_up) == ["#W1", "#W2"]
+    request = fake.requests[0]
+    assert request.messages[0] == {"role": "system", "content": "Be brief."}
+    assert request.tools == ["lookup_order"] and request.raw["stream"] is True
+    assert fake.sent("chunk")[-1]["usage"]["total_tokens"] > 0
+
+
+async def test_the_openai_sdk_reads_a_whole_completion():
+    from openai import AsyncOpenAI
+
+    fake = await OpenAIChatFake(lambda request: ChatReply(text=f"You said {request.messages[-1]['content']}")).start()
+    try:
+        client = AsyncOpenAI(api_key="offline", base_url=fake.base_url)
+        completion = await client.chat.completions.create(
+            model="m", messages=[{"role": "developer", "content": "Echo."}, {"role": "user", "content": "hi"}])
+        await client.close()
+    finally:
+        await fake.stop()
+    assert completion.choices[0].message.content == "You said hi"
+    assert fake.requests[0].system == "Echo."

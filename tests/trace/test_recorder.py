@@ -1,0 +1,100 @@
+import json
+
+from pipecat.frames.frames import LLMContextFrame
+from pipecat.observers.base_observer import FramePushed
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.openai.llm import OpenAILLMService
+
+from pipecat_harness.trace.recorder import TraceRecorder
+from pipecat_harness.trace.show import describe_event
+from pipecat_harness.trace.timeline import Timeline
+
+
+class _Call:
+    """A context growing turn by turn, pushed to a real LLM service as Pipecat does."""
+
+    def __init__(self, recorder: TraceRecorder) -> None:
+        self.recorder = recorder
+        self.context = LLMContext(messages=[{"role": "system", "content": "You are Sam."}])
+        self.source = FrameProcessor()
+        self.llm = OpenAILLMService(api_key="offline")
+        self.t = 0.0
+        self.truth: list[list[dict]] = []
+
+    async def run_model(self) -> None:
+        self.t += 1.0
+        self.truth.append(json.loads(json.dumps(self.context.get_messages())))
+        await self.recorder.on_push_frame(FramePushed(
+            source=self.source, destination=self.llm, frame=LLMContextFrame(self.context),
+            direction=FrameDirection.DOWNSTREAM, timestamp=int(self.t * 1e9)))
+
+    async def turn(self, number: int) -> None:
+        self.context.add_message({"role": "user", "content": f"turn {number}: my order is W{number:07d}"})
+        await self.run_model()
+        self.context.add_message({"role": "assistant", "content": f"Let me look up order W{number:07d} for you."})
+
+
+async def test_model_inputs_are_logged_as_deltas_and_rebuilt_exactly(tmp_path):
+    path = tmp_path / "call.jsonl"
+    recorder = TraceRecorder(path, call_id="c")
+    call = _Call(recorder)
+    await call.run_model()
+    for number in range(1, 6):
+        await call.turn(number)
+    # The history control rewrites an earlier assistant message in place: logged from there on.
+    call.context.get_messages()[4]["content"] = "Let me look"
+    await call.turn(6)
+    # A tool call and its result run the model again: the reply, the call and the result are new.
+    call.context.add_message({"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": "{}"}}]})
+    call.context.add_message({"role": "tool", "tool_call_id": "c1", "content": "{\"status\": \"shipped\"}"})
+    await call.run_model()
+    recorder.request_full_context()
+    await call.turn(7)
+    recorder.close()
+
+    timeline = Timeline.load(path)
+    inputs = timeline.of("model_input")
+    assert [e.data["keep"] for e in inputs] == [0, 1, 2, 4, 6, 8, 4, 12, 0]
+    assert [len(e.data["messages"]) for e in inputs] == [1, 1, 2, 2, 2, 2, 8, 3, 16]
+    assert [context for _, context in timeline.model_contexts()] == call.truth
+    assert timeline.model_context(inputs[-2])[-1]["role"] == "tool"
+    assert describe_event(inputs[2]).startswith("4 messages (2 new); last user: turn 2")
+    # In-memory events read the same as the file.
+    assert [c for _, c in recorder.timeline().model_contexts()] == call.truth
+
+
+async def test_trace_size_grows_linearly_with_the_number_of_turns(tmp_path):
+    sizes = {}
+    for turns in (10, 100):
+        path = tmp_path / f"{turns}.jsonl"
+        recorder = TraceRecorder(path, call_id="c")
+        call = _Call(recorder)
+        for number in range(turns):
+            await call.turn(number)
+        recorder.close()
+        sizes[turns] = path.stat().st_size
+    # Ten times the turns, ten times the bytes (logging whole contexts would be ~60 times).
+    assert 9 < sizes[100] / sizes[10] < 11
+
+
+def test_old_traces_with_whole_contexts_still_read(tmp_path):
+    path = tmp_path / "old.jsonl"
+    lines = [{"t": 1.0, "lane": "model", "kind": "model_input", "messages": [{"role": "user", "content": "a"}]},
+             {"t": 2.0, "lane": "model", "kind": "model_input",
+              "messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    timeline = Timeline.load(path)
+    assert [len(c) for _, c in timeline.model_contexts()] == [1, 2]
+    assert describe_event(timeline.of("model_input")[1]).startswith("2 messages; last user: b")
+
+
+def test_trace_writer_reports_an_unwritable_file_and_the_call_goes_on(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    recorder = TraceRecorder(blocker / "call.jsonl", call_id="c")
+    recorder.add("caller", "submitted", t=1.0, text="hello")
+    recorder.close()
+    assert recorder._writer is not None and isinstance(recorder._writer.error, OSError)
+    assert [e.kind for e in recorder.events] == ["call_started", "submitted"]
