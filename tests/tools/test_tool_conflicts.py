@@ -1,4 +1,4 @@
-"""A different write on the same resource waits while an earlier one is in flight or unknown ."""
+"""A different write on the same resource waits while an earlier one is in flight or unknown."""
 
 import asyncio
 
