@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
 from pipecat_harness.tools.ledger import OperationLedger
+from pipecat_harness.tools.owners import new_owner, owner_gone
 
 __all__ = ["EventSink", "OutboxConsumer", "OutboxEvent", "OutboxPublisher"]
 
@@ -103,7 +104,8 @@ class OutboxPublisher:
         self.batch_size = batch_size
         self.retry_delay_secs = retry_delay_secs
         self.claim_secs = claim_secs
-        self.publisher_id = uuid.uuid4().hex[:12]
+        # An owner token (host, pid): a restarted process takes over a dead publisher's claims at once.
+        self.publisher_id = new_owner()
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
@@ -125,6 +127,7 @@ class OutboxPublisher:
         """Claim up to ``batch_size`` deliverable events nobody else holds; return them, oldest first."""
         outbox = self.ledger.tables.outbox
         now = self.ledger.clock()
+        await self._release_dead_claims(now)
         token = f"{self.publisher_id}:{uuid.uuid4().hex[:12]}"
         free = and_(outbox.c.published_at.is_(None), outbox.c.attempts < self.max_attempts,
                     outbox.c.claimed_until < now)
@@ -136,6 +139,18 @@ class OutboxPublisher:
             rows = (await conn.execute(select(outbox).where(outbox.c.claimed_by == token)
                                        .order_by(outbox.c.created_at, outbox.c.seq))).all()
         return [_event(r, token) for r in rows]
+
+    async def _release_dead_claims(self, now: float) -> None:
+        outbox = self.ledger.tables.outbox
+        async with self.ledger.engine.connect() as conn:
+            held = {row[0] for row in await conn.execute(
+                select(outbox.c.claimed_by).where(and_(outbox.c.published_at.is_(None),
+                                                       outbox.c.claimed_until >= now)).distinct())}
+        dead = [token for token in held if token and owner_gone(token.rsplit(":", 1)[0])]
+        if dead:
+            async with self.ledger.begin() as conn:
+                await conn.execute(update(outbox).where(outbox.c.claimed_by.in_(dead))
+                                   .values(claimed_by=None, claimed_until=0.0))
 
     async def publish_pending(self) -> tuple[int, int]:
         """Claim a batch of pending events and try once to deliver each.
