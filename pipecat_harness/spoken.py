@@ -80,7 +80,10 @@ def spoken_to_identifier(text: str) -> str:
 
 _NUMERAL_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 _SYMBOL_WORDS = {"@": " at ", "_": " underscore ", "#": " pound "}
-_PAUSE_PUNCT = re.compile(r"(?<=[\dA-Za-z])[.,](?=\s+(?:\d|[A-Za-z](?:[\s.,-]|$)))")
+_PAUSE_PUNCT = re.compile(
+    r"(?<=[\dA-Za-z])[.,](?=\s+(?:\d|[A-Za-z](?:[\s.,-]|$)|(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)\b))",
+    re.IGNORECASE,
+)
 _EDGES = re.compile(r"^([^\w]*)(.*?)([^\w]*)$")
 _GROUPED = re.compile(r"[A-Za-z0-9]+(?:[-.][A-Za-z0-9]+)*")
 

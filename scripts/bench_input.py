@@ -14,7 +14,10 @@ With the default corpus it also prints the same figures on a smaller holdout
 corpus (``tests/input/data/endings_holdout.jsonl``), written apart from the
 corpus the rules were developed against.
 
-Usage: ``python scripts/bench_input.py [--corpus PATH] [--repeat N] [--show-misses]``
+With ``--audio`` it runs the same controls on real recognition instead (see
+``bench_input_audio.py``): Piper -> Silero VAD -> Whisper tiny.en, per stop strategy.
+
+Usage: ``python scripts/bench_input.py [--corpus PATH] [--repeat N] [--show-misses] [--audio [--limit N]]``
 """
 
 from __future__ import annotations
@@ -151,7 +154,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--repeat", type=int, default=20, help="timing passes over the corpus")
     parser.add_argument("--show-misses", action="store_true", help="list missed and falsely held endings")
+    parser.add_argument("--audio", action="store_true", help="run on the audio corpus (needs the [audio] extra)")
+    parser.add_argument("--limit", type=int, default=None, help="with --audio: only the first N utterances")
+    parser.add_argument("--jobs", type=int, default=1, help="with --audio: worker processes")
+    parser.add_argument("--recorded-only", action="store_true",
+                        help="with --audio: only utterances already synthesised and recognised (no model work)")
     args = parser.parse_args(argv)
+    if args.audio:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_input_audio import run_audio_benchmark
+
+        arms = run_audio_benchmark(args.limit, show_misses=args.show_misses, jobs=args.jobs,
+                                   recorded_only=args.recorded_only)
+        on = [a for a in arms if a.hold]
+        return 0 if all(a.caught >= 0.95 * a.splits for a in on) else 1
 
     ours, _ = _report(args.corpus, args.repeat)
     huge = "my order number is W two three " * 4000

@@ -54,6 +54,10 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--services", choices=("scripted", "loopback", "loopback-openai"), default="scripted",
                         help="scripted simulator services, or the bots' services against the loopback fakes")
     parser.add_argument("--compare", metavar="RESULTS_JSON", help="an earlier results.json to compare with")
+    parser.add_argument("--audio", action="store_true",
+                        help="run every call on audio: Piper, Silero VAD, Whisper tiny.en (needs the [audio] extra)")
+    parser.add_argument("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
+                        help="with --audio: the stop strategy (default: speech_timeout)")
     parser.set_defaults(func=_eval)
 
 
@@ -76,7 +80,11 @@ def _eval(args: argparse.Namespace) -> int:
         rules = load_rules(args.rules)
         scenarios = load_scenarios(args.scenarios or None)
         previous = load_results(args.compare) if args.compare else None
-    except (ValueError, RulesError, ScenarioError) as exc:
+        if getattr(args, "audio", False):
+            from pipecat_harness.sim.audio.requirements import require_audio_mode
+
+            require_audio_mode()
+    except (ValueError, RuntimeError, RulesError, ScenarioError) as exc:
         print(f"pipecat-harness eval: {exc}", file=sys.stderr)
         return 2
     if not scenarios:
@@ -86,6 +94,7 @@ def _eval(args: argparse.Namespace) -> int:
     evaluation = run_evaluation(
         scenarios, toggles, rules, runs=args.runs, seed=args.seed, out_dir=out, workers=args.workers,
         progress=lambda line: print(line, file=sys.stderr), services=args.services,
+        audio_turn_stop=args.turn_stop if getattr(args, "audio", False) else None,
     )
     print_report(evaluation, console)
     results = write_results(evaluation, out / "results.json")

@@ -51,6 +51,7 @@ class CallJob:
         seed: Evaluation seed.
         controls: Controls enabled for the call.
         trace_dir: Where its trace is written.
+        audio_turn_stop: Run the call on audio with this stop strategy (``None``: text mode).
         services: ``scripted`` or ``loopback`` (the bots' services against the protocol fakes).
     """
 
@@ -59,6 +60,7 @@ class CallJob:
     seed: int
     controls: tuple[str, ...]
     trace_dir: str
+    audio_turn_stop: str | None = None
     services: str = "scripted"
 
     @property
@@ -103,8 +105,13 @@ def run_call(job: CallJob) -> CallMetrics:
     started = time.perf_counter()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
+            audio = None
+            if job.audio_turn_stop is not None:
+                from pipecat_harness.sim.audio.mode import AudioMode
+
+                audio = AudioMode(turn_stop=job.audio_turn_stop)  # type: ignore[arg-type]
             result = run_scenario(variant, controls=list(job.controls), trace_dir=job.trace_dir,
-                                  services=job.services)  # type: ignore[arg-type]
+                                  services=job.services, audio=audio)  # type: ignore[arg-type]
         timeline = Timeline.load(result.trace_path) if result.trace_path else Timeline([])
         return measure_call(variant, result, timeline, arm="", run=job.run)
     except Exception as exc:  # a broken scenario is a failed call, reported with its reason
@@ -166,6 +173,7 @@ def run_evaluation(
     out_dir: str | Path,
     workers: int = 2,
     progress: Callable[[str], None] | None = None,
+    audio_turn_stop: str | None = None,
     services: str = "scripted",
 ) -> EvalRun:
     """Run the evaluation and return per-control results.
@@ -179,6 +187,7 @@ def run_evaluation(
         out_dir: Directory for the traces.
         workers: Processes running calls in parallel.
         progress: Called with a line after every round.
+        audio_turn_stop: Run every call on audio (Piper, Silero VAD, Whisper) with this stop strategy.
         services: ``scripted`` or ``loopback`` / ``loopback-openai`` (see ``simulate --services``).
     """
     if runs < 1:
@@ -204,7 +213,7 @@ def run_evaluation(
                 for scenario in scenarios:
                     for controls in arms[(control, scenario.name)]:
                         job = CallJob(scenario, run, seed, controls, str(traces / f"run{run}" / _arm_dir(controls)),
-                                      services)
+                                      audio_turn_stop, services)
                         if job.key not in cache:
                             jobs.setdefault(job.key, job)
             for job, metrics in zip(jobs.values(), _execute(list(jobs.values()), workers, pool), strict=True):

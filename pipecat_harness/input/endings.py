@@ -47,6 +47,10 @@ _ORDINARY_BEFORE_AT = frozenset(
 _GROUPED_DIGITS = re.compile(r"[0-9]+(?:[-.][0-9]+)+[-.]?", re.ASCII)
 _GROUP_SEPARATOR = re.compile(r"(?<=[0-9])[-.](?=[0-9])", re.ASCII)
 _JOINERS = frozenset({".", "_", "@"})
+_EMAIL_ANNOUNCED = re.compile(r"\be-?mail(?: address)?(?: is|'s| was)\s+(?P<tail>[^?!]*)$", re.IGNORECASE)
+_PROVIDER_ENDING = re.compile(
+    r"(?:GMAIL|YAHOO|OUTLOOK|HOTMAIL|ICLOUD|AOL|PROTONMAIL|PROTON)\.(?:COM|NET|ORG|ME|CO)$", re.ASCII
+)
 
 
 @dataclass(frozen=True)
@@ -107,9 +111,15 @@ def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> Hold
     if not run:
         if config.use_context and _cue_open(words):
             return HoldDecision(True, "an identifier was announced but not yet said", "cue_open")
+        if config.use_context and _email_without_domain(text):
+            return HoldDecision(True, "an announced email has no domain yet", "email_open")
         return HoldDecision(False, "ends in ordinary words", "ordinary")
 
     ident = _ungroup_digits(_written(run))
+    provider = _PROVIDER_ENDING.search(ident)
+    if config.use_context and provider and (provider.start() > 0 or _EMAIL_ANNOUNCED.search(text[-200:])):
+        # The recogniser dropped the "at" ("omar.patel gmail.com"): the address is all there.
+        return HoldDecision(False, "complete email (its 'at' not transcribed)", "complete:email", ident)
     last = run[-1]
     if last.kind in ("connector", "at", "multiplier") or (last.kind == "written" and not ident[-1].isalnum()):
         if last.kind == "multiplier":
@@ -135,6 +145,21 @@ def continues_identifier(text: str, config: IdentifierHoldConfig | None = None) 
     skip = FILLER_WORDS | {"and", "then", "so", "yes", "yeah", "sorry", "okay", "ok"}
     first = next((p for p in pieces if not (p.kind == "word" and p.text in skip)), None)
     return first is not None and first.kind in _ID_KINDS
+
+
+def _email_without_domain(text: str) -> bool:
+    """Whether the turn announced an email ("my email is ...") and says part of one, with no domain yet.
+
+    Real recognisers mangle spoken addresses into words ("ten dot new in"); what
+    survives is the dots. A turn ending like that is still mid-address.
+    """
+    match = _EMAIL_ANNOUNCED.search(text[-200:])
+    if match is None:
+        return False
+    tail = match.group("tail").strip().lower()
+    if not tail or len(tail.split()) > 8 or "@" in tail or re.search(r"\bat\b", tail):
+        return False
+    return bool(re.search(r"\bdot\b|\w\.\w", tail))
 
 
 def _open_as_in(pieces: list[Piece]) -> bool:

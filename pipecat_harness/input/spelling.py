@@ -16,6 +16,7 @@ byte for byte, so airport codes ("JFK"), product terms ("4K", "MP3",
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,6 +129,8 @@ class SpellingNormalizer(FrameProcessor):
         if isinstance(frame, TranscriptionFrame) and direction == FrameDirection.DOWNSTREAM and frame.text:
             result = normalize_spelling(frame.text, self.rules)
             if result.changed:
+                # A rewritten copy goes on; the frame the trace recorded as raw ASR keeps what the recogniser said.
+                frame = copy.copy(frame)
                 frame.text = result.after
                 if self._on_rewrite is not None:
                     self._on_rewrite(

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES
+from pipecat_harness.input.identifier_formats import EMAIL_FORMAT, IDENTIFIER_CUES
 from pipecat_harness.spoken import CONNECTOR_WORDS, DIGIT_WORDS, NATO_WORDS
 
 __all__ = ["FILLER_WORDS", "MULTIPLIER_WORDS", "Piece", "PieceKind", "tokenize"]
@@ -57,6 +57,13 @@ _QUANTITY_LIKE = re.compile(
 _WRITTEN_ID = re.compile(r"#?[A-Za-z0-9]+(?:[._@/\-#][A-Za-z0-9]+)*[._@/\-#]?|#", re.ASCII)
 _SPELLED_LETTERS = re.compile(r"[A-Za-z](?:[.\-][A-Za-z])+\.?", re.ASCII)
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
+#: A recogniser's grouping of identifier pieces: "W-237-8156", "7-0-4-4-2-6", "C-F-A-0-4-Y", "W-237".
+_GROUPED_PIECES = re.compile(r"(?:[A-Za-z]?[0-9]+|[A-Za-z])(?:[-.](?:[A-Za-z]?[0-9]+|[A-Za-z]))+", re.ASCII)
+#: Digits a recogniser read as a number: "nine four" -> "9.4", "eight oh six six" -> "8,066".
+_NUMBER_READING = re.compile(r"[0-9]{1,2}\.[0-9]{1,2}|[0-9]{1,3}(?:,[0-9]{3})+", re.ASCII)
+#: Words that announce spelling; an all-capitals word after one is the letters fused ("KOV", "CFA").
+_SPELLING_CUES = frozenset({"spelled", "spell", "spelling", "letters", "initials", "code", "confirmation"})
+_CONTEXT_PIECES = 6
 
 
 @dataclass(slots=True)
@@ -122,6 +129,9 @@ def _chunk_pieces(chunk: str) -> list[Piece]:
         if "-" in chunk and chunk.lower() not in NATO_WORDS and not re.fullmatch(r"[a-z]+-[a-z]+", chunk.lower()):
             return [Piece("word", chunk.lower(), chunk)]
         return _word_pieces(chunk)
+    if _GROUPED_PIECES.fullmatch(chunk):
+        # The dashes and dots a recogniser puts between groups are not part of the identifier.
+        return [Piece("written", re.sub(r"[-.]", "", chunk).upper(), chunk)]
     if _WRITTEN_ID.fullmatch(chunk):
         return [Piece("written", chunk.upper(), chunk)]
     return [Piece("word", chunk.lower(), chunk)]
@@ -164,6 +174,40 @@ def _merge_tens(pieces: list[Piece]) -> list[Piece]:
     return merged
 
 
+def _read_in_context(pieces: list[Piece]) -> list[Piece]:
+    """Undo recogniser readings that only context reveals.
+
+    * "Under score" (one connector split in two words) is the connector;
+    * "9.4" or "8,066" after an identifier cue or identifier pieces is digits, not a quantity;
+    * an all-capitals word after a spelling cue is the spelled letters fused ("KOV").
+    """
+    out: list[Piece] = []
+    for piece in pieces:
+        previous = out[-1] if out else None
+        window = {p.text for p in out[-_CONTEXT_PIECES:]}
+        if piece.kind == "word" and piece.text == "score" and previous is not None and previous.text == "under":
+            out[-1] = Piece("connector", "_", f"{previous.word} {piece.word}")
+            continue
+        if piece.kind == "word" and _NUMBER_READING.fullmatch(piece.word):
+            after_pieces = previous is not None and previous.kind in ("digit", "written", "letter", "connector")
+            if after_pieces or window & IDENTIFIER_CUES:
+                out.append(Piece("digit", re.sub(r"[.,]", "", piece.word), piece.word, pause_after=piece.pause_after))
+                continue
+        fused = piece.word.isupper() or any(c.isupper() for c in piece.word[1:])  # "KOV", "ZrB"
+        if (
+            piece.kind == "word"
+            and piece.word.isascii()
+            and piece.word.isalpha()
+            and fused
+            and 2 <= len(piece.word) <= 8
+            and window & _SPELLING_CUES
+        ):
+            out.extend(Piece("letter", letter, piece.word) for letter in piece.word)
+            continue
+        out.append(piece)
+    return out
+
+
 def tokenize(text: str, *, max_chars: int = 400) -> list[Piece]:
     """Return the pieces of the last ``max_chars`` characters of ``text``.
 
@@ -181,7 +225,9 @@ def tokenize(text: str, *, max_chars: int = 400) -> list[Piece]:
     pieces: list[Piece] = []
     for raw in chunks:
         chunk = _CHUNK_EDGE.sub("", raw)
-        if chunk.endswith(".") and not chunk.endswith("..") and len(chunk) > 1 and "@" not in chunk:
+        if chunk.endswith(".") and not chunk.endswith("..") and len(chunk) > 1 and (
+            "@" not in chunk or EMAIL_FORMAT.is_complete(chunk[:-1].upper())
+        ):
             chunk = chunk[:-1]  # a sentence period, not a spoken "dot"
         if not chunk:
             continue
@@ -190,4 +236,4 @@ def tokenize(text: str, *, max_chars: int = 400) -> list[Piece]:
             chunk_pieces[-1].pause_after = True
         pieces.extend(chunk_pieces)
     _resolve_ambiguous(pieces)
-    return _merge_tens(pieces)
+    return _read_in_context(_merge_tens(pieces))

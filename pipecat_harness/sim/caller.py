@@ -268,6 +268,9 @@ class SimulatedCaller(BaseObserver):
                 self._bot.starts, CallerTurn(after="bot", delay=linger_secs, wait=final_wait_secs,
                                              speech=[SpeechSegment(pause=0)]),
             )
+        await self._end_call(worker)
+
+    async def _end_call(self, worker: Any) -> None:
         await worker.queue_frame(EndFrame())
 
     async def _speak(self, worker: Any, turn: CallerTurn) -> None:

@@ -51,6 +51,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--traces", default="traces", help="directory for call timelines (default: ./traces)")
     parser.add_argument("--timeline", choices=["short", "full", "none"], default="short",
                         help="timeline printed per call (default: short)")
+    parser.add_argument("--audio", action="store_true",
+                        help="voice the caller with Piper and recognise it with Silero VAD and Whisper tiny.en "
+                        "(needs the [audio] extra; audio and transcripts are cached)")
+    parser.add_argument("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
+                        help="with --audio: the stop strategy (default: speech_timeout)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show Pipecat's logs")
     parser.set_defaults(func=_simulate)
 
@@ -84,6 +89,16 @@ def _simulate(args: argparse.Namespace) -> int:
     if not scenarios:
         console.print("[red]pipecat-harness: no scenario files found[/red]")
         return 2
+    audio = None
+    if getattr(args, "audio", False):
+        from pipecat_harness.sim.audio import AudioModeUnavailable
+        from pipecat_harness.sim.audio.mode import AudioMode
+
+        try:
+            audio = AudioMode(turn_stop=args.turn_stop)
+        except AudioModeUnavailable as exc:
+            console.print(f"[red]pipecat-harness: {exc}[/red]")
+            return 2
     trace_dir = Path(args.traces)
     results: list[CallResult] = []
     started = time.perf_counter()
@@ -93,7 +108,7 @@ def _simulate(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             console.print(f"[red]pipecat-harness: {exc}[/red]")
             return 2
-        result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services)
+        result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services, audio=audio)
         results.append(result)
         _print_result(console, result, args.timeline)
     mismatched = [r for r in results if not r.as_expected]

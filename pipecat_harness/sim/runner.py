@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.pipeline.pipeline import Pipeline
@@ -44,6 +44,9 @@ from pipecat_harness.sim.scenario import Scenario, ToolFault
 from pipecat_harness.sim.scripted_llm import ModelCall, ScriptedLLMService, context_messages
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
+
+if TYPE_CHECKING:
+    from pipecat_harness.sim.audio.mode import AudioMode
 
 __all__ = ["SIM_SERVICES", "CallResult", "CheckResult", "SimServices", "run_scenario", "run_scenarios", "simulate_call"]
 
@@ -143,6 +146,7 @@ async def simulate_call(
     use_harness: bool = True,
     observers: Sequence[BaseObserver] = (),
     services: SimServices = "scripted",
+    audio: AudioMode | None = None,
 ) -> CallResult:
     """Run one scenario on the running (virtual-time) loop and check its expectations.
 
@@ -157,7 +161,14 @@ async def simulate_call(
         services: ``scripted`` (the simulator's own LLM and TTS, injected transcripts) or
             ``loopback`` / ``loopback-openai`` (the bots' Deepgram, Gemini or OpenAI, and
             ElevenLabs services against the protocol fakes).
+        audio: Voice the caller with Piper and recognise it with Silero VAD and Whisper
+            (``None``: the caller's transcript frames are injected directly). Scripted services only.
+
+    Raises:
+        ValueError: ``audio`` with loopback services.
     """
+    if audio is not None and services != "scripted":
+        raise ValueError("audio mode runs with the scripted services; the loopback services bring their own STT")
     wall_started = time.perf_counter()
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -177,7 +188,9 @@ async def simulate_call(
     executions: dict[str, int] = {}
     tools = RetailTools(db)
     user_params = LLMUserAggregatorParams(
-        user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)])
+        user_turn_strategies=UserTurnStrategies(stop=[
+            audio.stop_strategy() if audio is not None else SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)
+        ])
     )
     loopback: LoopbackServices | None = None
     if services == "scripted":
@@ -187,15 +200,16 @@ async def simulate_call(
             word_timestamps=scenario.tts.word_timestamps, words_per_minute=scenario.tts.words_per_minute,
             first_audio_secs=scenario.tts.first_audio_secs, ledger=ledger, sample_rate=_SAMPLE_RATE,
         )
-        source: list[Any] = []
+        source: list[Any] = audio.front_end() if audio is not None else []
         model_calls: Callable[[], list[ModelCall]] = lambda: scripted.calls  # noqa: E731
     else:
         loopback = await LoopbackServices.start(scenario, ledger, sample_rate=_SAMPLE_RATE,
                                                 llm="openai" if services == "loopback-openai" else "gemini")
         llm, tts, source, model_calls = loopback.llm, loopback.tts, [loopback.stt], loopback.model_calls
     transport = SimulatedOutputTransport(ledger=ledger, sample_rate=_SAMPLE_RATE)
-    caller = SimulatedCaller(scenario.caller, scenario.caller_voice,
-                             recogniser=loopback.deepgram if loopback is not None else None, sample_rate=_SAMPLE_RATE)
+    caller = audio.caller(scenario) if audio is not None else SimulatedCaller(
+        scenario.caller, scenario.caller_voice,
+        recogniser=loopback.deepgram if loopback is not None else None, sample_rate=_SAMPLE_RATE)
     built = build_call_pipeline(
         harness=harness if use_harness else None, llm=llm, tts=tts, output=transport, tools=tools,
         user_params=user_params, source=source, wrap_handler=_fault_wrapper(scenario.faults, executions),
@@ -325,6 +339,7 @@ def run_scenario(
     use_harness: bool = True,
     observers: Sequence[BaseObserver] = (),
     services: SimServices = "scripted",
+    audio: AudioMode | None = None,
 ) -> CallResult:
     """Run one scenario on its own virtual-time loop and return the result.
 
@@ -337,6 +352,7 @@ def run_scenario(
         use_harness: ``False`` runs the same pipeline without the harness (a baseline).
         observers: Extra observers for the worker (they see every frame of the call).
         services: ``scripted``, ``loopback`` or ``loopback-openai`` (see :func:`simulate_call`).
+        audio: Run the call on audio (Piper, Silero VAD, Whisper tiny.en); ``None`` for text mode.
     """
     config = config or HarnessConfig.preset(scenario.domain)
     if controls is not None:
@@ -345,9 +361,9 @@ def run_scenario(
     with tempfile.TemporaryDirectory(prefix="pipecat-harness-sim-") as tmp:
         return _run_on_virtual_loop(
             simulate_call(scenario, config, workdir=Path(tmp), trace_path=trace_path, use_harness=use_harness,
-                          observers=observers, services=services),
+                          observers=observers, services=services, audio=audio),
             max_virtual_secs=scenario.max_call_secs + 120.0,
-            max_wall_secs=max_wall_secs,
+            max_wall_secs=max_wall_secs if audio is None else max(max_wall_secs, 900.0),
         )
 
 

@@ -81,3 +81,11 @@ async def test_processor_rewrites_final_transcripts_and_records_before_and_after
     )
     assert [f.text for f in down] == ["YAsIn", "Y as in Yellow", "I'm flying to JFK"]
     assert decisions == [("rewritten", {"before": "YAsInYellow", "after": "Y as in Yellow", "rules": ["as_in"]})]
+
+
+async def test_the_recogniser_frame_keeps_its_raw_text_for_the_trace() -> None:
+    """The normalizer forwards a rewritten copy: the frame the trace recorded as raw ASR is not edited."""
+    raw = TranscriptionFrame(text="it's S.M.I.T.H.", user_id="u", timestamp="t")
+    down, _ = await run_test(SpellingNormalizer(), frames_to_send=[raw], expected_down_frames=[TranscriptionFrame])
+    assert raw.text == "it's S.M.I.T.H."
+    assert down[0].text == "it's S M I T H" and down[0] is not raw

