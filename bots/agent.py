@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
 from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
-from pipecat.transports.base_transport import BaseTransport
+from pipecat.transports.base_transport import BaseTransport, TransportParams
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy, TurnAnalyzerUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
@@ -60,12 +60,15 @@ from pipecat_harness.harness import Harness
 
 __all__ = [
     "SYSTEM_PROMPT",
+    "TRANSPORT_PARAMS",
     "Agent",
     "Services",
     "bot",
     "build_agent",
+    "chosen_transport",
     "create_services",
     "open_retail_database",
+    "refuse_unsupported_transport",
     "runner_requirements",
     "turn_stop_watchdog_secs",
 ]
@@ -240,6 +243,7 @@ async def build_agent(
     harness = Harness(
         config,
         call_id=call_id,
+        strict=True,  # a wiring mistake here is a bug in the bot: refuse to run the call with a control bypassed
         write_tools=RETAIL_WRITE_TOOLS,
         trace_metadata={"bot": bot_name, "transport": type(transport).__name__},
     )
@@ -287,10 +291,28 @@ def _connect_transport_events(agent: Agent, transport: BaseTransport, *, greet_o
             await agent.worker.cancel()
 
 
-def runner_requirements(argv: Sequence[str]) -> list[Requirement]:
-    """What the development runner needs for the transport chosen with ``-t``."""
-    from bots.settings import TWILIO_REQUIREMENTS
+#: The transports this bot serves, with the Pipecat transport params of each (for the runner's ``create_transport``).
+TRANSPORT_PARAMS: dict[str, Callable[[], Any]] = {
+    "daily": lambda: _daily_params(),
+    "webrtc": lambda: TransportParams(audio_in_enabled=True, audio_out_enabled=True),
+    "twilio": lambda: _websocket_params(),
+}
 
+
+def _daily_params() -> Any:
+    from pipecat.transports.daily.transport import DailyParams
+
+    return DailyParams(audio_in_enabled=True, audio_out_enabled=True)
+
+
+def _websocket_params() -> Any:
+    from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams
+
+    return FastAPIWebsocketParams(audio_in_enabled=True, audio_out_enabled=True)
+
+
+def chosen_transport(argv: Sequence[str]) -> str | None:
+    """The transport chosen with ``-t`` (``daily`` for ``-d``), or ``None`` (the runner's default, webrtc)."""
     transport = None
     for index, arg in enumerate(argv):
         if arg in ("-t", "--transport") and index + 1 < len(argv):
@@ -299,6 +321,14 @@ def runner_requirements(argv: Sequence[str]) -> list[Requirement]:
             transport = arg.split("=", 1)[1]
         elif arg in ("-d", "--direct"):
             transport = "daily"
+    return transport
+
+
+def runner_requirements(argv: Sequence[str]) -> list[Requirement]:
+    """What the development runner needs for the transport chosen with ``-t``."""
+    from bots.settings import TWILIO_REQUIREMENTS
+
+    transport = chosen_transport(argv)
     # Without -t every transport is served, and only the provider keys are needed up front.
     requirements = list(PROVIDER_KEYS)
     if transport == "daily":
@@ -309,29 +339,26 @@ def runner_requirements(argv: Sequence[str]) -> list[Requirement]:
     return requirements
 
 
-async def bot(runner_args: Any) -> None:
-    """Pipecat development runner entry point (``-t webrtc``, ``-t daily``, ``-t twilio``)."""
-    from pipecat.runner.types import DailyRunnerArguments, SmallWebRTCRunnerArguments, WebSocketRunnerArguments
+#: Settings and harness config validated by :func:`main` before the runner starts (``None`` under another runner).
+_STARTUP: tuple[BotSettings, HarnessConfig] | None = None
 
-    settings = BotSettings.from_env()
+
+async def bot(runner_args: Any) -> None:
+    """Pipecat development runner entry point (``-t webrtc``, ``-t daily``, ``-t twilio``).
+
+    Daily and WebRTC transports come from the runner's ``create_transport`` with
+    :data:`TRANSPORT_PARAMS`; Twilio media streams get the bot's own transport,
+    which adds playback marks for the history control.
+    """
+    from pipecat.runner.types import WebSocketRunnerArguments
+    from pipecat.runner.utils import create_transport
+
+    settings, config = _STARTUP or (BotSettings.from_env(), None)
     call_id = (runner_args.session_id or uuid.uuid4().hex)[:12]
     before_output: list[FrameProcessor] = []
     audio_out = 24000
-    if isinstance(runner_args, DailyRunnerArguments):
-        from bots.daily_bot import daily_transport
-
-        transport: BaseTransport = daily_transport(runner_args.room_url, runner_args.token)
-        bot_name = "runner-daily"
-    elif isinstance(runner_args, SmallWebRTCRunnerArguments):
-        from pipecat.transports.base_transport import TransportParams
-        from pipecat.transports.smallwebrtc.transport import SmallWebRTCTransport
-
-        transport = SmallWebRTCTransport(
-            params=TransportParams(audio_in_enabled=True, audio_out_enabled=True),
-            webrtc_connection=runner_args.webrtc_connection,
-        )
-        bot_name = "runner-webrtc"
-    elif isinstance(runner_args, WebSocketRunnerArguments):
+    call = None
+    if isinstance(runner_args, WebSocketRunnerArguments):
         from pipecat.runner.utils import parse_telephony_websocket
 
         from bots.twilio_bot import TWILIO_AUDIO_OUT_SAMPLE_RATE, twilio_call
@@ -340,27 +367,43 @@ async def bot(runner_args: Any) -> None:
         if transport_type != "twilio":
             raise ValueError(f"this bot serves Twilio media streams, not {transport_type!r}")
         call = twilio_call(runner_args.websocket, call_data.get("stream_id"), call_data.get("call_id"))
-        transport, before_output, audio_out = call.transport, [call.mark_requester], TWILIO_AUDIO_OUT_SAMPLE_RATE
+        transport: BaseTransport = call.transport
+        before_output, audio_out = [call.mark_requester], TWILIO_AUDIO_OUT_SAMPLE_RATE
         call_id = call_data.get("call_id") or call_id
         bot_name = "runner-twilio"
     else:
-        raise ValueError(f"unsupported runner arguments: {type(runner_args).__name__}")
+        transport = await create_transport(runner_args, TRANSPORT_PARAMS)
+        kinds = {"DailyRunnerArguments": "daily", "SmallWebRTCRunnerArguments": "webrtc"}
+        bot_name = f"runner-{kinds.get(type(runner_args).__name__, type(transport).__name__)}"
 
     agent = await build_agent(
         transport, settings=settings, bot_name=bot_name, call_id=call_id, before_output=before_output,
         audio_out_sample_rate=audio_out, idle_timeout_secs=runner_args.pipeline_idle_timeout_secs,
+        harness_config=config,
     )
-    if isinstance(runner_args, WebSocketRunnerArguments):
+    if call is not None:
         call.attach(agent)
     await agent.run(handle_sigint=runner_args.handle_sigint, handle_sigterm=runner_args.handle_sigterm)
 
 
-def main() -> None:
-    """Check the keys for the chosen transport, then start Pipecat's development runner."""
-    from bots.settings import exit_if_missing, load_dotenv_from_cwd
+def refuse_unsupported_transport(argv: Sequence[str]) -> None:
+    """Exit 2 at start when ``-t`` names a transport this bot does not serve (instead of failing on a call)."""
+    transport = chosen_transport(argv)
+    if transport is not None and transport not in TRANSPORT_PARAMS:
+        print(f"agent: transport {transport!r} is not supported by this bot; use -t "
+              f"{', '.join(TRANSPORT_PARAMS)}", file=sys.stderr)
+        raise SystemExit(2)
 
-    load_dotenv_from_cwd()
-    exit_if_missing("agent", runner_requirements(sys.argv[1:]))
+
+def main() -> None:
+    """Check the transport, keys and config, then start Pipecat's development runner (``--help`` needs no keys)."""
+    global _STARTUP
+    from bots.settings import startup_settings, wants_help
+
+    argv = sys.argv[1:]
+    if not wants_help(argv):
+        refuse_unsupported_transport(argv)
+        _STARTUP = startup_settings("agent", runner_requirements(argv))
     from pipecat.runner.run import main as runner_main
 
     runner_main()

@@ -21,7 +21,8 @@ if __package__ in (None, ""):
 from loguru import logger
 from pipecat.transports.daily.transport import DailyParams, DailyTransport
 
-from bots.settings import DAILY_REQUIREMENTS, PROVIDER_KEYS, exit_if_missing, load_dotenv_from_cwd
+from bots.settings import DAILY_REQUIREMENTS, PROVIDER_KEYS, BotSettings, startup_settings
+from pipecat_harness.config import HarnessConfig
 
 __all__ = ["REQUIREMENTS", "daily_transport", "resolve_room", "run"]
 
@@ -56,25 +57,22 @@ async def resolve_room() -> tuple[str, str | None]:
     return room.room_url, room.token
 
 
-async def run() -> None:
+async def run(settings: BotSettings, config: HarnessConfig) -> None:
     """Join or create the room and run one conversation."""
     from bots.agent import build_agent
-    from bots.settings import BotSettings
 
-    settings = BotSettings.from_env()
     room_url, token = await resolve_room()
     print(f"daily_bot: join the call at {room_url}", flush=True)
     transport = daily_transport(room_url, token)
-    agent = await build_agent(transport, settings=settings, bot_name="daily")
+    agent = await build_agent(transport, settings=settings, bot_name="daily", harness_config=config)
     logger.info(f"call {agent.harness.call_id}: trace {agent.trace_path}")
     await agent.run(handle_sigint=True)
 
 
 def main() -> None:
     """Check the keys, then run."""
-    load_dotenv_from_cwd()
-    exit_if_missing("daily_bot", REQUIREMENTS)
-    asyncio.run(run())
+    settings, config = startup_settings("daily_bot", REQUIREMENTS)
+    asyncio.run(run(settings, config))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bots.settings import PROVIDER_KEYS, exit_if_missing, load_dotenv_from_cwd
+from bots.settings import PROVIDER_KEYS, BotSettings, startup_settings
+from pipecat_harness.config import HarnessConfig
 
 if TYPE_CHECKING:
     from pipecat.transports.local.audio import LocalAudioTransport
@@ -68,14 +69,12 @@ def _device_index(name: str) -> int | None:
         raise SystemExit(f"local_bot: {name} must be a device number, not {value!r}") from None
 
 
-async def run() -> None:
+async def run(settings: BotSettings, config: HarnessConfig) -> None:
     """Open the audio devices and run one conversation until Ctrl-C."""
     from bots.agent import build_agent
-    from bots.settings import BotSettings
 
-    settings = BotSettings.from_env()
     transport = local_transport(_device_index("LOCAL_AUDIO_INPUT_DEVICE"), _device_index("LOCAL_AUDIO_OUTPUT_DEVICE"))
-    agent = await build_agent(transport, settings=settings, bot_name="local")
+    agent = await build_agent(transport, settings=settings, bot_name="local", harness_config=config)
     print(f"local_bot: speak after the greeting; Ctrl-C ends the call. Trace: {agent.trace_path}", flush=True)
     await agent.greet()
     await agent.run(handle_sigint=True)
@@ -83,10 +82,9 @@ async def run() -> None:
 
 def main() -> None:
     """Check the keys (before touching any device or connection), then run."""
-    load_dotenv_from_cwd()
-    exit_if_missing("local_bot", REQUIREMENTS)
+    settings, config = startup_settings("local_bot", REQUIREMENTS)
     try:
-        asyncio.run(run())
+        asyncio.run(run(settings, config))
     except ModuleNotFoundError as exc:
         if exc.name != "pyaudio":
             raise

@@ -26,6 +26,8 @@ __all__ = [
     "exit_if_missing",
     "load_dotenv_from_cwd",
     "missing_settings",
+    "startup_settings",
+    "wants_help",
 ]
 
 #: ElevenLabs' "Rachel" premade voice, available on every account.
@@ -113,6 +115,34 @@ def exit_if_missing(program: str, requirements: Iterable[Requirement]) -> None:
         print(f"{program}: missing environment variable(s): {', '.join(missing)}", file=sys.stderr)
         print(f"{program}: copy .env.example to .env and fill them in (see README, section Bots)", file=sys.stderr)
         raise SystemExit(2)
+
+
+def wants_help(argv: Iterable[str]) -> bool:
+    """Whether the command line asks for help (which needs no keys)."""
+    return any(arg in ("-h", "--help") for arg in argv)
+
+
+def startup_settings(program: str, requirements: Iterable[Requirement]) -> tuple[BotSettings, HarnessConfig]:
+    """Check keys, settings and the harness config once, before any connection; exit 2 with one sentence if wrong.
+
+    A wrong ``PIPECAT_HARNESS_CONFIG`` path or value therefore stops the bot at
+    start instead of reaching the first caller.
+
+    Args:
+        program: Name used in messages (``agent``...).
+        requirements: What this bot needs.
+
+    Returns:
+        The settings and the validated harness configuration every call uses.
+    """
+    load_dotenv_from_cwd()
+    exit_if_missing(program, requirements)
+    try:
+        settings = BotSettings.from_env()
+        return settings, settings.harness_config()
+    except ValueError as exc:  # ConfigError and bad settings: one sentence naming the setting
+        print(f"{program}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _turn_stop(value: str) -> TurnStop:

@@ -37,7 +37,7 @@ from pipecat.runner.utils import parse_telephony_websocket
 from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 
-from bots.settings import PROVIDER_KEYS, TWILIO_REQUIREMENTS, BotSettings, exit_if_missing, load_dotenv_from_cwd
+from bots.settings import PROVIDER_KEYS, TWILIO_REQUIREMENTS, BotSettings, startup_settings
 from bots.twilio_marks import MarkEvent, MarkingTwilioSerializer, PlaybackReceipts, TwilioMarkRequester
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.history.marks import twilio_mark_message
@@ -299,8 +299,7 @@ async def _run_call(state: _AppState, websocket: WebSocket, call_data: Any) -> N
 
 def main() -> None:
     """Check the keys, then serve on ``TWILIO_BOT_HOST:TWILIO_BOT_PORT`` (default 0.0.0.0:8765)."""
-    load_dotenv_from_cwd()
-    exit_if_missing("twilio_bot", REQUIREMENTS)
+    settings, config = startup_settings("twilio_bot", REQUIREMENTS)
     import uvicorn
 
     host = os.getenv("TWILIO_BOT_HOST", "0.0.0.0")
@@ -311,7 +310,7 @@ def main() -> None:
         raise SystemExit(f"twilio_bot: TWILIO_BOT_PORT must be a port number, not {port_text!r}") from None
     print(f"twilio_bot: set your number's voice webhook to https://<public host>/ (POST); listening on {host}:{port}",
           flush=True)
-    uvicorn.run(create_app(), host=host, port=port)
+    uvicorn.run(create_app(settings_factory=lambda: settings, harness_config=config), host=host, port=port)
 
 
 if __name__ == "__main__":

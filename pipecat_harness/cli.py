@@ -1,8 +1,10 @@
 """The ``pipecat-harness`` command.
 
 Each subcommand lives next to the code it drives and registers itself through
-an ``add_parser(subparsers)`` function listed in :data:`COMMANDS`; the function
-sets ``func`` on its parser, which returns the process exit code.
+an ``add_parser(subparsers)`` function in the module named in :data:`COMMANDS`.
+Only the module of the command being run is imported: ``--help`` and
+``simulate`` work from a wheel installed without extras, and a command whose
+extra is missing says which one to install instead of printing a traceback.
 """
 
 from __future__ import annotations
@@ -12,29 +14,105 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "main"]
+from pipecat_harness.errors import InputError, UsageError, extra_for_module, missing_extra_message
 
-#: Subcommand modules, each with ``add_parser(subparsers)``.
-COMMANDS: tuple[str, ...] = (
-    "pipecat_harness.proxy.command",
-    "pipecat_harness.sim.command",
-    "pipecat_harness.trace.command",
-    "pipecat_harness.grader.command",
-    "pipecat_harness.eval.command",
+__all__ = ["COMMANDS", "Command", "build_parser", "main", "port_number"]
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its name, one-line help and the module whose ``add_parser`` registers it."""
+
+    name: str
+    module: str
+    help: str
+
+
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS: tuple[Command, ...] = (
+    Command("simulate", "pipecat_harness.sim.command",
+            "run simulated calls (bundled scenarios by default) and check their outcomes"),
+    Command("eval", "pipecat_harness.eval.command",
+            "A/B evaluation: each control on and off over the scenarios, benefit and cost per control"),
+    Command("trace", "pipecat_harness.trace.command", "inspect call timelines (terminal or HTML)"),
+    Command("proxy", "pipecat_harness.proxy.command",
+            "serve the custom-LLM proxy for Vapi and Retell (needs pipecat-harness[proxy])"),
+    Command("grader", "pipecat_harness.grader.command", "per-turn grader tools"),
+    Command("handoff", "pipecat_harness.business.command",
+            "print a call's verified handoff summary (every line linked to its record)"),
+    Command("console", "pipecat_harness.grader.command",
+            "serve the operator console of flagged turns (needs pipecat-harness[proxy])"),
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the argument parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors say what to type, in one line, with exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+
+def port_number(text: str) -> int:
+    """An ``argparse`` type for a TCP port to listen on (0 picks a free one).
+
+    Raises:
+        argparse.ArgumentTypeError: Not a whole number from 0 to 65535.
+    """
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port; give a number from 1 to 65535")
+    return port
+
+
+def _command_named(name: str | None) -> Command | None:
+    return next((c for c in COMMANDS if c.name == name), None)
+
+
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """Build the argument parser.
+
+    Args:
+        selected: The subcommand about to run: only its module is imported and
+            its full parser built; the others are listed by name and help.
+
+    Raises:
+        UsageError: The selected command's module needs an extra that is not installed.
+    """
+    parser = _Parser(
         prog="pipecat-harness",
         description="Controls for Pipecat voice agents: simulate calls, evaluate controls, serve the proxy.",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
-        importlib.import_module(module).add_parser(subparsers)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    command = _command_named(selected)
+    if command is not None:
+        _import_command(command).add_parser(subparsers)  # type: ignore[attr-defined]
+    for other in COMMANDS:
+        if other.name not in subparsers.choices:
+            subparsers.add_parser(other.name, help=other.help, add_help=False)
     return parser
+
+
+def _import_command(command: Command) -> object:
+    try:
+        return importlib.import_module(command.module)
+    except ModuleNotFoundError as exc:
+        extra = extra_for_module(exc.name or "")
+        if extra is None:
+            raise
+        raise UsageError(missing_extra_message(f"pipecat-harness {command.name}", exc.name or "", extra)) from exc
+
+
+def _selected_command(argv: Sequence[str]) -> str | None:
+    """The first argument that names a subcommand (options before it take no values)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if _command_named(arg) else None
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,13 +122,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Pipecat logs every frame at DEBUG; a command line shows warnings only unless asked.
     logger.remove()
     logger.add(sys.stderr, level=os.environ.get("PIPECAT_HARNESS_LOG_LEVEL", "WARNING"))
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        parser = build_parser(_selected_command(argv))
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
         return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"pipecat-harness: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 2
     except KeyboardInterrupt:
         return 130
 

@@ -13,16 +13,20 @@ of precedence::
 from __future__ import annotations
 
 import contextvars
+import importlib
+import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from pipecat_harness.validation import describe_validation_error, load_mapping_file
+from pipecat_harness.errors import InputError
+from pipecat_harness.validation import describe_validation_error, is_sensitive, load_mapping_file
 
 __all__ = [
     "CONTROL_NAMES",
+    "CallStateSettings",
     "ChecklistSettings",
     "ConfigError",
     "Domain",
@@ -35,18 +39,54 @@ __all__ = [
     "SpellingSettings",
     "ToolGateSettings",
     "TraceSettings",
+    "check_database_url",
+    "describe_config_error",
+    "env_name",
 ]
 
 Domain = Literal["retail", "airline", "telecom"]
 
 #: The switchable controls, by the name used in configs, scenarios and ``eval --toggle``.
-CONTROL_NAMES = ("identifier_hold", "spelling", "silent_reply", "tool_gate", "history", "checklist", "grader")
+CONTROL_NAMES = (
+    "identifier_hold", "spelling", "silent_reply", "tool_gate", "history", "checklist", "grader", "call_state",
+)
 
 _yaml_source: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("_yaml_source", default=None)
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A configuration that cannot be used; the message names the source and the field."""
+
+
+# The async drivers a database URL may name, with the module and extra each needs.
+_DATABASE_DRIVERS = {"sqlite+aiosqlite": ("aiosqlite", None), "postgresql+asyncpg": ("asyncpg", "postgres")}
+
+
+def _require_module(module: str, extra: str, what: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise ValueError(f"{what} needs the '{extra}' extra ({module} is not installed); "
+                         f"install it with: pip install \"pipecat-harness[{extra}]\"") from None
+
+
+def check_database_url(url: str) -> str:
+    """Check that a database URL names an async driver that is installed; return it unchanged.
+
+    Raises:
+        ValueError: Not a URL, a synchronous driver, or a driver whose extra is missing.
+    """
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme not in _DATABASE_DRIVERS:
+        if scheme.split("+")[0] in {"postgresql", "postgres"}:
+            raise ValueError(f"{url.split('@')[-1]!r} needs the async driver: write postgresql+asyncpg://... "
+                             "(and install pipecat-harness[postgres])")
+        raise ValueError(f"{scheme or url!r} is not a supported database URL; use sqlite+aiosqlite:///FILE or "
+                         "postgresql+asyncpg://USER@HOST/DB")
+    module, extra = _DATABASE_DRIVERS[scheme]
+    if extra is not None:
+        _require_module(module, extra, f"a {scheme.split('+')[0]} URL")
+    return url
 
 
 class _Block(BaseModel):
@@ -62,6 +102,7 @@ class IdentifierHoldSettings(_Block):
         extra_wait_secs: Additional wait after the stop strategy fired.
         max_hold_secs: Longest total hold for one turn.
         exempt_digit_lengths: Digit-string lengths never held (complete as said).
+        exempt_min_digits: Digit strings at least this long are never held (a full phone number).
     """
 
     enabled: bool = True
@@ -73,7 +114,14 @@ class IdentifierHoldSettings(_Block):
 
 
 class SpellingSettings(_Block):
-    """Rewrite ASR spelling artifacts before the user aggregator (input control)."""
+    """Rewrite ASR spelling artifacts before the user aggregator (input control).
+
+    Parameters:
+        enabled: Switch.
+        as_in: Rewrite glued "YAsInYellow" into "Y as in Yellow".
+        letter_digit_runs: Separate runs of letters and digits the ASR glued together.
+        dotted_letters: Read "J.O.H.N." as spelled letters.
+    """
 
     enabled: bool = True
     as_in: bool = True
@@ -82,7 +130,15 @@ class SpellingSettings(_Block):
 
 
 class SilentReplySettings(_Block):
-    """Re-ask when speech was heard but no transcript arrived during a pending confirmation."""
+    """Re-ask when speech was heard but no transcript arrived during a pending confirmation.
+
+    Parameters:
+        enabled: Switch.
+        window_secs: How long after the speech a transcript may still arrive before re-asking.
+        max_reasks: Most re-asks per pending confirmation.
+        prompt: What the bot says when it re-asks.
+        infer_from_assistant: Treat an assistant question that asks for yes or no as a pending confirmation.
+    """
 
     enabled: bool = True
     window_secs: float = Field(default=1.5, gt=0, le=30)
@@ -119,6 +175,11 @@ class ToolGateSettings(_Block):
     tenant: str = Field(default="default", min_length=1, max_length=128)
     server_context_fields: list[str] = Field(default_factory=lambda: ["tenant_id", "customer_id"])
 
+    @field_validator("ledger_url")
+    @classmethod
+    def _ledger_url(cls, value: str) -> str:
+        return check_database_url(value) if value else value
+
 
 class HistorySettings(_Block):
     """Keep only what the caller heard in history after an interruption (history control).
@@ -142,6 +203,40 @@ class HistorySettings(_Block):
     chars_per_sec: float = Field(default=13.75, gt=1, le=60)
 
 
+class CallStateSettings(_Block):
+    """Keep the call's working state, show it to the model read-only, bind writes to the caller's confirmation.
+
+    Parameters:
+        enabled: Switch.
+        render: Show the model a compact read-only rendering of the state before each run (a system
+            message at the end of the context; off by default because a provider adapter may turn a
+            trailing system message into a user turn).
+        confirm_tools: Write tools that run only after a later caller turn confirmed the same arguments.
+        verified_tools: Write tools that run only once the caller's identity is verified.
+        identity_tools: Tools whose successful result verifies the caller's identity.
+        store: ``memory`` or ``redis`` (shared by workers).
+        redis_url: Redis server for ``store: redis``.
+        context_budget_tokens: Summarise older dialogue past this many context tokens (Pipecat's
+            estimate; ``None``: no budget). Constraints, corrections, refusals, open items and operation
+            ids are checked to survive every summary.
+        summarize_after_messages: Also summarise after this many new messages (with a budget set).
+        keep_recent_messages: Recent messages always kept uncompressed.
+    """
+
+    enabled: bool = True
+    render: bool = False
+    confirm_tools: list[str] = Field(default_factory=list)
+    verified_tools: list[str] = Field(default_factory=list)
+    identity_tools: list[str] = Field(
+        default_factory=lambda: ["find_user_id_by_email", "find_user_id_by_name_zip", "verify_caller"]
+    )
+    store: Literal["memory", "redis"] = "memory"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    context_budget_tokens: int | None = Field(default=None, gt=100)
+    summarize_after_messages: int | None = Field(default=20, ge=2)
+    keep_recent_messages: int = Field(default=4, ge=1, le=50)
+
+
 class ChecklistSettings(_Block):
     """Inject the next checklist question before each model run.
 
@@ -154,6 +249,9 @@ class ChecklistSettings(_Block):
         gemini_model: Model used by the Gemini analyzer.
         store: ``memory`` (one process) or ``redis`` (shared by workers).
         redis_url: Redis server for the ``redis`` store.
+        context_budget_tokens: Summarise older dialogue past this many context tokens (``None``: no budget).
+        summarize_after_messages: Also summarise after this many new messages (with a budget set).
+        keep_recent_messages: Recent messages always kept uncompressed.
         key_prefix: Namespace for keys in the shared store.
         debounce_secs: Wait for a newer caller utterance before analysing.
         lock_ttl_secs: Lease of the per-call lock, renewed while analysis runs: the longest a
@@ -171,12 +269,22 @@ class ChecklistSettings(_Block):
     gemini_model: str = "gemini-2.5-flash"
     store: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    context_budget_tokens: int | None = Field(default=None, gt=100)
+    summarize_after_messages: int | None = Field(default=20, ge=2)
+    keep_recent_messages: int = Field(default=4, ge=1, le=50)
     key_prefix: str = "pipecat-harness:"
     debounce_secs: float = Field(default=0.0, ge=0, le=5)
     lock_ttl_secs: float = Field(default=1.0, ge=0.05, le=60)
     work_timeout_secs: float = Field(default=10.0, gt=0, le=600)
     state_ttl_secs: float = Field(default=6 * 3600.0, gt=0, le=7 * 24 * 3600.0)
     memory_max_keys: int = Field(default=20_000, gt=0, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _store_installed(self) -> ChecklistSettings:
+        """Reject a store whose client is not installed (at start, not on the first call)."""
+        if self.store == "redis":
+            _require_module("redis", "redis", "checklist.store 'redis'")
+        return self
 
 
 class GraderSettings(_Block):
@@ -223,6 +331,11 @@ class GraderSettings(_Block):
     webhook_format: Literal["harness", "slack", "teams", "pagerduty"] = "harness"
     pagerduty_routing_key: str | None = None
     alert_outbox_url: str | None = None
+
+    @field_validator("audit_url")
+    @classmethod
+    def _audit_url(cls, value: str) -> str:
+        return check_database_url(value)
 
 
 class ProxySettings(_Block):
@@ -278,7 +391,12 @@ class ProxySettings(_Block):
 
 
 class TraceSettings(_Block):
-    """Where call timelines are written."""
+    """Where call timelines are written.
+
+    Parameters:
+        enabled: Write a JSONL timeline per call.
+        directory: Directory of the timelines (one ``<call_id>.jsonl`` each).
+    """
 
     enabled: bool = True
     directory: str = "traces"
@@ -306,8 +424,23 @@ class HarnessConfig(BaseSettings):
     history: HistorySettings = Field(default_factory=HistorySettings)
     checklist: ChecklistSettings = Field(default_factory=ChecklistSettings)
     grader: GraderSettings = Field(default_factory=GraderSettings)
+    call_state: CallStateSettings = Field(default_factory=CallStateSettings)
     trace: TraceSettings = Field(default_factory=TraceSettings)
     proxy: ProxySettings = Field(default_factory=ProxySettings)
+
+    def __init__(self, **values: Any) -> None:
+        """Build from keyword arguments, the environment and the YAML file given to :meth:`from_yaml`.
+
+        Raises:
+            ConfigError: A value is invalid; the message names the setting (and
+                the environment variable when the value came from one).
+        """
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError(describe_config_error(exc)) from exc
+        except ValueError as exc:  # a block's own post-init check: its message names the setting
+            raise ConfigError(str(exc)) from exc
 
     @classmethod
     def settings_customise_sources(
@@ -335,8 +468,8 @@ class HarnessConfig(BaseSettings):
         token = _yaml_source.set(data)
         try:
             return cls()
-        except ValidationError as exc:
-            raise ConfigError(f"{path}: {describe_validation_error(exc)}") from exc
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
         finally:
             _yaml_source.reset(token)
 
@@ -375,6 +508,27 @@ class _YamlSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         return dict(_yaml_source.get() or {})
+
+
+def env_name(location: tuple[int | str, ...]) -> str:
+    """The environment variable that sets a config field.
+
+    ``("tool_gate", "enabled")`` → ``PIPECAT_HARNESS_TOOL_GATE__ENABLED``.
+    """
+    return "PIPECAT_HARNESS_" + "__".join(str(p).upper() for p in location if not isinstance(p, int))
+
+
+def describe_config_error(error: ValidationError) -> str:
+    """Describe a config validation error, naming the environment variable a bad value came from."""
+    described = describe_validation_error(error, model=HarnessConfig)
+    for item in error.errors():
+        loc = item["loc"]
+        for end in range(len(loc), 0, -1):
+            name = env_name(loc[:end])
+            if name in os.environ:
+                value = "" if is_sensitive(loc[:end], os.environ[name]) else f"={os.environ[name]!r}"
+                return f"environment variable {name}{value}: {described}"
+    return described
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -91,5 +91,12 @@ class HarnessControl:
         """Return read-only observers to add to the worker."""
         return []
 
+    def assistant_params(self, params: Any) -> Any:
+        """Return the assistant aggregator's params to use instead of ``params``."""
+        return params
+
+    def on_pipeline(self, processors: list[FrameProcessor]) -> None:
+        """Called with the placed processor list (to attach to a processor's events)."""
+
     def on_user_turn(self, turn_id: int, text: str) -> None:
         """Called when a user turn is submitted, before the model runs for it."""

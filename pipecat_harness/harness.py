@@ -20,10 +20,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
 from pipecat.frames.frames import Frame, LLMContextUserTurnFrame, StartFrame
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.processors.aggregators.llm_response_universal import (
     LLMAssistantAggregator,
+    LLMAssistantAggregatorParams,
     LLMUserAggregator,
     LLMUserAggregatorParams,
 )
@@ -36,6 +38,7 @@ from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
+from pipecat_harness.integration import IntegrationError, integration_problems
 from pipecat_harness.observer_group import ObserverGroup
 from pipecat_harness.tools.operation_state import Reconciler
 from pipecat_harness.trace.recorder import TraceRecorder
@@ -70,6 +73,7 @@ CONTROL_FACTORIES: dict[str, str] = {
     "spelling": "pipecat_harness.input.control:SpellingControl",
     "silent_reply": "pipecat_harness.input.control:SilentReplyControl",
     "grader": "pipecat_harness.grader.control:GraderControl",
+    "call_state": "pipecat_harness.business.control:CallStateControl",
 }
 
 
@@ -113,6 +117,11 @@ class Harness:
         trace_metadata: Extra fields for the trace header.
         write_tools: Names of tools that change business state, in addition to
             ``config.tool_gate.write_tools``.
+        strict: Raise :class:`~pipecat_harness.integration.IntegrationError`
+            from :meth:`place` when an active control cannot act (a tool
+            registered without the harness, user params not from
+            :meth:`user_params`, a tool gate with no tools); otherwise each
+            problem is logged as an error with its fix.
     """
 
     def __init__(
@@ -123,8 +132,11 @@ class Harness:
         trace_path: str | Path | None = None,
         trace_metadata: dict[str, Any] | None = None,
         write_tools: Iterable[str] = (),
+        strict: bool = False,
     ) -> None:
         self.config = config or HarnessConfig()
+        self.strict = strict
+        self._user_params: LLMUserAggregatorParams | None = None
         self.call_id = call_id or uuid.uuid4().hex[:12]
         self.decisions = DecisionLog(self.call_id)
         self.write_tools = set(self.config.tool_gate.write_tools) | set(write_tools)
@@ -179,6 +191,7 @@ class Harness:
             params: The params the bot would use without the harness.
         """
         params = params or LLMUserAggregatorParams()
+        self._user_params = params
         if not any(type(c).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies for c in self.controls):
             return params
         provided = params.user_turn_strategies
@@ -217,8 +230,13 @@ class Harness:
         ``LLMAssistantAggregator``. A control whose anchor is missing is
         reported with a clear error rather than placed somewhere wrong.
 
+        Then checks that every active control can act (see
+        :mod:`pipecat_harness.integration`): each problem is logged as an error
+        with its fix, or raised under ``strict``.
+
         Raises:
             ValueError: A required anchor is missing from ``processors``.
+            IntegrationError: Under ``strict``, an active control cannot act.
         """
         placed: dict[Placement, list[FrameProcessor]] = {p: [] for p in Placement}
         for control in self.controls:
@@ -241,6 +259,7 @@ class Harness:
                 context = next((getattr(p, "_context", None) for p in processors if isinstance(p, LLMUserAggregator)),
                                None)
                 self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
+        self._check_integration(processors)
         result = list(processors)
         for placement, extra in placed.items():
             if not extra:
@@ -255,7 +274,23 @@ class Harness:
                 )
             position = index + 1 if after else index
             result[position:position] = extra
+        for control in self.controls:
+            control.on_pipeline(result)
         return result
+
+    def _check_integration(self, processors: list[FrameProcessor]) -> None:
+        problems = integration_problems(self, processors, self._user_params)
+        if problems and self.strict:
+            raise IntegrationError("; ".join(problems))
+        for problem in problems:
+            logger.error(f"pipecat-harness: {problem}")
+
+    def assistant_params(self, params: LLMAssistantAggregatorParams | None = None) -> LLMAssistantAggregatorParams:
+        """Return assistant-aggregator params with the controls' settings (context budget) applied."""
+        params = params or LLMAssistantAggregatorParams()
+        for control in self.controls:
+            params = control.assistant_params(params)
+        return params
 
     def register_function(
         self,

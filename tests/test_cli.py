@@ -34,10 +34,10 @@ def test_invalid_scenario_names_file_and_field(tmp_path, capsys):
     path = tmp_path / "broken.yaml"
     path.write_text(SCENARIO + "caller_typo: 1\n")
     assert main(["simulate", str(path)]) == 2
-    out = capsys.readouterr().out
-    assert "broken.yaml" in out and "caller_typo" in out
+    err = capsys.readouterr().err
+    assert "broken.yaml" in err and "caller_typo" in err
 
 
 def test_unknown_control_is_rejected(capsys):
     assert main(["simulate", "--controls", "teleport"]) == 2
-    assert "unknown control" in capsys.readouterr().out
+    assert "unknown control" in capsys.readouterr().err

@@ -35,9 +35,10 @@ def build_analyzer(settings: ChecklistSettings, *, gemini_client: Any = None) ->
         from pipecat_harness.checklist.llm_analyzer import GeminiAnalyzer
 
         if gemini_client is None:
-            from google import genai
+            from pipecat_harness.errors import gemini_client as make_gemini_client
 
-            gemini_client = genai.Client()
+            gemini_client = make_gemini_client("the Gemini checklist analyzer (checklist.analyzer: gemini)",
+                                               "set checklist.analyzer: rules")
         return GeminiAnalyzer(gemini_client, model=settings.gemini_model)
     return RuleAnalyzer()
 

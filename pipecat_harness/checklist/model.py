@@ -24,14 +24,14 @@ A checklist file looks like::
 from __future__ import annotations
 
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pipecat_harness.validation import load_mapping_file
+from pipecat_harness.bundled import bundled_path, resolve_data_path
+from pipecat_harness.errors import InputError
+from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
 __all__ = [
     "Checklist",
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-class ChecklistError(ValueError):
+class ChecklistError(InputError):
     """A checklist file that cannot be used; the message names the file and the problem."""
 
 
@@ -171,16 +171,19 @@ def _parse(raw: Any, source: str) -> Checklist:
     try:
         return Checklist.model_validate(raw)
     except ValidationError as exc:
-        raise ChecklistError(f"{source}: invalid checklist: {exc}") from exc
+        raise ChecklistError(f"{source}: invalid checklist: {describe_validation_error(exc, model=Checklist)}") from exc
 
 
 def load_checklist(path: str | Path) -> Checklist:
-    """Load and validate a checklist YAML file.
+    """Load and validate a checklist YAML file, or a bundled one (``bundled:site_check_in``).
 
     Raises:
         ChecklistError: Unreadable, not YAML, or not a valid checklist.
     """
-    path = Path(path)
+    try:
+        path = resolve_data_path(path, "checklist")
+    except InputError as exc:
+        raise ChecklistError(str(exc)) from exc
     return _parse(load_mapping_file(path, what="checklist", error=ChecklistError), str(path))
 
 
@@ -190,7 +193,8 @@ def bundled_checklist(name: str = "site_check_in") -> Checklist:
     Raises:
         ChecklistError: No bundled checklist with that name.
     """
-    resource = resources.files("pipecat_harness.checklist").joinpath("data", f"{name}.yaml")
-    if not resource.is_file():
-        raise ChecklistError(f"no bundled checklist named {name!r}")
-    return _parse(yaml.safe_load(resource.read_text(encoding="utf-8")), f"bundled:{name}")
+    try:
+        path = bundled_path("checklist", name)
+    except InputError as exc:
+        raise ChecklistError(str(exc)) from exc
+    return _parse(load_mapping_file(path, what="checklist", error=ChecklistError), f"bundled:{name}")

@@ -9,8 +9,9 @@ Example::
 Writes, under ``--out`` (default ``eval-results/``): ``results.json`` (machine
 readable, for comparing runs), ``report.html`` (tables and every call's
 timeline, opens from disk) and ``traces/`` (one JSONL timeline per call).
-Exits 0 when every run finished without hitting a stop rule, 1 when a stop
-rule ended a run early, 2 on bad input.
+Shows a progress bar of the calls and one line per round. Exits 0 when no
+stop rule is met, 1 whenever one is (in any round, also with ``--runs 1``), 2
+on bad input (including ``--compare`` with a run over other scenarios).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from pipecat_harness.eval.html_report import write_report
 from pipecat_harness.eval.results import compare_results, load_results, write_results
@@ -80,6 +82,8 @@ def _eval(args: argparse.Namespace) -> int:
         rules = load_rules(args.rules)
         scenarios = load_scenarios(args.scenarios or None)
         previous = load_results(args.compare) if args.compare else None
+        if previous is not None:
+            _check_same_scenarios(args.compare, previous, [s.name for s in scenarios])
         if getattr(args, "audio", False):
             from pipecat_harness.sim.audio.requirements import require_audio_mode
 
@@ -91,11 +95,12 @@ def _eval(args: argparse.Namespace) -> int:
         print("pipecat-harness eval: no scenarios found", file=sys.stderr)
         return 2
     out = Path(args.out)
-    evaluation = run_evaluation(
-        scenarios, toggles, rules, runs=args.runs, seed=args.seed, out_dir=out, workers=args.workers,
-        progress=lambda line: print(line, file=sys.stderr), services=args.services,
-        audio_turn_stop=args.turn_stop if getattr(args, "audio", False) else None,
-    )
+    with _CallProgress() as calls:
+        evaluation = run_evaluation(
+            scenarios, toggles, rules, runs=args.runs, seed=args.seed, out_dir=out, workers=args.workers,
+            progress=calls.round_done, call_done=calls.call_done, services=args.services,
+            audio_turn_stop=args.turn_stop if getattr(args, "audio", False) else None,
+        )
     print_report(evaluation, console)
     results = write_results(evaluation, out / "results.json")
     report = write_report(evaluation, out / "report.html")
@@ -103,4 +108,61 @@ def _eval(args: argparse.Namespace) -> int:
         print_comparison(compare_results(previous, load_results(results)), console)
     console.print(f"{evaluation.calls_simulated} calls simulated in {evaluation.wall_secs:.0f} s; "
                   f"results: {results}; report: {report}", highlight=False, markup=False)
-    return 1 if any(r.stopped_early for r in evaluation.results) else 0
+    stopped = [r.control for r in evaluation.results if r.stop.met]
+    if stopped:
+        console.print(f"stop rule met for {', '.join(stopped)}: exit status 1", highlight=False, markup=False)
+    return 1 if stopped else 0
+
+
+def _check_same_scenarios(path: str, previous: dict[str, Any], names: list[str]) -> None:
+    """Refuse to compare runs over different scenarios: their figures would not measure the same calls.
+
+    Raises:
+        ValueError: The scenario sets differ; the message names what differs.
+    """
+    before = set(previous.get("scenarios") or [])
+    now = set(names)
+    if before != now:
+        missing = ", ".join(sorted(before - now)) or "none"
+        extra = ", ".join(sorted(now - before)) or "none"
+        raise ValueError(f"--compare {path}: that run covered other scenarios (only there: {missing}; only in "
+                         f"this run: {extra}); run the same scenarios to compare")
+
+
+class _CallProgress:
+    """A progress bar of the calls of each round on a terminal, a line per tenth of them otherwise."""
+
+    def __init__(self) -> None:
+        self.err = Console(stderr=True)
+        self.round = 1
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> _CallProgress:
+        if self.err.is_terminal:
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=self.err, transient=True)
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def call_done(self, done: int, total: int) -> None:
+        if self.bar is not None:
+            if self.task is None:
+                self.task = self.bar.add_task(f"round {self.round}", total=total)
+            self.bar.update(self.task, completed=done, total=total)
+        elif done == total or done % max(1, total // 10) == 0:
+            print(f"round {self.round}: {done}/{total} calls", file=sys.stderr, flush=True)
+
+    def round_done(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.console.print(line, highlight=False, markup=False)
+            if self.task is not None:
+                self.bar.remove_task(self.task)
+                self.task = None
+        else:
+            print(line, file=sys.stderr, flush=True)
+        self.round += 1

@@ -80,7 +80,7 @@ def _call_html(call: CallMetrics) -> str:
         except ValueError as exc:
             body += f"<p class=\"fail\">unreadable trace {_esc(trace)}: {_esc(exc)}</p>"
         else:
-            body += call_header_html(timeline) + timeline_html(timeline)
+            body += call_header_html(timeline) + timeline_html(timeline, anchor_prefix=_anchor(call) + "-")
     else:
         body += "<p class=\"meta\">no trace recorded</p>"
     return f"<details id=\"{_esc(_anchor(call))}\"><summary>{summary}</summary>{body}</details>"

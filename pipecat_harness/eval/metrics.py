@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS
 from pipecat_harness.eval.identifier_splits import InputWaiting, measure_input_waiting
 from pipecat_harness.eval.tool_checks import ToolChecks, measure_tool_checks
 from pipecat_harness.sim.runner import CallResult
@@ -149,7 +150,7 @@ def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, 
         expected=result.expected,
         stay_out_of_the_way="stay_out_of_the_way" in scenario.tags,
         input=measure_input_waiting(scenario, timeline, result.decisions),
-        tools=measure_tool_checks(timeline, result.decisions),
+        tools=measure_tool_checks(timeline, result.decisions, write_tools=result.write_tools or RETAIL_WRITE_TOOLS),
         history=measure_history(result),
         decisions=dict(Counter(f"{d.control}/{d.action}" for d in result.decisions)),
         virtual_secs=round(result.virtual_secs, 3),

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pipecat_harness.errors import InputError
 from pipecat_harness.eval.summary import Comparison
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
@@ -35,7 +36,7 @@ __all__ = [
 BUNDLED_RULES = Path(__file__).resolve().parent / "rules.yaml"
 
 
-class RulesError(ValueError):
+class RulesError(InputError):
     """A rules file that cannot be used; the message names the file and the field."""
 
 
@@ -114,7 +115,7 @@ def load_rules(path: str | Path | None = None) -> DecisionRules:
     try:
         rules = DecisionRules.model_validate(raw)
     except ValidationError as exc:
-        raise RulesError(f"{path}: {describe_validation_error(exc)}") from exc
+        raise RulesError(f"{path}: {describe_validation_error(exc, model=DecisionRules)}") from exc
     return rules.model_copy(update={"source": str(path)})
 
 

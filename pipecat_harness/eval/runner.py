@@ -21,7 +21,7 @@ import io
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -157,10 +157,18 @@ class EvalRun:
     calls_simulated: int = 0
 
 
-def _execute(jobs: Sequence[CallJob], workers: int, pool: ProcessPoolExecutor | None) -> list[CallMetrics]:
+def _execute(jobs: Sequence[CallJob], workers: int, pool: ProcessPoolExecutor | None,
+             call_done: Callable[[int, int], None] | None = None) -> list[CallMetrics]:
+    results: list[CallMetrics] = []
     if pool is None or len(jobs) < 2 or workers < 2:
-        return [run_call(job) for job in jobs]
-    return list(pool.map(run_call, jobs, chunksize=1))
+        outputs: Iterable[CallMetrics] = (run_call(job) for job in jobs)
+    else:
+        outputs = pool.map(run_call, jobs, chunksize=1)
+    for metrics in outputs:
+        results.append(metrics)
+        if call_done is not None:
+            call_done(len(results), len(jobs))
+    return results
 
 
 def run_evaluation(
@@ -173,6 +181,7 @@ def run_evaluation(
     out_dir: str | Path,
     workers: int = 2,
     progress: Callable[[str], None] | None = None,
+    call_done: Callable[[int, int], None] | None = None,
     audio_turn_stop: str | None = None,
     services: str = "scripted",
 ) -> EvalRun:
@@ -186,7 +195,9 @@ def run_evaluation(
         seed: Seed of the timing variation.
         out_dir: Directory for the traces.
         workers: Processes running calls in parallel.
-        progress: Called with a line after every round.
+        progress: Called with a line after every round: calls, time, and per
+            control the business outcome of both arms and whether a stop rule is met.
+        call_done: Called after every call with (calls done, calls in the round).
         audio_turn_stop: Run every call on audio (Piper, Silero VAD, Whisper) with this stop strategy.
         services: ``scripted`` or ``loopback`` / ``loopback-openai`` (see ``simulate --services``).
     """
@@ -216,8 +227,10 @@ def run_evaluation(
                                       audio_turn_stop, services)
                         if job.key not in cache:
                             jobs.setdefault(job.key, job)
-            for job, metrics in zip(jobs.values(), _execute(list(jobs.values()), workers, pool), strict=True):
+            done = _execute(list(jobs.values()), workers, pool, call_done)
+            for job, metrics in zip(jobs.values(), done, strict=True):
                 cache[job.key] = metrics
+            round_lines = []
             for control in list(active):
                 for scenario in scenarios:
                     on, off = arms[(control, scenario.name)]
@@ -226,11 +239,14 @@ def run_evaluation(
                 rounds_done[control] = run + 1
                 comparison = compare_arms(control, per_control[control]["on"], per_control[control]["off"], run + 1)
                 stops[control] = check_stop(rules, comparison)
+                round_lines.append(f"{control}: on {comparison.on.passed}/{comparison.on.calls} passed, off "
+                                   f"{comparison.off.passed}/{comparison.off.calls} passed"
+                                   + ("; STOP RULE MET" if stops[control].met else ""))
                 if stops[control].met and run + 1 < runs:
                     active.remove(control)
             if progress is not None:
                 progress(f"round {run + 1}/{runs}: {len(jobs)} calls simulated, "
-                         f"{time.perf_counter() - started:.0f} s elapsed")
+                         f"{time.perf_counter() - started:.0f} s elapsed; " + "; ".join(round_lines))
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)

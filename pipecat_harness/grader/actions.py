@@ -73,11 +73,12 @@ class InMemoryOperations:
 _DONE_VERBS = (
     "updated|changed|cancell?ed|booked|scheduled|rescheduled|submitted|processed|issued|sent|refunded|placed|"
     "applied|added|removed|emailed|initiated|moved|modified|corrected|confirmed|returned|approved|credited|"
-    "filed|created|started|set up|taken care of|gone through|reserved|saved|texted|messaged|set"
+    "filed|created|started|set up|taken care of|gone through|reserved|saved|texted|messaged|set|switched|swapped|"
+    "locked in|gone back|went back|sent back|put through|fixed"
 )
 _DONE_RE = re.compile(
     rf"\b(?:i|we)(?:'ve|\s+have|\s+just|\s+went ahead and|\s+already)*\s+(?:just\s+|already\s+)?(?:{_DONE_VERBS})\b"
-    rf"|\b(?:is|has been|have been|was|were|are|'re|'s been|got)\s+(?:now\s+|already\s+|successfully\s+|all\s+)?"
+    rf"|\b(?:is|has been|have been|has|was|were|are|'re|'s been|'s|got)\s+(?:now\s+|already\s+|successfully\s+|all\s+)?"
     rf"(?:{_DONE_VERBS})\b"
     r"|\b(?:you're|you are|that's|it's|we're)\s+all\s+set\b|\b(?:that's|it's|that is|it is)\s+(?:done|been\s+done)\b"
     r"|\ball done\b|^\s*done\b|\b(?:put|got|have) you down\b|\bpenciled you in\b|\bgot you (?:booked|in)\b"
@@ -96,7 +97,8 @@ _OBJECTS = {
     "cancellation": "cancel", "exchange": "exchange", "email": "email", "emailed": "email", "phone": "phone",
     "payment": "payment", "credit": "refund", "credited": "refund", "subscription": "subscription",
     "plan": "plan", "password": "password", "texted": "sms", "text": "sms", "confirmation": "confirmation",
-    "callback": "callback", "moved": "reschedule", "label": "return", "sent": "send",
+    "callback": "callback", "moved": "reschedule", "label": "return", "sent": "send", "switched": "reschedule",
+    "swapped": "reschedule",
 }  # fmt: skip
 #: A plural subject with "are" states a policy ("refunds are issued as store credit"), not something done.
 _GENERIC_RE = re.compile(r"^\s*(?:all\s+)?[a-z]+s\s+are\b")
@@ -153,7 +155,12 @@ _OTHER_ACTIONS = {"cancel", "reschedule", "refund", "return", "sms", "email", "c
 
 def _keys(text: str) -> set[str]:
     # "sent to your phone", "by email": where it went, not what was done
-    text = re.sub(r"\b(?:to|on|at) your (?:phone|email|cell|mobile)\b|\bby (?:email|text|phone)\b", " ", text)
+    text = re.sub(
+        r"\b(?:to|on|at|onto) (?:your|the) (?:original )?(?:phone|email|cell|mobile|card|payment method|payment|"
+        r"account)\b|\bby (?:email|text|phone)\b",
+        " ",
+        text,
+    )
     words = text.split()
     keys = {_normal(_OBJECTS[w]) for w in words if w in _OBJECTS}
     keys |= {_normal(stem(w)) for w in words if stem(w) in {"cancel", "refund", "reschedul", "return", "address",
@@ -175,6 +182,8 @@ def check_action_claim(claim: str, keys: set[str], succeeded: Sequence[Succeeded
     for name in names:
         op_keys = {_normal(stem(part)) for part in name.lower().split("_")} - {stem(g) for g in _GENERIC}
         op_keys |= {_normal(part) for part in name.lower().split("_")} - _GENERIC
+        if "book" in op_keys and op_keys & _OTHER_ACTIONS and not {"book", "schedule"} & set(name.split("_")):
+            op_keys.discard("book")  # reschedule_appointment moves a booking; it makes none
         if not keys and op_keys:
             return Verdict("supported", claim, "action", f"ledger.{name}", f"{name} succeeded on this call", 0.9)
         for key in keys & op_keys:

@@ -10,6 +10,8 @@ import sys
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from pipecat_harness.cli import port_number
+from pipecat_harness.errors import gemini_client, require_extra
 from pipecat_harness.grader.actions import OperationLedgerView
 from pipecat_harness.grader.audit import DEFAULT_AUDIT_URL, AuditStore
 from pipecat_harness.grader.calibration import LABELED_SET_PATH, LabeledSet, evaluate
@@ -33,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     console.add_argument("--table", default="grader_audit", help="audit table name")
     console.add_argument("--recordings", default=None, help="directory of call recordings (<call id>.wav, .mp3...)")
     console.add_argument("--host", default="127.0.0.1")
-    console.add_argument("--port", type=int, default=8765)
+    console.add_argument("--port", type=port_number, default=8765)
     console.add_argument(
         "--token", default=os.environ.get(_TOKEN_ENV),
         help=f"admin token, sees every tenant (default: ${_TOKEN_ENV}); optional with tenant tokens",
@@ -105,6 +107,8 @@ def _console(args: argparse.Namespace) -> int:
     if not args.token and not tenant_tokens:
         print(f"console: a token is required (--token or ${_TOKEN_ENV}, or ${_TENANT_TOKENS_ENV})", file=sys.stderr)
         return 2
+    require_extra("pipecat-harness console", "uvicorn", "proxy")
+    require_extra("pipecat-harness console", "fastapi", "proxy")
     import uvicorn
 
     from pipecat_harness.grader.console import create_console_app
@@ -129,6 +133,9 @@ def _eval(args: argparse.Namespace) -> int:
     except ConstraintError as exc:
         print(f"grader eval: {exc}", file=sys.stderr)
         return 2
+
+    if args.mode != "rules":
+        gemini_client(f"grader eval --mode {args.mode}", "use --mode rules")
 
     def make(constraints: ConstraintList, ledger: OperationLedgerView) -> Grader:
         from pipecat_harness.config import GraderSettings

@@ -23,6 +23,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipecat_harness.bundled import resolve_data_path
+from pipecat_harness.errors import InputError
 from pipecat_harness.validation import load_mapping_file
 
 __all__ = [
@@ -53,7 +55,7 @@ _HOURS_RE = re.compile(r"^\s*(\d{1,2}):?(\d{2})?\s*-\s*(\d{1,2}):?(\d{2})?\s*$")
 _ABBREVIATIONS = {"h": "hours", "hr": "hours", "hrs": "hours", "d": "days", "min": "minutes", "mins": "minutes"}
 
 
-class ConstraintError(ValueError):
+class ConstraintError(InputError):
     """A constraint list that cannot be used; the message names the file and the field."""
 
 
@@ -253,12 +255,15 @@ class ConstraintList(_Strict):
 
     @classmethod
     def load(cls, path: str | Path) -> ConstraintList:
-        """Load a YAML (``.yaml``/``.yml``) or JSON file.
+        """Load a YAML (``.yaml``/``.yml``) or JSON file, or a bundled list (``bundled:retail``).
 
         Raises:
             ConstraintError: The file is unreadable, not parseable, or invalid.
         """
-        path = Path(path)
+        try:
+            path = resolve_data_path(path, "constraint list")
+        except InputError as exc:
+            raise ConstraintError(str(exc)) from exc
         return cls.from_data(load_mapping_file(path, what="constraint list", error=ConstraintError),
                              source=str(path))
 

@@ -85,7 +85,8 @@ class GraderControl(HarnessControl):
         super().__init__(harness)
         settings = harness.config.grader
         if not settings.constraints_path:
-            raise ConfigError("grader: set grader.constraints_path to the tenant's constraint list")
+            raise ConfigError("grader.constraints_path is not set; set it to the tenant's constraint list "
+                              "(a YAML/JSON file, or a bundled one such as bundled:retail)")
         try:
             self.constraints = ConstraintList.load(settings.constraints_path)
         except ConstraintError as exc:

@@ -76,9 +76,9 @@ class LLMGrader:
 
     def __init__(self, constraints: ConstraintList, *, client: Any = None, model: str = "gemini-2.5-flash") -> None:
         if client is None:
-            from google import genai
+            from pipecat_harness.errors import gemini_client
 
-            client = genai.Client()
+            client = gemini_client("the LLM grader (grader mode llm or combined)", "use grader mode rules")
         self.constraints = constraints
         self.client = client
         self.model = model

@@ -10,9 +10,12 @@ from typing import Any
 
 from loguru import logger
 
+from pipecat_harness.bundled import bundled_path
 from pipecat_harness.checklist.control import build_analyzer, load_configured_checklist
 from pipecat_harness.checklist.driver import ChecklistDriver
+from pipecat_harness.cli import port_number
 from pipecat_harness.config import HarnessConfig, ProxySettings
+from pipecat_harness.errors import InputError, UsageError, require_extra
 from pipecat_harness.proxy.app import create_app
 from pipecat_harness.proxy.auth import ProxyAuth
 from pipecat_harness.proxy.limits import ProxyLimits
@@ -158,8 +161,14 @@ def app_from_environment() -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
+    require_extra("pipecat-harness proxy", "uvicorn", "proxy")
     import uvicorn
 
+    if args.checklist:
+        try:
+            bundled_path("checklist", args.checklist)
+        except InputError as exc:
+            raise UsageError(f"--checklist: {exc}") from exc
     config = _config(args)
     if not is_loopback(args.host) and not build_auth(config.proxy).secrets:
         print(
@@ -196,7 +205,7 @@ def add_parser(subparsers: Any) -> None:
     """Register the ``proxy`` subcommand."""
     parser = subparsers.add_parser("proxy", help="serve the custom-LLM proxy (Vapi SSE, Retell WebSocket)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=port_number, default=8000)
     parser.add_argument("--config", help="harness config YAML (the checklist block is used)")
     parser.add_argument("--upstream", choices=("scripted", "openai", "gemini"), default="scripted")
     parser.add_argument("--upstream-url", help="base URL of an OpenAI-compatible upstream")

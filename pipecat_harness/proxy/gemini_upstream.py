@@ -71,9 +71,9 @@ class GeminiUpstream(Upstream):
 
     def __init__(self, client: Any = None, *, model: str = "gemini-2.5-flash") -> None:
         if client is None:
-            from google import genai
+            from pipecat_harness.errors import gemini_client
 
-            client = genai.Client()
+            client = gemini_client("the Gemini upstream (--upstream gemini)", "use --upstream scripted or openai")
         self.client = client
         self.model = model
 

@@ -20,7 +20,9 @@ from pipecat_harness.checklist.directive import DEFAULT_MARKER, Directive
 from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.prompt import strip_directive_text, strip_directives, user_turns
 from pipecat_harness.proxy.policy import ModelPolicy
+from pipecat_harness.proxy.tool_stream import CompletedToolCalls, DroppedCall
 from pipecat_harness.proxy.upstream import SystemPrompt, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
+from pipecat_harness.tools.arguments import DEFAULT_MAX_ARGUMENT_BYTES
 
 __all__ = ["PreparedTurn", "ProxyService"]
 
@@ -71,6 +73,8 @@ class ProxyService:
         chunk_timeout_secs: Longest wait between later chunks.
         policy: The operator's model, limits, tools and base prompt (the
             platform's request only contributes the conversation).
+        max_tool_argument_bytes: Largest streamed arguments payload per tool call; calls are
+            forwarded whole, only after the upstream's completed-call event.
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class ProxyService:
         first_token_timeout_secs: float = 8.0,
         chunk_timeout_secs: float = 5.0,
         policy: ModelPolicy | None = None,
+        max_tool_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
     ) -> None:
         self.upstream = upstream
         self.policy = policy or ModelPolicy()
@@ -91,6 +96,7 @@ class ProxyService:
         self.fallback_text = fallback_text
         self.first_token_timeout_secs = first_token_timeout_secs
         self.chunk_timeout_secs = chunk_timeout_secs
+        self.max_tool_argument_bytes = max_tool_argument_bytes
 
     def _record(self, action: str, evidence: dict[str, Any]) -> None:
         if self.driver is not None:
@@ -182,6 +188,7 @@ class ProxyService:
         iterator = aiter(self.upstream.stream(request))
         first = True
         finished = False
+        calls = CompletedToolCalls(max_bytes=self.max_tool_argument_bytes)
         try:
             while True:
                 timeout = self.first_token_timeout_secs if first else self.chunk_timeout_secs
@@ -194,19 +201,28 @@ class ProxyService:
                     reason = "timeout" if isinstance(exc, TimeoutError) else "error"
                     logger.warning(f"upstream {reason} for call {call_id}: {exc}")
                     self._record("upstream_fallback", {"call_id": call_id, "reason": reason, "error": str(exc)})
+                    self._dropped(call_id, calls.abandon())
                     prefix = "" if first else " "
                     yield UpstreamChunk(text=prefix + self.fallback_text)
                     yield UpstreamChunk(finish_reason="stop")
                     finished = True
                     break
                 first = False
+                for delta in chunk.tool_calls:
+                    calls.add(delta)  # released whole on the completed-call event, never as fragments
                 if chunk.finish_reason is not None:
-                    if chunk.text or chunk.tool_calls:
-                        yield UpstreamChunk(text=chunk.text, tool_calls=chunk.tool_calls)
-                    yield UpstreamChunk(finish_reason=chunk.finish_reason)
+                    released, dropped = calls.complete()
+                    self._dropped(call_id, dropped)
+                    if chunk.text or released:
+                        yield UpstreamChunk(text=chunk.text, tool_calls=tuple(released))
+                    finish = chunk.finish_reason
+                    if finish == "tool_calls" and not released:
+                        finish = "stop"
+                    yield UpstreamChunk(finish_reason=finish)
                     finished = True
                     break
-                yield chunk
+                if chunk.text:
+                    yield UpstreamChunk(text=chunk.text)
         finally:
             closer = getattr(iterator, "aclose", None)
             if closer is not None:
@@ -215,4 +231,10 @@ class ProxyService:
                 except Exception:  # the stream is abandoned either way
                     logger.opt(exception=True).debug("upstream stream close failed")
         if not finished:
+            self._dropped(call_id, calls.abandon())
             yield UpstreamChunk(finish_reason="stop")
+
+    def _dropped(self, call_id: str, dropped: list[DroppedCall]) -> None:
+        for call in dropped:
+            logger.warning(f"call {call_id}: tool call {call.name or call.index} not forwarded: {call.reason}")
+            self._record("tool_call_dropped", {"call_id": call_id, "tool": call.name, "reason": call.reason})

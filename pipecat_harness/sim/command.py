@@ -1,18 +1,38 @@
-"""``pipecat-harness simulate``: run simulated calls offline and check their business outcomes."""
+"""``pipecat-harness simulate``: run simulated calls offline and check their business outcomes.
+
+The output is made to read at a glance: one line per call while the run goes,
+the timeline of every call whose outcome is not the expected one, and a summary
+table at the end. ``--timeline`` prints every call's timeline.
+A scenario that cannot run (an invalid file, SQL that fails against the seed)
+is reported in one sentence and fails alone; the others still run, and the
+exit status is 2 (bad input) rather than 1 (an outcome not as expected).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
-from pipecat_harness.config import CONTROL_NAMES, ConfigError, HarnessConfig
+from pipecat_harness.bundled import bundled_names
+from pipecat_harness.config import CONTROL_NAMES, ConfigError, GraderSettings, HarnessConfig
+from pipecat_harness.errors import InputError
 from pipecat_harness.sim.runner import SIM_SERVICES, CallResult, run_scenario
-from pipecat_harness.sim.scenario import ScenarioError, load_scenarios
+from pipecat_harness.sim.scenario import (
+    Scenario,
+    ScenarioError,
+    bundled_scenario_names,
+    check_unique_names,
+    load_scenario,
+    scenario_files,
+)
 from pipecat_harness.trace.show import render_timeline
 from pipecat_harness.trace.timeline import Timeline
 
@@ -33,10 +53,14 @@ def add_parser(subparsers: Any) -> None:
         "simulate",
         help="run simulated calls (bundled scenarios by default) and check their outcomes",
         description="Run each scenario as a call through a real Pipecat pipeline on virtual time, with no keys "
-        "and no network. Exits non-zero when a call's outcome differs from what the scenario expects with the "
-        "active controls.",
+        "and no network. Exits 1 when a call's outcome differs from what the scenario expects with the active "
+        "controls, 2 when a scenario or setting cannot be used.",
     )
-    parser.add_argument("scenarios", nargs="*", help="scenario files or directories (default: the bundled set)")
+    parser.add_argument("scenarios", nargs="*",
+                        help="scenario files, directories or bundled scenario names (default: the bundled set)")
+    parser.add_argument("-s", "--scenario", action="append", default=[], metavar="NAME",
+                        help="a bundled scenario by name, e.g. duplicate_refund (repeatable; --list shows them)")
+    parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
     parser.add_argument("--config", help="a HarnessConfig YAML file (default: each scenario domain's preset)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
@@ -49,8 +73,9 @@ def add_parser(subparsers: Any) -> None:
                              "ElevenLabs services against protocol fakes on 127.0.0.1 (loopback-openai: "
                              "OpenAILLMService instead of Gemini)")
     parser.add_argument("--traces", default="traces", help="directory for call timelines (default: ./traces)")
-    parser.add_argument("--timeline", choices=["short", "full", "none"], default="short",
-                        help="timeline printed per call (default: short)")
+    parser.add_argument("--timeline", nargs="?", const="short", choices=["short", "full", "none"], default=None,
+                        help="print every call's timeline (short, or full with per-frame events); none prints no "
+                        "timeline; by default only calls not as expected get theirs")
     parser.add_argument("--audio", action="store_true",
                         help="voice the caller with Piper and recognise it with Silero VAD and Whisper tiny.en "
                         "(needs the [audio] extra; audio and transcripts are cached)")
@@ -60,34 +85,91 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(func=_simulate)
 
 
-def _config_for(args: argparse.Namespace, domain: str) -> tuple[HarnessConfig, list[str] | None]:
-    config = HarnessConfig.from_yaml(args.config) if args.config else HarnessConfig.preset(domain)  # type: ignore[arg-type]
-    controls: list[str] | None = None
+@dataclass
+class _Row:
+    """One scenario's line in the summary: a result, or the sentence saying why it could not run."""
+
+    name: str
+    result: CallResult | None = None
+    error: str = ""
+
+
+def _requested_controls(args: argparse.Namespace) -> list[str] | None:
     if args.no_controls:
-        controls = []
-    elif args.controls is not None:
-        controls = [c.strip() for c in args.controls.split(",") if c.strip()]
+        return []
+    if args.controls is not None:
+        return [c.strip() for c in args.controls.split(",") if c.strip()]
+    return None
+
+
+def _check_control_names(args: argparse.Namespace) -> None:
+    for flag, names in (("--controls", _requested_controls(args) or []), ("--without", args.without)):
+        unknown = [name for name in names if name not in CONTROL_NAMES]
+        if unknown:
+            raise ConfigError(f"{flag}: unknown control(s) {', '.join(unknown)}; "
+                              f"controls are {', '.join(CONTROL_NAMES)}")
+
+
+def _config_for(args: argparse.Namespace, base: HarnessConfig | None, domain: str, trace_dir: Path) -> HarnessConfig:
+    config = base if base is not None else HarnessConfig.preset(domain)  # type: ignore[arg-type]
     if args.without:
         config = config.with_controls(**{name: False for name in args.without})
+    controls = _requested_controls(args)
     if controls is not None:
         config = config.with_controls(**{name: name in controls for name in CONTROL_NAMES})
-    return config, controls
+    return _simulated_grader(config, domain, trace_dir)
+
+
+def _simulated_grader(config: HarnessConfig, domain: str, trace_dir: Path) -> HarnessConfig:
+    """A simulated call's grader: the domain's bundled constraints unless given, its audit next to the traces."""
+    grader = config.grader
+    if not grader.enabled:
+        return config
+    update: dict[str, Any] = {}
+    if grader.audit_url == GraderSettings().audit_url:
+        update["audit_url"] = f"sqlite+aiosqlite:///{trace_dir / 'grader_audit.db'}"
+    if not grader.constraints_path:
+        update["constraints_path"] = f"bundled:{domain}"
+    if domain not in bundled_names("constraint list") and not grader.constraints_path:
+        raise InputError(f"grader.constraints_path is not set and no constraint list is bundled for domain "
+                         f"'{domain}'; set it in the --config file (a path, or bundled:retail)")
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    return config.model_copy(update={"grader": grader.model_copy(update=update)})
+
+
+def _print_error(message: str) -> None:
+    print(f"pipecat-harness simulate: {message}", file=sys.stderr)
 
 
 def _simulate(args: argparse.Namespace) -> int:
     quiet_pipecat_logs(args.verbose)
     console = Console() if sys.stdout.isatty() else Console(width=160)
+    if args.list:
+        for name in bundled_scenario_names():
+            console.print(name, highlight=False)
+        return 0
     try:
-        scenarios = load_scenarios(args.scenarios or None)
-        unknown = {c.strip() for c in (args.controls or "").split(",") if c.strip()} | set(args.without)
-        unknown -= set(CONTROL_NAMES)
-        if unknown:
-            raise ConfigError(f"unknown control(s) {sorted(unknown)}; controls are {list(CONTROL_NAMES)}")
-    except (ScenarioError, ConfigError) as exc:
-        console.print(f"[red]pipecat-harness: {exc}[/red]")
+        _check_control_names(args)
+        base = HarnessConfig.from_yaml(args.config) if args.config else None
+        files = scenario_files([*args.scenarios, *args.scenario] or None)
+    except InputError as exc:
+        _print_error(str(exc))
         return 2
-    if not scenarios:
-        console.print("[red]pipecat-harness: no scenario files found[/red]")
+    if not files:
+        _print_error("no scenario files found; give files, directories or bundled names (see --list)")
+        return 2
+    rows: list[_Row] = []
+    scenarios: list[Scenario] = []
+    for path in files:
+        try:
+            scenarios.append(load_scenario(path))
+        except ScenarioError as exc:
+            rows.append(_Row(path.stem, error=str(exc)))
+            _print_error(str(exc))
+    try:
+        check_unique_names(scenarios)
+    except ScenarioError as exc:
+        _print_error(str(exc))
         return 2
     audio = None
     if getattr(args, "audio", False):
@@ -97,43 +179,73 @@ def _simulate(args: argparse.Namespace) -> int:
         try:
             audio = AudioMode(turn_stop=args.turn_stop)
         except AudioModeUnavailable as exc:
-            console.print(f"[red]pipecat-harness: {exc}[/red]")
+            _print_error(str(exc))
             return 2
     trace_dir = Path(args.traces)
-    results: list[CallResult] = []
     started = time.perf_counter()
-    for scenario in scenarios:
+    for number, scenario in enumerate(scenarios, start=1):
+        row = _Row(scenario.name)
+        rows.append(row)
         try:
-            config, _ = _config_for(args, scenario.domain)
-        except ConfigError as exc:
-            console.print(f"[red]pipecat-harness: {exc}[/red]")
+            config = _config_for(args, base, scenario.domain, trace_dir)
+            row.result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services, audio=audio)
+        except ConfigError as exc:  # the settings are wrong for every call: stop here
+            _print_error(str(exc))
             return 2
-        result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services, audio=audio)
-        results.append(result)
-        _print_result(console, result, args.timeline)
+        except InputError as exc:  # this scenario is wrong: it fails alone
+            row.error = str(exc)
+            _print_error(row.error)
+            continue
+        _print_result(console, row.result, args.timeline, f"[{number}/{len(scenarios)}]")
+    _print_summary(console, rows, time.perf_counter() - started, trace_dir)
+    if any(row.error for row in rows):
+        return 2
+    return 1 if any(row.result is not None and not row.result.as_expected for row in rows) else 0
+
+
+def _print_result(console: Console, result: CallResult, timeline: str | None, counter: str) -> None:
+    mark = "[green]as expected[/green]" if result.as_expected else "[red]NOT AS EXPECTED[/red]"
+    console.print(f"[dim]{counter}[/dim] {result.scenario}: {result.outcome} (expected {result.expected})  {mark}",
+                  highlight=False)
+    show = timeline in {"short", "full"} or (timeline is None and not result.as_expected)
+    if not show:
+        return
+    controls = ", ".join(sorted(result.active_controls)) or "none"
+    console.rule(f"{result.scenario}")
+    console.print(f"controls: {controls}", highlight=False)
+    for check in result.checks:
+        sign = "[green]✓[/green]" if check.ok else "[red]✗[/red]"
+        console.print(f"  {sign} {check.name}: {check.detail}", highlight=False)
+    if result.trace_path is not None and result.trace_path.exists():
+        render_timeline(Timeline.load(result.trace_path), console=console, full=timeline == "full")
+
+
+def _print_summary(console: Console, rows: list[_Row], wall_secs: float, trace_dir: Path) -> None:
+    table = Table(title="simulated calls", header_style="bold", title_justify="left")
+    for column, justify in (("scenario", "left"), ("controls", "left"), ("outcome", "left"), ("expected", "left"),
+                            ("", "left"), ("decisions", "right"), ("simulated s", "right"), ("wall s", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        result = row.result
+        if result is None:
+            table.add_row(row.name, "", "[red]error[/red]", "", "[red]could not run[/red]", "", "", "")
+            continue
+        mark = "[green]as expected[/green]" if result.as_expected else "[red]NOT AS EXPECTED[/red]"
+        outcome = "[green]pass[/green]" if result.passed else "[yellow]fail[/yellow]"
+        table.add_row(result.scenario, ", ".join(sorted(result.active_controls)) or "none", outcome,
+                      result.expected, mark, str(len(result.decisions)), f"{result.virtual_secs:.1f}",
+                      f"{result.wall_secs:.2f}")
+    console.print(table)
+    results = [row.result for row in rows if row.result is not None]
     mismatched = [r for r in results if not r.as_expected]
-    console.rule()
+    errors = [row for row in rows if row.error]
     console.print(
-        f"{len(results)} calls in {time.perf_counter() - started:.1f} s wall "
-        f"({sum(r.virtual_secs for r in results):.0f} s simulated): "
-        f"{sum(r.passed for r in results)} outcomes passed, {sum(not r.passed for r in results)} failed, "
-        f"{len(results) - len(mismatched)} as expected, {len(mismatched)} not as expected. Traces in {trace_dir}/"
+        f"{len(results)} calls in {wall_secs:.1f} s wall ({sum(r.virtual_secs for r in results):.0f} s simulated): "
+        f"{len(results) - len(mismatched)} as expected, {len(mismatched)} not as expected"
+        + (f", {len(errors)} could not run" if errors else "") + f". Traces in {trace_dir}/", highlight=False
     )
     for result in mismatched:
         console.print(f"[red]NOT AS EXPECTED[/red] {result.scenario}: outcome {result.outcome}, "
-                      f"expected {result.expected}")
-    return 1 if mismatched else 0
-
-
-def _print_result(console: Console, result: CallResult, timeline: str) -> None:
-    mark = "[green]as expected[/green]" if result.as_expected else "[red]NOT AS EXPECTED[/red]"
-    outcome = "[green]pass[/green]" if result.passed else "[yellow]fail[/yellow]"
-    controls = ", ".join(sorted(result.active_controls)) or "none"
-    console.rule(f"{result.scenario}")
-    console.print(f"business outcome: {outcome}  (expected {result.expected} with controls: {controls})  {mark}  "
-                  f"[dim]{result.virtual_secs:.1f} s simulated in {result.wall_secs:.2f} s[/dim]")
-    for check in result.checks:
-        sign = "[green]✓[/green]" if check.ok else "[red]✗[/red]"
-        console.print(f"  {sign} {check.name}: {check.detail}")
-    if timeline != "none" and result.trace_path is not None and result.trace_path.exists():
-        render_timeline(Timeline.load(result.trace_path), console=console, full=timeline == "full")
+                      f"expected {result.expected}", highlight=False)
+    for row in errors:
+        console.print(Text.assemble(("COULD NOT RUN ", "red"), row.error))

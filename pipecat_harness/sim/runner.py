@@ -15,6 +15,7 @@ the same frame order and relative timing as real time, in a fraction of it.
 from __future__ import annotations
 
 import asyncio
+import re
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -29,10 +30,12 @@ from pipecat.processors.aggregators.llm_response_universal import LLMUserAggrega
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.workers.runner import WorkerRunner
+from pydantic import BaseModel, ValidationError
 
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.demo.call_pipeline import build_call_pipeline
+from pipecat_harness.demo.callbacks import CALLBACK_WRITE_TOOLS, CallbackTools
 from pipecat_harness.demo.retail_db import RetailDatabase
 from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS, RetailTools, ToolHandler
 from pipecat_harness.harness import Harness
@@ -40,10 +43,12 @@ from pipecat_harness.sim.caller import SimulatedCaller
 from pipecat_harness.sim.clock import LoopClock, virtual_time
 from pipecat_harness.sim.history_metrics import TurnPlayback, measure_playback
 from pipecat_harness.sim.loopback import LoopbackServices
-from pipecat_harness.sim.scenario import Scenario, ToolFault
+from pipecat_harness.sim.scenario import Scenario, ScenarioError, ToolFault
+from pipecat_harness.sim.scenario_tools import ScenarioTools, create_tables
 from pipecat_harness.sim.scripted_llm import ModelCall, ScriptedLLMService, context_messages
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
+from pipecat_harness.validation import describe_validation_error
 
 if TYPE_CHECKING:
     from pipecat_harness.sim.audio.mode import AudioMode
@@ -98,6 +103,7 @@ class CallResult:
     caller_completed: bool
     model_replies: list[str] = field(default_factory=list)
     tool_executions: dict[str, int] = field(default_factory=dict)
+    write_tools: frozenset[str] = frozenset()
 
     @property
     def outcome(self) -> str:
@@ -172,21 +178,21 @@ async def simulate_call(
     wall_started = time.perf_counter()
     loop = asyncio.get_running_loop()
     started = loop.time()
-    db = await RetailDatabase.create(
-        workdir / f"{scenario.name}.db", seed=None if scenario.database.seed == "retail" else {},
-        extra_sql=scenario.database.sql,
-    )
+    db = await _create_database(scenario, workdir)
+    own = ScenarioTools(scenario, db, with_retail=False)
+    config = scenario_config(scenario, config)
     harness = Harness(
         config.model_copy(update={"trace": config.trace.model_copy(update={"enabled": trace_path is not None})}),
         call_id=call_id or scenario.name,
         trace_path=trace_path,
         trace_metadata={"scenario": scenario.name, "description": scenario.description,
                         "control": scenario.control, "simulated": True},
-        write_tools=RETAIL_WRITE_TOOLS,
+        write_tools=RETAIL_WRITE_TOOLS | CALLBACK_WRITE_TOOLS | own.write_tools,
     )
     ledger = SpeechLedger()
     executions: dict[str, int] = {}
     tools = RetailTools(db)
+    extra_tools = [*await _tool_sets(scenario, db), own]
     user_params = LLMUserAggregatorParams(
         user_turn_strategies=UserTurnStrategies(stop=[
             audio.stop_strategy() if audio is not None else SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)
@@ -213,6 +219,7 @@ async def simulate_call(
     built = build_call_pipeline(
         harness=harness if use_harness else None, llm=llm, tts=tts, output=transport, tools=tools,
         user_params=user_params, source=source, wrap_handler=_fault_wrapper(scenario.faults, executions),
+        extra_tools=extra_tools, extra_write_tools=CALLBACK_WRITE_TOOLS | own.write_tools,
     )
     context = built.context
     pipeline = Pipeline(built.processors)
@@ -246,6 +253,7 @@ async def simulate_call(
     playback = measure_playback(ledger, context_messages(context))
     calls = model_calls()
     checks.extend(_check_history(scenario, playback, calls))
+    checks.extend(_check_context(scenario, context, llm))
     passed = all(c.ok for c in checks)
     result = CallResult(
         scenario=scenario.name,
@@ -261,6 +269,7 @@ async def simulate_call(
         caller_completed=caller.completed,
         model_replies=[c.text.strip() for c in calls if c.text.strip()],
         tool_executions=dict(executions),
+        write_tools=frozenset(harness.write_tools),
     )
     if harness.recorder is not None and use_harness:
         for entry in caller.log:
@@ -281,6 +290,83 @@ async def simulate_call(
         )
     harness.close()
     return result
+
+
+def _check_context(scenario: Scenario, context: Any, llm: Any) -> list[CheckResult]:
+    spec = scenario.expect.context
+    if spec is None:
+        return []
+    from pipecat_harness.business.context_budget import estimate_tokens
+
+    messages = [m for m in context.get_messages() if isinstance(m, dict)]
+    texts = [str(m.get("content", "")) for m in messages]
+    checks = []
+    for pattern in spec.contains:
+        found = any(re.search(pattern, text) for text in texts)
+        checks.append(CheckResult(f"context contains {pattern!r}", found,
+                                  "present in the final context" if found else "missing from the final context"))
+    if spec.max_tokens is not None:
+        tokens = estimate_tokens(messages)
+        checks.append(CheckResult("context budget", tokens <= spec.max_tokens,
+                                  f"{tokens} tokens at the end (budget {spec.max_tokens})"))
+    if spec.summarized:
+        count = len(getattr(llm, "summary_requests", []))
+        checks.append(CheckResult("context summarised", count > 0, f"{count} summaries requested"))
+    return checks
+
+
+def scenario_config(scenario: Scenario, config: HarnessConfig) -> HarnessConfig:
+    """``config`` with the scenario's own settings applied (its switches stay as given).
+
+    Raises:
+        ScenarioError: A block or setting does not exist or has a bad value.
+    """
+    update = {}
+    for block, values in scenario.harness.items():
+        current = getattr(config, block, None)
+        if not isinstance(current, BaseModel) or not isinstance(values, dict):
+            raise ScenarioError(f"{scenario.source or scenario.name}: field 'harness.{block}' is not a settings block")
+        settings = {k: v for k, v in values.items() if k != "enabled"}
+        try:
+            update[block] = type(current).model_validate({**current.model_dump(), **settings})
+        except ValidationError as exc:
+            raise ScenarioError(f"{scenario.source or scenario.name}: harness.{block}: "
+                                f"{describe_validation_error(exc)}") from exc
+    return config.model_copy(update=update) if update else config
+
+
+async def _tool_sets(scenario: Scenario, db: RetailDatabase) -> list[Any]:
+    """The demo tool sets the scenario adds to the retail tools."""
+    extra: list[Any] = []
+    for name in scenario.tools:
+        if name == "callbacks":
+            extra.append(CallbackTools(db))
+        elif name == "policies":
+            from pipecat_harness.demo.policies import PolicyTools
+
+            extra.append(await PolicyTools.create())
+    return extra
+
+
+async def _create_database(scenario: Scenario, workdir: Path) -> RetailDatabase:
+    """The call's business database: the named seed, the scenario's own tables, then its statements one by one.
+
+    Raises:
+        ScenarioError: A table or a statement of ``database.sql`` fails; the message names it.
+    """
+    path = workdir / f"{scenario.name}.db"
+    # The empty seed is an empty database: the scenario's own tables may reuse the retail names.
+    db = await RetailDatabase.create(path, seed=None) if scenario.database.seed == "retail" else RetailDatabase(path)
+    await create_tables(scenario, db)
+    for index, statement in enumerate(scenario.database.sql):
+        try:
+            await db.execute(statement)
+        except Exception as exc:  # sqlite3 errors: the scenario's SQL is wrong, not the simulator
+            raise ScenarioError(
+                f"{scenario.source or scenario.name}: field 'database.sql[{index}]': the statement failed "
+                f"({exc}); fix it against the {scenario.database.seed!r} schema"
+            ) from exc
+    return db
 
 
 async def _check(scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller, timed_out: bool) -> list[CheckResult]:

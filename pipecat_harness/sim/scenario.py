@@ -25,15 +25,22 @@ that names the file and the field rather than a silently ignored setting::
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipecat_harness.config import CONTROL_NAMES
+from pipecat_harness.errors import InputError
+from pipecat_harness.sim.scenario_business import RETAIL_TOOL_NAMES, DatabaseSpec, TableSpec, ToolSpec
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
 __all__ = [
+    "TEMPLATE_FILTERS",
+    "TEMPLATE_PATTERN",
     "CallerTurn",
     "ModelDecision",
     "ModelScript",
@@ -41,16 +48,21 @@ __all__ = [
     "ScenarioError",
     "SpeechSegment",
     "StateCheck",
+    "TableSpec",
     "ToolCallSpec",
+    "ToolSpec",
+    "bundled_scenario_names",
     "bundled_scenario_paths",
+    "check_unique_names",
     "load_scenario",
     "load_scenarios",
+    "scenario_files",
 ]
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
 
-class ScenarioError(ValueError):
+class ScenarioError(InputError):
     """A scenario file that cannot be used; the message names the file, the field and the problem."""
 
 
@@ -107,8 +119,30 @@ class CallerTurn(_Strict):
     speech: list[SpeechSegment] = Field(min_length=1)
 
 
+#: A ``{group}`` or ``{group|filter}`` placeholder in a scripted reply or tool argument.
+TEMPLATE_PATTERN = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
+#: The filters a placeholder may name (applied by the scripted model).
+TEMPLATE_FILTERS = ("identifier", "upper", "lower", "raw")
+
+
+def _template_strings(value: Any, where: str = "") -> list[tuple[str, str]]:
+    """Every string inside ``value`` with where it is (``tool_calls[0].order_id``)."""
+    if isinstance(value, str):
+        return [(where, value)]
+    if isinstance(value, dict):
+        return [item for key, v in value.items() for item in _template_strings(v, f"{where}.{key}".lstrip("."))]
+    if isinstance(value, list):
+        return [item for i, v in enumerate(value) for item in _template_strings(v, f"{where}[{i}]")]
+    return []
+
+
 class ToolCallSpec(_Strict):
-    """A tool call the scripted model makes; string arguments may use ``{group}`` templates."""
+    """A tool call the scripted model makes.
+
+    Parameters:
+        name: The tool (a retail tool or one the scenario declares).
+        args: Its arguments; strings may use ``{group}`` or ``{group|filter}`` templates from ``when.user``.
+    """
 
     name: str = Field(min_length=1)
     args: dict[str, Any] = Field(default_factory=dict)
@@ -166,6 +200,17 @@ class ModelDecision(_Strict):
     def _does_something(self) -> ModelDecision:
         if not self.say and not self.tool_calls:
             raise ValueError("a decision needs 'say' or 'tool_calls'")
+        groups = set(re.compile(self.when.user).groupindex) if self.when.user else set()
+        for where, text in _template_strings({"say": self.say, "tool_calls": [c.args for c in self.tool_calls]}):
+            for match in TEMPLATE_PATTERN.finditer(text):
+                name, filter_name = match.group(1), match.group(2)
+                if name not in groups:
+                    known = f"its groups are {', '.join(sorted(groups))}" if groups else "it has no named groups"
+                    raise ValueError(f"{where}: template '{{{name}}}' names no group of when.user ({known}); "
+                                     f"add (?P<{name}>...) to when.user or correct the name")
+                if filter_name is not None and filter_name not in TEMPLATE_FILTERS:
+                    raise ValueError(f"{where}: unknown template filter '{filter_name}'; "
+                                     f"filters are {', '.join(TEMPLATE_FILTERS)}")
         return self
 
 
@@ -177,6 +222,8 @@ class ModelScript(_Strict):
         greeting: Shorthand for a first decision ``when: {start: true}``.
         decisions: The decisions, tried in order; the first that applies fires.
         fallback: What the model says when no decision applies.
+        summary: What the model answers when Pipecat asks it to summarise the context (scripted, like
+            everything it says).
         first_token_secs: Latency from the model call to the first token.
         token_secs: Time between streamed tokens.
     """
@@ -185,6 +232,7 @@ class ModelScript(_Strict):
     greeting: str | None = None
     decisions: list[ModelDecision] = Field(default_factory=list)
     fallback: str = "Sorry, could you say that again?"
+    summary: str = "The caller and the agent discussed the caller's account."
     first_token_secs: float = Field(default=0.35, ge=0, le=30)
     token_secs: float = Field(default=0.02, ge=0, le=5)
 
@@ -210,7 +258,13 @@ class ToolFault(_Strict):
 
 
 class StateCheck(_Strict):
-    """An expectation on the final business state: a SQL query and the value it must return."""
+    """An expectation on the final business state: a SQL query and the value it must return.
+
+    Parameters:
+        sql: A query returning one value (the first column of the first row).
+        equals: The value it must return (numbers compare within 1e-6).
+        why: What the check means, shown with its result.
+    """
 
     sql: str = Field(min_length=1)
     equals: Any
@@ -231,23 +285,44 @@ class HistoryCheck(_Strict):
     max_repeated_replies: int | None = Field(default=None, ge=0)
 
 
+class ContextCheck(_Strict):
+    """What the model's context must hold at the end of the call.
+
+    Parameters:
+        contains: Regular expressions that must each match some message.
+        max_tokens: Upper bound of the final context's size (Pipecat's token estimate).
+        summarized: The context must have been summarised at least once.
+    """
+
+    contains: list[str] = Field(default_factory=list)
+    max_tokens: int | None = Field(default=None, gt=0)
+    summarized: bool = False
+
+
 class Expectations(_Strict):
-    """What must hold at the end of the call."""
+    """What must hold at the end of the call.
+
+    Parameters:
+        state: SQL checks on the final business database.
+        history: Limits on what history kept after interruptions.
+        caller_completed: The caller must get through the whole script (no hang-up while waiting).
+        context: Expectations on the model's final context (what it holds, its size, whether it was summarised).
+    """
 
     state: list[StateCheck] = Field(default_factory=list)
     history: HistoryCheck = Field(default_factory=HistoryCheck)
+    context: ContextCheck | None = None
     caller_completed: bool = True
 
 
-class DatabaseSpec(_Strict):
-    """The business database: a named seed plus extra SQL statements."""
-
-    seed: Literal["retail", "empty"] = "retail"
-    sql: list[str] = Field(default_factory=list)
-
-
 class TTSSpec(_Strict):
-    """The simulated voice: speaking rate, latency and whether it gives word timestamps."""
+    """The simulated voice: speaking rate, latency and whether it gives word timestamps.
+
+    Parameters:
+        word_timestamps: Report word timestamps (like ElevenLabs or Cartesia), so history knows each word's time.
+        words_per_minute: Speaking rate of the synthesised audio.
+        first_audio_secs: Latency from the text to the first audio.
+    """
 
     word_timestamps: bool = False
     words_per_minute: float = Field(default=165.0, gt=30, le=400)
@@ -255,7 +330,13 @@ class TTSSpec(_Strict):
 
 
 class CallerSpec(_Strict):
-    """How the simulated caller's speech turns into frames."""
+    """How the simulated caller's speech turns into frames.
+
+    Parameters:
+        words_per_minute: The caller's speaking rate (sets each utterance's length unless ``secs`` is given).
+        asr_final_secs: Delay from the end of speech to the final transcript.
+        interim_every_words: An interim transcript every this many words.
+    """
 
     words_per_minute: float = Field(default=150.0, gt=30, le=400)
     asr_final_secs: float = Field(default=0.3, ge=0, le=5)
@@ -271,6 +352,9 @@ class CallerSpec(_Strict):
     stt_p99_secs: float | None = Field(default=None, gt=0, le=5)
 
 
+ToolSet = Literal["retail", "callbacks", "policies"]
+
+
 class Scenario(_Strict):
     """A complete simulated call.
 
@@ -282,6 +366,19 @@ class Scenario(_Strict):
             or ``None`` when the call must pass either way.
         expect_without_control: Outcome expected with that control off.
         tags: Free labels (``stay_out_of_the_way`` marks calls where no control should act).
+        database: The business database the tools act on and the expectations query.
+        own_tools: The scenario's own tools: SQL or Python, with their argument schemas.
+        tts: The simulated voice.
+        caller_voice: How the caller's speech becomes VAD and transcript frames.
+        model: The scripted model.
+        faults: Backend faults injected under the tool layer.
+        caller: The caller's turns, in order.
+        expect: What must hold at the end of the call.
+        max_call_secs: Longest the call may last in simulated time.
+        tools: Demo tool sets the model can call (``retail``, ``callbacks``, ``policies``: the
+            ``lookup_policy`` read tool over the bundled policy fixtures).
+        harness: Settings of this call's harness on top of the domain preset
+            (``{"call_state": {"confirm_tools": ["schedule_callback"]}}``); switches are left to the command line.
     """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -291,14 +388,55 @@ class Scenario(_Strict):
     expect_without_control: Literal["pass", "fail"] = "pass"
     tags: list[str] = Field(default_factory=list)
     database: DatabaseSpec = Field(default_factory=DatabaseSpec)
+    own_tools: list[ToolSpec] = Field(default_factory=list)
     tts: TTSSpec = Field(default_factory=TTSSpec)
     caller_voice: CallerSpec = Field(default_factory=CallerSpec)
     model: ModelScript
     faults: list[ToolFault] = Field(default_factory=list)
     caller: list[CallerTurn] = Field(min_length=1)
     expect: Expectations = Field(default_factory=Expectations)
+    tools: list[ToolSet] = Field(default_factory=lambda: list[ToolSet](["retail"]))
+    harness: dict[str, Any] = Field(default_factory=dict)
     max_call_secs: float = Field(default=300.0, gt=0, le=3600)
     source: str = Field(default="", exclude=True)
+
+    def tool_names(self) -> list[str]:
+        """The tools the scripted model can call in this scenario."""
+        retail = list(RETAIL_TOOL_NAMES) if self.database.seed == "retail" and "retail" in self.tools else []
+        return retail + [tool.name for tool in self.own_tools if tool.name not in retail]
+
+    @model_validator(mode="after")
+    def _known_tools(self) -> Scenario:
+        names = self.tool_names()
+        if set(self.tools) - {"retail"}:
+            return self  # the other demo tool sets name their tools in their own modules
+        declared = [tool.name for tool in self.own_tools]
+        clash = sorted({n for n in declared if declared.count(n) > 1} | (set(declared) & set(RETAIL_TOOL_NAMES)
+                                                                      if self.database.seed == "retail" else set()))
+        if clash:
+            raise ValueError(f"tools: {', '.join(clash)} declared twice (or also a retail tool); rename it")
+        used: list[tuple[str, str]] = []
+        for i, decision in enumerate(self.model.decisions):
+            used += [(f"model.decisions[{i}].tool_calls[{j}].name", c.name) for j, c in enumerate(decision.tool_calls)]
+            if decision.when.tool is not None:
+                used.append((f"model.decisions[{i}].when.tool", decision.when.tool))
+        used += [(f"faults[{i}].tool", fault.tool) for i, fault in enumerate(self.faults)]
+        for where, name in used:
+            if name not in names:
+                close = difflib.get_close_matches(name, names, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else (
+                    f"tools here: {', '.join(names)}" if names else "declare it under 'tools:'")
+                raise ValueError(f"{where}: unknown tool '{name}' ({hint})")
+        return self
+
+    @field_validator("control")
+    @classmethod
+    def _known_control(cls, value: str | None) -> str | None:
+        if value is not None and value not in CONTROL_NAMES:
+            close = difflib.get_close_matches(value, CONTROL_NAMES, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"controls are {', '.join(CONTROL_NAMES)}"
+            raise ValueError(f"unknown control '{value}' ({hint})")
+        return value
 
     def expected_outcome(self, active_controls: set[str] | frozenset[str]) -> Literal["pass", "fail"]:
         """Return the outcome this scenario should have with the given controls active."""
@@ -320,7 +458,7 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ScenarioError(f"{path}: {describe_validation_error(exc)}") from exc
+        raise ScenarioError(f"{path}: {describe_validation_error(exc, model=Scenario)}") from exc
     return scenario.model_copy(update={"source": str(path)})
 
 
@@ -329,18 +467,59 @@ def bundled_scenario_paths() -> list[Path]:
     return sorted(BUNDLED_DIR.glob("**/*.yaml"))
 
 
-def load_scenarios(paths: list[str | Path] | None = None) -> list[Scenario]:
-    """Load scenario files; directories are searched for ``*.yaml``; none given means the bundled set."""
+def bundled_scenario_names() -> list[str]:
+    """The names by which bundled scenarios can be given (their file stems)."""
+    return [path.stem for path in bundled_scenario_paths()]
+
+
+def scenario_files(entries: Sequence[str | Path] | None = None) -> list[Path]:
+    """The scenario files that ``entries`` name; none given means the bundled set.
+
+    An entry is a file, a directory (searched for ``*.yaml``) or the name of a
+    bundled scenario (``duplicate_refund``).
+
+    Raises:
+        ScenarioError: An entry is neither an existing path nor a bundled name.
+    """
+    bundled = {path.stem: path for path in bundled_scenario_paths()}
     files: list[Path] = []
-    for entry in paths or bundled_scenario_paths():
-        entry = Path(entry)
-        files.extend(sorted(entry.glob("**/*.yaml")) if entry.is_dir() else [entry])
-    scenarios = [load_scenario(f) for f in files]
+    for entry in entries or bundled_scenario_paths():
+        path = Path(entry)
+        if path.is_dir():
+            files.extend(sorted(path.glob("**/*.yaml")))
+        elif path.exists() or path.suffix or len(path.parts) > 1:
+            files.append(path)  # a path: a missing one is reported when it is read
+        elif str(entry) in bundled:
+            files.append(bundled[str(entry)])
+        else:
+            close = difflib.get_close_matches(str(entry), list(bundled), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "'pipecat-harness simulate --list' shows them"
+            raise ScenarioError(f"{entry}: no such scenario file and no bundled scenario of that name ({hint})")
+    return files
+
+
+def check_unique_names(scenarios: Sequence[Scenario]) -> None:
+    """Refuse two scenarios with one name (their traces would overwrite each other).
+
+    Raises:
+        ScenarioError: Two scenarios share a name; the message names both files.
+    """
     seen: dict[str, str] = {}
     for scenario in scenarios:
         if scenario.name in seen:
             raise ScenarioError(
                 f"{scenario.source}: field 'name': '{scenario.name}' is already used by {seen[scenario.name]}"
+                "; rename one of them"
             )
         seen[scenario.name] = scenario.source
+
+
+def load_scenarios(paths: Sequence[str | Path] | None = None) -> list[Scenario]:
+    """Load scenario files, directories or bundled names; none given means the bundled set.
+
+    Raises:
+        ScenarioError: An entry names nothing, a file is invalid, or two scenarios share a name.
+    """
+    scenarios = [load_scenario(f) for f in scenario_files(paths)]
+    check_unique_names(scenarios)
     return scenarios

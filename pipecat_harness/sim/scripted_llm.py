@@ -34,12 +34,12 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
 from pipecat.services.settings import LLMSettings
 
-from pipecat_harness.sim.scenario import DecisionCondition, ModelDecision, ModelScript
+from pipecat_harness.sim.scenario import TEMPLATE_PATTERN, DecisionCondition, ModelDecision, ModelScript
 from pipecat_harness.spoken import spoken_to_identifier, written_to_spoken
 
 __all__ = ["ModelCall", "ScriptedChatModel", "ScriptedLLMService", "ScriptedModel", "render_template", "text_tokens"]
 
-_TEMPLATE = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
+_TEMPLATE = TEMPLATE_PATTERN
 _FILTERS = {
     "identifier": spoken_to_identifier,
     "upper": lambda s: spoken_to_identifier(s).upper(),
@@ -232,6 +232,7 @@ class ScriptedLLMService(LLMService):
         super().__init__(settings=settings, **kwargs)
         self._script = script
         self.model = ScriptedModel(script)
+        self.summary_requests: list[dict[str, Any]] = []
 
     @property
     def calls(self) -> list[ModelCall]:
@@ -249,6 +250,18 @@ class ScriptedLLMService(LLMService):
                 await self.push_frame(LLMFullResponseEndFrame())
         else:
             await self.push_frame(frame, direction)
+
+    async def run_inference(
+        self,
+        context: LLMContext,
+        max_tokens: int | None = None,
+        system_instruction: str | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> str | None:
+        """Out-of-band inference (Pipecat's context summarisation): the script's summary."""
+        self.summary_requests.append({"system_instruction": system_instruction, "max_tokens": max_tokens,
+                                      "messages": context_messages(context)})
+        return self._script.summary
 
     async def _respond(self, context: LLMContext) -> None:
         messages = context_messages(context)

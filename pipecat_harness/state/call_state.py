@@ -68,6 +68,10 @@ class CallState:
         business: Latest business snapshot.
         business_provenance: Where the snapshot came from.
         version: Grows with every saved change.
+        pending: Name -> :class:`Fact` for open items (a requested time not yet given, a proposal awaiting
+            confirmation), with the provenance of whoever opened them.
+        operations: Operation id -> record (tool, status, arguments, the turn and tool call it came from).
+        delivery: How the last assistant reply reached the caller (``full`` or ``partial``, what was heard).
     """
 
     call_id: str
@@ -76,6 +80,9 @@ class CallState:
     business: dict[str, Any] = field(default_factory=dict)
     business_provenance: Provenance | None = None
     version: int = 0
+    pending: dict[str, Fact] = field(default_factory=dict)
+    operations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    delivery: dict[str, Any] = field(default_factory=dict)
 
     def add_message(self, role: str, content: str, *, turn_id: int) -> None:
         """Append a conversation message."""
@@ -111,6 +118,10 @@ class CallState:
             "business": dict(self.business),
             "business_provenance": asdict(self.business_provenance) if self.business_provenance else None,
             "version": self.version,
+            "pending": {k: {"value": f.value, "provenance": asdict(f.provenance), "version": f.version}
+                        for k, f in self.pending.items()},
+            "operations": {k: dict(v) for k, v in self.operations.items()},
+            "delivery": dict(self.delivery),
         }
 
     @classmethod
@@ -125,6 +136,10 @@ class CallState:
                 k: Fact(v["value"], Provenance(**v["provenance"]), int(v["version"]))
                 for k, v in dict(data.get("working", {})).items()
             }
+            pending = {
+                k: Fact(v["value"], Provenance(**v["provenance"]), int(v["version"]))
+                for k, v in dict(data.get("pending", {})).items()
+            }
             business_provenance = data.get("business_provenance")
             return cls(
                 call_id=str(data["call_id"]),
@@ -133,6 +148,9 @@ class CallState:
                 business=dict(data.get("business", {})),
                 business_provenance=Provenance(**business_provenance) if business_provenance else None,
                 version=int(data.get("version", 0)),
+                pending=pending,
+                operations={str(k): dict(v) for k, v in dict(data.get("operations", {})).items()},
+                delivery=dict(data.get("delivery", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a call state: {exc}") from exc

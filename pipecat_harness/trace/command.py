@@ -29,14 +29,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    try:
-        timeline = Timeline.load(args.file)
-    except FileNotFoundError:
-        print(f"pipecat-harness: no such trace file: {args.file}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"pipecat-harness: {exc}", file=sys.stderr)
-        return 2
+    timeline = Timeline.load(args.file)
     console = Console() if sys.stdout.isatty() else Console(width=160)
     render_timeline(timeline, console=console, full=args.full, lanes=set(args.lane) if args.lane else None)
     return 0

@@ -1,12 +1,15 @@
 """Render call timelines as self-contained HTML (no server, no scripts, no external assets).
 
-A call is drawn as a timeline with one column per record and one for the
-controls: what the caller said and what was submitted, what the model received
-and generated, what tools were requested and executed, what was played and
-what history kept, and which control decided what on which evidence. Rows are
-events in time order, so a row shows what happened at that moment across the
-lanes. ``pipecat-harness trace html FILE`` writes one page per trace; the
-evaluation report embeds the same timeline per call.
+A call is drawn twice: as swimlanes on one time axis (see
+:mod:`pipecat_harness.trace.swimlanes`), where a glance shows where the caller
+and the bot overlapped, where a turn was held and where a tool ran; and as a
+table with one column per record and one for the controls: what the caller
+said and what was submitted, what the model received and generated, what tools
+were requested and executed, what was played and what history kept, and which
+control decided what on which evidence. Marks in the swimlanes link to their
+rows. Nothing is clipped: every cell and tooltip carries the full text.
+``pipecat-harness trace html FILE`` writes one page per trace; the evaluation
+report embeds the same view per call.
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ from __future__ import annotations
 import argparse
 import html
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from pipecat_harness.trace.show import describe_event
+from pipecat_harness.trace.swimlanes import SWIMLANE_CSS, history_panel_html, swimlanes_html
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
 __all__ = [
@@ -28,6 +31,7 @@ __all__ = [
     "call_header_html",
     "html_page",
     "timeline_html",
+    "timeline_table_html",
     "write_trace_html",
 ]
 
@@ -67,9 +71,7 @@ def _esc(value: Any) -> str:
 
 
 def _cell_text(event: TraceEvent) -> str:
-    if event.kind == "call_result":
-        return describe_event(event, width=600)
-    return describe_event(event, width=400)
+    return describe_event(event, width=None)
 
 
 def call_header_html(timeline: Timeline) -> str:
@@ -93,42 +95,55 @@ def call_header_html(timeline: Timeline) -> str:
     return "".join(parts)
 
 
-def timeline_html(timeline: Timeline, *, full: bool = False) -> str:
+def timeline_html(timeline: Timeline, *, full: bool = False, anchor_prefix: str = "") -> str:
+    """The call as swimlanes on one time axis, the history decisions side by side, and the table of events.
+
+    Args:
+        timeline: The call timeline.
+        full: Keep per-frame events (interim transcripts, played words) in the table.
+        anchor_prefix: Prefix of the rows' ids (unique per call when a page shows several).
+    """
+    return (swimlanes_html(timeline, anchor_prefix=anchor_prefix) + history_panel_html(timeline)
+            + timeline_table_html(timeline, full=full, anchor_prefix=anchor_prefix))
+
+
+def timeline_table_html(timeline: Timeline, *, full: bool = False, anchor_prefix: str = "") -> str:
     """The call as an HTML table: one row per event, one column per record plus decisions.
 
     Args:
         timeline: The call timeline.
         full: Keep per-frame events (interim transcripts, played words).
+        anchor_prefix: Prefix of the rows' ids; a row's id is the prefix, ``e`` and the event's index.
     """
     column_of = {lane: i for i, (_, lanes) in enumerate(TIMELINE_COLUMNS) for lane in lanes}
     head = "".join(f"<th>{_esc(title)}</th>" for title, _ in TIMELINE_COLUMNS)
     rows = []
-    for event in timeline:
+    for number, event in enumerate(timeline):
         if not full and event.kind in _OMITTED:
             continue
+        row_id = f" id=\"{_esc(anchor_prefix)}e{number}\""
         column = column_of.get(event.lane)
         cells = ["<td></td>"] * len(TIMELINE_COLUMNS)
         text = f"<span class=\"kind\">{_esc(event.kind)}</span>{_esc(_cell_text(event))}"
         if column is None:  # call lane: spans the row
-            rows.append(f"<tr class=\"lane-call\"><td class=\"t\">{event.t:.2f}</td>"
+            rows.append(f"<tr class=\"lane-call\"{row_id}><td class=\"t\">{event.t:.2f}</td>"
                         f"<td colspan=\"{len(TIMELINE_COLUMNS)}\">{text}</td></tr>")
             continue
         cells[column] = f"<td class=\"lane-{_esc(event.lane)}\" title=\"{_esc(_title(event))}\">{text}</td>"
-        rows.append(f"<tr><td class=\"t\">{event.t:.2f}</td>{''.join(cells)}</tr>")
+        rows.append(f"<tr{row_id}><td class=\"t\">{event.t:.2f}</td>{''.join(cells)}</tr>")
     return (f"<table class=\"timeline\"><thead><tr><th>t (s)</th>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 def _title(event: TraceEvent) -> str:
-    """Full event data as a tooltip (clipped: model inputs can be long)."""
-    text = json.dumps(event.data, ensure_ascii=False, default=str)
-    return text if len(text) <= 400 else text[:399] + "…"
+    """Full event data as a tooltip."""
+    return json.dumps(event.data, ensure_ascii=False, default=str)
 
 
 def html_page(title: str, body: str) -> str:
     """A complete, self-contained HTML document."""
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
-            f"<style>{PAGE_CSS}</style></head><body>{body}</body></html>")
+            f"<style>{PAGE_CSS}{SWIMLANE_CSS}</style></head><body>{body}</body></html>")
 
 
 def write_trace_html(trace: str | Path, output: str | Path | None = None, *, full: bool = False) -> Path:
@@ -140,14 +155,16 @@ def write_trace_html(trace: str | Path, output: str | Path | None = None, *, ful
         full: Keep per-frame events.
 
     Raises:
-        FileNotFoundError: No such trace.
-        ValueError: The trace is not valid JSONL.
+        TraceFileError: No such trace, or it is not valid JSONL.
     """
     trace = Path(trace)
     timeline = Timeline.load(trace)
     output = Path(output) if output is not None else trace.with_suffix(".html")
     title = f"call timeline: {timeline.call.get('call_id') or trace.stem}"
-    body = f"<h1>{_esc(title)}</h1>{call_header_html(timeline)}{timeline_html(timeline, full=full)}"
+    from pipecat_harness.business.handoff import handoff_html
+
+    body = (f"<h1>{_esc(title)}</h1>{call_header_html(timeline)}{handoff_html(timeline)}"
+            f"{timeline_html(timeline, full=full)}")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(html_page(title, body), encoding="utf-8")
     return output
@@ -163,13 +180,6 @@ def add_html_parser(trace_subparsers: Any) -> None:
 
 
 def _html_command(args: argparse.Namespace) -> int:
-    try:
-        output = write_trace_html(args.file, args.output, full=args.full)
-    except FileNotFoundError:
-        print(f"pipecat-harness: no such trace file: {args.file}", file=sys.stderr)
-        return 2
-    except (ValueError, IsADirectoryError) as exc:
-        print(f"pipecat-harness: {exc}", file=sys.stderr)
-        return 2
+    output = write_trace_html(args.file, args.output, full=args.full)
     print(output)
     return 0

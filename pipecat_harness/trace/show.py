@@ -11,7 +11,7 @@ from rich.text import Text
 
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
-__all__ = ["describe_event", "render_timeline", "short_timeline"]
+__all__ = ["describe_event", "is_routine", "render_timeline", "short_timeline"]
 
 _LANE_STYLES = {"caller": "cyan", "model": "magenta", "tool": "yellow", "bot": "green", "control": "bold red",
                 "call": "dim"}
@@ -20,16 +20,25 @@ _DETAIL_KINDS = {"asr_interim", "played_text", "model_input", "speech_started", 
                  "user_turn_started", "user_turn_stopped", "decision_outcome", "turn_playback"}
 
 
-def _clip(text: str, width: int) -> str:
+def _clip(text: str, width: int | None) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
-def describe_event(event: TraceEvent, width: int = 110) -> str:
-    """One-line description of an event."""
+def is_routine(event: TraceEvent) -> bool:
+    """Whether an event only confirms that nothing happened (a reply played in full, a no-op interruption)."""
+    if event.kind == "decision" and event.data.get("control") == "history":
+        return event.data.get("action") == "played_in_full"
+    return event.kind == "interruption" and event.data.get("bot_speaking") is False
+
+
+def describe_event(event: TraceEvent, width: int | None = 110) -> str:
+    """One-line description of an event, clipped to ``width`` characters (``None``: nothing cut)."""
     d = event.data
     kind = event.kind
-    if kind in {"asr_final", "asr_interim", "submitted", "generated", "assistant_committed", "played_text"}:
+    if kind == "assistant_committed":  # before any history correction, which is its own decision
+        return _clip(f'Pipecat committed "{d.get("text", "")}"', width)
+    if kind in {"asr_final", "asr_interim", "submitted", "generated", "played_text"}:
         return _clip(f'"{d.get("text", "")}"', width)
     if kind == "model_input":
         messages = d.get("messages") or []
@@ -47,6 +56,12 @@ def describe_event(event: TraceEvent, width: int = 110) -> str:
     if kind == "tool_result":
         error = f" error={d['error']}" if d.get("error") else ""
         return _clip(f"{d.get('name')} -> {json.dumps(d.get('result'), ensure_ascii=False)}{error}", width)
+    if kind == "decision" and "retained_text" in (d.get("evidence") or {}):
+        # The history decision is the one a reader needs whole: what was generated, heard and kept.
+        evidence = d["evidence"]
+        return (f"{d.get('control')}: {d.get('action')} (turn {d.get('turn_id')}); "
+                f"generated \"{evidence.get('generated_text', '')}\"; heard \"{evidence.get('heard_text', '')}\"; "
+                f"kept \"{evidence.get('retained_text', '')}\"")
     if kind in {"decision", "decision_outcome"}:
         evidence = json.dumps(d.get("evidence") or {}, ensure_ascii=False, default=str)
         outcome = f" outcome={json.dumps(d['outcome'], default=str)}" if d.get("outcome") else ""
@@ -67,8 +82,8 @@ def describe_event(event: TraceEvent, width: int = 110) -> str:
 
 
 def short_timeline(timeline: Timeline) -> list[TraceEvent]:
-    """The events worth a glance: what was said, submitted, decided, executed and kept."""
-    return [e for e in timeline if e.kind not in _DETAIL_KINDS]
+    """The events worth a glance: what was said, submitted, decided, executed and kept (no routine confirmations)."""
+    return [e for e in timeline if e.kind not in _DETAIL_KINDS and not is_routine(e)]
 
 
 def render_timeline(timeline: Timeline, *, console: Console | None = None, full: bool = False,
@@ -78,7 +93,7 @@ def render_timeline(timeline: Timeline, *, console: Console | None = None, full:
     Args:
         timeline: The call timeline.
         console: Where to print (stdout by default).
-        full: Include per-frame detail (interims, played words, model inputs).
+        full: Include per-frame detail (interims, played words, model inputs) and cut no text.
         lanes: Only these lanes.
     """
     console = console or Console()
@@ -92,5 +107,6 @@ def render_timeline(timeline: Timeline, *, console: Console | None = None, full:
         if lanes and event.lane not in lanes:
             continue
         style: Any = _LANE_STYLES.get(event.lane, "")
-        table.add_row(f"{event.t:7.2f}", Text(event.lane, style=style), event.kind, describe_event(event))
+        detail = describe_event(event, width=None if full else 110)
+        table.add_row(f"{event.t:7.2f}", Text(event.lane, style=style), event.kind, Text(detail))
     console.print(table)

@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LANES", "Timeline", "TraceEvent"]
+from pipecat_harness.errors import InputError
+
+__all__ = ["LANES", "Timeline", "TraceEvent", "TraceFileError"]
+
+class TraceFileError(InputError):
+    """A trace file that cannot be read; the message names the file (and line) and the fix."""
+
 
 LANES = ("call", "caller", "model", "tool", "bot", "control")
 
@@ -69,20 +75,34 @@ class Timeline:
         """Read a JSONL trace file.
 
         Raises:
-            ValueError: A line is not valid JSON (the message names the line).
+            TraceFileError: The path is not a readable UTF-8 file, or a line is not
+                a JSON object (the message names the file and the line).
         """
+        path = Path(path)
+        if path.is_dir():
+            found = sorted(path.glob("*.jsonl"))
+            hint = f"e.g. {found[0]}" if found else "traces are the .jsonl files simulate and bots write"
+            raise TraceFileError(f"{path}: is a directory; give one trace file ({hint})")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise TraceFileError(f"{path}: no such trace file; check the path (simulate writes them under traces/)") \
+                from None
+        except UnicodeDecodeError as exc:
+            raise TraceFileError(f"{path}: not a trace: byte {exc.start} is not UTF-8 text") from exc
+        except OSError as exc:
+            raise TraceFileError(f"{path}: cannot read the trace: {exc.strerror or exc}") from exc
         events = []
-        with Path(path).open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{number}: not a JSON trace line: {exc.msg}") from exc
-                if not isinstance(raw, dict):
-                    raise ValueError(f"{path}:{number}: a trace line must be a JSON object")
-                events.append(TraceEvent.from_mapping(raw))
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TraceFileError(f"{path}:{number}: not a JSON trace line: {exc.msg}") from exc
+            if not isinstance(raw, dict):
+                raise TraceFileError(f"{path}:{number}: a trace line must be a JSON object")
+            events.append(TraceEvent.from_mapping(raw))
         return cls(events)
 
     def __iter__(self) -> Iterator[TraceEvent]:

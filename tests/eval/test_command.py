@@ -41,3 +41,30 @@ def test_eval_command_rejects_bad_input(extra: list[str], message: str, tmp_path
                                         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", *extra, "--out", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_eval_exits_1_when_a_stop_rule_is_met_even_with_one_round(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("default:\n  keep: {min_target_reduction: 1}\n  stop: {above: {false_blocks_rate: -1}}\n")
+    args = [str(p) for p in bundled("tools_duplicate_write_same_turn")]
+    code = main(["eval", *args, "--toggle", "tool_gate", "--runs", "1", "--rules", str(rules),
+                 "--out", str(tmp_path / "out"), "--workers", "1"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "round 1/1" in captured.err and "STOP RULE MET" in captured.err  # the per-round line
+    assert "round 1: 2/2 calls" in captured.err  # progress while the round runs (no terminal: lines)
+    assert "stop rule met for tool_gate" in captured.out
+
+
+def test_compare_refuses_a_run_over_other_scenarios(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"format": "pipecat-harness-eval/1", "scenarios": ["duplicate_refund",
+                                  "split_order_number"], "controls": []}))
+    args = [str(p) for p in bundled("tools_duplicate_write_same_turn")]
+    code = main(["eval", *args, "--toggle", "tool_gate", "--out", str(tmp_path / "out"), "--compare", str(earlier)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "only there: duplicate_refund, split_order_number" in err
+    assert "only in this run: tools_duplicate_write_same_turn" in err
+    assert not (tmp_path / "out").exists()  # refused before any call ran

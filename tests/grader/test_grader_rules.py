@@ -129,3 +129,19 @@ async def test_every_action_a_completion_claim_names_must_have_succeeded(
 ) -> None:
     verdicts = [v for v in await grade(constraints, text, ops=ops) if v.category == "action"]
     assert verdicts and any(v.flagged for v in verdicts) == flagged, verdicts
+
+
+@pytest.mark.parametrize(
+    ("text", "ops", "flagged"),
+    [
+        ("Alright, your whitening is booked.", ("reschedule_appointment",), True),  # moving a booking makes none
+        ("I've switched your appointment to the morning slot.", ("reschedule_appointment",), False),
+        ("Okay, the order's cancelled.", (), True),
+        ("The refund has gone back to your original payment method.", ("issue_refund",), False),
+    ],
+)
+async def test_more_ways_of_saying_done(
+    constraints: ConstraintList, text: str, ops: tuple[str, ...], flagged: bool
+) -> None:
+    verdicts = [v for v in await grade(constraints, text, ops=ops) if v.category == "action"]
+    assert verdicts and any(v.flagged for v in verdicts) == flagged, verdicts

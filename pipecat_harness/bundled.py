@@ -1,0 +1,72 @@
+"""Data shipped in the package, addressed by name so that configs work from any directory.
+
+Settings that take a file also take ``bundled:<name>``: ``constraints_path:
+bundled:retail`` reads the retail constraint list inside the installed package,
+wherever the process runs. :func:`resolve_data_path` turns either form into a
+path and names the bundled choices when a name does not exist.
+"""
+
+from __future__ import annotations
+
+import difflib
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pipecat_harness.errors import InputError
+
+__all__ = ["BUNDLED_PREFIX", "DataKind", "bundled_names", "bundled_path", "resolve_data_path"]
+
+#: Prefix of a bundled name in a setting that takes a file.
+BUNDLED_PREFIX = "bundled:"
+
+DataKind = Literal["constraint list", "checklist", "scenario", "labeled set"]
+
+# Where each kind of bundled file lives in the package, and which files of that folder are of the kind.
+_LOCATIONS: dict[str, tuple[str, str, str]] = {
+    "constraint list": ("pipecat_harness.grader", "data", "[!l]*.yaml"),
+    "labeled set": ("pipecat_harness.grader", "data", "labeled_*.yaml"),
+    "checklist": ("pipecat_harness.checklist", "data", "*.yaml"),
+    "scenario": ("pipecat_harness", "scenarios", "*.yaml"),
+}
+
+
+def _folder(kind: str) -> Path:
+    package, folder, _ = _LOCATIONS[kind]
+    return Path(str(resources.files(package).joinpath(folder)))
+
+
+def bundled_names(kind: DataKind) -> list[str]:
+    """The names of the bundled files of a kind (``bundled_names("constraint list")`` → ``["detailing", ...]``)."""
+    _, _, pattern = _LOCATIONS[kind]
+    names = sorted(path.stem for path in _folder(kind).glob(pattern))
+    if kind == "constraint list":
+        names = [n for n in names if not n.startswith("holdout_")]
+    return names
+
+
+def bundled_path(kind: DataKind, name: str) -> Path:
+    """The path of a bundled file.
+
+    Raises:
+        InputError: No bundled file of that kind has that name; the message lists the names.
+    """
+    name = name.removeprefix(BUNDLED_PREFIX)
+    names = bundled_names(kind)
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean '{BUNDLED_PREFIX}{close[0]}'?" if close else f"choose one of {', '.join(names)}"
+        raise InputError(f"no bundled {kind} named '{name}' ({hint})")
+    return _folder(kind) / f"{name}.yaml"
+
+
+def resolve_data_path(value: str | Path, kind: DataKind) -> Path:
+    """A file path as given, or the bundled file a ``bundled:<name>`` value names.
+
+    Raises:
+        InputError: A ``bundled:`` name that does not exist.
+    """
+    text = str(value)
+    if text.startswith(BUNDLED_PREFIX):
+        return bundled_path(kind, text)
+    return Path(value)

@@ -1,0 +1,188 @@
+"""Context budget: Pipecat's context summarisation, told what it must keep, and checked afterwards.
+
+Pipecat 1.14 compresses old dialogue in the assistant aggregator
+(``enable_auto_context_summarization``): past a token or message budget the
+LLM writes a summary that replaces the older messages. A summary can keep
+"discussed renewal" and lose "I do not want this renewed". So:
+
+* :func:`summarization_config` gives Pipecat a prompt that asks, section by
+  section, for constraints, corrections and refusals (in the caller's words),
+  unresolved questions and operation ids;
+* :class:`SummaryGuard` checks every applied summary against what the call
+  state says must survive (caller corrections and refusals, constraints,
+  pending items, operation ids) and appends, verbatim, whatever the summary
+  and the kept recent messages no longer carry.
+
+The raw record stays available for dispute: the call state's conversation
+log and the trace keep every caller turn and reply as they happened.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.utils.context.llm_context_summarization import (
+    LLMAutoContextSummarizationConfig,
+    LLMContextSummaryConfig,
+)
+
+from pipecat_harness.business.working_state import STATE_MESSAGE_MARK
+from pipecat_harness.state.call_state import CallState
+
+__all__ = [
+    "KEPT_HEADER",
+    "SUMMARY_PROMPT",
+    "KeepItem",
+    "SummaryGuard",
+    "estimate_tokens",
+    "must_keep",
+    "summarization_config",
+]
+
+SUMMARY_PROMPT = """You are compressing the older part of a customer-service phone call so the agent can continue it.
+Write short factual lines under these headings, and never drop an item that fits one of them:
+CONSTRAINTS: limits the caller set (dates, amounts, "only", "must", "not before").
+CORRECTIONS AND REFUSALS: every time the caller corrected something or said no; quote the caller's own words
+(for example: caller said "I do not want this renewed"). A refusal must never become a neutral topic.
+UNRESOLVED QUESTIONS: what is still open or waiting for the caller's answer or confirmation.
+OPERATIONS: every operation id with its tool and status exactly as written (for example op-2 issue_refund succeeded).
+OTHER FACTS: anything else needed to continue.
+Omit greetings and small talk. Output only the summary."""
+
+#: Heading of the lines :class:`SummaryGuard` adds when a summary dropped them.
+KEPT_HEADER = "Kept verbatim from the call record (the summary had dropped these):"
+
+_REFUSAL = re.compile(
+    r"\b(i do not want|i don't want|i do not|i don't|don't|do not|no longer|not interested|cancel|stop|never|"
+    r"refuse|no,|not (?:the|that|this)|instead|make it|rather|actually|sorry,? (?:i meant|make))\b",
+    re.IGNORECASE,
+)
+_CONSTRAINT = re.compile(
+    r"\b(only|must|need(?:s)? to|has to|have to|no later than|not before|not after|by (?:monday|tuesday|wednesday|"
+    r"thursday|friday|saturday|sunday|tomorrow)|at most|at least|under|below|maximum|minimum)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class KeepItem:
+    """Something a summary must not lose.
+
+    Parameters:
+        kind: ``correction``, ``constraint``, ``pending`` or ``operation``.
+        text: The line to keep (caller's words quoted; ids as written).
+        needle: What must appear in the context for the item to count as kept.
+    """
+
+    kind: str
+    text: str
+    needle: str
+
+
+def must_keep(state: CallState) -> list[KeepItem]:
+    """What the call state says must survive summarisation."""
+    items: list[KeepItem] = []
+    for message in state.history:
+        if message.get("role") != "user":
+            continue
+        text = str(message.get("content", "")).strip()
+        turn = message.get("turn_id")
+        if _REFUSAL.search(text):
+            items.append(KeepItem("correction", f'caller (turn {turn}) said: "{text}"', text))
+        elif _CONSTRAINT.search(text):
+            items.append(KeepItem("constraint", f'caller (turn {turn}) set: "{text}"', text))
+    for name, fact in state.pending.items():
+        items.append(KeepItem("pending", f"open: {name} = {fact.value}", str(fact.value)))
+    for op_id, record in state.operations.items():
+        items.append(KeepItem("operation", f"{op_id} {record.get('tool')} {record.get('status')}", op_id))
+    return items
+
+
+def _normal(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+
+
+def estimate_tokens(messages: list[Any]) -> int:
+    """Pipecat's own estimate (4 characters a token plus a per-message overhead)."""
+    from pipecat.utils.context.llm_context_summarization import LLMContextSummarizationUtil
+
+    context = LLMContext(messages=list(messages))
+    return int(LLMContextSummarizationUtil.estimate_context_tokens(context))
+
+
+def summarization_config(
+    *, max_context_tokens: int, max_unsummarized_messages: int | None = 20, keep_recent_messages: int = 4
+) -> LLMAutoContextSummarizationConfig:
+    """Pipecat's auto-summarisation settings with the keep-what-matters prompt.
+
+    Args:
+        max_context_tokens: The context budget (Pipecat's estimate).
+        max_unsummarized_messages: Also summarise after this many new messages.
+        keep_recent_messages: Recent messages always kept uncompressed.
+    """
+    return LLMAutoContextSummarizationConfig(
+        max_context_tokens=max_context_tokens,
+        max_unsummarized_messages=max_unsummarized_messages,
+        summary_config=LLMContextSummaryConfig(
+            target_context_tokens=max(100, max_context_tokens // 3),
+            min_messages_after_summary=keep_recent_messages,
+            summarization_prompt=SUMMARY_PROMPT,
+            summary_message_template="Summary of the earlier call (older messages were compressed):\n{summary}",
+        ),
+    )
+
+
+class SummaryGuard:
+    """Checks each applied summary and restores what it dropped.
+
+    Register :meth:`on_summary_applied` on the assistant aggregator's
+    ``on_summary_applied`` event.
+
+    Args:
+        context: The call's LLM context.
+        state: Returns the call state.
+        on_checked: Called with ``(kept, restored)`` item lists (for the trace).
+    """
+
+    def __init__(
+        self,
+        context: LLMContext,
+        state: Callable[[], CallState],
+        *,
+        on_checked: Callable[[list[KeepItem], list[KeepItem]], None] | None = None,
+    ) -> None:
+        self.context = context
+        self.state = state
+        self.on_checked = on_checked
+        self.summaries = 0
+
+    async def on_summary_applied(self, *_args: Any) -> None:
+        """Pipecat event handler: check the new summary message and repair it in place."""
+        self.check()
+
+    def check(self) -> list[KeepItem]:
+        """Restore dropped items into the summary message; returns the restored items."""
+        messages = self.context.get_messages()
+        index = next((i for i, m in enumerate(messages) if isinstance(m, dict) and str(m.get("content", ""))
+                      .startswith("Summary of the earlier call")), None)
+        if index is None:
+            return []
+        self.summaries += 1
+        # The state rendering is refreshed every run; what must survive has to be in the dialogue itself.
+        present = " ".join(_normal(str(m.get("content", ""))) for m in messages
+                           if isinstance(m, dict) and not str(m.get("content", "")).startswith(STATE_MESSAGE_MARK))
+        items = must_keep(self.state())
+        missing = [item for item in items if _normal(item.needle) not in present]
+        kept = [item for item in items if item not in missing]
+        if missing:
+            summary: Any = messages[index]
+            # Edited in place: Pipecat tracks its summary message by identity.
+            summary["content"] = (f"{summary['content']}\n{KEPT_HEADER}\n"
+                                  + "\n".join(f"- {item.text}" for item in missing))
+        if self.on_checked is not None:
+            self.on_checked(kept, missing)
+        return missing

@@ -1,0 +1,264 @@
+"""The verified handoff summary: what a human taking over the call needs, each line backed by a record.
+
+Built from a call's timeline (its caller turns, tool results, tool-gate
+decisions carrying the ledger's idempotency keys, proposal decisions and
+call-state snapshots) in the design's shape:
+
+* **Requested**: what the caller asked for (the latest request per write tool);
+* **Verified**: what a trusted result or the caller's confirmation established;
+* **Operation**: what each write did (succeeded, failed, outcome unknown, not executed);
+* **Pending**: what is still open (a proposal awaiting confirmation, an outcome to reconcile);
+* **Caller correction**: which request replaced which.
+
+Every statement carries links to the caller turn, tool result or ledger event
+that supports it; a link must resolve to an event of the same timeline, and a
+statement left without a resolving link is not emitted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pipecat_harness.trace.timeline import Timeline, TraceEvent
+
+__all__ = ["Handoff", "HandoffLine", "Link", "build_handoff", "handoff_html"]
+
+Section = Literal["Requested", "Verified", "Operation", "Pending", "Caller correction"]
+SECTIONS: tuple[Section, ...] = ("Requested", "Verified", "Operation", "Pending", "Caller correction")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A record supporting a statement.
+
+    Parameters:
+        kind: ``caller_turn``, ``tool_result`` or ``ledger_event``.
+        ref: Turn number, tool-call id, or operation id / idempotency key.
+        t: Time of the event on the call's timeline (seconds).
+        quote: A short excerpt of the record.
+    """
+
+    kind: Literal["caller_turn", "tool_result", "ledger_event"]
+    ref: str
+    t: float
+    quote: str = ""
+
+    def label(self) -> str:
+        """``[turn 2 @14.1s]`` style reference."""
+        name = {"caller_turn": "turn", "tool_result": "result", "ledger_event": "ledger"}[self.kind]
+        return f"[{name} {self.ref} @{self.t:.1f}s]"
+
+
+@dataclass
+class HandoffLine:
+    """One statement of the summary with its supporting links."""
+
+    section: Section
+    text: str
+    links: list[Link] = field(default_factory=list)
+
+
+@dataclass
+class Handoff:
+    """The summary of one call."""
+
+    call_id: str
+    lines: list[HandoffLine]
+    dropped: int = 0
+
+    def to_text(self) -> str:
+        """One statement per line, each followed by its links."""
+        if not self.lines:
+            return f"Call {self.call_id}: nothing verified to hand off."
+        out = [f"Handoff for call {self.call_id}"]
+        for section in SECTIONS:
+            for line in self.lines:
+                if line.section == section:
+                    out.append(f"{section}: {line.text}  " + " ".join(link.label() for link in line.links))
+        return "\n".join(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {"call_id": self.call_id, "dropped_without_link": self.dropped,
+                "lines": [{"section": x.section, "text": x.text, "links": [asdict(k) for k in x.links]}
+                          for x in self.lines]}
+
+
+class _Records:
+    """Index of the timeline's records that statements may link to."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.turns: dict[int, TraceEvent] = {}
+        self.results: dict[str, TraceEvent] = {}
+        self.requests: dict[str, TraceEvent] = {}
+        self.ledger: dict[str, TraceEvent] = {}
+        self.proposals: dict[str, dict[str, Any]] = {}
+        self.proposal_events: dict[str, TraceEvent] = {}
+        self.state: dict[str, Any] = {}
+        self.call_id = ""
+        turn = 0
+        for event in timeline.events:
+            if event.kind == "call_started":
+                self.call_id = str(event.data.get("call_id", ""))
+            elif event.lane == "caller" and event.kind == "submitted":
+                turn += 1
+                self.turns[turn] = event
+            elif event.lane == "tool" and event.kind == "tool_request":
+                self.requests[str(event.data.get("tool_call_id"))] = event
+            elif event.lane == "tool" and event.kind == "tool_result":
+                self.results[str(event.data.get("tool_call_id"))] = event
+            elif event.lane == "control" and event.kind in {"decision", "decision_outcome"}:
+                self._decision(event)
+            elif event.lane == "control" and event.kind == "call_state":
+                self.state = dict(event.data.get("state") or {})
+
+    def _decision(self, event: TraceEvent) -> None:
+        evidence = event.data.get("evidence") or {}
+        if event.data.get("control") == "tool_gate" and evidence.get("write"):
+            key = evidence.get("idempotency_key") or evidence.get("tool_call_id")
+            if key:
+                # The outcome event (succeeded, failed) supersedes the forwarding decision.
+                self.ledger[str(key)] = event
+                if evidence.get("tool_call_id"):
+                    self.ledger[str(evidence["tool_call_id"])] = event
+        elif event.data.get("control") == "call_state" and "proposal" in evidence:
+            proposal = dict(evidence["proposal"])
+            self.proposals[str(proposal["proposal_id"])] = proposal
+            self.proposal_events[str(proposal["proposal_id"])] = event
+
+    def turn_link(self, turn: Any) -> Link | None:
+        event = self.turns.get(int(turn)) if isinstance(turn, int | str) and str(turn).isdigit() else None
+        if event is None:
+            return None
+        return Link("caller_turn", str(turn), event.t, _short(str(event.data.get("text", ""))))
+
+    def result_link(self, tool_call_id: Any) -> Link | None:
+        event = self.results.get(str(tool_call_id))
+        if event is None:
+            return None
+        return Link("tool_result", str(tool_call_id), event.t, _short(json.dumps(event.data.get("result"),
+                                                                                 default=str)))
+
+    def ledger_link(self, key: Any, label: str) -> Link | None:
+        event = self.ledger.get(str(key))
+        if event is None:
+            return None
+        outcome = event.data.get("outcome") or {}
+        status = outcome.get("status") if isinstance(outcome, dict) else None
+        return Link("ledger_event", label, event.t, f"{event.data.get('action')}" + (f" → {status}" if status else ""))
+
+    def proposal_link(self, proposal_id: str) -> Link | None:
+        event = self.proposal_events.get(proposal_id)
+        if event is None:
+            return None
+        return Link("ledger_event", proposal_id, event.t, str(event.data.get("action", "")))
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _arguments(arguments: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(arguments.items()) if k not in {"tenant_id", "customer_id"})
+
+
+def build_handoff(timeline: Timeline) -> Handoff:
+    """The verified summary of the call on ``timeline``."""
+    records = _Records(timeline)
+    candidates: list[HandoffLine] = []
+    _requests(records, candidates)
+    _verified(records, candidates)
+    _operations(records, candidates)
+    lines = [line for line in candidates if line.links and all(link is not None for link in line.links)]
+    return Handoff(records.call_id, lines, dropped=len(candidates) - len(lines))
+
+
+def _link_list(*links: Link | None) -> list[Link]:
+    found = [link for link in links if link is not None]
+    # A statement whose every support failed to resolve gets no links and is dropped.
+    return found
+
+
+def _requests(records: _Records, out: list[HandoffLine]) -> None:
+    latest: dict[str, dict[str, Any]] = {}
+    for proposal in records.proposals.values():
+        latest[str(proposal["tool"])] = proposal
+        if proposal.get("status") == "superseded" and proposal.get("superseded_by"):
+            replacement = records.proposals.get(str(proposal["superseded_by"]), {})
+            out.append(HandoffLine(
+                "Caller correction",
+                f"{_arguments(replacement.get('arguments', {}))} supersedes the earlier "
+                f"{_arguments(proposal.get('arguments', {}))} ({proposal['tool']})",
+                _link_list(records.turn_link(proposal.get("correction_turn"))),
+            ))
+    for tool, proposal in latest.items():
+        out.append(HandoffLine("Requested", f"{tool}: {_arguments(proposal.get('arguments', {}))}",
+                               _link_list(records.turn_link(proposal.get("proposed_turn")),
+                                          records.proposal_link(str(proposal["proposal_id"])))))
+        if proposal.get("status") == "awaiting_confirmation":
+            out.append(HandoffLine("Pending", f"{tool} ({_arguments(proposal.get('arguments', {}))}) awaits the "
+                                              "caller's confirmation; nothing was sent",
+                                   _link_list(records.proposal_link(str(proposal["proposal_id"])))))
+        elif proposal.get("status") == "confirmed":
+            out.append(HandoffLine("Verified", f"caller confirmed {tool} ({_arguments(proposal.get('arguments', {}))})",
+                                   _link_list(records.turn_link(proposal.get("confirmed_turn")))))
+
+
+def _verified(records: _Records, out: list[HandoffLine]) -> None:
+    for name, fact in dict(records.state.get("working") or {}).items():
+        provenance = fact.get("provenance") or {}
+        if provenance.get("source") != "tool":
+            continue  # caller-confirmed facts are stated with their proposal
+        tool_call_id = str(provenance.get("detail", "")).rpartition(" ")[2]
+        out.append(HandoffLine("Verified", f"{name.replace('_', ' ')}: {fact.get('value')} "
+                                           f"(by {str(provenance.get('detail', '')).partition(' ')[0]})",
+                               _link_list(records.result_link(tool_call_id))))
+
+
+def _operations(records: _Records, out: list[HandoffLine]) -> None:
+    proposed = {str(p["tool"]) for p in records.proposals.values()}
+    requested: set[str] = set()
+    for op_id, operation in dict(records.state.get("operations") or {}).items():
+        if str(op_id).startswith("proposal-") or "confirm with the caller first" in str(operation.get("reason")):
+            continue  # proposals and their read-back steps are stated as requests above
+        tool = str(operation.get("tool"))
+        request = records.requests.get(str(operation.get("tool_call_id")))
+        if tool not in proposed and tool not in requested and request is not None:
+            requested.add(tool)
+            arguments = dict(request.data.get("arguments") or {})
+            out.append(HandoffLine("Requested", f"{tool}: {_arguments(arguments)}",
+                                   _link_list(records.turn_link(operation.get("turn_id")))))
+        status = str(operation.get("status"))
+        key = operation.get("idempotency_key") or operation.get("tool_call_id")
+        ledger = records.ledger_link(key, str(op_id))
+        result = records.result_link(operation.get("tool_call_id"))
+        if status == "succeeded":
+            text = f"{tool} succeeded ({op_id})"
+        elif status == "outcome_unknown":
+            text = f"{tool} outcome unknown ({op_id}); reconcile before retrying"
+            out.append(HandoffLine("Pending", f"reconcile {tool} {op_id} with the backend", _link_list(ledger)))
+        elif status == "not_executed":
+            text = f"{tool} request not executed: {operation.get('reason') or 'held by the gate'}"
+        else:
+            text = f"{tool} {status.replace('_', ' ')} ({op_id})"
+        out.append(HandoffLine("Operation", text, _link_list(ledger, result)))
+
+
+def handoff_html(timeline: Timeline) -> str:
+    """The summary as an HTML section (empty when the call has nothing verified to hand off)."""
+    from html import escape
+
+    handoff = build_handoff(timeline)
+    if not handoff.lines:
+        return ""
+    rows = []
+    for section in SECTIONS:
+        for line in handoff.lines:
+            if line.section != section:
+                continue
+            links = " ".join(f"<span class=\"link\" title=\"{escape(link.quote)}\">{escape(link.label())}</span>"
+                             for link in line.links)
+            rows.append(f"<tr><th>{escape(section)}</th><td>{escape(line.text)}</td><td>{links}</td></tr>")
+    return f"<section class=\"handoff\"><h2>Handoff summary</h2><table>{''.join(rows)}</table></section>"

@@ -1,0 +1,281 @@
+"""``WorkingStateKeeper``: fills one call's :class:`~pipecat_harness.state.CallState` from what happened.
+
+Trusted code is the only writer. The keeper takes events (a submitted caller
+turn, a tool result, a gate decision, a proposal's change, how a reply was
+delivered) and turns them into the three memories: the conversation log, the
+working state (confirmed facts and pending items, each with provenance) with
+its operations, and the business snapshot from tool results. Every change
+advances the version; a change based on an older version is refused.
+
+The state is kept in process for the voice loop and saved, in order and off
+the loop, to a :class:`~pipecat_harness.state.CallStateStore` (memory or
+Redis); a save based on a version another worker has moved past is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from loguru import logger
+
+from pipecat_harness.business.confirmation import Proposal
+from pipecat_harness.state.call_state import CallState, CallStateStore, Provenance, VersionConflict
+
+__all__ = ["STATE_MESSAGE_MARK", "WorkingStateKeeper", "render_state"]
+
+#: First line of the read-only state message the model sees.
+STATE_MESSAGE_MARK = "[call state: maintained by the system, read-only]"
+
+_OPERATION_STATUS = {
+    "forwarded": "executing",
+    "not_executed": "not_executed",
+    "blocked": "blocked",
+    "outcome_unknown": "outcome_unknown",
+    "failed": "failed",
+}
+
+
+class WorkingStateKeeper:
+    """Keeps and saves one call's state.
+
+    Args:
+        call_id: The call.
+        store: Where the state is saved (``None``: kept in process only).
+        identity_tools: Tools whose successful result verifies the caller.
+        on_change: Called with ``(state, reason)`` after every change (the trace).
+    """
+
+    def __init__(
+        self,
+        call_id: str,
+        *,
+        store: CallStateStore | None = None,
+        identity_tools: frozenset[str] = frozenset(),
+        on_change: Callable[[CallState, str], None] | None = None,
+    ) -> None:
+        self.state = CallState(call_id=call_id)
+        self.store = store
+        self.identity_tools = identity_tools
+        self.on_change = on_change
+        self.turn_id = 0
+        self._saved_version: int | None = None
+        self._saves: asyncio.Queue[dict[str, Any]] | None = None
+        self._saver: asyncio.Task[None] | None = None
+        self.refused: list[str] = []
+        self._operation_ids: dict[str, str] = {}
+
+    @property
+    def version(self) -> int:
+        """The state's current version."""
+        return self.state.version
+
+    @property
+    def identity_verified(self) -> bool:
+        """Whether a trusted result has verified the caller's identity."""
+        fact = self.state.fact("identity_verified")
+        return bool(fact and fact.value)
+
+    def update(self, change: Callable[[CallState], Any], reason: str, *, based_on: int | None = None) -> bool:
+        """Apply ``change``, advance the version, save and report it.
+
+        Args:
+            change: Mutates the state.
+            reason: What happened (for the trace).
+            based_on: The version the change was computed from; a moved state refuses it.
+
+        Returns:
+            Whether the change was applied (``False``: refused as stale).
+        """
+        if based_on is not None and based_on != self.state.version:
+            message = f"{reason}: based on version {based_on}, state is at {self.state.version}"
+            self.refused.append(message)
+            logger.debug(f"call {self.state.call_id}: stale state update refused ({message})")
+            return False
+        change(self.state)
+        self.state.version += 1
+        self._save()
+        if self.on_change is not None:
+            self.on_change(self.state, reason)
+        return True
+
+    # -- events -------------------------------------------------------------------------------------
+
+    def caller_turn(self, turn_id: int, text: str) -> None:
+        """A submitted caller turn: the turn boundary."""
+        self.turn_id = turn_id
+        self.update(lambda s: s.add_message("user", text, turn_id=turn_id), f"caller turn {turn_id}")
+
+    def assistant_delivery(self, *, generated: str, heard: str, full: bool, turn_id: int) -> None:
+        """How the last reply reached the caller (from the history control's decision)."""
+
+        def change(state: CallState) -> None:
+            state.history.append({"role": "assistant", "content": heard, "generated": generated,
+                                  "delivery": "full" if full else "partial", "turn_id": turn_id})
+            state.delivery = {"delivery": "full" if full else "partial", "heard": heard, "turn_id": turn_id}
+
+        self.update(change, f"assistant reply {'played in full' if full else 'partly played'}")
+
+    def tool_result(self, tool: str, tool_call_id: str, result: Any, *, write: bool, turn_id: int) -> None:
+        """An executed tool's result: the business snapshot, and facts a trusted backend established."""
+        provenance = Provenance("tool", turn_id, f"{tool} {tool_call_id}")
+
+        def change(state: CallState) -> None:
+            state.set_business({**state.business, tool: _user_safe(result)}, provenance)
+            if tool in self.identity_tools and _succeeded(result):
+                state.set_fact("identity_verified", True, provenance)
+                customer = _customer_id(result)
+                if customer:
+                    state.set_fact("customer_id", customer, provenance)
+
+        self.update(change, f"{'write' if write else 'read'} result from {tool}")
+
+    def gate_decision(self, action: str, evidence: Mapping[str, Any], outcome: Mapping[str, Any] | None,
+                      turn_id: int) -> None:
+        """A tool-gate decision on a write: the operation's status."""
+        if not evidence.get("write"):
+            return
+        key = str(evidence.get("idempotency_key") or evidence.get("tool_call_id") or "")
+        if not key:
+            return
+        operation_id = self._operation_ids.setdefault(key, f"op-{len(self._operation_ids) + 1}")
+        status = _OPERATION_STATUS.get(action, action)
+        if outcome:
+            status = {"executed": "succeeded"}.get(str(outcome.get("status")), str(outcome.get("status")))
+
+        def change(state: CallState) -> None:
+            record = state.operations.setdefault(operation_id, {
+                "operation_id": operation_id, "tool": evidence.get("tool"), "turn_id": turn_id,
+                "idempotency_key": evidence.get("idempotency_key"),
+            })
+            record.update({"status": status, "tool_call_id": evidence.get("tool_call_id"),
+                           "reason": evidence.get("reason", "")})
+
+        self.update(change, f"operation {status}: {evidence.get('tool')}")
+
+    def proposal(self, proposal: Proposal) -> None:
+        """A confirmation-bound proposal was created, confirmed or superseded."""
+
+        def change(state: CallState) -> None:
+            state.operations[proposal.proposal_id] = {
+                "operation_id": proposal.proposal_id, "tool": proposal.tool, "status": proposal.status,
+                "arguments": dict(proposal.arguments), "turn_id": proposal.proposed_turn,
+                "confirmed_turn": proposal.confirmed_turn, "superseded_by": proposal.superseded_by,
+                "correction_turn": proposal.correction_turn,
+            }
+            key = f"confirm:{proposal.tool}"
+            if proposal.status == "awaiting_confirmation":
+                state.pending[key] = _fact(proposal.proposal_id, Provenance("model", proposal.proposed_turn,
+                                                                            proposal.tool))
+            elif state.pending.get(key) and state.pending[key].value == proposal.proposal_id:
+                del state.pending[key]
+            if proposal.status == "confirmed" and proposal.confirmed_turn is not None:
+                provenance = Provenance("caller", proposal.confirmed_turn, proposal.confirmed_text)
+                for name, value in proposal.arguments.items():
+                    state.set_fact(f"{proposal.tool}.{name}", value, provenance)
+
+        self.update(change, f"{proposal.proposal_id} {proposal.status}")
+
+    # -- persistence --------------------------------------------------------------------------------
+
+    def _save(self) -> None:
+        if self.store is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._saves is None:
+            self._saves = asyncio.Queue()
+            self._saver = loop.create_task(self._save_loop())
+        self._saves.put_nowait(self.state.to_dict())
+
+    async def _save_loop(self) -> None:
+        assert self._saves is not None and self.store is not None
+        while True:
+            snapshot = await self._saves.get()
+            try:
+                def change(state: CallState, snap: dict[str, Any] = snapshot) -> None:
+                    _replace(state, snap)
+
+                await self.store.update(self.state.call_id, change, expected_version=self._saved_version)
+                self._saved_version = snapshot["version"]
+            except VersionConflict as exc:
+                self.refused.append(str(exc))
+                logger.warning(f"call state not saved: {exc}")
+            except Exception as exc:  # the store is down: the call goes on with the in-process state
+                logger.warning(f"call state not saved: {type(exc).__name__}: {exc}")
+            finally:
+                self._saves.task_done()
+
+    async def flush(self) -> None:
+        """Wait until every change so far is saved."""
+        if self._saves is not None:
+            await self._saves.join()
+
+    async def close(self) -> None:
+        """Save what is left and stop the saver."""
+        await self.flush()
+        if self._saver is not None:
+            self._saver.cancel()
+
+
+def _replace(state: CallState, snapshot: dict[str, Any]) -> None:
+    fresh = CallState.from_dict(snapshot)
+    for name in ("history", "working", "business", "business_provenance", "pending", "operations", "delivery"):
+        setattr(state, name, getattr(fresh, name))
+    # The store advances the version itself; keep it equal to the in-process version.
+    state.version = fresh.version - 1
+
+
+def _fact(value: Any, provenance: Provenance) -> Any:
+    from pipecat_harness.state.call_state import Fact
+
+    return Fact(value, provenance)
+
+
+def _succeeded(result: Any) -> bool:
+    if isinstance(result, Mapping):
+        return "error" not in result and str(result.get("status", "ok")) not in {"failed", "not_found", "error"}
+    return result is not None and not (isinstance(result, str) and result.lower().startswith("error"))
+
+
+def _customer_id(result: Any) -> str:
+    if isinstance(result, Mapping):
+        for key in ("customer_id", "user_id"):
+            if result.get(key):
+                return str(result[key])
+        return ""
+    return str(result) if isinstance(result, str | int) else ""
+
+
+_PRIVATE = ("password", "secret", "token", "card_number", "cvv", "ssn")
+
+
+def _user_safe(result: Any) -> Any:
+    """The result without fields no caller-facing summary should carry."""
+    if isinstance(result, Mapping):
+        return {k: _user_safe(v) for k, v in result.items() if not any(p in str(k).lower() for p in _PRIVATE)}
+    if isinstance(result, list):
+        return [_user_safe(v) for v in result[:20]]
+    return result
+
+
+def render_state(state: CallState, *, max_chars: int = 1200) -> str:
+    """A compact read-only rendering for the model: facts with provenance, pending items, operations."""
+    lines = [f"{STATE_MESSAGE_MARK} version {state.version}"]
+    facts = [f"{name}={json.dumps(f.value, default=str)} ({f.provenance.source} turn {f.provenance.turn_id})"
+             for name, f in state.working.items()]
+    if facts:
+        lines.append("confirmed: " + "; ".join(facts))
+    if state.pending:
+        lines.append("pending: " + "; ".join(f"{name}={f.value}" for name, f in state.pending.items()))
+    operations = [f"{op_id} {record.get('tool')} {record.get('status')}" for op_id, record in state.operations.items()]
+    if operations:
+        lines.append("operations: " + "; ".join(operations[-8:]))
+    if state.delivery:
+        lines.append(f"last reply: {state.delivery.get('delivery')}")
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"

@@ -1,0 +1,68 @@
+"""Start-up checks of how a bot wired the harness in: mistakes that would otherwise be silent.
+
+A control listed as active does nothing when the bot bypasses it:
+user-aggregator params built without :meth:`Harness.user_params` never hold a
+turn, and a tool gate with no tools registered has nothing to act on. (A tool
+registered straight on the LLM is gated, or refused as undeclared, by the tool
+gate itself when :meth:`Harness.place` runs.) :func:`integration_problems` finds
+these in the processors given to :meth:`Harness.place`; the harness logs each
+as an error with the fix, or raises :class:`IntegrationError` when built with
+``strict=True`` (the bots' default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator
+from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.services.llm_service import LLMService
+
+from pipecat_harness.control import HarnessControl
+from pipecat_harness.errors import InputError
+
+if TYPE_CHECKING:
+    from pipecat_harness.harness import Harness
+
+__all__ = ["IntegrationError", "integration_problems"]
+
+
+class IntegrationError(InputError):
+    """The bot wired the harness in so that an active control cannot act; the message says how to fix it."""
+
+
+def _wraps_stop_strategies(control: HarnessControl) -> bool:
+    return type(control).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies
+
+
+def integration_problems(harness: Harness, processors: Sequence[FrameProcessor],
+                         user_params: Any | None) -> list[str]:
+    """What keeps an active control from acting in this pipeline, one sentence (with the fix) per problem.
+
+    Args:
+        harness: The harness.
+        processors: The bot's processors, as given to :meth:`Harness.place`.
+        user_params: The params :meth:`Harness.user_params` returned, or ``None`` if it was never called.
+    """
+    problems: list[str] = []
+    stop_controls = sorted(c.name for c in harness.controls if _wraps_stop_strategies(c))
+    aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
+    if stop_controls and aggregator is not None:
+        applied = user_params is not None and getattr(aggregator, "_params", None) is user_params
+        if not applied:
+            problems.append(
+                f"{', '.join(stop_controls)} active but the user aggregator was built without harness.user_params(); "
+                "pass LLMContextAggregatorPair(context, user_params=harness.user_params(LLMUserAggregatorParams(...)))"
+            )
+    # Registered tools are gated (or refused as undeclared) by the tool gate itself when the pipeline is
+    # placed; what remains to check is a gate left with nothing to act on.
+    if harness.control("tool_gate") is not None:
+        llms = [p for p in processors if isinstance(p, LLMService)]
+        registered = [name for llm in llms for name in getattr(llm, "_functions", {}) if name is not None]
+        if llms and not registered:
+            problems.append(
+                "tool_gate active but the LLM has no registered tools, so it has nothing to act on; register "
+                "tools with harness.register_function(...) before harness.place(...), or switch tool_gate off"
+            )
+    return problems

@@ -1,0 +1,72 @@
+"""Evidence retrieval: policy documents filtered by the authenticated scope, searched, cited, cached.
+
+committed question → :class:`RetrievalScope` (tenant, products, call date,
+language, authorisation; from server context) → lexical search (SQLite FTS5
+or PostgreSQL full text) plus optional embedding search (all-MiniLM-L6-v2,
+offline) → reciprocal rank fusion → :class:`Evidence` with source, revision
+and effective dates, or ``no_eligible_evidence``.
+"""
+
+from pipecat_harness.retrieval.cache import EvidenceCache, cache_key
+from pipecat_harness.retrieval.documents import (
+    GENERAL_PRODUCT,
+    DocumentError,
+    PolicyDocument,
+    load_documents,
+    parse_documents,
+)
+from pipecat_harness.retrieval.embedding import (
+    Embedder,
+    EmbeddingUnavailable,
+    MiniLMEmbedder,
+    VectorIndex,
+    load_default_embedder,
+)
+from pipecat_harness.retrieval.evidence import (
+    UNTRUSTED_NOTICE,
+    Evidence,
+    EvidenceItem,
+    EvidenceStatus,
+    StageTimings,
+    looks_like_instruction,
+)
+from pipecat_harness.retrieval.fusion import reciprocal_rank_fusion
+from pipecat_harness.retrieval.lexical import LexicalIndex, PostgresLexicalIndex, SqliteLexicalIndex, lexical_index
+from pipecat_harness.retrieval.rerank import SentenceReranker
+from pipecat_harness.retrieval.retriever import EvidenceRetriever
+from pipecat_harness.retrieval.scope import RetrievalScope, ScopeError, eligible_documents, revision_token
+from pipecat_harness.retrieval.terms import query_class, query_terms
+
+__all__ = [
+    "GENERAL_PRODUCT",
+    "UNTRUSTED_NOTICE",
+    "DocumentError",
+    "Embedder",
+    "EmbeddingUnavailable",
+    "Evidence",
+    "EvidenceCache",
+    "EvidenceItem",
+    "EvidenceRetriever",
+    "EvidenceStatus",
+    "LexicalIndex",
+    "MiniLMEmbedder",
+    "PolicyDocument",
+    "PostgresLexicalIndex",
+    "RetrievalScope",
+    "ScopeError",
+    "SentenceReranker",
+    "SqliteLexicalIndex",
+    "StageTimings",
+    "VectorIndex",
+    "cache_key",
+    "eligible_documents",
+    "lexical_index",
+    "load_default_embedder",
+    "load_documents",
+    "looks_like_instruction",
+    "parse_documents",
+    "query_class",
+    "query_terms",
+    "reciprocal_rank_fusion",
+    "revision_token",
+]

@@ -1,0 +1,107 @@
+"""Policy documents: the text evidence is drawn from, with the fields that decide who may see it and when.
+
+Every document belongs to one tenant and one product (``general`` for
+tenant-wide policy), carries the policy revision it states, the dates it is
+in effect, its language and its source (where a human can find the original).
+Those fields are what the server-side filters read; the text is what the
+search ranks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pipecat_harness.validation import describe_validation_error, load_mapping_file
+
+__all__ = ["GENERAL_PRODUCT", "DocumentError", "PolicyDocument", "load_documents", "parse_documents"]
+
+#: Product name of documents that apply to every product of their tenant.
+GENERAL_PRODUCT = "general"
+
+
+class DocumentError(ValueError):
+    """A document file or record is not valid; the message names the file and field."""
+
+
+class PolicyDocument(BaseModel):
+    """One policy text with its access and validity fields.
+
+    Parameters:
+        doc_id: Unique id of this document (one revision of one policy).
+        tenant: The business it belongs to; never shown to another tenant's callers.
+        product: The product it applies to, or ``general``.
+        revision: The policy revision it states (``"2026-03"``, ``"v4"``...).
+        effective_from: First day it applies.
+        effective_to: Last day it applies (``None``: until replaced).
+        language: Language code of the text.
+        source: Where the original lives (URL, file, policy number).
+        title: Short heading.
+        text: The policy text.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    doc_id: str = Field(min_length=1)
+    tenant: str = Field(min_length=1)
+    product: str = Field(min_length=1)
+    revision: str = Field(min_length=1)
+    effective_from: dt.date
+    effective_to: dt.date | None = None
+    language: str = "en"
+    source: str = Field(min_length=1)
+    title: str = ""
+    text: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _dates_in_order(self) -> PolicyDocument:
+        if self.effective_to is not None and self.effective_to < self.effective_from:
+            raise ValueError(f"effective_to {self.effective_to} is before effective_from {self.effective_from}")
+        return self
+
+    def in_effect(self, day: dt.date) -> bool:
+        """Whether the document applies on ``day``."""
+        return self.effective_from <= day and (self.effective_to is None or day <= self.effective_to)
+
+    @property
+    def searchable(self) -> str:
+        """Title and text, the part the searches rank."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
+def load_documents(path: str | Path) -> list[PolicyDocument]:
+    """Read documents from a YAML/JSON file holding ``documents: [...]``.
+
+    Raises:
+        DocumentError: The file cannot be read, a record is invalid (the message
+            names the record and field), or two records share a ``doc_id``.
+    """
+    raw = load_mapping_file(path, what="document set", error=DocumentError)
+    records = raw.get("documents")
+    if not isinstance(records, list):
+        raise DocumentError(f"{path}: field 'documents' must be a list of documents")
+    return parse_documents(records, origin=str(path))
+
+
+def parse_documents(records: Iterable[Any], *, origin: str = "documents") -> list[PolicyDocument]:
+    """Validate document records (mappings).
+
+    Raises:
+        DocumentError: A record is invalid or a ``doc_id`` repeats.
+    """
+    documents: list[PolicyDocument] = []
+    seen: set[str] = set()
+    for index, record in enumerate(records):
+        try:
+            document = PolicyDocument.model_validate(record)
+        except ValidationError as exc:
+            raise DocumentError(f"{origin}: documents[{index}]: {describe_validation_error(exc)}") from exc
+        if document.doc_id in seen:
+            raise DocumentError(f"{origin}: documents[{index}]: doc_id {document.doc_id!r} appears twice")
+        seen.add(document.doc_id)
+        documents.append(document)
+    return documents

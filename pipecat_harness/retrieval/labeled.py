@@ -1,0 +1,142 @@
+"""Labeled answer-support cases and the figures retrieval is judged by.
+
+A case is a committed question, the scope its authenticated session gives
+(tenant, products, call date, language) and the documents that support a
+correct answer. :func:`evaluate` runs a retriever over the cases and counts
+recall@k, evidence from another tenant, evidence not in effect on the call
+date, and stage latencies; the tests and ``scripts/bench_retrieval.py`` both
+use it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipecat_harness.retrieval.documents import DocumentError
+from pipecat_harness.retrieval.retriever import EvidenceRetriever
+from pipecat_harness.retrieval.scope import RetrievalScope
+from pipecat_harness.validation import describe_validation_error, load_mapping_file
+
+__all__ = [
+    "DATA_DIR",
+    "AnswerSupportCase",
+    "RetrievalFigures",
+    "evaluate",
+    "load_answer_support",
+]
+
+#: Where the bundled fixtures live (``policies.yaml``, ``answer_support.yaml``).
+DATA_DIR = Path(__file__).parent / "data"
+
+
+class AnswerSupportCase(BaseModel):
+    """One labeled question."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    tenant: str
+    products: list[str] = Field(default_factory=list)
+    language: str = "en"
+    query: str = Field(min_length=1)
+    supported_by: list[str]
+    call_date: dt.date
+    note: str = ""
+
+    @property
+    def scope(self) -> RetrievalScope:
+        """The scope the case's session gives."""
+        return RetrievalScope(self.tenant, tuple(self.products), self.call_date, self.language)
+
+
+def load_answer_support(path: str | Path = DATA_DIR / "answer_support.yaml") -> list[AnswerSupportCase]:
+    """Read labeled cases (``call_date`` at the top applies to cases without their own).
+
+    Raises:
+        DocumentError: The file or a case is invalid; the message names it.
+    """
+    raw = load_mapping_file(path, what="answer-support set", error=DocumentError)
+    cases = raw.get("cases")
+    if not isinstance(cases, list):
+        raise DocumentError(f"{path}: field 'cases' must be a list")
+    result = []
+    for index, case in enumerate(cases):
+        try:
+            result.append(AnswerSupportCase.model_validate({"call_date": raw.get("call_date"), **case}))
+        except (ValidationError, TypeError) as exc:
+            detail = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise DocumentError(f"{path}: cases[{index}]: {detail}") from exc
+    return result
+
+
+@dataclass
+class RetrievalFigures:
+    """What :func:`evaluate` measured."""
+
+    k: int
+    supported_cases: int = 0
+    recalled: int = 0
+    no_evidence_cases: int = 0
+    no_evidence_correct: int = 0
+    wrong_tenant_hits: int = 0
+    expired_hits: int = 0
+    misses: list[str] = field(default_factory=list)
+    stage_ms: dict[str, list[float]] = field(default_factory=lambda: {
+        "filter": [], "search": [], "rerank": [], "assembly": [], "total": []
+    })
+
+    @property
+    def recall(self) -> float:
+        """Share of supported cases with a supporting document in the top k."""
+        return self.recalled / self.supported_cases if self.supported_cases else 1.0
+
+    def p50(self, stage: str) -> float:
+        """Median latency of ``stage`` in milliseconds."""
+        values = self.stage_ms[stage]
+        return statistics.median(values) if values else 0.0
+
+    def p95(self, stage: str) -> float:
+        """95th-percentile latency of ``stage`` in milliseconds."""
+        values = sorted(self.stage_ms[stage])
+        return values[min(len(values) - 1, round(0.95 * (len(values) - 1)))] if values else 0.0
+
+
+async def evaluate(retriever: EvidenceRetriever, cases: list[AnswerSupportCase], *, k: int = 5) -> RetrievalFigures:
+    """Run every case through ``retriever`` and count the figures.
+
+    A returned item counts as a wrong-tenant hit when its document belongs to
+    another tenant than the case's session, and as an expired hit when it is
+    not in effect on the case's call date.
+    """
+    figures = RetrievalFigures(k=k)
+    for case in cases:
+        evidence = await retriever.retrieve(case.query, case.scope)
+        ids = [item.doc_id for item in evidence.items[:k]]
+        for doc_id in ids:
+            document = retriever.document(doc_id)
+            if document is None or document.tenant != case.tenant:
+                figures.wrong_tenant_hits += 1
+            elif not document.in_effect(case.call_date):
+                figures.expired_hits += 1
+        if case.supported_by:
+            figures.supported_cases += 1
+            if set(ids) & set(case.supported_by):
+                figures.recalled += 1
+            elif case.id not in figures.misses:
+                figures.misses.append(case.id)
+        else:
+            figures.no_evidence_cases += 1
+            if evidence.status == "no_eligible_evidence":
+                figures.no_evidence_correct += 1
+        timings = evidence.timings
+        for stage, value in (
+            ("filter", timings.filter_ms), ("search", timings.search_ms), ("rerank", timings.rerank_ms),
+            ("assembly", timings.assembly_ms), ("total", timings.total_ms),
+        ):
+            figures.stage_ms[stage].append(value)
+    return figures

@@ -1,0 +1,50 @@
+"""Query terms: the words of a question that a search should match, and its query class.
+
+Both searches and the cache read a question through this one function, so
+the words the lexical index matches are the words the cache key is built from.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["STOPWORDS", "query_class", "query_terms"]
+
+_WORD = re.compile(r"[0-9A-Za-zÀ-ÖØ-öø-ÿ]+")
+
+#: Function words that carry no evidence about which policy is meant.
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have how i if in into is it its
+    me my of on or our please should so than that the their them then there these they this to was we were what
+    when where which who why will with would you your yours am just about can't cannot im i'm want wanted get got
+    tell know like hi hello okay ok yes no""".split()
+)
+
+
+def query_terms(text: str, *, limit: int = 24) -> list[str]:
+    """Lower-cased content words of ``text`` in order of first appearance (at most ``limit``)."""
+    seen: dict[str, None] = {}
+    for match in _WORD.finditer(text):
+        word = match.group(0).lower()
+        if word not in STOPWORDS and word not in seen:
+            seen[word] = None
+            if len(seen) >= limit:
+                break
+    return list(seen)
+
+
+def query_class(text: str) -> str:
+    """The class of a question for caching: its content words, crudely stemmed and sorted.
+
+    "Can I return a damaged item?" and "damaged items return" share a class;
+    a question about a different subject does not.
+    """
+    stems = sorted({_stem(w) for w in query_terms(text)})
+    return " ".join(stems)
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word

@@ -1,0 +1,113 @@
+"""A scenario's business: the database its tools act on and the tools its model may call.
+
+A scenario either runs on the retail demo (``database.seed: retail``, with the
+demo's tools) or brings its own tables and tools; both are validated when the
+file loads, so a typo is an error naming the field rather than a failed call.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["RETAIL_TOOL_NAMES", "DatabaseSpec", "TableSpec", "ToolSpec"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+
+#: The retail demo's tools (available when ``database.seed`` is ``retail``), read and write.
+RETAIL_TOOL_NAMES = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
+                     "return_items", "modify_order_address", "issue_refund", "cancel_pending_order")
+
+
+class TableSpec(_Strict):
+    """A table of the scenario's own business database.
+
+    Parameters:
+        columns: Column name -> SQLite column definition (type and constraints).
+        rows: Rows inserted before the call; every key must be a column.
+    """
+
+    columns: dict[str, str] = Field(min_length=1)
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _rows_fit(self) -> TableSpec:
+        for name in self.columns:
+            if not re.match(_IDENTIFIER, name):
+                raise ValueError(f"column name {name!r} is not an SQL identifier (letters, digits, _)")
+        for index, row in enumerate(self.rows):
+            unknown = sorted(set(row) - set(self.columns))
+            if unknown:
+                raise ValueError(f"rows[{index}] has {', '.join(unknown)}, which are not columns "
+                                 f"({', '.join(self.columns)})")
+        return self
+
+
+class DatabaseSpec(_Strict):
+    """The business database: a named seed, the scenario's own tables, then extra SQL statements.
+
+    Parameters:
+        seed: ``retail`` (the demo's customers, orders, items, returns and refunds, with its tools) or ``empty``
+            (no tables at all: declare your own).
+        tables: The scenario's own tables by name: columns and rows, created after the seed.
+        sql: Statements run last (to adjust seeded rows); one that fails is reported with its index.
+    """
+
+    seed: Literal["retail", "empty"] = "retail"
+    tables: dict[str, TableSpec] = Field(default_factory=dict)
+    sql: list[str] = Field(default_factory=list)
+
+    @field_validator("tables")
+    @classmethod
+    def _table_names(cls, value: dict[str, TableSpec]) -> dict[str, TableSpec]:
+        for name in value:
+            if not re.match(_IDENTIFIER, name):
+                raise ValueError(f"table name {name!r} is not an SQL identifier (letters, digits, _)")
+        return value
+
+
+class ToolSpec(_Strict):
+    """A tool declared by the scenario: what the model may call, and what calling it does.
+
+    Parameters:
+        name: The name the model calls it by.
+        description: What it does (the model sees it in the tool's schema).
+        write: Whether it changes business state (the tool gate guards writes; a barge-in never cancels one).
+        parameters: JSON Schema of each argument, by name (``{booking: {type: string}}``).
+        required: Arguments that must be given.
+        sql: The statement it runs, arguments bound by name (``:booking``). A ``SELECT`` returns its rows;
+            any other statement returns ``rows_changed`` and ``row_id``. Give ``sql`` or ``python``.
+        python: ``module:function`` called as ``function(db, arguments)`` (awaited when async); its return
+            value is the tool's result. ``db`` has ``query``, ``scalar`` and ``execute``.
+        result: Fields added to a ``sql`` tool's result (``{status: refunded}``).
+    """
+
+    name: str = Field(pattern=_IDENTIFIER)
+    description: str = ""
+    write: bool = False
+    parameters: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    required: list[str] = Field(default_factory=list)
+    sql: str | None = None
+    python: str | None = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    result: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_entry_point(self) -> ToolSpec:
+        if (self.sql is None) == (self.python is None):
+            raise ValueError("give exactly one of 'sql' (a statement) or 'python' (module:function)")
+        unknown = sorted(set(self.required) - set(self.parameters))
+        if unknown:
+            raise ValueError(f"required names {', '.join(unknown)}, which are not in 'parameters'")
+        if self.sql is not None:
+            bound = set(re.findall(r"(?<!:):(\w+)", self.sql))
+            missing = sorted(bound - set(self.parameters))
+            if missing:
+                raise ValueError(f"sql binds :{', :'.join(missing)}, which are not in 'parameters'")
+        return self

@@ -1,0 +1,264 @@
+"""A call drawn as swimlanes on one time axis (inline SVG: no scripts, no external assets).
+
+Each lane answers one question about the call at a glance: when the caller
+spoke and what the recogniser made of it, when a turn was held, when the model
+ran, which tools ran and how they ended, what bot audio played, where the
+caller interrupted, and what history kept of each reply against what was
+generated. Every mark has its full details as a tooltip (hover) and links to
+its row in the table view below it (click). The history decisions are also
+laid out as generated / heard / kept text side by side, uncut.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pipecat_harness.trace.timeline import Timeline, TraceEvent
+
+__all__ = ["SWIMLANES", "SWIMLANE_CSS", "history_panel_html", "swimlanes_html"]
+
+#: The lanes, top to bottom.
+SWIMLANES: tuple[str, ...] = (
+    "caller speech",
+    "recognised text",
+    "held turns",
+    "model runs",
+    "tool calls",
+    "bot audio played",
+    "history kept / generated",
+)
+
+SWIMLANE_CSS = """
+.swimlanes{display:block;width:100%;max-width:1400px;height:auto;background:#fff;border:1px solid #d5dbe1;
+margin:.5rem 0}
+.swimlanes text{font-family:system-ui,sans-serif;font-size:11px;fill:#1d232a}
+.swimlanes .lane-label{font-weight:600;fill:#3a4550}
+.swimlanes .axis{stroke:#9aa5b1;stroke-width:1}.swimlanes .tick{fill:#5a6570;font-size:10px}
+.swimlanes .row{fill:#f6f8fa}.swimlanes a:hover rect{stroke:#1d232a;stroke-width:1.5}
+.swimlanes .speech{fill:#7cc4ea}.swimlanes .asr{fill:#2f7fb3}.swimlanes .hold{fill:#f2b84b}
+.swimlanes .model{fill:#b48ad8}.swimlanes .tool-ok{fill:#43a35a}.swimlanes .tool-error{fill:#d2463c}
+.swimlanes .tool-skipped{fill:#9aa5b1}.swimlanes .audio{fill:#5fbf73}
+.swimlanes .audio-cut{fill:#5fbf73;stroke:#d2463c;stroke-width:1.5}
+.swimlanes .generated{fill:#e6e9ed;stroke:#9aa5b1;stroke-dasharray:3 2}.swimlanes .kept{fill:#2e8b57}
+.swimlanes .kept-unheard{fill:#d2463c}.swimlanes .interrupt{stroke:#d2463c;stroke-width:1.5;stroke-dasharray:4 3}
+.swimlanes .bar-text{fill:#fff;font-size:10px;pointer-events:none}.swimlanes .dark-text{fill:#1d232a;font-size:10px}
+.legend{font-size:.75rem;color:#5a6570;margin:.2rem 0 .6rem}.legend span{display:inline-block;margin-right:.8rem}
+.legend i{display:inline-block;width:.8rem;height:.6rem;margin-right:.25rem;vertical-align:middle}
+.history-panel{table-layout:fixed;width:100%;max-width:1400px}.history-panel td{max-width:none}
+.history-panel th:nth-child(1){width:4rem}.history-panel th:nth-child(2){width:9rem}
+.timeline tr:target td{outline:2px solid #d2463c;background:#fff6d6}
+"""
+
+_LABEL_W = 170.0
+_WIDTH = 1300.0
+_ROW_H = 30.0
+_AXIS_H = 24.0
+
+
+@dataclass(frozen=True)
+class _Mark:
+    lane: str
+    start: float
+    end: float
+    css: str
+    label: str
+    tooltip: str
+    anchor: int  # index of the event in the timeline (its table row)
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _history_evidence(event: TraceEvent) -> dict[str, Any] | None:
+    evidence = event.data.get("evidence")
+    if event.kind == "decision" and isinstance(evidence, dict) and "retained_text" in evidence:
+        return evidence
+    return None
+
+
+def _tool_css(result: TraceEvent | None) -> tuple[str, str]:
+    if result is None:
+        return "tool-error", "no result"
+    if result.data.get("error"):
+        return "tool-error", f"error: {result.data['error']}"
+    payload = result.data.get("result")
+    status = payload.get("status") if isinstance(payload, dict) else None
+    if status in {"not_executed", "blocked", "outcome_unknown", "rejected"}:
+        return "tool-skipped", str(status)
+    return "tool-ok", str(status or "ok")
+
+
+def _marks(timeline: Timeline) -> list[_Mark]:
+    events = list(timeline)
+    index = {id(e): i for i, e in enumerate(events)}
+    end_of_call = max((e.t for e in events), default=0.0)
+    marks: list[_Mark] = []
+
+    def later(start: int, *kinds: str, lane: str | None = None) -> TraceEvent | None:
+        return next((e for e in events[start + 1:] if e.kind in kinds and (lane is None or e.lane == lane)), None)
+
+    for i, event in enumerate(events):
+        kind, d = event.kind, event.data
+        if kind == "speech_started":
+            stop = later(i, "speech_stopped")
+            heard = later(i, "asr_final")  # the table omits speech frames: link to what was recognised
+            marks.append(_Mark("caller speech", event.t, stop.t if stop else end_of_call, "speech", "",
+                               "caller speaking" + (f": {heard.data.get('text', '')}" if heard else ""),
+                               index[id(heard)] if heard else i))
+        elif kind == "asr_final":
+            text = str(d.get("text", ""))
+            marks.append(_Mark("recognised text", event.t, event.t, "asr", text, f"recognised: {text}", i))
+        elif kind == "submitted":
+            text = str(d.get("text", ""))
+            marks.append(_Mark("recognised text", event.t, event.t, "model", "", f"submitted to the model: {text}",
+                               i))
+        elif kind == "decision" and d.get("control") == "identifier_hold" and d.get("action") == "held":
+            release = next((e for e in events[i + 1:] if e.kind == "decision" and e.data.get("control")
+                            == "identifier_hold" and e.data.get("action") in {"merged", "released", "resumed"}),
+                           None)
+            evidence = d.get("evidence") or {}
+            marks.append(_Mark("held turns", event.t, release.t if release else end_of_call, "hold",
+                               f"held: {evidence.get('rule', '')}",
+                               f"identifier hold: held \"{evidence.get('text', '')}\""
+                               + (f"; then {release.data.get('action')}" if release else ""), i))
+        elif kind == "model_input":
+            done = later(i, "generated", "tool_request", "model_input")
+            end = done.t if done is not None and done.kind != "model_input" else event.t
+            reply = done.data.get("text", "") if done is not None and done.kind == "generated" else ""
+            messages = d.get("messages") or []
+            marks.append(_Mark("model runs", event.t, end, "model", "",
+                               f"model run on {len(messages)} messages" + (f"; generated: {reply}" if reply else ""),
+                               i))
+        elif kind == "tool_request":
+            call_id = d.get("tool_call_id")
+            result = next((e for e in events[i + 1:] if e.kind == "tool_result"
+                           and e.data.get("tool_call_id") == call_id), None)
+            css, status = _tool_css(result)
+            arguments = json.dumps(d.get("arguments"), ensure_ascii=False)
+            returned = json.dumps(result.data.get("result"), ensure_ascii=False, default=str) if result else ""
+            marks.append(_Mark("tool calls", event.t, result.t if result else end_of_call, css,
+                               f"{d.get('name')}: {status}",
+                               f"{d.get('name')}({arguments}) -> {status} {returned}", i))
+        elif kind == "bot_started_speaking":
+            stop = later(i, "bot_stopped_speaking")
+            end = stop.t if stop else end_of_call
+            cut = any(e.kind == "interruption" and e.data.get("bot_speaking") and event.t <= e.t <= end
+                      for e in events)
+            spoken = later(i, "generated")
+            text = str(spoken.data.get("text", "")) if spoken is not None and spoken.t <= end else ""
+            marks.append(_Mark("bot audio played", event.t, end, "audio-cut" if cut else "audio", text,
+                               ("interrupted after " if cut else "played ")
+                               + f"{end - event.t:.2f} s" + (f": {text}" if text else ""), i))
+        elif (evidence := _history_evidence(event)) is not None:
+            played = float(evidence.get("played_secs") or 0.0)
+            audio = float(evidence.get("audio_secs") or played)
+            start = event.t - played
+            action = str(d.get("action"))
+            kept_css = "kept-unheard" if action == "retained" else "kept"
+            tooltip = (f"history {action}: generated \"{evidence.get('generated_text', '')}\"; heard "
+                       f"\"{evidence.get('heard_text', '')}\"; kept \"{evidence.get('retained_text', '')}\"")
+            marks.append(_Mark("history kept / generated", start, start + audio, "generated", "", tooltip, i))
+            marks.append(_Mark("history kept / generated", start, event.t, kept_css,
+                               f"{action}: kept {evidence.get('chars_kept', '?')} chars, "
+                               f"removed {evidence.get('chars_removed', '?')}", tooltip, i))
+    return marks
+
+
+def _interruptions(timeline: Timeline) -> list[tuple[float, int]]:
+    return [(e.t, i) for i, e in enumerate(timeline)
+            if e.kind == "interruption" and e.data.get("bot_speaking")]
+
+
+def swimlanes_html(timeline: Timeline, *, anchor_prefix: str = "") -> str:
+    """The call as an inline SVG of swimlanes on one time axis, with a legend.
+
+    Args:
+        timeline: The call timeline.
+        anchor_prefix: Prefix of the table rows' ids the marks link to (unique per call on a page).
+    """
+    marks = _marks(timeline)
+    duration = max([e.t for e in timeline] + [m.end for m in marks] + [1.0])
+    scale = (_WIDTH - _LABEL_W - 10) / duration
+    height = _AXIS_H + _ROW_H * len(SWIMLANES) + 6
+
+    def x(t: float) -> float:
+        return _LABEL_W + t * scale
+
+    parts = [f'<svg class="swimlanes" viewBox="0 0 {_WIDTH:.0f} {height:.0f}" role="img" '
+             f'aria-label="call swimlanes">']
+    for row, lane in enumerate(SWIMLANES):
+        y = _AXIS_H + row * _ROW_H
+        parts.append(f'<rect class="row" x="0" y="{y + 2:.1f}" width="{_WIDTH:.0f}" height="{_ROW_H - 4:.1f}"/>'
+                     f'<text class="lane-label" x="6" y="{y + _ROW_H / 2 + 4:.1f}">{_esc(lane)}</text>')
+    step = next(s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600) if duration / s <= 14)
+    tick = 0.0
+    while tick <= duration:
+        parts.append(f'<line class="axis" x1="{x(tick):.1f}" y1="{_AXIS_H - 4}" x2="{x(tick):.1f}" '
+                     f'y2="{height - 4:.1f}" stroke-opacity="0.25"/>'
+                     f'<text class="tick" x="{x(tick) + 2:.1f}" y="{_AXIS_H - 8}">{tick:g} s</text>')
+        tick += step
+    starts: dict[str, list[float]] = {}
+    for mark in marks:
+        if mark.label:  # unlabelled marks (submitted text) may sit under a neighbour's label
+            starts.setdefault(mark.lane, []).append(x(mark.start))
+    for mark in marks:
+        row = SWIMLANES.index(mark.lane)
+        y = _AXIS_H + row * _ROW_H + 5
+        h = _ROW_H - 10
+        x0 = x(mark.start)
+        width = max((mark.end - mark.start) * scale, 3.0)
+        parts.append(f'<a href="#{_esc(anchor_prefix)}e{mark.anchor}"><title>{_esc(mark.tooltip)}</title>'
+                     f'<rect class="{mark.css}" x="{x0:.1f}" y="{y:.1f}" width="{width:.1f}" height="{h:.1f}" rx="2"/>'
+                     "</a>")
+        if not mark.label:
+            continue
+        outside = width < 40  # a short mark is labelled to its right, up to the lane's next mark
+        if outside:
+            following = [s for s in starts.get(mark.lane, []) if s > x0 + width + 1]
+            room = min([*following, _WIDTH - 4]) - (x0 + width) - 6
+        else:
+            room = width - 4
+        chars = int(room / 5.6)
+        if chars >= 4:
+            text = mark.label if len(mark.label) <= chars else mark.label[: chars - 1] + "…"
+            css = "dark-text" if outside or mark.css == "generated" else "bar-text"
+            tx = x0 + width + 3 if outside else x0 + 3
+            parts.append(f'<text class="{css}" x="{tx:.1f}" y="{y + h / 2 + 3.5:.1f}">{_esc(text)}</text>')
+    for t, anchor in _interruptions(timeline):
+        parts.append(f'<a href="#{_esc(anchor_prefix)}e{anchor}"><title>caller interrupted the bot at {t:.2f} s'
+                     f'</title><line class="interrupt" x1="{x(t):.1f}" y1="{_AXIS_H:.1f}" x2="{x(t):.1f}" '
+                     f'y2="{height - 4:.1f}"/></a>')
+    parts.append("</svg>")
+    legend = "".join(f'<span><i style="background:{color}"></i>{_esc(name)}</span>' for name, color in (
+        ("caller speaking", "#7cc4ea"), ("held turn", "#f2b84b"), ("model run", "#b48ad8"),
+        ("tool ran", "#43a35a"), ("tool not executed", "#9aa5b1"), ("tool error", "#d2463c"),
+        ("bot audio", "#5fbf73"), ("history kept", "#2e8b57"), ("generated, not kept", "#e6e9ed"),
+        ("unheard text kept", "#d2463c")))
+    return ('<div class="legend">' + legend + '<span>red dashed line: the caller interrupted the bot; hover a mark '
+            "for its details, click it for its row in the table</span></div>" + "".join(parts))
+
+
+def history_panel_html(timeline: Timeline) -> str:
+    """Each interrupted reply's generated, heard and kept text side by side (empty when there is none)."""
+    rows = []
+    for event in timeline:
+        evidence = _history_evidence(event)
+        if evidence is None or event.data.get("action") == "played_in_full":
+            continue
+        committed = evidence.get("pipecat_committed_text")
+        note = (f'<br><span class="kind">Pipecat committed before the correction: "{_esc(committed)}"</span>'
+                if committed else "")
+        rows.append(f'<tr><td class="t">{event.t:.2f}</td><td>{_esc(event.data.get("action"))} '
+                    f'(turn {_esc(event.data.get("turn_id"))})</td>'
+                    f'<td>{_esc(evidence.get("generated_text", ""))}</td>'
+                    f'<td>{_esc(evidence.get("heard_text", ""))}</td>'
+                    f'<td><b>{_esc(evidence.get("retained_text", ""))}</b>{note}</td></tr>')
+    if not rows:
+        return ""
+    return ('<h3>History after interruptions</h3><table class="history-panel timeline"><thead><tr><th>t (s)</th>'
+            "<th>decision</th><th>generated</th><th>heard by the caller</th><th>kept in history</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
