@@ -180,7 +180,7 @@ def _free_port() -> int:
 
 
 def _wait_ready(port: int, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server for port {port} exited with {process.returncode}")

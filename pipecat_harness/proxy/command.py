@@ -154,9 +154,18 @@ def _app(args: argparse.Namespace, config: HarnessConfig) -> Any:
     )
 
 
+def _configure_logging(level: str) -> None:
+    """Log at ``level`` from a background thread: a decision's log line never waits for stderr on the loop."""
+    import sys
+
+    logger.remove()
+    logger.add(sys.stderr, level=level.upper(), enqueue=True)
+
+
 def app_from_environment() -> Any:
     """The proxy application for one ``--workers`` process, built from the settings in :data:`ARGS_ENV`."""
     args = argparse.Namespace(**json.loads(os.environ[ARGS_ENV]))
+    _configure_logging(args.log_level)
     return _app(args, _config(args))
 
 
@@ -188,6 +197,7 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"pipecat-harness proxy: {exc}")
         return 2
+    _configure_logging(args.log_level)
     # Access lines cost a log record per request on the serving path; --access-log turns them on.
     options: dict[str, Any] = {
         "host": args.host, "port": args.port, "log_level": args.log_level, "access_log": args.access_log,
