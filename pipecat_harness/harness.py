@@ -301,6 +301,7 @@ class Harness:
         write: bool | None = None,
         normalize: Callable[[dict[str, Any]], Any] | None = None,
         reconciler: Reconciler | None = None,
+        resource: Callable[[Mapping[str, Any]], str | None] | None = None,
         **options: Any,
     ) -> None:
         """Register a Pipecat handler with every control's wrapper applied.
@@ -318,6 +319,8 @@ class Harness:
                 so that the same request said two ways is one request.
             reconciler: Asks the backend what became of this tool's writes of
                 unknown outcome (see :class:`~pipecat_harness.tools.ToolGate`).
+            resource: Names what a write changes; a different write on the same
+                resource is held while an earlier one is in flight or unknown.
             **options: Passed to ``llm.register_function``.
         """
         gate_control = self.control("tool_gate")
@@ -338,6 +341,8 @@ class Harness:
         gate = getattr(gate_control, "gate", None)
         if reconciler is not None and gate is not None:
             gate.reconcilers[name] = reconciler
+        if resource is not None and gate is not None:
+            gate.resources[name] = resource
         self._attach(llm)
         llm.register_function(name, wrapped, **options)
 
@@ -349,6 +354,7 @@ class Harness:
         write_tools: Iterable[str] = (),
         normalizers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
         reconciler: Reconciler | None = None,
+        resources: Mapping[str, Callable[[Mapping[str, Any]], str | None]] | None = None,
     ) -> None:
         """Register framework-free handlers (arguments mapping in, result out).
 
@@ -358,6 +364,7 @@ class Harness:
             write_tools: Which of them change business state.
             normalizers: Per tool, the canonical form of its arguments (see :meth:`register_function`).
             reconciler: Answers for the write tools' operations of unknown outcome.
+            resources: Per write tool, what it changes (see :meth:`register_function`).
         """
         writes = set(write_tools)
         for name, handler in handlers.items():
@@ -365,7 +372,8 @@ class Harness:
             is_write = name in writes or name in self.write_tools
             self.register_function(llm, name, pipecat_function(handler), write=is_write,
                                    normalize=(normalizers or {}).get(name),
-                                   reconciler=reconciler if is_write else None)
+                                   reconciler=reconciler if is_write else None,
+                                   resource=(resources or {}).get(name) if is_write else None)
 
     def wrap_registered_functions(self, llm: LLMService, tools: Any = None) -> None:
         """Gate every handler of ``llm``, already registered or registered later, however registered.

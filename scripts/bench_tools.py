@@ -1,18 +1,23 @@
-"""Benchmark the tool gate and the operation ledger.
+"""Benchmark the tool gate and the operation ledger, each figure against a baseline measured in the same run.
 
 Prints:
-* gate overhead per call against calling the handler directly (a ratio measured
-  in the same run), for reads, first writes and suppressed duplicates;
-* operation-ledger throughput (prepare + claim + settle with its outbox event)
-  on SQLite and, when reachable, PostgreSQL at 127.0.0.1:5432.
+* the gate's own overhead on a write without a ledger (target < 50 µs) against calling the handler directly;
+* the full write lifecycle through the gate with its ledger record and outbox row on SQLite, against raw
+  ``sqlite3`` (WAL, ``synchronous=NORMAL``) issuing the same statements (target ≥ 2,000 operations/s);
+* on PostgreSQL: the same lifecycle against raw ``asyncpg`` (target ≥ 60 %), at 10 concurrent calls
+  against an ``asyncpg`` pool (target ≥ 800 operations/s), and p99 latency at 100 concurrent calls (≤ 100 ms);
+* the cost of a write with 100,000 records already in the ledger against an empty one (flat: ≈ 1×);
+* connections held by 50 concurrent calls, each with its own gate and ledger (one shared pool per URL).
 
-Usage: .venv/bin/python scripts/bench_tools.py [--calls N] [--ops N]
+Usage: .venv/bin/python scripts/bench_tools.py [--ops N] [--calls N] [--grown N]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,8 +25,11 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from pipecat_harness.tools import OperationLedger, ToolGate
 
+POSTGRES_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 
 
@@ -30,80 +38,218 @@ async def handler(arguments: Mapping[str, Any]) -> Any:
     return {"status": "ok", "order_id": arguments.get("order_id")}
 
 
-async def _time(label: str, calls: int, run: Callable[[int], Awaitable[Any]]) -> float:
+async def _per_call(calls: int, run: Callable[[int], Awaitable[Any]]) -> float:
     for i in range(min(200, calls)):  # warm-up
-        await run(i)
+        await run(-1 - i)
     started = time.perf_counter()
     for i in range(calls):
         await run(i)
-    per_call = (time.perf_counter() - started) / calls
-    print(f"  {label:<38} {per_call * 1e6:9.1f} µs/call")
-    return per_call
+    return (time.perf_counter() - started) / calls
 
 
-async def bench_gate(calls: int) -> None:
-    print(f"Gate overhead ({calls} calls each)")
-    base = await _time("handler called directly", calls, lambda i: handler({"order_id": f"#W{i}", "amount_usd": 45}))
-
-    gate = ToolGate(write_tools={"issue_refund"})
-    read = await _time("gate: read", calls,
-                       lambda i: gate.call("get_order_details", {"order_id": f"#W{i}"}, handler))
-    write = await _time("gate: distinct writes (in memory)", calls,
-                        lambda i: gate.call("issue_refund", {"order_id": f"#W{i}", "amount_usd": 45}, handler))
-    await gate.call("issue_refund", {"order_id": "#DUP", "amount_usd": 45}, handler)
-    duplicate = await _time("gate: suppressed duplicate", calls,
-                            lambda i: gate.call("issue_refund", {"order_id": "#DUP", "amount_usd": 45}, handler))
-    print(f"  ratio read/direct {read / base:.1f}x, write/direct {write / base:.1f}x, "
-          f"duplicate/direct {duplicate / base:.1f}x "
-          f"(absolute overhead per write {(write - base) * 1e6:.0f} µs)")
+async def bench_overhead(calls: int) -> None:
+    base = await _per_call(calls, lambda i: handler({"order_id": f"#W{i}", "amount_usd": 45}))
+    gate = ToolGate(write_tools={"issue_refund"}, timeout_secs=None)
+    write = await _per_call(calls, lambda i: gate.call("issue_refund", {"order_id": f"#W{i}", "amount_usd": 45},
+                                                        handler))
+    print(f"Gate overhead on a write without a ledger: {(write - base) * 1e6:.1f} µs "
+          f"(handler alone {base * 1e6:.1f} µs, through the gate {write * 1e6:.1f} µs; target < 50 µs)")
 
 
-async def bench_ledger(url: str, label: str, ops: int) -> float | None:
-    ledger = OperationLedger(url, table_prefix=f"bench{uuid.uuid4().hex[:8]}_")
+def raw_sqlite(path: Path, ops: int) -> float:
+    """The gate's statements for one write, on plain sqlite3: insert executing; update + outbox row."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE ops (tenant TEXT, key TEXT, scope TEXT, attempt INT, op_type TEXT, hash TEXT, "
+               "status TEXT, result TEXT, error TEXT, version INT, created REAL, updated REAL, owner TEXT, "
+               "lease REAL, PRIMARY KEY (tenant, key))")
+    db.execute("CREATE TABLE outbox (event_id TEXT PRIMARY KEY, seq INT, tenant TEXT, key TEXT, type TEXT, "
+               "payload TEXT, created REAL, published REAL, attempts INT, last_error TEXT, claimed_by TEXT, "
+               "claimed_until REAL)")
+    started = time.perf_counter()
+    for i in range(ops):
+        now = time.time()
+        db.execute("BEGIN")
+        db.execute("INSERT INTO ops VALUES ('t', ?, 's', 1, 'w', 'h', 'executing', NULL, NULL, 1, ?, ?, 'o', ?)",
+                   (f"k{i}", now, now, now + 5))
+        db.execute("COMMIT")
+        db.execute("BEGIN")
+        db.execute("UPDATE ops SET status='succeeded', result='{}', version=2, updated=?, lease=0 "
+                   "WHERE tenant='t' AND key=? AND version=1", (now, f"k{i}"))
+        db.execute("INSERT INTO outbox VALUES (?, 2, 't', ?, 'operation.succeeded', '{}', ?, NULL, 0, NULL, NULL, 0)",
+                   (uuid.uuid4().hex, f"k{i}", now))
+        db.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    db.close()
+    return ops / elapsed
+
+
+async def gate_lifecycle(url: str, ops: int, *, concurrency: int = 1,
+                         latencies: list[float] | None = None) -> float:
+    """Writes through gates (one per call, as the harness builds them) on one ledger URL."""
+    prefix = f"bench{uuid.uuid4().hex[:8]}_"
+    ledger = OperationLedger(url, table_prefix=prefix)
+    await ledger.create_tables()
     try:
-        await ledger.create_tables()
-    except Exception as exc:
-        print(f"  {label:<10} skipped: not reachable ({type(exc).__name__}: {exc})")
-        await ledger.close()
-        return None
-    try:
-        async def operation() -> Any:
-            return {"ok": True}
+        gates = [ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id=f"call{n}", timeout_secs=None)
+                 for n in range(concurrency)]
+        for gate in gates:  # warm-up
+            await gate.call("issue_refund", {"order_id": "#warm"}, handler)
 
-        started = time.perf_counter()
-        for i in range(ops):
-            record, _ = await ledger.prepare("bench", f"key-{i}", "issue_refund", "h")
-            await ledger.execute(record, operation)
-        elapsed = time.perf_counter() - started
-        rate = ops / elapsed
-        print(f"  {label:<10} {rate:8.0f} operations/s ({elapsed / ops * 1e3:.2f} ms per operation: "
-              f"prepare, claim, settle + outbox event)")
+        async def calls(gate: ToolGate, count: int) -> None:
+            for i in range(count):
+                started = time.perf_counter()
+                await gate.call("issue_refund", {"order_id": f"#W{i}", "amount_usd": 45}, handler)
+                if latencies is not None:
+                    latencies.append(time.perf_counter() - started)
 
-        gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, tenant="bench-gate")
+        per = max(1, ops // concurrency)
         started = time.perf_counter()
-        for i in range(ops):
-            await gate.call("issue_refund", {"order_id": f"#W{i}", "amount_usd": 45}, handler)
-        gate_elapsed = time.perf_counter() - started
-        print(f"  {'':<10} gate with this ledger: {gate_elapsed / ops * 1e3:.2f} ms per write "
-              f"({gate_elapsed / elapsed:.2f}x the bare ledger operation)")
-        return rate
+        await asyncio.gather(*(calls(gate, per) for gate in gates))
+        return per * concurrency / (time.perf_counter() - started)
     finally:
         await ledger.drop_tables()
         await ledger.close()
 
 
+async def raw_asyncpg(ops: int, concurrency: int = 1) -> float:
+    import asyncpg
+
+    table = f"raw{uuid.uuid4().hex[:8]}"
+    pool = await asyncpg.create_pool(POSTGRES_DSN, min_size=concurrency, max_size=concurrency)
+    async with pool.acquire() as conn:
+        await conn.execute(f"CREATE TABLE {table} (tenant TEXT, key TEXT, scope TEXT, attempt INT, op_type TEXT, "
+                           "hash TEXT, status TEXT, result TEXT, error TEXT, version INT, created FLOAT, "
+                           "updated FLOAT, owner TEXT, lease FLOAT, PRIMARY KEY (tenant, key))")
+        await conn.execute(f"CREATE TABLE {table}_outbox (event_id TEXT PRIMARY KEY, seq INT, tenant TEXT, key TEXT, "
+                           "type TEXT, payload TEXT, created FLOAT, published FLOAT, attempts INT, last_error TEXT, "
+                           "claimed_by TEXT, claimed_until FLOAT)")
+
+    async def worker(n: int, count: int) -> None:
+        for i in range(count):
+            key, now = f"k{n}-{i}", time.time()
+            async with pool.acquire() as conn:
+                async with conn.transaction():
+                    await conn.execute(f"INSERT INTO {table} VALUES ('t', $1, 's', 1, 'w', 'h', 'executing', NULL, "
+                                       "NULL, 1, $2, $2, 'o', $3)", key, now, now + 5)
+                async with conn.transaction():
+                    await conn.execute(f"UPDATE {table} SET status='succeeded', result='{{}}', version=2, "
+                                       "updated=$1, lease=0 WHERE tenant='t' AND key=$2 AND version=1", now, key)
+                    await conn.execute(f"INSERT INTO {table}_outbox VALUES ($1, 2, 't', $2, 'operation.succeeded', "
+                                       "'{}', $3, NULL, 0, NULL, NULL, 0)", uuid.uuid4().hex, key, now)
+
+    per = max(1, ops // concurrency)
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(n, per) for n in range(concurrency)))
+    rate = per * concurrency / (time.perf_counter() - started)
+    async with pool.acquire() as conn:
+        await conn.execute(f"DROP TABLE {table}; DROP TABLE {table}_outbox")
+    await pool.close()
+    return rate
+
+
+async def grown_cost(url: str, ops: int, grown: int) -> tuple[float, float]:
+    """Per-write time with an empty ledger and with ``grown`` records (half of them unknown) already in it."""
+    prefix = f"grow{uuid.uuid4().hex[:8]}_"
+    ledger = OperationLedger(url, table_prefix=prefix)
+    await ledger.create_tables()
+    try:
+        gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="call-a", timeout_secs=None)
+        empty = await _per_call(ops, lambda i: gate.call("issue_refund", {"order_id": f"#A{i}"}, handler))
+        rows = [{"tenant": "default", "idempotency_key": f"old{n}", "scope": f"old-call-{n % 500}:issue_refund:h",
+                 "attempt": 1, "op_type": "issue_refund", "request_hash": "h",
+                 "status": "outcome_unknown" if n % 2 else "succeeded", "result": None, "error": None,
+                 "version": 2, "created_at": 0.0, "updated_at": 0.0, "owner": "", "lease_until": 0.0}
+                for n in range(grown)]
+        async with ledger.begin() as conn:
+            for first in range(0, grown, 5000):
+                await conn.execute(ledger.tables.operations.insert(), rows[first:first + 5000])
+        gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="call-b", timeout_secs=None)
+        full = await _per_call(ops, lambda i: gate.call("issue_refund", {"order_id": f"#B{i}"}, handler))
+        return empty, full
+    finally:
+        await ledger.drop_tables()
+        await ledger.close()
+
+
+async def connections_for_50_calls() -> tuple[int, float, float]:
+    """Connections 50 concurrent calls hold (each its own gate and ledger object), and first-write latencies."""
+    import asyncpg
+
+    prefix = f"conn{uuid.uuid4().hex[:8]}_"
+    setup = OperationLedger(POSTGRES_URL, table_prefix=prefix)
+    await setup.create_tables()
+    release = asyncio.Event()
+    firsts: list[float] = []
+
+    async def slow(arguments: Mapping[str, Any]) -> Any:
+        await release.wait()
+        return {"ok": True}
+
+    async def call(n: int) -> None:
+        ledger = OperationLedger(POSTGRES_URL, table_prefix=prefix)
+        await ledger.create_tables()
+        gate = ToolGate(write_tools={"w"}, ledger=ledger, session_id=f"c{n}", timeout_secs=None)
+        started = time.perf_counter()
+        await gate.call("w", {"n": n}, handler)
+        firsts.append(time.perf_counter() - started)
+        await gate.call("w", {"n": n, "again": 1}, slow)
+        await ledger.close()
+
+    tasks = [asyncio.create_task(call(n)) for n in range(50)]
+    await asyncio.sleep(1.0)
+    probe = await asyncpg.connect(POSTGRES_DSN)
+    held = await probe.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                                "AND datname = 'test' AND backend_type = 'client backend'")
+    await probe.close()
+    release.set()
+    await asyncio.gather(*tasks)
+    await setup.drop_tables()
+    await setup.close()
+    firsts.sort()
+    return int(held), firsts[0], firsts[len(firsts) // 2]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=3000, help="gate calls per measurement")
-    parser.add_argument("--ops", type=int, default=200, help="ledger operations per backend")
+    parser.add_argument("--ops", type=int, default=2000, help="write operations per measurement")
+    parser.add_argument("--calls", type=int, default=5000, help="gate calls for the overhead measurement")
+    parser.add_argument("--grown", type=int, default=100_000, help="records already in the ledger")
     args = parser.parse_args()
-    await bench_gate(args.calls)
-    print(f"Operation ledger ({args.ops} operations each)")
+    await bench_overhead(args.calls)
     with TemporaryDirectory() as tmp:
-        sqlite = await bench_ledger(f"sqlite+aiosqlite:///{Path(tmp) / 'ledger.db'}", "SQLite", args.ops)
-    postgres = await bench_ledger(POSTGRES_URL, "PostgreSQL", args.ops)
-    if sqlite and postgres:
-        print(f"  PostgreSQL/SQLite throughput ratio {postgres / sqlite:.2f}x")
+        raw = raw_sqlite(Path(tmp) / "raw.db", args.ops)
+        url = f"sqlite+aiosqlite:///{Path(tmp) / 'ledger.db'}"
+        ledger_rate = await gate_lifecycle(url, args.ops)
+        print(f"SQLite write lifecycle (gate + ledger record + outbox row): {ledger_rate:,.0f} operations/s; "
+              f"raw sqlite3, same statements: {raw:,.0f}/s; ratio {ledger_rate / raw:.2f} (target ≥ 2,000/s)")
+        empty, full = await grown_cost(url, min(args.ops, 500), args.grown)
+        print(f"SQLite write with {args.grown:,} records in the ledger: {full * 1e3:.2f} ms vs {empty * 1e3:.2f} ms "
+              f"empty ({full / empty:.2f}x)")
+    try:
+        raw_pg = await raw_asyncpg(args.ops)
+    except Exception as exc:
+        print(f"PostgreSQL: skipped, not reachable ({type(exc).__name__}: {exc})")
+        return
+    pg = await gate_lifecycle(POSTGRES_URL, args.ops)
+    print(f"PostgreSQL write lifecycle: {pg:,.0f} operations/s; raw asyncpg, same statements: {raw_pg:,.0f}/s; "
+          f"ratio {pg / raw_pg:.2f} (target ≥ 0.60)")
+    pool10 = await raw_asyncpg(args.ops, concurrency=10)
+    pg10 = await gate_lifecycle(POSTGRES_URL, args.ops, concurrency=10)
+    print(f"PostgreSQL at 10 concurrent calls: {pg10:,.0f} operations/s; asyncpg pool: {pool10:,.0f}/s; "
+          f"ratio {pg10 / pool10:.2f} (target ≥ 800/s)")
+    latencies: list[float] = []
+    await gate_lifecycle(POSTGRES_URL, max(args.ops, 1000), concurrency=100, latencies=latencies)
+    latencies.sort()
+    print(f"PostgreSQL at 100 concurrent calls: p50 {latencies[len(latencies) // 2] * 1e3:.1f} ms, "
+          f"p99 {latencies[int(len(latencies) * 0.99)] * 1e3:.1f} ms (target p99 ≤ 100 ms)")
+    empty, full = await grown_cost(POSTGRES_URL, min(args.ops, 500), args.grown)
+    print(f"PostgreSQL write with {args.grown:,} records in the ledger: {full * 1e3:.2f} ms vs "
+          f"{empty * 1e3:.2f} ms empty ({full / empty:.2f}x)")
+    held, first_min, first_median = await connections_for_50_calls()
+    print(f"50 concurrent calls, each with its own gate and ledger: {held} PostgreSQL connections held "
+          f"(one shared pool per URL); first write {first_median * 1e3:.1f} ms median, {first_min * 1e3:.1f} ms min")
 
 
 if __name__ == "__main__":

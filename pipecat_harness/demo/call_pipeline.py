@@ -86,7 +86,7 @@ def build_call_pipeline(
         extra_handlers = {name: wrap_handler(name, handler) for name, handler in extra_handlers.items()}
     if harness is not None:
         harness.register_tools(llm, {**handlers, **extra_handlers}, write_tools=RETAIL_WRITE_TOOLS | extra_write_tools,
-                               normalizers=normalizers, reconciler=tools.reconcile)
+                               normalizers=normalizers, reconciler=tools.reconcile, resources=tools.resources())
         user_params = harness.user_params(user_params)
     else:
         tools.register(llm, wrap=wrap_handler)

@@ -46,6 +46,9 @@ CREATE TABLE IF NOT EXISTS refunds (
     refund_id INTEGER PRIMARY KEY AUTOINCREMENT, order_id TEXT NOT NULL REFERENCES orders(order_id),
     amount_usd REAL NOT NULL, reason TEXT NOT NULL, created_at TEXT DEFAULT CURRENT_TIMESTAMP
 );
+CREATE TABLE IF NOT EXISTS callbacks (
+    callback_id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'booked'
+);
 CREATE TABLE IF NOT EXISTS applied_operations (
     idempotency_key TEXT PRIMARY KEY, op_type TEXT NOT NULL, request_hash TEXT NOT NULL,
     result TEXT NOT NULL, applied_at TEXT DEFAULT CURRENT_TIMESTAMP
@@ -196,7 +199,8 @@ class RetailDatabase:
 
     async def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Return every table's rows (for traces and debugging)."""
-        tables = ("customers", "addresses", "orders", "items", "returns", "refunds", "applied_operations")
+        tables = ("customers", "addresses", "orders", "items", "returns", "refunds", "callbacks",
+                  "applied_operations")
         return {table: await self.query(f"SELECT * FROM {table}") for table in tables}
 
     @staticmethod

@@ -33,7 +33,8 @@ ToolHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 """A framework-free tool handler: arguments mapping in, JSON-serialisable result out."""
 
 #: Tools that change business state.
-RETAIL_WRITE_TOOLS = frozenset({"return_items", "modify_order_address", "issue_refund", "cancel_pending_order"})
+RETAIL_WRITE_TOOLS = frozenset({"return_items", "modify_order_address", "issue_refund", "cancel_pending_order",
+                                "book_callback", "reschedule_callback"})
 
 _STR = {"type": "string"}
 
@@ -60,6 +61,8 @@ _SCHEMAS = [
             ["order_id", "amount_usd", "reason"]),
     _schema("cancel_pending_order", "Cancel a pending order.",
             {"order_id": _STR, "reason": _STR}, ["order_id", "reason"]),
+    _schema("book_callback", "Book a callback from a specialist on a day.", {"day": _STR}, ["day"]),
+    _schema("reschedule_callback", "Move the latest booked callback to another day.", {"day": _STR}, ["day"]),
 ]
 
 
@@ -102,6 +105,20 @@ class RetailTools:
     def argument_normalizers() -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """Per tool, the canonical form of its arguments: order ids as ``#W1234567``."""
         return {schema.name: _canonical_order_id for schema in _SCHEMAS if "order_id" in schema.properties}
+
+    @staticmethod
+    def resources() -> dict[str, Callable[[Mapping[str, Any]], str | None]]:
+        """Per write tool, what it changes: the order, or the caller's callback (one per call)."""
+        def order(arguments: Mapping[str, Any]) -> str | None:
+            return f"order {normalize_order_id(arguments.get('order_id', ''))}"
+
+        def callback(arguments: Mapping[str, Any]) -> str | None:
+            return "the callback booking"
+
+        tools: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
+            name: order for name in ("return_items", "modify_order_address", "cancel_pending_order")}
+        tools.update(book_callback=callback, reschedule_callback=callback)
+        return tools
 
     def register(self, llm: Any, *, wrap: Callable[[str, ToolHandler], ToolHandler] | None = None) -> None:
         """Register every tool on a Pipecat LLM service.
@@ -244,6 +261,46 @@ class RetailTools:
             return {"order_id": order_id, "status": "cancelled"}
 
         return await self._apply("cancel_pending_order", args, apply)
+
+    async def book_callback(self, args: Mapping[str, Any]) -> Any:
+        """Book a specialist's callback (the backend accepts several; keeping one is the caller's business)."""
+        return await _book_callback(self, args)
+
+    async def reschedule_callback(self, args: Mapping[str, Any]) -> Any:
+        """Move the booked callback to another day."""
+        return await _reschedule_callback(self, args)
+
+
+def _day(arguments: Mapping[str, Any]) -> str:
+    return str(arguments.get("day", "")).strip().capitalize()
+
+
+async def _book_callback(tools: RetailTools, args: Mapping[str, Any]) -> Any:
+    day = _day(args)
+    if not day:
+        return {"error": "say which day"}
+
+    async def apply(conn: aiosqlite.Connection) -> Any:
+        cursor = await conn.execute("INSERT INTO callbacks (day) VALUES (?)", (day,))
+        return {"callback_id": cursor.lastrowid, "day": day, "status": "callback booked"}
+
+    return await tools._apply("book_callback", args, apply)
+
+
+async def _reschedule_callback(tools: RetailTools, args: Mapping[str, Any]) -> Any:
+    day = _day(args)
+
+    async def apply(conn: aiosqlite.Connection) -> Any:
+        async with conn.execute(
+            "SELECT callback_id FROM callbacks WHERE status = 'booked' ORDER BY callback_id DESC LIMIT 1"
+        ) as cursor:
+            booked = await cursor.fetchone()
+        if booked is None:
+            return {"error": "no callback is booked; book one instead"}
+        await conn.execute("UPDATE callbacks SET day = ? WHERE callback_id = ?", (day, booked[0]))
+        return {"callback_id": booked[0], "day": day, "status": "callback rescheduled"}
+
+    return await tools._apply("reschedule_callback", args, apply)
 
 
 def pipecat_function(handler: ToolHandler) -> Callable[[FunctionCallParams], Awaitable[None]]:

@@ -68,6 +68,10 @@ class ToolGate:
             what runs and what identifies a duplicate.
         scopes: Per write tool, what makes an identical request a new operation
             (``"call"`` by default; see :mod:`pipecat_harness.tools.identity`).
+        resources: Per write tool, a function of the arguments naming the
+            resource it changes (``"order #W1"``, ``"callback"``); a different
+            write on a resource whose earlier write is in flight or unknown is
+            held (``not_executed``, kind ``conflict``) until that one is settled.
         ledger: Operation ledger for writes (idempotency across restarts and processes).
         tenant: Tenant of the ledger records.
         session_id: Identifies the call in idempotency keys.
@@ -95,6 +99,7 @@ class ToolGate:
         schemas: Mapping[str, Mapping[str, Any]] | None = None,
         normalizers: Mapping[str, ArgumentNormalizer] | None = None,
         scopes: Mapping[str, OperationScope] | None = None,
+        resources: Mapping[str, Callable[[Mapping[str, Any]], str | None]] | None = None,
         ledger: OperationLedger | None = None,
         tenant: str = "default",
         session_id: str | None = None,
@@ -114,6 +119,7 @@ class ToolGate:
         self.schemas: dict[str, Mapping[str, Any]] = dict(schemas or {})
         self.normalizers: dict[str, ArgumentNormalizer] = dict(normalizers or {})
         self.scopes: dict[str, OperationScope] = dict(scopes or {})
+        self.resources: dict[str, Callable[[Mapping[str, Any]], str | None]] = dict(resources or {})
         self.read_tools = frozenset(read_tools or ())
         known = None if read_tools is None and schemas is None else set(self.read_tools) | set(self.schemas)
         self.known_tools: frozenset[str] | None = None if known is None else frozenset(known | self.write_tools)
@@ -258,7 +264,9 @@ class ToolGate:
                                f"not executed: confirm with the caller first ({verdict.reason})")
         warnings = tuple(v.reason for v in verdicts if v.action == "warn")
         occurrence = operation_scope(self.scopes.get(name, "call"), arguments, self.turn_id)
-        identity = OperationIdentity(self.tenant, self.session_id, name, digest, occurrence)
+        resource_of = self.resources.get(name)
+        resource = str(resource_of(arguments) or "")[:256] if resource_of is not None else ""
+        identity = OperationIdentity(self.tenant, self.session_id, name, digest, occurrence, resource)
         return await self.writes.run(name, arguments, handler, identity, evidence, warnings, should_proceed)
 
     async def _run_read(self, name: str, arguments: dict[str, Any], handler: GateHandler,

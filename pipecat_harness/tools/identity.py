@@ -47,6 +47,8 @@ class OperationIdentity:
         request_hash: Hash of the canonical request (:func:`request_hash`).
         occurrence: What makes this a new operation despite an identical
             request (the turn for ``"turn"`` tools, a discriminator, or empty).
+        resource: What the write changes (not part of the key): a different
+            write on the same resource waits while this one is unsettled.
     """
 
     tenant: str
@@ -54,6 +56,7 @@ class OperationIdentity:
     tool: str
     request_hash: str
     occurrence: str = ""
+    resource: str = ""
 
     @property
     def key(self) -> str:

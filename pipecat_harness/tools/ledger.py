@@ -24,6 +24,7 @@ turns records a dead owner left ``executing`` into ``outcome_unknown``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -35,7 +36,8 @@ from sqlalchemy import and_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipecat_harness.tools.ledger_reads import LedgerReads
+from pipecat_harness.tools.engines import SharedEngine, acquire_engine, release_engine
+from pipecat_harness.tools.ledger_recovery import LedgerRecovery
 from pipecat_harness.tools.operation_state import (
     TRANSITIONS,
     ConcurrentUpdate,
@@ -49,8 +51,7 @@ from pipecat_harness.tools.operation_state import (
     Reconciliation,
     check_transition,
 )
-from pipecat_harness.tools.owners import handler_may_run
-from pipecat_harness.tools.storage import DEFAULT_LEDGER_URL, LedgerTables, ledger_tables, make_engine
+from pipecat_harness.tools.storage import DEFAULT_LEDGER_URL, LedgerTables, ledger_tables
 
 __all__ = [
     "TRANSITIONS",
@@ -76,7 +77,7 @@ def _dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value, default=str, sort_keys=True)
 
 
-class OperationLedger(LedgerReads):
+class OperationLedger(LedgerRecovery):
     """Operation records and their outbox, on SQLite or PostgreSQL.
 
     Args:
@@ -86,41 +87,58 @@ class OperationLedger(LedgerReads):
     """
 
     def __init__(self, engine: AsyncEngine | str = DEFAULT_LEDGER_URL, *, table_prefix: str = "harness_") -> None:
-        self._owns_engine = isinstance(engine, str)
-        self.engine: AsyncEngine = make_engine(engine) if isinstance(engine, str) else engine
+        self._url = engine if isinstance(engine, str) else None
+        self._shared = (acquire_engine(engine) if isinstance(engine, str)
+                        else SharedEngine(engine, asyncio.Lock() if engine.dialect.name == "sqlite" else None))
+        self.engine: AsyncEngine = self._shared.engine
+        self.table_prefix = table_prefix
         self.tables: LedgerTables = ledger_tables(table_prefix)
         self.clock: Callable[[], float] = time.time
+        self._closed = False
+
+    def begin(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        """A write transaction on the ledger's database (serialised in the process on SQLite).
+
+        Never open another write transaction while holding one.
+        """
+        return self._shared.begin()
 
     async def create_tables(self) -> None:
-        """Create the tables if they do not exist."""
-        async with self.engine.begin() as conn:
+        """Create the tables if they do not exist (once per engine and prefix)."""
+        if self.table_prefix in self._shared.created:
+            return
+        async with self.begin() as conn:
             await conn.run_sync(self.tables.metadata.create_all)
+        self._shared.created.add(self.table_prefix)
 
     async def drop_tables(self) -> None:
         """Drop the tables (tests and benchmarks)."""
-        async with self.engine.begin() as conn:
+        async with self.begin() as conn:
             await conn.run_sync(self.tables.metadata.drop_all)
+        self._shared.created.discard(self.table_prefix)
 
     async def close(self) -> None:
-        """Dispose of the engine if the ledger created it."""
-        if self._owns_engine:
-            await self.engine.dispose()
+        """Release the shared engine (disposed of with its last user) if the ledger was given a URL."""
+        if self._url is not None and not self._closed:
+            self._closed = True
+            await release_engine(self._url, self._shared)
 
     # -- writing -----------------------------------------------------------
 
     def _values(self, tenant: str, idempotency_key: str, op_type: str, request_hash: str, scope: str | None,
-                status: OperationStatus, attempt: int, owner: str, lease_until: float) -> dict[str, Any]:
+                status: OperationStatus, attempt: int, owner: str, lease_until: float,
+                resource: str = "") -> dict[str, Any]:
         now = self.clock()
         return {
             "tenant": tenant, "idempotency_key": idempotency_key, "scope": scope or idempotency_key,
             "attempt": attempt, "op_type": op_type, "request_hash": request_hash, "status": status.value,
             "result": None, "error": None, "version": 1, "created_at": now, "updated_at": now,
-            "owner": owner, "lease_until": lease_until,
+            "owner": owner, "lease_until": lease_until, "resource": resource,
         }
 
     async def _insert(self, values: dict[str, Any]) -> tuple[OperationRecord, bool]:
         try:
-            async with self.engine.begin() as conn:
+            async with self.begin() as conn:
                 await conn.execute(self.tables.operations.insert().values(**values))
         except IntegrityError:
             existing = await self.get(values["tenant"], values["idempotency_key"])
@@ -166,6 +184,7 @@ class OperationLedger(LedgerReads):
         scope: str | None = None,
         owner: str = "",
         lease_until: float = 0.0,
+        resource: str = "",
     ) -> tuple[OperationRecord, bool]:
         """Create the record directly in ``executing`` state, owned by ``owner``, or return the existing one.
 
@@ -176,7 +195,7 @@ class OperationLedger(LedgerReads):
             IdempotencyConflict: The key exists with a different request hash or operation type.
         """
         return await self._insert(self._values(tenant, idempotency_key, op_type, request_hash, scope, S.EXECUTING,
-                                               1, owner, lease_until))
+                                               1, owner, lease_until, resource))
 
     async def transition(
         self,
@@ -210,7 +229,7 @@ class OperationLedger(LedgerReads):
             now = self.clock()
             ops = self.tables.operations
             new_version = record.version + 1
-            async with self.engine.begin() as conn:
+            async with self.begin() as conn:
                 changed = await conn.execute(
                     update(ops)
                     .where(and_(ops.c.tenant == record.tenant, ops.c.idempotency_key == record.idempotency_key,
@@ -227,6 +246,10 @@ class OperationLedger(LedgerReads):
             stored = await self.get(record.tenant, record.idempotency_key)
             if stored is None:
                 raise ConcurrentUpdate(f"operation {record.idempotency_key!r} disappeared")
+            if stored.attempt != record.attempt:
+                # Evidence about an earlier attempt (fenced off when the next one
+                # started) never touches the current attempt.
+                return stored
             record = stored
         raise ConcurrentUpdate(f"operation {record.idempotency_key!r} kept changing; gave up after 5 attempts")
 
@@ -333,7 +356,7 @@ class OperationLedger(LedgerReads):
             return None
         ops = self.tables.operations
         now = self.clock()
-        async with self.engine.begin() as conn:
+        async with self.begin() as conn:
             changed = await conn.execute(
                 update(ops)
                 .where(and_(ops.c.tenant == record.tenant, ops.c.idempotency_key == record.idempotency_key,
@@ -349,7 +372,7 @@ class OperationLedger(LedgerReads):
     async def release(self, record: OperationRecord) -> None:
         """End ``record.owner``'s lease: its handler is no longer running (it was cancelled)."""
         ops = self.tables.operations
-        async with self.engine.begin() as conn:
+        async with self.begin() as conn:
             await conn.execute(
                 update(ops)
                 .where(and_(ops.c.tenant == record.tenant, ops.c.idempotency_key == record.idempotency_key,
@@ -360,51 +383,3 @@ class OperationLedger(LedgerReads):
     async def cancel(self, record: OperationRecord, reason: str) -> OperationRecord:
         """Cancel a ``prepared`` record (it will never execute)."""
         return await self.transition(record, S.CANCELLED, error=reason)
-
-    async def mark_unknown(self, record: OperationRecord, reason: str) -> OperationRecord:
-        """Record that an ``executing`` operation's outcome is unknown (e.g. its process died)."""
-        return await self.settle(record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until)
-
-    async def recover(self, tenant: str | None = None, *, scope_prefix: str | None = None) -> list[OperationRecord]:
-        """Turn records left ``executing`` by an owner that is gone (or whose lease ran out) into ``outcome_unknown``.
-
-        Run on start-up and periodically; the records returned still need
-        reconciliation (:meth:`reconcile`).
-
-        Returns:
-            The records moved to ``outcome_unknown``.
-        """
-        now = self.clock()
-        moved = []
-        for record in await self.find(tenant, S.EXECUTING, scope_prefix=scope_prefix):
-            if not handler_may_run(record, now):
-                moved.append(await self.settle(record, S.OUTCOME_UNKNOWN,
-                                               error="its owner stopped while it was executing"))
-        return moved
-
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
-        """Ask the backend for the real outcome of an ``outcome_unknown`` record.
-
-        A ``failed`` answer is applied only once no handler can still be
-        running (the owner's lease ended or the owner is gone); a
-        ``succeeded`` answer is applied at once.
-
-        Returns:
-            The record, settled if the backend could tell, otherwise unchanged.
-
-        Raises:
-            InvalidTransition: The record is not ``outcome_unknown`` and the
-                backend's answer contradicts its state.
-        """
-        if record.status != S.OUTCOME_UNKNOWN:
-            return record
-        answer = await reconciler(record)
-        if answer is None:
-            return record
-        if answer.status not in (S.SUCCEEDED, S.FAILED):
-            raise InvalidTransition(f"reconciliation must settle to succeeded or failed, not {answer.status}")
-        if answer.status == S.FAILED and handler_may_run(record, self.clock()):
-            # "Not found" while the handler may still be running is not "failed".
-            return record
-        return await self.settle(record, answer.status, result=answer.result,
-                                 error=answer.error or (record.error if answer.status == S.FAILED else None))

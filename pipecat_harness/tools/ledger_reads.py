@@ -31,7 +31,7 @@ class LedgerReads:
             request_hash=m["request_hash"], status=OperationStatus(m["status"]), result=_loads(m["result"]),
             error=m["error"], version=m["version"], scope=m["scope"], attempt=m["attempt"],
             created_at=m["created_at"], updated_at=m["updated_at"], owner=m["owner"] or "",
-            lease_until=m["lease_until"] or 0.0,
+            lease_until=m["lease_until"] or 0.0, resource=m["resource"] or "",
         )
 
     async def get(self, tenant: str, idempotency_key: str) -> OperationRecord | None:
@@ -45,13 +45,15 @@ class LedgerReads:
 
     async def find(
         self, tenant: str | None, status: OperationStatus, *, op_type: str | None = None,
-        request_hash: str | None = None, scope_prefix: str | None = None,
+        request_hash: str | None = None, scope_prefix: str | None = None, resource: str | None = None,
     ) -> list[OperationRecord]:
         """Return the records in one state (of one tenant, request or call scope), oldest first."""
         ops = self.tables.operations
         condition = ops.c.status == status.value
         if tenant is not None:
             condition = and_(condition, ops.c.tenant == tenant)
+        if resource is not None:
+            condition = and_(condition, ops.c.resource == resource)
         if scope_prefix is not None:
             condition = and_(condition, ops.c.scope.startswith(scope_prefix, autoescape=True))
         if op_type is not None:

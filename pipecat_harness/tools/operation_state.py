@@ -124,6 +124,8 @@ class OperationRecord:
         owner: The gate instance that runs (or last ran) the handler.
         lease_until: Until when the owner's handler may still be running
             (0: no handler is running).
+        resource: What the write changes (an order, the caller's callback),
+            so that a different write on it waits while this one is unsettled.
     """
 
     tenant: str
@@ -140,6 +142,7 @@ class OperationRecord:
     updated_at: float = 0.0
     owner: str = ""
     lease_until: float = 0.0
+    resource: str = ""
 
     @property
     def settled(self) -> bool:

@@ -35,7 +35,7 @@ class Operations(Protocol):
     ledger: OperationLedger | None
 
     async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
-                    lease_until: float) -> tuple[OperationRecord, bool]:
+                    lease_until: float, resource: str = "") -> tuple[OperationRecord, bool]:
         """Create the operation ``executing`` under ``owner``, or return the stored one (``False``)."""
 
     async def get(self, key: str) -> OperationRecord | None:
@@ -60,6 +60,9 @@ class Operations(Protocol):
     async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
         """Operations of a call whose outcome is unknown."""
 
+    async def unsettled_on(self, scope_prefix: str, resource: str) -> list[OperationRecord]:
+        """Operations of a call on ``resource`` that are executing or of unknown outcome."""
+
 
 class MemoryOperations:
     """Operations held in process memory (the gate's default)."""
@@ -81,7 +84,7 @@ class MemoryOperations:
         return updated
 
     async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
-                    lease_until: float) -> tuple[OperationRecord, bool]:
+                    lease_until: float, resource: str = "") -> tuple[OperationRecord, bool]:
         """See :class:`Operations`."""
         existing = self._records.get(key)
         if existing is not None:
@@ -90,7 +93,8 @@ class MemoryOperations:
             return existing, False
         now = time.time()
         record = OperationRecord(self.tenant, key, op_type, request_hash, S.EXECUTING, scope=scope, attempt=1,
-                                 created_at=now, updated_at=now, owner=owner, lease_until=lease_until)
+                                 created_at=now, updated_at=now, owner=owner, lease_until=lease_until,
+                                 resource=resource)
         self._records[key] = record
         return record, True
 
@@ -109,6 +113,8 @@ class MemoryOperations:
                      error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
         """See :class:`Operations`."""
         current = self._records[record.idempotency_key]
+        if current.attempt != record.attempt:  # evidence about an earlier, fenced-off attempt
+            return current
         try:
             updated = self._store(current, status, result=result, error=error, lease_until=lease_until)
         except InvalidTransition:
@@ -148,6 +154,11 @@ class MemoryOperations:
         return [r for r in self._records.values()
                 if r.status == S.OUTCOME_UNKNOWN and r.scope.startswith(scope_prefix)]
 
+    async def unsettled_on(self, scope_prefix: str, resource: str) -> list[OperationRecord]:
+        """See :class:`Operations`."""
+        return [r for r in self._records.values() if r.resource == resource and r.scope.startswith(scope_prefix)
+                and r.status in (S.EXECUTING, S.OUTCOME_UNKNOWN)]
+
 
 class LedgerOperations:
     """Operations recorded in an :class:`OperationLedger` (survive restarts, shared by processes)."""
@@ -158,10 +169,10 @@ class LedgerOperations:
         self.tenant = tenant
 
     async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
-                    lease_until: float) -> tuple[OperationRecord, bool]:
+                    lease_until: float, resource: str = "") -> tuple[OperationRecord, bool]:
         """See :class:`Operations`."""
         return await self._ledger.start(self.tenant, key, op_type, request_hash, scope=scope, owner=owner,
-                                        lease_until=lease_until)
+                                        lease_until=lease_until, resource=resource)
 
     async def get(self, key: str) -> OperationRecord | None:
         """See :class:`Operations`."""
@@ -192,3 +203,10 @@ class LedgerOperations:
     async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
         """See :class:`Operations`."""
         return await self._ledger.find(self.tenant, S.OUTCOME_UNKNOWN, scope_prefix=scope_prefix)
+
+    async def unsettled_on(self, scope_prefix: str, resource: str) -> list[OperationRecord]:
+        """See :class:`Operations`."""
+        found = []
+        for status in (S.EXECUTING, S.OUTCOME_UNKNOWN):
+            found += await self._ledger.find(self.tenant, status, scope_prefix=scope_prefix, resource=resource)
+        return found

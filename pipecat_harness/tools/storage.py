@@ -72,6 +72,7 @@ def ledger_tables(prefix: str = "harness_") -> LedgerTables:
         Column("updated_at", Float, nullable=False),
         Column("owner", String(128), nullable=False, default=""),
         Column("lease_until", Float, nullable=False, default=0.0),
+        Column("resource", String(256), nullable=False, default=""),
         PrimaryKeyConstraint("tenant", "idempotency_key", name=f"{prefix}operations_pk"),
         Index(f"{prefix}operations_scope", "scope"),
         # Recovery and reconciliation look for the few executing/unknown

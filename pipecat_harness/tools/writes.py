@@ -88,6 +88,11 @@ class WriteRunner:
         self._watched: dict[str, OperationRecord] = {}
         self._told_unknown: set[str] = set()
         self._settled: list[OperationRecord] = []
+        self._handlers: set[asyncio.Future[Any]] = set()
+        # Writes the model was told were unknown that then went through, by resource:
+        # a different write on that resource is answered with this news first.
+        self._unseen_commits: dict[str, OperationRecord] = {}
+        self._closed = False
 
     # -- one write -----------------------------------------------------------
 
@@ -108,6 +113,8 @@ class WriteRunner:
                 finished: asyncio.Future[GateResult] = asyncio.get_running_loop().create_future()
                 self._running[key] = finished
                 task = start_handler(handler, arguments, record)
+                self._handlers.add(task)
+                task.add_done_callback(self._handlers.discard)
         if running is not None:
             return self._repeat_of(name, await asyncio.shield(running), evidence)
         assert record is not None
@@ -146,8 +153,15 @@ class WriteRunner:
         if should_proceed is not None and not should_proceed():
             return refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "interrupted",
                           "not executed: the reply that requested it was interrupted", key=key), None
+        if self._closed:
+            return refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "closed",
+                          "not executed: the call is ending", key=key), None
+        if identity.resource:
+            held = await self._conflict(name, identity, evidence)
+            if held is not None:
+                return held, None
         record, created = await self.operations.start(key, name, identity.request_hash, identity.scope,
-                                                      self.owner, time.time() + self.lease_secs)
+                                                      self.owner, time.time() + self.lease_secs, identity.resource)
         if created:
             return None, record
         for _ in range(4):
@@ -175,6 +189,39 @@ class WriteRunner:
             record = await self.operations.get(key) or record
         return refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "in_flight",
                       "not executed: the same request is being carried out elsewhere", key=key), None
+
+    async def _conflict(self, name: str, identity: OperationIdentity,
+                        evidence: dict[str, Any]) -> GateResult | None:
+        """Hold a different write on a resource whose earlier write is in flight or of unknown outcome."""
+        prefix = f"{identity.call_id}:"
+        for other in await self.operations.unsettled_on(prefix, identity.resource):
+            if other.idempotency_key != identity.key and other.status == S.OUTCOME_UNKNOWN:
+                self._told_unknown.add(other.idempotency_key)  # whatever it turns out to be, the model hears it
+            if other.idempotency_key == identity.key:
+                continue
+            if other.status == S.EXECUTING and not handler_may_run(other, time.time()):
+                other = await self.operations.settle(other, S.OUTCOME_UNKNOWN,
+                                                     error="its owner stopped while it was executing")
+            if other.status == S.OUTCOME_UNKNOWN:
+                other = await self.reconcile(other, evidence)
+            if other.status in (S.EXECUTING, S.OUTCOME_UNKNOWN):
+                state = "still being carried out" if other.status == S.EXECUTING else "of unknown outcome"
+                self._told_unknown.add(other.idempotency_key)
+                evidence["conflicts_with"] = other.idempotency_key
+                return self.reporter.refuse(
+                    GateStatus.NOT_EXECUTED, name, True, evidence, "conflict",
+                    f"not executed: the earlier {other.op_type} on {identity.resource} is {state}; checking whether "
+                    f"it went through. Tell the caller you are checking, and do not change it until it is known.",
+                    key=identity.key)
+        commit = self._unseen_commits.pop(identity.resource, None)
+        if commit is not None and commit.idempotency_key != identity.key:
+            evidence["conflicts_with"] = commit.idempotency_key
+            return self.reporter.refuse(
+                GateStatus.NOT_EXECUTED, name, True, evidence, "conflict",
+                f"not executed: the earlier {commit.op_type} on {identity.resource} went through after all "
+                f"(result: {commit.result}); it is done, so change or reschedule it instead of doing it again.",
+                key=identity.key)
+        return None
 
     async def _finish(self, name: str, record: OperationRecord, task: asyncio.Future[Any],
                       warnings: tuple[str, ...], decision: Any, evidence: dict[str, Any]) -> GateResult:
@@ -257,6 +304,8 @@ class WriteRunner:
         if record.idempotency_key in self._told_unknown:
             self._told_unknown.discard(record.idempotency_key)
             self._settled.append(record)
+            if record.resource and record.status == S.SUCCEEDED:
+                self._unseen_commits[record.resource] = record
         self.reporter.record("reconciled", {"tool": record.op_type, "idempotency_key": record.idempotency_key,
                                             "status": record.status.value, "source": source})
 
@@ -290,8 +339,17 @@ class WriteRunner:
         return self._late
 
     async def close(self) -> None:
-        """Stop waiting for late replies (cancelling those handlers) and end their leases."""
+        """Stop every handler of this gate (cancelling them), then end its leases.
+
+        Only once no handler of ours can still run is the owner token released,
+        so that others may take "not found" from the backend as "failed".
+        """
+        self._closed = True
         await self._late.close()
+        handlers = list(self._handlers)
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
         release_owner(self.owner)
         for record in list(self._watched.values()):
             with contextlib.suppress(Exception):

@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from pipecat_harness.tools import OperationLedger, OutboxConsumer, OutboxEvent, OutboxPublisher
@@ -46,10 +48,11 @@ async def test_publisher_crash_between_commit_and_publish_loses_nothing(ledger: 
     async def crashing_sink(event: OutboxEvent) -> None:
         raise SystemExit  # the process dies mid-publish
 
-    crashed = OutboxPublisher(ledger, crashing_sink)
+    crashed = OutboxPublisher(ledger, crashing_sink, claim_secs=0.05)
     with pytest.raises(SystemExit):
         await crashed.publish_pending()
     await _settle(ledger, "k2")  # more work commits while no publisher runs
+    await asyncio.sleep(0.1)  # the dead publisher's claim runs out
 
     received: list[str] = []
 
@@ -87,3 +90,34 @@ async def test_background_publisher_delivers_without_blocking(ledger: OperationL
     publisher.notify()
     await asyncio.wait_for(delivered.wait(), 5)
     await publisher.stop()
+
+
+async def test_concurrent_publishers_share_the_rows_instead_of_delivering_them_twice(ledger: OperationLedger):
+    for n in range(30):
+        await _settle(ledger, f"k{n}")
+    deliveries: list[str] = []
+
+    async def sink(event: OutboxEvent) -> None:
+        deliveries.append(event.event_id)
+        await asyncio.sleep(0)
+
+    publishers = [OutboxPublisher(ledger, sink, batch_size=5) for _ in range(4)]
+    await asyncio.gather(*(p.drain() for p in publishers))
+    assert len(deliveries) == len(set(deliveries)) == 30
+
+
+async def test_a_transactional_consumer_applies_each_event_once_even_when_delivered_twice(ledger: OperationLedger):
+    await _settle(ledger, "k1")
+    [event] = await OutboxPublisher(ledger, _noop).pending()
+    effects: list[str] = []
+
+    async def effect(received: OutboxEvent, conn) -> None:
+        effects.append(received.event_id)
+
+    consumer = OutboxConsumer(ledger, "billing", effect, in_transaction=True)
+    await asyncio.gather(consumer(event), consumer(event), consumer(event))
+    assert effects == [event.event_id] and consumer.duplicates == 2
+
+
+async def _noop(event: OutboxEvent) -> None:
+    pass

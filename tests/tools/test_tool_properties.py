@@ -139,7 +139,8 @@ async def run_schedule(url: str, prefix: str, steps: list[tuple]) -> None:
                         raise TimeoutError("ack lost")
 
                 with contextlib.suppress(SystemExit):
-                    await OutboxPublisher(ledger, sink).publish_pending()
+                    # A publisher that "crashes" keeps its claim until the claim's lease ends.
+                    await OutboxPublisher(ledger, sink, claim_secs=0.01).publish_pending()
         await gate.close()
 
         records = await ledger.records(tenant)
@@ -155,6 +156,7 @@ async def run_schedule(url: str, prefix: str, steps: list[tuple]) -> None:
 
         # No lost event: after a final reliable drain, every event was delivered exactly once.
         consumer = OutboxConsumer(ledger, f"consumer-{tenant}", handle)
+        await asyncio.sleep(0.02)  # crashed publishers' claims run out
         await OutboxPublisher(ledger, consumer).drain()
         outbox = ledger.tables.outbox
         from sqlalchemy import select

@@ -1,0 +1,503 @@
+"""Seeded fault-schedule soak of the tool gate on a real ledger, against a backend that does not dedupe.
+
+Each schedule is one call (its own session id) whose writes run in worker
+processes, each with its own gate on the same ledger. Steps, drawn from a
+seeded generator: calls, duplicates in one turn (concurrent) and across turns,
+the same request at 2–4 processes at once (PostgreSQL), handlers that raise
+before and after the backend applied, ``{"error": ...}`` results, refusals,
+timeouts with late replies, lost replies, hangs, cancellations by barge-in,
+in-process restarts (a new gate on the same ledger), and SIGKILL of a worker
+process at random points with a restart on the same ledger.
+
+The backend counts every application (a SQLite table, one row per
+application, no uniqueness). Afterwards every call is reconciled by a fresh
+gate, 2–4 outbox publishers drain the events (with delivery failures, lost
+acknowledgements and publisher crashes) into a consumer whose effect is a
+row written in the consumer's transaction, and the soak prints, per database:
+
+* logical operations applied twice (counted at the backend by call and request),
+* applied but not ``succeeded`` in the ledger after reconciliation,
+* records left ``executing``,
+* events lost, and events delivered twice to the consumer's effect.
+
+All must be 0.
+
+Usage: .venv/bin/python scripts/soak_tools.py [--schedules N] [--database sqlite|postgres|both] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+TOOL = "charge"
+TENANT = "soak"
+TIMEOUT_SECS = 0.05
+LATE_REPLY_SECS = 0.25
+REQUESTS = [{"order_id": "#W1", "amount_usd": 45}, {"order_id": "#W1", "amount_usd": 20},
+            {"order_id": "#W2", "amount_usd": 45}]
+FAULTS = ["ok", "ok", "ok", "raise_before", "raise_after", "error", "refuse", "late", "lost", "hang"]
+
+# -- the backend: counts every application, never dedupes -----------------------------------
+
+
+def backend_create(path: Path) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE applications (session TEXT, request INTEGER, key TEXT, pid INTEGER)")
+
+
+def backend_apply(path: str, session: str, request: int, key: str) -> None:
+    with contextlib.closing(sqlite3.connect(path, timeout=60)) as db, db:
+        db.execute("INSERT INTO applications VALUES (?, ?, ?, ?)", (session, request, key, os.getpid()))
+
+
+def backend_applied(path: str, key: str) -> bool:
+    with contextlib.closing(sqlite3.connect(path, timeout=60)) as db:
+        return db.execute("SELECT count(*) FROM applications WHERE key = ?", (key,)).fetchone()[0] > 0
+
+
+def make_reconciler(path: str) -> Any:
+    from pipecat_harness.tools import OperationStatus, Reconciliation
+
+    async def reconcile(record: Any) -> Any:
+        if backend_applied(path, record.idempotency_key):
+            return Reconciliation(OperationStatus.SUCCEEDED, result={"status": "charged"})
+        return Reconciliation(OperationStatus.FAILED, error="the backend has no record of it")
+
+    return reconcile
+
+
+# -- a worker process: gates on the shared ledger, driven over stdin/stdout -------------------
+
+
+async def worker_main(ledger_url: str, prefix: str, backend: str) -> None:
+    from pipecat_harness.tools import OperationLedger, OperationRefused, ToolGate, current_operation
+
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    ledger = OperationLedger(ledger_url, table_prefix=prefix)
+    reconciler = make_reconciler(backend)
+    gates: dict[str, Any] = {}
+    tasks: dict[str, asyncio.Task[None]] = {}
+
+    def send(message: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+    def gate_for(session: str) -> Any:
+        if session not in gates:
+            gates[session] = ToolGate(write_tools={TOOL}, ledger=ledger, tenant=TENANT, session_id=session,
+                                      timeout_secs=TIMEOUT_SECS, late_reply_secs=LATE_REPLY_SECS,
+                                      reconciler=reconciler)
+        return gates[session]
+
+    def handler(cid: str, session: str, request: int, fault: str) -> Any:
+        async def run(arguments: Any) -> Any:
+            key = current_operation().idempotency_key
+
+            def apply() -> None:
+                backend_apply(backend, session, request, key)
+
+            if fault == "raise_before":
+                raise ConnectionError("connection refused")
+            if fault == "error":
+                return {"error": "card declined"}
+            if fault == "refuse":
+                raise OperationRefused("card declined")
+            if fault in ("late", "hang", "slow"):
+                await asyncio.sleep({"late": TIMEOUT_SECS * 2.5, "hang": LATE_REPLY_SECS * 4,
+                                     "slow": TIMEOUT_SECS * 0.5}[fault])
+            if fault == "block_before":
+                send({"reached": cid})
+                await asyncio.Event().wait()
+            apply()
+            if fault == "block_after":
+                send({"reached": cid})
+                await asyncio.Event().wait()
+            if fault == "raise_after":
+                raise ConnectionResetError("connection reset by peer")
+            if fault == "lost":
+                raise TimeoutError("read timed out")
+            return {"status": "charged"}
+
+        return run
+
+    async def call(cid: str, session: str, turn: int, request: int, fault: str) -> None:
+        gate = gate_for(session)
+        gate.new_turn(turn)
+        try:
+            result = await gate.call(TOOL, REQUESTS[request], handler(cid, session, request, fault))
+            send({"done": cid, "status": str(result.status)})
+        except asyncio.CancelledError:
+            send({"done": cid, "status": "cancelled"})
+        except BaseException as exc:  # the soak counts anything escaping ToolGate.call
+            send({"done": cid, "status": "exception", "error": f"{type(exc).__name__}: {exc}"})
+
+    def dump() -> None:  # kill -USR1 <worker>: where every task of this worker waits
+        for task in asyncio.all_tasks():
+            task.print_stack(limit=6, file=sys.stderr)
+
+    loop.add_signal_handler(signal.SIGUSR1, dump)
+    await ledger.create_tables()
+    send({"ready": os.getpid()})
+    while line := await reader.readline():
+        command = json.loads(line)
+        kind = command["kind"]
+        if kind == "call":
+            cid = command["cid"]
+            task = tasks[cid] = asyncio.create_task(
+                call(cid, command["session"], command["turn"], command["request"], command["fault"]))
+            # Cancelled before it started, the call never runs its body: answer for it.
+            task.add_done_callback(lambda t, cid=cid: t.cancelled() and send({"done": cid, "status": "cancelled"}))
+        elif kind == "cancel":
+            task = tasks.get(command["cid"])
+            if task is not None:
+                task.cancel()
+        elif kind == "restart":
+            gate = gates.pop(command["session"], None)
+            if gate is not None:
+                await gate.close()
+            send({"restarted": command["session"]})
+        elif kind == "finish":
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+            tasks.clear()
+            for gate in gates.values():
+                await gate._late.wait()
+            send({"finished": True})
+    await ledger.close()
+
+
+# -- the parent: schedules, faults, checks ---------------------------------------------------
+
+
+class Worker:
+    """A worker process and the futures of its outstanding commands."""
+
+    def __init__(self, ledger_url: str, prefix: str, backend: Path) -> None:
+        self.args = [sys.executable, str(Path(__file__).resolve()), "--worker", ledger_url, prefix, str(backend)]
+        self.proc: asyncio.subprocess.Process | None = None
+        self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.reader: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()
+        self.restarting = asyncio.Lock()
+
+    async def start(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = await asyncio.create_subprocess_exec(*self.args, stdin=asyncio.subprocess.PIPE,
+                                                         stdout=asyncio.subprocess.PIPE, env=env,
+                                                         limit=1 << 20)
+        ready = await self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not ready:
+            raise RuntimeError("a soak worker failed to start")
+        self.reader = asyncio.create_task(self._read())
+        self.ready.set()
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            message = json.loads(line)
+            for kind in ("done", "reached", "restarted", "finished"):
+                if kind in message:
+                    future = self.waiting.pop(f"{kind}:{message[kind]}", None)
+                    if future is not None and not future.done():
+                        future.set_result(message)
+        for future in self.waiting.values():  # the process died
+            if not future.done():
+                future.set_result({"status": "killed"})
+        self.waiting.clear()
+
+    def expect(self, kind: str, ident: Any) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[f"{kind}:{ident}"] = future
+        return future
+
+    async def send(self, **command: Any) -> None:
+        await self.ready.wait()  # never to a process that is being killed and restarted
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(command) + "\n").encode())
+
+    async def kill(self) -> None:
+        assert self.proc is not None
+        self.ready.clear()
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGKILL)
+        await self.proc.wait()  # reaped: its pid is gone, so its leases end
+        if self.reader is not None:
+            await self.reader
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            await self.proc.wait()
+        if self.reader is not None:
+            await self.reader
+
+
+@dataclass
+class Figures:
+    """What one database's soak measured."""
+
+    schedules: int = 0
+    steps: int = 0
+    kills: int = 0
+    multi_process: int = 0
+    applied_twice: int = 0
+    applied_not_succeeded: int = 0
+    succeeded_not_applied: int = 0
+    left_executing: int = 0
+    events: int = 0
+    events_lost: int = 0
+    delivered_twice: int = 0
+    exceptions: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.applied_twice or self.applied_not_succeeded or self.succeeded_not_applied
+                    or self.left_executing or self.events_lost or self.delivered_twice or self.exceptions)
+
+
+async def run_schedule(rng: random.Random, session: str, workers: list[Worker], figures: Figures,
+                       allow_multi: bool, allow_kill: bool) -> None:
+    turn = 1
+    count = len(workers) if allow_multi else 1
+    pool = workers[:rng.randint(1, count)] if allow_multi else workers[:1]
+    if len(pool) > 1:
+        figures.multi_process += 1
+
+    async def call(worker: Worker, request: int, fault: str, *, cancel_after: float | None = None) -> str:
+        cid = uuid.uuid4().hex[:10]
+        done = worker.expect("done", cid)
+        await worker.send(kind="call", cid=cid, session=session, turn=turn, request=request, fault=fault)
+        if cancel_after is not None:
+            await asyncio.sleep(cancel_after)
+            await worker.send(kind="cancel", cid=cid)
+        result = await done
+        if result["status"] == "exception":
+            figures.exceptions.append(result.get("error", "?"))
+        return str(result["status"])
+
+    for _ in range(rng.randint(6, 12)):
+        figures.steps += 1
+        step = rng.random()
+        request = rng.randrange(len(REQUESTS))
+        worker = rng.choice(pool)
+        if step < 0.40:
+            await call(worker, request, rng.choice(FAULTS))
+        elif step < 0.52:  # the same request twice at once, in one turn (one reply with two calls)
+            await asyncio.gather(call(worker, request, rng.choice(FAULTS)), call(worker, request, "ok"))
+        elif step < 0.62 and len(pool) > 1:  # the same request at every process at once
+            await asyncio.gather(*(call(w, request, rng.choice(["ok", "slow", "late", "raise_after"]))
+                                   for w in pool))
+        elif step < 0.72:
+            turn += 1
+        elif step < 0.80:  # barge-in: the call is cancelled while its handler runs
+            await call(worker, request, rng.choice(["late", "slow", "hang"]), cancel_after=rng.random() * 0.06)
+        elif step < 0.87:  # in-process restart: a new gate on the same ledger, in a later turn
+            restarted = worker.expect("restarted", session)
+            await worker.send(kind="restart", session=session)
+            await restarted
+            turn += 1
+        elif step < 0.93 and allow_kill:
+            await sigkill(rng, worker, session, turn, request, figures)
+            turn += 1
+        else:
+            await call(worker, request, "ok")
+
+
+async def sigkill(rng: random.Random, worker: Worker, session: str, turn: int, request: int,
+                  figures: Figures) -> None:
+    """Kill the worker inside a handler (before or after it applied) or at a random moment, then restart it."""
+    cid = uuid.uuid4().hex[:10]
+    fault = rng.choice(["block_before", "block_after", "ok", "slow"])
+    reached = worker.expect("reached", cid)
+    done = worker.expect("done", cid)
+    await worker.send(kind="call", cid=cid, session=session, turn=turn, request=request, fault=fault)
+    if fault.startswith("block"):
+        await asyncio.wait({reached, done}, timeout=10)
+    else:
+        await asyncio.sleep(rng.random() * 0.02)  # anywhere: in the gate's own ledger writes, or the handler
+    async with worker.restarting:  # two schedules killing the same process restart it once
+        if worker.proc is not None and worker.proc.returncode is None:
+            await worker.kill()
+            figures.kills += 1
+            await worker.start()
+
+
+async def check(ledger_url: str, prefix: str, backend: Path, sessions: list[str], figures: Figures) -> None:
+    from pipecat_harness.tools import OperationLedger, OperationStatus, ToolGate, request_hash
+    from pipecat_harness.tools.identity import OperationIdentity
+
+    ledger = OperationLedger(ledger_url, table_prefix=prefix)
+    reconciler = make_reconciler(str(backend))
+    try:
+        for session in sessions:  # what a restarted call does first: recover, then reconcile
+            gate = ToolGate(write_tools={TOOL}, ledger=ledger, tenant=TENANT, session_id=session,
+                            reconciler=reconciler)
+            await gate.reconcile_pending()
+            await gate.close()
+        with contextlib.closing(sqlite3.connect(backend, timeout=60)) as db:
+            applied = Counter((s, r) for s, r in db.execute("SELECT session, request FROM applications"))
+        records = {r.idempotency_key: r for r in await ledger.records(TENANT)}
+        figures.left_executing = sum(r.status == OperationStatus.EXECUTING for r in records.values())
+        for session in sessions:
+            for index, request in enumerate(REQUESTS):
+                key = OperationIdentity(TENANT, session, TOOL, request_hash(TOOL, request)).key
+                record = records.get(key)
+                times = applied.get((session, index), 0)
+                figures.applied_twice += times > 1
+                succeeded = record is not None and record.status == OperationStatus.SUCCEEDED
+                figures.applied_not_succeeded += times > 0 and not succeeded
+                figures.succeeded_not_applied += succeeded and times == 0
+        await drain_events(ledger, figures)
+    finally:
+        await ledger.close()
+
+
+async def drain_events(ledger: Any, figures: Figures) -> None:
+    """2–4 publishers with faults drain the outbox into a consumer whose effect commits with its mark."""
+    from sqlalchemy import Column, MetaData, String, Table, func, select
+
+    from pipecat_harness.tools import OperationLedger, OutboxConsumer, OutboxPublisher
+
+    effects = Table(f"{ledger.tables.outbox.name}_effects", MetaData(), Column("event_id", String(36)))
+    async with ledger.engine.begin() as conn:
+        await conn.run_sync(effects.metadata.create_all)
+
+    async def effect(event: Any, conn: Any) -> None:
+        await conn.execute(effects.insert().values(event_id=event.event_id))
+
+    rng = random.Random(len(figures.exceptions) + figures.steps)
+    consumer = OutboxConsumer(ledger, "soak-effects", effect, in_transaction=True)
+
+    async def flaky(event: Any) -> None:
+        roll = rng.random()
+        if roll < 0.1:
+            raise ConnectionError("bus unavailable")
+        await consumer(event)
+        if roll > 0.9:
+            raise TimeoutError("acknowledgement lost")  # delivered, but the publisher does not know
+
+    publishers = []
+    for _ in range(rng.randint(2, 4)):  # each with its own engine, as separate processes would have
+        other = OperationLedger(str(ledger.engine.url.render_as_string(hide_password=False)),
+                                table_prefix=ledger.tables.outbox.name[: -len("outbox")])
+        publishers.append(OutboxPublisher(other, flaky, retry_delay_secs=0.0, claim_secs=0.3, max_attempts=1000,
+                                          batch_size=50))
+    crash = asyncio.create_task(publishers[0].drain(max_passes=1))
+    await asyncio.sleep(0)
+    crash.cancel()  # a publisher dies after claiming: its rows come back when its lease ends
+    with contextlib.suppress(asyncio.CancelledError):
+        await crash
+    for _ in range(200):
+        await asyncio.gather(*(p.drain(max_passes=50) for p in publishers[1:]))
+        if not await publishers[1].pending():
+            break
+        await asyncio.sleep(0.1)
+    for publisher in publishers:
+        await publisher.ledger.close()
+    outbox = ledger.tables.outbox
+    async with ledger.engine.connect() as conn:
+        ids = {row[0] for row in await conn.execute(select(outbox.c.event_id))}
+        seen = Counter(dict((await conn.execute(
+            select(effects.c.event_id, func.count()).group_by(effects.c.event_id))).all()))
+    figures.events = len(ids)
+    figures.events_lost = len(ids - set(seen))
+    figures.delivered_twice = sum(1 for n in seen.values() if n > 1)
+
+
+async def soak(database: str, schedules: int, seed: int, workdir: Path) -> Figures | None:
+    from pipecat_harness.tools import OperationLedger
+
+    prefix = f"soak{uuid.uuid4().hex[:8]}_"
+    url = POSTGRES_URL if database == "postgres" else f"sqlite+aiosqlite:///{workdir / f'ledger-{prefix}.db'}"
+    ledger = OperationLedger(url, table_prefix=prefix)
+    try:
+        await ledger.create_tables()
+    except Exception as exc:
+        print(f"{database}: skipped, not reachable ({type(exc).__name__}: {exc})")
+        await ledger.close()
+        return None
+    backend = workdir / f"backend-{prefix}.db"
+    backend_create(backend)
+    workers = [Worker(url, prefix, backend) for _ in range(4 if database == "postgres" else 1)]
+    await asyncio.gather(*(w.start() for w in workers))
+    figures = Figures()
+    sessions: list[str] = []
+    started = time.perf_counter()
+    try:
+        batch = 50
+        for first in range(0, schedules, batch):
+            names = [f"c{seed}-{n}" for n in range(first, min(first + batch, schedules))]
+            await asyncio.gather(*(
+                run_schedule(random.Random(f"{seed}:{name}"), name, workers, figures,
+                             allow_multi=database == "postgres", allow_kill=i < 3)
+                for i, name in enumerate(names)))
+            for worker in workers:
+                finished = worker.expect("finished", True)
+                await worker.send(kind="finish")
+                await finished
+            sessions.extend(names)
+            figures.schedules += len(names)
+        await check(url, prefix, backend, sessions, figures)
+    finally:
+        for worker in workers:
+            await worker.stop()
+        with contextlib.suppress(Exception):
+            await ledger.drop_tables()
+        await ledger.close()
+    elapsed = time.perf_counter() - started
+    print(f"{database:<10} {figures.schedules} schedules, {figures.steps} steps, {figures.kills} SIGKILLs, "
+          f"{figures.multi_process} with 2-4 processes, {elapsed:.0f} s")
+    print(f"  logical operations applied twice:                      {figures.applied_twice}")
+    print(f"  applied but not succeeded after reconciliation:        {figures.applied_not_succeeded}")
+    print(f"  succeeded in the ledger but never applied:             {figures.succeeded_not_applied}")
+    print(f"  records left executing:                                {figures.left_executing}")
+    print(f"  exceptions out of ToolGate.call:                       {len(figures.exceptions)}"
+          + (f" (first: {figures.exceptions[0]})" if figures.exceptions else ""))
+    print(f"  events lost:                                           {figures.events_lost} of {figures.events}")
+    print(f"  events delivered twice to the consumer's effect:       {figures.delivered_twice}")
+    return figures
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--schedules", type=int, default=1000, help="schedules per database")
+    parser.add_argument("--database", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--seed", type=int, default=12)
+    args = parser.parse_args()
+    databases = ["sqlite", "postgres"] if args.database == "both" else [args.database]
+    clean = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for database in databases:
+            figures = await soak(database, args.schedules, args.seed, Path(tmp))
+            clean = clean and (figures is None or figures.clean)
+    print("all zero" if clean else "VIOLATIONS FOUND")
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        asyncio.run(worker_main(*sys.argv[2:5]))
+    else:
+        sys.exit(asyncio.run(main()))
