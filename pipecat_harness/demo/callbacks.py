@@ -21,9 +21,10 @@ __all__ = ["CALLBACK_TABLE_SQL", "CALLBACK_WRITE_TOOLS", "CallbackTools"]
 #: Tools that change business state.
 CALLBACK_WRITE_TOOLS = frozenset({"schedule_callback"})
 
+# One callbacks table for every callback tool: the retail schema's (``book_callback`` fills only the day).
 CALLBACK_TABLE_SQL = (
     "CREATE TABLE IF NOT EXISTS callbacks (callback_id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL,"
-    " time TEXT NOT NULL, timezone TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'booked')"
+    " time TEXT, timezone TEXT, status TEXT NOT NULL DEFAULT 'booked')"
 )
 
 _DAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}

@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS refunds (
     amount_usd REAL NOT NULL, reason TEXT NOT NULL, created_at TEXT DEFAULT CURRENT_TIMESTAMP
 );
 CREATE TABLE IF NOT EXISTS callbacks (
-    callback_id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'booked'
+    callback_id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL, time TEXT, timezone TEXT,
+    status TEXT NOT NULL DEFAULT 'booked'
 );
 CREATE TABLE IF NOT EXISTS applied_operations (
     idempotency_key TEXT PRIMARY KEY, op_type TEXT NOT NULL, request_hash TEXT NOT NULL,
