@@ -459,6 +459,10 @@ async def soak(database: str, schedules: int, seed: int, workdir: Path) -> Figur
                 await finished
             sessions.extend(names)
             figures.schedules += len(names)
+        # The check is what a restart on the same ledger does: the old processes are gone first (a live
+        # process's unexpired lease rightly keeps its records from being settled under it).
+        for worker in workers:
+            await worker.stop()
         await check(url, prefix, backend, sessions, figures)
     finally:
         for worker in workers:
