@@ -3,8 +3,8 @@
 * fills the state from the call: each submitted user turn (the turn boundary),
   each executed tool's result, each tool-gate decision on a write, how each
   reply was delivered (from the history control);
-* shows the model a compact read-only rendering before every run (one marked
-  system message, replaced each time);
+* shows the model a compact read-only rendering before every run (the LLM
+  service's system instruction, replaced each time);
 * installs the confirmation and identity rules into the tool gate for the
   tools ``call_state.confirm_tools`` / ``verified_tools`` name;
 * puts every state change on the trace (``control`` lane, ``call_state``).
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipecat.frames.frames import Frame, LLMContextFrame
+from pipecat.frames.frames import Frame, LLMContextFrame, StartFrame
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-from pipecat.services.llm_service import FunctionCallParams
+from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 from pipecat_harness.business.confirmation import ConfirmationPolicy, Proposal
 from pipecat_harness.business.context_budget import KeepItem, SummaryGuard, summarization_config
@@ -35,21 +35,57 @@ __all__ = ["CallStateControl", "StateRenderer"]
 
 
 class StateRenderer(FrameProcessor):
-    """Puts the read-only state rendering into the context before each model run."""
+    """Shows the model the read-only state rendering before each model run.
+
+    With an ``LLMService`` downstream the rendering is one of the service's
+    appended system instructions, replaced before every run: a system message
+    later in the context would reach Gemini, Anthropic and Bedrock as a *user*
+    message, and the instruction also holds for the runs after tool results.
+    Without one (a processor tested on its own) it is the last system message.
+    """
 
     def __init__(self, keeper: WorkingStateKeeper, **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._keeper = keeper
+        self._llm: LLMService[Any] | None = None
+        self._entry: str | None = None
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Refresh the state message on downstream context frames."""
+        """Refresh the state rendering on downstream context frames."""
         await super().process_frame(frame, direction)
+        if isinstance(frame, StartFrame):
+            self._llm = self._llm or _downstream_llm(self)
         if isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
+            rendered = render_state(self._keeper.state)
             messages = [m for m in frame.context.get_messages() if not _is_state_message(m)]
-            messages.append({"role": "system", "content": render_state(self._keeper.state)})
+            if self._llm is None:
+                messages.append({"role": "system", "content": rendered})
+            else:
+                self._instruct(self._llm, rendered)
             frame.context.set_messages(messages)
         await self.push_frame(frame, direction)
+
+    def _instruct(self, llm: LLMService[Any], rendered: str) -> None:
+        # Pipecat offers only append_system_instruction; the state changes every
+        # turn, so this renderer replaces its own entry and recomposes.
+        entries = llm._appended_system_instructions
+        index = next((i for i, entry in enumerate(entries) if entry is self._entry), None)
+        if index is None:
+            entries.append(rendered)
+        else:
+            entries[index] = rendered
+        self._entry = rendered
+        llm._compose_system_instruction()
+
+
+def _downstream_llm(processor: FrameProcessor) -> LLMService[Any] | None:
+    current = processor.next
+    while current is not None:
+        if isinstance(current, LLMService):
+            return current
+        current = current.next
+    return None
 
 
 def _is_state_message(message: Any) -> bool:

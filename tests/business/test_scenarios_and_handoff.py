@@ -68,10 +68,19 @@ def test_never_confirmed_leaves_a_pending_proposal_in_the_handoff(tmp_path):
 
 
 def test_model_sees_the_read_only_state_each_turn(tmp_path):
-    _, timeline = run("business_callback_confirmed", tmp_path)
-    contexts = [messages for _, messages in timeline.model_contexts()]
-    rendered = [[m["content"] for m in messages if str(m.get("content", "")).startswith("[call state")]
-                for messages in contexts]
+    # What Gemini received (the loopback fake's requests): the state is system instruction, not a user turn.
+    result = run_scenario(load_scenario(SCENARIOS["business_callback_confirmed"]), services="loopback",
+                          trace_dir=tmp_path)
+    assert result.as_expected, result.checks
+    timeline = Timeline.load(result.trace_path)
+    requests = [e.data["payload"] for e in timeline.of("gemini_received") if e.data.get("message") == "request"]
+    assert requests
+    for payload in requests:
+        turns = [part.get("text", "") for content in payload.get("contents", []) for part in content.get("parts", [])]
+        assert not any(str(text).startswith("[call state") for text in turns)
+    instructions = [" ".join(part.get("text", "") for part in payload["systemInstruction"]["parts"])
+                    for payload in requests]
+    rendered = [[block for block in text.split("\n\n") if block.startswith("[call state")] for text in instructions]
     assert all(len(found) == 1 for found in rendered)  # every run: exactly one, replaced, never accumulated
     assert any("proposal-1" in found[0] for found in rendered)
     assert [int(found[0].split("version ")[1].split()[0]) for found in rendered] == sorted(
