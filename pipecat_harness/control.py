@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.processors.frame_processor import FrameProcessor
@@ -26,7 +26,7 @@ from pipecat.services.llm_service import FunctionCallParams
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
 
-__all__ = ["HarnessControl", "PipecatHandler", "Placement"]
+__all__ = ["HarnessControl", "PipecatHandler", "Placement", "find_downstream"]
 
 PipecatHandler = Callable[[FunctionCallParams], Awaitable[None]]
 """A Pipecat function-call handler."""
@@ -100,3 +100,16 @@ class HarnessControl:
 
     def on_user_turn(self, turn_id: int, text: str) -> None:
         """Called when a user turn is submitted, before the model runs for it."""
+
+
+_P = TypeVar("_P", bound=FrameProcessor)
+
+
+def find_downstream(processor: FrameProcessor, kind: type[_P]) -> _P | None:
+    """The first processor of type ``kind`` after ``processor`` in its pipeline (linked once it started)."""
+    current = processor.next
+    while current is not None:
+        if isinstance(current, kind):
+            return current
+        current = current.next
+    return None

@@ -23,7 +23,7 @@ from pipecat_harness.business.confirmation import ConfirmationPolicy, Proposal
 from pipecat_harness.business.context_budget import KeepItem, SummaryGuard, summarization_config
 from pipecat_harness.business.permissions import identity_rule
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingStateKeeper, render_state
-from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
+from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
@@ -55,7 +55,7 @@ class StateRenderer(FrameProcessor):
         """Refresh the state rendering on downstream context frames."""
         await super().process_frame(frame, direction)
         if isinstance(frame, StartFrame):
-            self._llm = self._llm or _downstream_llm(self)
+            self._llm = self._llm or find_downstream(self, LLMService)
         if isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
             rendered = render_state(self._keeper.state)
             messages = [m for m in frame.context.get_messages() if not _is_state_message(m)]
@@ -77,15 +77,6 @@ class StateRenderer(FrameProcessor):
             entries[index] = rendered
         self._entry = rendered
         llm._compose_system_instruction()
-
-
-def _downstream_llm(processor: FrameProcessor) -> LLMService[Any] | None:
-    current = processor.next
-    while current is not None:
-        if isinstance(current, LLMService):
-            return current
-        current = current.next
-    return None
 
 
 def _is_state_message(message: Any) -> bool:

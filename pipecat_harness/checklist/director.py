@@ -36,6 +36,7 @@ from pipecat.services.settings import LLMSettings
 from pipecat_harness.checklist.directive import DEFAULT_MARKER, Directive
 from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.prompt import strip_directive_text, strip_directives, user_turns
+from pipecat_harness.control import find_downstream
 
 __all__ = ["ChecklistDirector", "compose_instruction"]
 
@@ -80,18 +81,10 @@ class ChecklistDirector(FrameProcessor):
         """Direct every downstream ``LLMContextFrame``; forward everything."""
         await super().process_frame(frame, direction)
         if isinstance(frame, StartFrame):
-            self.llm = self.llm or self._find_llm()
+            self.llm = self.llm or find_downstream(self, LLMService)
         if isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM and not frame.speculation:
             await self._direct(frame)
         await self.push_frame(frame, direction)
-
-    def _find_llm(self) -> LLMService[Any] | None:
-        processor = self.next
-        while processor is not None:
-            if isinstance(processor, LLMService):
-                return processor
-            processor = processor.next
-        return None
 
     async def _direct(self, frame: LLMContextFrame) -> None:
         context = frame.context
