@@ -15,7 +15,7 @@ from pathlib import Path
 from pipecat_harness.eval.metrics import CallMetrics
 from pipecat_harness.eval.rules import RuleVerdict
 from pipecat_harness.eval.runner import ControlResult, EvalRun
-from pipecat_harness.eval.table import row_cells
+from pipecat_harness.eval.table import row_cells, run_lines
 from pipecat_harness.trace.html import call_header_html, html_page, timeline_html
 from pipecat_harness.trace.timeline import Timeline
 
@@ -49,7 +49,8 @@ def _summary_html(result: ControlResult, scenarios: int) -> str:
             "<table><thead><tr><th>group</th><th>figure</th><th>role</th><th>on</th><th>off</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
             + _verdict_html("keep (minimum benefit)", result.keep)
-            + _verdict_html("stop (regression)", result.stop, good_when_met=False))
+            + _verdict_html("stop (regression)", result.stop, good_when_met=False)
+            + (_verdict_html("sample (enough calls)", result.sample) if result.sample.checks else ""))
 
 
 def _anchor(call: CallMetrics) -> str:
@@ -96,6 +97,7 @@ def render_report(evaluation: EvalRun) -> str:
         f"<p class=\"meta\">{len(evaluation.scenarios)} scenarios · {evaluation.runs} run(s) per arm · "
         f"seed {evaluation.seed} · {evaluation.calls_simulated} calls simulated in {evaluation.wall_secs:.0f} s · "
         f"rules: {_esc(evaluation.rules_source)}</p>",
+        *(f"<p class=\"meta\">{_esc(line)}</p>" for line in run_lines(evaluation)),
     ]
     unique: dict[str, CallMetrics] = {}
     for result in evaluation.results:
