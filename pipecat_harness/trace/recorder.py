@@ -215,7 +215,7 @@ class TraceRecorder(BaseObserver):
         if isinstance(frame, VADUserStartedSpeakingFrame):
             self.add("caller", "speech_started")
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
-            self.add("caller", "speech_stopped")
+            self.add("caller", "speech_stopped", stop_secs=frame.stop_secs)
         elif isinstance(frame, InterimTranscriptionFrame):
             self.add("caller", "asr_interim", text=frame.text)
         elif isinstance(frame, TranscriptionFrame):
