@@ -346,33 +346,33 @@ _STARTUP: tuple[BotSettings, HarnessConfig] | None = None
 async def bot(runner_args: Any) -> None:
     """Pipecat development runner entry point (``-t webrtc``, ``-t daily``, ``-t twilio``).
 
-    Daily and WebRTC transports come from the runner's ``create_transport`` with
-    :data:`TRANSPORT_PARAMS`; Twilio media streams get the bot's own transport,
-    which adds playback marks for the history control.
+    Every transport comes from the runner's ``create_transport`` with
+    :data:`TRANSPORT_PARAMS`. For a Twilio media stream the bot then wraps
+    the serializer the runner built, so Twilio's ``mark`` echoes become
+    playback receipts for the trace and the history control.
     """
     from pipecat.runner.types import WebSocketRunnerArguments
     from pipecat.runner.utils import create_transport
 
     settings, config = _STARTUP or (BotSettings.from_env(), None)
     call_id = (runner_args.session_id or uuid.uuid4().hex)[:12]
+    # One params object per call, kept here: create_transport puts the call's serializer on it.
+    twilio_params = _websocket_params()
+    transport = await create_transport(runner_args, {**TRANSPORT_PARAMS, "twilio": lambda: twilio_params})
     before_output: list[FrameProcessor] = []
     audio_out = 24000
     call = None
     if isinstance(runner_args, WebSocketRunnerArguments):
-        from pipecat.runner.utils import parse_telephony_websocket
+        from bots.twilio_bot import TWILIO_AUDIO_OUT_SAMPLE_RATE, marked_twilio_call
 
-        from bots.twilio_bot import TWILIO_AUDIO_OUT_SAMPLE_RATE, twilio_call
-
-        transport_type, call_data = await parse_telephony_websocket(runner_args.websocket)
-        if transport_type != "twilio":
-            raise ValueError(f"this bot serves Twilio media streams, not {transport_type!r}")
-        call = twilio_call(runner_args.websocket, call_data.get("stream_id"), call_data.get("call_id"))
-        transport: BaseTransport = call.transport
+        call_data = runner_args.call_data
+        if call_data is None:  # create_transport parses the handshake of every telephony socket
+            raise ValueError("the runner gave a media stream without its start message")
+        call = marked_twilio_call(transport, twilio_params, call_data.stream_id, call_data.call_id)
         before_output, audio_out = [call.mark_requester], TWILIO_AUDIO_OUT_SAMPLE_RATE
-        call_id = call_data.get("call_id") or call_id
+        call_id = call_data.call_id or call_id
         bot_name = "runner-twilio"
     else:
-        transport = await create_transport(runner_args, TRANSPORT_PARAMS)
         kinds = {"DailyRunnerArguments": "daily", "SmallWebRTCRunnerArguments": "webrtc"}
         bot_name = f"runner-{kinds.get(type(runner_args).__name__, type(transport).__name__)}"
 
