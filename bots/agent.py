@@ -31,7 +31,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loguru import logger
-from pipecat.audio.turn.smart_turn.base_smart_turn import STOP_SECS as SMART_TURN_STOP_SECS
 from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.frames.frames import LLMRunFrame
@@ -70,7 +69,6 @@ __all__ = [
     "open_retail_database",
     "refuse_unsupported_transport",
     "runner_requirements",
-    "turn_stop_watchdog_secs",
 ]
 
 SYSTEM_PROMPT = """\
@@ -91,7 +89,6 @@ say an action happened unless a tool result says so. If a tool answers "not exec
 GREETING_INSTRUCTION = "Greet the caller in one short sentence and ask how you can help with their order."
 
 _DB_LOCK = asyncio.Lock()
-DEFAULT_TURN_STOP_TIMEOUT_SECS = LLMUserAggregatorParams().user_turn_stop_timeout
 
 
 @dataclass
@@ -138,20 +135,6 @@ def create_services(
         **({"url": elevenlabs_url} if elevenlabs_url else {}),
     )
     return Services(stt=stt, llm=llm, tts=tts)
-
-
-def turn_stop_watchdog_secs(settings: BotSettings, config: HarnessConfig) -> float:
-    """Pipecat's ``user_turn_stop_timeout`` for this bot: longer than any stop the bot itself makes.
-
-    The watchdog ends a turn that no stop strategy ended, counted from the
-    caller's last speech or transcript. The bot's own stop comes after the
-    stop strategy's delay (the speech timeout, or Smart Turn's silence
-    fallback) plus, when the identifier hold holds the turn, its extra wait;
-    left at Pipecat's 5 s, the watchdog would cut a held turn short.
-    """
-    delay = settings.speech_timeout_secs if settings.turn_stop == "speech_timeout" else SMART_TURN_STOP_SECS
-    hold = config.identifier_hold.extra_wait_secs if config.identifier_hold.enabled else 0.0
-    return max(DEFAULT_TURN_STOP_TIMEOUT_SECS, delay + hold + 1.0)
 
 
 def user_turn_strategies(settings: BotSettings) -> UserTurnStrategies:
@@ -253,8 +236,8 @@ async def build_agent(
     built = build_call_pipeline(
         harness=harness, llm=services.llm, tts=services.tts, output=transport.output(), tools=RetailTools(db),
         user_params=LLMUserAggregatorParams(
-            vad_analyzer=SileroVADAnalyzer(), user_turn_strategies=user_turn_strategies(settings),
-            user_turn_stop_timeout=turn_stop_watchdog_secs(settings, config)),
+            # The harness raises user_turn_stop_timeout when a hold needs it (Harness.user_params).
+            vad_analyzer=SileroVADAnalyzer(), user_turn_strategies=user_turn_strategies(settings)),
         source=[transport.input(), services.stt], before_output=before_output,
     )
     processors, context = built.processors, built.context
