@@ -28,20 +28,14 @@ import bots.agent as agent_module
 from bots.settings import BotSettings
 from bots.twilio_marks import MarkingTwilioSerializer
 from pipecat_harness.config import HarnessConfig
-from pipecat_harness.fakes import ChatReply, ChatRequest, DeepgramFake, ElevenLabsFake, GeminiFake
+from pipecat_harness.fakes import DeepgramFake, ElevenLabsFake, GeminiFake
 from pipecat_harness.fakes.background import serve_in_background
 from pipecat_harness.history.marks import parse_mark
-from tests.bots.twilio_client import TwilioClient, capture, streamed_text
+from tests.bots.twilio_client import RECORDING, TwilioClient, capture, greet_then_answer, streamed_text
 
-RECORDING = Path(__file__).parent / "data" / "twilio_media_stream.json"
-GREETING = "Hello, this is the store. How can I help with your order?"
 CALLER = "I want to return order W two three seven eight one five six."
 ANSWER = "I can help with that return. Let me find the order first, and then we will see which items can go back."
 
-
-def _model(request: ChatRequest) -> ChatReply:
-    asked = any(CALLER in str(m.get("content")) for m in request.messages if m["role"] == "user")
-    return ChatReply(text=ANSWER if asked else GREETING)
 
 
 def test_runner_twilio_call_uses_create_transport_and_keeps_marks(
@@ -60,7 +54,7 @@ def test_runner_twilio_call_uses_create_transport_and_keeps_marks(
     monkeypatch.setattr(TwilioFrameSerializer, "_hang_up_call", record_hang_up)
     settings = BotSettings.from_env()
     monkeypatch.setattr(agent_module, "_STARTUP", (settings, HarnessConfig().with_controls(history=True)))
-    gemini, deepgram = GeminiFake(_model), DeepgramFake(finalize_delay_secs=0.05)
+    gemini, deepgram = GeminiFake(greet_then_answer(CALLER, ANSWER)), DeepgramFake(finalize_delay_secs=0.05)
     voice = ElevenLabsFake(words_per_minute=300, synthesis_speed=8.0, first_audio_secs=0.05)
     real_create_services = agent_module.create_services
     monkeypatch.setattr(agent_module, "create_services", lambda s, **kw: real_create_services(

@@ -26,20 +26,14 @@ from bots.agent import SYSTEM_PROMPT, create_services
 from bots.settings import BotSettings
 from bots.twilio_bot import create_app
 from pipecat_harness.config import HarnessConfig
-from pipecat_harness.fakes import ChatReply, ChatRequest, DeepgramFake, ElevenLabsFake, GeminiFake
+from pipecat_harness.fakes import DeepgramFake, ElevenLabsFake, GeminiFake
 from pipecat_harness.fakes.background import serve_in_background
 from pipecat_harness.history.marks import parse_mark
-from tests.bots.twilio_client import TwilioClient, capture, streamed_text
+from tests.bots.twilio_client import RECORDING, TwilioClient, capture, greet_then_answer, streamed_text
 
-RECORDING = Path(__file__).parent / "data" / "twilio_media_stream.json"
-GREETING = "Hello, this is the store. How can I help with your order?"
 CALLER = "Where is my order W two three seven eight one five six?"
 ANSWER = "Let me look that up for you."
 
-
-def _model(request: ChatRequest) -> ChatReply:
-    asked = any(CALLER in str(m.get("content")) for m in request.messages if m["role"] == "user")
-    return ChatReply(text=ANSWER if asked else GREETING)
 
 
 @pytest.fixture
@@ -50,7 +44,7 @@ def speech_timeout_settings(bot_env: Path, monkeypatch: pytest.MonkeyPatch) -> B
 
 def test_media_stream_call_with_marks_through_the_bots_real_services(speech_timeout_settings: BotSettings) -> None:
     recording = json.loads(RECORDING.read_text(encoding="utf-8"))
-    gemini, deepgram = GeminiFake(_model), DeepgramFake(finalize_delay_secs=0.05)
+    gemini, deepgram = GeminiFake(greet_then_answer(CALLER, ANSWER)), DeepgramFake(finalize_delay_secs=0.05)
     voice = ElevenLabsFake(words_per_minute=300, synthesis_speed=8.0, first_audio_secs=0.05)
     outcome: dict[str, Any] = {}
 

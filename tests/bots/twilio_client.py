@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from pipecat_harness.fakes import GeminiFake
+from pipecat_harness.fakes import ChatReply, ChatRequest, GeminiFake
 
-__all__ = ["TwilioClient", "capture", "streamed_text"]
+__all__ = ["GREETING", "RECORDING", "TwilioClient", "capture", "greet_then_answer", "streamed_text"]
 
+RECORDING = Path(__file__).parent / "data" / "twilio_media_stream.json"
+GREETING = "Hello, this is the store. How can I help with your order?"
 SILENCE = base64.b64encode(b"\xff" * 160).decode()  # 20 ms of μ-law silence at 8 kHz
 
 
@@ -63,3 +67,13 @@ def capture(function: Any, outcome: dict[str, Any]) -> Any:
             outcome["error"] = f"{type(exc).__name__}: {exc}"
 
     return run
+
+
+def greet_then_answer(caller: str, answer: str) -> Callable[[ChatRequest], ChatReply]:
+    """A model brain for the Gemini fake: the greeting, then ``answer`` once the caller's words are a user turn."""
+
+    def brain(request: ChatRequest) -> ChatReply:
+        asked = any(caller in str(m.get("content")) for m in request.messages if m["role"] == "user")
+        return ChatReply(text=answer if asked else GREETING)
+
+    return brain
