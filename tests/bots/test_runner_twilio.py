@@ -10,7 +10,6 @@ with the bot's real services against the loopback fakes.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -31,7 +30,13 @@ from pipecat_harness.config import HarnessConfig
 from pipecat_harness.fakes import DeepgramFake, ElevenLabsFake, GeminiFake
 from pipecat_harness.fakes.background import serve_in_background
 from pipecat_harness.history.marks import parse_mark
-from tests.bots.twilio_client import RECORDING, TwilioClient, capture, greet_then_answer, streamed_text
+from tests.bots.twilio_client import (
+    RECORDING,
+    TwilioClient,
+    capture,
+    greet_then_answer,
+    hear_greeting_then_ask,
+)
 
 CALLER = "I want to return order W two three seven eight one five six."
 ANSWER = "I can help with that return. Let me find the order first, and then we will see which items can go back."
@@ -88,16 +93,8 @@ def test_runner_twilio_call_uses_create_transport_and_keeps_marks(
         with TestClient(app) as client, client.websocket_connect("/ws") as ws:
             twilio = outcome["twilio"] = TwilioClient(ws, recording)
             twilio.open(recording)
-            outcome["stage"] = "greeting"
-            twilio.until(lambda: any(m["event"] == "media" for m in twilio.received) and len(twilio.marks()) >= 2)
-            assert deepgram.loop is not None
-            outcome["stage"] = "caller speaks"
-            deepgram.expect_final(CALLER)
-            asyncio.run_coroutine_threadsafe(deepgram.interim("I want to return"), deepgram.loop).result(5)
-            time.sleep(0.8)
-            asyncio.run_coroutine_threadsafe(deepgram.final(), deepgram.loop).result(5)
-            twilio.until(lambda: ANSWER in streamed_text(gemini))
-            outcome["stage"] = "answer plays"
+            hear_greeting_then_ask(twilio, deepgram, gemini, outcome, caller=CALLER, answer=ANSWER,
+                                   greeting_marks=2)
             heard = len(twilio.marks())
             twilio.until(lambda: len(twilio.marks()) >= heard + 2)
             ws.send_text(json.dumps(twilio.stop))

@@ -12,7 +12,6 @@ the caller says is the Deepgram fake's transcript.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -29,7 +28,14 @@ from pipecat_harness.config import HarnessConfig
 from pipecat_harness.fakes import DeepgramFake, ElevenLabsFake, GeminiFake
 from pipecat_harness.fakes.background import serve_in_background
 from pipecat_harness.history.marks import parse_mark
-from tests.bots.twilio_client import RECORDING, TwilioClient, capture, greet_then_answer, streamed_text
+from tests.bots.twilio_client import (
+    RECORDING,
+    TwilioClient,
+    capture,
+    greet_then_answer,
+    hear_greeting_then_ask,
+    streamed_text,
+)
 
 CALLER = "Where is my order W two three seven eight one five six?"
 ANSWER = "Let me look that up for you."
@@ -60,16 +66,8 @@ def test_media_stream_call_with_marks_through_the_bots_real_services(speech_time
         with TestClient(app) as client, client.websocket_connect("/ws") as ws:
             twilio = outcome["twilio"] = TwilioClient(ws, recording)
             twilio.open(recording)
-            outcome["stage"] = "greeting"
-            twilio.until(lambda: any(m["event"] == "media" for m in twilio.received) and len(twilio.marks()) >= 3)
-            assert deepgram.loop is not None
-            outcome["stage"] = "caller speaks"
-            deepgram.expect_final(CALLER)
-            asyncio.run_coroutine_threadsafe(deepgram.interim("Where is my order"), deepgram.loop).result(5)
-            time.sleep(0.8)  # the rest of the sentence, then the recogniser's endpoint
-            asyncio.run_coroutine_threadsafe(deepgram.final(), deepgram.loop).result(5)
-            twilio.until(lambda: ANSWER in streamed_text(gemini))
-            outcome["stage"] = "answer plays"
+            hear_greeting_then_ask(twilio, deepgram, gemini, outcome, caller=CALLER, answer=ANSWER,
+                                   greeting_marks=3)
             heard = len(twilio.marks())
             twilio.until(lambda: len(twilio.marks()) >= heard + 2)
             ws.send_text(json.dumps(twilio.stop))

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipecat_harness.fakes import ChatReply, ChatRequest, GeminiFake
+from pipecat_harness.fakes import ChatReply, ChatRequest, DeepgramFake, GeminiFake
 
-__all__ = ["GREETING", "RECORDING", "TwilioClient", "capture", "greet_then_answer", "streamed_text"]
+__all__ = [
+    "GREETING",
+    "RECORDING",
+    "TwilioClient",
+    "capture",
+    "greet_then_answer",
+    "hear_greeting_then_ask",
+    "streamed_text",
+]
 
 RECORDING = Path(__file__).parent / "data" / "twilio_media_stream.json"
 GREETING = "Hello, this is the store. How can I help with your order?"
@@ -77,3 +87,27 @@ def greet_then_answer(caller: str, answer: str) -> Callable[[ChatRequest], ChatR
         return ChatReply(text=answer if asked else GREETING)
 
     return brain
+
+
+def hear_greeting_then_ask(
+    twilio: TwilioClient,
+    deepgram: DeepgramFake,
+    gemini: GeminiFake,
+    outcome: dict[str, Any],
+    *,
+    caller: str,
+    answer: str,
+    greeting_marks: int,
+) -> None:
+    """The caller hears the greeting, says ``caller`` (an interim, then the final), and hears ``answer`` begin."""
+    outcome["stage"] = "greeting"
+    twilio.until(lambda: any(m["event"] == "media" for m in twilio.received) and len(twilio.marks()) >= greeting_marks)
+    assert deepgram.loop is not None
+    outcome["stage"] = "caller speaks"
+    deepgram.expect_final(caller)
+    interim = " ".join(caller.split()[:4])
+    asyncio.run_coroutine_threadsafe(deepgram.interim(interim), deepgram.loop).result(5)
+    time.sleep(0.8)  # the rest of the sentence, then the recogniser's endpoint
+    asyncio.run_coroutine_threadsafe(deepgram.final(), deepgram.loop).result(5)
+    twilio.until(lambda: answer in streamed_text(gemini))
+    outcome["stage"] = "answer plays"
