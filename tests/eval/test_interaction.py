@@ -83,7 +83,7 @@ def test_domain_pass_rates_weigh_each_domain_equally():
 def test_eval_prints_and_writes_the_interaction_costs_of_both_arms(tool_gate_run: tuple[EvalRun, Path], capsys):
     from rich.console import Console
 
-    evaluation, out = tool_gate_run
+    evaluation, _ = tool_gate_run
     print_report(evaluation, Console(width=200))
     printed = capsys.readouterr().out
     assert "tool_gate: interaction costs, on vs off" in printed
