@@ -155,3 +155,13 @@ def test_bad_replay_options_are_one_sentence_and_exit_2(capsys, argv, message):
     assert main(["replay", BUNDLED, *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_the_bundled_recorded_call_is_what_its_scenario_records_today(tmp_path):
+    path, bundled_timeline, scenario = _bundled()
+    fresh = Timeline.load(run_scenario(scenario, trace_dir=tmp_path).trace_path)
+
+    def points(timeline: Timeline) -> list[tuple]:
+        return [(p.messages, p.system, p.tools, p.recorded.label()) for p in decision_points(timeline)]
+
+    assert points(fresh) == points(bundled_timeline), f"re-record {path} with 'simulate' (the trace format moved)"
