@@ -214,8 +214,15 @@ class CallStateSettings(_Block):
         confirm_tools: Write tools that run only after a later caller turn confirmed the same arguments.
         verified_tools: Write tools that run only once the caller's identity is verified.
         identity_tools: Tools whose successful result verifies the caller's identity.
-        store: ``memory`` or ``redis`` (shared by workers).
+        store: ``memory`` or ``redis`` (shared by workers). Confirmation proposals are kept in Redis
+            with ``redis``, else in the operation ledger's database when ``tool_gate.ledger_url`` is set
+            (SQLite or PostgreSQL), else in the worker only.
         redis_url: Redis server for ``store: redis``.
+        tool_results: What the model receives for a gated call: ``operation`` (the operation record's
+            rendering: status, operation id, user-safe result fields; the same for every provider) or
+            ``raw`` (the handler's result as it returned it).
+        internal_result_fields: Result fields never shown to the model (besides ``_``-prefixed fields
+            and secrets such as passwords and tokens).
         context_budget_tokens: Summarise older dialogue past this many context tokens (Pipecat's
             estimate; ``None``: no budget). Constraints, corrections, refusals, open items and operation
             ids are checked to survive every summary.
@@ -232,6 +239,10 @@ class CallStateSettings(_Block):
     )
     store: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    tool_results: Literal["operation", "raw"] = "operation"
+    internal_result_fields: list[str] = Field(default_factory=lambda: [
+        "tenant_id", "idempotency_key", "request_hash", "owner", "lease_until", "internal_notes", "internal_id",
+    ])
     context_budget_tokens: int | None = Field(default=None, gt=100)
     summarize_after_messages: int | None = Field(default=20, ge=2)
     keep_recent_messages: int = Field(default=4, ge=1, le=50)

@@ -6,7 +6,12 @@
 * shows the model a compact read-only rendering before every run (the LLM
   service's system instruction, replaced each time);
 * installs the confirmation and identity rules into the tool gate for the
-  tools ``call_state.confirm_tools`` / ``verified_tools`` name;
+  tools ``call_state.confirm_tools`` / ``verified_tools`` name, with the
+  proposals shared through Redis (``store: redis``) or the operation ledger's
+  database (``tool_gate.ledger_url``) so another worker sees them;
+* renders what the model receives for every gated call from the operation
+  record (``call_state.tool_results: operation``; see
+  :mod:`pipecat_harness.business.tool_results`);
 * puts every state change on the trace (``control`` lane, ``call_state``).
 """
 
@@ -22,11 +27,14 @@ from pipecat.services.llm_service import FunctionCallParams, LLMService
 from pipecat_harness.business.confirmation import ConfirmationPolicy, Proposal
 from pipecat_harness.business.context_budget import KeepItem, SummaryGuard, summarization_config
 from pipecat_harness.business.permissions import identity_rule
+from pipecat_harness.business.tool_results import render_operation_result
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingStateKeeper, render_state
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
+from pipecat_harness.state.proposals import ProposalStore, SqlProposals, StateStoreProposals
+from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
@@ -79,6 +87,17 @@ class StateRenderer(FrameProcessor):
         llm._compose_system_instruction()
 
 
+def _proposal_store(harness: Harness) -> ProposalStore | None:
+    """Redis with ``call_state.store: redis``, else the ledger's database when there is one, else none."""
+    settings = harness.config.call_state
+    if settings.store == "redis":
+        return StateStoreProposals(create_store("redis", redis_url=settings.redis_url))
+    gate = harness.config.tool_gate
+    if gate.ledger_url:
+        return SqlProposals(gate.ledger_url, table_prefix=gate.ledger_table_prefix)
+    return None
+
+
 def _is_state_message(message: Any) -> bool:
     content = message.get("content") if isinstance(message, dict) else None
     return isinstance(content, str) and content.startswith(STATE_MESSAGE_MARK)
@@ -100,8 +119,11 @@ class CallStateControl(HarnessControl):
             on_change=self._on_state_change,
         )
         self.confirmation = (
-            ConfirmationPolicy(settings.confirm_tools, on_change=self._on_proposal) if settings.confirm_tools else None
+            ConfirmationPolicy(settings.confirm_tools, on_change=self._on_proposal,
+                               store=_proposal_store(harness), call_id=harness.call_id)
+            if settings.confirm_tools else None
         )
+        self.hidden_result_fields = frozenset(settings.internal_result_fields)
         self.verified_tools = frozenset(settings.verified_tools)
         self._rules_installed = False
         self.summary_guard: SummaryGuard | None = None
@@ -180,7 +202,29 @@ class CallStateControl(HarnessControl):
             gate.policies.add(self.confirmation.rule())
         if self.verified_tools:
             gate.policies.add(identity_rule(lambda: self.keeper.identity_verified, self.verified_tools))
+        if self.harness.config.call_state.tool_results == "operation" or self.confirmation is not None:
+            gate_control.hook = self  # type: ignore[attr-defined]
         self._rules_installed = True
+
+    # -- the tool gate's hook ------------------------------------------------------------------------
+
+    async def before_call(self, name: str) -> None:
+        """Take proposals another worker stored before the gate judges a confirmation-bound call."""
+        if self.confirmation is not None and name in self.confirmation.tools:
+            await self.confirmation.sync()
+
+    async def render(self, result: GateResult) -> Any:
+        """Store proposal changes, then give the model the operation record's rendering."""
+        if self.confirmation is not None and result.name in self.confirmation.tools:
+            await self.confirmation.save()
+        if self.harness.config.call_state.tool_results != "operation":
+            return result.to_tool_result()
+        proposal = None
+        if self.confirmation is not None and result.reason_kind == "clarify":
+            pending = next((p for p in self.confirmation.pending() if p.tool == result.name), None)
+            proposal = pending.proposal_id if pending is not None else None
+        return render_operation_result(result, hidden_fields=self.hidden_result_fields, proposal_id=proposal,
+                                       operation_id=self.keeper.operation_id)
 
     def _on_decision(self, kind: str, decision: ControlDecision) -> None:
         evidence = dict(decision.evidence or {})
