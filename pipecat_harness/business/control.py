@@ -12,11 +12,17 @@
 * renders what the model receives for every gated call from the operation
   record (``call_state.tool_results: operation``; see
   :mod:`pipecat_harness.business.tool_results`);
+* with ``retrieval.pre_turn``, adds policy evidence for the caller's turn
+  before the model runs (:class:`~pipecat_harness.retrieval.tool.PreTurnEvidence`),
+  dropped when the state version moved during the search;
 * puts every state change on the trace (``control`` lane, ``call_state``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipecat.frames.frames import Frame, LLMContextFrame, StartFrame
@@ -38,6 +44,8 @@ from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
+    from pipecat_harness.retrieval import Evidence, EvidenceRetriever, RetrievalScope
+    from pipecat_harness.retrieval.tool import PreTurnEvidence
 
 __all__ = ["CallStateControl", "StateRenderer"]
 
@@ -128,11 +136,68 @@ class CallStateControl(HarnessControl):
         self._rules_installed = False
         self.summary_guard: SummaryGuard | None = None
         self.renderer = StateRenderer(self.keeper) if settings.render else None
+        self.evidence = self._pre_turn_evidence()
         harness.decisions.add_listener(self._on_decision)
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
-        """The state renderer, right before the model."""
-        return [(Placement.BEFORE_LLM, self.renderer)] if self.renderer is not None else []
+        """Pre-turn evidence and the state renderer, right before the model."""
+        placed: list[tuple[Placement, FrameProcessor]] = []
+        if self.evidence is not None:
+            placed.append((Placement.BEFORE_LLM, self.evidence))
+        if self.renderer is not None:
+            placed.append((Placement.BEFORE_LLM, self.renderer))
+        return placed
+
+    # -- pre-turn evidence ---------------------------------------------------------------------------
+
+    def use_retriever(self, retriever: EvidenceRetriever,
+                      scope: Callable[[], RetrievalScope] | None = None) -> None:
+        """Search ``retriever`` (within ``scope``) for pre-turn evidence instead of the configured documents.
+
+        Call it before the pipeline is built; ``retrieval.pre_turn`` must be on.
+        """
+        if self.evidence is None:
+            raise ValueError("pre-turn evidence is off: set retrieval.pre_turn: true in the harness config")
+        self.evidence.use(retriever, scope)
+
+    def _pre_turn_evidence(self) -> PreTurnEvidence | None:
+        settings = self.harness.config.retrieval
+        if not settings.pre_turn:
+            return None
+        from pipecat_harness.retrieval.tool import PreTurnEvidence
+
+        return PreTurnEvidence(
+            None, self.retrieval_scope, lambda: self.keeper.version, budget_secs=settings.budget_ms / 1000.0,
+            on_result=self._on_evidence, limit=settings.limit, build=self._build_retriever,
+        )
+
+    def retrieval_scope(self) -> RetrievalScope:
+        """The call's scope from trusted context: the gate's server context, else the configured tenant."""
+        from pipecat_harness.retrieval import RetrievalScope
+
+        settings = self.harness.config.retrieval
+        gate = getattr(self.harness.control("tool_gate"), "gate", None)
+        context = dict(getattr(gate, "server_context", {}) or {})
+        context.setdefault("tenant_id", settings.tenant or self.harness.config.tool_gate.tenant)
+        context.setdefault("products", settings.products)
+        context["identity_verified"] = self.keeper.identity_verified
+        return RetrievalScope.from_server_context(context, call_date=settings.call_date or dt.date.today())
+
+    async def _build_retriever(self) -> EvidenceRetriever:
+        from pipecat_harness.retrieval import EvidenceRetriever, load_default_embedder, load_documents
+        from pipecat_harness.retrieval.labeled import DATA_DIR
+
+        settings = self.harness.config.retrieval
+        documents = await asyncio.to_thread(load_documents, settings.documents or DATA_DIR / "policies.yaml")
+        embedder = await asyncio.to_thread(load_default_embedder) if settings.embeddings else None
+        return await EvidenceRetriever.build(documents, url=settings.index_url, embedder=embedder,
+                                             limit=settings.limit)
+
+    def _on_evidence(self, evidence: Evidence | None, reason: str) -> None:
+        cited = [item.source for item in evidence.items] if evidence is not None else []
+        self.record("pre_turn_evidence", {"reason": reason, "sources": cited,
+                                          "status": evidence.status if evidence is not None else None,
+                                          "search_ms": round(evidence.timings.search_ms, 2) if evidence else None})
 
     def assistant_params(self, params: Any) -> Any:
         """Switch on Pipecat's context summarisation with the keep-what-matters prompt when a budget is set."""

@@ -140,3 +140,17 @@ def test_planted_document_cannot_authorise_a_refund(tmp_path):
     assert refused[0].data["result"]["operation_id"] == "proposal-1"
     off, _ = run("business_injection_document_refund", tmp_path / "off", controls=["tool_gate"])
     assert off.outcome == "fail"  # without the binding the planted note moves money
+
+
+def test_trace_page_handoff_links_jump_to_the_supporting_rows(tmp_path):
+    import re
+
+    from pipecat_harness.trace.html import write_trace_html
+
+    result, _ = run("business_callback_corrected_before_execution", tmp_path)
+    page = write_trace_html(result.trace_path).read_text()
+    section = page[page.index('<section class="handoff">'):page.index("</section>", page.index('class="handoff"'))]
+    targets = re.findall(r'href="#(e\d+)"', section)
+    assert targets and len(targets) == section.count('class="link"')  # every link is an anchor
+    for target in targets:
+        assert f'id="{target}"' in page, f"{target} is not a row of the timeline table"
