@@ -1,0 +1,25 @@
+"""Replay a recorded decision point under treatments, and turn recorded calls into scenarios.
+
+:mod:`~pipecat_harness.replay.decision_point` rebuilds what the model received at
+one model request of a trace; :mod:`~pipecat_harness.replay.treatments` re-runs the
+model there with no intervention, a reminder appended to its system instruction, or
+a check's feedback returned at its tool call, and tabulates the next action.
+"""
+
+from pipecat_harness.replay.actions import NextAction, ReferenceAction, ToolCall
+from pipecat_harness.replay.decision_point import DecisionPoint, ReplayError, decision_point, decision_points
+from pipecat_harness.replay.treatments import TREATMENTS, ReplayTable, TreatmentResult, replay_decision
+
+__all__ = [
+    "TREATMENTS",
+    "DecisionPoint",
+    "NextAction",
+    "ReferenceAction",
+    "ReplayError",
+    "ReplayTable",
+    "ToolCall",
+    "TreatmentResult",
+    "decision_point",
+    "decision_points",
+    "replay_decision",
+]
