@@ -68,7 +68,8 @@ async def test_failed_and_unknown_writes_say_so_explicitly(tmp_path, outcome, st
     result = await gate.call("issue_refund", {"order_id": "#W1", "amount_usd": 45}, handler)
     body = render_operation_result(result)
     record = await ledger.get("default", result.idempotency_key)
-    assert body["status"] == status == record.status and body["operation_id"] == record.idempotency_key
+    assert body["status"] == status == record.status, (body, record)
+    assert body["operation_id"] == record.idempotency_key
     if status == "failed":
         assert body["retry_allowed"] is True and body["result"] == {"error": "card declined"}
     else:
