@@ -37,7 +37,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("eval", "pipecat_harness.eval.command",
             "A/B evaluation: each control on and off over the scenarios, benefit and cost per control"),
     Command("trace", "pipecat_harness.trace.command", "inspect call timelines (terminal or HTML)"),
-    Command("scenario", "pipecat_harness.sim.scenario_command",
+    Command("scenario", "pipecat_harness.replay.scenario_command",
             "make scenarios: 'scenario from-trace TRACE' turns a recorded call into one"),
     Command("replay", "pipecat_harness.replay.command",
             "re-run the model at a recorded decision point under treatments (none, reminder, feedback)"),

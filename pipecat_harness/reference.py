@@ -223,6 +223,7 @@ SCENARIO_EXAMPLES: dict[str, str] = {
     "ModelAction.tool_calls": "`[{name: get_order_details, args: {order_id: \"#W2378156\"}}]`",
     "ModelAction.weight": "`1`",
     "DecisionCondition.system": "`retrieve the details`",
+    "DecisionCondition.note": "`issue_refund.*went through`",
     "DecisionCondition.start": "`true`",
     "DecisionCondition.user": "`order (?P<order>.+)`",
     "DecisionCondition.tool": "`issue_refund`",

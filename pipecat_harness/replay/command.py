@@ -114,7 +114,8 @@ def _live_source(args: argparse.Namespace) -> ModelSource:
     try:
         from pipecat_harness.sim.model_arm import ModelArm
     except ImportError as exc:  # the model arm ships with the evaluation's real-model support
-        raise ReplayError(f"--model {args.model}: this installation has no real-model support ({exc})") from exc
+        raise ReplayError(f"--model {args.model}: a real model needs pipecat_harness.sim.model_arm, which this "
+                          f"installation lacks ({exc}); use --model scripted") from exc
     arm = ModelArm.parse(args.model, base_url=args.base_url, temperature=args.temperature, seed=args.seed)
 
     def build(system: str | None, sample: int) -> Any:

@@ -56,6 +56,8 @@ class DecisionCondition(StrictModel):
         last_said: Regular expression searched in the newest assistant text message.
         system: Regular expression searched in the system instruction the model received (the prompt with
             what was appended to it, e.g. a reminder).
+        note: Regular expression searched in the notes added to the context since the model last spoke
+            (``developer`` messages, such as an update on an earlier tool call whose outcome was unknown).
     """
 
     start: bool | None = None
@@ -66,8 +68,9 @@ class DecisionCondition(StrictModel):
     not_said: str | None = None
     last_said: str | None = None
     system: str | None = None
+    note: str | None = None
 
-    @field_validator("user", "result", "said", "not_said", "last_said", "system")
+    @field_validator("user", "result", "said", "not_said", "last_said", "system", "note")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
         if value is not None:

@@ -333,7 +333,21 @@ def _matches(when: DecisionCondition, messages: Sequence[Mapping[str, Any]]) -> 
         assistant_texts and re.search(when.last_said, assistant_texts[-1], re.IGNORECASE)
     ):
         return None
+    if when.note is not None and not any(re.search(when.note, t, re.IGNORECASE) for t in _recent_notes(messages)):
+        return None
     return variables
+
+
+def _recent_notes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The texts of the developer notes added since the newest assistant text."""
+    notes: list[str] = []
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "assistant" and message_text(message):
+            break
+        if role == "developer":
+            notes.append(message_text(message))
+    return notes
 
 
 def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:

@@ -31,13 +31,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipecat_harness.tools.engines import acquire_engine, release_engine, shared_engine_for
 from pipecat_harness.tools.ledger_reads import record_of
 from pipecat_harness.tools.ledger_recovery import LedgerRecovery
 from pipecat_harness.tools.ledger_store import LedgerStore
+from pipecat_harness.tools.migrations import migrate, schema_table
 from pipecat_harness.tools.operation_state import (
     TRANSITIONS,
     ConcurrentUpdate,
@@ -107,17 +108,30 @@ class OperationLedger(LedgerRecovery):
         return self._shared.begin()
 
     async def create_tables(self) -> None:
-        """Create the tables if they do not exist (once per engine and prefix)."""
+        """Create the tables, or bring existing ones to the current layout (once per engine and prefix).
+
+        Existing records are kept; see :mod:`pipecat_harness.tools.migrations`.
+
+        Raises:
+            SchemaTooNew: The tables were written by a newer harness version.
+        """
         if self.table_prefix in self._shared.created:
             return
-        async with self.begin() as conn:
-            await conn.run_sync(self.tables.metadata.create_all)
+        for attempt in range(3):
+            try:
+                async with self.begin() as conn:
+                    await conn.run_sync(migrate, self.tables, self.table_prefix, self.clock())
+                break
+            except DBAPIError:  # another process created or migrated the same tables at the same moment
+                if attempt == 2:
+                    raise
         self._shared.created.add(self.table_prefix)
 
     async def drop_tables(self) -> None:
         """Drop the tables (tests and benchmarks)."""
         async with self.begin() as conn:
             await conn.run_sync(self.tables.metadata.drop_all)
+            await conn.run_sync(schema_table(self.table_prefix).drop, checkfirst=True)
         self._shared.created.discard(self.table_prefix)
 
     async def close(self) -> None:

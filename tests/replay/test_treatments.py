@@ -155,3 +155,46 @@ def test_bad_replay_options_are_one_sentence_and_exit_2(capsys, argv, message):
     assert main(["replay", BUNDLED, *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_the_bundled_recorded_call_is_what_its_scenario_records_today(tmp_path):
+    path, bundled_timeline, scenario = _bundled()
+    fresh = Timeline.load(run_scenario(scenario, trace_dir=tmp_path).trace_path)
+
+    def points(timeline: Timeline) -> list[tuple]:
+        # What a replay depends on: the shape of each context, the prompt, the tools and the recorded action
+        # (not the wording of tool results, which the tool layer may refine).
+        return [([m.get("role") for m in p.messages], p.newest_user_text, p.after_tool_results, p.system,
+                 [t["name"] for t in p.tools], p.recorded.label()) for p in decision_points(timeline)]
+
+    assert points(fresh) == points(bundled_timeline), f"re-record {path} with 'simulate' (the trace format moved)"
+
+
+def test_replay_command_runs_a_real_model_arm_against_the_loopback_openai_fake(monkeypatch, capsys):
+    pytest.importorskip("pipecat_harness.sim.model_arm", reason="the evaluation's real-model arm is not installed")
+    import asyncio
+    import threading
+
+    from pipecat_harness.fakes.openai_chat import OpenAIChatFake
+    from pipecat_harness.sim.scripted_llm import ScriptedChatModel
+
+    _, _, scenario = _bundled()
+    # The fake serves from its own loop: the command runs the model on a loop of its own, as with a real provider.
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    # A provider keeps no state between requests: a fresh brain answers each one.
+    fake = asyncio.run_coroutine_threadsafe(
+        OpenAIChatFake(lambda request: ScriptedChatModel(scenario.model).reply(request)).start(), loop).result(10)
+    monkeypatch.setenv("OPENAI_API_KEY", "loopback")
+    try:
+        code = main(["replay", BUNDLED, "--at", "2", "--check", "inspect_orders", "--samples", "2",
+                     "--treatment", "none,feedback", "--model", "openai:loopback", "--base-url", fake.base_url,
+                     "--expect", "tool:get_order_details|say:why"])
+    finally:
+        asyncio.run_coroutine_threadsafe(fake.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+    out = capsys.readouterr().out
+    assert code == 0 and "openai:loopback" in out
+    assert len(fake.requests) >= 4  # 2 samples x 2 treatments, plus the requests after the check's feedback
+    assert any("retrieve the details" in json.dumps(r.messages) for r in fake.requests)

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from pipecat_harness.sim.from_trace import scenario_from_trace
+from pipecat_harness.replay.from_trace import scenario_from_trace
 from pipecat_harness.sim.scenario import Scenario, ScenarioError, bundled_scenario_paths, load_scenario
 from pipecat_harness.trace.timeline import Timeline
 from pipecat_harness.validation import describe_validation_error

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
+from pipecat_harness.replay.decision_point import decision_points
 from pipecat_harness.sim.caller import VAD_STOP_SECS
 from pipecat_harness.sim.scenario import Scenario
 from pipecat_harness.trace.timeline import Timeline
@@ -146,8 +147,6 @@ def _caller_turns(timeline: Timeline) -> tuple[list[dict[str, Any]], float | Non
 
 
 def _model_decisions(timeline: Timeline) -> list[dict[str, Any]]:
-    from pipecat_harness.replay.decision_point import decision_points
-
     decisions: list[dict[str, Any]] = []
     for point in decision_points(timeline):
         action = point.recorded

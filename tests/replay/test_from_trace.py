@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from pipecat_harness.cli import main
-from pipecat_harness.sim.from_trace import scenario_from_trace
+from pipecat_harness.replay.from_trace import scenario_from_trace
 from pipecat_harness.sim.runner import CallResult, run_scenario
 from pipecat_harness.sim.scenario import Scenario, load_scenario
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
