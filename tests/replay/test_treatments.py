@@ -135,13 +135,18 @@ def test_a_provider_service_class_replays_against_the_loopback_gemini_fake():
     assert "retrieve the details" in json.dumps(requests[-1])
 
 
-def test_replay_command_lists_points_and_prints_the_table(capsys):
+def test_replay_command_lists_points_and_prints_the_table(capsys, tmp_path):
     assert main(["replay", BUNDLED, "--list"]) == 0
     assert "#2" in capsys.readouterr().out
+    written = tmp_path / "replay.json"
     code = main(["replay", BUNDLED, "--at", "2", "--check", "inspect_orders", "--samples", "3",
-                 "--expect", "tool:get_order_details|say:why"])
+                 "--expect", "tool:get_order_details|say:why", "--json", str(written)])
     out = capsys.readouterr().out
     assert code == 0 and "feedback" in out and "reference action (scorer only)" in out
+    data = json.loads(written.read_text())
+    assert [t["treatment"] for t in data["treatments"]] == ["none", "reminder", "feedback"]
+    assert all(t["samples"] == 3 == len(t["runs"]) for t in data["treatments"])
+    assert data["recorded"]["tool_calls"][0]["name"] == "cancel_pending_order"
 
 
 @pytest.mark.parametrize("argv, message", [
