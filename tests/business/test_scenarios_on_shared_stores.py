@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from pipecat_harness.config import HarnessConfig
-from pipecat_harness.sim.runner import run_scenario
+from pipecat_harness.sim.runner import run_scenario, simulate_call
 from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
 from pipecat_harness.tools.engines import acquire_engine, release_engine
 from tests.services import REDIS_URL, connected_redis, postgres_url
@@ -120,18 +120,24 @@ def test_redis_holds_the_call_state_and_the_proposals_for_every_worker(name, tmp
     assert in_state.count("succeeded") == succeeded
 
 
-@pytest.mark.xfail(reason="in a simulated call the virtual clock runs ahead of the PostgreSQL ledger's asyncpg "
-                          "replies (the ledger's I/O does not hold the clock), so the write never settles; the "
-                          "same ledger, gate and proposals on PostgreSQL are exercised on a real-time loop in "
-                          "test_shared_proposals.py and tests/tools", strict=False)
-def test_postgres_ledger_in_a_simulated_call(tmp_path):
+def test_postgres_ledger_and_redis_state_hold_a_call_in_real_time(tmp_path):
+    # On a real-time loop: on the simulator's virtual clock the PostgreSQL ledger's asyncpg replies lose the race
+    # against the next timer (its I/O does not hold the clock), so this one call runs in real time (about 35 s).
     url = postgres_url()
+    asyncio.run(_redis_up())
     prefix = f"t{uuid.uuid4().hex[:8]}_"
+    name = "business_callback_confirmed"
+    scenario = load_scenario(Path(BUNDLED_DIR) / f"{name}.yaml")
+    scenario = scenario.model_copy(update={"name": f"{name}-{uuid.uuid4().hex[:8]}"})
+    config = HarnessConfig(tool_gate={"ledger_url": url, "ledger_table_prefix": prefix},
+                           call_state={"store": "redis", "redis_url": REDIS_URL}).only(*CONTROLS)
     try:
-        call_id = _run("business_callback_confirmed", tmp_path,
-                       tool_gate={"ledger_url": url, "ledger_table_prefix": prefix})
-        operations, proposals = asyncio.run(_ledger_rows(url, prefix, call_id))
+        result = asyncio.run(simulate_call(scenario, config, workdir=tmp_path, trace_path=None))
+        operations, _ = asyncio.run(_ledger_rows(url, prefix, scenario.name))
     finally:
         asyncio.run(_drop(url, prefix))
+    assert result.as_expected, [f"{c.name}: {c.detail}" for c in result.checks]
     assert operations.count(("schedule_callback", "succeeded")) == 1
-    assert proposals is not None and _statuses(proposals) == ["confirmed"]
+    state, proposals = asyncio.run(_take_from_redis(scenario.name))
+    assert proposals is not None and _statuses(proposals["document"]) == ["confirmed"]
+    assert state is not None and any(op.get("status") == "succeeded" for op in state["operations"].values())
