@@ -149,7 +149,7 @@ async def simulate_call(
             word_timestamps=scenario.tts.word_timestamps, words_per_minute=scenario.tts.words_per_minute,
             first_audio_secs=scenario.tts.first_audio_secs, ledger=ledger, sample_rate=_SAMPLE_RATE,
         )
-        source: list[Any] = audio.front_end() if audio is not None else []
+        source: list[Any] = audio.front_end(scenario) if audio is not None else []
     else:
         loopback = await LoopbackServices.start(scenario, ledger, sample_rate=_SAMPLE_RATE,
                                                 llm="openai" if services == "loopback-openai" else "gemini")

@@ -39,15 +39,22 @@ class AudioMode:
         require_audio_mode()
         self.cache = AudioCache(self.cache_dir)
 
-    def front_end(self) -> list[Any]:
-        """Silero VAD and the Whisper recogniser, placed before the user aggregator."""
+    def front_end(self, scenario: Any = None) -> list[Any]:
+        """Silero VAD and the Whisper recogniser, placed before the user aggregator.
+
+        Args:
+            scenario: The call's scenario; its domain terms and customer names key the recogniser (``None``: a
+                cold recogniser).
+        """
         from pipecat.audio.vad.silero import SileroVADAnalyzer
         from pipecat.processors.audio.vad_processor import VADProcessor
 
         from pipecat_harness.sim.audio.recogniser import CachedWhisperSTTService
+        from pipecat_harness.sim.audio.vocabulary import recogniser_vocabulary
 
+        vocabulary = recogniser_vocabulary(scenario) if scenario is not None else ""
         return [VADProcessor(vad_analyzer=SileroVADAnalyzer()),
-                CachedWhisperSTTService(self.cache, latency_secs=self.stt_latency_secs)]
+                CachedWhisperSTTService(self.cache, latency_secs=self.stt_latency_secs, vocabulary=vocabulary)]
 
     def caller(self, scenario: Any) -> Any:
         """The caller that voices ``scenario``'s script."""

@@ -22,11 +22,19 @@ from pipecat.utils.time import time_now_iso8601
 from pipecat_harness.sim.audio.cache import AudioCache, digest
 from pipecat_harness.sim.audio.requirements import require_audio_mode
 
-__all__ = ["WHISPER_LATENCY_SECS", "CachedWhisperSTTService", "tiny_en_model_path"]
+__all__ = ["WHISPER_LATENCY_SECS", "CachedWhisperSTTService", "tiny_en_model_path", "transcript_key"]
 
 #: Measured on the project machine: 0.4-0.7 s per utterance for tiny.en int8 on one thread.
 WHISPER_LATENCY_SECS = 0.5
 _MODEL_ID = "faster-whisper-tiny.en-int8"
+
+
+def transcript_key(audio: bytes, vocabulary: str = "") -> str:
+    """The cache key of a segment's transcript: the model, the hotwords it was keyed with, and the audio.
+
+    Hotwords change what is heard, so they are part of the key; audio heard cold keeps the key it always had.
+    """
+    return digest(_MODEL_ID, "hotwords", vocabulary, audio) if vocabulary else digest(_MODEL_ID, audio)
 
 
 def tiny_en_model_path() -> str:
@@ -44,15 +52,17 @@ class CachedWhisperSTTService(WhisperSTTService):
         cache: Where transcripts are kept.
         latency_secs: Virtual seconds from the end of a segment to its transcript.
         cpu_threads: Threads for inference (the machine is shared: one by default).
+        vocabulary: Hotwords the recogniser is keyed with (the deployment's terms and names; empty: none).
         **kwargs: Passed to ``WhisperSTTService``.
     """
 
     def __init__(self, cache: AudioCache, *, latency_secs: float = WHISPER_LATENCY_SECS, cpu_threads: int = 1,
-                 **kwargs: Any) -> None:
+                 vocabulary: str = "", **kwargs: Any) -> None:
         self._cache = cache
         self._latency = latency_secs
         self._cpu_threads = cpu_threads
-        settings = WhisperSTTService.Settings(model=tiny_en_model_path())
+        self._vocabulary = vocabulary
+        settings = WhisperSTTService.Settings(model=tiny_en_model_path(), hotwords=vocabulary or None)
         super().__init__(settings=settings, device="cpu", compute_type="int8", **kwargs)
 
     def _load(self) -> None:
@@ -67,7 +77,7 @@ class CachedWhisperSTTService(WhisperSTTService):
 
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame, None]:
         """Transcribe one VAD segment (from the cache when it was heard before)."""
-        key = digest(_MODEL_ID, audio)
+        key = transcript_key(audio, self._vocabulary)
         text = self._cache.transcript(key)
         if text is None:
             if self._model is None:
@@ -80,7 +90,8 @@ class CachedWhisperSTTService(WhisperSTTService):
                 if isinstance(frame, TranscriptionFrame):
                     parts.append(frame.text)
             text = "".join(parts)
-            self._cache.put_transcript(key, text, model=_MODEL_ID, audio_bytes=len(audio))
+            self._cache.put_transcript(key, text, model=_MODEL_ID, audio_bytes=len(audio),
+                                       hotwords=self._vocabulary)
         await asyncio.sleep(self._latency)
         if text.strip():
             yield TranscriptionFrame(text, self._user_id, time_now_iso8601(), None)

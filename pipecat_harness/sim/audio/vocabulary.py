@@ -1,0 +1,54 @@
+"""The words a deployment keys its recogniser with: the business's terms and the names it serves.
+
+A phone deployment does not send a recogniser cold audio: Deepgram takes
+``keyterm`` prompts, faster-whisper ``hotwords`` / ``initial_prompt``. Without
+them Whisper tiny.en hears "refund" as "rethought" and "Yusuf Rossi" as "use a
+frosty", and no rule downstream can recover the caller's words. The simulated
+deployment keys the recogniser the way a real one would: with its domain's
+vocabulary and the customer names in the call's business database (the names a
+CRM would supply). The caller's identifiers are never in it: those must be
+heard, not primed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DOMAIN_TERMS", "recogniser_vocabulary"]
+
+#: The terms each business's deployment keys (what a Deepgram keyterm list for it would hold).
+DOMAIN_TERMS: dict[str, tuple[str, ...]] = {
+    "retail": ("refund", "return", "exchange", "order number", "zip code", "email"),
+    "airline": ("booking code", "rebooked", "flight", "passenger", "fee refund", "zip code"),
+    "telecom": ("roaming", "roaming charge", "line number", "plan change", "credit", "account"),
+}
+
+_NAME_COLUMNS = ("first_name", "last_name")
+
+
+def _customer_names(scenario: Any) -> list[str]:
+    """``First Last`` of every person in the scenario's database (the retail seed's customers included)."""
+    rows: list[dict[str, Any]] = []
+    if scenario.database.seed == "retail":
+        from pipecat_harness.demo.retail_db import DEFAULT_SEED
+
+        rows.extend(DEFAULT_SEED["customers"])
+    for table in scenario.database.tables.values():
+        rows.extend(table.rows)
+    names: list[str] = []
+    for row in rows:
+        parts = [str(row[c]) for c in _NAME_COLUMNS if row.get(c)]
+        if len(parts) == len(_NAME_COLUMNS) and " ".join(parts) not in names:
+            names.append(" ".join(parts))
+    return names
+
+
+def recogniser_vocabulary(scenario: Any) -> str:
+    """The hotwords for ``scenario``'s call: its domain's terms, then its customers' names.
+
+    Returns:
+        One comma-separated string (faster-whisper's ``hotwords`` is a single string); empty when there is nothing
+        to key.
+    """
+    terms = list(DOMAIN_TERMS.get(scenario.domain, ())) + _customer_names(scenario)
+    return ", ".join(terms)
