@@ -13,6 +13,7 @@ from pipecat_harness.input.control import IdentifierHoldControl, SilentReplyCont
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
 from pipecat_harness.input.silent_reply import SilentReplyGuard
 from pipecat_harness.input.spelling import SpellingNormalizer
+from pipecat_harness.placement import flatten
 
 
 def _harness(domain: str = "retail", **overrides: object) -> Harness:
@@ -55,7 +56,7 @@ def test_settings_reach_the_strategy_and_processors() -> None:
     assert control.config.exempt_digit_lengths == frozenset({5, 6})
 
     user = LLMUserAggregator(LLMContext())
-    placed = harness.place([user])
+    placed = flatten(harness.place([user]))
     index = placed.index(user)
     before = placed[:index]
     normalizer = next(p for p in before if isinstance(p, SpellingNormalizer))
