@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loguru import logger
 from pipecat.adapters.llm.schemas.direct_function import DirectFunctionWrapper
@@ -58,11 +58,12 @@ from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
 from pipecat_harness.tools.ledger import OperationLedger, OperationRecord
+from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
 
-__all__ = ["GATED_MARK", "GatedRegistry", "GenerationGuard", "ToolGateControl", "UndeclaredTool"]
+__all__ = ["GATED_MARK", "GateHook", "GatedRegistry", "GenerationGuard", "ToolGateControl", "UndeclaredTool"]
 
 #: Attribute set on every gated handler; a marked handler is never wrapped again.
 GATED_MARK = "_harness_gated"
@@ -71,6 +72,20 @@ GATED_MARK = "_harness_gated"
 class UndeclaredTool(ValueError):
     """A tool was registered that is declared neither a read nor a write."""
 
+
+class GateHook(Protocol):
+    """Trusted code around every gated call (``ToolGateControl.hook``).
+
+    ``before_call`` runs before the gate decides (e.g. to load shared state a
+    policy rule reads); ``render`` turns the gate's result into what the model
+    receives (the default is :meth:`GateResult.to_tool_result`).
+    """
+
+    async def before_call(self, name: str) -> None:
+        """Prepare for the gate's decision on a call of ``name``."""
+
+    async def render(self, result: GateResult) -> Any:
+        """Return the tool result the model receives for ``result``."""
 
 
 class GenerationGuard(FrameProcessor):
@@ -172,6 +187,7 @@ class ToolGateControl(HarnessControl):
         self.guard = GenerationGuard(on_unknown_tool=self._check_known, notices=self.take_notices)
         self._wrapped: set[str] = set()
         self._entry_cache: dict[str, tuple[Any, PipecatHandler]] = {}
+        self.hook: GateHook | None = None
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The generation guard, right after the user aggregator."""
@@ -223,6 +239,8 @@ class ToolGateControl(HarnessControl):
             captured: dict[str, Any] = {}
             await self._ensure_ledger()
             try:
+                if self.hook is not None:
+                    await self.hook.before_call(name)
                 result = await self.gate.call(
                     params.function_name or name,
                     params.arguments,
@@ -230,7 +248,7 @@ class ToolGateControl(HarnessControl):
                     tool_call_id=params.tool_call_id,
                     should_proceed=lambda: self.guard.may_run(params.tool_call_id),
                 )
-                payload = result.to_tool_result()
+                payload = result.to_tool_result() if self.hook is None else await self.hook.render(result)
                 properties = captured.get("properties") if result.executed else None
             except asyncio.CancelledError:
                 raise

@@ -78,3 +78,20 @@ def test_templates_render_filters_and_keep_structure():
     rendered = render_template({"id": "{order|identifier}", "list": ["{name|lower}", 3], "missing": "{nope}"},
                                variables)
     assert rendered == {"id": "W2", "list": ["mei", 3], "missing": ""}
+
+
+async def test_a_decision_reacts_to_a_note_added_since_the_model_last_spoke():
+    script = ModelScript.model_validate({
+        "first_token_secs": 0.0, "token_secs": 0.0, "fallback": "Still checking.",
+        "decisions": [{"when": {"note": "refund.*went through"}, "say": "It went through after all."}],
+    })
+    llm = ScriptedLLMService(script)
+    note = {"role": "developer", "content": "Update on an earlier issue_refund: it went through."}
+    fresh = LLMContext(messages=[{"role": "user", "content": "refund please"},
+                                 {"role": "assistant", "content": "Checking."},
+                                 {"role": "user", "content": "okay"}, note])
+    # A note the model already answered is old news.
+    answered = LLMContext(messages=[{"role": "user", "content": "refund please"}, note,
+                                    {"role": "assistant", "content": "Checking."}, {"role": "user", "content": "ok"}])
+    down, _ = await run_test(llm, frames_to_send=[LLMContextFrame(fresh), LLMContextFrame(answered)])
+    assert "".join(f.text for f in down if isinstance(f, LLMTextFrame)) == "It went through after all.Still checking."
