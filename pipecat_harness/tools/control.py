@@ -54,6 +54,7 @@ from pipecat.services.llm_service import FunctionCallParams
 
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
@@ -300,7 +301,9 @@ class ToolGateControl(HarnessControl):
             return
         async with self._ledger_ready:
             if not self._ledger_created:
-                await self.ledger.create_tables()
+                # Table set-up is database I/O: on a simulated call's virtual-time loop the clock
+                # stands still for it (await_io), or its connect timeout would pass at once.
+                await await_io(self.ledger.create_tables())
                 self._ledger_created = True
 
     def _check_known(self, name: str, tool_call_id: str) -> None:
