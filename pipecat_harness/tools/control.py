@@ -159,7 +159,9 @@ class ToolGateControl(HarnessControl):
 
     Configured by ``HarnessConfig.tool_gate``. Trusted code may set
     ``control.gate.server_context`` (tenant id, customer id), add policy rules
-    to ``control.gate.policies`` and set ``control.gate.reconciler``.
+    to ``control.gate.policies``, set ``control.gate.reconciler`` and set
+    ``control.hook`` (a :class:`GateHook`: what runs before the gate decides and
+    what the model receives; the ``call_state`` control installs one).
     """
 
     name = "tool_gate"
