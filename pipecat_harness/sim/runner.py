@@ -10,6 +10,12 @@ a :class:`HarnessConfig`, places its controls as it would in production.
 
 Everything runs on a virtual-time event loop (see :mod:`pipecat_harness.sim.clock`):
 the same frame order and relative timing as real time, in a fraction of it.
+
+The model may instead be a real one through the bots' Pipecat service
+(:mod:`pipecat_harness.sim.model_arm`), and the caller one described by goal
+and played by an LLM caller (:mod:`pipecat_harness.sim.goal_caller`). How the
+call is set up, what it produced and how its expectations are checked live in
+``call_setup``, ``call_result`` and ``call_checks``.
 """
 
 from __future__ import annotations
