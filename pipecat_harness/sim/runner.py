@@ -208,10 +208,12 @@ async def simulate_call(
         )
         source: list[Any] = audio.front_end() if audio is not None else []
         model_calls: Callable[[], list[ModelCall]] = lambda: scripted.calls  # noqa: E731
+        summaries = scripted.summary_requests
     else:
         loopback = await LoopbackServices.start(scenario, ledger, sample_rate=_SAMPLE_RATE,
                                                 llm="openai" if services == "loopback-openai" else "gemini")
         llm, tts, source, model_calls = loopback.llm, loopback.tts, [loopback.stt], loopback.model_calls
+        summaries = loopback.model.summary_requests
     transport = SimulatedOutputTransport(ledger=ledger, sample_rate=_SAMPLE_RATE)
     caller = audio.caller(scenario) if audio is not None else SimulatedCaller(
         scenario.caller, scenario.caller_voice,
@@ -253,7 +255,7 @@ async def simulate_call(
     playback = measure_playback(ledger, context_messages(context))
     calls = model_calls()
     checks.extend(_check_history(scenario, playback, calls))
-    checks.extend(_check_context(scenario, context, llm))
+    checks.extend(_check_context(scenario, context, summaries))
     passed = all(c.ok for c in checks)
     result = CallResult(
         scenario=scenario.name,
@@ -292,7 +294,7 @@ async def simulate_call(
     return result
 
 
-def _check_context(scenario: Scenario, context: Any, llm: Any) -> list[CheckResult]:
+def _check_context(scenario: Scenario, context: Any, summary_requests: Sequence[Any]) -> list[CheckResult]:
     spec = scenario.expect.context
     if spec is None:
         return []
@@ -310,7 +312,7 @@ def _check_context(scenario: Scenario, context: Any, llm: Any) -> list[CheckResu
         checks.append(CheckResult("context budget", tokens <= spec.max_tokens,
                                   f"{tokens} tokens at the end (budget {spec.max_tokens})"))
     if spec.summarized:
-        count = len(getattr(llm, "summary_requests", []))
+        count = len(summary_requests)
         checks.append(CheckResult("context summarised", count > 0, f"{count} summaries requested"))
     return checks
 
