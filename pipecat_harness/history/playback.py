@@ -57,10 +57,6 @@ ReplyState = Literal["playing", "finished", "interrupted"]
 
 _MAX_REPLIES = 64
 _EPSILON = 1e-6
-# A sentence whose synthesis is still streaming has no known length; its words
-# are laid out as if the voice were this much slower than measured, so a word
-# whose audio had not started is not counted as heard.
-_STREAMING_RATE_MARGIN = 0.7
 
 
 @dataclass
@@ -308,7 +304,7 @@ class PlaybackTracker(FrameProcessor):
             if streaming:
                 # The audio so far is a lower bound of the sentence's length, not its length.
                 partial = estimate_heard_prefix(segment.text, played_secs=played - start, streaming=True,
-                                                bias=self.bias, chars_per_sec=rate * _STREAMING_RATE_MARGIN)
+                                                bias=self.bias, chars_per_sec=rate)
             else:
                 partial = estimate_heard_prefix(segment.text, played_secs=played - start, audio_secs=length,
                                                 bias=self.bias, chars_per_sec=rate)
