@@ -31,7 +31,6 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loguru import logger
-from pipecat.audio.turn.smart_turn.base_smart_turn import STOP_SECS as SMART_TURN_STOP_SECS
 from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.frames.frames import LLMRunFrame
@@ -70,7 +69,6 @@ __all__ = [
     "open_retail_database",
     "refuse_unsupported_transport",
     "runner_requirements",
-    "turn_stop_watchdog_secs",
 ]
 
 SYSTEM_PROMPT = """\
@@ -91,7 +89,6 @@ say an action happened unless a tool result says so. If a tool answers "not exec
 GREETING_INSTRUCTION = "Greet the caller in one short sentence and ask how you can help with their order."
 
 _DB_LOCK = asyncio.Lock()
-DEFAULT_TURN_STOP_TIMEOUT_SECS = LLMUserAggregatorParams().user_turn_stop_timeout
 
 
 @dataclass
@@ -138,20 +135,6 @@ def create_services(
         **({"url": elevenlabs_url} if elevenlabs_url else {}),
     )
     return Services(stt=stt, llm=llm, tts=tts)
-
-
-def turn_stop_watchdog_secs(settings: BotSettings, config: HarnessConfig) -> float:
-    """Pipecat's ``user_turn_stop_timeout`` for this bot: longer than any stop the bot itself makes.
-
-    The watchdog ends a turn that no stop strategy ended, counted from the
-    caller's last speech or transcript. The bot's own stop comes after the
-    stop strategy's delay (the speech timeout, or Smart Turn's silence
-    fallback) plus, when the identifier hold holds the turn, its extra wait;
-    left at Pipecat's 5 s, the watchdog would cut a held turn short.
-    """
-    delay = settings.speech_timeout_secs if settings.turn_stop == "speech_timeout" else SMART_TURN_STOP_SECS
-    hold = config.identifier_hold.extra_wait_secs if config.identifier_hold.enabled else 0.0
-    return max(DEFAULT_TURN_STOP_TIMEOUT_SECS, delay + hold + 1.0)
 
 
 def user_turn_strategies(settings: BotSettings) -> UserTurnStrategies:
@@ -253,8 +236,8 @@ async def build_agent(
     built = build_call_pipeline(
         harness=harness, llm=services.llm, tts=services.tts, output=transport.output(), tools=RetailTools(db),
         user_params=LLMUserAggregatorParams(
-            vad_analyzer=SileroVADAnalyzer(), user_turn_strategies=user_turn_strategies(settings),
-            user_turn_stop_timeout=turn_stop_watchdog_secs(settings, config)),
+            # The harness raises user_turn_stop_timeout when a hold needs it (Harness.user_params).
+            vad_analyzer=SileroVADAnalyzer(), user_turn_strategies=user_turn_strategies(settings)),
         source=[transport.input(), services.stt], before_output=before_output,
     )
     processors, context = built.processors, built.context
@@ -346,33 +329,33 @@ _STARTUP: tuple[BotSettings, HarnessConfig] | None = None
 async def bot(runner_args: Any) -> None:
     """Pipecat development runner entry point (``-t webrtc``, ``-t daily``, ``-t twilio``).
 
-    Daily and WebRTC transports come from the runner's ``create_transport`` with
-    :data:`TRANSPORT_PARAMS`; Twilio media streams get the bot's own transport,
-    which adds playback marks for the history control.
+    Every transport comes from the runner's ``create_transport`` with
+    :data:`TRANSPORT_PARAMS`. For a Twilio media stream the bot then wraps
+    the serializer the runner built, so Twilio's ``mark`` echoes become
+    playback receipts for the trace and the history control.
     """
     from pipecat.runner.types import WebSocketRunnerArguments
     from pipecat.runner.utils import create_transport
 
     settings, config = _STARTUP or (BotSettings.from_env(), None)
     call_id = (runner_args.session_id or uuid.uuid4().hex)[:12]
+    # One params object per call, kept here: create_transport puts the call's serializer on it.
+    twilio_params = _websocket_params()
+    transport = await create_transport(runner_args, {**TRANSPORT_PARAMS, "twilio": lambda: twilio_params})
     before_output: list[FrameProcessor] = []
     audio_out = 24000
     call = None
     if isinstance(runner_args, WebSocketRunnerArguments):
-        from pipecat.runner.utils import parse_telephony_websocket
+        from bots.twilio_bot import TWILIO_AUDIO_OUT_SAMPLE_RATE, marked_twilio_call
 
-        from bots.twilio_bot import TWILIO_AUDIO_OUT_SAMPLE_RATE, twilio_call
-
-        transport_type, call_data = await parse_telephony_websocket(runner_args.websocket)
-        if transport_type != "twilio":
-            raise ValueError(f"this bot serves Twilio media streams, not {transport_type!r}")
-        call = twilio_call(runner_args.websocket, call_data.get("stream_id"), call_data.get("call_id"))
-        transport: BaseTransport = call.transport
+        call_data = runner_args.call_data
+        if call_data is None:  # create_transport parses the handshake of every telephony socket
+            raise ValueError("the runner gave a media stream without its start message")
+        call = marked_twilio_call(transport, twilio_params, call_data.stream_id, call_data.call_id)
         before_output, audio_out = [call.mark_requester], TWILIO_AUDIO_OUT_SAMPLE_RATE
-        call_id = call_data.get("call_id") or call_id
+        call_id = call_data.call_id or call_id
         bot_name = "runner-twilio"
     else:
-        transport = await create_transport(runner_args, TRANSPORT_PARAMS)
         kinds = {"DailyRunnerArguments": "daily", "SmallWebRTCRunnerArguments": "webrtc"}
         bot_name = f"runner-{kinds.get(type(runner_args).__name__, type(transport).__name__)}"
 

@@ -38,7 +38,7 @@ from pipecat.serializers.twilio import TwilioFrameSerializer
 from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 
 from bots.settings import PROVIDER_KEYS, TWILIO_REQUIREMENTS, BotSettings, startup_settings
-from bots.twilio_marks import MarkEvent, MarkingTwilioSerializer, PlaybackReceipts, TwilioMarkRequester
+from bots.twilio_marks import MarkEvent, PlaybackReceipts, TwilioMarkRequester, add_playback_receipts
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.history.marks import twilio_mark_message
 
@@ -48,6 +48,7 @@ __all__ = [
     "CallRecord",
     "TwilioCall",
     "create_app",
+    "marked_twilio_call",
     "twilio_call",
     "twilio_signature",
     "twiml_for_stream",
@@ -123,6 +124,12 @@ def twilio_call(
 ) -> TwilioCall:
     """Build the transport of a Twilio media stream whose ``start`` message was already read.
 
+    This server builds its own transport (rather than the runner's
+    ``create_transport``) because it offers ``TWILIO_AUTO_HANG_UP``: the
+    runner's serializer always hangs up, so it needs Twilio credentials even
+    in a test. The marks are added the same way as under the runner
+    (:func:`marked_twilio_call`).
+
     Args:
         websocket: The accepted media-stream WebSocket.
         stream_sid: ``start.streamSid``.
@@ -135,8 +142,7 @@ def twilio_call(
     """
     if not stream_sid:
         raise ValueError("the Twilio start message has no streamSid")
-    receipts = PlaybackReceipts()
-    serializer = MarkingTwilioSerializer(
+    serializer = TwilioFrameSerializer(
         stream_sid=stream_sid,
         call_sid=call_sid,
         account_sid=os.getenv("TWILIO_ACCOUNT_SID", "") or None,
@@ -146,14 +152,37 @@ def twilio_call(
         region=os.getenv("TWILIO_REGION", "") or None,
         edge=os.getenv("TWILIO_EDGE", "") or None,
         params=TwilioFrameSerializer.InputParams(auto_hang_up=auto_hang_up),
-        receipts=receipts,
     )
-    transport = FastAPIWebsocketTransport(
-        websocket=websocket,
-        params=FastAPIWebsocketParams(
-            audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False, serializer=serializer
-        ),
+    params = FastAPIWebsocketParams(
+        audio_in_enabled=True, audio_out_enabled=True, add_wav_header=False, serializer=serializer
     )
+    transport = FastAPIWebsocketTransport(websocket=websocket, params=params)
+    return marked_twilio_call(transport, params, stream_sid, call_sid, mark_interval_secs=mark_interval_secs)
+
+
+def marked_twilio_call(
+    transport: FastAPIWebsocketTransport,
+    params: FastAPIWebsocketParams,
+    stream_sid: str | None,
+    call_sid: str | None,
+    *,
+    mark_interval_secs: float = 0.5,
+) -> TwilioCall:
+    """Add playback marks to a built Twilio media-stream transport (the runner's or this server's).
+
+    Args:
+        transport: The call's transport, not started yet.
+        params: The params it was built with (their serializer is wrapped to report marks).
+        stream_sid: ``start.streamSid``.
+        call_sid: ``start.callSid``.
+        mark_interval_secs: Seconds of audio between two playback marks.
+
+    Raises:
+        ValueError: No stream SID, or the params carry no Twilio serializer.
+    """
+    if not stream_sid:
+        raise ValueError("the Twilio start message has no streamSid")
+    receipts = add_playback_receipts(params)
     requester = TwilioMarkRequester(stream_sid, interval_secs=mark_interval_secs)
     return TwilioCall(stream_sid, call_sid, transport, receipts, requester, mark_interval_secs)
 

@@ -15,7 +15,7 @@ Mark names follow the history controls' format (``ph:<reply>:<milliseconds>``,
 * with it off, :class:`TwilioMarkRequester` (right before the output
   transport) requests them, so the call's trace still gets receipts.
 
-:class:`MarkingTwilioSerializer` is Pipecat's ``TwilioFrameSerializer`` that
+:class:`MarkingTwilioSerializer` wraps Pipecat's ``TwilioFrameSerializer`` and
 reports every mark sent, every echo and every ``clear`` to
 :class:`PlaybackReceipts`, which writes them on the call's trace and tells its
 listeners.
@@ -37,13 +37,20 @@ from pipecat.frames.frames import (
     TTSAudioRawFrame,
     TTSStoppedFrame,
 )
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor, FrameProcessorSetup
+from pipecat.serializers.base_serializer import FrameSerializer
 from pipecat.serializers.twilio import TwilioFrameSerializer
 
 from pipecat_harness.history.marks import format_mark, parse_mark, twilio_mark_message, twilio_mark_name
 from pipecat_harness.trace.recorder import TraceRecorder
 
-__all__ = ["MarkEvent", "MarkingTwilioSerializer", "PlaybackReceipts", "TwilioMarkRequester"]
+__all__ = [
+    "MarkEvent",
+    "MarkingTwilioSerializer",
+    "PlaybackReceipts",
+    "TwilioMarkRequester",
+    "add_playback_receipts",
+]
 
 MarkKind = Literal["sent", "played", "cleared", "unknown"]
 
@@ -187,22 +194,31 @@ class TwilioMarkRequester(FrameProcessor):
         await self.push_frame(OutputTransportMessageFrame(message=twilio_mark_message(self._stream_sid, name)))
 
 
-class MarkingTwilioSerializer(TwilioFrameSerializer):
-    """``TwilioFrameSerializer`` that reports marks sent, mark echoes and ``clear`` messages to receipts.
+class MarkingTwilioSerializer(FrameSerializer):
+    """Wraps the call's ``TwilioFrameSerializer``; reports every mark sent, mark echo and ``clear`` to receipts.
+
+    A wrapper rather than a subclass, so the serializer Pipecat's runner builds
+    in ``create_transport`` (with the call's SIDs and credentials) is the one on
+    the wire: :func:`add_playback_receipts` swaps it for this wrapper in the
+    transport's params before the pipeline starts.
 
     Args:
+        inner: The serializer that speaks Twilio's protocol.
         receipts: The call's receipts.
-        *args: Passed to ``TwilioFrameSerializer``.
-        **kwargs: Passed to ``TwilioFrameSerializer``.
     """
 
-    def __init__(self, *args: Any, receipts: PlaybackReceipts, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, inner: FrameSerializer, *, receipts: PlaybackReceipts) -> None:
+        super().__init__()
+        self.inner = inner
         self.receipts = receipts
+
+    async def setup(self, setup: FrameProcessorSetup) -> None:
+        """Set the wrapped serializer up."""
+        await self.inner.setup(setup)
 
     async def serialize(self, frame: Frame) -> str | bytes | None:
         """Serialize as Pipecat does; note each mark and ``clear`` going out."""
-        payload = await super().serialize(frame)
+        payload = await self.inner.serialize(frame)
         if not payload:
             return payload
         if isinstance(frame, InterruptionFrame):
@@ -223,4 +239,30 @@ class MarkingTwilioSerializer(TwilioFrameSerializer):
             if name is not None:
                 self.receipts.echoed(name)
                 return None
-        return await super().deserialize(data)
+        return await self.inner.deserialize(data)
+
+
+def add_playback_receipts(params: Any) -> PlaybackReceipts:
+    """Wrap the Twilio serializer in a transport's ``params`` so its marks become receipts.
+
+    Call it after the transport was built (``create_transport`` sets
+    ``params.serializer``) and before the pipeline starts: the websocket
+    transport reads its serializer from these params at run time.
+
+    Args:
+        params: The ``FastAPIWebsocketParams`` the transport was built with.
+
+    Returns:
+        The receipts the wrapper reports to.
+
+    Raises:
+        ValueError: The params carry no Twilio serializer.
+    """
+    serializer = getattr(params, "serializer", None)
+    if isinstance(serializer, MarkingTwilioSerializer):
+        return serializer.receipts
+    if not isinstance(serializer, TwilioFrameSerializer):
+        raise ValueError(f"playback marks need a TwilioFrameSerializer, not {type(serializer).__name__}")
+    receipts = PlaybackReceipts()
+    params.serializer = MarkingTwilioSerializer(serializer, receipts=receipts)
+    return receipts

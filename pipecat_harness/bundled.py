@@ -20,7 +20,7 @@ __all__ = ["BUNDLED_PREFIX", "DataKind", "bundled_names", "bundled_path", "resol
 #: Prefix of a bundled name in a setting that takes a file.
 BUNDLED_PREFIX = "bundled:"
 
-DataKind = Literal["constraint list", "checklist", "scenario", "labeled set"]
+DataKind = Literal["constraint list", "checklist", "scenario", "labeled set", "recorded call"]
 
 # Where each kind of bundled file lives in the package, and which files of that folder are of the kind.
 _LOCATIONS: dict[str, tuple[str, str, str]] = {
@@ -28,6 +28,7 @@ _LOCATIONS: dict[str, tuple[str, str, str]] = {
     "labeled set": ("pipecat_harness.grader", "data", "labeled_*.yaml"),
     "checklist": ("pipecat_harness.checklist", "data", "*.yaml"),
     "scenario": ("pipecat_harness", "scenarios", "*.yaml"),
+    "recorded call": ("pipecat_harness.replay", "data", "*.jsonl"),
 }
 
 
@@ -57,7 +58,8 @@ def bundled_path(kind: DataKind, name: str) -> Path:
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean '{BUNDLED_PREFIX}{close[0]}'?" if close else f"choose one of {', '.join(names)}"
         raise InputError(f"no bundled {kind} named '{name}' ({hint})")
-    return _folder(kind) / f"{name}.yaml"
+    suffix = _LOCATIONS[kind][2].rsplit(".", 1)[-1]
+    return _folder(kind) / f"{name}.{suffix}"
 
 
 def resolve_data_path(value: str | Path, kind: DataKind) -> Path:

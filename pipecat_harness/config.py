@@ -13,6 +13,7 @@ of precedence::
 from __future__ import annotations
 
 import contextvars
+import datetime as dt
 import importlib
 import os
 from pathlib import Path
@@ -35,6 +36,7 @@ __all__ = [
     "HistorySettings",
     "IdentifierHoldSettings",
     "ProxySettings",
+    "RetrievalSettings",
     "SilentReplySettings",
     "SpellingSettings",
     "ToolGateSettings",
@@ -214,8 +216,15 @@ class CallStateSettings(_Block):
         confirm_tools: Write tools that run only after a later caller turn confirmed the same arguments.
         verified_tools: Write tools that run only once the caller's identity is verified.
         identity_tools: Tools whose successful result verifies the caller's identity.
-        store: ``memory`` or ``redis`` (shared by workers).
+        store: ``memory`` or ``redis`` (shared by workers). Confirmation proposals are kept in Redis
+            with ``redis``, else in the operation ledger's database when ``tool_gate.ledger_url`` is set
+            (SQLite or PostgreSQL), else in the worker only.
         redis_url: Redis server for ``store: redis``.
+        tool_results: What the model receives for a gated call: ``operation`` (the operation record's
+            rendering: status, operation id, user-safe result fields; the same for every provider) or
+            ``raw`` (the handler's result as it returned it).
+        internal_result_fields: Result fields never shown to the model (besides ``_``-prefixed fields
+            and secrets such as passwords and tokens).
         context_budget_tokens: Summarise older dialogue past this many context tokens (Pipecat's
             estimate; ``None``: no budget). Constraints, corrections, refusals, open items and operation
             ids are checked to survive every summary.
@@ -232,9 +241,56 @@ class CallStateSettings(_Block):
     )
     store: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
+    tool_results: Literal["operation", "raw"] = "operation"
+    internal_result_fields: list[str] = Field(default_factory=lambda: [
+        "tenant_id", "idempotency_key", "request_hash", "owner", "lease_until", "internal_notes", "internal_id",
+    ])
     context_budget_tokens: int | None = Field(default=None, gt=100)
     summarize_after_messages: int | None = Field(default=20, ge=2)
     keep_recent_messages: int = Field(default=4, ge=1, le=50)
+
+
+class RetrievalSettings(_Block):
+    """Policy evidence for the caller's latest turn, added before the model runs (placed with ``call_state``).
+
+    The read tool (``lookup_policy``) needs no setting; this block is for pre-turn evidence. The search
+    runs within ``budget_ms``; evidence that arrives later, or after the call's state version moved,
+    is dropped rather than shown stale. The scope (tenant, products, call date) comes from trusted code:
+    the tool gate's server context ``tenant_id`` when set, else ``tenant`` here, else ``tool_gate.tenant``.
+
+    Parameters:
+        pre_turn: Add evidence before each model run (off by default; needs ``call_state`` on).
+        limit: Evidence items added (k).
+        budget_ms: Longest wait for evidence (the design's retrieval budget is 150 ms).
+        documents: Policy documents file (YAML) to index; empty: the bundled policy fixtures.
+        index_url: Database of the lexical index (``sqlite+aiosqlite://`` in memory, or PostgreSQL).
+        embeddings: Add embedding search (needs the ``embeddings`` extra).
+        tenant: Tenant whose policies apply when the server context names none.
+        products: Products the caller may ask about (general policies always apply).
+        call_date: Day checked against effective dates (empty: today).
+    """
+
+    pre_turn: bool = False
+    limit: int = Field(default=3, ge=1, le=20)
+    budget_ms: float = Field(default=150.0, gt=0, le=5000)
+    documents: str = ""
+    index_url: str = "sqlite+aiosqlite://"
+    embeddings: bool = False
+    tenant: str = Field(default="", max_length=128)
+    products: list[str] = Field(default_factory=list)
+    call_date: dt.date | None = None
+
+    @field_validator("index_url")
+    @classmethod
+    def _index_url(cls, value: str) -> str:
+        return check_database_url(value)
+
+    @field_validator("documents")
+    @classmethod
+    def _documents(cls, value: str) -> str:
+        if value and not Path(value).is_file():
+            raise ValueError(f"no policy documents file {value!r}")
+        return value
 
 
 class ChecklistSettings(_Block):
@@ -419,6 +475,7 @@ class HarnessConfig(BaseSettings):
     checklist: ChecklistSettings = Field(default_factory=ChecklistSettings)
     grader: GraderSettings = Field(default_factory=GraderSettings)
     call_state: CallStateSettings = Field(default_factory=CallStateSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     trace: TraceSettings = Field(default_factory=TraceSettings)
     proxy: ProxySettings = Field(default_factory=ProxySettings)
 

@@ -10,7 +10,7 @@ Printed per strategy and arm:
 
 * caught: split identifiers that reached the model in one user message;
 * early: split identifiers of which a part reached the model first;
-* needless delays: complete utterances whose turn ended > 300 ms later than with the hold off;
+* needless delays: complete utterances whose (last) user turn ended > 300 ms later than with the hold off;
 * mean and p90 added wait over complete utterances, against the hold-off arm of the same run;
 * release: median time from the end of the continuation's speech to the end of the turn, for caught splits.
 
@@ -126,8 +126,11 @@ def run_audio_benchmark(limit: int | None = None, *, show_misses: bool = False, 
 def _score(arm: AudioArm, row: dict[str, Any], utterance: Any, result: Any, off_stops: dict[str, float]) -> None:
     arm.watchdog += int(result.watchdog)
     first_stop = result.stops[0] if result.stops else utterance.duration
+    # A complete utterance is answered when its last user turn ends (without the hold, Smart Turn may cut
+    # "S-A-N-T-O-S. That's it." in two; the reply to the whole comes after the second turn).
+    last_stop = result.stops[-1] if result.stops else utterance.duration
     if not arm.hold:
-        off_stops[row["id"]] = first_stop
+        off_stops[row["id"]] = last_stop
     if row["label"] == "split":
         arm.splits += 1
         if len([t for t in utterance.transcripts if t.strip()]) >= 2:
@@ -141,7 +144,7 @@ def _score(arm: AudioArm, row: dict[str, Any], utterance: Any, result: Any, off_
         return
     arm.complete += 1
     if arm.hold:
-        added = first_stop - off_stops.get(row["id"], first_stop)
+        added = last_stop - off_stops.get(row["id"], last_stop)
         arm.added_ms.append(max(0.0, added) * 1000)
         if added > NEEDLESS_DELAY_SECS:
             arm.needless += 1

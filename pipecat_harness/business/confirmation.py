@@ -12,16 +12,29 @@ document that says "approve this refund" cannot confirm anything.
 
 :class:`ConfirmationPolicy` plugs into the tool gate as a
 :class:`~pipecat_harness.tools.policy.PolicyRule` (``clarify`` verdicts).
+
+With a :class:`~pipecat_harness.state.proposals.ProposalStore` the proposals
+and the caller turns they are judged against are not only worker memory:
+:meth:`ConfirmationPolicy.sync` (before the gate decides) takes the call's
+stored document when another worker or an earlier process moved it, and
+:meth:`ConfirmationPolicy.save` (after) stores this worker's changes by
+compare-and-set. A worker that restarts, or takes the call over, therefore
+confirms the proposal the caller heard read back, and a correction made on
+one worker replaces the proposal every worker holds.
 """
 
 from __future__ import annotations
 
-import itertools
+import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from loguru import logger
+
+from pipecat_harness.state.proposals import ProposalStore
+from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.canonical import request_hash
 from pipecat_harness.tools.policy import PolicyRule, PolicyVerdict, ToolRequest
 
@@ -86,6 +99,32 @@ class Proposal:
             "correction_turn": self.correction_turn, "correction_text": self.correction_text,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Proposal:
+        """Rebuild a proposal from :meth:`to_dict` (the hash is recomputed from tool and arguments).
+
+        Raises:
+            ValueError: A field is missing or has the wrong type.
+        """
+        try:
+            tool, arguments = str(data["tool"]), dict(data["arguments"])
+            status = str(data["status"])
+            if status not in ("awaiting_confirmation", "confirmed", "superseded"):
+                raise ValueError(f"unknown proposal status {status!r}")
+            return cls(
+                str(data["proposal_id"]), tool, arguments, request_hash(tool, arguments), int(data["proposed_turn"]),
+                status,  # type: ignore[arg-type]
+                _optional_int(data.get("confirmed_turn")), str(data.get("confirmed_text") or ""),
+                data.get("superseded_by"), _optional_int(data.get("correction_turn")),
+                str(data.get("correction_text") or ""),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a proposal record ({type(exc).__name__}: {exc})") from exc
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
 
 class ConfirmationPolicy:
     """Holds proposals for confirmation-bound tools and answers the gate for them.
@@ -96,6 +135,9 @@ class ConfirmationPolicy:
         describe: Renders a proposal's arguments for the read-back reason
             (default: ``key=value`` pairs, server context left out).
         hidden_fields: Argument names never shown in reasons (trusted server context).
+        store: Where the call's proposals are shared with other workers (``None``: this worker only).
+        call_id: The call the stored proposals belong to (required with ``store``).
+        max_turns: Caller turns kept for judging confirmations.
     """
 
     def __init__(
@@ -105,7 +147,12 @@ class ConfirmationPolicy:
         on_change: Callable[[Proposal], None] | None = None,
         describe: Callable[[str, Mapping[str, Any]], str] | None = None,
         hidden_fields: Iterable[str] = ("tenant_id", "customer_id"),
+        store: ProposalStore | None = None,
+        call_id: str = "",
+        max_turns: int = 20,
     ) -> None:
+        if store is not None and not call_id:
+            raise ValueError("a ConfirmationPolicy with a store needs the call_id its proposals belong to")
         self.tools = frozenset(tools)
         self.on_change = on_change
         self.hidden_fields = frozenset(hidden_fields)
@@ -113,11 +160,21 @@ class ConfirmationPolicy:
         self._turns: dict[int, str] = {}
         self._pending: dict[str, Proposal] = {}
         self.proposals: list[Proposal] = []
-        self._ids = itertools.count(1)
+        self._seq = 0
+        self.store = store
+        self.call_id = call_id
+        self.max_turns = max_turns
+        self._version = 0
+        self._dirty = False
+        self._io = asyncio.Lock()
+        self.conflicts: list[str] = []
 
     def caller_turn(self, turn_id: int, text: str) -> None:
         """Note a submitted caller turn (trusted: it comes from the user aggregator)."""
         self._turns[turn_id] = text
+        for old in sorted(self._turns)[: max(0, len(self._turns) - self.max_turns)]:
+            del self._turns[old]
+        self._dirty = True
 
     def pending(self) -> list[Proposal]:
         """Proposals awaiting confirmation."""
@@ -145,7 +202,8 @@ class ConfirmationPolicy:
             return PolicyVerdict("clarify", f"awaiting_confirmation of {current.proposal_id}: the caller has not "
                                             f"confirmed {self._describe(request.name, arguments)} yet; read it back "
                                             "and ask them to confirm")
-        proposal = Proposal(f"proposal-{next(self._ids)}", request.name, arguments, digest, request.turn_id)
+        self._seq += 1
+        proposal = Proposal(f"proposal-{self._seq}", request.name, arguments, digest, request.turn_id)
         self.proposals.append(proposal)
         if current is not None:
             current.status = "superseded"
@@ -168,8 +226,74 @@ class ConfirmationPolicy:
         return turn, self._turns[turn]
 
     def _changed(self, proposal: Proposal) -> None:
+        self._dirty = True
         if self.on_change is not None:
             self.on_change(proposal)
+
+    # -- shared with other workers ------------------------------------------------------------------
+
+    def to_document(self) -> dict[str, Any]:
+        """The stored form: every proposal, the pending one per tool, the recent caller turns."""
+        return {
+            "seq": self._seq,
+            "proposals": [p.to_dict() for p in self.proposals],
+            "pending": {tool: p.proposal_id for tool, p in self._pending.items()},
+            "turns": {str(turn): text for turn, text in sorted(self._turns.items())},
+        }
+
+    def _adopt(self, document: Mapping[str, Any]) -> None:
+        proposals = [Proposal.from_dict(p) for p in document.get("proposals", [])]
+        by_id = {p.proposal_id: p for p in proposals}
+        pending = {str(tool): by_id[str(pid)] for tool, pid in dict(document.get("pending", {})).items()
+                   if str(pid) in by_id}
+        stored_turns = {int(turn): str(text) for turn, text in dict(document.get("turns", {})).items()}
+        self.proposals, self._pending = proposals, pending
+        self._seq = max(int(document.get("seq", 0)), self._seq)
+        # Turns this worker saw and has not saved yet stay; the stored ones are added.
+        self._turns = {**stored_turns, **self._turns}
+
+    async def sync(self) -> None:
+        """Take the stored proposals if another worker (or an earlier process) moved them.
+
+        A store that cannot be read leaves this worker's proposals as they are
+        (logged): the gate still asks for confirmation, it cannot skip one.
+        """
+        if self.store is None:
+            return
+        async with self._io:
+            try:
+                document, version = await await_io(self.store.load(self.call_id))
+                if document is not None and version != self._version:
+                    self._adopt(document)
+                    self._version = version
+            except Exception as exc:  # a corrupt record or a store outage must not drop the call
+                logger.warning(f"confirmation proposals of {self.call_id!r} not loaded: {type(exc).__name__}: {exc}")
+
+    async def save(self) -> bool:
+        """Store this worker's changes; returns whether the store now holds them.
+
+        When another worker saved first the stored document wins (it is
+        adopted, and the conflict is noted in :attr:`conflicts`): a proposal
+        only this worker made is then proposed again on the next request.
+        """
+        if self.store is None or not self._dirty:
+            return True
+        async with self._io:
+            document = self.to_document()
+            try:
+                saved = await await_io(self.store.save(self.call_id, document, expected_version=self._version))
+                if saved:
+                    self._version += 1
+                    self._dirty = False
+                    return True
+                self.conflicts.append(f"call {self.call_id!r}: proposals moved past version {self._version}")
+                stored, version = await await_io(self.store.load(self.call_id))
+                if stored is not None:
+                    self._adopt(stored)
+                    self._version = version
+            except Exception as exc:  # the store is down: this worker still holds the proposal
+                logger.warning(f"confirmation proposals of {self.call_id!r} not saved: {type(exc).__name__}: {exc}")
+            return False
 
     def _describe_arguments(self, tool: str, arguments: Mapping[str, Any]) -> str:
         shown = ", ".join(f"{k}={v}" for k, v in sorted(arguments.items()) if k not in self.hidden_fields)

@@ -6,12 +6,23 @@
 * shows the model a compact read-only rendering before every run (the LLM
   service's system instruction, replaced each time);
 * installs the confirmation and identity rules into the tool gate for the
-  tools ``call_state.confirm_tools`` / ``verified_tools`` name;
+  tools ``call_state.confirm_tools`` / ``verified_tools`` name, with the
+  proposals shared through Redis (``store: redis``) or the operation ledger's
+  database (``tool_gate.ledger_url``) so another worker sees them;
+* renders what the model receives for every gated call from the operation
+  record (``call_state.tool_results: operation``; see
+  :mod:`pipecat_harness.business.tool_results`);
+* with ``retrieval.pre_turn``, adds policy evidence for the caller's turn
+  before the model runs (:class:`~pipecat_harness.retrieval.tool.PreTurnEvidence`),
+  dropped when the state version moved during the search;
 * puts every state change on the trace (``control`` lane, ``call_state``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipecat.frames.frames import Frame, LLMContextFrame, StartFrame
@@ -22,15 +33,20 @@ from pipecat.services.llm_service import FunctionCallParams, LLMService
 from pipecat_harness.business.confirmation import ConfirmationPolicy, Proposal
 from pipecat_harness.business.context_budget import KeepItem, SummaryGuard, summarization_config
 from pipecat_harness.business.permissions import identity_rule
+from pipecat_harness.business.tool_results import render_operation_result
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingStateKeeper, render_state
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.instruction import InstructionEntry
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
+from pipecat_harness.state.proposals import ProposalStore, SqlProposals, StateStoreProposals
+from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
+    from pipecat_harness.retrieval import Evidence, EvidenceRetriever, RetrievalScope
+    from pipecat_harness.retrieval.tool import PreTurnEvidence
 
 __all__ = ["CallStateControl", "StateRenderer"]
 
@@ -68,6 +84,17 @@ class StateRenderer(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
+def _proposal_store(harness: Harness) -> ProposalStore | None:
+    """Redis with ``call_state.store: redis``, else the ledger's database when there is one, else none."""
+    settings = harness.config.call_state
+    if settings.store == "redis":
+        return StateStoreProposals(create_store("redis", redis_url=settings.redis_url))
+    gate = harness.config.tool_gate
+    if gate.ledger_url:
+        return SqlProposals(gate.ledger_url, table_prefix=gate.ledger_table_prefix)
+    return None
+
+
 def _is_state_message(message: Any) -> bool:
     content = message.get("content") if isinstance(message, dict) else None
     return isinstance(content, str) and content.startswith(STATE_MESSAGE_MARK)
@@ -89,17 +116,77 @@ class CallStateControl(HarnessControl):
             on_change=self._on_state_change,
         )
         self.confirmation = (
-            ConfirmationPolicy(settings.confirm_tools, on_change=self._on_proposal) if settings.confirm_tools else None
+            ConfirmationPolicy(settings.confirm_tools, on_change=self._on_proposal,
+                               store=_proposal_store(harness), call_id=harness.call_id)
+            if settings.confirm_tools else None
         )
+        self.hidden_result_fields = frozenset(settings.internal_result_fields)
         self.verified_tools = frozenset(settings.verified_tools)
         self._rules_installed = False
         self.summary_guard: SummaryGuard | None = None
         self.renderer = StateRenderer(self.keeper) if settings.render else None
+        self.evidence = self._pre_turn_evidence()
         harness.decisions.add_listener(self._on_decision)
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
-        """The state renderer, right before the model."""
-        return [(Placement.BEFORE_LLM, self.renderer)] if self.renderer is not None else []
+        """Pre-turn evidence and the state renderer, right before the model."""
+        placed: list[tuple[Placement, FrameProcessor]] = []
+        if self.evidence is not None:
+            placed.append((Placement.BEFORE_LLM, self.evidence))
+        if self.renderer is not None:
+            placed.append((Placement.BEFORE_LLM, self.renderer))
+        return placed
+
+    # -- pre-turn evidence ---------------------------------------------------------------------------
+
+    def use_retriever(self, retriever: EvidenceRetriever,
+                      scope: Callable[[], RetrievalScope] | None = None) -> None:
+        """Search ``retriever`` (within ``scope``) for pre-turn evidence instead of the configured documents.
+
+        Call it before the pipeline is built; ``retrieval.pre_turn`` must be on.
+        """
+        if self.evidence is None:
+            raise ValueError("pre-turn evidence is off: set retrieval.pre_turn: true in the harness config")
+        self.evidence.use(retriever, scope)
+
+    def _pre_turn_evidence(self) -> PreTurnEvidence | None:
+        settings = self.harness.config.retrieval
+        if not settings.pre_turn:
+            return None
+        from pipecat_harness.retrieval.tool import PreTurnEvidence
+
+        return PreTurnEvidence(
+            None, self.retrieval_scope, lambda: self.keeper.version, budget_secs=settings.budget_ms / 1000.0,
+            on_result=self._on_evidence, limit=settings.limit, build=self._build_retriever,
+        )
+
+    def retrieval_scope(self) -> RetrievalScope:
+        """The call's scope from trusted context: the gate's server context, else the configured tenant."""
+        from pipecat_harness.retrieval import RetrievalScope
+
+        settings = self.harness.config.retrieval
+        gate = getattr(self.harness.control("tool_gate"), "gate", None)
+        context = dict(getattr(gate, "server_context", {}) or {})
+        context.setdefault("tenant_id", settings.tenant or self.harness.config.tool_gate.tenant)
+        context.setdefault("products", settings.products)
+        context["identity_verified"] = self.keeper.identity_verified
+        return RetrievalScope.from_server_context(context, call_date=settings.call_date or dt.date.today())
+
+    async def _build_retriever(self) -> EvidenceRetriever:
+        from pipecat_harness.retrieval import EvidenceRetriever, load_default_embedder, load_documents
+        from pipecat_harness.retrieval.labeled import DATA_DIR
+
+        settings = self.harness.config.retrieval
+        documents = await asyncio.to_thread(load_documents, settings.documents or DATA_DIR / "policies.yaml")
+        embedder = await asyncio.to_thread(load_default_embedder) if settings.embeddings else None
+        return await EvidenceRetriever.build(documents, url=settings.index_url, embedder=embedder,
+                                             limit=settings.limit)
+
+    def _on_evidence(self, evidence: Evidence | None, reason: str) -> None:
+        cited = [item.source for item in evidence.items] if evidence is not None else []
+        self.record("pre_turn_evidence", {"reason": reason, "sources": cited,
+                                          "status": evidence.status if evidence is not None else None,
+                                          "search_ms": round(evidence.timings.search_ms, 2) if evidence else None})
 
     def assistant_params(self, params: Any) -> Any:
         """Switch on Pipecat's context summarisation with the keep-what-matters prompt when a budget is set."""
@@ -169,7 +256,29 @@ class CallStateControl(HarnessControl):
             gate.policies.add(self.confirmation.rule())
         if self.verified_tools:
             gate.policies.add(identity_rule(lambda: self.keeper.identity_verified, self.verified_tools))
+        if self.harness.config.call_state.tool_results == "operation" or self.confirmation is not None:
+            gate_control.hook = self  # type: ignore[attr-defined]
         self._rules_installed = True
+
+    # -- the tool gate's hook ------------------------------------------------------------------------
+
+    async def before_call(self, name: str) -> None:
+        """Take proposals another worker stored before the gate judges a confirmation-bound call."""
+        if self.confirmation is not None and name in self.confirmation.tools:
+            await self.confirmation.sync()
+
+    async def render(self, result: GateResult) -> Any:
+        """Store proposal changes, then give the model the operation record's rendering."""
+        if self.confirmation is not None and result.name in self.confirmation.tools:
+            await self.confirmation.save()
+        if self.harness.config.call_state.tool_results != "operation":
+            return result.to_tool_result()
+        proposal = None
+        if self.confirmation is not None and result.reason_kind == "clarify":
+            pending = next((p for p in self.confirmation.pending() if p.tool == result.name), None)
+            proposal = pending.proposal_id if pending is not None else None
+        return render_operation_result(result, hidden_fields=self.hidden_result_fields, proposal_id=proposal,
+                                       operation_id=self.keeper.operation_id)
 
     def _on_decision(self, kind: str, decision: ControlDecision) -> None:
         evidence = dict(decision.evidence or {})

@@ -38,12 +38,14 @@ class Link:
         ref: Turn number, tool-call id, or operation id / idempotency key.
         t: Time of the event on the call's timeline (seconds).
         quote: A short excerpt of the record.
+        index: Position of the event in the timeline (the trace page's row ``e<index>``).
     """
 
     kind: Literal["caller_turn", "tool_result", "ledger_event"]
     ref: str
     t: float
     quote: str = ""
+    index: int = -1
 
     def label(self) -> str:
         """``[turn 2 @14.1s]`` style reference."""
@@ -98,8 +100,15 @@ class _Records:
         self.proposal_events: dict[str, TraceEvent] = {}
         self.state: dict[str, Any] = {}
         self.call_id = ""
+        self.index: dict[int, int] = {}
+        decision_rows: dict[Any, int] = {}
         turn = 0
-        for event in timeline.events:
+        for number, event in enumerate(timeline.events):
+            # An outcome is shown on its decision's row of the trace page (outcome rows are folded in).
+            if event.kind == "decision":
+                decision_rows[event.data.get("decision_id")] = number
+            self.index[id(event)] = (decision_rows.get(event.data.get("decision_id"), number)
+                                     if event.kind == "decision_outcome" else number)
             if event.kind == "call_started":
                 self.call_id = str(event.data.get("call_id", ""))
             elif event.lane == "caller" and event.kind == "submitted":
@@ -132,14 +141,15 @@ class _Records:
         event = self.turns.get(int(turn)) if isinstance(turn, int | str) and str(turn).isdigit() else None
         if event is None:
             return None
-        return Link("caller_turn", str(turn), event.t, _short(str(event.data.get("text", ""))))
+        return Link("caller_turn", str(turn), event.t, _short(str(event.data.get("text", ""))),
+                    self.index.get(id(event), -1))
 
     def result_link(self, tool_call_id: Any) -> Link | None:
         event = self.results.get(str(tool_call_id))
         if event is None:
             return None
-        return Link("tool_result", str(tool_call_id), event.t, _short(json.dumps(event.data.get("result"),
-                                                                                 default=str)))
+        return Link("tool_result", str(tool_call_id), event.t,
+                    _short(json.dumps(event.data.get("result"), default=str)), self.index.get(id(event), -1))
 
     def ledger_link(self, key: Any, label: str) -> Link | None:
         event = self.ledger.get(str(key))
@@ -147,13 +157,15 @@ class _Records:
             return None
         outcome = event.data.get("outcome") or {}
         status = outcome.get("status") if isinstance(outcome, dict) else None
-        return Link("ledger_event", label, event.t, f"{event.data.get('action')}" + (f" → {status}" if status else ""))
+        return Link("ledger_event", label, event.t, f"{event.data.get('action')}" + (f" → {status}" if status else ""),
+                    self.index.get(id(event), -1))
 
     def proposal_link(self, proposal_id: str) -> Link | None:
         event = self.proposal_events.get(proposal_id)
         if event is None:
             return None
-        return Link("ledger_event", proposal_id, event.t, str(event.data.get("action", "")))
+        return Link("ledger_event", proposal_id, event.t, str(event.data.get("action", "")),
+                    self.index.get(id(event), -1))
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -258,7 +270,10 @@ def handoff_html(timeline: Timeline) -> str:
         for line in handoff.lines:
             if line.section != section:
                 continue
-            links = " ".join(f"<span class=\"link\" title=\"{escape(link.quote)}\">{escape(link.label())}</span>"
+            # Each link jumps to its event's row in the page's timeline table (``e<index>``).
+            links = " ".join(f"<a class=\"link\" href=\"#e{link.index}\" title=\"{escape(link.quote)}\">"
+                             f"{escape(link.label())}</a>" if link.index >= 0 else
+                             f"<span class=\"link\" title=\"{escape(link.quote)}\">{escape(link.label())}</span>"
                              for link in line.links)
             rows.append(f"<tr><th>{escape(section)}</th><td>{escape(line.text)}</td><td>{links}</td></tr>")
     return f"<section class=\"handoff\"><h2>Handoff summary</h2><table>{''.join(rows)}</table></section>"

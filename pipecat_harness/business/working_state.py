@@ -22,7 +22,9 @@ from typing import Any
 from loguru import logger
 
 from pipecat_harness.business.confirmation import Proposal
+from pipecat_harness.business.tool_results import user_safe_fields
 from pipecat_harness.state.call_state import CallState, CallStateStore, Provenance, VersionConflict
+from pipecat_harness.state.store import await_io
 
 __all__ = ["STATE_MESSAGE_MARK", "WorkingStateKeeper", "render_state"]
 
@@ -123,7 +125,7 @@ class WorkingStateKeeper:
         provenance = Provenance("tool", turn_id, f"{tool} {tool_call_id}")
 
         def change(state: CallState) -> None:
-            state.set_business({**state.business, tool: _user_safe(result)}, provenance)
+            state.set_business({**state.business, tool: user_safe_fields(result)}, provenance)
             if tool in self.identity_tools and _succeeded(result):
                 state.set_fact("identity_verified", True, provenance)
                 customer = _customer_id(result)
@@ -154,6 +156,10 @@ class WorkingStateKeeper:
                            "reason": evidence.get("reason", "")})
 
         self.update(change, f"operation {status}: {evidence.get('tool')}")
+
+    def operation_id(self, key: str) -> str:
+        """The id the state shows for the operation with ledger key ``key`` (the key until it has one)."""
+        return self._operation_ids.get(key, key)
 
     def proposal(self, proposal: Proposal) -> None:
         """A confirmation-bound proposal was created, confirmed or superseded."""
@@ -200,7 +206,7 @@ class WorkingStateKeeper:
                 def change(state: CallState, snap: dict[str, Any] = snapshot) -> None:
                     _replace(state, snap)
 
-                await self.store.update(self.state.call_id, change, expected_version=self._saved_version)
+                await await_io(self.store.update(self.state.call_id, change, expected_version=self._saved_version))
                 self._saved_version = snapshot["version"]
             except VersionConflict as exc:
                 self.refused.append(str(exc))
@@ -249,18 +255,6 @@ def _customer_id(result: Any) -> str:
                 return str(result[key])
         return ""
     return str(result) if isinstance(result, str | int) else ""
-
-
-_PRIVATE = ("password", "secret", "token", "card_number", "cvv", "ssn")
-
-
-def _user_safe(result: Any) -> Any:
-    """The result without fields no caller-facing summary should carry."""
-    if isinstance(result, Mapping):
-        return {k: _user_safe(v) for k, v in result.items() if not any(p in str(k).lower() for p in _PRIVATE)}
-    if isinstance(result, list):
-        return [_user_safe(v) for v in result[:20]]
-    return result
 
 
 def render_state(state: CallState, *, max_chars: int = 1200) -> str:

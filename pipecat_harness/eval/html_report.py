@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from pipecat_harness.eval.interaction import interaction_rows
 from pipecat_harness.eval.metrics import CallMetrics
 from pipecat_harness.eval.rules import RuleVerdict
 from pipecat_harness.eval.runner import ControlResult, EvalRun
@@ -43,11 +44,17 @@ def _summary_html(result: ControlResult, scenarios: int) -> str:
         f"<tr class=\"{role}\"><td>{_esc(group)}</td><td>{_esc(label)}</td><td>{_esc(role)}</td>"
         f"<td>{_esc(on)}</td><td>{_esc(off)}</td></tr>"
         for group, label, role, on, off in row_cells(result))
+    interaction = "".join(
+        f"<tr><td>{_esc(label)}</td><td>{_esc(on)}</td><td>{_esc(off)}</td></tr>"
+        for label, on, off in interaction_rows([c for c in result.calls if c.arm == "on"],
+                                               [c for c in result.calls if c.arm == "off"]))
     stopped = " <span class=\"fail\">run stopped early</span>" if result.stopped_early else ""
     return (f"<p class=\"meta\">{scenarios} scenarios × {comparison.runs_done} run(s) = "
             f"{comparison.on.calls} calls per arm{stopped}</p>"
             "<table><thead><tr><th>group</th><th>figure</th><th>role</th><th>on</th><th>off</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
+            "<h3>interaction costs</h3><table><thead><tr><th>figure</th><th>on</th><th>off</th></tr></thead>"
+            f"<tbody>{interaction}</tbody></table>"
             + _verdict_html("keep (minimum benefit)", result.keep)
             + _verdict_html("stop (regression)", result.stop, good_when_met=False))
 

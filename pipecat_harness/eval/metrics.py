@@ -12,6 +12,7 @@
   text retained** (the target error); turns and words of **played text
   removed**; and **repeated speech**, model replies identical (after
   normalising case and spacing) to an earlier reply in the same call;
+* **interaction costs**: see :mod:`pipecat_harness.eval.interaction`;
 * the decisions each control took (counts by ``control/action``), so a control
   that fired can be told from a control that changed the outcome.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS
 from pipecat_harness.eval.identifier_splits import InputWaiting, measure_input_waiting
+from pipecat_harness.eval.interaction import InteractionCosts, measure_interaction
 from pipecat_harness.eval.tool_checks import ToolChecks, measure_tool_checks
 from pipecat_harness.sim.runner import CallResult
 from pipecat_harness.sim.scenario import Scenario
@@ -88,6 +90,7 @@ class CallMetrics:
         input: Input-waiting figures.
         tools: Tool-check figures.
         history: History-fidelity figures.
+        interaction: Interaction costs from the call's timeline (latency, yielding, talking over, requests).
         decisions: Decision counts by ``control/action``.
         virtual_secs: Simulated call length.
         wall_secs: Wall-clock time of the simulation.
@@ -106,6 +109,7 @@ class CallMetrics:
     input: InputWaiting
     tools: ToolChecks
     history: HistoryFidelity
+    interaction: InteractionCosts = field(default_factory=InteractionCosts)
     decisions: dict[str, int] = field(default_factory=dict)
     virtual_secs: float = 0.0
     wall_secs: float = 0.0
@@ -123,6 +127,7 @@ class CallMetrics:
         data["input"] = InputWaiting(**data["input"])
         data["tools"] = ToolChecks(**data["tools"])
         data["history"] = HistoryFidelity(**data["history"])
+        data["interaction"] = InteractionCosts(**data.get("interaction", {}))
         return cls(**data)
 
     def decisions_of(self, control: str) -> int:
@@ -152,6 +157,7 @@ def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, 
         input=measure_input_waiting(scenario, timeline, result.decisions),
         tools=measure_tool_checks(timeline, result.decisions, write_tools=result.write_tools or RETAIL_WRITE_TOOLS),
         history=measure_history(result),
+        interaction=measure_interaction(timeline),
         decisions=dict(Counter(f"{d.control}/{d.action}" for d in result.decisions)),
         virtual_secs=round(result.virtual_secs, 3),
         wall_secs=round(result.wall_secs, 3),

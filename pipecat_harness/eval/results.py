@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipecat_harness.eval.interaction import interaction_summary
 from pipecat_harness.eval.runner import EvalRun
 
 __all__ = ["RESULTS_FORMAT", "compare_results", "load_results", "results_to_dict", "write_results"]
@@ -35,6 +36,8 @@ def results_to_dict(evaluation: EvalRun) -> dict[str, Any]:
                 "keep": result.keep.to_dict(),
                 "stop": result.stop.to_dict(),
                 "stopped_early": result.stopped_early,
+                "interaction": {arm: interaction_summary([c for c in result.calls if c.arm == arm])
+                                for arm in ("on", "off")},
                 "calls": [c.to_dict() for c in result.calls],
             }
             for result in evaluation.results

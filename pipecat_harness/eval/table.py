@@ -13,11 +13,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from pipecat_harness.eval.interaction import interaction_rows
 from pipecat_harness.eval.rules import RuleVerdict
 from pipecat_harness.eval.runner import ControlResult, EvalRun
 from pipecat_harness.eval.summary import ArmSummary, Figure
 
-__all__ = ["ROWS", "format_figure", "print_comparison", "print_report", "row_cells"]
+__all__ = ["ROWS", "format_figure", "print_comparison", "print_interaction", "print_report", "row_cells"]
 
 #: (group, label, figure name, kind): ``rate`` shows count/of, ``total`` shows a sum and per-call mean.
 ROWS: tuple[tuple[str, str, str, str], ...] = (
@@ -93,6 +94,7 @@ def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
             style: Any = "bold" if role == "target" else ""
             table.add_row(group, label, role, on, off, style=style)
         console.print(table)
+        print_interaction(result, console)
         errors = sorted({f"{c.scenario}: {c.error}" for c in result.calls if c.error})
         for line in errors[:5]:
             console.print(f"simulation error: {line}", highlight=False, markup=False)
@@ -104,6 +106,19 @@ def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
         for line in _verdict_lines(stop_title, result.stop):
             console.print(line, highlight=False, markup=False)
         console.print()
+
+
+def print_interaction(result: ControlResult, console: Console | None = None) -> None:
+    """Print one control's interaction-cost table (both arms, from every call's timeline)."""
+    console = console or Console()
+    on = [c for c in result.calls if c.arm == "on"]
+    off = [c for c in result.calls if c.arm == "off"]
+    table = Table(title=f"{result.control}: interaction costs, on vs off", title_justify="left")
+    for column in ("figure", "on", "off"):
+        table.add_column(column, overflow="fold")
+    for label, on_cell, off_cell in interaction_rows(on, off):
+        table.add_row(label, on_cell, off_cell)
+    console.print(table)
 
 
 def print_comparison(rows: list[dict[str, Any]], console: Console | None = None) -> None:

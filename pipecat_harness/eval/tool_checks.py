@@ -8,7 +8,12 @@ it refused, by ``tool_call_id``):
   ``blocked``, or a refusal with an unknown-outcome reason); a write that
   timed out under the gate was still forwarded, so it executed;
 * it **succeeded** unless its result is an error (a raised handler, a
-  ``failed`` status or an ``error`` field);
+  ``failed`` status or an ``error`` field). A write whose outcome the model
+  was told is unknown counts as possibly executed, until the gate settles it:
+  the status the ledger settled it at (a late reply or a reconciliation,
+  recorded as the gate's ``reconciled`` decision under the operation's key)
+  replaces what the model heard, so a timed-out write reconciled as not
+  applied neither executed nor makes its retry a duplicate;
 * a request is a **duplicate** when an earlier request of the same tool with
   the same arguments (canonical JSON, order ids normalised) executed and
   succeeded. A retry after a failure is not a duplicate.
@@ -101,10 +106,29 @@ def _refusal(decision: ControlDecision) -> bool:
     return decision.action == "outcome_unknown" and decision.evidence.get("reason_kind") == "outcome_unknown"
 
 
+def _settled_statuses(decisions: list[ControlDecision]) -> dict[str, str]:
+    """The status each forwarded write was settled at, by ``tool_call_id`` (only writes the gate settled later)."""
+    keys: dict[str, str] = {}
+    settled: dict[str, str] = {}
+    for decision in decisions:
+        if decision.control != "tool_gate":
+            continue
+        key = decision.evidence.get("idempotency_key")
+        if not key:
+            continue
+        if decision.action == "reconciled":
+            settled[str(key)] = str(decision.evidence.get("status"))
+        elif decision.evidence.get("tool_call_id") and decision.action in ("forwarded", "outcome_unknown"):
+            keys[str(decision.evidence["tool_call_id"])] = str(key)
+    return {call_id: settled[key] for call_id, key in keys.items() if key in settled}
+
+
 def measure_tool_checks(timeline: Timeline, decisions: Iterable[ControlDecision],
                         write_tools: frozenset[str] = RETAIL_WRITE_TOOLS) -> ToolChecks:
     """Measure tool checks for one call from its trace and its decisions."""
+    decisions = list(decisions)
     refused = {str(d.evidence.get("tool_call_id")): d for d in decisions if _refusal(d)}
+    settled = _settled_statuses(decisions)
     results = {str(e.data.get("tool_call_id")): e.data for e in timeline.of("tool_result", lane="tool")}
     figures = ToolChecks()
     succeeded: set[str] = set()
@@ -119,9 +143,12 @@ def measure_tool_checks(timeline: Timeline, decisions: Iterable[ControlDecision]
         duplicate = key in succeeded
         refusal = refused.get(call_id)
         if refusal is None:
+            status = settled.get(call_id)
+            if status == "failed":  # the ledger settled it as not applied: it did not execute
+                continue
             if duplicate:
                 figures.duplicate_writes_executed += 1
-            elif not _failed(results.get(call_id)):
+            elif status == "succeeded" or not _failed(results.get(call_id)):
                 succeeded.add(key)
         elif duplicate:
             figures.duplicates_prevented += 1

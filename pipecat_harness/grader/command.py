@@ -34,6 +34,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     console.add_argument("--table", default="grader_audit", help="audit table name")
     console.add_argument("--recordings", default=None, help="directory of call recordings (<call id>.wav, .mp3...)")
+    console.add_argument("--traces", default=None,
+                         help="directory of call traces (<call id>.jsonl); call pages show the handoff summary")
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=port_number, default=8765)
     console.add_argument(
@@ -117,8 +119,12 @@ def _console(args: argparse.Namespace) -> int:
     if args.recordings and not os.path.isdir(args.recordings):
         print(f"console: --recordings {args.recordings!r} is not a directory", file=sys.stderr)
         return 2
+    if args.traces and not os.path.isdir(args.traces):
+        print(f"console: --traces {args.traces!r} is not a directory", file=sys.stderr)
+        return 2
     try:
-        app = create_console_app(store, args.token, tenant_tokens=tenant_tokens, recordings=args.recordings)
+        app = create_console_app(store, args.token, tenant_tokens=tenant_tokens, recordings=args.recordings,
+                                 traces=args.traces)
     except ValueError as exc:
         print(f"console: {exc}", file=sys.stderr)
         return 2

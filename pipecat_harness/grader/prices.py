@@ -256,15 +256,9 @@ def _check_amount(
     if item is not None:
         listed = Amount(item.amount, item.currency.upper(), item.price_max)
         ref = item.id
+        mismatch = f"quoted {amount.spoken()} but {item.service} is listed at {listed.spoken()}"
         if amount.currency != listed.currency:
-            return Verdict(
-                "unsupported",
-                claim,
-                "price",
-                ref,
-                f"quoted {amount.spoken()} but {item.service} is listed at {listed.spoken()}",
-                0.9,
-            )
+            return Verdict("unsupported", claim, "price", ref, mismatch, 0.9)
         if _same(amount.alternative, listed.value) and amount.high is None and listed.high is None:
             amount = Amount(listed.value, amount.currency)
         if _same(amount.value, listed.value) and _same(amount.high, listed.high):
@@ -273,14 +267,7 @@ def _check_amount(
             return Verdict(
                 "supported", claim, "price", ref, f"{amount.spoken()} is within the listed range {listed.spoken()}", 0.8
             )
-        return Verdict(
-            "unsupported",
-            claim,
-            "price",
-            ref,
-            f"quoted {amount.spoken()} but {item.service} is listed at {listed.spoken()}",
-            0.95,
-        )
+        return Verdict("unsupported", claim, "price", ref, mismatch, 0.95)
     for candidate in constraints.price_list:
         said = (amount.value, amount.alternative)
         if (

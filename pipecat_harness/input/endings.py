@@ -127,7 +127,9 @@ def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> Hold
         return HoldDecision(True, f"ends in the connector {last.word!r}", "trailing_connector", ident)
 
     if config.use_context:
-        decided = _format_decision(ident, window, config)
+        # A recogniser that wrote the run as one formatted token ("684-967-898", "XZ4Y6") heard it whole.
+        formatted = last.kind == "written" and len(run) == 1 and not (trailing_filler or last.pause_after)
+        decided = _format_decision(ident, window, config, formatted=formatted)
         if decided is not None:
             return decided
     # A number followed by "uh" or a comma is a list still being read, not a quantity.
@@ -285,21 +287,44 @@ def _written(run: list[Piece]) -> str:
     return "".join(out)
 
 
-def _format_decision(ident: str, window: set[str], config: IdentifierHoldConfig) -> HoldDecision | None:
+def _format_decision(
+    ident: str, window: set[str], config: IdentifierHoldConfig, *, formatted: bool = False
+) -> HoldDecision | None:
     expected = [f for f in config.formats if f.cues & window]
     for fmt in expected:
         if fmt.is_complete(ident):
             return HoldDecision(False, f"complete {fmt.name} (announced)", f"complete:{fmt.name}", ident)
     for fmt in expected:
         if fmt.is_prefix(ident):
-            return HoldDecision(True, f"prefix of an announced {fmt.name}", f"prefix:{fmt.name}", ident)
+            return _prefix_decision(fmt, ident, f"prefix of an announced {fmt.name}", formatted=formatted)
     for fmt in config.formats:
         if fmt.is_complete(ident):
             return HoldDecision(False, f"complete {fmt.name}", f"complete:{fmt.name}", ident)
     for fmt in _distinctive(config.formats):
         if fmt.is_prefix(ident):
-            return HoldDecision(True, f"prefix of a {fmt.name}", f"prefix:{fmt.name}", ident)
+            return _prefix_decision(fmt, ident, f"prefix of a {fmt.name}", formatted=formatted)
     return None
+
+
+#: One more character of each kind: a prefix that any of them completes is one character short.
+_ONE_MORE = ("0", "A")
+
+
+def _prefix_decision(fmt: IdentifierFormat, ident: str, reason: str, *, formatted: bool) -> HoldDecision:
+    """Hold a prefix, unless the recogniser wrote it as one token one character short of complete.
+
+    A recogniser writes what it heard in one breath as one formatted token
+    (``684-967-898``, ``XZ4Y6``), and it drops one of a repeated digit or letter
+    ("six seven seven eight" -> ``678``, "X Z Z four" -> ``XZ4``). Callers pause
+    between the groups of an identifier, not before its last character, so such
+    a token one character short of complete is all the caller said: holding it
+    only delays the turn (the model still reads back what it received). Digits
+    or letters said one by one, a trailing comma or "um" keep the hold.
+    """
+    if formatted and fmt.fixed_length and any(fmt.is_complete(ident + extra) for extra in _ONE_MORE):
+        return HoldDecision(False, f"one character short of a complete {fmt.name}, written as one token: "
+                            "the recogniser dropped a repeat", f"one_short:{fmt.name}", ident)
+    return HoldDecision(True, reason, f"prefix:{fmt.name}", ident)
 
 
 def _distinctive(formats: tuple[IdentifierFormat, ...]) -> list[IdentifierFormat]:

@@ -51,6 +51,10 @@ class IdentifierFormat:
             even if a generic exemption would release it.
         needs_cue_for_prefix: Hold on a prefix only when a cue announced it
             (for prefixes that look like ordinary numbers).
+        fixed_length: Complete identifiers end in a fixed number of characters
+            (an order id's seven digits, a user id's four), so one character
+            short of complete is a recogniser's drop rather than a pause; not
+            so for an email.
     """
 
     name: str
@@ -58,6 +62,7 @@ class IdentifierFormat:
     prefix: re.Pattern[str]
     cues: frozenset[str] = frozenset()
     needs_cue_for_prefix: bool = False
+    fixed_length: bool = True
 
     def is_complete(self, ident: str) -> bool:
         """Whether ``ident`` (upper-case written form) is a complete identifier of this format."""
@@ -69,7 +74,13 @@ class IdentifierFormat:
 
 
 def _fmt(
-    name: str, complete: str, prefix: str, cues: str = "", *, needs_cue_for_prefix: bool = False
+    name: str,
+    complete: str,
+    prefix: str,
+    cues: str = "",
+    *,
+    needs_cue_for_prefix: bool = False,
+    fixed_length: bool = True,
 ) -> IdentifierFormat:
     return IdentifierFormat(
         name=name,
@@ -77,6 +88,7 @@ def _fmt(
         prefix=re.compile(prefix, re.ASCII),
         cues=frozenset(cues.split()),
         needs_cue_for_prefix=needs_cue_for_prefix,
+        fixed_length=fixed_length,
     )
 
 
@@ -96,6 +108,7 @@ EMAIL_FORMAT = _fmt(
     rf"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9\-]+(?:\.[A-Z0-9\-]+)*\.(?:{_TLD_ALTERNATION})",
     r"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9.\-]*",
     "email e-mail mail address",
+    fixed_length=False,
 )
 #: τ-bench user ids: ``first_last_1234``.
 USER_ID_FORMAT = _fmt(

@@ -27,8 +27,10 @@ Only held *silence* counts toward ``max_hold_secs``. A turn released while its
 identifier was still open is remembered: the next turn, its continuation, is
 not held again. The wrapped strategy's wait plus the hold must fit inside the
 controller's ``user_turn_stop_timeout`` (see :mod:`~pipecat_harness.input.hold_budget`);
-at run time the hold also ends before the watchdog would. A wrapped strategy
-that raises is logged and recorded, and a fallback timer ends the turn.
+at run time the hold also ends before the watchdog would (the clock readings
+are :class:`~pipecat_harness.input.hold_timing.HoldTiming`'s). Running the
+wrapped strategy, and surviving it when it raises, is
+:class:`~pipecat_harness.input.wrapped_strategy.WrappedStopStrategy`'s.
 """
 
 from __future__ import annotations
@@ -50,14 +52,15 @@ from pipecat.frames.frames import (
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessorSetup
-from pipecat.turns.types import ProcessFrameResult, UserTurnSpeculation
+from pipecat.turns.types import ProcessFrameResult
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy, UserTurnStoppedParams
 
 from pipecat_harness.input.endings import HoldDecision, continues_identifier, hold_decision
-from pipecat_harness.input.hold_budget import WATCHDOG_MARGIN_SECS, check_hold_budget
+from pipecat_harness.input.hold_budget import check_hold_budget
 from pipecat_harness.input.hold_evidence import HoldEvidence
+from pipecat_harness.input.hold_timing import HoldTiming
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
+from pipecat_harness.input.wrapped_strategy import WrappedStopStrategy
 
 __all__ = ["DecisionSink", "IdentifierHoldStopStrategy"]
 
@@ -67,11 +70,9 @@ DecisionSink = Callable[[str, dict[str, Any]], Any]
 #: The caller is speaking again: local VAD, or an STT's own turn detection (Flux).
 _SPEECH_STARTED = (VADUserStartedSpeakingFrame, UserStartedSpeakingFrame, ProposedUserStartedSpeakingFrame)
 _SPEECH_STOPPED = (VADUserStoppedSpeakingFrame, UserStoppedSpeakingFrame, ProposedUserStoppedSpeakingFrame)
-#: How long an interim keeps the timer from firing when the STT announced no P99.
-_INTERIM_GRACE_SECS = 0.5
 
 
-class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
+class IdentifierHoldStopStrategy(WrappedStopStrategy):
     """Delay the wrapped stop strategy's turn end while the text ends in an open identifier.
 
     Args:
@@ -100,32 +101,18 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         user_turn_stop_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        if not isinstance(inner, BaseUserTurnStopStrategy):
-            raise TypeError(f"inner must be a BaseUserTurnStopStrategy, got {type(inner).__name__}")
-        self._inner = inner
         self._config = config or IdentifierHoldConfig()
+        self._evidence = HoldEvidence(self._config, type(inner).__name__, on_decision)
+        super().__init__(inner, on_failure=self._evidence.record, fallback_stop_secs=fallback_stop_secs, **kwargs)
         if user_turn_stop_timeout is not None:
             check_hold_budget(inner, self._config.extra_wait_secs, user_turn_stop_timeout)
-        self._evidence = HoldEvidence(self._config, type(inner).__name__, on_decision)
-        self._fallback_stop_secs = fallback_stop_secs
-        self._stop_timeout = user_turn_stop_timeout
-        self._stt_p99: float | None = None
+        self._timing = HoldTiming(self._config, user_turn_stop_timeout)
         self._speaking = False
-        self._last_activity: float | None = None
-        self._last_speech_stop: float | None = None
         self._submitted_open = False
         self._after_open_submission = False
-        self._inner_failed = False
-        self._fallback_timer: asyncio.Task[None] | None = None
         self._timer: asyncio.Task[None] | None = None
         self._deadline = 0.0
         self._clear_turn_state()
-        inner.add_event_handler("on_push_frame", self._inner_push_frame)
-        inner.add_event_handler("on_broadcast_frame", self._inner_broadcast_frame)
-        inner.add_event_handler("on_user_turn_inference_triggered", self._inner_inference_triggered)
-        inner.add_event_handler("on_user_turn_speculation_cancelled", self._inner_speculation_cancelled)
-        inner.add_event_handler("on_user_turn_stopped", self._inner_turn_stopped)
 
     def _clear_turn_state(self) -> None:
         self._segments: list[str] = []
@@ -133,8 +120,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         self._pending_stop: UserTurnStoppedParams | None = None
         self._holding = False
         self._resumed = False
-        self._held_secs = 0.0
-        self._silence_since: float | None = None
+        self._timing.reset_turn()
         self._holds = 0
         self._last_signal_at: float | None = None
         self._continuation_passed = False
@@ -148,12 +134,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         """
         if refuse:
             check_hold_budget(self._inner, self._config.extra_wait_secs, user_turn_stop_timeout)
-        self._stop_timeout = user_turn_stop_timeout
-
-    @property
-    def inner(self) -> BaseUserTurnStopStrategy:
-        """The wrapped strategy."""
-        return self._inner
+        self._timing.stop_timeout = user_turn_stop_timeout
 
     @property
     def config(self) -> IdentifierHoldConfig:
@@ -170,37 +151,11 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         """Final transcripts of the current turn, joined."""
         return " ".join(s.strip() for s in self._segments if s.strip())
 
-    @property
-    def resolves_proposed_turn_stop_frames(self) -> bool:
-        """Whatever the wrapped strategy does with proposed turn stops."""
-        return self._inner.resolves_proposed_turn_stop_frames
-
-    @property
-    def wait_for_transcript(self) -> bool:
-        """The wrapped strategy's flag (Pipecat's realtime mode flips it through the wrapper)."""
-        return bool(getattr(self._inner, "wait_for_transcript", False))
-
-    @wait_for_transcript.setter
-    def wait_for_transcript(self, value: bool) -> None:
-        if hasattr(type(self._inner), "wait_for_transcript"):
-            self._inner.wait_for_transcript = value  # type: ignore[attr-defined]
-
-    async def setup(self, setup: FrameProcessorSetup) -> None:  # type: ignore[override]  # as Pipecat's base
-        """Set up this strategy and the wrapped one."""
-        await super().setup(setup)
-        await self._inner.setup(setup)
-
-    async def cleanup(self) -> None:
-        """Cancel timers and clean up the wrapped strategy."""
-        await super().cleanup()
-        await self._cancel_timers()
-        await self._inner.cleanup()
-
     async def handle_user_turn_started(self) -> None:
         """Start a fresh turn; remember whether the last one was submitted mid-identifier."""
         self._after_open_submission, self._submitted_open = self._submitted_open, False
         await self._reset_turn()
-        await self._call_inner("handle_user_turn_started")
+        await self.call_inner("handle_user_turn_started")
 
     async def handle_user_turn_stopped(self) -> None:
         """The turn ended; if it ended while held, something else ended it (e.g. the watchdog)."""
@@ -209,14 +164,14 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             self._submitted_open = decision.hold
             self._record_decision("released", decision, reason="turn_stopped_elsewhere")
         await self._reset_turn()
-        await self._call_inner("handle_user_turn_stopped")
+        await self.call_inner("handle_user_turn_stopped")
 
     async def process_frame(self, frame: Frame) -> ProcessFrameResult | None:
         """Track the turn text, speech and STT latency, then let the wrapped strategy decide."""
         if isinstance(frame, STTMetadataFrame):
-            self._stt_p99 = frame.ttfs_p99_latency
+            self._timing.stt_p99 = frame.ttfs_p99_latency
         if isinstance(frame, (*_SPEECH_STARTED, *_SPEECH_STOPPED, TranscriptionFrame, InterimTranscriptionFrame)):
-            self._last_activity = self._now()
+            self._timing.last_activity = self._now()
         if isinstance(frame, _SPEECH_STARTED):
             await self._on_speech_started(frame)
         elif isinstance(frame, _SPEECH_STOPPED):
@@ -226,47 +181,32 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             await self._on_final()
         elif isinstance(frame, InterimTranscriptionFrame):
             self._on_interim()
+        return await self.process_inner(frame, speaking=self._speaking)
 
-        if self._inner_failed and (
-            isinstance(frame, VADUserStoppedSpeakingFrame)
-            or (isinstance(frame, TranscriptionFrame) and not self._speaking)
-        ):
-            self._arm_fallback()
-        try:
-            return await self._inner.process_frame(frame)
-        except Exception as exc:  # a broken strategy must not lose the turn
-            self._fail(exc, f"process_frame({type(frame).__name__})")
-            if isinstance(frame, VADUserStoppedSpeakingFrame) or (
-                isinstance(frame, TranscriptionFrame) and not self._speaking
-            ):
-                self._arm_fallback()
-            return ProcessFrameResult.CONTINUE
+    # --- turn ends of the wrapped strategy ------------------------------------------------------------
 
-    # --- events of the wrapped strategy ---------------------------------------------------------------
-
-    async def _inner_push_frame(
-        self, _: BaseUserTurnStopStrategy, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM
-    ) -> None:
-        await self.push_frame(frame, direction)
-
-    async def _inner_broadcast_frame(self, _: BaseUserTurnStopStrategy, frame_cls: type[Frame], **kwargs: Any) -> None:
-        await self.broadcast_frame(frame_cls, **kwargs)
-
-    async def _inner_speculation_cancelled(self, _: BaseUserTurnStopStrategy) -> None:
-        await self.trigger_user_turn_speculation_cancelled()
-
-    async def _inner_inference_triggered(
-        self, _: BaseUserTurnStopStrategy, speculation: UserTurnSpeculation | None = None
-    ) -> None:
-        if speculation is not None:
-            # Speculative inference answers nothing until the turn is confirmed.
-            await self.trigger_user_turn_inference_triggered(speculation=speculation)
-            return
+    async def on_inner_inference_triggered(self) -> None:
+        """Stash the inference request and decide whether to hold it."""
         self._pending_inference = True
         await self._on_turn_end_signal()
 
-    async def _inner_turn_stopped(self, _: BaseUserTurnStopStrategy, params: UserTurnStoppedParams) -> None:
+    async def on_inner_turn_stopped(self, params: UserTurnStoppedParams) -> None:
+        """Stash the turn end and decide whether to hold it."""
         self._pending_stop = params
+        await self._on_turn_end_signal()
+
+    def fallback_allowed(self) -> bool:
+        """The fallback stands in for the wrapped strategy's turn end, not for a running hold."""
+        return not self._holding
+
+    def fallback_wanted(self) -> bool:
+        """A fallback ends a quiet turn that has words in it."""
+        return not self._speaking and bool(self.turn_text.strip())
+
+    async def on_fallback_turn_end(self) -> None:
+        """Treat the fallback as the wrapped strategy's turn end: the hold still applies."""
+        self._pending_inference = True
+        self._pending_stop = UserTurnStoppedParams(enable_user_speaking_frames=True)
         await self._on_turn_end_signal()
 
     # --- hold logic -----------------------------------------------------------------------------------
@@ -274,9 +214,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
     async def _on_turn_end_signal(self) -> None:
         """The wrapped strategy decided the turn ended: pass it on, hold it, or re-check a hold."""
         self._last_signal_at = self._now()
-        if self._fallback_timer is not None:
-            await self._cancel(self._fallback_timer)
-            self._fallback_timer = None
+        await self.cancel_fallback()
         decision = self._evaluate()
         if not decision.hold:
             await self._release("merged" if self._holding else None, decision, reason="complete")
@@ -292,23 +230,26 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         await self._start_hold_round(decision)
 
     async def _start_hold_round(self, decision: HoldDecision) -> None:
-        wait = self._remaining_wait()
+        now = self._now()
+        wait = self._timing.round_wait(now)
         if wait <= 0:
             await self._release("released", decision, reason="max_hold")
             return
         if not self._holding:
             self._holding = True
-            self._silence_since = None if self._speaking else self._now()
+            if not self._speaking:
+                self._timing.silence_started(now)
         self._resumed = False
         self._holds += 1
         self._record_decision("held", decision, wait_ms=round(wait * 1000))
-        self._arm_timer(self._now() + wait)
+        self._deadline = now + wait
+        self._timer = self.create_task(self._hold_timer(), "identifier_hold_timer")
 
     async def _on_speech_started(self, frame: Frame) -> None:
         self._speaking = True
         if not self._holding:
             return
-        self._close_silence()
+        self._timing.silence_ended(self._now())
         if self._timer is not None:
             await self._cancel(self._timer)
             self._timer = None
@@ -318,9 +259,10 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
 
     def _on_speech_stopped(self) -> None:
         self._speaking = False
-        self._last_speech_stop = self._now()
-        if self._holding and self._silence_since is None:
-            self._silence_since = self._now()
+        now = self._now()
+        self._timing.last_speech_stop = now
+        if self._holding:
+            self._timing.silence_started(now)
 
     async def _on_final(self) -> None:
         """A final in silence during a hold round: release at once if it completes the identifier."""
@@ -334,32 +276,13 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         """An interim in silence: the STT is still working; give it its P99, within the cap."""
         if self._timer is None or self._speaking:
             return
-        grace = self._stt_p99 if self._stt_p99 else _INTERIM_GRACE_SECS
-        self._deadline = max(self._deadline, self._now() + min(grace, self._cap_left()))
-
-    def _cap_left(self) -> float:
-        held = self._held_secs + (self._now() - self._silence_since if self._silence_since is not None else 0.0)
-        return max(0.0, self._config.max_hold_secs - held)
-
-    def _remaining_wait(self) -> float:
-        wait = min(self._config.extra_wait_secs, self._cap_left())
-        if self._stop_timeout is not None and self._last_activity is not None:
-            watchdog_at = self._last_activity + self._stop_timeout - WATCHDOG_MARGIN_SECS
-            wait = min(wait, watchdog_at - self._now())
-        return max(0.0, wait)
-
-    def _arm_timer(self, deadline: float) -> None:
-        self._deadline = deadline
-        self._timer = self.create_task(self._hold_timer(), "identifier_hold_timer")
+        self._deadline = self._timing.after_interim(self._now(), self._deadline)
 
     async def _hold_timer(self) -> None:
         try:
             while True:
                 now = self._now()
-                floor = (self._last_speech_stop or 0.0) + (self._stt_p99 or 0.0)
-                due = max(self._deadline, floor)
-                if self._stop_timeout is not None and self._last_activity is not None:
-                    due = min(due, self._last_activity + self._stop_timeout - WATCHDOG_MARGIN_SECS)
+                due = self._timing.release_due(self._deadline)
                 if now >= due - 1e-9:
                     break
                 await asyncio.sleep(due - now)
@@ -367,7 +290,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             return
         self._timer = None
         if self._holding and not self._speaking:
-            reason = "max_hold" if self._cap_left() <= 1e-9 else "wait_expired"
+            reason = "max_hold" if self._timing.cap_left(self._now()) <= 1e-9 else "wait_expired"
             await self._release("released", self._evaluate(), reason=reason)
 
     async def _release(self, action: str | None, decision: HoldDecision, *, reason: str) -> None:
@@ -375,7 +298,7 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         if self._timer is not None and self._timer is not asyncio.current_task():
             await self._cancel(self._timer)
         self._timer = None
-        self._close_silence()
+        self._timing.silence_ended(self._now())
         if action is not None:
             self._record_decision(action, decision, reason=reason)
         self._submitted_open = decision.hold and action == "released" and reason != "continuation_of_submitted"
@@ -393,11 +316,6 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             # Released with nothing stashed (the wrapped strategy never fired): end the turn ourselves.
             await self.trigger_user_turn_stopped()
 
-    def _close_silence(self) -> None:
-        if self._silence_since is not None:
-            self._held_secs += self._now() - self._silence_since
-            self._silence_since = None
-
     def _evaluate(self) -> HoldDecision:
         text = self.turn_text
         if not text.strip():
@@ -408,37 +326,6 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
             logger.exception(f"{self}: ending rules failed: {exc}")
             return HoldDecision(False, f"ending rules failed: {exc}", "error")
 
-    # --- failure handling -----------------------------------------------------------------------------
-
-    def _fail(self, exc: Exception, where: str) -> None:
-        logger.exception(f"{self}: wrapped {type(self._inner).__name__}.{where} raised: {exc}")
-        if not self._inner_failed:
-            self._evidence.record("error", {"strategy": type(self._inner).__name__, "where": where,
-                                            "error": repr(exc)})
-        self._inner_failed = True
-
-    def _arm_fallback(self) -> None:
-        if self._fallback_timer is None and not self._holding:
-            self._fallback_timer = self.create_task(self._fallback(), "identifier_hold_fallback")
-
-    async def _fallback(self) -> None:
-        try:
-            await asyncio.sleep(self._fallback_stop_secs)
-        except asyncio.CancelledError:
-            return
-        self._fallback_timer = None
-        if self._speaking or not self.turn_text.strip():
-            return
-        self._pending_inference = True
-        self._pending_stop = UserTurnStoppedParams(enable_user_speaking_frames=True)
-        await self._on_turn_end_signal()
-
-    async def _call_inner(self, method: str) -> None:
-        try:
-            await getattr(self._inner, method)()
-        except Exception as exc:
-            self._fail(exc, method)
-
     # --- helpers --------------------------------------------------------------------------------------
 
     async def _reset_turn(self) -> None:
@@ -446,27 +333,17 @@ class IdentifierHoldStopStrategy(BaseUserTurnStopStrategy):
         self._clear_turn_state()
 
     async def _cancel_timers(self) -> None:
-        for task in (self._timer, self._fallback_timer):
-            if task is not None and task is not asyncio.current_task():
-                await self._cancel(task)
+        if self._timer is not None:
+            await self._cancel(self._timer)
         self._timer = None
-        self._fallback_timer = None
-
-    async def _cancel(self, task: asyncio.Task[None]) -> None:
-        if task is asyncio.current_task() or task.done():
-            return
-        await self.cancel_task(task)
-
-    def _now(self) -> float:
-        return asyncio.get_running_loop().time()
+        await super()._cancel_timers()
 
     def _record_decision(self, action: str, decision: HoldDecision, **extra: Any) -> None:
         now = self._now()
-        held = self._held_secs + (now - self._silence_since if self._silence_since is not None else 0.0)
         # Added wait: how long the turn end came after the wrapped strategy's latest decision.
         # A merge releases on that decision itself (0); an expiry releases a wait after it.
         added = 0.0
         if action in ("merged", "released") and self._last_signal_at is not None:
             added = now - self._last_signal_at
-        self._evidence.decision(action, decision, self.turn_text, holds=self._holds, held_secs=held,
-                                added_secs=added, **extra)
+        self._evidence.decision(action, decision, self.turn_text, holds=self._holds,
+                                held_secs=self._timing.held_secs(now), added_secs=added, **extra)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -107,12 +108,20 @@ class VectorIndex:
 
     Args:
         embedder: The model (documents and queries must use the same one).
+        query_cache_size: Question vectors kept (least recently used go first). The
+            question's CPU embedding is most of the search stage; a call asks the same
+            words again (pre-turn evidence, then the read tool with the caller's words),
+            and a vector depends on nothing but the text, so it is safe to share.
     """
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, *, query_cache_size: int = 512) -> None:
         self.embedder = embedder
         self._documents: list[PolicyDocument] = []
         self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self.query_cache_size = query_cache_size
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._queries_lock = threading.Lock()
+        self.query_hits = 0
 
     def add(self, documents: Sequence[PolicyDocument]) -> None:
         """Embed and index ``documents`` (replacing any with the same ``doc_id``)."""
@@ -124,8 +133,26 @@ class VectorIndex:
         self._matrix = np.vstack([old, vectors]) if len(old) else vectors
 
     def embed_query(self, query: str) -> np.ndarray:
-        """The query's vector."""
-        return self.embedder.embed([query])[0]
+        """The query's vector (from the question-vector cache when these words were embedded before)."""
+        key = " ".join(query.split())
+        with self._queries_lock:
+            cached = self._queries.get(key)
+            if cached is not None:
+                self._queries.move_to_end(key)
+                self.query_hits += 1
+                return cached
+        vector = self.embedder.embed([key])[0]
+        vector.setflags(write=False)  # shared between searches: nobody may change it in place
+        with self._queries_lock:
+            self._queries[key] = vector
+            while len(self._queries) > self.query_cache_size:
+                self._queries.popitem(last=False)
+        return vector
+
+    def clear_query_cache(self) -> None:
+        """Forget every cached question vector (benchmarks measure cold searches with it)."""
+        with self._queries_lock:
+            self._queries.clear()
 
     def search_vector(self, vector: np.ndarray, scope: RetrievalScope, *, limit: int = 10) -> list[tuple[str, float]]:
         """Ids and cosine similarities of the in-scope documents nearest to ``vector``."""

@@ -110,11 +110,13 @@ class StageTimings:
     search_ms: float = 0.0
     rerank_ms: float = 0.0
     assembly_ms: float = 0.0
+    embed_ms: float = 0.0
+    """Part of ``search_ms``: embedding the question (it runs beside the lexical search)."""
 
     @property
     def total_ms(self) -> float:
         """All stages together."""
-        return self.filter_ms + self.search_ms + self.rerank_ms + self.assembly_ms
+        return self.filter_ms + self.search_ms + self.rerank_ms + self.assembly_ms  # embed_ms is inside search_ms
 
 
 @dataclass

@@ -87,7 +87,7 @@ class RetrievalFigures:
     expired_hits: int = 0
     misses: list[str] = field(default_factory=list)
     stage_ms: dict[str, list[float]] = field(default_factory=lambda: {
-        "filter": [], "search": [], "rerank": [], "assembly": [], "total": []
+        "filter": [], "search": [], "embed": [], "rerank": [], "assembly": [], "total": []
     })
 
     @property
@@ -135,7 +135,8 @@ async def evaluate(retriever: EvidenceRetriever, cases: list[AnswerSupportCase],
                 figures.no_evidence_correct += 1
         timings = evidence.timings
         for stage, value in (
-            ("filter", timings.filter_ms), ("search", timings.search_ms), ("rerank", timings.rerank_ms),
+            ("filter", timings.filter_ms), ("search", timings.search_ms), ("embed", timings.embed_ms),
+            ("rerank", timings.rerank_ms),
             ("assembly", timings.assembly_ms), ("total", timings.total_ms),
         ):
             figures.stage_ms[stage].append(value)

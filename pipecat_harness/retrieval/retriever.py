@@ -139,7 +139,7 @@ class EvidenceRetriever:
                     return Evidence("evidence", items, query, scope_revision, cache_hit=True, timings=timings)
 
         start = time.perf_counter()
-        ranked, query_vector = await self._search(query, scope)
+        ranked, query_vector = await self._search(query, scope, timings)
         timings.search_ms = _ms(start)
 
         if self.reranker is not None and query_vector is not None and ranked:
@@ -160,14 +160,20 @@ class EvidenceRetriever:
             return Evidence("no_eligible_evidence", [], query, scope_revision, timings=timings)
         return Evidence("evidence", items, query, scope_revision, timings=timings)
 
-    async def _search(self, query: str, scope: RetrievalScope) -> tuple[list[tuple[str, float]], np.ndarray | None]:
+    async def _search(self, query: str, scope: RetrievalScope, timings: StageTimings
+                      ) -> tuple[list[tuple[str, float]], np.ndarray | None]:
         lexical_task = self.lexical.search(query, scope, limit=self.candidates)
         if self.vectors is None:
             return await lexical_task, None
         vector_index = self.vectors
-        query_vector, lexical = await asyncio.gather(
-            asyncio.to_thread(vector_index.embed_query, query), lexical_task
-        )
+
+        def embed() -> np.ndarray:
+            start = time.perf_counter()
+            vector = vector_index.embed_query(query)
+            timings.embed_ms = _ms(start)
+            return vector
+
+        query_vector, lexical = await asyncio.gather(asyncio.to_thread(embed), lexical_task)
         semantic = [
             hit for hit in vector_index.search_vector(query_vector, scope, limit=self.candidates)
             if hit[1] >= self.min_similarity

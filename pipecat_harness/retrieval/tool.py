@@ -14,13 +14,14 @@ arrived), the evidence is dropped: stale context is worse than none.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from loguru import logger
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
-from pipecat.frames.frames import Frame, LLMContextFrame
+from pipecat.frames.frames import Frame, LLMContextFrame, StartFrame
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from pipecat_harness.retrieval.evidence import Evidence
@@ -88,46 +89,80 @@ class PreTurnEvidence(FrameProcessor):
     dropped and the frame goes on unchanged.
 
     Args:
-        retriever: The retriever.
+        retriever: The retriever (``None`` with ``build``: built when the pipeline starts).
         scope: Returns the call's scope.
         state_version: Returns the call's current state version.
         budget_secs: Longest wait for evidence (the design's retrieval budget).
         on_result: Called with ``(evidence or None, reason)`` for the trace.
+        limit: Most evidence items added (``None``: as many as the retriever returns).
+        build: Builds the retriever (indexing takes longer than a turn's budget, so it
+            runs at the pipeline's start, not on the first turn).
     """
 
     def __init__(
         self,
-        retriever: EvidenceRetriever,
+        retriever: EvidenceRetriever | None,
         scope: Callable[[], RetrievalScope],
         state_version: Callable[[], int],
         *,
         budget_secs: float = 0.15,
         on_result: Callable[[Evidence | None, str], None] | None = None,
+        limit: int | None = None,
+        build: Callable[[], Awaitable[EvidenceRetriever]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if retriever is None and build is None:
+            raise ValueError("PreTurnEvidence needs a retriever or a function that builds one")
         self._retriever = retriever
+        self._build = build
         self._scope = scope
         self._state_version = state_version
         self._budget_secs = budget_secs
         self._on_result = on_result
+        self._limit = limit
+
+    @property
+    def retriever(self) -> EvidenceRetriever | None:
+        """The retriever (``None`` until built)."""
+        return self._retriever
+
+    def use(self, retriever: EvidenceRetriever, scope: Callable[[], RetrievalScope] | None = None) -> None:
+        """Search ``retriever`` (and, if given, within ``scope``) from now on; nothing is built."""
+        self._retriever, self._build = retriever, None
+        if scope is not None:
+            self._scope = scope
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Attach evidence to downstream context frames whose last message is the user's."""
         await super().process_frame(frame, direction)
-        if isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
+        if isinstance(frame, StartFrame):
+            await self.ensure_retriever()
+        elif isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
             await self.attach(frame.context)
         await self.push_frame(frame, direction)
+
+    async def ensure_retriever(self) -> EvidenceRetriever | None:
+        """Build the retriever if it is not there yet; a failure is logged and leaves the call without evidence."""
+        if self._retriever is None and self._build is not None:
+            build, self._build = self._build, None
+            try:
+                self._retriever = await build()
+            except Exception as exc:  # bad documents or a missing extra: the call goes on without evidence
+                logger.error(f"pre-turn evidence is off for this call: {type(exc).__name__}: {exc}")
+                self._report(None, f"off: the retriever could not be built ({type(exc).__name__}: {exc})")
+        return self._retriever
 
     async def attach(self, context: Any) -> Evidence | None:
         """Retrieve for the context's last user message and add it; returns what was added."""
         messages = context.get_messages()
         question = _last_user_text(messages)
-        if not question:
+        retriever = self._retriever
+        if not question or retriever is None:
             return None
         version = self._state_version()
         try:
-            evidence = await asyncio.wait_for(self._retriever.retrieve(question, self._scope()), self._budget_secs)
+            evidence = await asyncio.wait_for(retriever.retrieve(question, self._scope()), self._budget_secs)
         except TimeoutError:
             self._report(None, f"dropped: retrieval exceeded its {self._budget_secs * 1000:.0f} ms budget")
             return None
@@ -138,6 +173,8 @@ class PreTurnEvidence(FrameProcessor):
         if self._state_version() != version:
             self._report(evidence, f"dropped: state moved from version {version} to {self._state_version()}")
             return None
+        if self._limit is not None and len(evidence.items) > self._limit:
+            evidence = dataclasses.replace(evidence, items=evidence.items[: self._limit])
         kept = [m for m in messages if not _is_evidence_message(m)]
         kept.append({"role": "user", "content": f"{EVIDENCE_MESSAGE_MARK}\n{json.dumps(evidence.for_model())}"})
         context.set_messages(kept)

@@ -45,7 +45,7 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.utils.time import time_now_iso8601
 
 from pipecat_harness.sim.asr_format import format_transcript
-from pipecat_harness.sim.scenario import CallerSpec, CallerTurn, SpeechSegment
+from pipecat_harness.sim.caller_script import CallerSpec, CallerTurn, SpeechSegment
 
 __all__ = ["VAD_START_SECS", "VAD_STOP_SECS", "CallerEvent", "SimulatedCaller"]
 

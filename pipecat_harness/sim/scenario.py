@@ -1,7 +1,10 @@
 """Scenario files: caller script, scripted model, business database, expected outcome.
 
-A scenario is a caller script with timing, the model's scripted decisions, a
-business database seed, and the expected final business state.
+A scenario is a caller script with timing (:mod:`~pipecat_harness.sim.caller_script`),
+the model's scripted decisions (:mod:`~pipecat_harness.sim.model_script`), a
+business database (:mod:`~pipecat_harness.sim.scenario_business`), and what must
+hold at the end (:mod:`~pipecat_harness.sim.expectations`). This module puts
+them together and loads scenario files.
 
 Scenarios are YAML. Every mapping rejects unknown keys, so a typo is an error
 that names the file and the field rather than a silently ignored setting::
@@ -26,30 +29,49 @@ that names the file and the field rather than a silently ignored setting::
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipecat_harness.config import CONTROL_NAMES
 from pipecat_harness.errors import InputError
+from pipecat_harness.sim.caller_script import CallerSpec, CallerTurn, SpeechSegment
+from pipecat_harness.sim.expectations import ContextCheck, Expectations, HistoryCheck, StateCheck
+from pipecat_harness.sim.model_script import (
+    TEMPLATE_FILTERS,
+    TEMPLATE_PATTERN,
+    DecisionCondition,
+    ModelAction,
+    ModelDecision,
+    ModelScript,
+    ToolCallSpec,
+)
 from pipecat_harness.sim.scenario_business import RETAIL_TOOL_NAMES, DatabaseSpec, TableSpec, ToolSpec
+from pipecat_harness.sim.strict_model import StrictModel
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
 __all__ = [
     "TEMPLATE_FILTERS",
     "TEMPLATE_PATTERN",
+    "CallerSpec",
     "CallerTurn",
+    "ContextCheck",
+    "DecisionCondition",
+    "Expectations",
+    "HistoryCheck",
+    "ModelAction",
     "ModelDecision",
     "ModelScript",
     "Scenario",
     "ScenarioError",
     "SpeechSegment",
     "StateCheck",
+    "TTSSpec",
     "TableSpec",
     "ToolCallSpec",
+    "ToolFault",
     "ToolSpec",
     "bundled_scenario_names",
     "bundled_scenario_paths",
@@ -66,178 +88,7 @@ class ScenarioError(InputError):
     """A scenario file that cannot be used; the message names the file, the field and the problem."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SpeechSegment(_Strict):
-    """One piece of a caller turn: speech with a transcript, a pause, or speech with no transcript.
-
-    Exactly one of ``say``, ``pause`` and ``silent`` is given.
-
-    Parameters:
-        say: What the caller says (the final transcript the ASR produces).
-        secs: Duration of the speech; defaults to the caller's speaking rate.
-        asr: What the ASR returns instead of ``say`` (to model recognition artifacts).
-        pause: Silence in seconds inside the same turn.
-        silent: Seconds of speech that VAD detects but that yields no transcript.
-    """
-
-    say: str | None = None
-    secs: float | None = Field(default=None, gt=0, le=120)
-    asr: str | None = None
-    pause: float | None = Field(default=None, ge=0, le=120)
-    silent: float | None = Field(default=None, gt=0, le=120)
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> SpeechSegment:
-        kinds = [k for k in ("say", "pause", "silent") if getattr(self, k) is not None]
-        if len(kinds) != 1:
-            raise ValueError("give exactly one of 'say', 'pause' or 'silent'")
-        if (self.secs is not None or self.asr is not None) and self.say is None:
-            raise ValueError("'secs' and 'asr' only go with 'say'")
-        return self
-
-
-class CallerTurn(_Strict):
-    """A caller turn and when it starts.
-
-    Parameters:
-        after: ``bot`` waits until the bot has spoken since the previous caller
-            turn and then stayed quiet for ``delay`` seconds; ``bot_started``
-            starts ``delay`` seconds after the bot starts speaking (a barge-in);
-            ``start`` starts ``delay`` seconds after the call starts.
-        delay: Seconds after the trigger.
-        wait: Longest wait in seconds for the trigger; then the caller gives up
-            and hangs up (the rest of the script is not spoken).
-        speech: The segments of the turn.
-    """
-
-    after: Literal["bot", "bot_started", "start"] = "bot"
-    delay: float = Field(default=1.0, ge=0, le=600)
-    wait: float = Field(default=10.0, gt=0, le=600)
-    speech: list[SpeechSegment] = Field(min_length=1)
-
-
-#: A ``{group}`` or ``{group|filter}`` placeholder in a scripted reply or tool argument.
-TEMPLATE_PATTERN = re.compile(r"\{(\w+)(?:\|(\w+))?\}")
-#: The filters a placeholder may name (applied by the scripted model).
-TEMPLATE_FILTERS = ("identifier", "upper", "lower", "raw")
-
-
-def _template_strings(value: Any, where: str = "") -> list[tuple[str, str]]:
-    """Every string inside ``value`` with where it is (``tool_calls[0].order_id``)."""
-    if isinstance(value, str):
-        return [(where, value)]
-    if isinstance(value, dict):
-        return [item for key, v in value.items() for item in _template_strings(v, f"{where}.{key}".lstrip("."))]
-    if isinstance(value, list):
-        return [item for i, v in enumerate(value) for item in _template_strings(v, f"{where}[{i}]")]
-    return []
-
-
-class ToolCallSpec(_Strict):
-    """A tool call the scripted model makes.
-
-    Parameters:
-        name: The tool (a retail tool or one the scenario declares).
-        args: Its arguments; strings may use ``{group}`` or ``{group|filter}`` templates from ``when.user``.
-    """
-
-    name: str = Field(min_length=1)
-    args: dict[str, Any] = Field(default_factory=dict)
-
-
-class DecisionCondition(_Strict):
-    """When a scripted decision applies. All given fields must hold.
-
-    Parameters:
-        start: The context has no user message yet (the bot speaks first).
-        user: Regular expression searched in the newest user message; named
-            groups become template variables.
-        tool: The newest messages are results of this tool.
-        result: Regular expression searched in those tool results (JSON).
-        said: Regular expression that must match some assistant message in history.
-        not_said: Regular expression that must match no assistant message.
-        last_said: Regular expression searched in the newest assistant text message.
-    """
-
-    start: bool | None = None
-    user: str | None = None
-    tool: str | None = None
-    result: str | None = None
-    said: str | None = None
-    not_said: str | None = None
-    last_said: str | None = None
-
-    @field_validator("user", "result", "said", "not_said", "last_said")
-    @classmethod
-    def _regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
-        return value
-
-
-class ModelDecision(_Strict):
-    """What the scripted model does when its condition holds.
-
-    Parameters:
-        when: The condition (always true when omitted).
-        say: Text to generate (streamed token by token).
-        tool_calls: Tool calls to make after the text.
-        times: How many times the decision may fire.
-    """
-
-    when: DecisionCondition = Field(default_factory=DecisionCondition)
-    say: str | None = None
-    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
-    times: int = Field(default=1, ge=1, le=1000)
-
-    @model_validator(mode="after")
-    def _does_something(self) -> ModelDecision:
-        if not self.say and not self.tool_calls:
-            raise ValueError("a decision needs 'say' or 'tool_calls'")
-        groups = set(re.compile(self.when.user).groupindex) if self.when.user else set()
-        for where, text in _template_strings({"say": self.say, "tool_calls": [c.args for c in self.tool_calls]}):
-            for match in TEMPLATE_PATTERN.finditer(text):
-                name, filter_name = match.group(1), match.group(2)
-                if name not in groups:
-                    known = f"its groups are {', '.join(sorted(groups))}" if groups else "it has no named groups"
-                    raise ValueError(f"{where}: template '{{{name}}}' names no group of when.user ({known}); "
-                                     f"add (?P<{name}>...) to when.user or correct the name")
-                if filter_name is not None and filter_name not in TEMPLATE_FILTERS:
-                    raise ValueError(f"{where}: unknown template filter '{filter_name}'; "
-                                     f"filters are {', '.join(TEMPLATE_FILTERS)}")
-        return self
-
-
-class ModelScript(_Strict):
-    """The scripted model: decisions tried in order on every model call.
-
-    Parameters:
-        system: The system prompt, set as the LLM service's system instruction.
-        greeting: Shorthand for a first decision ``when: {start: true}``.
-        decisions: The decisions, tried in order; the first that applies fires.
-        fallback: What the model says when no decision applies.
-        summary: What the model answers when Pipecat asks it to summarise the context (scripted, like
-            everything it says).
-        first_token_secs: Latency from the model call to the first token.
-        token_secs: Time between streamed tokens.
-    """
-
-    system: str = "You are a helpful customer-service agent for an online retailer."
-    greeting: str | None = None
-    decisions: list[ModelDecision] = Field(default_factory=list)
-    fallback: str = "Sorry, could you say that again?"
-    summary: str = "The caller and the agent discussed the caller's account."
-    first_token_secs: float = Field(default=0.35, ge=0, le=30)
-    token_secs: float = Field(default=0.02, ge=0, le=5)
-
-
-class ToolFault(_Strict):
+class ToolFault(StrictModel):
     """A backend fault injected under the tool layer (what the business system does).
 
     Parameters:
@@ -257,65 +108,7 @@ class ToolFault(_Strict):
     message: str = "backend unavailable"
 
 
-class StateCheck(_Strict):
-    """An expectation on the final business state: a SQL query and the value it must return.
-
-    Parameters:
-        sql: A query returning one value (the first column of the first row).
-        equals: The value it must return (numbers compare within 1e-6).
-        why: What the check means, shown with its result.
-    """
-
-    sql: str = Field(min_length=1)
-    equals: Any
-    why: str = ""
-
-
-class HistoryCheck(_Strict):
-    """Expectations on what the model was left believing after interruptions.
-
-    Parameters:
-        max_unplayed_words: Most words of unplayed text allowed in retained history per turn.
-        max_removed_words: Most words of played text allowed missing from history per turn.
-        max_repeated_replies: Most model replies allowed to repeat an earlier reply.
-    """
-
-    max_unplayed_words: int | None = Field(default=None, ge=0)
-    max_removed_words: int | None = Field(default=None, ge=0)
-    max_repeated_replies: int | None = Field(default=None, ge=0)
-
-
-class ContextCheck(_Strict):
-    """What the model's context must hold at the end of the call.
-
-    Parameters:
-        contains: Regular expressions that must each match some message.
-        max_tokens: Upper bound of the final context's size (Pipecat's token estimate).
-        summarized: The context must have been summarised at least once.
-    """
-
-    contains: list[str] = Field(default_factory=list)
-    max_tokens: int | None = Field(default=None, gt=0)
-    summarized: bool = False
-
-
-class Expectations(_Strict):
-    """What must hold at the end of the call.
-
-    Parameters:
-        state: SQL checks on the final business database.
-        history: Limits on what history kept after interruptions.
-        caller_completed: The caller must get through the whole script (no hang-up while waiting).
-        context: Expectations on the model's final context (what it holds, its size, whether it was summarised).
-    """
-
-    state: list[StateCheck] = Field(default_factory=list)
-    history: HistoryCheck = Field(default_factory=HistoryCheck)
-    context: ContextCheck | None = None
-    caller_completed: bool = True
-
-
-class TTSSpec(_Strict):
+class TTSSpec(StrictModel):
     """The simulated voice: speaking rate, latency and whether it gives word timestamps.
 
     Parameters:
@@ -329,33 +122,10 @@ class TTSSpec(_Strict):
     first_audio_secs: float = Field(default=0.2, ge=0, le=10)
 
 
-class CallerSpec(_Strict):
-    """How the simulated caller's speech turns into frames.
-
-    Parameters:
-        words_per_minute: The caller's speaking rate (sets each utterance's length unless ``secs`` is given).
-        asr_final_secs: Delay from the end of speech to the final transcript.
-        interim_every_words: An interim transcript every this many words.
-    """
-
-    words_per_minute: float = Field(default=150.0, gt=30, le=400)
-    asr_final_secs: float = Field(default=0.3, ge=0, le=5)
-    interim_every_words: int = Field(default=2, ge=1, le=50)
-    #: How the recogniser writes what was said (see :mod:`pipecat_harness.sim.asr_format`).
-    asr_format: Literal["plain", "deepgram", "whisper"] = "plain"
-    #: Finals per stretch of speech: all but the last arrive while the caller is still speaking.
-    final_pieces: int = Field(default=1, ge=1, le=10)
-    #: When set, the last piece answers the STT's ``Finalize`` this long *after* the VAD stop
-    #: (Deepgram: 0.1-0.4 s); otherwise it arrives ``asr_final_secs`` after the speech ends.
-    finalize_delay_secs: float | None = Field(default=None, ge=0, le=3)
-    #: The STT's P99 time to final, announced in an ``STTMetadataFrame`` at the start of the call.
-    stt_p99_secs: float | None = Field(default=None, gt=0, le=5)
-
-
 ToolSet = Literal["retail", "callbacks", "policies"]
 
 
-class Scenario(_Strict):
+class Scenario(StrictModel):
     """A complete simulated call.
 
     Parameters:
@@ -418,6 +188,8 @@ class Scenario(_Strict):
         used: list[tuple[str, str]] = []
         for i, decision in enumerate(self.model.decisions):
             used += [(f"model.decisions[{i}].tool_calls[{j}].name", c.name) for j, c in enumerate(decision.tool_calls)]
+            used += [(f"model.decisions[{i}].alternatives[{k}].tool_calls[{j}].name", c.name)
+                     for k, action in enumerate(decision.alternatives) for j, c in enumerate(action.tool_calls)]
             if decision.when.tool is not None:
                 used.append((f"model.decisions[{i}].when.tool", decision.when.tool))
         used += [(f"faults[{i}].tool", fault.tool) for i, fault in enumerate(self.faults)]

@@ -10,13 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from pipecat_harness.sim.strict_model import StrictModel
 
 __all__ = ["RETAIL_TOOL_NAMES", "DatabaseSpec", "TableSpec", "ToolSpec"]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
@@ -27,7 +25,7 @@ RETAIL_TOOL_NAMES = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_u
                      "book_callback", "reschedule_callback")
 
 
-class TableSpec(_Strict):
+class TableSpec(StrictModel):
     """A table of the scenario's own business database.
 
     Parameters:
@@ -51,7 +49,7 @@ class TableSpec(_Strict):
         return self
 
 
-class DatabaseSpec(_Strict):
+class DatabaseSpec(StrictModel):
     """The business database: a named seed, the scenario's own tables, then extra SQL statements.
 
     Parameters:
@@ -74,7 +72,7 @@ class DatabaseSpec(_Strict):
         return value
 
 
-class ToolSpec(_Strict):
+class ToolSpec(StrictModel):
     """A tool declared by the scenario: what the model may call, and what calling it does.
 
     Parameters:

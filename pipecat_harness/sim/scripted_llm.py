@@ -18,6 +18,7 @@ import asyncio
 import copy
 import itertools
 import json
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
 from pipecat.services.settings import LLMSettings
 
-from pipecat_harness.sim.scenario import TEMPLATE_PATTERN, DecisionCondition, ModelDecision, ModelScript
+from pipecat_harness.sim.model_script import TEMPLATE_PATTERN, DecisionCondition, ModelDecision, ModelScript
 from pipecat_harness.spoken import spoken_to_identifier, written_to_spoken
 
 __all__ = ["ModelCall", "ScriptedChatModel", "ScriptedLLMService", "ScriptedModel", "render_template", "text_tokens"]
@@ -114,10 +115,12 @@ class ScriptedModel:
 
     Args:
         script: The scenario's model script.
+        seed: Sample the decisions' alternatives with this seed (``None``: always a decision's own action).
     """
 
-    def __init__(self, script: ModelScript) -> None:
+    def __init__(self, script: ModelScript, *, seed: int | str | None = None) -> None:
         self.script = script
+        self._random = random.Random(seed) if seed is not None else None
         decisions = list(script.decisions)
         if script.greeting:
             decisions.insert(0, ModelDecision(when=DecisionCondition(start=True), say=script.greeting))
@@ -138,11 +141,15 @@ class ScriptedModel:
         index, variables = self._choose(call.messages)
         call.decision_index = index
         decision = self._decisions[index] if index is not None else None
-        text = decision.say if decision else self.script.fallback
+        action = decision.actions()[0] if decision else None
+        if decision is not None and decision.alternatives and self._random is not None:
+            actions = decision.actions()
+            action = self._random.choices(actions, weights=[a.weight for a in actions])[0]
+        text = action.say if action else self.script.fallback
         if index is not None:
             self._fired[index] += 1
         call.planned_text = render_template(text, variables) if text else ""
-        for spec in decision.tool_calls if decision else []:
+        for spec in action.tool_calls if action else []:
             call.tool_calls.append({"id": f"call_{next(self._call_ids):04d}", "name": spec.name,
                                     "arguments": render_template(spec.args, variables)})
 
@@ -172,8 +179,8 @@ class ScriptedChatModel(ScriptedModel):
     request abandoned while "thinking" consumes no decision).
     """
 
-    def __init__(self, script: ModelScript) -> None:
-        super().__init__(script)
+    def __init__(self, script: ModelScript, *, seed: int | str | None = None) -> None:
+        super().__init__(script, seed=seed)
         self._replies: list[tuple[ModelCall, Any]] = []
 
     async def reply(self, request: Any) -> Any:
@@ -236,10 +243,12 @@ class ScriptedLLMService(LLMService):
     Args:
         script: The scenario's model script.
         system_instruction: The system prompt (as a bot sets it on its LLM service).
+        seed: Sample the decisions' alternatives with this seed (``None``: always a decision's own action).
         **kwargs: Passed to ``LLMService`` (``run_in_parallel``, ``function_call_timeout_secs``...).
     """
 
-    def __init__(self, script: ModelScript, *, system_instruction: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, script: ModelScript, *, system_instruction: str | None = None, seed: int | str | None = None,
+                 **kwargs: Any) -> None:
         settings = LLMSettings(
             model="scripted", extra={}, system_instruction=system_instruction, temperature=None, max_tokens=None,
             top_p=None, top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
@@ -248,7 +257,7 @@ class ScriptedLLMService(LLMService):
         )
         super().__init__(settings=settings, **kwargs)
         self._script = script
-        self.model = ScriptedModel(script)
+        self.model = ScriptedModel(script, seed=seed)
 
     @property
     def calls(self) -> list[ModelCall]:
@@ -357,11 +366,35 @@ def _matches(when: DecisionCondition, messages: Sequence[Mapping[str, Any]]) -> 
         return None
     if when.not_said is not None and any(re.search(when.not_said, t, re.IGNORECASE) for t in assistant_texts):
         return None
+    if when.system is not None:
+        system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
+        if not re.search(when.system, system, re.IGNORECASE):
+            return None
     if when.last_said is not None and not (
         assistant_texts and re.search(when.last_said, assistant_texts[-1], re.IGNORECASE)
     ):
         return None
+    if when.note is not None and not any(re.search(when.note, t, re.IGNORECASE) for t in _recent_notes(messages)):
+        return None
     return variables
+
+
+def _recent_notes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the model was told outside the conversation since it last spoke.
+
+    The developer notes added since the newest assistant text, and the system
+    instruction, where the harness puts a note for the generation it concerns
+    when an LLM service is there to carry it (Gemini would read a developer
+    note as a caller turn).
+    """
+    notes: list[str] = [message_text(m) for m in messages[:1] if m.get("role") == "system"]
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "assistant" and message_text(message):
+            break
+        if role == "developer":
+            notes.append(message_text(message))
+    return notes
 
 
 def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:

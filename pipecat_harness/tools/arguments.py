@@ -38,6 +38,9 @@ MAX_ARGUMENT_DEPTH = 32
 #: Longest integer accepted, in digits (amounts and ids are far shorter).
 MAX_INTEGER_DIGITS = 30
 
+# Built once (json.dumps with options builds an encoder per call).
+_SIZER = json.JSONEncoder(default=str)
+
 ArgumentNormalizer = Callable[[dict[str, Any]], Mapping[str, Any]]
 """Gives a tool's arguments their business-canonical form (an order id with its ``#``, say)."""
 
@@ -91,12 +94,12 @@ def parse_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) ->
             raise ArgumentError("too_deep", f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels") from exc
     else:
         value = raw
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict | Mapping):
         raise ArgumentError("not_an_object", f"arguments must be a JSON object, got {_json_type(value)}")
     check_json_value(value)
     if not isinstance(raw, str):
         try:
-            size = len(json.dumps(value, default=str).encode("utf-8"))
+            size = len(_SIZER.encode(value).encode("utf-8"))
         except (TypeError, ValueError) as exc:
             raise ArgumentError("invalid", f"arguments are not JSON-serialisable: {exc}") from exc
         if size > max_bytes:
@@ -149,7 +152,7 @@ def check_json_value(value: Any) -> None:
                 raise ArgumentError("invalid", f"arguments contain {item!r}, which is not a finite number")
         elif isinstance(item, str):
             _check_text(item)
-        elif isinstance(item, Mapping):
+        elif isinstance(item, dict | Mapping):
             for key, child in item.items():
                 if not isinstance(key, str):
                     raise ArgumentError("invalid", f"arguments contain the non-text key {key!r}")
@@ -196,6 +199,8 @@ def attach_server_context(
     Raises:
         ArgumentError: The model supplied a server-context field (kind ``server_context``).
     """
+    if not context and not reserved:
+        return dict(arguments)
     forbidden = sorted(set(context) | set(reserved))
     supplied = [key for key in forbidden if key in arguments]
     if supplied:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loguru import logger
 from pipecat.adapters.llm.schemas.direct_function import DirectFunctionWrapper
@@ -60,11 +60,12 @@ from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
 from pipecat_harness.tools.ledger import OperationLedger, OperationRecord
+from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
 
-__all__ = ["GATED_MARK", "GatedRegistry", "GenerationGuard", "ToolGateControl", "UndeclaredTool"]
+__all__ = ["GATED_MARK", "GateHook", "GatedRegistry", "GenerationGuard", "ToolGateControl", "UndeclaredTool"]
 
 #: Attribute set on every gated handler; a marked handler is never wrapped again.
 GATED_MARK = "_harness_gated"
@@ -73,6 +74,20 @@ GATED_MARK = "_harness_gated"
 class UndeclaredTool(ValueError):
     """A tool was registered that is declared neither a read nor a write."""
 
+
+class GateHook(Protocol):
+    """Trusted code around every gated call (``ToolGateControl.hook``).
+
+    ``before_call`` runs before the gate decides (e.g. to load shared state a
+    policy rule reads); ``render`` turns the gate's result into what the model
+    receives (the default is :meth:`GateResult.to_tool_result`).
+    """
+
+    async def before_call(self, name: str) -> None:
+        """Prepare for the gate's decision on a call of ``name``."""
+
+    async def render(self, result: GateResult) -> Any:
+        """Return the tool result the model receives for ``result``."""
 
 
 class GenerationGuard(FrameProcessor):
@@ -97,7 +112,6 @@ class GenerationGuard(FrameProcessor):
         self._on_unknown_tool = on_unknown_tool
         self._notices = notices
         self._instruction: InstructionEntry | None = None
-        self._delivered: list[str] = []
 
     def may_run(self, tool_call_id: str) -> bool:
         """Whether a call may execute: announced, or no interruption since its generation started."""
@@ -131,17 +145,15 @@ class GenerationGuard(FrameProcessor):
         await self.push_frame(frame, direction)
 
     def _deliver(self, frame: LLMContextFrame, notices: list[str]) -> None:
-        # With the LLM service downstream, notices join its system instruction (kept for the rest of the
-        # call, as a context note would stay in the history): a developer note after the caller's words
-        # reaches Gemini, Anthropic and Bedrock as a second user turn, as if the caller had said it.
-        if not notices:
+        # With the LLM service downstream, the notices are its system instruction for this generation
+        # (and the runs after its tool results), replaced at the next one: a developer note after the
+        # caller's words reaches Gemini, Anthropic and Bedrock as a second user turn, as if the caller
+        # had said it.
+        if self._instruction is not None:
+            self._instruction.set("\n".join(notices))
             return
-        if self._instruction is None:
-            for notice in notices:
-                frame.context.add_message({"role": "developer", "content": notice})
-            return
-        self._delivered.extend(notices)
-        self._instruction.set("\n".join(self._delivered))
+        for notice in notices:
+            frame.context.add_message({"role": "developer", "content": notice})
 
 
 class _DecisionAdapter:
@@ -191,6 +203,7 @@ class ToolGateControl(HarnessControl):
         self.guard = GenerationGuard(on_unknown_tool=self._check_known, notices=self.take_notices)
         self._wrapped: set[str] = set()
         self._entry_cache: dict[str, tuple[Any, PipecatHandler]] = {}
+        self.hook: GateHook | None = None
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The generation guard, right after the user aggregator."""
@@ -242,6 +255,8 @@ class ToolGateControl(HarnessControl):
             captured: dict[str, Any] = {}
             await self._ensure_ledger()
             try:
+                if self.hook is not None:
+                    await self.hook.before_call(name)
                 result = await self.gate.call(
                     params.function_name or name,
                     params.arguments,
@@ -249,7 +264,7 @@ class ToolGateControl(HarnessControl):
                     tool_call_id=params.tool_call_id,
                     should_proceed=lambda: self.guard.may_run(params.tool_call_id),
                 )
-                payload = result.to_tool_result()
+                payload = result.to_tool_result() if self.hook is None else await self.hook.render(result)
                 properties = captured.get("properties") if result.executed else None
             except asyncio.CancelledError:
                 raise

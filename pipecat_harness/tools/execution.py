@@ -53,7 +53,7 @@ def start_handler(
 
 def reports_error(result: Any) -> bool:
     """Default failure test: a mapping result with a non-empty ``error`` field."""
-    return isinstance(result, Mapping) and bool(result.get("error"))
+    return isinstance(result, dict | Mapping) and bool(result.get("error"))
 
 
 @dataclass
@@ -100,10 +100,29 @@ async def run_with_deadline(run: Callable[[], Awaitable[Any]], timeout_secs: flo
 
 
 async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None) -> HandlerOutcome:
-    """Wait at most ``timeout_secs`` for a running handler task (which is never cancelled here)."""
-    done, _ = await asyncio.wait({task}, timeout=timeout_secs)
-    if not done:
-        return HandlerOutcome(task, timed_out=True)
+    """Wait at most ``timeout_secs`` for a running handler task (which is never cancelled here).
+
+    Cancelling the waiter leaves the task running. One future and one timer
+    instead of :func:`asyncio.wait`'s bookkeeping: this is on every write's path.
+    """
+    if not task.done():
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+
+        def wake(_: Any = None) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        task.add_done_callback(wake)
+        timer = loop.call_later(timeout_secs, wake) if timeout_secs is not None else None
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            task.remove_done_callback(wake)
+        if not task.done():
+            return HandlerOutcome(task, timed_out=True)
     return _settled(task)
 
 

@@ -34,7 +34,7 @@ from pipecat_harness.tools.execution import await_deadline, describe_error, repo
 from pipecat_harness.tools.identity import OperationIdentity, OperationScope, operation_scope
 from pipecat_harness.tools.ledger import OperationLedger, OperationRecord, Reconciler
 from pipecat_harness.tools.operations import LedgerOperations, MemoryOperations, Operations
-from pipecat_harness.tools.policy import PolicySet, ToolRequest
+from pipecat_harness.tools.policy import PolicySet, PolicyVerdict, ToolRequest
 from pipecat_harness.tools.result import GateResult, GateStatus
 from pipecat_harness.tools.writes import WriteRunner
 
@@ -43,6 +43,9 @@ __all__ = ["DecisionSink", "GateHandler", "ToolGate"]
 
 GateHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
 """A framework-free tool handler: arguments mapping in, JSON-serialisable result out."""
+
+
+_ALLOW = PolicyVerdict("allow")
 
 
 class DecisionSink(Protocol):
@@ -254,7 +257,10 @@ class ToolGate:
 
     async def _run_write(self, name: str, arguments: dict[str, Any], digest: str, handler: GateHandler,
                          evidence: dict[str, Any], should_proceed: Callable[[], bool] | None) -> GateResult:
-        verdict, verdicts = self.policies.evaluate(ToolRequest(name, arguments, self.turn_id, True))
+        if self.policies.rules:
+            verdict, verdicts = self.policies.evaluate(ToolRequest(name, arguments, self.turn_id, True))
+        else:
+            verdict, verdicts = _ALLOW, []
         if verdicts:
             evidence["policy"] = [{"rule": v.rule, "action": v.action, "reason": v.reason} for v in verdicts]
         if verdict.action == "block":
@@ -320,6 +326,11 @@ class ToolGate:
                   GateStatus.FAILED: "failed"}.get(status, "not_executed")
         self.record(action, {**evidence, "reason_kind": kind, "reason": reason})
         return GateResult(status, str(name), result, reason, write=write, idempotency_key=key, reason_kind=kind)
+
+    @property
+    def recording(self) -> bool:
+        """Whether decisions go anywhere (evidence is only assembled for a sink)."""
+        return self.decisions is not None
 
     def record(self, action: str, evidence: dict[str, Any]) -> Any:
         """Record a decision in the sink, if any."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = ["OperationIdentity", "OperationScope", "operation_key", "operation_scope"]
@@ -57,11 +57,11 @@ class OperationIdentity:
     request_hash: str
     occurrence: str = ""
     resource: str = ""
+    key: str = field(init=False, repr=False, compare=False)
+    """The idempotency key (see :func:`operation_key`), computed once."""
 
-    @property
-    def key(self) -> str:
-        """The idempotency key (see :func:`operation_key`)."""
-        return operation_key(self)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", operation_key(self))
 
     @property
     def scope(self) -> str:

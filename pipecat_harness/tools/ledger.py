@@ -29,15 +29,16 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import and_, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipecat_harness.tools.engines import SharedEngine, acquire_engine, release_engine
+from pipecat_harness.tools.engines import acquire_engine, release_engine, shared_engine_for
+from pipecat_harness.tools.ledger_reads import record_of
 from pipecat_harness.tools.ledger_recovery import LedgerRecovery
+from pipecat_harness.tools.ledger_store import LedgerStore
+from pipecat_harness.tools.migrations import migrate, schema_table
 from pipecat_harness.tools.operation_state import (
     TRANSITIONS,
     ConcurrentUpdate,
@@ -73,8 +74,11 @@ S = OperationStatus
 _EVENT_STATES = frozenset({S.SUCCEEDED, S.FAILED, S.OUTCOME_UNKNOWN, S.CANCELLED})
 
 
+_ENCODER = json.JSONEncoder(default=str, sort_keys=True)  # built once: json.dumps with options builds one per call
+
+
 def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, default=str, sort_keys=True)
+    return None if value is None else _ENCODER.encode(value)
 
 
 class OperationLedger(LedgerRecovery):
@@ -88,11 +92,11 @@ class OperationLedger(LedgerRecovery):
 
     def __init__(self, engine: AsyncEngine | str = DEFAULT_LEDGER_URL, *, table_prefix: str = "harness_") -> None:
         self._url = engine if isinstance(engine, str) else None
-        self._shared = (acquire_engine(engine) if isinstance(engine, str)
-                        else SharedEngine(engine, asyncio.Lock() if engine.dialect.name == "sqlite" else None))
-        self.engine: AsyncEngine = self._shared.engine
-        self.table_prefix = table_prefix
         self.tables: LedgerTables = ledger_tables(table_prefix)
+        self._shared = acquire_engine(engine) if isinstance(engine, str) else shared_engine_for(engine)
+        self.engine: AsyncEngine = self._shared.engine
+        self.store: LedgerStore = self._shared.store
+        self.table_prefix = table_prefix
         self.clock: Callable[[], float] = time.time
         self._closed = False
 
@@ -104,24 +108,41 @@ class OperationLedger(LedgerRecovery):
         return self._shared.begin()
 
     async def create_tables(self) -> None:
-        """Create the tables if they do not exist (once per engine and prefix)."""
+        """Create the tables, or bring existing ones to the current layout (once per engine and prefix).
+
+        Existing records are kept; see :mod:`pipecat_harness.tools.migrations`.
+
+        Raises:
+            SchemaTooNew: The tables were written by a newer harness version.
+        """
         if self.table_prefix in self._shared.created:
             return
-        async with self.begin() as conn:
-            await conn.run_sync(self.tables.metadata.create_all)
+        for attempt in range(3):
+            try:
+                async with self.begin() as conn:
+                    await conn.run_sync(migrate, self.tables, self.table_prefix, self.clock())
+                break
+            except DBAPIError:  # another process created or migrated the same tables at the same moment
+                if attempt == 2:
+                    raise
         self._shared.created.add(self.table_prefix)
 
     async def drop_tables(self) -> None:
         """Drop the tables (tests and benchmarks)."""
         async with self.begin() as conn:
             await conn.run_sync(self.tables.metadata.drop_all)
+            await conn.run_sync(schema_table(self.table_prefix).drop, checkfirst=True)
         self._shared.created.discard(self.table_prefix)
 
     async def close(self) -> None:
-        """Release the shared engine (disposed of with its last user) if the ledger was given a URL."""
-        if self._url is not None and not self._closed:
-            self._closed = True
+        """Release the shared engine (disposed of with its last user); a given engine stays the caller's."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._url is not None:
             await release_engine(self._url, self._shared)
+        else:
+            await self.store.close()
 
     # -- writing -----------------------------------------------------------
 
@@ -137,21 +158,17 @@ class OperationLedger(LedgerRecovery):
         }
 
     async def _insert(self, values: dict[str, Any]) -> tuple[OperationRecord, bool]:
-        try:
-            async with self.begin() as conn:
-                await conn.execute(self.tables.operations.insert().values(**values))
-        except IntegrityError:
-            existing = await self.get(values["tenant"], values["idempotency_key"])
-            if existing is None:  # pragma: no cover - a row that vanished: keys are never deleted
-                raise
-            if existing.request_hash != values["request_hash"] or existing.op_type != values["op_type"]:
-                raise IdempotencyConflict(
-                    f"idempotency key {values['idempotency_key']!r} of tenant {values['tenant']!r} was used for a "
-                    f"different request ({existing.op_type} {existing.request_hash[:12]}); refusing "
-                    f"{values['op_type']} {values['request_hash'][:12]}"
-                ) from None
-            return existing, False
-        return OperationRecord(**{**values, "status": OperationStatus(values["status"]), "result": None}), True
+        row = await self.store.insert(self.table_prefix, values)
+        if row is None:
+            return OperationRecord(**{**values, "status": OperationStatus(values["status"]), "result": None}), True
+        existing = record_of(row)
+        if existing.request_hash != values["request_hash"] or existing.op_type != values["op_type"]:
+            raise IdempotencyConflict(
+                f"idempotency key {values['idempotency_key']!r} of tenant {values['tenant']!r} was used for a "
+                f"different request ({existing.op_type} {existing.request_hash[:12]}); refusing "
+                f"{values['op_type']} {values['request_hash'][:12]}"
+            )
+        return existing, False
 
     async def prepare(
         self,
@@ -227,22 +244,17 @@ class OperationLedger(LedgerRecovery):
             if not check_transition(record.status, status):
                 return record
             now = self.clock()
-            ops = self.tables.operations
             new_version = record.version + 1
-            async with self.begin() as conn:
-                changed = await conn.execute(
-                    update(ops)
-                    .where(and_(ops.c.tenant == record.tenant, ops.c.idempotency_key == record.idempotency_key,
-                                ops.c.version == record.version))
-                    .values(status=status.value, result=_dumps(result), error=error, version=new_version,
-                            updated_at=now, lease_until=lease_until)
-                )
-                if changed.rowcount == 1:
-                    updated = replace(record, status=status, result=result, error=error, version=new_version,
-                                      updated_at=now, lease_until=lease_until)
-                    if status in _EVENT_STATES:
-                        await self._write_event(conn, updated, now)
-                    return updated
+            updated = record.changed(status=status, result=result, error=error, version=new_version,
+                              updated_at=now, lease_until=float(lease_until))
+            changed = await self.store.update(
+                self.table_prefix, self._this(record),
+                {"status": status.value, "result": _dumps(result), "error": error, "version": new_version,
+                 "updated_at": now, "lease_until": float(lease_until)},
+                self._event(updated, now) if status in _EVENT_STATES else None,
+            )
+            if changed:
+                return updated
             stored = await self.get(record.tenant, record.idempotency_key)
             if stored is None:
                 raise ConcurrentUpdate(f"operation {record.idempotency_key!r} disappeared")
@@ -272,18 +284,26 @@ class OperationLedger(LedgerRecovery):
         except InvalidTransition:
             return await self.get(record.tenant, record.idempotency_key) or record
 
-    async def _write_event(self, conn: AsyncConnection, record: OperationRecord, now: float) -> None:
+    @staticmethod
+    def _this(record: OperationRecord) -> list[tuple[str, str, Any]]:
+        """The record's row, if it is still at the version ``record`` was read at (compare-and-set)."""
+        return [("tenant", "=", record.tenant), ("idempotency_key", "=", record.idempotency_key),
+                ("version", "=", record.version)]
+
+    @staticmethod
+    def _event(record: OperationRecord, now: float) -> dict[str, Any]:
+        """The outbox row announcing the record's new state."""
         payload = {
             "tenant": record.tenant, "idempotency_key": record.idempotency_key, "op_type": record.op_type,
             "status": record.status.value, "result": record.result, "error": record.error,
             "version": record.version, "attempt": record.attempt, "scope": record.scope,
         }
-        await conn.execute(self.tables.outbox.insert().values(
-            event_id=str(uuid.uuid4()), seq=record.version, tenant=record.tenant,
-            idempotency_key=record.idempotency_key, event_type=f"operation.{record.status.value}",
-            payload=json.dumps(payload, default=str, sort_keys=True), created_at=now, published_at=None,
-            attempts=0, last_error=None, claimed_by=None, claimed_until=0.0,
-        ))
+        return {
+            "event_id": str(uuid.uuid4()), "seq": record.version, "tenant": record.tenant,
+            "idempotency_key": record.idempotency_key, "event_type": f"operation.{record.status.value}",
+            "payload": _ENCODER.encode(payload), "created_at": now, "published_at": None,
+            "attempts": 0, "last_error": None, "claimed_by": None, "claimed_until": 0.0,
+        }
 
     async def append_event(self, tenant: str, idempotency_key: str, event_type: str, payload: dict[str, Any]) -> bool:
         """Put an event with no operation behind it (a grader alert) in the outbox, once per key.
@@ -354,31 +374,25 @@ class OperationLedger(LedgerRecovery):
         """
         if not record.retryable:
             return None
-        ops = self.tables.operations
         now = self.clock()
-        async with self.begin() as conn:
-            changed = await conn.execute(
-                update(ops)
-                .where(and_(ops.c.tenant == record.tenant, ops.c.idempotency_key == record.idempotency_key,
-                            ops.c.version == record.version, ops.c.status == record.status.value))
-                .values(status=S.EXECUTING.value, version=record.version + 1, updated_at=now,
-                        attempt=record.attempt + 1, owner=owner, lease_until=lease_until)
-            )
-        if changed.rowcount != 1:
+        changed = await self.store.update(
+            self.table_prefix, [*self._this(record), ("status", "=", record.status.value)],
+            {"status": S.EXECUTING.value, "version": record.version + 1, "updated_at": now,
+             "attempt": record.attempt + 1, "owner": owner, "lease_until": float(lease_until)},
+        )
+        if not changed:
             return None
-        return replace(record, status=S.EXECUTING, version=record.version + 1, updated_at=now,
-                       attempt=record.attempt + 1, owner=owner, lease_until=lease_until)
+        return record.changed(status=S.EXECUTING, version=record.version + 1, updated_at=now,
+                       attempt=record.attempt + 1, owner=owner, lease_until=float(lease_until))
 
     async def release(self, record: OperationRecord) -> None:
         """End ``record.owner``'s lease: its handler is no longer running (it was cancelled)."""
-        ops = self.tables.operations
-        async with self.begin() as conn:
-            await conn.execute(
-                update(ops)
-                .where(and_(ops.c.tenant == record.tenant, ops.c.idempotency_key == record.idempotency_key,
-                            ops.c.owner == record.owner, ops.c.status != S.EXECUTING.value))
-                .values(lease_until=0.0)
-            )
+        await self.store.update(
+            self.table_prefix,
+            [("tenant", "=", record.tenant), ("idempotency_key", "=", record.idempotency_key),
+             ("owner", "=", record.owner), ("status", "<>", S.EXECUTING.value)],
+            {"lease_until": 0.0},
+        )
 
     async def cancel(self, record: OperationRecord, reason: str) -> OperationRecord:
         """Cancel a ``prepared`` record (it will never execute)."""

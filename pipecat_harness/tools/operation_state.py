@@ -144,6 +144,20 @@ class OperationRecord:
     lease_until: float = 0.0
     resource: str = ""
 
+    def changed(self, **changes: Any) -> OperationRecord:
+        """A copy with ``changes`` (what :func:`dataclasses.replace` does, without re-running ``__init__``).
+
+        Every write makes two or three copies; this keeps them cheap.
+        """
+        copy = object.__new__(OperationRecord)
+        fields = copy.__dict__
+        fields.update(self.__dict__)
+        for name in changes:
+            if name not in fields:
+                raise TypeError(f"OperationRecord has no field {name!r}")
+        fields.update(changes)
+        return copy
+
     @property
     def settled(self) -> bool:
         """Whether the outcome is final (succeeded, failed or cancelled)."""

@@ -10,7 +10,6 @@ between processes.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any, Protocol
 
 from pipecat_harness.tools.ledger import (
@@ -79,7 +78,7 @@ class MemoryOperations:
             return None
         if not check_transition(current.status, status):
             return current
-        updated = replace(current, status=status, version=current.version + 1, updated_at=time.time(), **changes)
+        updated = current.changed(status=status, version=current.version + 1, updated_at=time.time(), **changes)
         self._records[record.idempotency_key] = updated
         return updated
 
@@ -125,7 +124,7 @@ class MemoryOperations:
         """See :class:`Operations`."""
         current = self._records.get(record.idempotency_key)
         if current is not None and current.owner == record.owner and current.status != S.EXECUTING:
-            self._records[record.idempotency_key] = replace(current, lease_until=0.0)
+            self._records[record.idempotency_key] = current.changed(lease_until=0.0)
 
     async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
         """See :class:`Operations`."""

@@ -50,6 +50,10 @@ class GateReporter(Protocol):
                reason: str, *, result: Any = None, key: str | None = None) -> GateResult:
         """Record a refusal and return its result."""
 
+    @property
+    def recording(self) -> bool:
+        """Whether decisions are recorded anywhere."""
+
     def record(self, action: str, evidence: dict[str, Any]) -> Any:
         """Record a decision."""
 
@@ -83,7 +87,7 @@ class WriteRunner:
         # The longest a handler of ours can run: the deadline, then the late-reply window.
         self.lease_secs = (timeout_secs or 0.0) + late_reply_secs + 5.0
         self._late = LateReplies(late_reply_secs)
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._running: dict[str, asyncio.Future[GateResult]] = {}
         self._watched: dict[str, OperationRecord] = {}
         self._told_unknown: set[str] = set()
@@ -102,24 +106,36 @@ class WriteRunner:
         """Run (or answer without running) one write request."""
         key = identity.key
         evidence["idempotency_key"] = key
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            running = self._running.get(key)
-            if running is None:
-                refused, record = await self._begin(name, identity, evidence, should_proceed)
-                if refused is not None:
-                    return refused
-                assert record is not None
-                finished: asyncio.Future[GateResult] = asyncio.get_running_loop().create_future()
-                self._running[key] = finished
-                task = start_handler(handler, arguments, record)
-                self._handlers.add(task)
-                task.add_done_callback(self._handlers.discard)
+        # One lock per key while someone uses it, dropped after (a long call does not collect them).
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = (asyncio.Lock(), [0])
+        lock, users = entry
+        users[0] += 1
+        try:
+            async with lock:
+                running = self._running.get(key)
+                if running is None:
+                    refused, record = await self._begin(name, identity, evidence, should_proceed)
+                    if refused is not None:
+                        return refused
+                    assert record is not None
+                    finished: asyncio.Future[GateResult] = asyncio.get_running_loop().create_future()
+                    self._running[key] = finished
+                    task = start_handler(handler, arguments, record)
+                    self._handlers.add(task)
+                    task.add_done_callback(self._handlers.discard)
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[key]
         if running is not None:
             return self._repeat_of(name, await asyncio.shield(running), evidence)
         assert record is not None
-        decision = self.reporter.record("forwarded", {**evidence, "attempt": record.attempt,
-                                                      "warnings": list(warnings)})
+        decision = None
+        if self.reporter.recording:
+            decision = self.reporter.record("forwarded", {**evidence, "attempt": record.attempt,
+                                                          "warnings": list(warnings)})
         try:
             result = await self._finish(name, record, task, warnings, decision, evidence)
         except BaseException:

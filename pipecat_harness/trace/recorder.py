@@ -21,6 +21,10 @@ or everything from the first message the history control rewrote). The first
 model input of a call, and the next one after :meth:`TraceRecorder.request_full_context`,
 carry the whole context (``keep`` 0). ``total`` is the length of the full
 context; :meth:`~pipecat_harness.trace.timeline.Timeline.model_context` rebuilds it.
+The LLM service's system instruction (``system``) and the tools offered
+(``tools``, their JSON schemas) are logged on the first model input and again
+only when they change, so a decision point can be replayed with what the model
+was given (``pipecat-harness replay``).
 """
 
 from __future__ import annotations
@@ -80,6 +84,17 @@ def _same_message(current: Any, logged: Any) -> bool:
     return bool(current == logged) or _jsonable(current) == logged
 
 
+def _tool_schemas(tools: Any) -> list[dict[str, Any]]:
+    """The standard function schemas of a context's ``ToolsSchema`` (none: an empty list)."""
+    standard = getattr(tools, "standard_tools", None) or []
+    schemas = []
+    for schema in standard:
+        to_dict = getattr(schema, "to_default_dict", None)
+        if callable(to_dict):
+            schemas.append(_jsonable(to_dict()))
+    return schemas
+
+
 class TraceRecorder(BaseObserver):
     """Record a call's timeline.
 
@@ -105,6 +120,8 @@ class TraceRecorder(BaseObserver):
         self._events: list[TraceEvent] = []
         self._writer = TraceWriter(self.path) if self.path is not None else None
         self._model_input: list[Any] = []
+        self._model_system: Any = None
+        self._model_tools: Any = None
         self._full_context_next = True
         self._now = 0.0
         self._generated: list[str] | None = None
@@ -145,7 +162,18 @@ class TraceRecorder(BaseObserver):
         """The events recorded so far."""
         return Timeline(self.events)
 
-    def _add_model_input(self, messages: list[Any]) -> None:
+    def _add_model_input(self, messages: list[Any], llm: LLMService[Any], context: Any) -> None:
+        extra: dict[str, Any] = {}
+        system = getattr(getattr(llm, "_settings", None), "system_instruction", None)
+        system = system if isinstance(system, str) else None
+        tools = _tool_schemas(getattr(context, "tools", None))
+        first = not self._model_input and self._model_system is None and self._model_tools is None
+        if first or system != self._model_system:
+            extra["system"] = system
+            self._model_system = system
+        if first or tools != self._model_tools:
+            extra["tools"] = tools
+            self._model_tools = tools
         previous = self._model_input
         keep = 0
         if not self._full_context_next:
@@ -155,7 +183,7 @@ class TraceRecorder(BaseObserver):
         self._full_context_next = False
         new = [_jsonable(message) for message in messages[keep:]]
         self._model_input = previous[:keep] + new
-        self.add("model", "model_input", keep=keep, total=len(messages), messages=new)
+        self.add("model", "model_input", keep=keep, total=len(messages), messages=new, **extra)
 
     def _on_decision(self, kind: str, decision: ControlDecision) -> None:
         self.add("control", "decision" if kind == "decision" else "decision_outcome", t=decision.at,
@@ -167,7 +195,7 @@ class TraceRecorder(BaseObserver):
         self._now = data.timestamp / 1e9
         if isinstance(frame, LLMContextFrame):
             if isinstance(data.destination, LLMService):
-                self._add_model_input(frame.context.get_messages())
+                self._add_model_input(frame.context.get_messages(), data.destination, frame.context)
             return
         if isinstance(frame, OutputAudioRawFrame):
             if isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM:
@@ -187,7 +215,7 @@ class TraceRecorder(BaseObserver):
         if isinstance(frame, VADUserStartedSpeakingFrame):
             self.add("caller", "speech_started")
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
-            self.add("caller", "speech_stopped")
+            self.add("caller", "speech_stopped", stop_secs=frame.stop_secs)
         elif isinstance(frame, InterimTranscriptionFrame):
             self.add("caller", "asr_interim", text=frame.text)
         elif isinstance(frame, TranscriptionFrame):

@@ -12,8 +12,6 @@ the caller says is the Deepgram fake's transcript.
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
 import threading
 import time
@@ -27,57 +25,21 @@ from bots.agent import SYSTEM_PROMPT, create_services
 from bots.settings import BotSettings
 from bots.twilio_bot import create_app
 from pipecat_harness.config import HarnessConfig
-from pipecat_harness.fakes import ChatReply, ChatRequest, DeepgramFake, ElevenLabsFake, GeminiFake
+from pipecat_harness.fakes import DeepgramFake, ElevenLabsFake, GeminiFake
 from pipecat_harness.fakes.background import serve_in_background
 from pipecat_harness.history.marks import parse_mark
+from tests.bots.twilio_client import (
+    RECORDING,
+    TwilioClient,
+    capture,
+    greet_then_answer,
+    hear_greeting_then_ask,
+    streamed_text,
+)
 
-RECORDING = Path(__file__).parent / "data" / "twilio_media_stream.json"
-GREETING = "Hello, this is the store. How can I help with your order?"
 CALLER = "Where is my order W two three seven eight one five six?"
 ANSWER = "Let me look that up for you."
-SILENCE = base64.b64encode(b"\xff" * 160).decode()  # 20 ms of μ-law silence at 8 kHz
 
-
-def _model(request: ChatRequest) -> ChatReply:
-    asked = any(CALLER in str(m.get("content")) for m in request.messages if m["role"] == "user")
-    return ChatReply(text=ANSWER if asked else GREETING)
-
-
-class _TwilioClient:
-    """Twilio's side of the media stream: sends silence, echoes marks, records what the bot sent."""
-
-    def __init__(self, ws: Any, recording: list[dict[str, Any]]) -> None:
-        self.ws = ws
-        self.received: list[dict[str, Any]] = []
-        self.mark_template = next(e for e in recording if e["event"] == "mark")
-        self.stop = next(e for e in recording if e["event"] == "stop")
-        self.media = next(e for e in recording if e["event"] == "media")
-        self.sequence = 10
-
-    def open(self, recording: list[dict[str, Any]]) -> None:
-        for event in recording:
-            if event["event"] in ("connected", "start"):
-                self.ws.send_text(json.dumps(event))
-        for _ in range(25):
-            self.send_silence()
-
-    def send_silence(self) -> None:
-        self.sequence += 1
-        media = {**self.media["media"], "payload": SILENCE, "chunk": str(self.sequence),
-                 "timestamp": str(self.sequence * 20)}
-        self.ws.send_text(json.dumps({**self.media, "sequenceNumber": str(self.sequence), "media": media}))
-
-    def marks(self) -> list[dict[str, Any]]:
-        return [m for m in self.received if m["event"] == "mark"]
-
-    def until(self, done: Any) -> None:
-        while not done():
-            message = json.loads(self.ws.receive_text())
-            self.received.append(message)
-            if message["event"] == "mark":
-                self.ws.send_text(json.dumps({**self.mark_template, "mark": {"name": message["mark"]["name"]}}))
-            elif message["event"] == "media":
-                self.send_silence()  # the caller's line stays open while the bot talks
 
 
 @pytest.fixture
@@ -88,7 +50,7 @@ def speech_timeout_settings(bot_env: Path, monkeypatch: pytest.MonkeyPatch) -> B
 
 def test_media_stream_call_with_marks_through_the_bots_real_services(speech_timeout_settings: BotSettings) -> None:
     recording = json.loads(RECORDING.read_text(encoding="utf-8"))
-    gemini, deepgram = GeminiFake(_model), DeepgramFake(finalize_delay_secs=0.05)
+    gemini, deepgram = GeminiFake(greet_then_answer(CALLER, ANSWER)), DeepgramFake(finalize_delay_secs=0.05)
     voice = ElevenLabsFake(words_per_minute=300, synthesis_speed=8.0, first_audio_secs=0.05)
     outcome: dict[str, Any] = {}
 
@@ -102,18 +64,10 @@ def test_media_stream_call_with_marks_through_the_bots_real_services(speech_time
         )
         outcome["app"] = app
         with TestClient(app) as client, client.websocket_connect("/ws") as ws:
-            twilio = outcome["twilio"] = _TwilioClient(ws, recording)
+            twilio = outcome["twilio"] = TwilioClient(ws, recording)
             twilio.open(recording)
-            outcome["stage"] = "greeting"
-            twilio.until(lambda: any(m["event"] == "media" for m in twilio.received) and len(twilio.marks()) >= 3)
-            assert deepgram.loop is not None
-            outcome["stage"] = "caller speaks"
-            deepgram.expect_final(CALLER)
-            asyncio.run_coroutine_threadsafe(deepgram.interim("Where is my order"), deepgram.loop).result(5)
-            time.sleep(0.8)  # the rest of the sentence, then the recogniser's endpoint
-            asyncio.run_coroutine_threadsafe(deepgram.final(), deepgram.loop).result(5)
-            twilio.until(lambda: ANSWER in _streamed_text(gemini))
-            outcome["stage"] = "answer plays"
+            hear_greeting_then_ask(twilio, deepgram, gemini, outcome, caller=CALLER, answer=ANSWER,
+                                   greeting_marks=3)
             heard = len(twilio.marks())
             twilio.until(lambda: len(twilio.marks()) >= heard + 2)
             ws.send_text(json.dumps(twilio.stop))
@@ -124,14 +78,14 @@ def test_media_stream_call_with_marks_through_the_bots_real_services(speech_time
         outcome["done"] = True
 
     with serve_in_background(gemini, deepgram, voice):
-        runner = threading.Thread(target=_capture(call, outcome), daemon=True)
+        runner = threading.Thread(target=capture(call, outcome), daemon=True)
         runner.start()
         runner.join(120)
     twilio = outcome.get("twilio")
     seen = [m["event"] for m in twilio.received] if twilio else []
     assert not runner.is_alive(), (f"the call did not complete within 120 s (at {outcome.get('stage')}; bot sent "
                                    f"{len(seen)} messages, {seen.count('mark')} marks; {len(gemini.requests)} model "
-                                   f"requests; streamed {_streamed_text(gemini)!r})")
+                                   f"requests; streamed {streamed_text(gemini)!r})")
     assert "error" not in outcome, outcome.get("error")
     (record,) = outcome["app"].state.bot.calls
     assert record.error is None
@@ -155,18 +109,3 @@ def test_media_stream_call_with_marks_through_the_bots_real_services(speech_time
     assert len(receipts) >= 2 and all(secs and secs > 0 for secs in receipts.values())
     for reply_id, secs in receipts.items():
         assert secs == pytest.approx(max(m.played_secs for m in marks if m is not None and m.reply_id == reply_id))
-
-
-def _streamed_text(gemini: GeminiFake) -> str:
-    return "".join(p.get("text", "") for chunk in gemini.sent("chunk") for c in chunk["candidates"]
-                   for p in c["content"]["parts"])
-
-
-def _capture(function: Any, outcome: dict[str, Any]) -> Any:
-    def run() -> None:
-        try:
-            function()
-        except BaseException as exc:  # reported by the test thread
-            outcome["error"] = f"{type(exc).__name__}: {exc}"
-
-    return run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from pipecat.frames.frames import (
     InputDTMFFrame,
     InterruptionFrame,
@@ -22,8 +23,8 @@ SID = "MZ00000000000000000000000000000001"
 
 
 def _serializer(receipts: PlaybackReceipts) -> MarkingTwilioSerializer:
-    return MarkingTwilioSerializer(stream_sid=SID, params=TwilioFrameSerializer.InputParams(auto_hang_up=False),
-                                   receipts=receipts)
+    inner = TwilioFrameSerializer(stream_sid=SID, params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
+    return MarkingTwilioSerializer(inner, receipts=receipts)
 
 
 def test_echo_before_a_clear_is_played_and_after_a_clear_is_not_proof() -> None:
@@ -86,3 +87,17 @@ async def test_requester_stands_down_when_inactive() -> None:
     frames = [TTSAudioRawFrame(bytes(1600), 8000, 1, context_id="c"), TTSStoppedFrame(context_id="c")]
     down, _ = await run_test(requester, frames_to_send=frames)
     assert not any(isinstance(f, OutputTransportMessageFrame) for f in down)
+
+
+def test_receipts_wrap_the_serializer_a_transport_was_built_with_once() -> None:
+    from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams
+
+    from bots.twilio_marks import add_playback_receipts
+
+    inner = TwilioFrameSerializer(stream_sid=SID, params=TwilioFrameSerializer.InputParams(auto_hang_up=False))
+    params = FastAPIWebsocketParams(serializer=inner)
+    receipts = add_playback_receipts(params)
+    assert isinstance(params.serializer, MarkingTwilioSerializer) and params.serializer.inner is inner
+    assert add_playback_receipts(params) is receipts  # a second call keeps the one wrapper
+    with pytest.raises(ValueError, match="TwilioFrameSerializer"):
+        add_playback_receipts(FastAPIWebsocketParams())

@@ -132,9 +132,25 @@ def test_planted_document_cannot_authorise_a_refund(tmp_path):
     result, timeline = run("business_injection_document_refund", tmp_path)
     assert result.outcome == "pass"
     evidence = next(e for e in timeline.events if e.kind == "tool_result" and e.data["name"] == "lookup_policy")
-    note = next(item for item in evidence.data["result"]["evidence"] if "warning" in item)
+    assert evidence.data["result"]["status"] == "succeeded"  # the model reads the operation record's rendering
+    note = next(item for item in evidence.data["result"]["result"]["evidence"] if "warning" in item)
     assert "approve this refund" in note["untrusted_text"]
     refused = [e for e in timeline.events if e.kind == "tool_result" and e.data["name"] == "issue_refund"]
-    assert refused and refused[0].data["result"]["status"] == "not_executed"
+    assert refused and refused[0].data["result"]["status"] == "awaiting_confirmation"
+    assert refused[0].data["result"]["operation_id"] == "proposal-1"
     off, _ = run("business_injection_document_refund", tmp_path / "off", controls=["tool_gate"])
     assert off.outcome == "fail"  # without the binding the planted note moves money
+
+
+def test_trace_page_handoff_links_jump_to_the_supporting_rows(tmp_path):
+    import re
+
+    from pipecat_harness.trace.html import write_trace_html
+
+    result, _ = run("business_callback_corrected_before_execution", tmp_path)
+    page = write_trace_html(result.trace_path).read_text()
+    section = page[page.index('<section class="handoff">'):page.index("</section>", page.index('class="handoff"'))]
+    targets = re.findall(r'href="#(e\d+)"', section)
+    assert targets and len(targets) == section.count('class="link"')  # every link is an anchor
+    for target in targets:
+        assert f'id="{target}"' in page, f"{target} is not a row of the timeline table"

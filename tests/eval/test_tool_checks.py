@@ -71,3 +71,31 @@ def test_lookups_and_follow_up_questions_are_counted() -> None:
                          TraceEvent(3, "model", "generated", {"text": "Done."})])
     figures = measure_tool_checks(timeline, [])
     assert (figures.lookups, figures.write_requests, figures.follow_up_questions) == (1, 0, 1)
+
+
+def _forwarded(call_id: str, key: str) -> ControlDecision:
+    return ControlDecision("tool_gate", "forwarded", {"tool_call_id": call_id, "idempotency_key": key})
+
+
+def _reconciled(key: str, status: str) -> ControlDecision:
+    return ControlDecision("tool_gate", "reconciled",
+                           {"idempotency_key": key, "status": status, "source": "reconciler"})
+
+
+def test_a_timed_out_write_reconciled_as_not_applied_did_not_execute() -> None:
+    timeline = Timeline(_call(1, "c1", "issue_refund", REFUND, {"status": "outcome_unknown"})
+                        + _call(20, "c2", "issue_refund", REFUND, {"status": "refunded"}))
+    decisions = [_forwarded("c1", "k1"),
+                 ControlDecision("tool_gate", "outcome_unknown",
+                                 {"tool_call_id": "c1", "idempotency_key": "k1", "reason_kind": "timeout"}),
+                 _reconciled("k1", "failed"), _forwarded("c2", "k1")]
+    figures = measure_tool_checks(timeline, decisions)
+    assert (figures.write_requests, figures.duplicate_writes_executed, figures.false_blocks) == (2, 0, 0)
+
+
+def test_a_write_that_failed_to_answer_but_was_settled_applied_makes_its_repeat_a_duplicate() -> None:
+    timeline = Timeline(_call(1, "c1", "issue_refund", REFUND, None, error="TimeoutError: read timed out")
+                        + _call(20, "c2", "issue_refund", REFUND, {"status": "refunded"}))
+    decisions = [_forwarded("c1", "k1"), _reconciled("k1", "succeeded")]
+    assert measure_tool_checks(timeline, decisions).duplicate_writes_executed == 1
+    assert measure_tool_checks(timeline, [_forwarded("c1", "k1")]).duplicate_writes_executed == 0

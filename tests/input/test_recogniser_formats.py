@@ -69,3 +69,31 @@ HOLD, RELEASE = True, False
 def test_real_recogniser_formats(domain: str, text: str, hold: bool) -> None:
     decision = hold_decision(text, IdentifierHoldConfig.for_domain(domain))
     assert decision.hold is hold, decision
+
+
+@pytest.mark.parametrize(("domain", "said", "heard"), [
+    # Whisper drops one of a repeated digit or letter from what it writes as one token.
+    ("retail", "The item number is six eight four nine six seven seven eight nine eight.",
+     "The item number is 684-967-898."),
+    ("airline", "My confirmation code is X Z Z four Y six.", "My confirmation code is XZ4Y6."),
+])
+def test_a_formatted_token_one_short_of_complete_is_what_the_caller_said(domain: str, said: str,
+                                                                         heard: str) -> None:
+    config = IdentifierHoldConfig.for_domain(domain)
+    decision = hold_decision(heard, config)
+    assert decision.hold is False and decision.rule.startswith("one_short:"), decision
+    # What the caller said, read without the recogniser's drop, is complete too: the turn was whole.
+    assert hold_decision(said, config).hold is False
+
+
+@pytest.mark.parametrize(("domain", "text"), [
+    # Split prefixes the same recogniser wrote as one token are further from complete: still held.
+    ("telecom", "My phone number is 626-710."),
+    ("retail", "The item number is 848-1828."),
+    ("airline", "My confirmation code is ZSP3."),
+    # One short but said one by one, or followed by a comma or "um": the caller is mid-list.
+    ("retail", "The item number is 6 8 4 9 6 7 8 9 8"),
+    ("retail", "The item number is 684-967-898, um"),
+])
+def test_prefixes_a_caller_pauses_after_stay_held(domain: str, text: str) -> None:
+    assert hold_decision(text, IdentifierHoldConfig.for_domain(domain)).hold is True

@@ -70,7 +70,7 @@ def test_a_reconciled_write_reaches_gemini_as_system_instruction_not_a_caller_tu
         told += notice in system
         user_turns = [p.get("text", "") for c in body["contents"] if c["role"] == "user" for p in c["parts"]]
         assert not any(notice in t for t in user_turns)
-    assert told >= 2, "every model run after the write settled carries the notice"
+    assert told >= 2, "the generation after the write settled carries the notice, its tool re-runs included"
 
 
 def test_context_summarisation_asks_the_gemini_fake_out_of_band(tmp_path):

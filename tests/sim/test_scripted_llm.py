@@ -129,3 +129,20 @@ async def test_the_scripted_model_answers_an_out_of_band_request_with_the_summar
     assert reply.text == "They asked about a refund." and not model.calls
     assert model.summary_requests == [{"system_instruction": "Summarise.", "max_tokens": 50,
                                        "messages": [{"role": "user", "content": "Conversation history: ..."}]}]
+
+
+async def test_a_decision_reacts_to_a_note_added_since_the_model_last_spoke():
+    script = ModelScript.model_validate({
+        "first_token_secs": 0.0, "token_secs": 0.0, "fallback": "Still checking.",
+        "decisions": [{"when": {"note": "refund.*went through"}, "say": "It went through after all."}],
+    })
+    llm = ScriptedLLMService(script)
+    note = {"role": "developer", "content": "Update on an earlier issue_refund: it went through."}
+    fresh = LLMContext(messages=[{"role": "user", "content": "refund please"},
+                                 {"role": "assistant", "content": "Checking."},
+                                 {"role": "user", "content": "okay"}, note])
+    # A note the model already answered is old news.
+    answered = LLMContext(messages=[{"role": "user", "content": "refund please"}, note,
+                                    {"role": "assistant", "content": "Checking."}, {"role": "user", "content": "ok"}])
+    down, _ = await run_test(llm, frames_to_send=[LLMContextFrame(fresh), LLMContextFrame(answered)])
+    assert "".join(f.text for f in down if isinstance(f, LLMTextFrame)) == "It went through after all.Still checking."

@@ -23,7 +23,7 @@ def _notices(pending: list[str]):
     return take
 
 
-async def test_with_an_llm_downstream_the_notice_is_system_instruction_on_every_later_run():
+async def test_with_an_llm_downstream_the_notice_is_system_instruction_of_the_next_generation():
     llm = ScriptedLLMService(ModelScript.model_validate({"first_token_secs": 0, "token_secs": 0}),
                              system_instruction="Base prompt.")
     guard = GenerationGuard(notices=_notices([NOTICE]))
@@ -31,8 +31,9 @@ async def test_with_an_llm_downstream_the_notice_is_system_instruction_on_every_
     await run_test(Pipeline([guard, llm]), expected_down_frames=None, frames_to_send=[
         LLMContextFrame(context), SleepFrame(sleep=0.1), LLMContextFrame(context), SleepFrame(sleep=0.1)])
     assert [m["role"] for m in context.get_messages()] == ["user"], "nothing a provider would read as a caller turn"
-    for call in llm.calls:
-        assert call.messages[0]["role"] == "system" and NOTICE in call.messages[0]["content"]
+    first, second = (call.messages[0] for call in llm.calls)
+    assert first["role"] == "system" and NOTICE in first["content"] and first["content"].startswith("Base prompt.")
+    assert second == {"role": "system", "content": "Base prompt."}, "told once, for the generation it concerns"
 
 
 async def test_without_an_llm_downstream_the_notice_is_a_developer_message():

@@ -11,7 +11,7 @@ SCENARIOS = sorted(Path(BUNDLED_DIR).glob("tools_*.yaml"))
 def test_the_tool_scenarios_are_bundled():
     names = {p.stem for p in SCENARIOS}
     assert {"tools_duplicate_write_same_turn", "tools_failed_write_retried", "tools_different_args_pass",
-            "tools_timeout_reconciliation", "tools_barge_in_during_write"} <= names
+            "tools_timeout_reconciliation", "tools_barge_in_during_write", "tools_late_success_after_timeout"} <= names
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)

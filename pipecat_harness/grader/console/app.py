@@ -23,6 +23,7 @@ missing one does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode
@@ -30,10 +31,13 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
+from pipecat_harness.business.handoff import build_handoff
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
 from pipecat_harness.grader.console import queries, views
 from pipecat_harness.grader.console.access import SESSION_COOKIE, ConsoleAccess, Scope
+from pipecat_harness.grader.console.handoff_view import handoff_section
 from pipecat_harness.grader.console.headers import install_security_headers
+from pipecat_harness.trace.timeline import Timeline
 
 __all__ = ["COOKIE_NAME", "DEFAULT_MAX_NOTE_CHARS", "create_console_app"]
 
@@ -53,6 +57,7 @@ def create_console_app(
     access: ConsoleAccess | None = None,
     max_note_chars: int = DEFAULT_MAX_NOTE_CHARS,
     recordings: str | Path | None = None,
+    traces: str | Path | None = None,
 ) -> FastAPI:
     """Build the console app over an audit store.
 
@@ -64,6 +69,8 @@ def create_console_app(
         access: A ready :class:`ConsoleAccess` (instead of ``token`` and ``tenant_tokens``).
         max_note_chars: Longest review note.
         recordings: Directory of call recordings named by call id.
+        traces: Directory of call traces (``<call id>.jsonl``, as the harness writes them); a call's
+            page then shows its verified handoff summary.
 
     Raises:
         ValueError: No token at all, or an empty one.
@@ -74,6 +81,7 @@ def create_console_app(
     install_security_headers(app)
     app.state.access = access
     recordings_dir = Path(recordings) if recordings else None
+    traces_dir = Path(traces) if traces else None
     tables_ready = False
 
     async def ready() -> None:
@@ -123,6 +131,18 @@ def create_console_app(
                 return path
         return None
 
+    async def handoff(call_id: str) -> str:
+        if traces_dir is None:
+            return ""
+        path = traces_dir / f"{call_id}.jsonl"
+        if path.parent != traces_dir or not path.is_file():  # a call id never walks out of the directory
+            return handoff_section(None)
+        try:
+            summary = await asyncio.to_thread(lambda: build_handoff(Timeline.load(path)))
+        except Exception as exc:  # a damaged trace must not take the call page down with it
+            return handoff_section(None, f"The call's trace could not be read ({type(exc).__name__}).")
+        return handoff_section(summary)
+
     async def call_rows(scope: Scope, tenant: str, call_id: str) -> list[AuditRow]:
         if not scope.allows(tenant):
             return []
@@ -166,7 +186,8 @@ def create_console_app(
         if not rows:
             raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
         history = await store.history([r.id for r in rows if r.id is not None])
-        return HTMLResponse(views.call_page(tenant, call_id, rows, history, has_audio=recording(call_id) is not None))
+        return HTMLResponse(views.call_page(tenant, call_id, rows, history, has_audio=recording(call_id) is not None,
+                                            handoff=await handoff(call_id)))
 
     @app.get("/t/{tenant}/calls/{call_id}/transcript")
     async def transcript(request: Request, tenant: str, call_id: str) -> Response:

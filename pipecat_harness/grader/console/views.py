@@ -140,9 +140,10 @@ def queue_page(
 
 
 def call_page(
-    tenant: str, call_id: str, rows: Sequence[AuditRow], history: dict[int, list[ReviewEvent]], *, has_audio: bool
+    tenant: str, call_id: str, rows: Sequence[AuditRow], history: dict[int, list[ReviewEvent]], *, has_audio: bool,
+    handoff: str = "",
 ) -> str:
-    """One call: the whole transcript as graded, flagged turns highlighted in place with their verdicts."""
+    """One call: its handoff summary (when its trace is known), then the transcript as graded, flags in place."""
     links = call_links(tenant, call_id)
     back = links["operator_console"]
     turns: dict[int, list[AuditRow]] = {}
@@ -171,7 +172,7 @@ def call_page(
     body = (
         f"<p class='meta'>Tenant <a href='/t/{quote(tenant, safe='')}'>{escape(tenant)}</a> · "
         f"graded against constraint list <span class='list-versions'>{escape(', '.join(versions))}</span> · "
-        f"<a href='{escape(links['transcript'])}'>transcript</a></p>{audio}"
+        f"<a href='{escape(links['transcript'])}'>transcript</a></p>{audio}{handoff}"
         f"<section id='transcript'>{''.join(parts) or '<p>No graded turns.</p>'}</section>"
     )
     return _layout(f"Call {call_id}", body)

@@ -1,0 +1,118 @@
+"""The model's next action at a decision point, and the reference action a scorer compares it with.
+
+A reference is written ``tool:NAME`` (the action calls that tool), ``say:REGEX``
+(its text matches, case-insensitive) or ``no_tool:NAME`` (it does not call that
+tool), several joined with ``|`` meaning any of them. It is read by the scorer
+only; the model never sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipecat_harness.errors import InputError
+
+__all__ = ["NextAction", "ReferenceAction", "ToolCall"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model made.
+
+    Parameters:
+        name: The tool.
+        arguments: Its arguments.
+        tool_call_id: The model's id of the call.
+    """
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    tool_call_id: str = ""
+
+    def label(self) -> str:
+        """``name(value, ...)`` with the argument values, for tables."""
+        values = ", ".join(str(v) for v in self.arguments.values())
+        return f"{self.name}({values})"
+
+    def to_message(self) -> dict[str, Any]:
+        """As an OpenAI-shaped ``tool_calls`` entry of an assistant message."""
+        return {"id": self.tool_call_id, "type": "function",
+                "function": {"name": self.name, "arguments": json.dumps(self.arguments)}}
+
+
+@dataclass(frozen=True)
+class NextAction:
+    """What the model did in one response: its text, then its tool calls.
+
+    Parameters:
+        text: The generated text.
+        tool_calls: The tool calls, in order.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    def label(self) -> str:
+        """A short description: the tool calls, or what it said."""
+        if self.tool_calls:
+            return " + ".join(call.label() for call in self.tool_calls)
+        words = self.text.split()
+        said = " ".join(words[:8]) + (" ..." if len(words) > 8 else "")
+        return f'says "{said}"' if said else "(nothing)"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON-serialisable mapping."""
+        return {"text": self.text, "tool_calls": [{"name": c.name, "arguments": c.arguments}
+                                                  for c in self.tool_calls]}
+
+
+_KINDS = ("tool", "say", "no_tool")
+
+
+@dataclass(frozen=True)
+class ReferenceAction:
+    """The expected next action, as the scorer reads it (never given to the model).
+
+    Parameters:
+        alternatives: ``(kind, value)`` pairs; the action matches when any one holds.
+        source: The text it was parsed from.
+    """
+
+    alternatives: tuple[tuple[str, str], ...]
+    source: str = ""
+
+    @classmethod
+    def parse(cls, text: str, *, option: str = "--expect") -> ReferenceAction:
+        """Read ``tool:NAME|say:REGEX|no_tool:NAME``.
+
+        Raises:
+            InputError: A part has no known kind, or its regular expression is invalid.
+        """
+        parts = []
+        for raw in text.split("|"):
+            kind, sep, value = raw.strip().partition(":")
+            if not sep or kind not in _KINDS or not value.strip():
+                raise InputError(f"{option} {text!r}: write each part as tool:NAME, say:REGEX or no_tool:NAME "
+                                 f"(joined with |), not {raw.strip()!r}")
+            if kind == "say":
+                try:
+                    re.compile(value)
+                except re.error as exc:
+                    raise InputError(f"{option} {text!r}: invalid regular expression {value!r}: {exc}") from exc
+            parts.append((kind, value.strip()))
+        return cls(tuple(parts), text)
+
+    def matches(self, action: NextAction) -> bool:
+        """Whether ``action`` is the expected one."""
+        names = {call.name for call in action.tool_calls}
+        for kind, value in self.alternatives:
+            if kind == "tool" and value in names:
+                return True
+            if kind == "no_tool" and value not in names:
+                return True
+            if kind == "say" and re.search(value, action.text, re.IGNORECASE):
+                return True
+        return False

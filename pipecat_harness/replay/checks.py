@@ -1,0 +1,188 @@
+"""The checks whose feedback a replay returns at the model's tool call.
+
+A check is the harness's real :class:`~pipecat_harness.tools.gate.ToolGate`,
+optionally with extra policy rules built from the decision point. Before the
+proposed call is judged, the gate is brought to the state the call had reached:
+every tool call in the recorded context is put through it again (its recorded
+result is the handler's answer, nothing executes), with a new turn at every user
+message. A proposed call the gate refuses gets the gate's tool result (what the
+model would have received) as feedback; nothing the gate forwards is executed
+in a replay.
+
+``inspect_orders`` is the design's experimental order-inspection check: it
+blocks a change to an order whose details the model has not retrieved yet and
+lists the orders the caller named that are still to retrieve. Its reminder is
+the same rule in words, which is what the ``reminder`` treatment appends to
+the system instruction.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pipecat_harness.demo.retail_tools import normalize_order_id
+from pipecat_harness.replay.actions import NextAction, ToolCall
+from pipecat_harness.replay.decision_point import DecisionPoint, ReplayError
+from pipecat_harness.spoken import spoken_to_identifier, written_to_spoken
+from pipecat_harness.tools.gate import ToolGate
+from pipecat_harness.tools.policy import PolicyRule, PolicySet, PolicyVerdict, ToolRequest
+from pipecat_harness.tools.result import reports_done
+
+__all__ = ["CHECKS", "ToolCheck", "inspect_orders_rule", "listed_orders", "load_check"]
+
+RuleFactory = Callable[[DecisionPoint], Iterable[PolicyRule]]
+
+#: Writes that change an existing order (what the order-inspection rule guards).
+ORDER_WRITES = frozenset({"cancel_pending_order", "modify_order_address", "return_items", "issue_refund"})
+
+_DIGITS = r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)"
+_SPOKEN_ORDER = re.compile(rf"\bW(?:[\s,.-]+{_DIGITS}){{7}}\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ToolCheck:
+    """A check applied at the tool call, and the reminder that says the same in the prompt.
+
+    Parameters:
+        name: How ``--check`` names it.
+        reminder: The rule in words (the ``reminder`` treatment's text).
+        rules: Builds the extra policy rules for a decision point (none: the gate alone).
+    """
+
+    name: str
+    reminder: str
+    rules: RuleFactory | None = None
+
+    async def feedback(self, point: DecisionPoint, action: NextAction,
+                       write_tools: Iterable[str]) -> list[tuple[ToolCall, Any]] | None:
+        """The tool results the check returns for ``action``'s calls, or ``None`` when it refuses none."""
+        if not action.tool_calls:
+            return None
+        schemas = {tool["name"]: tool.get("parameters") or {} for tool in point.tools if tool.get("name")}
+        policies = PolicySet(self.rules(point) if self.rules is not None else ())
+        gate = ToolGate(write_tools, schemas=schemas or None, policies=policies, timeout_secs=None)
+        await _bring_up_to_date(gate, point.messages)
+        results: list[tuple[ToolCall, Any]] = []
+        refused = False
+        for call in action.tool_calls:
+            outcome = await gate.call(call.name, call.arguments, _not_run, tool_call_id=call.tool_call_id or None)
+            if outcome.executed:
+                results.append((call, {"status": "not_run", "reason": "replay: the check let this call through"}))
+            else:
+                refused = True
+                results.append((call, outcome.to_tool_result()))
+        return results if refused else None
+
+
+async def _not_run(arguments: Mapping[str, Any]) -> Any:
+    return {"status": "not_run"}
+
+
+async def _bring_up_to_date(gate: ToolGate, messages: list[dict[str, Any]]) -> None:
+    """Put the context's recorded tool calls through the gate, with their recorded results."""
+    results: dict[str, Any] = {}
+    for message in messages:
+        if message.get("role") == "tool":
+            results[str(message.get("tool_call_id", ""))] = _parsed(message.get("content"))
+    for message in messages:
+        if message.get("role") == "user":
+            gate.new_turn()
+        for call in message.get("tool_calls") or []:
+            recorded = results.get(str(call.get("id", "")))
+            if recorded is None or not reports_done(recorded):
+                continue  # it did not happen: the gate must not count it as done
+            function = call.get("function") or {}
+
+            async def answer(arguments: Mapping[str, Any], recorded: Any = recorded) -> Any:
+                return recorded
+
+            await gate.call(str(function.get("name", "")), function.get("arguments") or "{}", answer)
+
+
+def _parsed(content: Any) -> Any:
+    if isinstance(content, str):
+        try:
+            return json.loads(content)
+        except ValueError:
+            return content
+    return content
+
+
+def listed_orders(text: str) -> list[str]:
+    """Order ids in a caller's words (``W two three ...`` or ``W2378156``), canonical, in order."""
+    found = []
+    for match in _SPOKEN_ORDER.finditer(written_to_spoken(text)):
+        order = normalize_order_id(spoken_to_identifier(match.group(0)))
+        if order not in found:
+            found.append(order)
+    return found
+
+
+def inspect_orders_rule(point: DecisionPoint) -> list[PolicyRule]:
+    """Block a change to an order whose details were not retrieved; list the named orders still to retrieve."""
+    listed: list[str] = []
+    for message in point.messages:
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            listed += [o for o in listed_orders(message["content"]) if o not in listed]
+    inspected = set()
+    for message in point.messages:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            if function.get("name") == "get_order_details":
+                arguments = _parsed(function.get("arguments") or "{}")
+                if isinstance(arguments, dict):
+                    inspected.add(normalize_order_id(arguments.get("order_id", "")))
+
+    def check(request: ToolRequest) -> PolicyVerdict | None:
+        order = normalize_order_id(request.arguments.get("order_id", ""))
+        if not order or order in inspected:
+            return None
+        missing = [o for o in listed if o not in inspected] or [order]
+        return PolicyVerdict("block", "not executed: retrieve the details of " + ", ".join(missing)
+                             + " with get_order_details before changing an order, or ask the caller which order "
+                             "they mean and why")
+
+    return [PolicyRule("inspect_orders_first", check, tools=ORDER_WRITES, once_per_call=True)]
+
+
+#: The checks ``--check`` names.
+CHECKS: dict[str, ToolCheck] = {
+    "tool_gate": ToolCheck(
+        "tool_gate",
+        "Never repeat a write that already succeeded on this call, and never retry one whose outcome is unknown; "
+        "use the earlier result."),
+    "inspect_orders": ToolCheck(
+        "inspect_orders",
+        "Before changing an order, retrieve the details of every order the caller named with get_order_details, "
+        "or ask the caller which order they mean and why.",
+        inspect_orders_rule),
+}
+
+
+def load_check(spec: str, *, reminder: str | None = None) -> ToolCheck:
+    """A check by name, or ``module:function`` returning policy rules for a decision point.
+
+    Raises:
+        ReplayError: The name is unknown or the function cannot be imported.
+    """
+    if spec in CHECKS:
+        check = CHECKS[spec]
+    elif ":" in spec:
+        module, _, attribute = spec.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ReplayError(f"--check {spec}: cannot import it ({exc}); give module:function") from exc
+        check = ToolCheck(spec, reminder or "", factory)
+    else:
+        raise ReplayError(f"--check {spec}: unknown check; choose {', '.join(CHECKS)} or give module:function")
+    if reminder is not None:
+        check = ToolCheck(check.name, reminder, check.rules)
+    if not check.reminder:
+        raise ReplayError(f"--check {spec}: give --reminder TEXT (the rule in words, for the reminder treatment)")
+    return check

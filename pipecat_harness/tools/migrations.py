@@ -1,0 +1,94 @@
+"""Bringing an existing ledger database up to the current table layout, without losing its records.
+
+A ledger database outlives the harness version that created it: the records
+of operations whose outcome is unknown must survive an upgrade. The schema
+version of each table prefix is one row of ``<prefix>schema``; opening a
+ledger (:meth:`~pipecat_harness.tools.ledger.OperationLedger.create_tables`)
+creates what is missing, adds the columns and indexes a newer layout
+introduced to the existing tables (with defaults for the rows already there),
+and records the version. A database written by a newer harness is refused
+rather than written with an older layout.
+
+Additive changes only: columns and indexes are added, never dropped or
+rewritten, so processes of the old and new version can share a database
+while a deployment rolls over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, inspect, select, text
+from sqlalchemy.exc import DBAPIError
+
+from pipecat_harness.tools.storage import LedgerTables
+
+__all__ = ["SCHEMA_VERSION", "SchemaTooNew", "migrate", "schema_table"]
+
+#: The table layout this version writes. 1: operations, outbox, consumed;
+#: 2: owner leases and resources on operations, publisher claims on the outbox,
+#: the (status, tenant) index.
+SCHEMA_VERSION = 2
+
+# Values for rows that existed before a column was added (a NOT NULL column needs one).
+_BACKFILL: dict[str, Any] = {"owner": "", "lease_until": 0.0, "resource": "", "claimed_until": 0.0, "attempt": 0}
+
+
+class SchemaTooNew(RuntimeError):
+    """The ledger database was written by a newer harness version."""
+
+
+def schema_table(prefix: str, metadata: MetaData | None = None) -> Table:
+    """The ``<prefix>schema`` table: one row per component with its layout version."""
+    return Table(f"{prefix}schema", metadata or MetaData(), Column("component", String(64), primary_key=True),
+                 Column("version", Integer, nullable=False), Column("migrated_at", Float, nullable=False))
+
+
+def _literal(value: Any) -> str:
+    return repr(value) if isinstance(value, int | float) else "'" + str(value).replace("'", "''") + "'"
+
+
+def _add_column(conn: Connection, table: Table, column: Column[Any]) -> None:
+    kind = column.type.compile(dialect=conn.dialect)
+    clause = f"ADD COLUMN {'IF NOT EXISTS ' if conn.dialect.name == 'postgresql' else ''}{column.name} {kind}"
+    if not column.nullable:
+        clause += f" NOT NULL DEFAULT {_literal(_BACKFILL.get(column.name, ''))}"
+    try:
+        conn.execute(text(f"ALTER TABLE {table.name} {clause}"))
+    except DBAPIError as exc:  # another process added it first (SQLite has no IF NOT EXISTS here)
+        if "duplicate column" not in str(exc).lower():
+            raise
+
+
+def migrate(conn: Connection, tables: LedgerTables, prefix: str, now: float) -> int:
+    """Create or upgrade the ledger's tables in one transaction; return the version found before (0: new).
+
+    Raises:
+        SchemaTooNew: The database's layout is newer than :data:`SCHEMA_VERSION`.
+    """
+    versions = schema_table(prefix)
+    inspector = inspect(conn)
+    existing = set(inspector.get_table_names())
+    found = 0
+    if versions.name in existing:
+        found = conn.execute(select(versions.c.version).where(versions.c.component == "ledger")).scalar() or 0
+    elif tables.operations.name in existing:
+        found = 1  # the tables predate the version row
+    if found > SCHEMA_VERSION:
+        raise SchemaTooNew(f"ledger tables {prefix}* are at schema version {found}, newer than this harness "
+                           f"({SCHEMA_VERSION}); upgrade pipecat-harness or use another ledger_table_prefix")
+    versions.create(conn, checkfirst=True)
+    for table in tables.metadata.sorted_tables:
+        if table.name not in existing:
+            table.create(conn)
+            continue
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in present:
+                _add_column(conn, table, column)
+        for index in table.indexes:
+            index.create(conn, checkfirst=True)
+    if found < SCHEMA_VERSION:
+        conn.execute(versions.delete().where(versions.c.component == "ledger"))
+        conn.execute(versions.insert().values(component="ledger", version=SCHEMA_VERSION, migrated_at=now))
+    return found
