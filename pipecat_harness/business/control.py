@@ -41,6 +41,7 @@ from pipecat_harness.instruction import InstructionEntry
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
 from pipecat_harness.state.proposals import ProposalStore, SqlProposals, StateStoreProposals
+from pipecat_harness.state.store import StateStore
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
@@ -84,11 +85,10 @@ class StateRenderer(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
-def _proposal_store(harness: Harness) -> ProposalStore | None:
+def _proposal_store(harness: Harness, redis: StateStore | None) -> ProposalStore | None:
     """Redis with ``call_state.store: redis``, else the ledger's database when there is one, else none."""
-    settings = harness.config.call_state
-    if settings.store == "redis":
-        return StateStoreProposals(create_store("redis", redis_url=settings.redis_url))
+    if redis is not None:
+        return StateStoreProposals(redis)
     gate = harness.config.tool_gate
     if gate.ledger_url:
         return SqlProposals(gate.ledger_url, table_prefix=gate.ledger_table_prefix)
@@ -108,16 +108,16 @@ class CallStateControl(HarnessControl):
     def __init__(self, harness: Harness) -> None:
         super().__init__(harness)
         settings = harness.config.call_state
-        store = None
-        if settings.store == "redis":
-            store = CallStateStore(create_store("redis", redis_url=settings.redis_url))
+        # One Redis client per call serves the state and the proposals.
+        redis = create_store("redis", redis_url=settings.redis_url) if settings.store == "redis" else None
+        store = CallStateStore(redis) if redis is not None else None
         self.keeper = WorkingStateKeeper(
             harness.call_id, store=store, identity_tools=frozenset(settings.identity_tools),
             on_change=self._on_state_change,
         )
         self.confirmation = (
             ConfirmationPolicy(settings.confirm_tools, on_change=self._on_proposal,
-                               store=_proposal_store(harness), call_id=harness.call_id)
+                               store=_proposal_store(harness, redis), call_id=harness.call_id)
             if settings.confirm_tools else None
         )
         self.hidden_result_fields = frozenset(settings.internal_result_fields)

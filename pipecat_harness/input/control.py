@@ -108,6 +108,8 @@ class SpellingControl(HarnessControl):
                 as_in=settings.as_in,
                 letter_digit_runs=settings.letter_digit_runs,
                 dotted_letters=settings.dotted_letters,
+                split_connectors=settings.split_connectors,
+                number_readings=settings.number_readings,
             ),
             on_rewrite=self._on_decision,
         )

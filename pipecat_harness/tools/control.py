@@ -56,6 +56,7 @@ from pipecat.services.llm_service import FunctionCallParams, LLMService
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.instruction import InstructionEntry
+from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
@@ -174,7 +175,9 @@ class ToolGateControl(HarnessControl):
 
     Configured by ``HarnessConfig.tool_gate``. Trusted code may set
     ``control.gate.server_context`` (tenant id, customer id), add policy rules
-    to ``control.gate.policies`` and set ``control.gate.reconciler``.
+    to ``control.gate.policies``, set ``control.gate.reconciler`` and set
+    ``control.hook`` (a :class:`GateHook`: what runs before the gate decides and
+    what the model receives; the ``call_state`` control installs one).
     """
 
     name = "tool_gate"
@@ -316,7 +319,9 @@ class ToolGateControl(HarnessControl):
             return
         async with self._ledger_ready:
             if not self._ledger_created:
-                await self.ledger.create_tables()
+                # Table set-up is database I/O: on a simulated call's virtual-time loop the clock
+                # stands still for it (await_io), or its connect timeout would pass at once.
+                await await_io(self.ledger.create_tables())
                 self._ledger_created = True
 
     def _check_known(self, name: str, tool_call_id: str) -> None:

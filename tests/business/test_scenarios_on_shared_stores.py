@@ -1,4 +1,4 @@
-"""The confirmation scenarios hold with their ledger, proposals and call state in SQLite and Redis (and PostgreSQL).
+"""The confirmation scenarios hold with their ledger, proposals and call state in SQLite, PostgreSQL and Redis.
 
 Each run is a bundled business scenario with the operation ledger in a real
 database and, for many workers, the call state and proposals in Redis. After
@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from pipecat_harness.config import HarnessConfig
-from pipecat_harness.sim.runner import run_scenario, simulate_call
+from pipecat_harness.sim.runner import run_scenario
 from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
 from pipecat_harness.tools.engines import acquire_engine, release_engine
 from tests.services import REDIS_URL, connected_redis, postgres_url
@@ -120,24 +120,36 @@ def test_redis_holds_the_call_state_and_the_proposals_for_every_worker(name, tmp
     assert in_state.count("succeeded") == succeeded
 
 
-def test_postgres_ledger_and_redis_state_hold_a_call_in_real_time(tmp_path):
-    # On a real-time loop: on the simulator's virtual clock the PostgreSQL ledger's asyncpg replies lose the race
-    # against the next timer (its I/O does not hold the clock), so this one call runs in real time (about 35 s).
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_postgres_ledger_and_redis_state_hold_the_call(name, tmp_path):
     url = postgres_url()
     asyncio.run(_redis_up())
     prefix = f"t{uuid.uuid4().hex[:8]}_"
-    name = "business_callback_confirmed"
-    scenario = load_scenario(Path(BUNDLED_DIR) / f"{name}.yaml")
-    scenario = scenario.model_copy(update={"name": f"{name}-{uuid.uuid4().hex[:8]}"})
-    config = HarnessConfig(tool_gate={"ledger_url": url, "ledger_table_prefix": prefix},
-                           call_state={"store": "redis", "redis_url": REDIS_URL}).only(*CONTROLS)
     try:
-        result = asyncio.run(simulate_call(scenario, config, workdir=tmp_path, trace_path=None))
-        operations, _ = asyncio.run(_ledger_rows(url, prefix, scenario.name))
+        call_id = _run(name, tmp_path, tool_gate={"ledger_url": url, "ledger_table_prefix": prefix},
+                       call_state={"store": "redis", "redis_url": REDIS_URL})
+        operations, in_database = asyncio.run(_ledger_rows(url, prefix, call_id))
     finally:
         asyncio.run(_drop(url, prefix))
-    assert result.as_expected, [f"{c.name}: {c.detail}" for c in result.checks]
-    assert operations.count(("schedule_callback", "succeeded")) == 1
-    state, proposals = asyncio.run(_take_from_redis(scenario.name))
-    assert proposals is not None and _statuses(proposals["document"]) == ["confirmed"]
-    assert state is not None and any(op.get("status") == "succeeded" for op in state["operations"].values())
+    succeeded, statuses = EXPECTED[name]
+    assert operations.count(("schedule_callback", "succeeded")) == succeeded
+    assert in_database is None
+    state, proposals = asyncio.run(_take_from_redis(call_id))
+    assert proposals is not None and _statuses(proposals["document"]) == statuses
+    assert state is not None
+    in_state = [op["status"] for op in state["operations"].values() if op.get("tool") == "schedule_callback"]
+    assert in_state.count("succeeded") == succeeded
+
+
+def test_postgres_ledger_holds_the_proposals_without_redis(tmp_path):
+    url = postgres_url()
+    prefix = f"t{uuid.uuid4().hex[:8]}_"
+    name = "business_callback_corrected_before_execution"
+    try:
+        call_id = _run(name, tmp_path, tool_gate={"ledger_url": url, "ledger_table_prefix": prefix})
+        operations, proposals = asyncio.run(_ledger_rows(url, prefix, call_id))
+    finally:
+        asyncio.run(_drop(url, prefix))
+    succeeded, statuses = EXPECTED[name]
+    assert operations.count(("schedule_callback", "succeeded")) == succeeded
+    assert proposals is not None and _statuses(proposals) == statuses
