@@ -250,6 +250,7 @@ async def simulate_call(
         tool_executions=dict(executions),
         write_tools=frozenset(harness.write_tools),
         model_usage=usage,
+        caller_requests=caller.requests if isinstance(caller, GoalCaller) else 0,
     )
     if harness.recorder is not None and use_harness:
         for entry in caller.log:
