@@ -18,9 +18,11 @@ setup: $(STAMP)
 simulate: $(STAMP)
 	$(BIN)/pipecat-harness simulate
 
-# The bundled scenarios with the bots' Deepgram, Gemini and ElevenLabs services against the loopback fakes.
+# The bundled scenarios with the bots' Deepgram, Gemini and ElevenLabs services against the loopback fakes, then
+# with OpenAILLMService in Gemini's place; exits non-zero when any call is not as expected.
 simulate-loopback: $(STAMP)
 	$(BIN)/pipecat-harness simulate --services loopback --timeline none --traces traces/loopback
+	$(BIN)/pipecat-harness simulate --services loopback-openai --timeline none --traces traces/loopback-openai
 
 # The input scenarios on real speech: Piper voices the caller, Silero VAD and Whisper tiny.en hear it
 # (needs the [audio] extra; synthesised audio and transcripts are cached, so reruns are quick).

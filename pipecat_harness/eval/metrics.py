@@ -99,6 +99,7 @@ class CallMetrics:
         prompt_tokens: Input tokens the model reported, summed.
         completion_tokens: Output tokens the model reported, summed.
         total_tokens: Total tokens the model reported.
+        caller_requests: Requests to the goal caller's model (cached lines excluded).
         error: Why the simulation itself failed (empty when it ran); such a call counts as failed.
     """
 
@@ -122,6 +123,7 @@ class CallMetrics:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    caller_requests: int = 0
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -174,4 +176,5 @@ def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, 
         prompt_tokens=result.model_usage.prompt_tokens,
         completion_tokens=result.model_usage.completion_tokens,
         total_tokens=result.model_usage.total_tokens,
+        caller_requests=result.caller_requests,
     )

@@ -58,6 +58,7 @@ def usage_to_dict(evaluation: EvalRun) -> dict[str, Any]:
     calls = max(evaluation.calls_simulated, 1)
     tokens = evaluation.tokens or {"prompt": 0, "completion": 0, "total": 0}
     return {"model_requests": evaluation.model_requests, "tokens": tokens,
+            "caller_requests": evaluation.caller_requests,
             "requests_per_call": round(evaluation.model_requests / calls, 2),
             "tokens_per_call": {k: round(v / calls, 1) for k, v in tokens.items()}}
 

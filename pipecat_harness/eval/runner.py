@@ -217,6 +217,7 @@ class EvalRun:
         ended: Why the run ended.
         model_requests: Model requests over all calls simulated.
         tokens: Model tokens over all calls simulated (prompt, completion, total).
+        caller_requests: Requests to the goal callers' model (cached lines excluded).
     """
 
     scenarios: list[str]
@@ -233,6 +234,7 @@ class EvalRun:
     ended: str = ""
     model_requests: int = 0
     tokens: dict[str, int] = field(default_factory=dict)
+    caller_requests: int = 0
 
 
 def _execute(jobs: Sequence[CallJob], workers: int, pool: ProcessPoolExecutor | None,
@@ -362,6 +364,7 @@ def run_evaluation(
         ))
     calls = list(cache.values())
     evaluation.model_requests = sum(c.model_requests for c in calls)
+    evaluation.caller_requests = sum(c.caller_requests for c in calls)
     evaluation.tokens = {"prompt": sum(c.prompt_tokens for c in calls),
                          "completion": sum(c.completion_tokens for c in calls),
                          "total": sum(c.total_tokens for c in calls)}

@@ -97,7 +97,8 @@ def run_lines(evaluation: EvalRun) -> list[str]:
     tokens = evaluation.tokens or {}
     lines.append(f"model usage: {evaluation.model_requests} requests ({evaluation.model_requests / calls:.1f}/call), "
                  f"{tokens.get('total', 0)} tokens ({tokens.get('total', 0) / calls:.0f}/call: "
-                 f"{tokens.get('prompt', 0) / calls:.0f} in, {tokens.get('completion', 0) / calls:.0f} out)")
+                 f"{tokens.get('prompt', 0) / calls:.0f} in, {tokens.get('completion', 0) / calls:.0f} out)"
+                 + (f"; caller model: {evaluation.caller_requests} requests" if evaluation.caller_requests else ""))
     return lines
 
 

@@ -69,7 +69,10 @@ def _equal(value: Any, expected: Any) -> bool:
 
 
 def check_context(scenario: Scenario, context: Any, llm: Any) -> list[CheckResult]:
-    """The final context's expectations: what it holds, its size, whether it was summarised."""
+    """The final context's expectations: what it holds, its size, whether it was summarised.
+
+    ``llm`` is what answered the model's requests; its ``summary_requests`` are the summaries asked for.
+    """
     spec = scenario.expect.context
     if spec is None:
         return []

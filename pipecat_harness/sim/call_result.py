@@ -57,6 +57,7 @@ class CallResult:
         tool_executions: Business handler executions by tool.
         write_tools: The tools that change business state.
         model_usage: Requests and tokens at the model.
+        caller_requests: Requests a goal caller made to its caller model (cached lines excluded).
     """
 
     scenario: str
@@ -74,6 +75,7 @@ class CallResult:
     tool_executions: dict[str, int] = field(default_factory=dict)
     write_tools: frozenset[str] = frozenset()
     model_usage: ModelUsage = field(default_factory=ModelUsage)
+    caller_requests: int = 0
 
     @property
     def outcome(self) -> str:

@@ -10,6 +10,12 @@ a :class:`HarnessConfig`, places its controls as it would in production.
 
 Everything runs on a virtual-time event loop (see :mod:`pipecat_harness.sim.clock`):
 the same frame order and relative timing as real time, in a fraction of it.
+
+The model may instead be a real one through the bots' Pipecat service
+(:mod:`pipecat_harness.sim.model_arm`), and the caller one described by goal
+and played by an LLM caller (:mod:`pipecat_harness.sim.goal_caller`). How the
+call is set up, what it produced and how its expectations are checked live in
+``call_setup``, ``call_result`` and ``call_checks``.
 """
 
 from __future__ import annotations
@@ -223,7 +229,8 @@ async def simulate_call(
     playback = measure_playback(ledger, context_messages(context))
     calls = model_calls()
     checks.extend(check_history(scenario, playback, calls))
-    checks.extend(check_context(scenario, context, llm))
+    # On loopback the fake's scripted model answers Pipecat's summarisation requests, not the service.
+    checks.extend(check_context(scenario, context, loopback.model if loopback is not None else llm))
     passed = all(c.ok for c in checks)
     usage = meter.usage
     result = CallResult(
@@ -243,6 +250,7 @@ async def simulate_call(
         tool_executions=dict(executions),
         write_tools=frozenset(harness.write_tools),
         model_usage=usage,
+        caller_requests=caller.requests if isinstance(caller, GoalCaller) else 0,
     )
     if harness.recorder is not None and use_harness:
         for entry in caller.log:

@@ -25,6 +25,7 @@ from pipecat_harness.demo import RETAIL_WRITE_TOOLS, RetailTools
 from pipecat_harness.harness import TurnBoundaryProcessor
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
 from pipecat_harness.input.silent_reply import SilentReplyGuard
+from pipecat_harness.placement import flatten
 
 
 def _daily_transport() -> Any:
@@ -87,7 +88,7 @@ async def test_bot_uses_the_provider_services(bot: str, settings: BotSettings) -
 @pytest.mark.parametrize("bot", ["daily", "local", "twilio"])
 async def test_harness_controls_sit_where_the_architecture_says(bot: str, settings: BotSettings) -> None:
     agent = await _build(bot, settings)
-    processors = agent.processors
+    processors = flatten(agent.processors)  # each placement's processors stand as one group in the pipeline
     user_agg = _index(processors, LLMUserAggregator)
     llm = _index(processors, LLMService)
     output = _index(processors, BaseOutputTransport)

@@ -13,6 +13,7 @@ from pipecat_harness.input.control import IdentifierHoldControl, SilentReplyCont
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
 from pipecat_harness.input.silent_reply import SilentReplyGuard
 from pipecat_harness.input.spelling import SpellingNormalizer
+from pipecat_harness.placement import flatten
 
 
 def _harness(domain: str = "retail", **overrides: object) -> Harness:
@@ -59,7 +60,7 @@ def test_settings_reach_the_strategy_and_processors() -> None:
     stop = SpeechTimeoutUserTurnStopStrategy()
     params = harness.user_params(LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[stop])))
     user = LLMUserAggregator(LLMContext(), params=params)
-    placed = harness.place([user])
+    placed = flatten(harness.place([user]))
     index = placed.index(user)
     before = placed[:index]
     normalizer = next(p for p in before if isinstance(p, SpellingNormalizer))

@@ -73,6 +73,7 @@ def test_a_caller_model_plays_the_goal_over_the_openai_protocol_and_arms_share_i
     assert all(r.raw["seed"] == 3 and r.raw["temperature"] == 0 for r in fake.requests)
     results = json.loads((out / "results.json").read_text())
     assert results["caller_model"]["label"] == "openai:caller-llm"
+    assert results["usage"]["caller_requests"] == 0  # the rerun's lines all came from the cache
     control = results["controls"][0]
     assert (control["on"]["passed"], control["off"]["passed"]) == (1, 0)
     turns = sum(len(Timeline.load(c["trace"]).of("caller_turn")) for c in control["calls"])
@@ -115,3 +116,12 @@ def test_a_caller_model_that_does_not_answer_fails_the_call_without_hanging(
     calls = json.loads((out / "results.json").read_text())["controls"][0]["calls"]
     assert calls and all(not c["passed"] and "Connection" in c["error"] for c in calls)
     assert "simulation error" in capsys.readouterr().out
+
+
+def test_goal_caller_drives_the_recogniser_when_the_bots_services_run_on_loopback(tmp_path: Path) -> None:
+    scenario = load_scenario(GOAL_SCENARIO)
+    held = run_scenario(scenario, controls=["identifier_hold"], services="loopback")
+    unheld = run_scenario(scenario, controls=[], services="loopback")
+    # The transcripts came from DeepgramSTTService reading the fake; the pause still split the order number.
+    assert held.passed and not unheld.passed
+    assert held.model_usage.requests >= 5 and held.model_usage.total_tokens > 0  # Gemini usage metadata
