@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, cast
 
 from pipecat.frames.frames import ErrorFrame, Frame, TranscriptionFrame
-from pipecat.services.whisper.stt import WhisperSTTService
+from pipecat.services.whisper.stt import WhisperSTTService, WhisperSTTSettings
 from pipecat.utils.time import time_now_iso8601
 
 from pipecat_harness.sim.audio.cache import AudioCache, digest
@@ -62,7 +62,7 @@ class CachedWhisperSTTService(WhisperSTTService):
         self._latency = latency_secs
         self._cpu_threads = cpu_threads
         self._vocabulary = vocabulary
-        settings = WhisperSTTService.Settings(model=tiny_en_model_path(), hotwords=vocabulary or None)
+        settings = WhisperSTTService.Settings(model=tiny_en_model_path())
         super().__init__(settings=settings, device="cpu", compute_type="int8", **kwargs)
 
     def _load(self) -> None:
@@ -76,22 +76,36 @@ class CachedWhisperSTTService(WhisperSTTService):
                                    cpu_threads=self._cpu_threads)
 
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame, None]:
-        """Transcribe one VAD segment (from the cache when it was heard before)."""
-        key = transcript_key(audio, self._vocabulary)
-        text = self._cache.transcript(key)
-        if text is None:
-            if self._model is None:
-                self._load_model()
-            parts: list[str] = []
-            async for frame in super().run_stt(audio):
-                if isinstance(frame, ErrorFrame):
-                    yield frame
-                    return
-                if isinstance(frame, TranscriptionFrame):
-                    parts.append(frame.text)
-            text = "".join(parts)
-            self._cache.put_transcript(key, text, model=_MODEL_ID, audio_bytes=len(audio),
-                                       hotwords=self._vocabulary)
+        """Transcribe one VAD segment (from the cache when it was heard before).
+
+        With hotwords, the segment is first heard cold: primed Whisper turns a mumble it would drop ("mm-hmm")
+        into a hotword ("Remember"), so the hotwords may choose the words but not decide that there were any.
+        """
+        error: ErrorFrame | None = None
+        text, error = await self._heard(audio, "")
+        if error is None and text.strip() and self._vocabulary:
+            text, error = await self._heard(audio, self._vocabulary)
+        if error is not None:
+            yield error
+            return
         await asyncio.sleep(self._latency)
         if text.strip():
             yield TranscriptionFrame(text, self._user_id, time_now_iso8601(), None)
+
+    async def _heard(self, audio: bytes, vocabulary: str) -> tuple[str, ErrorFrame | None]:
+        key = transcript_key(audio, vocabulary)
+        text = self._cache.transcript(key)
+        if text is not None:
+            return text, None
+        if self._model is None:
+            self._load_model()
+        cast(WhisperSTTSettings, self._settings).hotwords = vocabulary or None
+        parts: list[str] = []
+        async for frame in super().run_stt(audio):
+            if isinstance(frame, ErrorFrame):
+                return "", frame
+            if isinstance(frame, TranscriptionFrame):
+                parts.append(frame.text)
+        text = "".join(parts)
+        self._cache.put_transcript(key, text, model=_MODEL_ID, audio_bytes=len(audio), hotwords=vocabulary)
+        return text, None
