@@ -128,7 +128,12 @@ class SqliteThread:
         """
         if self._closed:
             raise RuntimeError(f"the SQLite ledger {self.path!r} is closed")
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        # A loop that keeps its own (simulated) time must not let it run on while the thread works.
+        hold = getattr(loop, "hold_time_for", None)
+        if hold is not None:
+            hold(future)
         self._queue.put((future, work, transaction))
         return await future
 
