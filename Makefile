@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup simulate simulate-loopback test lint bench clean
+.PHONY: setup simulate simulate-loopback simulate-audio test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +18,22 @@ setup: $(STAMP)
 simulate: $(STAMP)
 	$(BIN)/pipecat-harness simulate
 
-# The bundled scenarios with the bots' Deepgram, Gemini and ElevenLabs services against the loopback fakes.
+# The bundled scenarios with the bots' Deepgram, Gemini and ElevenLabs services against the loopback fakes, then
+# with OpenAILLMService in Gemini's place; exits non-zero when any call is not as expected.
 simulate-loopback: $(STAMP)
 	$(BIN)/pipecat-harness simulate --services loopback --timeline none --traces traces/loopback
+	$(BIN)/pipecat-harness simulate --services loopback-openai --timeline none --traces traces/loopback-openai
+
+# The input scenarios on real speech: Piper voices the caller, Silero VAD and Whisper tiny.en hear it
+# (needs the [audio] extra; synthesised audio and transcripts are cached, so reruns are quick).
+AUDIO_SCENARIOS := input_complete_ids_not_held input_ordinary_sentences input_silent_confirmation \
+	input_spelled_name input_split_email input_split_order_number input_split_phone_number silent_confirmation \
+	split_order_number eval_airline_complete_code_not_held eval_airline_dotted_last_name \
+	eval_airline_silent_rebooking_confirmation eval_airline_split_booking_code eval_retail_complete_email_not_held \
+	eval_retail_split_zip_code eval_telecom_quantities_not_held eval_telecom_silent_plan_change \
+	eval_telecom_split_line_number
+simulate-audio: $(STAMP)
+	$(BIN)/pipecat-harness simulate --audio --timeline none --traces traces/audio $(AUDIO_SCENARIOS)
 
 test: $(STAMP)
 	$(BIN)/pytest -q

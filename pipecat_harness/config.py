@@ -123,12 +123,17 @@ class SpellingSettings(_Block):
         as_in: Rewrite glued "YAsInYellow" into "Y as in Yellow".
         letter_digit_runs: Separate runs of letters and digits the ASR glued together.
         dotted_letters: Read "J.O.H.N." as spelled letters.
+        split_connectors: Join a connector word the ASR split in two ("Under score" -> "underscore").
+        number_readings: After an identifier cue, read digits the ASR wrote as a number back as digits
+            ("zip code is 8.9" -> "8 9").
     """
 
     enabled: bool = True
     as_in: bool = True
     letter_digit_runs: bool = True
     dotted_letters: bool = True
+    split_connectors: bool = True
+    number_readings: bool = True
 
 
 class SilentReplySettings(_Block):

@@ -21,17 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from loguru import logger
-from pipecat.frames.frames import Frame, LLMContextUserTurnFrame, StartFrame
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.processors.aggregators.llm_response_universal import (
-    LLMAssistantAggregator,
     LLMAssistantAggregatorParams,
     LLMUserAggregator,
     LLMUserAggregatorParams,
 )
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
-from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
 from pipecat_harness.config import HarnessConfig
@@ -40,6 +37,7 @@ from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
 from pipecat_harness.integration import IntegrationError, integration_problems
 from pipecat_harness.observer_group import ObserverGroup
+from pipecat_harness.placement import TurnBoundaryProcessor, flatten, insert_placed
 from pipecat_harness.tools.operation_state import Reconciler
 from pipecat_harness.trace.recorder import TraceRecorder
 from pipecat_harness.turn_strategies import TurnStrategyAdvisor
@@ -75,35 +73,6 @@ CONTROL_FACTORIES: dict[str, str] = {
     "grader": "pipecat_harness.grader.control:GraderControl",
     "call_state": "pipecat_harness.business.control:CallStateControl",
 }
-
-
-class TurnBoundaryProcessor(FrameProcessor):
-    """Advances the call's turn counter when a user turn is submitted.
-
-    It sits right after the user aggregator, so it sees the
-    ``LLMContextUserTurnFrame`` before the ``LLMContextFrame`` that runs the
-    model for that turn: every decision the model's turn causes carries the
-    right turn id. Given the decision log, it also starts the log's clock when
-    the pipeline's ``StartFrame`` passes (no extra processor for that).
-    """
-
-    def __init__(
-        self, on_turn: Callable[[str], None], *, decisions: DecisionLog | None = None, **kwargs: Any
-    ) -> None:
-        # It only inspects frames: processing them in the pusher's task saves a queue hop per frame.
-        kwargs.setdefault("enable_direct_mode", True)
-        super().__init__(**kwargs)
-        self._on_turn = on_turn
-        self._decisions = decisions
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Forward every frame; note submitted user turns."""
-        await super().process_frame(frame, direction)
-        if isinstance(frame, LLMContextUserTurnFrame):
-            self._on_turn(frame.text)
-        elif isinstance(frame, StartFrame) and self._decisions is not None:
-            self._decisions.start()
-        await self.push_frame(frame, direction)
 
 
 class Harness:
@@ -228,7 +197,10 @@ class Harness:
         Positions are found by type: the ``LLMUserAggregator``, the
         ``LLMService``, the ``BaseOutputTransport`` and the
         ``LLMAssistantAggregator``. A control whose anchor is missing is
-        reported with a clear error rather than placed somewhere wrong.
+        reported with a clear error rather than placed somewhere wrong. The
+        processors of one placement stand in the list as one
+        :class:`~pipecat_harness.placement.PlacementGroup` (one hop for every
+        frame that passes; :func:`~pipecat_harness.placement.flatten` lists its members).
 
         Then checks that every active control can act (see
         :mod:`pipecat_harness.integration`): each problem is logged as an error
@@ -247,12 +219,6 @@ class Harness:
             advisor = TurnStrategyAdvisor(self._wrap_recommended, self._turn_strategy_defaults)
             placed[Placement.BEFORE_USER_AGGREGATOR].append(advisor)
 
-        anchors: dict[Placement, tuple[type, bool]] = {
-            Placement.BEFORE_USER_AGGREGATOR: (LLMUserAggregator, False),
-            Placement.BEFORE_LLM: (LLMUserAggregator, True),
-            Placement.AFTER_OUTPUT_TRANSPORT: (BaseOutputTransport, True),
-            Placement.AFTER_ASSISTANT_AGGREGATOR: (LLMAssistantAggregator, True),
-        }
         for processor in processors:
             if isinstance(processor, LLMService):
                 # Start-up is where an undeclared tool must fail, loudly, not mid-call.
@@ -260,22 +226,10 @@ class Harness:
                                None)
                 self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
         self._check_integration(processors)
-        result = list(processors)
-        for placement, extra in placed.items():
-            if not extra:
-                continue
-            anchor_type, after = anchors[placement]
-            index = next((i for i, p in enumerate(result) if isinstance(p, anchor_type)), None)
-            if index is None:
-                owners = ", ".join(sorted({c.name for c in self.controls})) or "the harness"
-                raise ValueError(
-                    f"cannot place {placement.value} processors for {owners}: "
-                    f"the pipeline has no {anchor_type.__name__}"
-                )
-            position = index + 1 if after else index
-            result[position:position] = extra
+        owners = ", ".join(sorted({c.name for c in self.controls})) or "the harness"
+        result = insert_placed(processors, placed, owners)
         for control in self.controls:
-            control.on_pipeline(result)
+            control.on_pipeline(flatten(result))
         return result
 
     def _check_integration(self, processors: list[FrameProcessor]) -> None:

@@ -276,7 +276,22 @@ SCENARIO_EXAMPLES: dict[str, str] = {
     "Scenario.model": "see [ModelScript](#modelscript)",
     "Scenario.faults": "`[{tool: issue_refund, kind: hang}]`",
     "Scenario.caller": "see [CallerTurn](#callerturn)",
+    "Scenario.caller_goal": "see [CallerGoal](#callergoal)",
     "Scenario.expect": "see [Expectations](#expectations)",
+    "CallerGoal.persona": "`A retired teacher, polite, a little hard of hearing.`",
+    "CallerGoal.reason": "`The thermostat from my last order arrived broken and I want a refund.`",
+    "CallerGoal.knows": "`[{what: order number, say: \"W two three seven ... eight one five six\"}]`",
+    "CallerGoal.does_not_know": "`[the card the order was paid with]`",
+    "CallerGoal.interrupts": "`{after_secs: 4}`",
+    "CallerGoal.done_when": "`anything else|goodbye`",
+    "CallerGoal.reply_delay_secs": "`1.0`",
+    "CallerGoal.pause_secs": "`1.5`",
+    "CallerGoal.max_turns": "`6`",
+    "CallerGoal.wait_secs": "`20`",
+    "KnownFact.what": "`order number`",
+    "KnownFact.say": "`W two three seven ... eight one five six`",
+    "KnownFact.asked_as": "`order (?:number|id)`",
+    "Interruptions.after_secs": "`4`",
 }
 
 

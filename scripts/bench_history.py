@@ -303,10 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     within = sum(1 for e in all_errors if e <= 1) / max(1, len(all_errors))
     unstarted = nots.unstarted_sentence_kept + jitter.unstarted_sentence_kept
     stream = truth["harness_stream"]
-    target = within >= 0.9 and unstarted == 0 and stream.unstarted_sentence_kept == 0
-    print(f"  target (no timestamps, both voices: >=90% within one word, no unstarted sentence kept, streaming "
-          f"synthesis included): {'met' if target else 'NOT met'} ({within:.1%}, {unstarted}, "
-          f"{stream.unstarted_sentence_kept})")
+    unstarted_words = sum(truth[k].unstarted_word_kept for k in ("harness_nots", "harness_jitter", "harness_stream"))
+    target = within >= 0.9 and unstarted == 0 and stream.unstarted_sentence_kept == 0 and unstarted_words == 0
+    print(f"  target (no timestamps, both voices: >=90% within one word; with streaming synthesis too: no unstarted "
+          f"sentence and no unstarted word kept): {'met' if target else 'NOT met'} ({within:.1%}, "
+          f"{unstarted + stream.unstarted_sentence_kept}, {unstarted_words})")
     if args.calls:
         calls = bench_calls(args.calls, args.seed)
         print(f"\nFull simulated calls on a PipelineWorker ({args.calls} per TTS kind, each with and without "

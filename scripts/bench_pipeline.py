@@ -9,8 +9,12 @@ arms): a call the harness changes, say by blocking a duplicate refund, does
 different work, and its time says nothing about overhead.
 
 Printed, medians of ``--rounds`` rounds: for the bundled set and for a long
-call (``--minutes``), wall seconds per arm and the ratios harness/bare; then
-trace KiB per call-minute for a 1-minute and a ``--trace-minutes`` call.
+call (``--minutes``), wall seconds per arm and the ratios harness/bare, and
+the same for the CPU seconds the process spent (all its threads: the trace
+writer's and SQLite's included). On virtual time a call is pure computation,
+so on a loaded machine wall time is mostly the share of a core the process
+got; CPU time is the steadier measure of the work. Then trace KiB per
+call-minute for a 1-minute and a ``--trace-minutes`` call.
 
     .venv/bin/python scripts/bench_pipeline.py [--rounds 3] [--minutes 10] [--trace-minutes 30]
 """
@@ -21,6 +25,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from loguru import logger
@@ -73,49 +78,60 @@ def long_call(minutes: float) -> Scenario:
     })
 
 
-def run(scenario: Scenario, arm: str, trace_dir: Path) -> tuple[int, float, float]:
-    """One call in one arm: distinct frames, wall seconds and call seconds."""
+def run(scenario: Scenario, arm: str, trace_dir: Path) -> tuple[int, float, float, float]:
+    """One call in one arm: distinct frames, wall seconds, CPU seconds and call seconds."""
     counter = FrameCounter()
+    cpu = time.process_time()
     result = run_scenario(
         scenario, use_harness=arm != "bare", observers=[counter],
         trace_dir=trace_dir if arm == "harness+trace" else None, max_wall_secs=600,
     )
     if scenario.name.startswith("long_call") and not result.caller_completed:
         raise RuntimeError(f"{scenario.name} ({arm}): the caller did not finish")
-    return counter.frames, result.wall_secs, result.virtual_secs
+    return counter.frames, result.wall_secs, time.process_time() - cpu, result.virtual_secs
 
 
-def compare(calls: list[Scenario], rounds: int, trace_dir: Path) -> tuple[dict[str, float], list[str]]:
-    """Median total wall seconds per arm over the calls with the same frames in every arm, and the others.
+Medians = dict[str, dict[str, float]]
+"""Per measure (``wall``, ``cpu``), per arm: median seconds."""
+
+
+def compare(calls: list[Scenario], rounds: int, trace_dir: Path) -> tuple[Medians, list[str]]:
+    """Median total wall and CPU seconds per arm over the calls with the same frames in every arm, and the others.
 
     Arms are interleaved call by call, in alternating order from round to round.
     """
     frames: dict[str, set[int]] = {scenario.name: set() for scenario in calls}
-    wall: list[dict[str, dict[str, float]]] = []
+    secs: list[dict[str, dict[str, dict[str, float]]]] = []
     for round_number in range(rounds):
         order = ARMS if round_number % 2 == 0 else tuple(reversed(ARMS))
-        wall.append({arm: {} for arm in ARMS})
+        secs.append({measure: {arm: {} for arm in ARMS} for measure in ("wall", "cpu")})
         for scenario in calls:
             for arm in order:
-                count, secs, _ = run(scenario, arm, trace_dir)
+                count, wall, cpu, _ = run(scenario, arm, trace_dir)
                 frames[scenario.name].add(count)
-                wall[-1][arm][scenario.name] = secs
+                secs[-1]["wall"][arm][scenario.name] = wall
+                secs[-1]["cpu"][arm][scenario.name] = cpu
     same = [name for name, counts in frames.items() if len(counts) == 1]
-    medians = {arm: statistics.median(sum(r[arm][name] for name in same) for r in wall) for arm in ARMS}
+    medians = {
+        measure: {arm: statistics.median(sum(r[measure][arm][name] for name in same) for r in secs) for arm in ARMS}
+        for measure in ("wall", "cpu")
+    }
     return medians, [name for name in frames if name not in same]
 
 
-def print_comparison(label: str, medians: dict[str, float]) -> None:
-    bare = medians["bare"]
-    print(f"{label}: bare {bare:.2f} s, harness {medians['harness']:.2f} s, harness+trace "
-          f"{medians['harness+trace']:.2f} s -> harness/bare {medians['harness'] / bare:.2f}, "
-          f"harness+trace/bare {medians['harness+trace'] / bare:.2f}")
+def print_comparison(label: str, medians: Medians) -> None:
+    for measure in ("wall", "cpu"):
+        arms = medians[measure]
+        bare = arms["bare"]
+        print(f"{label} ({measure}): bare {bare:.2f} s, harness {arms['harness']:.2f} s, harness+trace "
+              f"{arms['harness+trace']:.2f} s -> harness/bare {arms['harness'] / bare:.2f}, "
+              f"harness+trace/bare {arms['harness+trace'] / bare:.2f}")
 
 
 def trace_density(minutes: float, trace_dir: Path) -> tuple[float, float]:
     """Trace KiB per call-minute and the call's length in minutes."""
     scenario = long_call(minutes)
-    _, _, call_secs = run(scenario, "harness+trace", trace_dir)
+    _, _, _, call_secs = run(scenario, "harness+trace", trace_dir)
     size = (trace_dir / f"{scenario.name}.jsonl").stat().st_size
     return size / 1024 / (call_secs / 60), call_secs / 60
 

@@ -15,7 +15,14 @@ through each path, in rotating order; printed per path: added TTFT p50/p99
 (path minus direct, same run) and CPU milliseconds per stream (the serving
 processes' user+system time over the streams served).
 
-    .venv/bin/python scripts/bench_proxy.py [--levels 1,50,100,200,400] [--rounds 2] [--workers-compare]
+Two arrival patterns (``--arrival``): ``burst`` starts all N streams at the
+same instant (the worst case: N requests parsed and sent upstream back to
+back); ``steady`` keeps N streams in flight for ``--steady-secs``, their
+starts spread evenly over one stream's length and each client starting its
+next stream when one ends, as turns of N independent calls arrive.
+
+    .venv/bin/python scripts/bench_proxy.py [--levels 1,50,100,200,400] [--rounds 2] [--arrival burst,steady]
+        [--workers-compare]
 """
 
 from __future__ import annotations
@@ -144,6 +151,34 @@ async def _batch(url: str, concurrency: int) -> tuple[list[float], float]:
         return [first for first, _ in results], time.perf_counter() - started
 
 
+async def _steady(url: str, concurrency: int, stream_secs: float, secs: float) -> tuple[list[float], int]:
+    """``concurrency`` streams kept in flight for ``secs`` after one stream's length of ramp-up.
+
+    Returns the TTFTs of the streams started after the ramp-up, and how many streams were served in all.
+    """
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    samples: list[float] = []
+    served = 0
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        await _ttft(session, url)
+        started = time.perf_counter()
+
+        async def client(index: int) -> None:
+            nonlocal served
+            await asyncio.sleep(index * stream_secs / concurrency)
+            while time.perf_counter() - started < stream_secs + secs:
+                began = time.perf_counter() - started
+                first, _ = await _ttft(session, url)
+                served += 1
+                if began >= stream_secs:
+                    samples.append(first)
+
+        await asyncio.gather(*(client(i) for i in range(concurrency)))
+    return samples, served + 1
+
+
 def _cpu_secs(pids: list[int]) -> float:
     """User+system CPU seconds of processes and their children."""
     total = 0.0
@@ -248,6 +283,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=30)
     parser.add_argument("--levels", default="1,50,100,200,400", help="concurrent streams, comma-separated")
     parser.add_argument("--rounds", type=int, default=2, help="batches per level and path (1 stream: x10)")
+    parser.add_argument("--arrival", default="burst", help="burst, steady or both (comma-separated)")
+    parser.add_argument("--steady-secs", type=float, default=4.0, help="measured time per steady batch")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--workers-compare", action="store_true",
                         help="also compare 1 and 2 proxy workers sharing Redis state at the largest level")
@@ -285,28 +322,38 @@ def main() -> None:
               f"{args.token_ms:.0f} ms; {os.cpu_count()} cores shared with whatever else runs")
         print(f"{'streams':>7} {'path':>11} {'n':>5} {'TTFT p50':>9} {'p99':>7} {'added p50':>10} {'p99':>7} "
               f"{'CPU ms/stream':>14}")
-        for level in levels:
-            rounds = args.rounds * (10 if level == 1 else 1)
-            samples: dict[str, list[float]] = {name: [] for name in ["direct", *per_level]}
-            cpu: dict[str, float] = dict.fromkeys(per_level, 0.0)
-            order = ["direct", *per_level]
-            for round_number in range(rounds):
-                rotated = order[round_number % len(order):] + order[: round_number % len(order)]
-                for name in rotated:
-                    url = upstream_url if name == "direct" else servers.url(name)
-                    pid = [] if name == "direct" else [servers.processes[name].pid]
-                    before = _cpu_secs(pid)
-                    ttfts, _ = asyncio.run(_batch(url, level))
-                    samples[name].extend(ttfts)
-                    if pid:
-                        cpu[name] += _cpu_secs(pid) - before
-            direct50, direct99 = _pct(samples["direct"], 0.5), _pct(samples["direct"], 0.99)
-            print(f"{level:>7} {'direct':>11} {len(samples['direct']):>5} {direct50:>8.1f} {direct99:>7.1f}")
-            for name in per_level:
-                p50, p99 = _pct(samples[name], 0.5), _pct(samples[name], 0.99)
-                streams = rounds * (level + 1)  # each batch warms with one stream
-                print(f"{level:>7} {name:>11} {len(samples[name]):>5} {p50:>8.1f} {p99:>7.1f} "
-                      f"{p50 - direct50:>+9.1f} {p99 - direct99:>+7.1f} {cpu[name] * 1000 / streams:>14.2f}")
+        stream_secs = (args.first_token_ms + args.tokens * args.token_ms) / 1000
+        for arrival in args.arrival.split(","):
+            if arrival not in ("burst", "steady"):
+                raise SystemExit(f"--arrival: unknown pattern {arrival!r} (burst or steady)")
+            print(f"arrival: {arrival}")
+            for level in levels:
+                rounds = args.rounds * (10 if level == 1 and arrival == "burst" else 1)
+                samples: dict[str, list[float]] = {name: [] for name in ["direct", *per_level]}
+                cpu: dict[str, float] = dict.fromkeys(per_level, 0.0)
+                served: dict[str, int] = dict.fromkeys(per_level, 0)
+                order = ["direct", *per_level]
+                for round_number in range(rounds):
+                    rotated = order[round_number % len(order):] + order[: round_number % len(order)]
+                    for name in rotated:
+                        url = upstream_url if name == "direct" else servers.url(name)
+                        pid = [] if name == "direct" else [servers.processes[name].pid]
+                        before = _cpu_secs(pid)
+                        if arrival == "burst":
+                            ttfts, _ = asyncio.run(_batch(url, level))
+                            count = level + 1  # each batch warms with one stream
+                        else:
+                            ttfts, count = asyncio.run(_steady(url, level, stream_secs, args.steady_secs))
+                        samples[name].extend(ttfts)
+                        if pid:
+                            cpu[name] += _cpu_secs(pid) - before
+                            served[name] += count
+                direct50, direct99 = _pct(samples["direct"], 0.5), _pct(samples["direct"], 0.99)
+                print(f"{level:>7} {'direct':>11} {len(samples['direct']):>5} {direct50:>8.1f} {direct99:>7.1f}")
+                for name in per_level:
+                    p50, p99 = _pct(samples[name], 0.5), _pct(samples[name], 0.99)
+                    print(f"{level:>7} {name:>11} {len(samples[name]):>5} {p50:>8.1f} {p99:>7.1f} "
+                          f"{p50 - direct50:>+9.1f} {p99 - direct99:>+7.1f} {cpu[name] * 1000 / served[name]:>14.2f}")
         if args.workers_compare:
             level = max(levels)
             print(f"throughput at {level} concurrent streams (Redis state):")

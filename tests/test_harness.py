@@ -10,6 +10,7 @@ from pipecat_harness import harness as harness_module
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, Placement
 from pipecat_harness.harness import Harness, TurnBoundaryProcessor
+from pipecat_harness.placement import PlacementGroup, flatten
 from pipecat_harness.sim.scenario import ModelScript
 from pipecat_harness.sim.scripted_llm import ScriptedLLMService
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
@@ -58,13 +59,23 @@ def pipeline_parts():
 def test_processors_are_placed_at_their_anchors(probe):
     parts, _ = pipeline_parts()
     placed = probe.place(parts)
-    names = [p.name if isinstance(p, Marker) else type(p).__name__ for p in placed]
+    names = [p.name if isinstance(p, Marker) else type(p).__name__ for p in flatten(placed)]
     user = names.index("LLMUserAggregator")
     assert names[user - 1] == "before_user_aggregator"
     assert names[user + 1] == "TurnBoundaryProcessor" and names[user + 2] == "before_llm"
     assert names[names.index("SimulatedOutputTransport") + 1] == "after_output_transport"
     assert names[names.index("LLMAssistantAggregator") + 1] == "after_assistant_aggregator"
     assert probe.active_controls == {"spelling"}
+
+
+def test_each_placement_is_one_processor_of_the_pipeline(probe):
+    parts, _ = pipeline_parts()
+    placed = probe.place(parts)
+    groups = [p for p in placed if isinstance(p, PlacementGroup)]
+    assert [g.placement.value for g in groups] == [
+        "before_user_aggregator", "before_llm", "after_output_transport", "after_assistant_aggregator"]
+    assert isinstance(groups[1].members[0], TurnBoundaryProcessor)
+    assert len(placed) == len(parts) + 4
 
 
 def test_missing_anchor_is_a_clear_error(probe):

@@ -1,4 +1,4 @@
-"""Harness.user_params and the turn-strategy advisor: the service's strategies kept, wrapped only when a hold is on."""
+"""Harness.user_params and the turn-strategy advisor: the service's strategies kept, wrapped only by a stop control."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies, UserT
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.harness import Harness
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
+from pipecat_harness.input.silent_reply import SilentReplyGuard
 from pipecat_harness.sim.clock import virtual_time
 from pipecat_harness.turn_strategies import TurnStrategyAdvisor
 
@@ -37,13 +38,35 @@ def _harness(*controls: str) -> Harness:
     return Harness(HarnessConfig.preset("retail").only(*controls), call_id="c", trace_path=None)
 
 
-def test_with_the_hold_off_user_params_change_nothing() -> None:
+def test_with_no_stop_strategy_control_user_params_change_nothing() -> None:
     params = LLMUserAggregatorParams()
-    harness = _harness("spelling", "silent_reply")
+    harness = _harness("spelling")
     assert harness.user_params(params) is params
     assert params.user_turn_strategies is None and params.user_turn_stop_timeout == 5.0
     pair_parts = harness.place([LLMUserAggregator(LLMContext(), params=params)])
     assert not any(isinstance(p, TurnStrategyAdvisor) for p in pair_parts)
+
+
+def test_with_the_hold_off_the_params_stay_as_given_and_a_flux_recommendation_is_kept() -> None:
+    """The silent-reply guard only joins the strategies the aggregator adopts; it replaces none of them."""
+    params = LLMUserAggregatorParams()
+    harness = _harness("spelling", "silent_reply")
+    assert harness.user_params(params) is params
+    assert params.user_turn_strategies is None and params.user_turn_stop_timeout == 5.0
+    frames = [STTMetadataFrame(service_name="DeepgramFluxSTTService", ttfs_p99_latency=0.35,
+                               user_turn_strategies=ExternalUserTurnStrategies()), SleepFrame(sleep=0.1)]
+
+    async def run() -> LLMUserAggregator:
+        aggregator = LLMUserAggregator(LLMContext(), params=params)
+        await run_test(Pipeline(harness.place([aggregator])), frames_to_send=frames)
+        return aggregator
+
+    aggregator = _on_virtual_clock(run())
+    strategies = aggregator._user_turn_controller.user_turn_strategies
+    assert isinstance(strategies, ExternalUserTurnStrategies)
+    assert [type(s) for s in strategies.start or []] == [ExternalUserTurnStartStrategy]
+    flux, guard = strategies.stop or []
+    assert isinstance(flux, ExternalUserTurnStopStrategy) and isinstance(guard, SilentReplyGuard)
 
 
 def test_strategies_the_bot_passes_are_wrapped_and_the_watchdog_fits_the_hold() -> None:

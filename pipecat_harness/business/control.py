@@ -37,9 +37,11 @@ from pipecat_harness.business.tool_results import render_operation_result
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingStateKeeper, render_state
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.instruction import InstructionEntry
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
 from pipecat_harness.state.proposals import ProposalStore, SqlProposals, StateStoreProposals
+from pipecat_harness.state.store import StateStore
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
@@ -64,42 +66,29 @@ class StateRenderer(FrameProcessor):
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._keeper = keeper
-        self._llm: LLMService[Any] | None = None
-        self._entry: str | None = None
+        self._instruction: InstructionEntry | None = None
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Refresh the state rendering on downstream context frames."""
         await super().process_frame(frame, direction)
-        if isinstance(frame, StartFrame):
-            self._llm = self._llm or find_downstream(self, LLMService)
+        if isinstance(frame, StartFrame) and self._instruction is None:
+            llm = find_downstream(self, LLMService)
+            self._instruction = InstructionEntry(llm) if llm is not None else None
         if isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
             rendered = render_state(self._keeper.state)
             messages = [m for m in frame.context.get_messages() if not _is_state_message(m)]
-            if self._llm is None:
+            if self._instruction is None:
                 messages.append({"role": "system", "content": rendered})
             else:
-                self._instruct(self._llm, rendered)
+                self._instruction.set(rendered)
             frame.context.set_messages(messages)
         await self.push_frame(frame, direction)
 
-    def _instruct(self, llm: LLMService[Any], rendered: str) -> None:
-        # Pipecat offers only append_system_instruction; the state changes every
-        # turn, so this renderer replaces its own entry and recomposes.
-        entries = llm._appended_system_instructions
-        index = next((i for i, entry in enumerate(entries) if entry is self._entry), None)
-        if index is None:
-            entries.append(rendered)
-        else:
-            entries[index] = rendered
-        self._entry = rendered
-        llm._compose_system_instruction()
 
-
-def _proposal_store(harness: Harness) -> ProposalStore | None:
+def _proposal_store(harness: Harness, redis: StateStore | None) -> ProposalStore | None:
     """Redis with ``call_state.store: redis``, else the ledger's database when there is one, else none."""
-    settings = harness.config.call_state
-    if settings.store == "redis":
-        return StateStoreProposals(create_store("redis", redis_url=settings.redis_url))
+    if redis is not None:
+        return StateStoreProposals(redis)
     gate = harness.config.tool_gate
     if gate.ledger_url:
         return SqlProposals(gate.ledger_url, table_prefix=gate.ledger_table_prefix)
@@ -119,16 +108,16 @@ class CallStateControl(HarnessControl):
     def __init__(self, harness: Harness) -> None:
         super().__init__(harness)
         settings = harness.config.call_state
-        store = None
-        if settings.store == "redis":
-            store = CallStateStore(create_store("redis", redis_url=settings.redis_url))
+        # One Redis client per call serves the state and the proposals.
+        redis = create_store("redis", redis_url=settings.redis_url) if settings.store == "redis" else None
+        store = CallStateStore(redis) if redis is not None else None
         self.keeper = WorkingStateKeeper(
             harness.call_id, store=store, identity_tools=frozenset(settings.identity_tools),
             on_change=self._on_state_change,
         )
         self.confirmation = (
             ConfirmationPolicy(settings.confirm_tools, on_change=self._on_proposal,
-                               store=_proposal_store(harness), call_id=harness.call_id)
+                               store=_proposal_store(harness, redis), call_id=harness.call_id)
             if settings.confirm_tools else None
         )
         self.hidden_result_fields = frozenset(settings.internal_result_fields)

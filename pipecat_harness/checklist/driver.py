@@ -120,6 +120,7 @@ class ChecklistDriver:
         *,
         stamp: float | None = None,
         issue: bool = True,
+        ready: asyncio.Future[Directive | None] | None = None,
     ) -> Directive | None:
         """Analyse the caller turns not analysed yet and return the next directive.
 
@@ -133,6 +134,9 @@ class ChecklistDriver:
             stamp: When the newest utterance was heard (default: now); the
                 newest stamp wins the debounce.
             issue: Record the directive as given to the model.
+            ready: Receives the directive as soon as it is decided, before the
+                state is saved and the lock released, so a caller can start the
+                model request while that finishes (``sync`` still returns it).
 
         Returns:
             The directive, or ``None`` when a newer utterance superseded this one
@@ -170,6 +174,8 @@ class ChecklistDriver:
             if issue and mark_issued(state, directive):
                 changed = True
                 self.record("directed", {"directive": directive.to_dict(), "turn": state.analyzed_turns})
+            if ready is not None and not ready.done():
+                ready.set_result(directive)
             if changed:
                 await self.save(state)
             return directive

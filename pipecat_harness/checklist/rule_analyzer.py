@@ -58,10 +58,34 @@ class _Mention:
     negated: bool
 
 
-def _phrase_positions(words: list[str], phrase: str) -> list[int]:
-    target = _words(phrase)
+def _phrase_positions(words: list[str], target: list[str]) -> list[int]:
+    """Where the word sequence ``target`` starts in ``words``."""
     n = len(target)
-    return [i for i in range(len(words) - n + 1) if words[i : i + n] == target] if n else []
+    if not n:
+        return []
+    first = target[0]
+    return [i for i in range(len(words) - n + 1) if words[i] == first and words[i : i + n] == target]
+
+
+@dataclass(frozen=True)
+class _Phrases:
+    """A checklist's phrases as words, tokenised once per checklist rather than once per clause."""
+
+    topics: list[tuple[list[str], str]]
+    """(keyword or topic name, question id), longest first."""
+    locations: list[tuple[str, list[list[str]]]]
+    """(location name, its name and aliases)."""
+
+    @classmethod
+    def of(cls, checklist: Checklist) -> _Phrases:
+        topics = [(_words(kw), q.id) for q in checklist.questions for kw in [*q.keywords, q.topic_name]]
+        topics.sort(key=lambda item: -len(item[0]))
+        locations = [(loc.name, [_words(p) for p in [loc.name, *loc.aliases]]) for loc in checklist.locations]
+        return cls(topics, locations)
+
+
+# Per checklist, by identity (the checklist kept alongside, so a reused id is not mistaken for it).
+_PHRASES: dict[int, tuple[Checklist, _Phrases]] = {}
 
 
 def _negated_at(words: list[str], position: int) -> bool:
@@ -93,15 +117,20 @@ class RuleAnalyzer(Analyzer):
 
     name = "rules"
 
+    def _phrases_of(self, checklist: Checklist) -> _Phrases:
+        cached = _PHRASES.get(id(checklist))
+        if cached is None or cached[0] is not checklist:
+            if len(_PHRASES) >= 64:
+                _PHRASES.clear()
+            cached = (checklist, _Phrases.of(checklist))
+            _PHRASES[id(checklist)] = cached
+        return cached[1]
+
     def _mentions(self, checklist: Checklist, words: list[str]) -> list[_Mention]:
         found: dict[str, _Mention] = {}
         taken: set[int] = set()
-        phrases = sorted(
-            ((kw, q.id) for q in checklist.questions for kw in [*q.keywords, q.topic_name]),
-            key=lambda item: -len(_words(item[0])),
-        )
-        for phrase, question_id in phrases:
-            size = len(_words(phrase))
+        for phrase, question_id in self._phrases_of(checklist).topics:
+            size = len(phrase)
             for start in _phrase_positions(words, phrase):
                 span = set(range(start, start + size))
                 if span & taken:
@@ -113,11 +142,11 @@ class RuleAnalyzer(Analyzer):
 
     def _locations(self, checklist: Checklist, words: list[str]) -> list[str]:
         hits = []
-        for location in checklist.locations:
-            for phrase in [location.name, *location.aliases]:
+        for name, phrases in self._phrases_of(checklist).locations:
+            for phrase in phrases:
                 positions = _phrase_positions(words, phrase)
                 if positions:
-                    hits.append((positions[0], location.name))
+                    hits.append((positions[0], name))
                     break
         return [name for _, name in sorted(hits)]
 

@@ -5,6 +5,7 @@ Example::
     pipecat-harness eval --toggle all
     pipecat-harness eval --toggle identifier_hold --toggle tool_gate --runs 3 --seed 7
     pipecat-harness eval pipecat_harness/scenarios/duplicate_refund.yaml --toggle tool_gate --compare old.json
+    GOOGLE_API_KEY=... pipecat-harness eval --toggle tool_gate --model gemini:gemini-2.5-flash --budget-calls 200
 
 Writes, under ``--out`` (default ``eval-results/``): ``results.json`` (machine
 readable, for comparing runs), ``report.html`` (tables and every call's
@@ -26,10 +27,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from pipecat_harness.eval.html_report import write_report
+from pipecat_harness.eval.model_options import MAX_ROUNDS, add_model_arguments, model_options
 from pipecat_harness.eval.results import compare_results, load_results, write_results
 from pipecat_harness.eval.rules import RulesError, load_rules
 from pipecat_harness.eval.runner import TOGGLES, run_evaluation
 from pipecat_harness.eval.table import print_comparison, print_report
+from pipecat_harness.sim.model_arm import ModelArmError
 from pipecat_harness.sim.scenario import ScenarioError, load_scenarios
 
 __all__ = ["add_parser"]
@@ -47,7 +50,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("scenarios", nargs="*", help="scenario files or directories (default: the bundled set)")
     parser.add_argument("--toggle", action="append", required=True, metavar="CONTROL",
                         help=f"control to switch on/off (repeatable, or comma-separated): {', '.join(TOGGLES)}")
-    parser.add_argument("--runs", type=int, default=1, help="timing variants per scenario and arm (default 1)")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="timing variants per scenario and arm (default 1; with a --budget-*: until a rule or "
+                        "the budget ends the run)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the timing variation (default 0)")
     parser.add_argument("--rules", help="decision rules YAML (default: the bundled rules)")
     parser.add_argument("--out", default="eval-results", help="output directory (default: ./eval-results)")
@@ -60,6 +65,7 @@ def add_parser(subparsers: Any) -> None:
                         help="run every call on audio: Piper, Silero VAD, Whisper tiny.en (needs the [audio] extra)")
     parser.add_argument("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
                         help="with --audio: the stop strategy (default: speech_timeout)")
+    add_model_arguments(parser)
     parser.set_defaults(func=_eval)
 
 
@@ -75,8 +81,11 @@ def _eval(args: argparse.Namespace) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=150)
     try:
         toggles = _toggles(args.toggle)
-        if args.runs < 1 or args.runs > 100:
-            raise ValueError("--runs must be between 1 and 100")
+        if args.runs is not None and not 1 <= args.runs <= MAX_ROUNDS:
+            raise ValueError(f"--runs must be between 1 and {MAX_ROUNDS}")
+        runs_given = args.runs is not None
+        args.runs = args.runs or 1
+        options = model_options(args, runs_given=runs_given)
         if args.workers < 1:
             raise ValueError("--workers must be at least 1")
         rules = load_rules(args.rules)
@@ -85,10 +94,14 @@ def _eval(args: argparse.Namespace) -> int:
         if previous is not None:
             _check_same_scenarios(args.compare, previous, [s.name for s in scenarios])
         if getattr(args, "audio", False):
+            if options.model is not None:
+                raise ValueError("--audio runs the scripted model; drop --model or --audio")
             from pipecat_harness.sim.audio.requirements import require_audio_mode
 
             require_audio_mode()
-    except (ValueError, RuntimeError, RulesError, ScenarioError) as exc:
+        if options.model is not None and args.services != "scripted":
+            raise ValueError("--model brings its own LLM service; drop --services")
+    except (ValueError, RuntimeError, RulesError, ScenarioError, ModelArmError) as exc:
         print(f"pipecat-harness eval: {exc}", file=sys.stderr)
         return 2
     if not scenarios:
@@ -97,9 +110,10 @@ def _eval(args: argparse.Namespace) -> int:
     out = Path(args.out)
     with _CallProgress() as calls:
         evaluation = run_evaluation(
-            scenarios, toggles, rules, runs=args.runs, seed=args.seed, out_dir=out, workers=args.workers,
+            scenarios, toggles, rules, runs=options.runs, seed=args.seed, out_dir=out, workers=args.workers,
             progress=calls.round_done, call_done=calls.call_done, services=args.services,
             audio_turn_stop=args.turn_stop if getattr(args, "audio", False) else None,
+            model=options.model, caller_model=options.caller_model, budget=options.budget,
         )
     print_report(evaluation, console)
     results = write_results(evaluation, out / "results.json")

@@ -16,7 +16,7 @@ from pipecat_harness.eval.interaction import interaction_rows
 from pipecat_harness.eval.metrics import CallMetrics
 from pipecat_harness.eval.rules import RuleVerdict
 from pipecat_harness.eval.runner import ControlResult, EvalRun
-from pipecat_harness.eval.table import row_cells
+from pipecat_harness.eval.table import row_cells, run_lines
 from pipecat_harness.trace.html import call_header_html, html_page, timeline_html
 from pipecat_harness.trace.timeline import Timeline
 
@@ -56,7 +56,8 @@ def _summary_html(result: ControlResult, scenarios: int) -> str:
             "<h3>interaction costs</h3><table><thead><tr><th>figure</th><th>on</th><th>off</th></tr></thead>"
             f"<tbody>{interaction}</tbody></table>"
             + _verdict_html("keep (minimum benefit)", result.keep)
-            + _verdict_html("stop (regression)", result.stop, good_when_met=False))
+            + _verdict_html("stop (regression)", result.stop, good_when_met=False)
+            + (_verdict_html("sample (enough calls)", result.sample) if result.sample.checks else ""))
 
 
 def _anchor(call: CallMetrics) -> str:
@@ -103,6 +104,7 @@ def render_report(evaluation: EvalRun) -> str:
         f"<p class=\"meta\">{len(evaluation.scenarios)} scenarios · {evaluation.runs} run(s) per arm · "
         f"seed {evaluation.seed} · {evaluation.calls_simulated} calls simulated in {evaluation.wall_secs:.0f} s · "
         f"rules: {_esc(evaluation.rules_source)}</p>",
+        *(f"<p class=\"meta\">{_esc(line)}</p>" for line in run_lines(evaluation)),
     ]
     unique: dict[str, CallMetrics] = {}
     for result in evaluation.results:

@@ -95,6 +95,11 @@ class CallMetrics:
         virtual_secs: Simulated call length.
         wall_secs: Wall-clock time of the simulation.
         trace: Path of the call's trace file.
+        model_requests: Requests the call made to its model.
+        prompt_tokens: Input tokens the model reported, summed.
+        completion_tokens: Output tokens the model reported, summed.
+        total_tokens: Total tokens the model reported.
+        caller_requests: Requests to the goal caller's model (cached lines excluded).
         error: Why the simulation itself failed (empty when it ran); such a call counts as failed.
     """
 
@@ -114,6 +119,11 @@ class CallMetrics:
     virtual_secs: float = 0.0
     wall_secs: float = 0.0
     trace: str = ""
+    model_requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    caller_requests: int = 0
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,4 +172,9 @@ def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, 
         virtual_secs=round(result.virtual_secs, 3),
         wall_secs=round(result.wall_secs, 3),
         trace=str(result.trace_path or ""),
+        model_requests=result.model_usage.requests,
+        prompt_tokens=result.model_usage.prompt_tokens,
+        completion_tokens=result.model_usage.completion_tokens,
+        total_tokens=result.model_usage.total_tokens,
+        caller_requests=result.caller_requests,
     )

@@ -15,7 +15,7 @@ from typing import Any
 from pipecat_harness.eval.interaction import interaction_summary
 from pipecat_harness.eval.runner import EvalRun
 
-__all__ = ["RESULTS_FORMAT", "compare_results", "load_results", "results_to_dict", "write_results"]
+__all__ = ["RESULTS_FORMAT", "compare_results", "load_results", "results_to_dict", "usage_to_dict", "write_results"]
 
 RESULTS_FORMAT = "pipecat-harness-eval/1"
 
@@ -30,12 +30,20 @@ def results_to_dict(evaluation: EvalRun) -> dict[str, Any]:
         "rules": evaluation.rules_source,
         "wall_secs": evaluation.wall_secs,
         "calls_simulated": evaluation.calls_simulated,
+        "rounds_done": evaluation.rounds_done,
+        "ended": evaluation.ended,
+        "budget": evaluation.budget.to_dict(),
+        # The model that decided (its temperature and seed), or the scenarios' scripted models.
+        "model": evaluation.model.to_dict() if evaluation.model is not None else {"label": "scripted"},
+        "caller_model": evaluation.caller_model.to_dict() if evaluation.caller_model is not None else None,
+        "usage": usage_to_dict(evaluation),
         "controls": [
             {
                 **result.comparison.to_dict(),
                 "keep": result.keep.to_dict(),
                 "stop": result.stop.to_dict(),
                 "stopped_early": result.stopped_early,
+                "sample": result.sample.to_dict(),
                 "interaction": {arm: interaction_summary([c for c in result.calls if c.arm == arm])
                                 for arm in ("on", "off")},
                 "calls": [c.to_dict() for c in result.calls],
@@ -43,6 +51,16 @@ def results_to_dict(evaluation: EvalRun) -> dict[str, Any]:
             for result in evaluation.results
         ],
     }
+
+
+def usage_to_dict(evaluation: EvalRun) -> dict[str, Any]:
+    """Model requests and tokens over the run, and per call (what a real-model run costs)."""
+    calls = max(evaluation.calls_simulated, 1)
+    tokens = evaluation.tokens or {"prompt": 0, "completion": 0, "total": 0}
+    return {"model_requests": evaluation.model_requests, "tokens": tokens,
+            "caller_requests": evaluation.caller_requests,
+            "requests_per_call": round(evaluation.model_requests / calls, 2),
+            "tokens_per_call": {k: round(v / calls, 1) for k, v in tokens.items()}}
 
 
 def write_results(evaluation: EvalRun, path: str | Path) -> Path:

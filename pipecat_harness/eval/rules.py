@@ -5,7 +5,9 @@ by default, see there for the format) before any call runs, so the verdict
 cannot be fitted to the numbers afterwards. Each toggled control uses its own
 entry, or ``default``. :func:`check_keep` states, condition by condition,
 whether the minimum benefit was met; :func:`check_stop` is consulted after
-every round of runs and names the regression that ended the run early.
+every round of runs and names the regression that ended the run early;
+:func:`check_sample` says whether enough calls were run to decide (the
+rounds of a real-model run go on until it holds or the budget is spent).
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ __all__ = [
     "RuleCheck",
     "RuleVerdict",
     "RulesError",
+    "SampleRule",
     "StopRule",
     "check_keep",
+    "check_sample",
     "check_stop",
     "load_rules",
 ]
@@ -60,6 +64,20 @@ class StopRule(BaseModel):
     above: dict[str, float] = Field(default_factory=dict)
 
 
+class SampleRule(BaseModel):
+    """How many calls are enough: rounds go on until every condition holds (or the budget is spent).
+
+    Parameters:
+        interval_width: The 95 % interval of each arm's pass rate is at most this wide.
+        min_calls: Calls per arm before the rule can be met.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    interval_width: float | None = Field(default=None, gt=0, le=1)
+    min_calls: int = Field(default=0, ge=0)
+
+
 class ControlRules(BaseModel):
     """The rules of one control."""
 
@@ -67,6 +85,7 @@ class ControlRules(BaseModel):
 
     keep: KeepRule = Field(default_factory=KeepRule)
     stop: StopRule = Field(default_factory=StopRule)
+    sample: SampleRule = Field(default_factory=SampleRule)
 
 
 class DecisionRules(BaseModel):
@@ -164,3 +183,20 @@ def check_stop(rules: DecisionRules, comparison: Comparison) -> RuleVerdict:
         checks.append(RuleCheck(f"{name} > {limit:g}", value is not None and value > limit + 1e-9,
                                 f"{name} = {_fmt(value)}"))
     return RuleVerdict(any(c.met for c in checks), checks)
+
+
+def check_sample(rules: DecisionRules, comparison: Comparison) -> RuleVerdict:
+    """Whether enough calls were run to decide (never met when the rule declares nothing)."""
+    rule = rules.for_control(comparison.control).sample
+    if rule.interval_width is None and not rule.min_calls:
+        return RuleVerdict(False, [])
+    checks = [RuleCheck(f"calls per arm >= {rule.min_calls}", min(comparison.on.calls, comparison.off.calls)
+                        >= rule.min_calls, f"on {comparison.on.calls}, off {comparison.off.calls}")]
+    if rule.interval_width is not None:
+        for name, arm in (("on", comparison.on), ("off", comparison.off)):
+            interval = arm.pass_rate_interval
+            width = interval[1] - interval[0] if interval is not None else None
+            checks.append(RuleCheck(f"{name} pass-rate interval width <= {rule.interval_width:g}",
+                                    width is not None and width <= rule.interval_width + 1e-9,
+                                    f"{arm.passed}/{arm.calls}, 95% interval width {_fmt(width)}"))
+    return RuleVerdict(all(c.met for c in checks), checks)

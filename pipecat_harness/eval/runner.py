@@ -8,7 +8,14 @@ controls against none.
 Runs proceed in rounds: round ``r`` runs timing variant ``r`` (see
 :mod:`pipecat_harness.eval.variation`) of every scenario in both arms of every
 toggled control; after each round the stop rules are checked and a control
-whose regression rule is met gets no further rounds. A call whose controls,
+whose regression rule is met, or whose sample rule says enough calls were
+run, gets no further rounds. A :class:`Budget` (calls, model tokens, minutes)
+ends the run before a round that would exceed it; the run states why it ended.
+
+With a real model (:class:`~pipecat_harness.sim.model_arm.ModelArm`) every
+call's decisions come from the model through the bots' own Pipecat service;
+the calls are the same otherwise, and goal callers are played by the same
+caller model and seed in both arms, their lines shared through a cache. A call whose controls,
 scenario and variant were already run for another toggle is reused (the full
 preset arm is shared by every toggle), and calls run in a process pool since
 each one is a plain synchronous function driving its own virtual-time loop.
@@ -25,17 +32,20 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from pipecat_harness.config import CONTROL_NAMES, HarnessConfig
 from pipecat_harness.eval.identifier_splits import InputWaiting
 from pipecat_harness.eval.metrics import CallMetrics, HistoryFidelity
-from pipecat_harness.eval.rules import DecisionRules, RuleVerdict, check_keep, check_stop
+from pipecat_harness.eval.rules import DecisionRules, RuleVerdict, check_keep, check_sample, check_stop
 from pipecat_harness.eval.summary import Comparison, compare_arms
 from pipecat_harness.eval.tool_checks import ToolChecks
 from pipecat_harness.eval.variation import vary_scenario
+from pipecat_harness.sim.model_arm import ModelArm
 from pipecat_harness.sim.scenario import Scenario
 
-__all__ = ["TOGGLES", "CallJob", "ControlResult", "EvalRun", "arm_controls", "run_call", "run_evaluation"]
+__all__ = ["TOGGLES", "Budget", "CallJob", "ControlResult", "EvalRun", "arm_controls", "run_call",
+           "run_evaluation"]
 
 #: What ``--toggle`` accepts.
 TOGGLES = (*CONTROL_NAMES, "all")
@@ -53,6 +63,9 @@ class CallJob:
         trace_dir: Where its trace is written.
         audio_turn_stop: Run the call on audio with this stop strategy (``None``: text mode).
         services: ``scripted`` or ``loopback`` (the bots' services against the protocol fakes).
+        model: A real model answering instead of the scripted one.
+        caller_model: The model playing goal callers (``None``: the offline brain).
+        caller_cache: Directory of the goal callers' cached lines.
     """
 
     scenario: Scenario
@@ -62,6 +75,9 @@ class CallJob:
     trace_dir: str
     audio_turn_stop: str | None = None
     services: str = "scripted"
+    model: ModelArm | None = None
+    caller_model: ModelArm | None = None
+    caller_cache: str | None = None
 
     @property
     def key(self) -> tuple[str, int, tuple[str, ...]]:
@@ -98,6 +114,7 @@ def run_call(job: CallJob) -> CallMetrics:
     one broken scenario cannot take the evaluation down.
     """
     from pipecat_harness.eval.metrics import measure_call
+    from pipecat_harness.sim.goal_caller import GoalCallerSettings
     from pipecat_harness.sim.runner import run_scenario
     from pipecat_harness.trace.timeline import Timeline
 
@@ -110,8 +127,10 @@ def run_call(job: CallJob) -> CallMetrics:
                 from pipecat_harness.sim.audio.mode import AudioMode
 
                 audio = AudioMode(turn_stop=job.audio_turn_stop)  # type: ignore[arg-type]
+            goal_caller = GoalCallerSettings(job.caller_model, job.seed, job.run, job.caller_cache)
             result = run_scenario(variant, controls=list(job.controls), trace_dir=job.trace_dir,
-                                  services=job.services, audio=audio)  # type: ignore[arg-type]
+                                  services=job.services, audio=audio,  # type: ignore[arg-type]
+                                  model=job.model, goal_caller=goal_caller)
         timeline = Timeline.load(result.trace_path) if result.trace_path else Timeline([])
         return measure_call(variant, result, timeline, arm="", run=job.run)
     except Exception as exc:  # a broken scenario is a failed call, reported with its reason
@@ -133,7 +152,8 @@ class ControlResult:
         comparison: Both arms summarised.
         keep: Whether the minimum benefit was met.
         stop: The last stop-rule check.
-        stopped_early: The run ended before all rounds because of ``stop``.
+        stopped_early: The run ended before all rounds (a stop or sample rule, or the budget).
+        sample: The last sample-rule check (enough calls to decide).
     """
 
     control: str
@@ -142,11 +162,63 @@ class ControlResult:
     keep: RuleVerdict
     stop: RuleVerdict
     stopped_early: bool
+    sample: RuleVerdict = field(default_factory=lambda: RuleVerdict(False))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a run may spend; a round that would go past it is not started.
+
+    Parameters:
+        calls: Simulated calls.
+        tokens: Model tokens (as the provider's usage metadata reports them).
+        minutes: Wall-clock minutes.
+    """
+
+    calls: int | None = None
+    tokens: int | None = None
+    minutes: float | None = None
+
+    def exceeded_by(self, calls: int, tokens: int, secs: float, next_calls: int, per_call: tuple[float, float]) -> str:
+        """Which limit the next round of ``next_calls`` calls would pass (empty: none).
+
+        ``per_call`` is the (tokens, seconds) a call has cost so far, the estimate of the next round's.
+        """
+        if self.calls is not None and calls + next_calls > self.calls:
+            return f"calls ({calls} simulated; the next round needs {next_calls}, budget {self.calls})"
+        if self.tokens is not None and tokens + per_call[0] * next_calls > self.tokens:
+            return f"tokens ({tokens} used, about {per_call[0] * next_calls:.0f} more per round, budget {self.tokens})"
+        if self.minutes is not None and secs + per_call[1] * next_calls > self.minutes * 60:
+            return (f"minutes ({secs / 60:.1f} spent, about {per_call[1] * next_calls / 60:.1f} more per round, "
+                    f"budget {self.minutes:g})")
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON-serialisable mapping."""
+        return {"calls": self.calls, "tokens": self.tokens, "minutes": self.minutes}
 
 
 @dataclass
 class EvalRun:
-    """A whole evaluation run."""
+    """A whole evaluation run.
+
+    Parameters:
+        scenarios: Scenario names.
+        runs: Rounds asked for (the most that run).
+        seed: Seed of the timing variation, and of the model and caller model.
+        rules_source: The rules file.
+        results: Per control.
+        wall_secs: Wall time of the run.
+        calls_simulated: Calls run (shared arms counted once).
+        model: The real model and its sampling (``None``: the scripted model).
+        caller_model: The model that played goal callers (``None``: the offline brain).
+        budget: What the run could spend.
+        rounds_done: Rounds run.
+        ended: Why the run ended.
+        model_requests: Model requests over all calls simulated.
+        tokens: Model tokens over all calls simulated (prompt, completion, total).
+        caller_requests: Requests to the goal callers' model (cached lines excluded).
+    """
 
     scenarios: list[str]
     runs: int
@@ -155,6 +227,14 @@ class EvalRun:
     results: list[ControlResult] = field(default_factory=list)
     wall_secs: float = 0.0
     calls_simulated: int = 0
+    model: ModelArm | None = None
+    caller_model: ModelArm | None = None
+    budget: Budget = field(default_factory=Budget)
+    rounds_done: int = 0
+    ended: str = ""
+    model_requests: int = 0
+    tokens: dict[str, int] = field(default_factory=dict)
+    caller_requests: int = 0
 
 
 def _execute(jobs: Sequence[CallJob], workers: int, pool: ProcessPoolExecutor | None,
@@ -184,6 +264,9 @@ def run_evaluation(
     call_done: Callable[[int, int], None] | None = None,
     audio_turn_stop: str | None = None,
     services: str = "scripted",
+    model: ModelArm | None = None,
+    caller_model: ModelArm | None = None,
+    budget: Budget | None = None,
 ) -> EvalRun:
     """Run the evaluation and return per-control results.
 
@@ -191,42 +274,57 @@ def run_evaluation(
         scenarios: Scenarios (as written).
         toggles: Controls to toggle one at a time (``all`` = full harness vs none).
         rules: Pre-declared decision rules.
-        runs: Timing variants per scenario and arm.
-        seed: Seed of the timing variation.
-        out_dir: Directory for the traces.
+        runs: Timing variants per scenario and arm (the most rounds that run).
+        seed: Seed of the timing variation (and of the model's and caller model's sampling).
+        out_dir: Directory for the traces (and the goal callers' line cache).
         workers: Processes running calls in parallel.
         progress: Called with a line after every round: calls, time, and per
             control the business outcome of both arms and whether a stop rule is met.
         call_done: Called after every call with (calls done, calls in the round).
         audio_turn_stop: Run every call on audio (Piper, Silero VAD, Whisper) with this stop strategy.
         services: ``scripted`` or ``loopback`` / ``loopback-openai`` (see ``simulate --services``).
+        model: A real model answering in every call (``None``: each scenario's scripted model).
+        caller_model: The model playing goal callers (``None``: the offline brain).
+        budget: Calls, tokens and minutes the run may spend.
     """
     if runs < 1:
         raise ValueError("runs must be at least 1")
     for control in toggles:
         if control not in TOGGLES:
             raise ValueError(f"unknown control {control!r}; choose from {', '.join(TOGGLES)}")
+    budget = budget or Budget()
     started = time.perf_counter()
     traces = Path(out_dir) / "traces"
+    caller_cache = str(Path(out_dir) / "caller-lines")
     cache: dict[tuple[str, int, tuple[str, ...]], CallMetrics] = {}
     arms = {(c, s.name): arm_controls(c, s.domain) for c in toggles for s in scenarios}
     per_control: dict[str, dict[str, list[CallMetrics]]] = {c: {"on": [], "off": []} for c in toggles}
     active = list(dict.fromkeys(toggles))
     stops: dict[str, RuleVerdict] = {}
     rounds_done: dict[str, int] = dict.fromkeys(active, 0)
+    ended = f"all {runs} round(s) run"
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_quiet_worker) if workers > 1 else None
     try:
         for run in range(runs):
             if not active:
+                ended = "every control's stop or sample rule was met"
                 break
             jobs: dict[tuple[str, int, tuple[str, ...]], CallJob] = {}
             for control in active:
                 for scenario in scenarios:
                     for controls in arms[(control, scenario.name)]:
                         job = CallJob(scenario, run, seed, controls, str(traces / f"run{run}" / _arm_dir(controls)),
-                                      audio_turn_stop, services)
+                                      audio_turn_stop, services, model, caller_model, caller_cache)
                         if job.key not in cache:
                             jobs.setdefault(job.key, job)
+            spent = _spent(cache.values())
+            # Calls run ``workers`` at a time: a round's wall time is its calls' divided by that.
+            per_call = (spent[1][0], spent[1][1] / max(1, workers))
+            over = budget.exceeded_by(len(cache), spent[0], time.perf_counter() - started, len(jobs),
+                                      per_call) if run else ""
+            if over:
+                ended = f"budget of {over} would be passed by round {run + 1}"
+                break
             done = _execute(list(jobs.values()), workers, pool, call_done)
             for job, metrics in zip(jobs.values(), done, strict=True):
                 cache[job.key] = metrics
@@ -239,10 +337,12 @@ def run_evaluation(
                 rounds_done[control] = run + 1
                 comparison = compare_arms(control, per_control[control]["on"], per_control[control]["off"], run + 1)
                 stops[control] = check_stop(rules, comparison)
+                enough = check_sample(rules, comparison)
                 round_lines.append(f"{control}: on {comparison.on.passed}/{comparison.on.calls} passed, off "
                                    f"{comparison.off.passed}/{comparison.off.calls} passed"
-                                   + ("; STOP RULE MET" if stops[control].met else ""))
-                if stops[control].met and run + 1 < runs:
+                                   + ("; STOP RULE MET" if stops[control].met else "")
+                                   + ("; sample rule met" if enough.met else ""))
+                if (stops[control].met or enough.met) and run + 1 < runs:
                     active.remove(control)
             if progress is not None:
                 progress(f"round {run + 1}/{runs}: {len(jobs)} calls simulated, "
@@ -250,7 +350,9 @@ def run_evaluation(
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    evaluation = EvalRun([s.name for s in scenarios], runs, seed, rules.source, calls_simulated=len(cache))
+    evaluation = EvalRun([s.name for s in scenarios], runs, seed, rules.source, calls_simulated=len(cache),
+                         model=model, caller_model=caller_model, budget=budget,
+                         rounds_done=max(rounds_done.values(), default=0), ended=ended)
     for control in dict.fromkeys(toggles):
         comparison = compare_arms(control, per_control[control]["on"], per_control[control]["off"],
                                   rounds_done[control])
@@ -258,6 +360,22 @@ def run_evaluation(
         evaluation.results.append(ControlResult(
             control, per_control[control]["on"] + per_control[control]["off"], comparison,
             check_keep(rules, comparison), stop, stopped_early=rounds_done[control] < runs,
+            sample=check_sample(rules, comparison),
         ))
+    calls = list(cache.values())
+    evaluation.model_requests = sum(c.model_requests for c in calls)
+    evaluation.caller_requests = sum(c.caller_requests for c in calls)
+    evaluation.tokens = {"prompt": sum(c.prompt_tokens for c in calls),
+                         "completion": sum(c.completion_tokens for c in calls),
+                         "total": sum(c.total_tokens for c in calls)}
     evaluation.wall_secs = round(time.perf_counter() - started, 2)
     return evaluation
+
+
+def _spent(calls: Iterable[CallMetrics]) -> tuple[int, tuple[float, float]]:
+    """Tokens used so far, and the (tokens, wall seconds) of an average call."""
+    calls = list(calls)
+    tokens = sum(c.total_tokens for c in calls)
+    if not calls:
+        return 0, (0.0, 0.0)
+    return tokens, (tokens / len(calls), sum(c.wall_secs for c in calls) / len(calls))

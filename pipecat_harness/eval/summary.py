@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipecat_harness.eval.intervals import wilson_interval
 from pipecat_harness.eval.metrics import CallMetrics
 
 __all__ = ["CONTROL_TARGETS", "ArmSummary", "Comparison", "Figure", "compare_arms", "summarize_arm"]
@@ -49,9 +50,16 @@ class Figure:
         """``count / of``, or ``None`` when there was no opportunity."""
         return self.count / self.of if self.of else None
 
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """95 % Wilson interval of the rate (``None`` without opportunities or for totals)."""
+        return wilson_interval(self.count, self.of)
+
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
-        return {"count": self.count, "of": self.of, "calls": self.calls, "unit": self.unit, "rate": self.rate}
+        interval = self.interval
+        return {"count": self.count, "of": self.of, "calls": self.calls, "unit": self.unit, "rate": self.rate,
+                "interval_95": list(interval) if interval is not None else None}
 
 
 def _figure(calls: list[CallMetrics], count: Callable[[CallMetrics], float],
@@ -108,9 +116,16 @@ class ArmSummary:
         """Share of calls whose business outcome passed."""
         return self.passed / self.calls if self.calls else None
 
+    @property
+    def pass_rate_interval(self) -> tuple[float, float] | None:
+        """95 % Wilson interval of the pass rate."""
+        return wilson_interval(self.passed, self.calls)
+
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
+        interval = self.pass_rate_interval
         return {"calls": self.calls, "passed": self.passed, "errors": self.errors, "pass_rate": self.pass_rate,
+                "pass_rate_interval_95": list(interval) if interval is not None else None,
                 "figures": {k: v.to_dict() for k, v in self.figures.items()},
                 "out_of_the_way": self.out_of_the_way.to_dict() if self.out_of_the_way else None}
 

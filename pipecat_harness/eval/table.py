@@ -1,7 +1,8 @@
 """The terminal tables of an evaluation: one per toggled control, with sample sizes.
 
-Each cell reads ``count/of = rate · n calls``: ``count`` errors out of ``of``
-opportunities, in ``n`` calls that had an opportunity. The rows are the four
+Each cell reads ``count/of = rate [low, high] · n calls``: ``count`` errors out
+of ``of`` opportunities, the 95 % Wilson interval of the rate, in ``n`` calls
+that had an opportunity. The rows are the four
 groups (business outcome, input waiting, tool checks, history correction);
 the control's target error and costs are marked.
 """
@@ -14,11 +15,12 @@ from rich.console import Console
 from rich.table import Table
 
 from pipecat_harness.eval.interaction import interaction_rows
+from pipecat_harness.eval.intervals import format_interval
 from pipecat_harness.eval.rules import RuleVerdict
 from pipecat_harness.eval.runner import ControlResult, EvalRun
 from pipecat_harness.eval.summary import ArmSummary, Figure
 
-__all__ = ["ROWS", "format_figure", "print_comparison", "print_interaction", "print_report", "row_cells"]
+__all__ = ["ROWS", "format_figure", "print_comparison", "print_interaction", "print_report", "row_cells", "run_lines"]
 
 #: (group, label, figure name, kind): ``rate`` shows count/of, ``total`` shows a sum and per-call mean.
 ROWS: tuple[tuple[str, str, str, str], ...] = (
@@ -46,11 +48,13 @@ def format_figure(figure: Figure, kind: str, calls: int) -> str:
         return f"{figure.count:g} ({mean:.2f}/call) · {calls} calls"
     if not figure.of:
         return f"0/0 · {figure.calls} calls"
-    return f"{figure.count:g}/{figure.of:g} = {figure.rate:.0%} · {figure.calls} calls"
+    interval = format_interval(figure.interval)
+    rate = f"{figure.rate:.0%} {interval}" if interval else f"{figure.rate:.0%}"
+    return f"{figure.count:g}/{figure.of:g} = {rate} · {figure.calls} calls"
 
 
 def _outcome(arm: ArmSummary) -> str:
-    rate = f"{arm.pass_rate:.0%}" if arm.pass_rate is not None else "n/a"
+    rate = f"{arm.pass_rate:.0%} {format_interval(arm.pass_rate_interval)}" if arm.pass_rate is not None else "n/a"
     errors = f", {arm.errors} sim errors" if arm.errors else ""
     return f"{arm.passed}/{arm.calls} = {rate} passed{errors}"
 
@@ -80,8 +84,26 @@ def _verdict_lines(title: str, verdict: RuleVerdict) -> list[str]:
     return lines
 
 
+def run_lines(evaluation: EvalRun) -> list[str]:
+    """What decided, how far the run went and why it ended, and what it cost at the model."""
+    model = evaluation.model
+    decided = (f"model {model.label} (temperature {model.temperature:g}, seed {model.seed}"
+               + (f", {model.base_url}" if model.base_url else "") + ")") if model else "scripted model"
+    caller = evaluation.caller_model
+    lines = [f"{decided}; goal callers: " + (f"{caller.label} (seed {evaluation.seed})" if caller
+                                             else "offline brain"),
+             f"{evaluation.rounds_done} of {evaluation.runs} round(s) run: {evaluation.ended}"]
+    calls = max(evaluation.calls_simulated, 1)
+    tokens = evaluation.tokens or {}
+    lines.append(f"model usage: {evaluation.model_requests} requests ({evaluation.model_requests / calls:.1f}/call), "
+                 f"{tokens.get('total', 0)} tokens ({tokens.get('total', 0) / calls:.0f}/call: "
+                 f"{tokens.get('prompt', 0) / calls:.0f} in, {tokens.get('completion', 0) / calls:.0f} out)"
+                 + (f"; caller model: {evaluation.caller_requests} requests" if evaluation.caller_requests else ""))
+    return lines
+
+
 def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
-    """Print one table per toggled control, then the rule verdicts."""
+    """Print one table per toggled control, then the rule verdicts, then how the run went."""
     console = console or Console()
     for result in evaluation.results:
         comparison = result.comparison
@@ -105,7 +127,12 @@ def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
         stop_title = "stop (regression)" + (" - run STOPPED EARLY" if result.stopped_early else "")
         for line in _verdict_lines(stop_title, result.stop):
             console.print(line, highlight=False, markup=False)
+        if result.sample.checks:
+            for line in _verdict_lines("sample (enough calls)", result.sample):
+                console.print(line, highlight=False, markup=False)
         console.print()
+    for line in run_lines(evaluation):
+        console.print(line, highlight=False, markup=False)
 
 
 def print_interaction(result: ControlResult, console: Console | None = None) -> None:

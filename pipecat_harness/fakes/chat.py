@@ -27,6 +27,9 @@ class ChatRequest:
             tool messages carry the tool ``name``.
         tools: Names of the functions offered.
         raw: The request body exactly as received.
+        streaming: Whether the reply is asked for as a stream (Pipecat streams every model run of a
+            conversation; its out-of-band inference, such as context summarisation, asks for a whole reply).
+        max_tokens: The output token limit the request set, if any.
     """
 
     provider: str
@@ -34,6 +37,8 @@ class ChatRequest:
     messages: list[dict[str, Any]]
     tools: list[str] = field(default_factory=list)
     raw: Any = None
+    streaming: bool = True
+    max_tokens: int | None = None
 
     @property
     def system(self) -> str:

@@ -124,8 +124,11 @@ class GeminiFake(LoopbackServer):
             return web.json_response({"error": {"code": 400, "message": "invalid JSON body",
                                                 "status": "INVALID_ARGUMENT"}}, status=400)
         self.record("received", "request", body)
+        config = _get(body, "generationConfig", "generation_config") or {}
+        limit = _get(config, "maxOutputTokens", "max_output_tokens")
         chat = ChatRequest(provider="gemini", model=model_name, messages=gemini_to_chat_messages(body),
-                           tools=_tool_names(body), raw=body)
+                           tools=_tool_names(body), raw=body, streaming=method == "streamGenerateContent",
+                           max_tokens=limit if isinstance(limit, int) else None)
         self.requests.append(chat)
         reply = await self.model.reply(chat)
         if method == "generateContent":

@@ -81,8 +81,10 @@ class OpenAIChatFake(LoopbackServer):
                                      status=400)
         self.record("received", "request", body)
         tools = [str(t.get("function", {}).get("name", "")) for t in body.get("tools") or []]
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
         chat = ChatRequest(provider="openai", model=str(body.get("model", "")),
-                           messages=openai_to_chat_messages(body), tools=tools, raw=body)
+                           messages=openai_to_chat_messages(body), tools=tools, raw=body,
+                           streaming=bool(body.get("stream")), max_tokens=limit if isinstance(limit, int) else None)
         self.requests.append(chat)
         reply = await self.model.reply(chat)
         if not body.get("stream"):

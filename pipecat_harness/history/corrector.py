@@ -79,6 +79,9 @@ class HistoryCorrector(FrameProcessor):
         **kwargs: Passed to ``FrameProcessor``.
     """
 
+    # The only data frame it acts on: the harness passes audio and text frames by it.
+    handled_data_frames = (LLMContextAssistantTurnFrame,)
+
     def __init__(
         self,
         tracker: PlaybackTracker,

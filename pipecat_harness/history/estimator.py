@@ -9,6 +9,15 @@ in doubt the estimate keeps less: a word the caller heard but history lost
 costs a repetition, a word history keeps but the caller never heard makes the
 model believe something false.
 
+A real voice is not the duration model: each word and pause runs somewhat
+faster or slower, and those differences add up along the sentence. Where a
+word really starts is therefore uncertain in proportion to its distance from
+the nearest point whose time is known: the text's start, and its end when the
+audio length is known. Without that margin a short word just after the
+interruption point is kept although its audio had not started. With the
+length unknown (rate only, or synthesis still streaming) the voice's own
+rate is uncertain too, and the margin is wider.
+
 Scripts written without spaces (Chinese, Japanese, Thai) are cut per
 character rather than per whitespace word.
 """
@@ -45,6 +54,14 @@ _WORD_OVERHEAD_SECS = 0.06
 _MIN_WORD_SECS = 0.1
 _PAUSES = {".": 0.4, "?": 0.4, "!": 0.4, "。": 0.4, "？": 0.4, "！": 0.4, ",": 0.18, "，": 0.18, "、": 0.18,
            ";": 0.22, ":": 0.22, "—": 0.2}
+# How far a word's real start may lie after the modelled one, as a share of
+# its distance from the nearest anchor: with the audio length known (both
+# ends anchored) and without it (the start only; the voice may also be slower
+# than the rate assumed). Measured on scripts/bench_history.py's voice that is
+# off the model by up to 40% per word and pause, 120-210 words per minute:
+# the smallest values with no word kept whose audio had not started.
+_ANCHORED_DRIFT = 0.15
+_UNANCHORED_DRIFT = 0.45
 # Played audio beyond the text's modelled length by this factor means the
 # text does not cover what was played (it was still streaming).
 _OVERRUN_FACTOR = 1.6
@@ -175,10 +192,13 @@ def _cut(text: str, units: Sequence[TextUnit], heard: int) -> str:
     return text[: units[heard - 1].end].strip()
 
 
-def _count_heard(spans: Sequence[tuple[float, float]], played: float, bias: float) -> int:
+def _count_heard(spans: Sequence[tuple[float, float]], played: float, bias: float, *, drift: float = 0.0,
+                 length: float | None = None) -> int:
+    """Leading spans heard by ``played``: ``bias`` of each played, past the drift margin from the nearest anchor."""
     heard = 0
     for start, end in spans:
-        if start + bias * (end - start) <= played + 1e-9:
+        distance = start if length is None else min(start, length - start)
+        if start + bias * (end - start) + drift * max(0.0, distance) <= played + 1e-9:
             heard += 1
         else:
             break
@@ -245,8 +265,9 @@ def estimate_heard_prefix(
         chars_per_sec: Speaking rate in letters per second when ``audio_secs``
             is unknown (default: a typical TTS voice).
         streaming: The text's synthesis had not ended when playback stopped:
-            its last word's audio did not exist yet, so it is never counted
-            as heard, whatever the duration model says.
+            its length is unknown (``audio_secs`` is ignored) and its last
+            word's audio did not exist yet, so that word is never counted as
+            heard, whatever the duration model says.
 
     Returns:
         The heard prefix. ``reliable`` is False (and ``method`` ``none``) when
@@ -260,6 +281,8 @@ def estimate_heard_prefix(
         raise ValueError(f"bias must be between 0 and 1, got {bias}")
     if played_secs < 0 or (audio_secs is not None and audio_secs < 0):
         raise ValueError("played_secs and audio_secs must not be negative")
+    if streaming:
+        audio_secs = None
     units = split_units(text or "")
     total = len(units)
     if not any(u.spoken for u in units):
@@ -291,7 +314,10 @@ def estimate_heard_prefix(
         method, confidence = "audio_length", 0.85
     elif played_secs > modelled_total * _OVERRUN_FACTOR + 0.5:
         return _unreliable("more audio played than the text accounts for (text still streaming)", total)
-    heard = _count_heard(spans, played_secs, bias)
+    if method == "audio_length":
+        heard = _count_heard(spans, played_secs, bias, drift=_ANCHORED_DRIFT, length=audio_secs)
+    else:
+        heard = _count_heard(spans, played_secs, bias, drift=_UNANCHORED_DRIFT)
     if streaming:
         spoken = [i for i, u in enumerate(units) if u.spoken]
         heard = min(heard, spoken[-1])

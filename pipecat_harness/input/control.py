@@ -2,7 +2,8 @@
 
 * ``identifier_hold``: wraps every configured user-turn stop strategy;
 * ``spelling``: a :class:`SpellingNormalizer` between STT and the user aggregator;
-* ``silent_reply``: a :class:`SilentReplyGuard` between STT and the user aggregator.
+* ``silent_reply``: a :class:`SilentReplyGuard` beside the stop strategies, on the user aggregator's
+  ``EmptyUserTurnConfig``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
+from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import default_user_turn_stop_strategies
@@ -57,7 +59,10 @@ class IdentifierHoldControl(HarnessControl):
         """Return each stop strategy wrapped (already wrapped ones are kept as they are)."""
         wrapped: list[Any] = []
         for strategy in strategies or default_user_turn_stop_strategies():
-            if isinstance(strategy, IdentifierHoldStopStrategy) or not isinstance(strategy, BaseUserTurnStopStrategy):
+            # The silent-reply guard ends only empty turns: there is nothing in them to hold.
+            if isinstance(strategy, (IdentifierHoldStopStrategy, SilentReplyGuard)) or not isinstance(
+                strategy, BaseUserTurnStopStrategy
+            ):
                 wrapped.append(strategy)
                 continue
             hold = IdentifierHoldStopStrategy(strategy, config=self.config, on_decision=self._on_decision)
@@ -103,6 +108,8 @@ class SpellingControl(HarnessControl):
                 as_in=settings.as_in,
                 letter_digit_runs=settings.letter_digit_runs,
                 dotted_letters=settings.dotted_letters,
+                split_connectors=settings.split_connectors,
+                number_readings=settings.number_readings,
             ),
             on_rewrite=self._on_decision,
         )
@@ -116,7 +123,12 @@ class SpellingControl(HarnessControl):
 
 
 class SilentReplyControl(HarnessControl):
-    """Re-asks a pending confirmation when the caller spoke but no transcript arrived."""
+    """Re-asks a pending confirmation when the caller spoke but no transcript arrived.
+
+    The guard runs beside the user aggregator's stop strategies (Pipecat's
+    defaults, the bot's own or a service's recommendation) and scopes the
+    aggregator's ``EmptyUserTurnConfig`` to the re-ask.
+    """
 
     name = "silent_reply"
 
@@ -135,9 +147,16 @@ class SilentReplyControl(HarnessControl):
         """Tell the guard a confirmation is (or is no longer) pending."""
         self.guard.expect_confirmation(pending)
 
-    def processors(self) -> list[tuple[Placement, FrameProcessor]]:
-        """The guard, between STT and the user aggregator."""
-        return [(Placement.BEFORE_USER_AGGREGATOR, self.guard)]
+    def wrap_stop_strategies(self, strategies: list[Any]) -> list[Any]:
+        """The strategies as they are, with the guard beside them (once)."""
+        listed = list(strategies or default_user_turn_stop_strategies())
+        return listed if any(s is self.guard for s in listed) else [*listed, self.guard]
+
+    def on_pipeline(self, processors: list[FrameProcessor]) -> None:
+        """Attach the guard to the user aggregator whose empty-turn recovery it scopes."""
+        aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
+        if aggregator is not None:
+            self.guard.attach(aggregator)
 
     def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
         self.record(action, evidence)

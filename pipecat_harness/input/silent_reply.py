@@ -1,23 +1,29 @@
-"""``SilentReplyGuard``: re-ask when a confirmation got speech but no transcript.
+"""``SilentReplyGuard``: re-ask a pending confirmation when the caller spoke but no transcript came.
 
 How Pipecat 1.14 treats such a reply: VAD opens a user turn, the STT returns
 nothing (Deepgram drops empty finals), the stop strategies wait for a
 transcript that never comes, and the ``user_turn_stop_timeout`` watchdog (5 s)
-ends the turn empty. ``EmptyUserTurnConfig`` then answers only if the turn
-*interrupted* the bot; an empty turn while the bot was idle (the caller's
-"mm-hmm" after "Shall I go ahead?") gets no answer by default, so the call
-stalls and the confirmation never reaches the model.
+ends the turn empty. The aggregator's ``EmptyUserTurnConfig`` then runs the
+model with a developer message, but by default only when the turn *interrupted*
+the bot: an empty turn while the bot was idle (the caller's "mm-hmm" after
+"Shall I go ahead?") gets no answer, so the call stalls and the confirmation
+never reaches the model.
 
-The guard sits between STT and the user aggregator, where it sees the caller's
-VAD frames (downstream from a transport/VAD processor, or upstream when the
-aggregator runs VAD and broadcasts them), the transcripts, and the assistant
-turns the assistant aggregator broadcasts upstream. When a confirmation is
-pending — set with :meth:`SilentReplyGuard.expect_confirmation` or inferred from
-an assistant turn ending in a yes/no question — and speech ends with no
-transcript for ``window_secs`` (well inside the watchdog), it speaks the re-ask
-prompt with a ``TTSSpeakFrame``, which the assistant aggregator then adds to the
-context. At most ``max_reasks`` times in a row; a transcript resets the count.
-A silent reply that interrupted the bot is left to Pipecat's own empty-turn
+The guard builds on that mechanism rather than speaking beside it. It is a
+user-turn stop strategy that runs next to the bot's own, so it sees the turn
+boundaries of Pipecat's turn controller, the VAD and transcript frames, the
+bot's speech and the assistant turns. It adds two things:
+
+* **scope**: only while a confirmation is pending — set with
+  :meth:`SilentReplyGuard.expect_confirmation` or inferred from an assistant
+  turn ending in a yes/no question — and at most ``max_reasks`` times in a row
+  (a transcript resets the count);
+* **window**: an empty turn in scope ends ``window_secs`` after the caller went
+  quiet (well inside the watchdog), with the aggregator's recovery prompts set
+  to the re-ask for that one turn end, so Pipecat's own empty-turn recovery
+  asks the model to re-ask.
+
+A silent reply that interrupted the bot is left to Pipecat's interrupted-turn
 recovery, so the two never ask twice.
 """
 
@@ -35,13 +41,13 @@ from pipecat.frames.frames import (
     InterimTranscriptionFrame,
     LLMContextAssistantTurnFrame,
     TranscriptionFrame,
-    TTSSpeakFrame,
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.turns.types import ProcessFrameResult
+from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy
 
-__all__ = ["DEFAULT_REASK_PROMPT", "SilentReplyGuard", "is_yes_no_question"]
+__all__ = ["DEFAULT_REASK_PROMPT", "SilentReplyGuard", "is_yes_no_question", "reask_instruction"]
 
 DEFAULT_REASK_PROMPT = "Sorry, I didn't catch that. Could you say yes or no?"
 
@@ -72,16 +78,32 @@ def is_yes_no_question(text: str) -> bool:
     return word in _AUXILIARIES or word.endswith("n't")
 
 
-class SilentReplyGuard(FrameProcessor):
-    """Re-asks a pending confirmation when the caller spoke but no transcript arrived.
+def reask_instruction(prompt: str) -> str:
+    """The developer message Pipecat's empty-turn recovery gives the model for a silent confirmation."""
+    return (
+        "The caller answered your yes/no question, but their answer was not recognized, and nothing has been "
+        f'done yet. Ask them again, briefly, for example: "{prompt}"'
+    )
+
+
+class SilentReplyGuard(BaseUserTurnStopStrategy):
+    """Ends a silent reply to a pending confirmation early and lets Pipecat's empty-turn recovery re-ask.
+
+    Place it in the user aggregator's stop strategies beside the bot's own (the
+    harness does, through :meth:`~pipecat_harness.harness.Harness.user_params`)
+    and :meth:`attach` it to that aggregator, whose ``EmptyUserTurnConfig`` it
+    scopes.
 
     Args:
         window_secs: How long after the caller stops speaking a transcript may take.
         max_reasks: Re-asks in a row before giving up (until a transcript arrives).
-        prompt: What the bot says to re-ask.
+        prompt: The re-ask the model is asked to make.
         infer_from_assistant: Treat an assistant turn ending in a yes/no question as a pending confirmation.
         on_decision: Called with ``(action, evidence)`` for each re-ask or refusal.
-        **kwargs: Passed to ``FrameProcessor``.
+        **kwargs: Passed to ``BaseUserTurnStopStrategy``.
+
+    Raises:
+        ValueError: A setting is out of range (its name is in the message).
     """
 
     def __init__(
@@ -94,7 +116,6 @@ class SilentReplyGuard(FrameProcessor):
         on_decision: Callable[[str, dict[str, Any]], Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         if window_secs <= 0:
             raise ValueError("window_secs must be positive")
@@ -107,13 +128,15 @@ class SilentReplyGuard(FrameProcessor):
         self.prompt = prompt
         self.infer_from_assistant = infer_from_assistant
         self._on_decision = on_decision
+        self._aggregator: Any = None
         self._app_pending: bool | None = None
         self._inferred_pending = False
         self._last_assistant = ""
         self._reasks = 0
         self._bot_speaking = False
-        self._speech_open = False
-        self._speech_interrupted_bot = False
+        self._speaking = False
+        self._in_turn = False
+        self._turn_interrupted_bot = False
         self._transcript_seen = False
         self._timer: asyncio.Task[None] | None = None
 
@@ -126,22 +149,39 @@ class SilentReplyGuard(FrameProcessor):
         """Set by the application: a confirmation is (or is no longer) pending; ``None`` restores inference."""
         self._app_pending = pending
 
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Watch caller speech, transcripts and assistant turns; forward every frame."""
-        await super().process_frame(frame, direction)
+    def attach(self, aggregator: Any) -> None:
+        """Use ``aggregator``'s empty-turn recovery (an ``LLMUserAggregator`` running this strategy)."""
+        self._aggregator = aggregator
+
+    # --- turn boundaries of Pipecat's controller --------------------------------------------------------
+
+    async def handle_user_turn_started(self) -> None:
+        """A user turn opened: watch whether it gets a transcript."""
+        await self._cancel_timer()
+        self._in_turn = True
+        self._transcript_seen = False
+        self._turn_interrupted_bot = self._bot_speaking
+
+    async def handle_user_turn_stopped(self) -> None:
+        """The turn ended (by any strategy or the watchdog): nothing left to time."""
+        await self._cancel_timer()
+        self._in_turn = False
+
+    async def cleanup(self) -> None:
+        """Stop the window timer."""
+        await super().cleanup()
+        await self._cancel_timer()
+
+    async def process_frame(self, frame: Frame) -> ProcessFrameResult:
+        """Watch caller speech, transcripts, the bot's speech and assistant turns; never stops other strategies."""
         if isinstance(frame, VADUserStartedSpeakingFrame):
+            self._speaking = True
             await self._cancel_timer()
-            self._speech_open = True
-            self._speech_interrupted_bot = self._bot_speaking
-            self._transcript_seen = False
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
-            self._speech_open = False
-            if self.pending_confirmation and not self._transcript_seen and self._timer is None:
+            self._speaking = False
+            if self._in_turn and self.pending_confirmation and not self._transcript_seen and self._timer is None:
                 self._timer = self.create_task(self._window(), "silent_reply_window")
-        elif (
-            isinstance(frame, (TranscriptionFrame, InterimTranscriptionFrame))
-            and direction == FrameDirection.DOWNSTREAM
-        ):
+        elif isinstance(frame, (TranscriptionFrame, InterimTranscriptionFrame)):
             self._transcript_seen = True
             await self._cancel_timer()
             if isinstance(frame, TranscriptionFrame) and frame.text.strip():
@@ -157,7 +197,9 @@ class SilentReplyGuard(FrameProcessor):
             self._bot_speaking = True
         elif isinstance(frame, BotStoppedSpeakingFrame):
             self._bot_speaking = False
-        await self.push_frame(frame, direction)
+        return ProcessFrameResult.CONTINUE
+
+    # --- the window -------------------------------------------------------------------------------------
 
     async def _window(self) -> None:
         try:
@@ -165,7 +207,7 @@ class SilentReplyGuard(FrameProcessor):
         except asyncio.CancelledError:
             return
         self._timer = None
-        if self._transcript_seen or self._speech_open or not self.pending_confirmation:
+        if self._transcript_seen or self._speaking or not self._in_turn or not self.pending_confirmation:
             return
         evidence: dict[str, Any] = {
             "window_ms": round(self.window_secs * 1000),
@@ -174,28 +216,47 @@ class SilentReplyGuard(FrameProcessor):
             "last_assistant": self._last_assistant[-200:],
             "reasks": self._reasks,
         }
-        if self._speech_interrupted_bot:
-            self._record(
-                "deferred",
-                {**evidence, "reason": "the reply interrupted the bot: Pipecat's empty-turn recovery answers it"},
-            )
+        if self._turn_interrupted_bot:
+            self._record("deferred", {**evidence, "reason": "the reply interrupted the bot: Pipecat's "
+                                                            "interrupted-turn recovery answers it"})
             return
         if self._reasks >= self.max_reasks:
             self._record("not_reasked", {**evidence, "reason": f"already re-asked {self._reasks} time(s)"})
             return
-        self._reasks += 1
-        self._record("reasked", {**evidence, "prompt": self.prompt, "reasks": self._reasks})
-        await self.push_frame(TTSSpeakFrame(text=self.prompt))
+        params = getattr(self._aggregator, "_params", None)  # the aggregator reads its config from here
+        config = getattr(params, "empty_user_turn", None)
+        if config is None:
+            reason = ("no user aggregator attached" if self._aggregator is None
+                      else "the aggregator's empty-turn recovery is off (empty_user_turn=None, or realtime mode)")
+            self._record("not_reasked", {**evidence, "reason": reason})
+            return
+        instruction = reask_instruction(self.prompt)
+        saved = (config.idle_prompt, config.interrupted_prompt, config.max_consecutive_recoveries)
+        # The re-ask is scoped to this one turn end: the bot's own config is back before anything else runs.
+        # Both prompts: Pipecat counts a turn before the bot's first words as interrupting it.
+        config.idle_prompt = config.interrupted_prompt = instruction
+        config.max_consecutive_recoveries = saved[2] + self.max_reasks
+        try:
+            await self.trigger_user_turn_stopped()
+        finally:
+            config.idle_prompt, config.interrupted_prompt, config.max_consecutive_recoveries = saved
+        if self._recovered(instruction):
+            self._reasks += 1
+            self._record("reasked", {**evidence, "prompt": self.prompt, "reasks": self._reasks,
+                                     "via": "EmptyUserTurnConfig"})
+        else:
+            self._record("not_reasked", {**evidence, "reason": "Pipecat left the empty turn unanswered "
+                                                               "(caller muted or a function call running)"})
+
+    def _recovered(self, instruction: str) -> bool:
+        context = getattr(self._aggregator, "context", None)
+        messages = context.get_messages() if context is not None else []
+        return bool(messages) and messages[-1].get("role") == "developer" and messages[-1].get("content") == instruction
 
     async def _cancel_timer(self) -> None:
         if self._timer is not None and self._timer is not asyncio.current_task():
             await self.cancel_task(self._timer)
         self._timer = None
-
-    async def cleanup(self) -> None:
-        """Stop the window timer."""
-        await super().cleanup()
-        await self._cancel_timer()
 
     def _record(self, action: str, evidence: dict[str, Any]) -> None:
         if self._on_decision is not None:

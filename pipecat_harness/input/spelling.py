@@ -11,7 +11,17 @@ byte for byte, so airport codes ("JFK"), product terms ("4K", "MP3",
   "w2378156" or "k4x9p2" -> "W2378156", "K4X9P2" (at most three letters,
   at least two digits, at least five characters, not a number with a unit);
 * ``dotted_letters``: letters spelled with dots or dashes, four or more
-  ("S.M.I.T.H." / "S-M-I-T-H") -> "S M I T H".
+  ("S.M.I.T.H." / "S-M-I-T-H") -> "S M I T H";
+* ``split_connectors``: a connector word a recogniser wrote as two ("Under score
+  7-4-9-0") -> "underscore 7-4-9-0", so nobody reads it as "under" and "score";
+* ``number_readings``: digits said one by one that a recogniser wrote as a
+  number, right after an identifier cue ("The zip code is 8.9." -> "The zip code
+  is 8 9.", "account number 8,066" -> "account number 8066"): a model would read
+  "8.9" as eight point nine. A price or a quantity ("it costs 9.99") has no cue
+  and is left alone.
+
+Whisper's other formats (dash groups "W-237-8156", hyphen-spelled "C-F-A-0-4-Y",
+"5, 5, 4, 1") read correctly as they are and are kept.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from typing import Any
 from pipecat.frames.frames import Frame, TranscriptionFrame
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES
+
 __all__ = ["SpellingNormalizer", "SpellingResult", "SpellingRules", "normalize_spelling"]
 
 _AS_IN_CAMEL = re.compile(r"\b([A-Z])AsIn([A-Z][a-z]+)\b")
@@ -32,6 +44,13 @@ _AS_IN_DASHED = re.compile(r"\b([A-Za-z])-as-in-([A-Za-z]+)\b", re.IGNORECASE)
 _LETTER_DIGIT = re.compile(r"(?<![\w#@.])([a-z0-9]{5,16})(?![\w@])", re.ASCII)
 _UNIT_SUFFIX = re.compile(r"[0-9]+[a-z]+", re.ASCII)  # a number with a unit: "60fps", "1080p", "3rd"
 _DOTTED = re.compile(r"\b(?:[A-Za-z][.\-]){3,}[A-Za-z]\b\.?", re.ASCII)
+_SPLIT_UNDERSCORE = re.compile(r"\b(under) (score)\b", re.IGNORECASE)
+#: A number reading ("8.9", "8,066") that ends the phrase (an identifier, not "2.5 times").
+_NUMBER_READING = re.compile(
+    r"(?<![0-9.,])(?P<number>[0-9]{1,2}\.[0-9]{1,2}|[0-9]{1,3}(?:,[0-9]{3})+)(?![0-9]|\.[0-9]|,[0-9])(?=[.,;!?]*(?:\s+[0-9]|\s*$))",
+    re.ASCII,
+)
+_CUE_WORDS = 4
 
 
 @dataclass(frozen=True)
@@ -41,6 +60,8 @@ class SpellingRules:
     as_in: bool = True
     letter_digit_runs: bool = True
     dotted_letters: bool = True
+    split_connectors: bool = True
+    number_readings: bool = True
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,17 @@ def _dotted(match: re.Match[str]) -> str:
     return " ".join(re.findall(r"[A-Za-z]", match.group(0))).upper()
 
 
+def _number_readings(text: str) -> str:
+    def rewrite(match: re.Match[str]) -> str:
+        before = re.findall(r"[A-Za-z#'-]+", text[: match.start()])[-_CUE_WORDS:]
+        if not any(word.lower() in IDENTIFIER_CUES for word in before):
+            return match.group(0)
+        number = match.group("number")
+        return number.replace(",", "") if "," in number else number.replace(".", " ")
+
+    return _NUMBER_READING.sub(rewrite, text)
+
+
 def normalize_spelling(text: str, rules: SpellingRules | None = None) -> SpellingResult:
     """Apply the enabled rewrites to one transcript.
 
@@ -87,6 +119,8 @@ def normalize_spelling(text: str, rules: SpellingRules | None = None) -> Spellin
         ("as_in", rules.as_in, lambda t: _AS_IN_DASHED.sub(r"\1 as in \2", _AS_IN_CAMEL.sub(r"\1 as in \2", t))),
         ("dotted_letters", rules.dotted_letters, lambda t: _DOTTED.sub(_dotted, t)),
         ("letter_digit_runs", rules.letter_digit_runs, lambda t: _LETTER_DIGIT.sub(_letter_digit, t)),
+        ("split_connectors", rules.split_connectors, lambda t: _SPLIT_UNDERSCORE.sub("underscore", t)),
+        ("number_readings", rules.number_readings, _number_readings),
     ]
     for name, enabled, rewrite in steps:
         if not enabled:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
@@ -47,7 +47,7 @@ from pipecat_harness.proxy.service import ProxyService
 from pipecat_harness.proxy.sse import DONE_EVENT, ChunkWriter
 from pipecat_harness.proxy.upstream import UpstreamRequest
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "EventStreamResponse", "create_app", "read_body"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "EventStreamResponse", "ProxyApp", "create_app", "read_body"]
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 
@@ -162,6 +162,33 @@ async def _collect(service: ProxyService, request: UpstreamRequest, call_id: str
     return writer.completion("".join(text), [calls[i] for i in sorted(calls)], finish)
 
 
+ChatHandler = Callable[[Request], Awaitable[Response]]
+
+
+class ProxyApp(FastAPI):
+    """The FastAPI application, with chat completions served ahead of its middleware and router.
+
+    A chat-completions request is the voice path: on it, FastAPI's stack of
+    middleware, its router and the wrappers each layer puts around ``send``
+    (for every streamed chunk) are measurable at hundreds of streams and do
+    nothing the handler does not do itself (it answers its own errors). Every
+    other route goes through FastAPI as usual.
+    """
+
+    chat_handler: ChatHandler | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Serve ``POST .../chat/completions`` directly, anything else through FastAPI."""
+        handler = self.chat_handler
+        if (handler is not None and scope["type"] == "http" and scope["method"] == "POST"
+                and scope["path"].endswith("/chat/completions")):
+            scope["app"] = self
+            response = await handler(Request(scope, receive))
+            await response(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     service: ProxyService,
     *,
@@ -181,7 +208,7 @@ def create_app(
     """
     auth = auth or ProxyAuth()
     limits = limits or ProxyLimits(max_body_bytes=max_body_bytes)
-    app = FastAPI(title="pipecat-harness proxy", docs_url=None, redoc_url=None, openapi_url=None)
+    app = ProxyApp(title="pipecat-harness proxy", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
     app.state.auth = auth
     app.state.limits = limits
@@ -206,6 +233,7 @@ def create_app(
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    app.chat_handler = chat_completions
     app.add_api_route("/chat/completions", chat_completions, methods=["POST"])
     app.add_api_route("/{prefix:path}/chat/completions", chat_completions, methods=["POST"])
 

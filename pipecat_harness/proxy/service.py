@@ -97,29 +97,64 @@ class ProxyService:
         self.first_token_timeout_secs = first_token_timeout_secs
         self.chunk_timeout_secs = chunk_timeout_secs
         self.max_tool_argument_bytes = max_tool_argument_bytes
+        # Per call, the state saves still running behind a directive already given (see directive_for).
+        self._pending_saves: dict[str, set[asyncio.Task[Any]]] = {}
 
     def _record(self, action: str, evidence: dict[str, Any]) -> None:
         if self.driver is not None:
             self.driver.record(action, evidence)
 
     async def directive_for(self, call_id: str, turns: Sequence[str], *, issue: bool = True) -> Directive | None:
-        """Sync the checklist state with ``turns`` and return the directive (``None`` without a driver)."""
+        """Sync the checklist state with ``turns`` and return the directive (``None`` without a driver).
+
+        The directive is returned as soon as it is decided: saving the state
+        and releasing the call's lock go on concurrently with the model
+        request (:meth:`stream` waits for them before its last chunk).
+        """
         if self.driver is None:
             return None
+        ready: asyncio.Future[Directive | None] = asyncio.get_running_loop().create_future()
+        sync = asyncio.create_task(self.driver.sync(call_id, turns, stamp=time.time(), issue=issue, ready=ready))
+        await asyncio.wait((ready, sync), return_when=asyncio.FIRST_COMPLETED)
+        if not sync.done():
+            self._pending_saves.setdefault(call_id, set()).add(sync)
+            sync.add_done_callback(lambda task: self._saved(call_id, task))
+            return ready.result()
         try:
-            directive = await self.driver.sync(call_id, turns, stamp=time.time(), issue=issue)
+            directive = sync.result()
             if directive is None:
                 directive = await self.driver.current_directive(call_id)
             return directive
         except Exception as exc:
             # The caller must still get an answer; the model goes without a directive this turn.
-            logger.warning(f"checklist state unavailable for call {call_id}: {exc}")
-            self._record("driver_error", {"call_id": call_id, "error": f"{type(exc).__name__}: {exc}"})
+            self._driver_error(call_id, exc)
             return None
+
+    def _driver_error(self, call_id: str, exc: BaseException) -> None:
+        logger.warning(f"checklist state unavailable for call {call_id}: {exc}")
+        self._record("driver_error", {"call_id": call_id, "error": f"{type(exc).__name__}: {exc}"})
+
+    def _saved(self, call_id: str, task: asyncio.Task[Any]) -> None:
+        pending = self._pending_saves.get(call_id)
+        if pending is not None:
+            pending.discard(task)
+            if not pending:
+                del self._pending_saves[call_id]
+        if not task.cancelled() and task.exception() is not None:
+            # The directive already went out; the turns are analysed again next time.
+            self._driver_error(call_id, task.exception())  # type: ignore[arg-type]
+
+    async def settled(self, call_id: str) -> None:
+        """Wait until the checklist state of the call's turns so far is saved."""
+        pending = self._pending_saves.get(call_id)
+        if pending:
+            await asyncio.wait(tuple(pending))
 
     async def observe(self, call_id: str, messages: Sequence[Any]) -> Directive | None:
         """Update the state from a conversation snapshot without issuing a directive (webhook channel)."""
-        return await self.directive_for(call_id, user_turns(messages), issue=False)
+        directive = await self.directive_for(call_id, user_turns(messages), issue=False)
+        await self.settled(call_id)  # nothing waits on this channel: answer once the state is stored
+        return directive
 
     def _split(self, messages: Sequence[dict[str, Any]]) -> _Split:
         """Caller turns, conversation and trusted platform prompt text of ``messages``, directives removed."""
@@ -204,6 +239,7 @@ class ProxyService:
                     self._dropped(call_id, calls.abandon())
                     prefix = "" if first else " "
                     yield UpstreamChunk(text=prefix + self.fallback_text)
+                    await self.settled(call_id)
                     yield UpstreamChunk(finish_reason="stop")
                     finished = True
                     break
@@ -218,6 +254,7 @@ class ProxyService:
                     finish = chunk.finish_reason
                     if finish == "tool_calls" and not released:
                         finish = "stop"
+                    await self.settled(call_id)
                     yield UpstreamChunk(finish_reason=finish)
                     finished = True
                     break
@@ -232,6 +269,7 @@ class ProxyService:
                     logger.opt(exception=True).debug("upstream stream close failed")
         if not finished:
             self._dropped(call_id, calls.abandon())
+            await self.settled(call_id)
             yield UpstreamChunk(finish_reason="stop")
 
     def _dropped(self, call_id: str, dropped: list[DroppedCall]) -> None:

@@ -43,6 +43,9 @@ def add_parser(subparsers: Any) -> None:
     from_trace.add_argument("--name", help="the new scenario's name (default: <scenario>_replayed)")
     from_trace.add_argument("--live-model", action="store_true",
                             help="leave the recorded decisions out: a real model answers (eval --model)")
+    from_trace.add_argument("--model", metavar="PROVIDER:NAME",
+                            help="the real model that will answer (gemini:NAME or openai:NAME): implies "
+                            "--live-model and names the model in the scenario's description")
     from_trace.set_defaults(func=_from_trace)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
@@ -58,7 +61,12 @@ def _source(timeline: Timeline, given: str | None) -> Scenario | None:
 def _from_trace(args: argparse.Namespace) -> int:
     timeline = Timeline.load(args.trace)
     source = _source(timeline, args.scenario)
-    raw = scenario_from_trace(timeline, name=args.name, source=source, live_model=args.live_model)
+    if args.model is not None and (":" not in args.model or args.model.split(":", 1)[0] not in ("gemini", "openai")):
+        raise ScenarioError(f"--model {args.model!r}: write it as gemini:NAME or openai:NAME")
+    live = args.live_model or args.model is not None
+    raw = scenario_from_trace(timeline, name=args.name, source=source, live_model=live)
+    if args.model is not None:
+        raw["description"] += f" Its model side is live: run it with 'pipecat-harness eval --model {args.model}'."
     if not raw["caller"]:
         raise ScenarioError(f"{args.trace}: the trace records no caller speech (speech_started/speech_stopped); "
                             "there is no caller side to replay")

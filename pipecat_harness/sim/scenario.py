@@ -37,6 +37,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipecat_harness.config import CONTROL_NAMES
 from pipecat_harness.errors import InputError
+from pipecat_harness.sim.caller_goal import CallerGoal
 from pipecat_harness.sim.caller_script import CallerSpec, CallerTurn, SpeechSegment
 from pipecat_harness.sim.expectations import ContextCheck, Expectations, HistoryCheck, StateCheck
 from pipecat_harness.sim.model_script import (
@@ -55,6 +56,7 @@ from pipecat_harness.validation import describe_validation_error, load_mapping_f
 __all__ = [
     "TEMPLATE_FILTERS",
     "TEMPLATE_PATTERN",
+    "CallerGoal",
     "CallerSpec",
     "CallerTurn",
     "ContextCheck",
@@ -142,7 +144,9 @@ class Scenario(StrictModel):
         caller_voice: How the caller's speech becomes VAD and transcript frames.
         model: The scripted model.
         faults: Backend faults injected under the tool layer.
-        caller: The caller's turns, in order.
+        caller: The caller's turns, in order (a scripted caller).
+        caller_goal: The caller described by goal instead, played by an LLM caller
+            (see :mod:`pipecat_harness.sim.caller_goal`).
         expect: What must hold at the end of the call.
         max_call_secs: Longest the call may last in simulated time.
         tools: Demo tool sets the model can call (``retail``, ``callbacks``, ``policies``: the
@@ -163,7 +167,8 @@ class Scenario(StrictModel):
     caller_voice: CallerSpec = Field(default_factory=CallerSpec)
     model: ModelScript
     faults: list[ToolFault] = Field(default_factory=list)
-    caller: list[CallerTurn] = Field(min_length=1)
+    caller: list[CallerTurn] = Field(default_factory=list)
+    caller_goal: CallerGoal | None = None
     expect: Expectations = Field(default_factory=Expectations)
     tools: list[ToolSet] = Field(default_factory=lambda: list[ToolSet](["retail"]))
     harness: dict[str, Any] = Field(default_factory=dict)
@@ -174,6 +179,13 @@ class Scenario(StrictModel):
         """The tools the scripted model can call in this scenario."""
         retail = list(RETAIL_TOOL_NAMES) if self.database.seed == "retail" and "retail" in self.tools else []
         return retail + [tool.name for tool in self.own_tools if tool.name not in retail]
+
+    @model_validator(mode="after")
+    def _one_caller(self) -> Scenario:
+        if bool(self.caller) == (self.caller_goal is not None):
+            raise ValueError("give the caller either as a script ('caller': its turns) or by goal ('caller_goal'), "
+                             "exactly one of them")
+        return self
 
     @model_validator(mode="after")
     def _known_tools(self) -> Scenario:

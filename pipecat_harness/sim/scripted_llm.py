@@ -30,6 +30,7 @@ from pipecat.frames.frames import (
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
 )
+from pipecat.processors.aggregators import async_tool_messages
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
@@ -127,6 +128,7 @@ class ScriptedModel:
         self._fired = [0] * len(decisions)
         self._call_ids = itertools.count(1)
         self.calls: list[ModelCall] = []
+        self.summary_requests: list[dict[str, Any]] = []
 
     def received(self, messages: Sequence[Mapping[str, Any]]) -> ModelCall:
         """Record a model call with what it received (the decision comes later, see :meth:`decide`)."""
@@ -151,7 +153,15 @@ class ScriptedModel:
             call.tool_calls.append({"id": f"call_{next(self._call_ids):04d}", "name": spec.name,
                                     "arguments": render_template(spec.args, variables)})
 
+    def summarise(self, messages: Sequence[Mapping[str, Any]], *, system_instruction: str | None,
+                  max_tokens: int | None) -> str | None:
+        """Answer an out-of-band inference (Pipecat's context summarisation) with the script's summary."""
+        self.summary_requests.append({"system_instruction": system_instruction, "max_tokens": max_tokens,
+                                      "messages": [dict(m) for m in messages]})
+        return self.script.summary
+
     def _choose(self, messages: Sequence[Mapping[str, Any]]) -> tuple[int | None, dict[str, str]]:
+        messages = _as_model_reads(messages)
         for index, decision in enumerate(self._decisions):
             if self._fired[index] >= decision.times:
                 continue
@@ -177,6 +187,13 @@ class ScriptedChatModel(ScriptedModel):
         """Answer a :class:`~pipecat_harness.fakes.ChatRequest` with a :class:`~pipecat_harness.fakes.ChatReply`."""
         from pipecat_harness.fakes.chat import ChatReply
 
+        if not request.streaming:
+            # Pipecat streams every model run of the conversation; only its
+            # out-of-band inference (run_inference: context summarisation)
+            # asks for a whole response, as the scripted service answers it.
+            summary = self.summarise(request.messages[1:] if request.system else request.messages,
+                                     system_instruction=request.system or None, max_tokens=request.max_tokens)
+            return ChatReply(text=summary or "")
         call = self.received(_caller_view(request.messages))
         await asyncio.sleep(self.script.first_token_secs)
         self.decide(call)
@@ -241,12 +258,16 @@ class ScriptedLLMService(LLMService):
         super().__init__(settings=settings, **kwargs)
         self._script = script
         self.model = ScriptedModel(script, seed=seed)
-        self.summary_requests: list[dict[str, Any]] = []
 
     @property
     def calls(self) -> list[ModelCall]:
         """Every model call, in order."""
         return self.model.calls
+
+    @property
+    def summary_requests(self) -> list[dict[str, Any]]:
+        """Every out-of-band inference (context summarisation), in order."""
+        return self.model.summary_requests
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Answer ``LLMContextFrame``s from the script; pass everything else on."""
@@ -268,9 +289,8 @@ class ScriptedLLMService(LLMService):
         response_schema: dict[str, Any] | None = None,
     ) -> str | None:
         """Out-of-band inference (Pipecat's context summarisation): the script's summary."""
-        self.summary_requests.append({"system_instruction": system_instruction, "max_tokens": max_tokens,
-                                      "messages": context_messages(context)})
-        return self._script.summary
+        return self.model.summarise(context_messages(context), system_instruction=system_instruction,
+                                    max_tokens=max_tokens)
 
     async def _respond(self, context: LLMContext) -> None:
         messages = context_messages(context)
@@ -294,6 +314,27 @@ class ScriptedLLMService(LLMService):
                 for spec in call.tool_calls
             ])
         call.completed = True
+
+
+def _as_model_reads(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The messages with Pipecat's async-tool results read as the tool results they are.
+
+    Pipecat delivers a result that arrives after the model moved on as a
+    ``developer`` message carrying its async-tool payload, which Gemini's
+    adapter sends as a user turn. A model reads either as that tool call's
+    result, never as the caller's words.
+    """
+    read: list[Mapping[str, Any]] = []
+    for message in messages:
+        payload = None
+        if message.get("role") in ("developer", "user", "system"):
+            payload = async_tool_messages.parse_message({**message, "role": "developer"})  # type: ignore[arg-type]
+        if payload is None or payload.kind == "started":
+            read.append(message)
+        else:
+            read.append({"role": "tool", "tool_call_id": payload.tool_call_id,
+                         "content": payload.result if payload.result is not None else payload.description})
+    return read
 
 
 def _matches(when: DecisionCondition, messages: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
@@ -339,8 +380,14 @@ def _matches(when: DecisionCondition, messages: Sequence[Mapping[str, Any]]) -> 
 
 
 def _recent_notes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The texts of the developer notes added since the newest assistant text."""
-    notes: list[str] = []
+    """What the model was told outside the conversation since it last spoke.
+
+    The developer notes added since the newest assistant text, and the system
+    instruction, where the harness puts a note for the generation it concerns
+    when an LLM service is there to carry it (Gemini would read a developer
+    note as a caller turn).
+    """
+    notes: list[str] = [message_text(m) for m in messages[:1] if m.get("role") == "system"]
     for message in reversed(messages):
         role = message.get("role")
         if role == "assistant" and message_text(message):

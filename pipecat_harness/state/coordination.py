@@ -146,8 +146,9 @@ class TranscriptDebouncer:
         key = f"debounce:{call_id}"
         if not await self.store.offer_newest(key, stamp, ttl_secs=self.ttl_secs):
             return False
-        if self.delay_secs > 0:
-            await asyncio.sleep(self.delay_secs)
+        if self.delay_secs <= 0:
+            return True  # no wait, so nothing newer to look for (a round trip less on the first-token path)
+        await asyncio.sleep(self.delay_secs)
         return await self.is_newest(call_id, stamp)
 
     async def is_newest(self, call_id: str, stamp: float) -> bool:

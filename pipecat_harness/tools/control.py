@@ -23,9 +23,9 @@ halfway, and Pipecat 1.14 then delivers the result into the context itself.
 The gate runs every handler in its own task anyway, so a write registered as
 cancellable is not torn either: its cancellation leaves the operation
 ``outcome_unknown`` and its late reply settles it. Writes whose outcome
-settles after the model was told "unknown" are added to the context as a
-developer note (as Pipecat words its own notes) when the next generation starts (:class:`GenerationGuard`), never
-spoken from a background callback.
+settles after the model was told "unknown" are told to the model when the next generation starts
+(:class:`GenerationGuard`), never spoken from a background callback: in the system instruction of the LLM
+service downstream, or, with none, as a developer note in the context (as Pipecat words its own notes).
 
 A small processor after the user aggregator (:class:`GenerationGuard`) watches
 interruptions, so that a call from a generation that was interrupted before
@@ -48,12 +48,15 @@ from pipecat.frames.frames import (
     FunctionCallsStartedFrame,
     InterruptionFrame,
     LLMContextFrame,
+    StartFrame,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-from pipecat.services.llm_service import FunctionCallParams
+from pipecat.services.llm_service import FunctionCallParams, LLMService
 
-from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
+from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.instruction import InstructionEntry
+from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
@@ -109,6 +112,7 @@ class GenerationGuard(FrameProcessor):
         self._issued: set[str] = set()
         self._on_unknown_tool = on_unknown_tool
         self._notices = notices
+        self._instruction: InstructionEntry | None = None
 
     def may_run(self, tool_call_id: str) -> bool:
         """Whether a call may execute: announced, or no interruption since its generation started."""
@@ -125,19 +129,32 @@ class GenerationGuard(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Watch frames; forward all of them unchanged."""
         await super().process_frame(frame, direction)
+        if isinstance(frame, StartFrame) and self._instruction is None:
+            llm = find_downstream(self, LLMService)
+            self._instruction = InstructionEntry(llm) if llm is not None else None
         if isinstance(frame, InterruptionFrame):
             self.interrupted()
         elif isinstance(frame, LLMContextFrame | FunctionCallResultFrame):
             self.generation_started()
             if isinstance(frame, LLMContextFrame) and self._notices is not None:
-                for notice in self._notices():
-                    frame.context.add_message({"role": "developer", "content": notice})
+                self._deliver(frame, self._notices())
         elif isinstance(frame, FunctionCallsStartedFrame):
             for call in frame.function_calls:
                 self._issued.add(call.tool_call_id)
                 if self._on_unknown_tool is not None:
                     self._on_unknown_tool(call.function_name, call.tool_call_id)
         await self.push_frame(frame, direction)
+
+    def _deliver(self, frame: LLMContextFrame, notices: list[str]) -> None:
+        # With the LLM service downstream, the notices are its system instruction for this generation
+        # (and the runs after its tool results), replaced at the next one: a developer note after the
+        # caller's words reaches Gemini, Anthropic and Bedrock as a second user turn, as if the caller
+        # had said it.
+        if self._instruction is not None:
+            self._instruction.set("\n".join(notices))
+            return
+        for notice in notices:
+            frame.context.add_message({"role": "developer", "content": notice})
 
 
 class _DecisionAdapter:
@@ -158,7 +175,9 @@ class ToolGateControl(HarnessControl):
 
     Configured by ``HarnessConfig.tool_gate``. Trusted code may set
     ``control.gate.server_context`` (tenant id, customer id), add policy rules
-    to ``control.gate.policies`` and set ``control.gate.reconciler``.
+    to ``control.gate.policies``, set ``control.gate.reconciler`` and set
+    ``control.hook`` (a :class:`GateHook`: what runs before the gate decides and
+    what the model receives; the ``call_state`` control installs one).
     """
 
     name = "tool_gate"
@@ -300,7 +319,9 @@ class ToolGateControl(HarnessControl):
             return
         async with self._ledger_ready:
             if not self._ledger_created:
-                await self.ledger.create_tables()
+                # Table set-up is database I/O: on a simulated call's virtual-time loop the clock
+                # stands still for it (await_io), or its connect timeout would pass at once.
+                await await_io(self.ledger.create_tables())
                 self._ledger_created = True
 
     def _check_known(self, name: str, tool_call_id: str) -> None:

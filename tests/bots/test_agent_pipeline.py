@@ -24,6 +24,8 @@ from pipecat_harness.control import Placement
 from pipecat_harness.demo import RETAIL_WRITE_TOOLS, RetailTools
 from pipecat_harness.harness import TurnBoundaryProcessor
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
+from pipecat_harness.input.silent_reply import SilentReplyGuard
+from pipecat_harness.placement import flatten
 
 
 def _daily_transport() -> Any:
@@ -86,7 +88,7 @@ async def test_bot_uses_the_provider_services(bot: str, settings: BotSettings) -
 @pytest.mark.parametrize("bot", ["daily", "local", "twilio"])
 async def test_harness_controls_sit_where_the_architecture_says(bot: str, settings: BotSettings) -> None:
     agent = await _build(bot, settings)
-    processors = agent.processors
+    processors = flatten(agent.processors)  # each placement's processors stand as one group in the pipeline
     user_agg = _index(processors, LLMUserAggregator)
     llm = _index(processors, LLMService)
     output = _index(processors, BaseOutputTransport)
@@ -129,7 +131,8 @@ async def test_every_retail_tool_is_registered_through_the_tool_gate(bot: str, s
 async def test_smart_turn_stop_strategy_is_wrapped_by_the_identifier_hold(bot: str, settings: BotSettings) -> None:
     agent = await _build(bot, settings)
     stop = agent.user_aggregator._params.user_turn_strategies.stop
-    assert len(stop) == 1
+    # The bot's one strategy, held; the silent-reply guard beside it only ends empty turns.
+    assert len(stop) == 2 and isinstance(stop[1], SilentReplyGuard)
     assert isinstance(stop[0], IdentifierHoldStopStrategy)
     assert isinstance(stop[0].inner, TurnAnalyzerUserTurnStopStrategy)
     assert isinstance(stop[0].inner._turn_analyzer, LocalSmartTurnAnalyzerV3)
@@ -141,7 +144,8 @@ async def test_speech_timeout_stop_strategy_is_selectable_and_wrapped(
     monkeypatch.setenv("BOT_TURN_STOP", "speech_timeout")
     monkeypatch.setenv("BOT_SPEECH_TIMEOUT_SECS", "0.9")
     agent = await _build("daily", BotSettings.from_env())
-    (stop,) = agent.user_aggregator._params.user_turn_strategies.stop
+    stop, guard = agent.user_aggregator._params.user_turn_strategies.stop
+    assert isinstance(guard, SilentReplyGuard)
     assert isinstance(stop, IdentifierHoldStopStrategy)
     assert isinstance(stop.inner, SpeechTimeoutUserTurnStopStrategy)
     assert stop.inner._user_speech_timeout == pytest.approx(0.9)
@@ -153,7 +157,8 @@ async def test_controls_switch_off_from_the_environment(bot_env: Path, monkeypat
     agent = await _build("daily", BotSettings.from_env())
     assert "tool_gate" not in agent.harness.active_controls
     assert agent.services.llm._functions["issue_refund"].handler.__name__ == "issue_refund"
-    (stop,) = agent.user_aggregator._params.user_turn_strategies.stop
+    stop, guard = agent.user_aggregator._params.user_turn_strategies.stop
+    assert isinstance(guard, SilentReplyGuard)
     assert isinstance(stop, TurnAnalyzerUserTurnStopStrategy)
 
 
@@ -195,7 +200,7 @@ async def test_held_turns_end_before_pipecats_turn_stop_watchdog(
     settings = BotSettings.from_env()
     agent = await _build("daily", settings)
     params = agent.user_aggregator._params
-    (hold,) = params.user_turn_strategies.stop
+    hold, _guard = params.user_turn_strategies.stop
     delay = STOP_SECS if turn_stop == "smart_turn" else settings.speech_timeout_secs
     # The longest the bot itself takes to end a held turn after the caller's last word.
     assert delay + hold._config.extra_wait_secs < params.user_turn_stop_timeout

@@ -21,6 +21,7 @@ from bots.twilio_bot import CallRecord, create_app, twilio_signature, twiml_for_
 from pipecat_harness.cli import main as cli_main
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.history.marks import parse_mark
+from pipecat_harness.placement import flatten
 from pipecat_harness.trace.timeline import Timeline
 from tests.bots.bot_fakes import RecordingSTTService, fake_services
 
@@ -150,7 +151,7 @@ def test_recorded_media_stream_runs_a_call_with_playback_receipts(
         reply = next(r for r in history_control.tracker.replies if r.reply_id == decoded[-1].reply_id)  # type: ignore[union-attr]
         assert reply.marks_sent
         assert reply.receipt_secs == pytest.approx(decoded[-1].played_secs)  # type: ignore[union-attr]
-        assert record.agent.processors[-1] is history_control.corrector
+        assert flatten(record.agent.processors)[-1] is history_control.corrector
     else:
         assert history_control is None
 

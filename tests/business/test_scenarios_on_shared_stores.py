@@ -1,4 +1,4 @@
-"""The confirmation scenarios hold with their ledger, proposals and call state in SQLite and Redis (and PostgreSQL).
+"""The confirmation scenarios hold with their ledger, proposals and call state in SQLite, PostgreSQL and Redis.
 
 Each run is a bundled business scenario with the operation ledger in a real
 database and, for many workers, the call state and proposals in Redis. After
@@ -120,18 +120,36 @@ def test_redis_holds_the_call_state_and_the_proposals_for_every_worker(name, tmp
     assert in_state.count("succeeded") == succeeded
 
 
-@pytest.mark.xfail(reason="in a simulated call the virtual clock runs ahead of the PostgreSQL ledger's asyncpg "
-                          "replies (the ledger's I/O does not hold the clock), so the write never settles; the "
-                          "same ledger, gate and proposals on PostgreSQL are exercised on a real-time loop in "
-                          "test_shared_proposals.py and tests/tools", strict=False)
-def test_postgres_ledger_in_a_simulated_call(tmp_path):
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_postgres_ledger_and_redis_state_hold_the_call(name, tmp_path):
     url = postgres_url()
+    asyncio.run(_redis_up())
     prefix = f"t{uuid.uuid4().hex[:8]}_"
     try:
-        call_id = _run("business_callback_confirmed", tmp_path,
-                       tool_gate={"ledger_url": url, "ledger_table_prefix": prefix})
+        call_id = _run(name, tmp_path, tool_gate={"ledger_url": url, "ledger_table_prefix": prefix},
+                       call_state={"store": "redis", "redis_url": REDIS_URL})
+        operations, in_database = asyncio.run(_ledger_rows(url, prefix, call_id))
+    finally:
+        asyncio.run(_drop(url, prefix))
+    succeeded, statuses = EXPECTED[name]
+    assert operations.count(("schedule_callback", "succeeded")) == succeeded
+    assert in_database is None
+    state, proposals = asyncio.run(_take_from_redis(call_id))
+    assert proposals is not None and _statuses(proposals["document"]) == statuses
+    assert state is not None
+    in_state = [op["status"] for op in state["operations"].values() if op.get("tool") == "schedule_callback"]
+    assert in_state.count("succeeded") == succeeded
+
+
+def test_postgres_ledger_holds_the_proposals_without_redis(tmp_path):
+    url = postgres_url()
+    prefix = f"t{uuid.uuid4().hex[:8]}_"
+    name = "business_callback_corrected_before_execution"
+    try:
+        call_id = _run(name, tmp_path, tool_gate={"ledger_url": url, "ledger_table_prefix": prefix})
         operations, proposals = asyncio.run(_ledger_rows(url, prefix, call_id))
     finally:
         asyncio.run(_drop(url, prefix))
-    assert operations.count(("schedule_callback", "succeeded")) == 1
-    assert proposals is not None and _statuses(proposals) == ["confirmed"]
+    succeeded, statuses = EXPECTED[name]
+    assert operations.count(("schedule_callback", "succeeded")) == succeeded
+    assert proposals is not None and _statuses(proposals) == statuses

@@ -13,6 +13,7 @@ from pipecat_harness.checklist.model import ChecklistError
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
 from pipecat_harness.config import ChecklistSettings, HarnessConfig
 from pipecat_harness.harness import CONTROL_FACTORIES, Harness
+from pipecat_harness.placement import flatten
 from pipecat_harness.state.redis_store import RedisStateStore
 
 
@@ -30,7 +31,7 @@ def test_registered_and_placed_right_after_the_user_aggregator():
     assert isinstance(control, ChecklistControl)
     pair = LLMContextAggregatorPair(LLMContext())
     llm_stand_in = IdentityFilter()
-    placed = harness.place([pair.user(), llm_stand_in, pair.assistant()])
+    placed = flatten(harness.place([pair.user(), llm_stand_in, pair.assistant()]))
     user_index = placed.index(pair.user())
     director_index = next(i for i, p in enumerate(placed) if isinstance(p, ChecklistDirector))
     assert user_index < director_index < placed.index(llm_stand_in)

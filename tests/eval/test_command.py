@@ -20,7 +20,8 @@ def test_eval_command_prints_tables_and_writes_results_and_report(
     assert main(["eval", *args, "--toggle", "tool_gate", "--runs", "1", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "tool_gate: on vs off" in printed and "duplicate writes executed" in printed
-    assert "1/2 = 50% · 1 calls" in printed  # off arm: one of two write requests was a duplicate
+    # Off arm: one of two write requests was a duplicate (with the 95 % interval of that rate).
+    assert "1/2 = 50% [9%, 91%] · 1 calls" in printed
     assert "keep (minimum benefit): MET" in printed
     results = json.loads((out / "results.json").read_text())
     assert results["controls"][0]["keep"]["met"] is True

@@ -89,3 +89,17 @@ async def test_text_deltas_and_usage_reach_pipecat():
     assert "".join(f.text for f in down if isinstance(f, LLMTextFrame)) == "Hello there, Dana."
     last = fake.sent("chunk")[-1]
     assert last["candidates"][0]["finishReason"] == "STOP" and last["usageMetadata"]["totalTokenCount"] > 0
+
+
+async def test_out_of_band_inference_is_a_whole_response_request():
+    # Pipecat's context summarisation calls run_inference: generateContent, not the stream.
+    fake = await GeminiFake(lambda request: ChatReply(text="A short summary.")).start()
+    try:
+        summary = await _llm(fake).run_inference(LLMContext(messages=[{"role": "user", "content": "History: ..."}]),
+                                                 max_tokens=120, system_instruction="Summarise the call.")
+    finally:
+        await fake.stop()
+    assert summary == "A short summary."
+    request = fake.requests[0]
+    assert not request.streaming and request.max_tokens == 120 and request.system == "Summarise the call."
+    assert fake.sent("response") and not fake.sent("chunk")

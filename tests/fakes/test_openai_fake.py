@@ -59,3 +59,18 @@ async def test_the_openai_sdk_reads_a_whole_completion():
         await fake.stop()
     assert completion.choices[0].message.content == "You said hi"
     assert fake.requests[0].system == "Echo."
+
+
+async def test_out_of_band_inference_is_a_whole_completion_request():
+    fake = await OpenAIChatFake(lambda request: ChatReply(text="A short summary.")).start()
+    try:
+        llm = OpenAILLMService(api_key="offline", base_url=fake.base_url,
+                               settings=OpenAILLMService.Settings(model="gpt-4.1-mini", system_instruction="Be brief."))
+        summary = await llm.run_inference(LLMContext(messages=[{"role": "user", "content": "History: ..."}]),
+                                          max_tokens=120, system_instruction="Summarise the call.")
+    finally:
+        await fake.stop()
+    assert summary == "A short summary."
+    request = fake.requests[0]
+    assert not request.streaming and request.max_tokens == 120
+    assert request.messages[0] == {"role": "system", "content": "Summarise the call."}

@@ -6,6 +6,7 @@ from pipecat_harness.config import HarnessConfig
 from pipecat_harness.harness import CONTROL_FACTORIES, Harness
 from pipecat_harness.history import HistoryCorrector, PlaybackTracker, SynthesisObserver
 from pipecat_harness.history.control import HistoryControl
+from pipecat_harness.placement import flatten
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService
 
@@ -27,7 +28,7 @@ def test_places_tracker_after_transport_and_corrector_after_aggregator() -> None
     pair = LLMContextAggregatorPair(LLMContext())
     tts, transport = SimulatedTTSService(), SimulatedOutputTransport()
     placed: list[FrameProcessor] = harness.place([pair.user(), tts, transport, pair.assistant()])
-    kinds = [type(p) for p in placed]
+    kinds = [type(p) for p in flatten(placed)]
     assert kinds.index(PlaybackTracker) == kinds.index(SimulatedOutputTransport) + 1
     assert kinds.index(HistoryCorrector) == len(kinds) - 1
     assert any(isinstance(o, SynthesisObserver) for o in harness.observers()[0].members)

@@ -13,6 +13,7 @@ from pipecat_harness.input.control import IdentifierHoldControl, SilentReplyCont
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
 from pipecat_harness.input.silent_reply import SilentReplyGuard
 from pipecat_harness.input.spelling import SpellingNormalizer
+from pipecat_harness.placement import flatten
 
 
 def _harness(domain: str = "retail", **overrides: object) -> Harness:
@@ -33,14 +34,16 @@ def test_every_configured_stop_strategy_is_wrapped_with_the_domain_preset() -> N
     harness = _harness("telecom")
     first, second = SpeechTimeoutUserTurnStopStrategy(), SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=1.0)
     params = harness.user_params(LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[first, second])))
-    stop = params.user_turn_strategies.stop if params.user_turn_strategies else None
-    assert stop is not None and len(stop) == 2
+    strategies = params.user_turn_strategies.stop if params.user_turn_strategies else None
+    assert strategies is not None and len(strategies) == 3
+    *stop, guard = strategies
+    assert isinstance(guard, SilentReplyGuard)  # beside them, not wrapped: it ends only empty turns
     assert all(isinstance(s, IdentifierHoldStopStrategy) for s in stop)
     assert [s.inner for s in stop] == [first, second]  # type: ignore[union-attr]
     assert stop[0].config.domain == "telecom" and stop[0].config.extra_wait_secs == 1.5  # type: ignore[union-attr]
     control = harness.control("identifier_hold")
     assert isinstance(control, IdentifierHoldControl)
-    assert control.wrap_stop_strategies(stop) == stop  # never wrapped twice
+    assert control.wrap_stop_strategies(strategies) == strategies  # never wrapped twice
 
 
 def test_settings_reach_the_strategy_and_processors() -> None:
@@ -54,13 +57,18 @@ def test_settings_reach_the_strategy_and_processors() -> None:
     assert control.config.extra_wait_secs == 1.0 and control.config.max_hold_secs == 3.0
     assert control.config.exempt_digit_lengths == frozenset({5, 6})
 
-    user = LLMUserAggregator(LLMContext())
-    placed = harness.place([user])
+    stop = SpeechTimeoutUserTurnStopStrategy()
+    params = harness.user_params(LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[stop])))
+    user = LLMUserAggregator(LLMContext(), params=params)
+    placed = flatten(harness.place([user]))
     index = placed.index(user)
     before = placed[:index]
     normalizer = next(p for p in before if isinstance(p, SpellingNormalizer))
-    guard = next(p for p in before if isinstance(p, SilentReplyGuard))
     assert normalizer.rules.as_in is False
+    # The guard runs beside the (held) stop strategy, on the aggregator's empty-turn recovery.
+    hold, guard = params.user_turn_strategies.stop  # type: ignore[union-attr]
+    assert isinstance(hold, IdentifierHoldStopStrategy) and hold.inner is stop
+    assert isinstance(guard, SilentReplyGuard) and guard._aggregator is user
     assert (guard.window_secs, guard.max_reasks, guard.prompt) == (0.8, 2, "Yes or no?")
 
 

@@ -25,6 +25,7 @@ from pipecat.turns.user_turn_strategies import ExternalUserTurnStrategies, UserT
 
 from pipecat_harness.input import IdentifierHoldConfig
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
+from pipecat_harness.sim.clock import virtual_time
 
 SPEECH_TIMEOUT = 0.1
 WAIT = 0.4
@@ -121,7 +122,14 @@ async def test_hold_is_released_when_the_wait_expires() -> None:
         "I have 2 items, my order number is #W2378156.",
     ],
 )
-async def test_complete_ids_and_ordinary_speech_pass_with_no_added_delay(text: str) -> None:
+def test_complete_ids_and_ordinary_speech_pass_with_no_added_delay(text: str) -> None:
+    # On the virtual clock: the turn-end times are the strategies' own, not the load of the machine.
+    with virtual_time(max_virtual_secs=60.0, max_wall_secs=60.0) as loop:
+        with asyncio.Runner(loop_factory=lambda: loop) as runner:
+            runner.run(_no_added_delay(text))
+
+
+async def _no_added_delay(text: str) -> None:
     decisions: list[tuple[str, dict[str, Any]]] = []
     held_turn_end: list[float] = []
     plain_turn_end: list[float] = []

@@ -1,4 +1,4 @@
-"""SilentReplyGuard in front of the real LLMUserAggregator."""
+"""SilentReplyGuard beside Pipecat's stop strategy, in the real LLMUserAggregator with its EmptyUserTurnConfig."""
 
 from __future__ import annotations
 
@@ -16,32 +16,36 @@ from pipecat.frames.frames import (
     VADUserStartedSpeakingFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator, LLMUserAggregatorParams
 from pipecat.tests.utils import SleepFrame, run_test
+from pipecat.turns.empty_user_turn import EmptyUserTurnConfig
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
-from pipecat_harness.input.silent_reply import SilentReplyGuard, is_yes_no_question
+from pipecat_harness.input.silent_reply import SilentReplyGuard, is_yes_no_question, reask_instruction
 
 WINDOW = 0.3
+WATCHDOG = 3.0
 
 
-def _pipeline(**guard_args: Any) -> tuple[Pipeline, SilentReplyGuard, LLMContext, list[tuple[str, dict[str, Any]]]]:
+def _aggregator(empty_user_turn: EmptyUserTurnConfig | None = None, **guard_args: Any,
+                ) -> tuple[LLMUserAggregator, SilentReplyGuard, LLMContext, list[tuple[str, dict[str, Any]]]]:
     decisions: list[tuple[str, dict[str, Any]]] = []
     guard = SilentReplyGuard(
         window_secs=WINDOW, on_decision=lambda action, evidence: decisions.append((action, evidence)), **guard_args
     )
     context = LLMContext()
-    aggregator = LLMUserAggregator(
-        context,
-        params=LLMUserAggregatorParams(
-            user_turn_strategies=UserTurnStrategies(stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.1)]),
-            user_turn_stop_timeout=1.0,
-        ),
+    params = LLMUserAggregatorParams(
+        user_turn_strategies=UserTurnStrategies(
+            stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.1), guard]),
+        user_turn_stop_timeout=WATCHDOG,
     )
-    return Pipeline([guard, aggregator]), guard, context, decisions
+    if empty_user_turn is not None:
+        params.empty_user_turn = empty_user_turn
+    aggregator = LLMUserAggregator(context, params=params)
+    guard.attach(aggregator)
+    return aggregator, guard, context, decisions
 
 
 def _asked(question: str) -> Frame:
@@ -52,12 +56,12 @@ def _silent_reply() -> list[Frame]:
     return [VADUserStartedSpeakingFrame(), SleepFrame(sleep=0.1), VADUserStoppedSpeakingFrame()]
 
 
-def _reasks(frames: list[Frame]) -> list[str]:
-    return [f.text for f in frames if isinstance(f, TTSSpeakFrame)]
+def _developer(context: LLMContext) -> list[str]:
+    return [str(m["content"]) for m in context.get_messages() if m.get("role") == "developer"]
 
 
-async def test_silent_mm_hmm_to_an_inferred_confirmation_is_reasked_once() -> None:
-    pipeline, _, context, decisions = _pipeline()
+async def test_silent_mm_hmm_to_an_inferred_confirmation_is_reasked_once_through_pipecats_recovery() -> None:
+    aggregator, guard, context, decisions = _aggregator()
     frames = [
         _asked("I can refund $45 to your card. Shall I go ahead?"),
         *_silent_reply(),
@@ -69,23 +73,37 @@ async def test_silent_mm_hmm_to_an_inferred_confirmation_is_reasked_once() -> No
         VADUserStoppedSpeakingFrame(),
         SleepFrame(sleep=0.5),
     ]
-    down, _ = await run_test(pipeline, frames_to_send=frames)
-    assert _reasks(down) == ["Sorry, I didn't catch that. Could you say yes or no?"]
+    down, _ = await run_test(aggregator, frames_to_send=frames)
+    # Pipecat's empty-turn recovery ran the model once with the re-ask; no speech was pushed beside it.
+    assert _developer(context) == [reask_instruction(guard.prompt)]
+    assert not any(isinstance(f, TTSSpeakFrame) for f in down)
+    assert sum(isinstance(f, LLMContextFrame) for f in down) == 2  # the re-ask, then the answer
     assert [a for a, _ in decisions] == ["reasked", "not_reasked"]
     assert decisions[0][1]["pending"] == "inferred"
     assert decisions[0][1]["added_wait_ms"] == WINDOW * 1000
     # The answer after the re-ask still reaches the model through the aggregator.
     assert [m["content"] for m in context.get_messages() if m.get("role") == "user"] == ["yes"]
-    assert any(isinstance(f, LLMContextFrame) for f in down)
+    # The bot's own empty-turn config is untouched outside the re-ask.
+    config = aggregator._params.empty_user_turn
+    assert config is not None and config.idle_prompt is None and config.max_consecutive_recoveries == 1
 
 
 async def test_application_sets_the_pending_confirmation_and_prompt() -> None:
-    pipeline, guard, _, decisions = _pipeline(prompt="Should I place the order, yes or no?", max_reasks=2)
+    aggregator, guard, context, decisions = _aggregator(prompt="Should I place the order, yes or no?", max_reasks=2)
     guard.expect_confirmation(True)
     frames = [*_silent_reply(), SleepFrame(sleep=WINDOW + 0.2), *_silent_reply(), SleepFrame(sleep=WINDOW + 0.2)]
-    down, _ = await run_test(pipeline, frames_to_send=frames)
-    assert _reasks(down) == ["Should I place the order, yes or no?"] * 2
+    await run_test(aggregator, frames_to_send=frames)
+    assert _developer(context) == [reask_instruction("Should I place the order, yes or no?")] * 2
     assert [e["pending"] for _, e in decisions] == ["application", "application"]
+
+
+async def test_recovery_switched_off_by_the_bot_is_respected() -> None:
+    aggregator, guard, context, decisions = _aggregator()
+    aggregator._params.empty_user_turn = None
+    guard.expect_confirmation(True)
+    await run_test(aggregator, frames_to_send=[*_silent_reply(), SleepFrame(sleep=WINDOW + 0.2)])
+    assert _developer(context) == []
+    assert [a for a, _ in decisions] == ["not_reasked"] and "empty_user_turn=None" in decisions[0][1]["reason"]
 
 
 @pytest.mark.parametrize(
@@ -101,7 +119,7 @@ async def test_application_sets_the_pending_confirmation_and_prompt() -> None:
             VADUserStoppedSpeakingFrame(),
             SleepFrame(sleep=WINDOW + 0.3),
         ],
-        # Speech that interrupted the bot is left to Pipecat's own empty-turn recovery.
+        # Speech that interrupted the bot is left to Pipecat's own interrupted-turn recovery.
         [
             _asked("Shall I cancel it?"),
             BotStartedSpeakingFrame(),
@@ -114,9 +132,9 @@ async def test_application_sets_the_pending_confirmation_and_prompt() -> None:
     ids=["open_question", "transcribed_answer", "barge_in"],
 )
 async def test_stays_out_of_the_way(frames: list[Frame]) -> None:
-    pipeline, _, _, decisions = _pipeline()
-    down, _ = await run_test(pipeline, frames_to_send=frames)
-    assert _reasks(down) == []
+    aggregator, guard, context, decisions = _aggregator()
+    await run_test(aggregator, frames_to_send=frames)
+    assert reask_instruction(guard.prompt) not in _developer(context)
     assert [a for a, _ in decisions] in ([], ["deferred"])
 
 

@@ -89,3 +89,50 @@ async def test_the_recogniser_frame_keeps_its_raw_text_for_the_trace() -> None:
     down, _ = await run_test(SpellingNormalizer(), frames_to_send=[raw], expected_down_frames=[TranscriptionFrame])
     assert raw.text == "it's S.M.I.T.H."
     assert down[0].text == "it's S M I T H" and down[0] is not raw
+
+
+@pytest.mark.parametrize(
+    ("heard", "after", "rule"),
+    [
+        # What faster-whisper tiny.en wrote for the project's Piper-voiced callers (scripts/bench_input.py --audio).
+        (" The zip code is 8.9. ", " The zip code is 8 9. ", "number_readings"),
+        (" The zip code is 9.5. ", " The zip code is 9 5. ", "number_readings"),
+        (" Under score 7-4-9-0. ", " underscore 7-4-9-0. ", "split_connectors"),
+        ("My user ID is me underscore Garcia under score 5, 7, 2, 3",
+         "My user ID is me underscore Garcia underscore 5, 7, 2, 3", "split_connectors"),
+        ("my account number is 8,066", "my account number is 8066", "number_readings"),
+    ],
+)
+def test_recogniser_formats_worth_rewriting(heard: str, after: str, rule: str) -> None:
+    result = normalize_spelling(heard)
+    assert (result.after, result.rules) == (after, (rule,))
+
+
+@pytest.mark.parametrize(
+    "heard",
+    [
+        # Whisper formats a model reads correctly as they are, and numbers that are numbers.
+        "My order number is W-237-8156",
+        "My confirmation code is C-F-A-0-4-Y.",
+        "5, 5, 4, 1.",
+        "It costs 9.99 a month.",
+        "I bought 2,000 of them.",
+        "the number is 2.5 times higher",
+        "I paid 4.5 for it",
+    ],
+)
+def test_recogniser_formats_kept_as_they_are(heard: str) -> None:
+    assert normalize_spelling(heard).after == heard
+
+
+def test_a_rewritten_number_reading_is_still_held_as_an_open_zip_code() -> None:
+    from pipecat_harness.input import IdentifierHoldConfig, hold_decision
+
+    after = normalize_spelling(" The zip code is 8.9. ").after
+    decision = hold_decision(after, IdentifierHoldConfig.for_domain("retail"))
+    assert decision.hold and decision.identifier == "89"
+
+
+def test_new_rules_are_switchable() -> None:
+    text = "The zip code is 8.9. Under score"
+    assert normalize_spelling(text, SpellingRules(split_connectors=False, number_readings=False)).after == text

@@ -1,5 +1,6 @@
 import json
 import threading
+import time
 from pathlib import Path
 
 from starlette.testclient import TestClient
@@ -79,6 +80,9 @@ def test_only_the_newest_response_id_is_answered():
             ws.receive_json(), ws.receive_json()
             event = _fixture("retell_response_required.json")
             ws.send_text(json.dumps(event))
+            deadline = time.monotonic() + 10
+            while not service.upstream.requests and time.monotonic() < deadline:
+                time.sleep(0.01)  # response 1 is at the upstream, still silent, when 2 supersedes it
             ws.send_text(json.dumps({**event, "response_id": 2}))
             ws.send_text(json.dumps({**event, "response_id": 1}))  # stale: ignored
             text, _ = _receive_response(ws, 2)

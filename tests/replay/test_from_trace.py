@@ -82,6 +82,10 @@ def test_scenario_from_trace_command_writes_a_file_simulate_runs(tmp_path, capsy
     capsys.readouterr()
     assert main(["scenario", "from-trace", str(recorded.trace_path), "--live-model"]) == 0
     assert "decisions" not in yaml.safe_load(capsys.readouterr().out)["model"]
+    assert main(["scenario", "from-trace", str(recorded.trace_path), "--model", "gemini:gemini-2.5-flash"]) == 0
+    live = yaml.safe_load(capsys.readouterr().out)
+    assert "decisions" not in live["model"] and "eval --model gemini:gemini-2.5-flash" in live["description"]
+    assert main(["scenario", "from-trace", str(recorded.trace_path), "--model", "gpt"]) == 2
 
 
 def test_scenario_from_trace_refuses_a_trace_without_caller_speech(tmp_path, capsys):

@@ -135,13 +135,18 @@ def test_a_provider_service_class_replays_against_the_loopback_gemini_fake():
     assert "retrieve the details" in json.dumps(requests[-1])
 
 
-def test_replay_command_lists_points_and_prints_the_table(capsys):
+def test_replay_command_lists_points_and_prints_the_table(capsys, tmp_path):
     assert main(["replay", BUNDLED, "--list"]) == 0
     assert "#2" in capsys.readouterr().out
+    written = tmp_path / "replay.json"
     code = main(["replay", BUNDLED, "--at", "2", "--check", "inspect_orders", "--samples", "3",
-                 "--expect", "tool:get_order_details|say:why"])
+                 "--expect", "tool:get_order_details|say:why", "--json", str(written)])
     out = capsys.readouterr().out
     assert code == 0 and "feedback" in out and "reference action (scorer only)" in out
+    data = json.loads(written.read_text())
+    assert [t["treatment"] for t in data["treatments"]] == ["none", "reminder", "feedback"]
+    assert all(t["samples"] == 3 == len(t["runs"]) for t in data["treatments"])
+    assert data["recorded"]["tool_calls"][0]["name"] == "cancel_pending_order"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -162,7 +167,10 @@ def test_the_bundled_recorded_call_is_what_its_scenario_records_today(tmp_path):
     fresh = Timeline.load(run_scenario(scenario, trace_dir=tmp_path).trace_path)
 
     def points(timeline: Timeline) -> list[tuple]:
-        return [(p.messages, p.system, p.tools, p.recorded.label()) for p in decision_points(timeline)]
+        # What a replay depends on: the shape of each context, the prompt, the tools and the recorded action
+        # (not the wording of tool results, which the tool layer may refine).
+        return [([m.get("role") for m in p.messages], p.newest_user_text, p.after_tool_results, p.system,
+                 [t["name"] for t in p.tools], p.recorded.label()) for p in decision_points(timeline)]
 
     assert points(fresh) == points(bundled_timeline), f"re-record {path} with 'simulate' (the trace format moved)"
 

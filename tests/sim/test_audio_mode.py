@@ -40,6 +40,18 @@ def test_a_split_order_number_call_on_real_speech_recognition() -> None:
     assert result.passed, [c.detail for c in result.checks if not c.ok]
 
 
+def test_a_silent_reply_on_real_vad_is_reasked_through_pipecats_empty_turn_recovery() -> None:
+    from pipecat_harness.sim.audio.mode import AudioMode
+    from pipecat_harness.sim.runner import run_scenario
+    from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
+
+    scenario = load_scenario(BUNDLED_DIR / "input_silent_confirmation.yaml")
+    result = run_scenario(scenario, controls=["silent_reply"], audio=AudioMode())
+    reasks = [d for d in result.decisions if d.control == "silent_reply" and d.action == "reasked"]
+    assert len(reasks) == 1 and reasks[0].evidence["via"] == "EmptyUserTurnConfig"
+    assert result.passed, [c.detail for c in result.checks if not c.ok]
+
+
 @pytest.mark.parametrize("turn_stop", ["speech_timeout", "smart_turn"])
 def test_a_recorded_utterance_replays_into_one_user_message(turn_stop: str) -> None:
     from pipecat_harness.input import IdentifierHoldConfig

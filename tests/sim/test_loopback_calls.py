@@ -52,3 +52,34 @@ def test_checklist_directive_is_gemini_system_instruction_on_every_model_run(tmp
         # The adapter copies the instruction into a user turn only when no caller turn exists yet (the greeting).
         caller_turns = [t for t in turns if t.strip() != system.strip()]
         assert not any(DEFAULT_MARKER in t for t in caller_turns), caller_turns
+
+
+def _gemini_requests(result) -> list[dict]:
+    return [e.data["payload"] for e in Timeline.load(result.trace_path).of("gemini_received")
+            if e.data["message"] == "request"]
+
+
+def test_a_reconciled_write_reaches_gemini_as_system_instruction_not_a_caller_turn(tmp_path):
+    result = run_scenario(_scenario("tools_callback_unknown_reconcile_first"), services="loopback",
+                          trace_dir=tmp_path)
+    assert result.as_expected and result.passed, result.checks
+    notice = "Update on an earlier book_callback"
+    told = 0
+    for body in _gemini_requests(result):
+        system = " ".join(p.get("text", "") for p in body["systemInstruction"]["parts"])
+        told += notice in system
+        user_turns = [p.get("text", "") for c in body["contents"] if c["role"] == "user" for p in c["parts"]]
+        assert not any(notice in t for t in user_turns)
+    assert told >= 2, "the generation after the write settled carries the notice, its tool re-runs included"
+
+
+def test_context_summarisation_asks_the_gemini_fake_out_of_band(tmp_path):
+    scenario = _scenario("business_long_call_summary")
+    result = run_scenario(scenario, services="loopback", trace_dir=tmp_path)
+    assert result.as_expected and result.passed, result.checks
+    summarised = next(c for c in result.checks if c.name == "context summarised")
+    assert summarised.ok, summarised
+    sent = [e.data["payload"] for e in Timeline.load(result.trace_path).of("gemini_sent")
+            if e.data["message"] == "response"]
+    texts = [p["text"] for body in sent for p in body["candidates"][0]["content"]["parts"]]
+    assert texts and set(texts) == {scenario.model.summary}

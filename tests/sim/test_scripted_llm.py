@@ -80,6 +80,57 @@ def test_templates_render_filters_and_keep_structure():
     assert rendered == {"id": "W2", "list": ["mei", 3], "missing": ""}
 
 
+LATE_RESULT_SCRIPT = ModelScript.model_validate({
+    "first_token_secs": 0.0, "token_secs": 0.0,
+    "decisions": [
+        {"when": {"tool": "book_callback", "result": "outcome_unknown"}, "say": "Still checking the booking."},
+        {"when": {"user": "no|bye"}, "say": "Goodbye!"},
+    ],
+})
+
+
+def _late_result_messages(role: str) -> list[dict]:
+    import json
+
+    from pipecat.processors.aggregators import async_tool_messages
+
+    final = async_tool_messages.build_final_result_message("c1", json.dumps({"status": "outcome_unknown"}))
+    return [
+        {"role": "user", "content": "Book a callback please."},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                              "function": {"name": "book_callback", "arguments": "{}"}}]},
+        async_tool_messages.build_started_message("c1"),
+        {"role": "assistant", "content": "I'm booking it."},
+        {**final, "role": role},
+    ]
+
+
+def test_a_late_async_result_is_read_as_the_tool_result_whatever_role_carries_it():
+    from pipecat_harness.sim.scripted_llm import ScriptedModel
+
+    # Pipecat appends a late result as a developer message; Gemini's adapter sends it as a user turn.
+    # Either way it is that call's result, never the caller's words ("unknown" would match "no").
+    for role in ("developer", "user"):
+        model = ScriptedModel(LATE_RESULT_SCRIPT)
+        call = model.received(_late_result_messages(role))
+        model.decide(call)
+        assert call.planned_text == "Still checking the booking.", role
+
+
+async def test_the_scripted_model_answers_an_out_of_band_request_with_the_summary():
+    from pipecat_harness.fakes import ChatRequest
+    from pipecat_harness.sim.scripted_llm import ScriptedChatModel
+
+    script = ModelScript.model_validate({"summary": "They asked about a refund.", "decisions": [
+        {"when": {"user": "."}, "say": "Not a summary."}]})
+    model = ScriptedChatModel(script)
+    reply = await model.reply(ChatRequest(provider="gemini", model="m", streaming=False, max_tokens=50, messages=[
+        {"role": "system", "content": "Summarise."}, {"role": "user", "content": "Conversation history: ..."}]))
+    assert reply.text == "They asked about a refund." and not model.calls
+    assert model.summary_requests == [{"system_instruction": "Summarise.", "max_tokens": 50,
+                                       "messages": [{"role": "user", "content": "Conversation history: ..."}]}]
+
+
 async def test_a_decision_reacts_to_a_note_added_since_the_model_last_spoke():
     script = ModelScript.model_validate({
         "first_token_secs": 0.0, "token_secs": 0.0, "fallback": "Still checking.",

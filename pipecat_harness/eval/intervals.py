@@ -1,0 +1,39 @@
+"""The uncertainty of a rate: the 95 % Wilson score interval of a count out of a number of trials.
+
+Wilson's interval stays inside [0, 1] and is informative at 0/n and n/n, where
+the normal approximation collapses to a point; that matters here, since most
+evaluation rates sit at 0 or 1 on a few dozen calls. The formula is short and
+the project's dependencies include no statistics package, so it lives here.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+__all__ = ["CONFIDENCE", "format_interval", "wilson_interval"]
+
+#: Confidence level of every interval the evaluation reports.
+CONFIDENCE = 0.95
+_Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
+
+
+def wilson_interval(count: float, trials: float, *, z: float = _Z) -> tuple[float, float] | None:
+    """The Wilson score interval of ``count`` successes in ``trials``; ``None`` without trials.
+
+    Counts that are not a proportion of the trials (a sum of milliseconds) have no interval.
+    """
+    if trials <= 0 or count < 0 or count > trials:
+        return None
+    p = count / trials
+    denominator = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def format_interval(interval: tuple[float, float] | None) -> str:
+    """``[12%, 48%]``, or an empty string without an interval."""
+    if interval is None:
+        return ""
+    return f"[{interval[0]:.0%}, {interval[1]:.0%}]"

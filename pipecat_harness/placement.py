@@ -1,0 +1,228 @@
+"""Where the harness's processors go in a Pipecat pipeline, and how they cost one hop per placement.
+
+Every processor a frame crosses costs Pipecat a push, a processing call and,
+for each observer of the worker, a queue put per processed frame, whether the
+processor acts on that frame or not; on a call most frames are audio that no
+control touches. So the controls' processors at one placement sit in the
+pipeline as one :class:`PlacementGroup`: a frame enters the group once and
+runs through the members' own ``process_frame`` in order, and observers see
+the frame when it leaves the group (pushed on by the last member, as before)
+but not its steps between members nor the members' processing events.
+
+A member in direct mode may name the data frames it acts on in a class
+attribute ``handled_data_frames``; other data frames (audio, above all) enter
+the group past it. Lifecycle and system frames always reach every member.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from pipecat.frames.frames import DataFrame, Frame, LLMContextUserTurnFrame, StartFrame
+from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FramePushed, ProcessorSetUp
+from pipecat.pipeline.base_pipeline import BasePipeline
+from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator, LLMUserAggregator
+from pipecat.processors.frame_processor import FrameCallback, FrameDirection, FrameProcessor, FrameProcessorSetup
+from pipecat.transports.base_output import BaseOutputTransport
+from pipecat.utils.asyncio.task_manager import BaseTaskManager
+
+from pipecat_harness.control import Placement
+from pipecat_harness.decisions import DecisionLog
+
+__all__ = ["ANCHORS", "PlacementGroup", "TurnBoundaryProcessor", "flatten", "insert_placed"]
+
+#: Per placement: the processor type it is anchored to, and whether it goes after it.
+ANCHORS: dict[Placement, tuple[type[FrameProcessor], bool]] = {
+    Placement.BEFORE_USER_AGGREGATOR: (LLMUserAggregator, False),
+    Placement.BEFORE_LLM: (LLMUserAggregator, True),
+    Placement.AFTER_OUTPUT_TRANSPORT: (BaseOutputTransport, True),
+    Placement.AFTER_ASSISTANT_AGGREGATOR: (LLMAssistantAggregator, True),
+}
+
+
+class TurnBoundaryProcessor(FrameProcessor):
+    """Advances the call's turn counter when a user turn is submitted.
+
+    It sits right after the user aggregator, so it sees the
+    ``LLMContextUserTurnFrame`` before the ``LLMContextFrame`` that runs the
+    model for that turn: every decision the model's turn causes carries the
+    right turn id. Given the decision log, it also starts the log's clock when
+    the pipeline's ``StartFrame`` passes (no extra processor for that).
+    """
+
+    handled_data_frames: tuple[type[DataFrame], ...] = (LLMContextUserTurnFrame,)
+
+    def __init__(
+        self, on_turn: Callable[[str], None], *, decisions: DecisionLog | None = None, **kwargs: Any
+    ) -> None:
+        # It only inspects frames: processing them in the pusher's task saves a queue hop per frame.
+        kwargs.setdefault("enable_direct_mode", True)
+        super().__init__(**kwargs)
+        self._on_turn = on_turn
+        self._decisions = decisions
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Forward every frame; note submitted user turns."""
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextUserTurnFrame):
+            self._on_turn(frame.text)
+        elif isinstance(frame, StartFrame) and self._decisions is not None:
+            self._decisions.start()
+        await self.push_frame(frame, direction)
+
+
+class _BoundaryObserver(BaseObserver):
+    """The worker's observer as a group's members see it: only pushes that leave the group reach it."""
+
+    def __init__(self, observer: BaseObserver, members: Sequence[FrameProcessor]) -> None:
+        super().__init__()
+        self._observer = observer
+        self._inside = frozenset(id(member) for member in members)
+
+    async def setup(self, task_manager: BaseTaskManager) -> None:
+        """Nothing to set up: the worker sets up the observer this one passes to."""
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        """Pass on a push to a processor outside the group."""
+        if id(data.destination) not in self._inside:
+            await self._observer.on_push_frame(data)
+
+    async def on_process_frame(self, data: FrameProcessed) -> None:
+        """Keep a member's processing to the group (its pushes out are what observers see)."""
+
+    async def on_processor_setup(self, data: ProcessorSetUp) -> None:
+        """Pass on a member's setup timing."""
+        await self._observer.on_processor_setup(data)
+
+
+class PlacementGroup(BasePipeline):
+    """The harness's processors at one placement, as one processor of the pipeline.
+
+    A frame going downstream enters the first member, one going upstream the
+    last; members pass frames to each other directly and the outer members
+    to the group's neighbours, so each member's ``process_frame``,
+    ``push_frame``, ``previous`` and ``next`` work as if it stood in the
+    pipeline itself. Members are set up and cleaned up with the group.
+
+    Args:
+        placement: Where the group sits.
+        members: The processors, in pipeline order (at least one).
+    """
+
+    def __init__(self, placement: Placement, members: Iterable[FrameProcessor], **kwargs: Any) -> None:
+        kwargs.setdefault("name", f"harness:{placement.value}")
+        # Frames go straight to a member: the group itself never queues nor processes one.
+        kwargs.setdefault("enable_direct_mode", True)
+        super().__init__(**kwargs)
+        self.placement = placement
+        self.members = list(members)
+        if not self.members:
+            raise ValueError(f"a placement group for {placement.value} needs at least one processor")
+        for upstream, downstream in zip(self.members, self.members[1:], strict=False):
+            upstream.link(downstream)
+        # Per member, the data frames it acts on (None: all); only direct-mode members are
+        # passed by, since a frame going past a queueing member would overtake its queue.
+        self._handles: list[tuple[type[DataFrame], ...] | None] = [
+            getattr(m, "handled_data_frames", None) if m._enable_direct_mode else None for m in self.members
+        ]
+
+    def _handles_frame(self, index: int, frame: Frame) -> bool:
+        handled = self._handles[index]
+        return handled is None or not isinstance(frame, DataFrame) or isinstance(frame, handled)
+
+    @property
+    def processors(self) -> list[FrameProcessor]:
+        """The members."""
+        return self.members
+
+    @property
+    def entry_processors(self) -> list[FrameProcessor]:
+        """The first member."""
+        return self.members[:1]
+
+    def processors_with_metrics(self) -> list[FrameProcessor]:
+        """Members that generate metrics (as a ``Pipeline`` reports its processors)."""
+        found: list[FrameProcessor] = []
+        for member in self.members:
+            if member.can_generate_metrics():
+                found.append(member)
+            found.extend(member.processors_with_metrics())
+        return found
+
+    def link(self, processor: FrameProcessor) -> None:
+        """Link the group, and so its last member, to the next processor."""
+        super().link(processor)
+        self.members[-1]._next = processor
+
+    def _setup_started(self) -> None:
+        # Hold the members' StartFrame together with the group's: a frame may reach a
+        # member before the group's setup task has got round to setting it up.
+        super()._setup_started()
+        for member in self.members:
+            member._setup_started()
+
+    async def setup(self, setup: FrameProcessorSetup) -> None:  # type: ignore[override]  # as Pipecat's base
+        """Set the members up, reporting to the worker's observer only what leaves the group."""
+        await super().setup(setup)
+        self._setup_finished()
+        self.members[0]._prev = self._prev
+        self.members[-1]._next = self._next
+        inner = setup
+        if setup.observer is not None:
+            inner = copy.copy(setup)  # a shallow copy, not dataclasses.replace: that reads deprecated fields
+            inner.observer = _BoundaryObserver(setup.observer, self.members)
+        await self._setup_processors(self.members, inner)
+
+    async def cleanup(self) -> None:
+        """Clean up the group and its members."""
+        await super().cleanup()
+        await self._cleanup_processors(self.members)
+
+    async def queue_frame(
+        self,
+        frame: Frame,
+        direction: FrameDirection = FrameDirection.DOWNSTREAM,
+        callback: FrameCallback | None = None,
+    ) -> None:
+        """Hand a frame to the first member (last, going upstream) that acts on it, or push it past the group."""
+        order = range(len(self.members)) if direction == FrameDirection.DOWNSTREAM else \
+            range(len(self.members) - 1, -1, -1)
+        for index in order:
+            if callback is not None or self._handles_frame(index, frame):
+                await self.members[index].queue_frame(frame, direction, callback)
+                return
+        await self.push_frame(frame, direction)
+
+
+def flatten(processors: Iterable[FrameProcessor]) -> list[FrameProcessor]:
+    """The processors with every :class:`PlacementGroup` replaced by its members."""
+    result: list[FrameProcessor] = []
+    for processor in processors:
+        result.extend(processor.members if isinstance(processor, PlacementGroup) else [processor])
+    return result
+
+
+def insert_placed(
+    processors: Sequence[FrameProcessor], placed: dict[Placement, list[FrameProcessor]], owners: str
+) -> list[FrameProcessor]:
+    """``processors`` with each placement's processors inserted at its anchor, one group per placement.
+
+    Raises:
+        ValueError: A placement with processors has no anchor in ``processors``.
+    """
+    result = list(processors)
+    for placement, extra in placed.items():
+        if not extra:
+            continue
+        anchor_type, after = ANCHORS[placement]
+        index = next((i for i, p in enumerate(result) if isinstance(p, anchor_type)), None)
+        if index is None:
+            raise ValueError(
+                f"cannot place {placement.value} processors for {owners}: "
+                f"the pipeline has no {anchor_type.__name__}"
+            )
+        position = index + 1 if after else index
+        result.insert(position, PlacementGroup(placement, extra))
+    return result

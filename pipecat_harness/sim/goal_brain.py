@@ -1,0 +1,68 @@
+"""A deterministic caller brain: plays a :class:`CallerGoal` from the conversation alone.
+
+Offline, the LLM caller talks to the loopback OpenAI-compatible fake and this
+brain answers there, over the same protocol a caller model would receive: the
+goal as system prompt, the bot's lines as ``user`` turns and the caller's own
+lines as ``assistant`` turns. Its policy is plain and repeatable: open with
+the reason for the call; give a known fact when the bot's last line asks for
+it (spelled with the pauses the goal gives); repeat its last line when the bot
+asks it to; say it does not know what it does not know; say goodbye and hang
+up once the bot offers to help with anything else (``done_when``); otherwise
+agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipecat_harness.fakes.chat import ChatReply, ChatRequest
+from pipecat_harness.sim.caller_goal import CallerGoal
+
+__all__ = ["HANG_UP", "GoalBrain"]
+
+#: How a caller line ends the call.
+HANG_UP = re.compile(r"\s*\[hang ?up\]\s*", re.IGNORECASE)
+_REPEAT = re.compile(r"\b(?:again|repeat|say that)\b", re.IGNORECASE)
+_STOPWORDS = {"the", "a", "an", "my", "your", "with", "was", "were", "that", "this", "what", "which", "order",
+              "from", "for", "and", "paid", "used"}
+
+
+class GoalBrain:
+    """A :class:`~pipecat_harness.fakes.ChatModel` answering as the caller of ``goal``.
+
+    Args:
+        goal: The caller's goal.
+    """
+
+    def __init__(self, goal: CallerGoal) -> None:
+        self.goal = goal
+        self._asks = [(fact, re.compile(fact.asked_as or r"\s+".join(map(re.escape, fact.what.split())),
+                                        re.IGNORECASE)) for fact in goal.knows]
+        self._unknown = [{w for w in re.findall(r"[a-z]+", u.lower()) if len(w) > 2 and w not in _STOPWORDS}
+                         for u in goal.does_not_know]
+        self._done = re.compile(goal.done_when, re.IGNORECASE)
+
+    async def reply(self, request: ChatRequest) -> ChatReply:
+        """The caller's next line for the conversation in ``request``."""
+        return ChatReply(text=self.next_line(request.messages))
+
+    def next_line(self, messages: list[dict[str, object]]) -> str:
+        """The next line given the conversation (bot lines as ``user``, the caller's as ``assistant``)."""
+        mine = [m for m in messages if m.get("role") == "assistant"]
+        bot = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+        last = bot[-1] if bot else ""
+        if not mine:
+            return self.goal.reason
+        if self._done.search(last):
+            return "No, that's all, thank you. Goodbye. [hang up]"
+        for fact, asks in self._asks:
+            if asks.search(last):
+                return fact.say
+        if _REPEAT.search(last) and len(mine) + 1 < self.goal.max_turns:
+            return str(mine[-1].get("content") or "")
+        words = set(re.findall(r"[a-z]+", last.lower()))
+        if any(unknown & words for unknown in self._unknown):
+            return "Sorry, I don't know that."
+        if len(mine) + 1 >= self.goal.max_turns:
+            return "I have to go now. Goodbye. [hang up]"
+        return "Yes, please."

@@ -1,0 +1,234 @@
+"""The LLM caller: a caller played from a goal, reacting to what the bot said.
+
+Each turn the caller waits for the bot (or cuts in once a reply has lasted
+``interrupts.after_secs``), asks its caller model for the next line given the
+conversation so far as the caller heard it, and speaks that line through the
+same frames a scripted turn produces (``...`` in the line becomes a pause). A
+line ending in ``[hang up]`` is its last.
+
+The caller model is any OpenAI-compatible chat endpoint (``--caller-model``),
+sampled at temperature 0 with the evaluation's seed. Lines are cached per
+(seed, scenario, run, turn, conversation so far): both arms of a comparison
+that reach the same point of the call hear the same caller, even from a model
+that does not honour its seed. Offline the caller model is the loopback
+OpenAI-compatible fake answering from :class:`~pipecat_harness.sim.goal_brain.GoalBrain`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipecat.frames.frames import TTSTextFrame
+from pipecat.observers.base_observer import FramePushed
+from pipecat.processors.frame_processor import FrameDirection
+
+from pipecat_harness.fakes.openai_chat import OpenAIChatFake
+from pipecat_harness.sim.caller import SimulatedCaller
+from pipecat_harness.sim.caller_goal import CallerGoal, spoken_segments
+from pipecat_harness.sim.goal_brain import HANG_UP, GoalBrain
+from pipecat_harness.sim.model_arm import ModelArm
+from pipecat_harness.sim.scenario import CallerSpec, CallerTurn, SpeechSegment
+
+__all__ = ["CallerLines", "GoalCaller", "GoalCallerSettings"]
+
+_EPSILON = 1e-6
+_OFFLINE_MODEL = "goal-brain"
+
+
+@dataclass(frozen=True)
+class GoalCallerSettings:
+    """How goal callers are played in a run.
+
+    Parameters:
+        model: The caller model (``None``: the deterministic brain on the loopback fake).
+        seed: Sampling seed of the caller model.
+        run: The run (timing variant) the call belongs to.
+        cache_dir: Where caller lines are cached across calls and processes (``None``: not cached).
+    """
+
+    model: ModelArm | None = None
+    seed: int = 0
+    run: int = 0
+    cache_dir: str | None = None
+
+
+class CallerLines:
+    """The caller model's next lines, cached by the turn's context.
+
+    Args:
+        goal: The caller's goal (its instructions are the system prompt).
+        scenario: Scenario name (part of the cache key).
+        settings: Model, seed, run and cache.
+        base_url: API root of the caller model.
+        api_key: Its key.
+        model_name: The model to ask.
+    """
+
+    def __init__(self, goal: CallerGoal, scenario: str, settings: GoalCallerSettings, *, base_url: str | None,
+                 api_key: str, model_name: str) -> None:
+        from openai import OpenAI
+
+        self._goal = goal
+        self._scenario = scenario
+        self._settings = settings
+        self._model_name = model_name
+        # A blocking client run in an executor thread: the loop freezes virtual time until the line is back,
+        # while the client's own timeouts and retry back-off run on real time (on the call's loop they
+        # would wait on a clock that stands still).
+        self._client = OpenAI(api_key=api_key, base_url=base_url, max_retries=2, timeout=60.0)
+        self.requests = 0
+        self.cache_hits = 0
+
+    def _key(self, turn: int, conversation: list[dict[str, str]]) -> str:
+        label = self._settings.model.label if self._settings.model else _OFFLINE_MODEL
+        raw = json.dumps([label, self._settings.seed, self._scenario, self._settings.run, turn,
+                          self._goal.model_dump(), conversation], sort_keys=True)
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+    async def next_line(self, turn: int, conversation: list[dict[str, str]]) -> str:
+        """The caller's line for ``turn`` after ``conversation`` (bot lines ``user``, the caller's ``assistant``)."""
+        key = self._key(turn, conversation)
+        path = Path(self._settings.cache_dir) / f"{key}.json" if self._settings.cache_dir else None
+        if path is not None and path.exists():
+            self.cache_hits += 1
+            return str(json.loads(path.read_text(encoding="utf-8"))["line"])
+        # The caller model's latency is not part of the call: on the virtual-time loop an executor freezes time.
+        line = await asyncio.get_running_loop().run_in_executor(None, self._ask, conversation)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(json.dumps({"line": line, "conversation": conversation}), encoding="utf-8")
+            partial.replace(path)  # atomic: another process reading the cache sees all or nothing
+        return line
+
+    def _ask(self, conversation: list[dict[str, str]]) -> str:
+        self.requests += 1
+        messages: list[Any] = [{"role": "system", "content": self._goal.instructions()}, *conversation]
+        if not conversation:
+            messages.append({"role": "user", "content": "(The call has connected; say your first line.)"})
+        response = self._client.chat.completions.create(
+            model=self._model_name, messages=messages, temperature=0.0, seed=self._settings.seed, max_tokens=120)
+        return (response.choices[0].message.content or "").strip()
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self._client.close()
+
+
+class GoalCaller(SimulatedCaller):
+    """Plays a :class:`CallerGoal` into a running ``PipelineWorker``, line by line from a caller model.
+
+    Create with :meth:`start` (it starts the offline caller model when no model is given); :meth:`stop` after.
+
+    Args:
+        goal: The caller's goal.
+        lines: Where its lines come from.
+        voice: How speech maps to frames.
+        fake: The loopback caller model to stop afterwards, if one was started.
+        **kwargs: Passed to :class:`SimulatedCaller` (``recogniser``, ``sample_rate``).
+    """
+
+    def __init__(self, goal: CallerGoal, lines: CallerLines, voice: CallerSpec, *,
+                 fake: OpenAIChatFake | None = None, **kwargs: Any) -> None:
+        super().__init__([], voice, **kwargs)
+        self._goal = goal
+        self._lines = lines
+        self._fake = fake
+        self._heard: list[str] = []
+        self.conversation: list[dict[str, str]] = []
+
+    @classmethod
+    async def start(cls, goal: CallerGoal, scenario: str, voice: CallerSpec, settings: GoalCallerSettings,
+                    **kwargs: Any) -> GoalCaller:
+        """Build the caller and its caller model (the loopback brain offline)."""
+        fake = None
+        base_url: str | None
+        if settings.model is None:
+            fake = await OpenAIChatFake(GoalBrain(goal)).start()
+            base_url, key, name = fake.base_url, "loopback", _OFFLINE_MODEL
+        else:
+            base_url, key = settings.model.chat_endpoint()
+            name = settings.model.name
+        lines = CallerLines(goal, scenario, settings, base_url=base_url, api_key=key, model_name=name)
+        return cls(goal, lines, voice, fake=fake, **kwargs)
+
+    async def stop(self) -> None:
+        """Close the caller model's client and stop the loopback fake."""
+        self._lines.close()
+        if self._fake is not None:
+            await self._fake.stop()
+
+    @property
+    def requests(self) -> int:
+        """Requests made to the caller model (cache hits excluded)."""
+        return self._lines.requests
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        """Track the bot's speaking state and the words it spoke."""
+        await super().on_push_frame(data)
+        if data.direction == FrameDirection.DOWNSTREAM and isinstance(data.frame, TTSTextFrame):
+            self._heard.append(data.frame.text)
+
+    def _take_heard(self) -> str:
+        text = " ".join(" ".join(self._heard).split())
+        self._heard.clear()
+        return text
+
+    async def run(self, worker: Any, *, linger_secs: float = 1.0, final_wait_secs: float = 12.0) -> None:
+        """Answer the bot line by line until the caller hangs up, gives up or runs out of turns."""
+        loop = asyncio.get_running_loop()
+        call_start = loop.time()
+        for turn in range(self._goal.max_turns):
+            if not await self._wait_for_reply(self._bot.starts):
+                self.gave_up_at_turn = turn
+                self.log.append({"t": loop.time() - call_start, "event": "caller_gave_up", "turn": turn})
+                break
+            heard = self._take_heard()
+            if heard:
+                self.conversation.append({"role": "user", "content": heard})
+            line = await self._lines.next_line(turn, list(self.conversation))
+            hang_up = bool(HANG_UP.search(line))
+            spoken = HANG_UP.sub(" ", line).strip()
+            self.conversation.append({"role": "assistant", "content": spoken})
+            self.log.append({"t": loop.time() - call_start, "event": "caller_turn", "turn": turn, "said": spoken})
+            segments = [SpeechSegment.model_validate(s) for s in spoken_segments(spoken, self._goal.pause_secs)]
+            await self._speak(worker, CallerTurn(after="bot", delay=0, speech=segments))
+            if hang_up:
+                self.completed = True
+                await self._wait_for_bot(self._bot.starts, CallerTurn(
+                    after="bot", delay=linger_secs, wait=final_wait_secs, speech=[SpeechSegment(pause=0)]))
+                break
+        else:
+            self.gave_up_at_turn = self._goal.max_turns
+            self.log.append({"t": loop.time() - call_start, "event": "caller_gave_up", "turn": self._goal.max_turns})
+        await self._end_call(worker)
+
+    async def _wait_for_reply(self, since: int) -> bool:
+        """Wait for the bot to reply and go quiet, or cut in when the reply runs past ``interrupts.after_secs``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._goal.wait_secs
+        while self._bot.starts <= since:
+            if not await self._changed(deadline - loop.time()):
+                return False
+        cut_after = self._goal.interrupts.after_secs
+        if cut_after is not None:
+            cut_at = self._bot.last_start + cut_after
+            while self._bot.speaking and loop.time() < cut_at - _EPSILON:
+                await self._changed(cut_at - loop.time())
+            if self._bot.speaking:
+                return True
+        delay = self._goal.reply_delay_secs
+        while True:
+            if self._bot.speaking:
+                await self._changed(None)
+                continue
+            quiet_for = loop.time() - self._bot.last_stop
+            if quiet_for >= delay - _EPSILON:
+                return True
+            await self._changed(delay - quiet_for)

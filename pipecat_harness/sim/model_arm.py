@@ -1,0 +1,129 @@
+"""A real model in a simulated call: the bots' own Pipecat LLM service, pointed at a provider.
+
+``--model gemini:<name>`` builds ``GoogleLLMService`` (the class ``bots/agent.py``
+runs) and ``--model openai:<name>`` builds ``OpenAILLMService`` for any
+OpenAI-compatible endpoint (``--base-url``). The scenario's system prompt,
+tools and business database are the same as with the scripted model; only
+the decisions now come from the model. Temperature and seed are fixed per
+evaluation and sent with every request, so they can be recorded beside the
+results.
+
+The key is read from the environment when the service is built (in the
+worker process), never stored in a result. Time in the simulated call stands
+still while a request is in flight (see :class:`~pipecat_harness.sim.model_meter.ModelMeter`):
+the caller hears the model's decisions, not its network latency.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from pipecat_harness.errors import GEMINI_KEY_ENV, UsageError, require_extra
+
+__all__ = ["KEY_VARIABLES", "ModelArm", "ModelArmError", "ModelProvider"]
+
+ModelProvider = Literal["gemini", "openai"]
+#: The environment variables holding each provider's key (the first is the one messages name).
+KEY_VARIABLES: dict[str, tuple[str, ...]] = {"gemini": GEMINI_KEY_ENV, "openai": ("OPENAI_API_KEY",)}
+
+_GEMINI_OPENAI_URL = "https://generativelanguage.googleapis.com/v1beta/openai/"
+
+
+class ModelArmError(UsageError):
+    """A model option that cannot be used; the message names the option or variable."""
+
+
+@dataclass(frozen=True)
+class ModelArm:
+    """Which real model answers in the simulated calls, and how it samples.
+
+    Parameters:
+        provider: ``gemini`` or ``openai`` (any OpenAI-compatible endpoint).
+        name: The provider's model name.
+        base_url: API root (``None``: the provider's default endpoint).
+        temperature: Sampling temperature sent with every request.
+        seed: Sampling seed sent with every request.
+    """
+
+    provider: ModelProvider
+    name: str
+    base_url: str | None = None
+    temperature: float = 0.0
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, spec: str, *, base_url: str | None = None, temperature: float = 0.0, seed: int = 0,
+              env: Mapping[str, str] | None = None, option: str = "--model") -> ModelArm:
+        """Read ``provider:name`` and check that the provider's key is set.
+
+        Raises:
+            ModelArmError: The spec is malformed, the temperature out of range, or the key missing.
+        """
+        provider, _, name = spec.partition(":")
+        if provider not in KEY_VARIABLES or not name.strip():
+            raise ModelArmError(f"{option} {spec!r}: write it as gemini:<model> or openai:<model> "
+                                "(e.g. gemini:gemini-2.5-flash)")
+        if not 0.0 <= temperature <= 2.0:
+            raise ModelArmError(f"--temperature {temperature:g}: give a value between 0 and 2")
+        if base_url is not None and not base_url.startswith(("http://", "https://")):
+            raise ModelArmError(f"{option} {spec}: the base URL {base_url!r} is not a URL; "
+                                "give an http:// or https:// one")
+        if provider == "gemini":
+            require_extra(f"{option} gemini:", "google.genai", "gemini")
+        environment = env if env is not None else os.environ
+        if not any(environment.get(name) for name in KEY_VARIABLES[provider]):
+            raise ModelArmError(f"{option} {spec}: set {KEY_VARIABLES[provider][0]} to the {provider} API key "
+                                "(it is not set)")
+        return cls(provider, name.strip(), base_url, temperature, seed)  # type: ignore[arg-type]
+
+    @property
+    def label(self) -> str:
+        """``provider:name``."""
+        return f"{self.provider}:{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """What results.json records (no key)."""
+        return {**asdict(self), "label": self.label}
+
+    def chat_endpoint(self) -> tuple[str | None, str]:
+        """The OpenAI-compatible API root and key for plain chat requests (the LLM caller's).
+
+        Gemini is reached through its OpenAI-compatible endpoint; ``None`` is OpenAI's default.
+
+        Raises:
+            ModelArmError: The key variable is not set in this process.
+        """
+        if self.provider == "gemini":
+            return self.base_url or _GEMINI_OPENAI_URL, self._key()
+        return self.base_url, self._key()
+
+    def _key(self) -> str:
+        key = next((os.environ[name] for name in KEY_VARIABLES[self.provider] if os.environ.get(name)), None)
+        if not key:
+            raise ModelArmError(f"model {self.label}: set {KEY_VARIABLES[self.provider][0]} to the {self.provider} "
+                                "API key (it is not set)")
+        return key
+
+    def build_service(self, system_instruction: str | None) -> Any:
+        """The Pipecat LLM service for this model, as the bots build it.
+
+        Raises:
+            ModelArmError: The key variable is not set in this process.
+        """
+        key = self._key()
+        if self.provider == "openai":
+            from pipecat.services.openai.llm import OpenAILLMService
+
+            settings = OpenAILLMService.Settings(model=self.name, system_instruction=system_instruction,
+                                                 temperature=self.temperature, seed=self.seed)
+            return OpenAILLMService(api_key=key, base_url=self.base_url, settings=settings)
+        from google.genai.types import HttpOptions
+        from pipecat.services.google.llm import GoogleLLMService
+
+        settings_g = GoogleLLMService.Settings(model=self.name, system_instruction=system_instruction,
+                                               temperature=self.temperature, seed=self.seed)
+        options = HttpOptions(base_url=self.base_url, api_version="v1beta") if self.base_url else None
+        return GoogleLLMService(api_key=key, settings=settings_g, http_options=options)

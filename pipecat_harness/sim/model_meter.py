@@ -1,0 +1,128 @@
+"""Counting what a call asks of its model, from the frames Pipecat's LLM service pushes.
+
+Every response the service starts is one request; the tokens are the ones the
+provider reported in its usage metadata (Pipecat's ``LLMUsageMetricsData``,
+with ``enable_usage_metrics``); the text is what the service streamed. This
+works the same for the scripted service, the loopback fakes and a real model.
+
+For a model reached over the network the meter also freezes the call's
+virtual time from the moment the service takes a context until its response
+ends (or it starts calling tools, whose handlers may wait on the simulated
+clock): otherwise the virtual clock would leap over the request to the next
+timer, and the caller would give up before the answer arrived. A request
+still unanswered after ``max_hold_secs`` of real time lets virtual time run
+again, so the service's own timeouts and retries (virtual timers) apply to a
+provider that stopped answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from pipecat.frames.frames import (
+    CancelFrame,
+    EndFrame,
+    FunctionCallsStartedFrame,
+    InterruptionFrame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    MetricsFrame,
+)
+from pipecat.metrics.metrics import LLMUsageMetricsData
+from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FramePushed
+
+from pipecat_harness.sim.call_result import ModelUsage
+from pipecat_harness.sim.scripted_llm import ModelCall
+
+__all__ = ["ModelMeter"]
+
+
+class ModelMeter(BaseObserver):
+    """Requests, tokens and reply text of one LLM service in a call.
+
+    Args:
+        llm: The service to meter.
+        hold_time: Freeze the loop's virtual time while a request is in flight (a remote model).
+        max_hold_secs: Real seconds after which a request no longer holds time.
+    """
+
+    def __init__(self, llm: Any, *, hold_time: bool = False, max_hold_secs: float = 30.0) -> None:
+        super().__init__(observe_every_push=False)
+        self._llm = llm
+        self._hold_time = hold_time
+        self._max_hold_secs = max_hold_secs
+        self._held: asyncio.Future[None] | None = None
+        self._watchdog: threading.Timer | None = None
+        self.requests = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.total_tokens = 0
+        self.calls: list[ModelCall] = []
+
+    @property
+    def usage(self) -> ModelUsage:
+        """The call's totals."""
+        return ModelUsage(self.requests, self.prompt_tokens, self.completion_tokens, self.total_tokens)
+
+    async def on_process_frame(self, data: FrameProcessed) -> None:
+        """A context reaching the service starts a request; an interruption or the end releases time."""
+        if data.processor is not self._llm:
+            return
+        if isinstance(data.frame, LLMContextFrame):
+            self._hold()
+        elif isinstance(data.frame, (InterruptionFrame, EndFrame, CancelFrame)):
+            self._release()
+
+    async def on_push_frame(self, data: FramePushed) -> None:
+        """Count responses, usage metadata and streamed text of the service."""
+        if data.source is not self._llm:
+            return
+        frame = data.frame
+        if isinstance(frame, LLMFullResponseStartFrame):
+            self.requests += 1
+            self.calls.append(ModelCall(messages=[], decision_index=None))
+        elif isinstance(frame, LLMTextFrame) and self.calls:
+            self.calls[-1].text += frame.text
+        elif isinstance(frame, MetricsFrame):
+            for item in frame.data:
+                if isinstance(item, LLMUsageMetricsData):
+                    self.prompt_tokens += item.value.prompt_tokens
+                    self.completion_tokens += item.value.completion_tokens
+                    self.total_tokens += item.value.total_tokens
+        elif isinstance(frame, FunctionCallsStartedFrame):
+            self._release()
+        elif isinstance(frame, LLMFullResponseEndFrame):
+            if self.calls:
+                self.calls[-1].completed = True
+            self._release()
+
+    def _hold(self) -> None:
+        if not self._hold_time or self._held is not None:
+            return
+        loop = asyncio.get_running_loop()
+        hold = getattr(loop, "hold_time_for", None)
+        if hold is None:
+            return
+        held: asyncio.Future[None] = loop.create_future()
+        self._held = held
+        hold(held)
+        # A real-time watchdog (the loop's own timers stand still while time is held).
+        self._watchdog = threading.Timer(self._max_hold_secs, loop.call_soon_threadsafe, (self._expire, held))
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def _expire(self, held: asyncio.Future[None]) -> None:
+        if not held.done():
+            held.set_result(None)
+
+    def _release(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        if self._held is not None:
+            self._expire(self._held)
+            self._held = None
