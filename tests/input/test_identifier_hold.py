@@ -86,7 +86,9 @@ async def test_split_order_number_is_held_and_merged_into_one_user_message() -> 
     assert decisions[-1][1]["rule"] == "complete:order_id"
     # The turn was kept open across the pause, and released the moment the wrapped strategy ended the merged turn.
     assert decisions[-1][1]["held_ms"] > 0
-    assert decisions[-1][1]["added_wait_ms"] == 0
+    # On this real clock "the moment" is the processing time between the strategy's decision and the release: far
+    # below the hold's own extra wait (which an expiry would add), never the 0 of a virtual clock under load.
+    assert decisions[-1][1]["added_wait_ms"] < 200
 
 
 async def test_without_the_hold_the_split_identifier_becomes_two_turns() -> None:
