@@ -185,6 +185,8 @@ async def worker_main(ledger_url: str, prefix: str, backend: str) -> None:
             for gate in gates.values():
                 await gate._late.wait()
             send({"finished": True})
+    for gate in gates.values():  # stop their handlers before the ledger's connections go
+        await gate.close()
     await ledger.close()
 
 

@@ -5,7 +5,7 @@
   into ``outcome_unknown``.
 * :class:`OperationLedger`: idempotent operation records with an exact state
   machine, compare-and-set versions, and an outbox written in the same
-  transaction (SQLite or PostgreSQL through SQLAlchemy async).
+  transaction (SQLite or PostgreSQL, each on its own driver; see ``ledger_store``).
 * :class:`OutboxPublisher` / :class:`OutboxConsumer`: at-least-once delivery, dedupe by event id.
 * ``pipecat_harness.tools.control.ToolGateControl``: the Pipecat integration (imported on demand).
 """

@@ -105,10 +105,22 @@ class LedgerStore:
                               f"WHERE tenant = {self._ph(1)} AND idempotency_key = {self._ph(2)}")
         return self._sql[key]
 
-    def _update_parts(self, prefix: str, where: Where, changes: Sequence[str]) -> tuple[str, list[Any]]:
-        sets = ", ".join(f"{column} = {self._ph(i + 1)}" for i, column in enumerate(changes))
+    def _update_parts(self, prefix: str, where: Where, changes: Sequence[str],
+                      event: bool = False) -> tuple[str, list[Any]]:
+        """The update's SQL (built once per shape: every write issues one) and its condition's parameters."""
+        shape = ("update", prefix, tuple(changes), tuple((c, op) for c, op, _ in where), event)
+        sql = self._sql.get(shape)
         condition, params = self._condition(where, len(changes) + 1)
-        return f"UPDATE {prefix}operations SET {sets} WHERE {condition}", params
+        if sql is None:
+            sets = ", ".join(f"{column} = {self._ph(i + 1)}" for i, column in enumerate(changes))
+            sql = self._sql[shape] = self._with_event(
+                prefix, f"UPDATE {prefix}operations SET {sets} WHERE {condition}", len(changes) + len(params),
+            ) if event else f"UPDATE {prefix}operations SET {sets} WHERE {condition}"
+        return sql, params
+
+    def _with_event(self, prefix: str, update: str, used: int) -> str:
+        """The statement(s) that also write an outbox row (PostgreSQL: one statement)."""
+        return update
 
     async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
         """Insert an operation row; ``None`` if inserted, else the row already stored under its key."""
@@ -164,9 +176,11 @@ class SqliteStore(LedgerStore):
         params = (*changes.values(), *condition_params)
         outbox = None
         if event is not None:
-            slots = ", ".join("?" for _ in OUTBOX_COLUMNS)
-            outbox = (f"INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES ({slots})",
-                      tuple(event[c] for c in OUTBOX_COLUMNS))
+            key = ("outbox", prefix)
+            if key not in self._sql:
+                slots = ", ".join("?" for _ in OUTBOX_COLUMNS)
+                self._sql[key] = f"INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES ({slots})"
+            outbox = (self._sql[key], tuple(event[c] for c in OUTBOX_COLUMNS))
 
         def work(conn: sqlite3.Connection) -> bool:
             changed = conn.execute(sql, params).rowcount
@@ -210,6 +224,17 @@ class PostgresStore(LedgerStore):
     def _ph(self, n: int) -> str:
         return f"${n}"
 
+    def _with_event(self, prefix: str, update: str, used: int) -> str:
+        # A settling change commits without waiting for the WAL flush (the statement's own
+        # transaction only). A database-server crash can lose the last few hundred
+        # milliseconds of such commits; the record is then back to ``executing`` under its
+        # owner, and recovery and reconciliation settle it as after a worker crash. The
+        # insert that starts an operation, before any handler runs, stays synchronous.
+        selected = ", ".join(f"${used + 1 + i}::{kind}" for i, kind in enumerate(_PG_OUTBOX_TYPES))
+        return (f"WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+                f"changed AS ({update} RETURNING 1) INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) "
+                f"SELECT {selected} FROM changed, relaxed")
+
     async def pool(self) -> Any:
         """The pool, opened on first use."""
         if self._pool is None:
@@ -217,7 +242,8 @@ class PostgresStore(LedgerStore):
                 if self._pool is None:
                     import asyncpg
 
-                    self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.max_connections)
+                    self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.max_connections,
+                                                           reset=_keep_session)
         return self._pool
 
     async def _insert_now(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
@@ -234,19 +260,9 @@ class PostgresStore(LedgerStore):
     async def _update_now(self, prefix: str, where: Where, changes: dict[str, Any],
                      event: dict[str, Any] | None = None) -> bool:
         """See :class:`LedgerStore`."""
-        sql, condition_params = self._update_parts(prefix, where, tuple(changes))
+        sql, condition_params = self._update_parts(prefix, where, tuple(changes), event is not None)
         params = [*changes.values(), *condition_params]
         if event is not None:
-            # A settling change commits without waiting for the WAL flush (the statement's own
-            # transaction only). A database-server crash can lose the last few hundred
-            # milliseconds of such commits; the record is then back to ``executing`` under its
-            # owner, and recovery and reconciliation settle it as after a worker crash. The
-            # insert that starts an operation, before any handler runs, stays synchronous.
-            first = len(params) + 1
-            selected = ", ".join(f"${first + i}::{kind}" for i, kind in enumerate(_PG_OUTBOX_TYPES))
-            sql = (f"WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
-                   f"changed AS ({sql} RETURNING 1) INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) "
-                   f"SELECT {selected} FROM changed, relaxed")
             params += [event[c] for c in OUTBOX_COLUMNS]
         pool = await self.pool()
         async with pool.acquire() as conn:
@@ -292,6 +308,16 @@ class PostgresStore(LedgerStore):
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
+
+
+async def _keep_session(_connection: Any) -> None:
+    """Nothing to reset when a connection goes back to the pool.
+
+    asyncpg's default reset is a round trip per release (``RESET ALL``,
+    ``UNLISTEN *``...), doubling the statements of a write. The store leaves no
+    session state behind: its one setting (``synchronous_commit``) is local to
+    a statement's own transaction, and it never listens, locks or keeps cursors.
+    """
 
 
 def is_memory_sqlite(url: str) -> bool:

@@ -21,6 +21,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -62,20 +63,32 @@ class SqliteThread:
         self._thread.start()
         self._closed = False
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy_timeout_secs)
-        # WAL with synchronous=NORMAL keeps every commit durable against process crashes
-        # (the ledger's concern) without an fsync per transaction; readers never block writers.
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
+    def _connect(self) -> sqlite3.Connection | None:
+        """Open the connection, or record why not (the next unit tries again)."""
+        # Switching a new file to WAL takes an exclusive lock and does not wait for another
+        # connection's lock the way statements do (it fails "database is locked" at once):
+        # retried briefly, and the connection is opened when first needed, not at start.
+        for attempt in range(50):
+            conn = None
+            try:
+                conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy_timeout_secs)
+                # WAL with synchronous=NORMAL keeps every commit durable against process crashes
+                # (the ledger's concern) without an fsync per transaction; readers never block writers.
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                self._open_error = None
+                return conn
+            except sqlite3.Error as exc:
+                self._open_error = exc
+                if conn is not None:
+                    conn.close()
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    return None
+                time.sleep(min(0.002 * 2**attempt, 0.1))
+        return None
 
     def _serve(self) -> None:
-        try:
-            conn = self._connect()
-        except BaseException as exc:  # reported to every caller
-            self._open_error = exc
-            conn = None
+        conn: sqlite3.Connection | None = None
         try:
             while True:
                 item = self._queue.get()
@@ -90,6 +103,8 @@ class SqliteThread:
                         stop = True
                         continue
                     future, work, transaction = unit
+                    if conn is None:
+                        conn = self._connect()
                     result, error = self._run(conn, work, transaction)
                     outcomes.setdefault(future.get_loop(), []).append((future, result, error))
                 for loop, done in outcomes.items():
