@@ -85,17 +85,8 @@ def _caller_speech(timeline: Timeline) -> list[tuple[float, float]]:
 
 
 def _bot_audio(timeline: Timeline) -> list[tuple[float, float]]:
-    intervals: list[tuple[float, float]] = []
-    start: float | None = None
-    for event in timeline.of("bot_started_speaking", "bot_stopped_speaking", lane="bot"):
-        if event.kind == "bot_started_speaking":
-            start = event.t
-        elif start is not None:
-            intervals.append((start, event.t))
-            start = None
-    if start is not None and timeline.events:
-        intervals.append((start, timeline.events[-1].t))
-    return intervals
+    end = timeline.events[-1].t if timeline.events else None
+    return timeline.spans("bot_started_speaking", "bot_stopped_speaking", lane="bot", open_until=end)
 
 
 def measure_interaction(timeline: Timeline) -> InteractionCosts:

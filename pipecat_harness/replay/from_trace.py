@@ -77,17 +77,7 @@ def _stretches(timeline: Timeline) -> list[_Stretch]:
 
 
 def _bot_intervals(timeline: Timeline) -> list[tuple[float, float]]:
-    intervals: list[tuple[float, float]] = []
-    start: float | None = None
-    for event in timeline.of("bot_started_speaking", "bot_stopped_speaking", lane="bot"):
-        if event.kind == "bot_started_speaking":
-            start = event.t
-        elif start is not None:
-            intervals.append((start, event.t))
-            start = None
-    if start is not None:
-        intervals.append((start, float("inf")))
-    return intervals
+    return timeline.spans("bot_started_speaking", "bot_stopped_speaking", lane="bot", open_until=float("inf"))
 
 
 def _turn_starts(timeline: Timeline, stretches: list[_Stretch], bot: list[tuple[float, float]]) -> list[float]:

@@ -115,6 +115,29 @@ class Timeline:
         """Events of the given kinds (and lane, if given)."""
         return [e for e in self.events if (not kinds or e.kind in kinds) and (lane is None or e.lane == lane)]
 
+    def spans(
+        self, start: str, stop: str, *, lane: str | None = None, open_until: float | None = None
+    ) -> list[tuple[float, float]]:
+        """The ``(start, stop)`` times of each stretch between a ``start`` event and the next ``stop`` event.
+
+        Args:
+            start: The kind that opens a stretch (a repeat while open restarts it).
+            stop: The kind that closes it.
+            lane: Only events of this lane.
+            open_until: Where a stretch still open at the end closes; ``None`` drops it.
+        """
+        spans: list[tuple[float, float]] = []
+        began: float | None = None
+        for event in self.of(start, stop, lane=lane):
+            if event.kind == start:
+                began = event.t
+            elif began is not None:
+                spans.append((began, event.t))
+                began = None
+        if began is not None and open_until is not None:
+            spans.append((began, open_until))
+        return spans
+
     def first(self, kind: str) -> TraceEvent | None:
         """The first event of a kind, if any."""
         return next((e for e in self.events if e.kind == kind), None)

@@ -57,3 +57,17 @@ def test_trace_show_command(tmp_path, capsys):
     assert "Hello there" in capsys.readouterr().out
     assert main(["trace", "show", str(tmp_path / "missing.jsonl")]) == 2
     assert "no such trace file" in capsys.readouterr().err
+
+
+def test_spans_pair_each_start_with_the_next_stop_and_close_an_open_one_only_when_asked() -> None:
+    from pipecat_harness.trace.timeline import TraceEvent
+
+    timeline = Timeline([
+        TraceEvent(1.0, "bot", "bot_started_speaking"), TraceEvent(2.5, "bot", "bot_stopped_speaking"),
+        TraceEvent(3.0, "caller", "bot_started_speaking"),  # another lane: not the bot's audio
+        TraceEvent(4.0, "bot", "bot_stopped_speaking"),  # no open stretch: ignored
+        TraceEvent(5.0, "bot", "bot_started_speaking"), TraceEvent(6.0, "bot", "bot_started_speaking"),
+    ])
+    kinds = ("bot_started_speaking", "bot_stopped_speaking")
+    assert timeline.spans(*kinds, lane="bot") == [(1.0, 2.5)]
+    assert timeline.spans(*kinds, lane="bot", open_until=9.0) == [(1.0, 2.5), (6.0, 9.0)]
