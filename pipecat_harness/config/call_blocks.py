@@ -1,0 +1,247 @@
+"""Settings blocks of the controls inside a call: input, tools, history, call state, retrieval, trace."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pipecat_harness.config.database import check_database_url
+
+__all__ = [
+    "CallStateSettings",
+    "Domain",
+    "HistorySettings",
+    "IdentifierHoldSettings",
+    "RetrievalSettings",
+    "SilentReplySettings",
+    "SpellingSettings",
+    "ToolGateSettings",
+    "TraceSettings",
+]
+
+Domain = Literal["retail", "airline", "telecom"]
+
+
+class Block(BaseModel):
+    """A settings block: unknown fields are errors."""
+
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class IdentifierHoldSettings(Block):
+    """Hold a user turn that ends mid-identifier (input control).
+
+    Parameters:
+        enabled: Switch.
+        domain: Which identifier formats to recognise.
+        extra_wait_secs: Additional wait after the stop strategy fired.
+        max_hold_secs: Longest total hold for one turn.
+        exempt_digit_lengths: Digit-string lengths never held (complete as said).
+        exempt_min_digits: Digit strings at least this long are never held (a full phone number).
+    """
+
+    enabled: bool = True
+    domain: Domain = "retail"
+    extra_wait_secs: float = Field(default=2.5, ge=0, le=30)
+    max_hold_secs: float = Field(default=6.0, ge=0, le=60)
+    exempt_digit_lengths: list[int] = Field(default_factory=lambda: [5])
+    exempt_min_digits: int = Field(default=10, ge=1)
+
+
+class SpellingSettings(Block):
+    """Rewrite ASR spelling artifacts before the user aggregator (input control).
+
+    Parameters:
+        enabled: Switch.
+        as_in: Rewrite glued "YAsInYellow" into "Y as in Yellow".
+        letter_digit_runs: Separate runs of letters and digits the ASR glued together.
+        dotted_letters: Read "J.O.H.N." as spelled letters.
+        split_connectors: Join a connector word the ASR split in two ("Under score" -> "underscore").
+        number_readings: After an identifier cue, read digits the ASR wrote as a number back as digits
+            ("zip code is 8.9" -> "8 9").
+    """
+
+    enabled: bool = True
+    as_in: bool = True
+    letter_digit_runs: bool = True
+    dotted_letters: bool = True
+    split_connectors: bool = True
+    number_readings: bool = True
+
+
+class SilentReplySettings(Block):
+    """Re-ask when speech was heard but no transcript arrived during a pending confirmation.
+
+    Parameters:
+        enabled: Switch.
+        window_secs: How long after the speech a transcript may still arrive before re-asking.
+        max_reasks: Most re-asks per pending confirmation.
+        prompt: What the bot says when it re-asks.
+        infer_from_assistant: Treat an assistant question that asks for yes or no as a pending confirmation.
+    """
+
+    enabled: bool = True
+    window_secs: float = Field(default=1.5, gt=0, le=30)
+    max_reasks: int = Field(default=1, ge=0, le=5)
+    prompt: str = "Sorry, I didn't catch that. Could you say yes or no?"
+    infer_from_assistant: bool = True
+
+
+class ToolGateSettings(Block):
+    """Decide what tool calls are forwarded (tool control).
+
+    Parameters:
+        enabled: Switch.
+        write_tools: Names of the tools that change business state.
+        read_tools: Names of the tools that only read (every gated tool is declared one or the other).
+        handler_timeout_secs: After this a write's outcome is unknown.
+        max_argument_bytes: Largest accepted arguments payload.
+        late_reply_secs: How long a timed-out write may still reply and settle its outcome.
+        ledger_url: Operation ledger database (``sqlite+aiosqlite:///ledger.db``,
+            ``postgresql+asyncpg://user@host/db``); empty keeps operations in memory.
+        ledger_table_prefix: Prefix of the ledger's table names.
+        tenant: Tenant of the ledger records.
+        server_context_fields: Argument names only trusted code may set.
+    """
+
+    enabled: bool = True
+    write_tools: list[str] = Field(default_factory=list)
+    read_tools: list[str] = Field(default_factory=list)
+    handler_timeout_secs: float = Field(default=10.0, gt=0, le=600)
+    max_argument_bytes: int = Field(default=16_384, gt=0)
+    late_reply_secs: float = Field(default=300.0, ge=0, le=3600)
+    ledger_url: str = ""
+    ledger_table_prefix: str = Field(default="harness_", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
+    tenant: str = Field(default="default", min_length=1, max_length=128)
+    server_context_fields: list[str] = Field(default_factory=lambda: ["tenant_id", "customer_id"])
+
+    @field_validator("ledger_url")
+    @classmethod
+    def _ledger_url(cls, value: str) -> str:
+        return check_database_url(value) if value else value
+
+
+class HistorySettings(Block):
+    """Keep only what the caller heard in history after an interruption (history control).
+
+    Parameters:
+        enabled: Switch.
+        marker: Add a marker the model can see where a reply was cut off.
+        marker_text: The marker; ``{heard}``, ``{tail}`` (last words heard) and
+            ``{unheard_words}`` are filled in.
+        keep_after_removals: After a reply was removed in full this many times, keep it.
+        bias: Share of a word's audio that must have played for it to count as heard
+            (0.5 = its middle; higher keeps less).
+        chars_per_sec: Speaking rate (letters per second) assumed until the call's own is measured.
+    """
+
+    enabled: bool = True
+    marker: bool = True
+    marker_text: str = "[interrupted by the caller here; the rest was not heard]"
+    keep_after_removals: int = Field(default=2, ge=1, le=10)
+    bias: float = Field(default=0.7, ge=0.5, le=1.0)
+    chars_per_sec: float = Field(default=13.75, gt=1, le=60)
+
+
+class CallStateSettings(Block):
+    """Keep the call's working state, show it to the model read-only, bind writes to the caller's confirmation.
+
+    Parameters:
+        enabled: Switch.
+        render: Show the model a compact read-only rendering of the state before each run (a system
+            message at the end of the context; off by default because a provider adapter may turn a
+            trailing system message into a user turn).
+        confirm_tools: Write tools that run only after a later caller turn confirmed the same arguments.
+        verified_tools: Write tools that run only once the caller's identity is verified.
+        identity_tools: Tools whose successful result verifies the caller's identity.
+        store: ``memory`` or ``redis`` (shared by workers). Confirmation proposals are kept in Redis
+            with ``redis``, else in the operation ledger's database when ``tool_gate.ledger_url`` is set
+            (SQLite or PostgreSQL), else in the worker only.
+        redis_url: Redis server for ``store: redis``.
+        tool_results: What the model receives for a gated call: ``operation`` (the operation record's
+            rendering: status, operation id, user-safe result fields; the same for every provider) or
+            ``raw`` (the handler's result as it returned it).
+        internal_result_fields: Result fields never shown to the model (besides ``_``-prefixed fields
+            and secrets such as passwords and tokens).
+        context_budget_tokens: Summarise older dialogue past this many context tokens (Pipecat's
+            estimate; ``None``: no budget). Constraints, corrections, refusals, open items and operation
+            ids are checked to survive every summary.
+        summarize_after_messages: Also summarise after this many new messages (with a budget set).
+        keep_recent_messages: Recent messages always kept uncompressed.
+    """
+
+    enabled: bool = True
+    render: bool = False
+    confirm_tools: list[str] = Field(default_factory=list)
+    verified_tools: list[str] = Field(default_factory=list)
+    identity_tools: list[str] = Field(
+        default_factory=lambda: ["find_user_id_by_email", "find_user_id_by_name_zip", "verify_caller"]
+    )
+    store: Literal["memory", "redis"] = "memory"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    tool_results: Literal["operation", "raw"] = "operation"
+    internal_result_fields: list[str] = Field(default_factory=lambda: [
+        "tenant_id", "idempotency_key", "request_hash", "owner", "lease_until", "internal_notes", "internal_id",
+    ])
+    context_budget_tokens: int | None = Field(default=None, gt=100)
+    summarize_after_messages: int | None = Field(default=20, ge=2)
+    keep_recent_messages: int = Field(default=4, ge=1, le=50)
+
+
+class RetrievalSettings(Block):
+    """Policy evidence for the caller's latest turn, added before the model runs (placed with ``call_state``).
+
+    The read tool (``lookup_policy``) needs no setting; this block is for pre-turn evidence. The search
+    runs within ``budget_ms``; evidence that arrives later, or after the call's state version moved,
+    is dropped rather than shown stale. The scope (tenant, products, call date) comes from trusted code:
+    the tool gate's server context ``tenant_id`` when set, else ``tenant`` here, else ``tool_gate.tenant``.
+
+    Parameters:
+        pre_turn: Add evidence before each model run (off by default; needs ``call_state`` on).
+        limit: Evidence items added (k).
+        budget_ms: Longest wait for evidence (the design's retrieval budget is 150 ms).
+        documents: Policy documents file (YAML) to index; empty: the bundled policy fixtures.
+        index_url: Database of the lexical index (``sqlite+aiosqlite://`` in memory, or PostgreSQL).
+        embeddings: Add embedding search (needs the ``embeddings`` extra).
+        tenant: Tenant whose policies apply when the server context names none.
+        products: Products the caller may ask about (general policies always apply).
+        call_date: Day checked against effective dates (empty: today).
+    """
+
+    pre_turn: bool = False
+    limit: int = Field(default=3, ge=1, le=20)
+    budget_ms: float = Field(default=150.0, gt=0, le=5000)
+    documents: str = ""
+    index_url: str = "sqlite+aiosqlite://"
+    embeddings: bool = False
+    tenant: str = Field(default="", max_length=128)
+    products: list[str] = Field(default_factory=list)
+    call_date: dt.date | None = None
+
+    @field_validator("index_url")
+    @classmethod
+    def _index_url(cls, value: str) -> str:
+        return check_database_url(value)
+
+    @field_validator("documents")
+    @classmethod
+    def _documents(cls, value: str) -> str:
+        if value and not Path(value).is_file():
+            raise ValueError(f"no policy documents file {value!r}")
+        return value
+
+
+class TraceSettings(Block):
+    """Where call timelines are written.
+
+    Parameters:
+        enabled: Write a JSONL timeline per call.
+        directory: Directory of the timelines (one ``<call_id>.jsonl`` each).
+    """
+
+    enabled: bool = True
+    directory: str = "traces"

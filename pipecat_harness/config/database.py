@@ -1,0 +1,38 @@
+"""Database URLs the ledger and stores accept: an async driver whose extra is installed."""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["check_database_url", "require_module"]
+
+# The async drivers a database URL may name, with the module and extra each needs.
+_DATABASE_DRIVERS = {"sqlite+aiosqlite": ("aiosqlite", None), "postgresql+asyncpg": ("asyncpg", "postgres")}
+
+
+def require_module(module: str, extra: str, what: str) -> None:
+    """Raise ``ValueError`` naming the extra to install when ``module`` is missing (``what`` needs it)."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise ValueError(f"{what} needs the '{extra}' extra ({module} is not installed); "
+                         f"install it with: pip install \"pipecat-harness[{extra}]\"") from None
+
+
+def check_database_url(url: str) -> str:
+    """Check that a database URL names an async driver that is installed; return it unchanged.
+
+    Raises:
+        ValueError: Not a URL, a synchronous driver, or a driver whose extra is missing.
+    """
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme not in _DATABASE_DRIVERS:
+        if scheme.split("+")[0] in {"postgresql", "postgres"}:
+            raise ValueError(f"{url.split('@')[-1]!r} needs the async driver: write postgresql+asyncpg://... "
+                             "(and install pipecat-harness[postgres])")
+        raise ValueError(f"{scheme or url!r} is not a supported database URL; use sqlite+aiosqlite:///FILE or "
+                         "postgresql+asyncpg://USER@HOST/DB")
+    module, extra = _DATABASE_DRIVERS[scheme]
+    if extra is not None:
+        require_module(module, extra, f"a {scheme.split('+')[0]} URL")
+    return url
