@@ -78,6 +78,7 @@ _FIGURES: dict[str, tuple[Callable[[CallMetrics], float], Callable[[CallMetrics]
                                   "writes"),
     "duplicates_prevented": (lambda c: c.tools.duplicates_prevented, lambda c: c.tools.write_requests, "writes"),
     "disallowed_prevented": (lambda c: c.tools.disallowed_prevented, lambda c: c.tools.write_requests, "writes"),
+    "held_until_settled": (lambda c: c.tools.held_until_settled, lambda c: c.tools.write_requests, "writes"),
     "false_blocks": (lambda c: c.tools.false_blocks, lambda c: c.tools.write_requests, "writes"),
     "lookups": (lambda c: c.tools.lookups, lambda c: 1, "calls"),
     "follow_up_questions": (lambda c: c.tools.follow_up_questions, lambda c: 1, "calls"),

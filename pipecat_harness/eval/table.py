@@ -30,6 +30,7 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("tool checks", "duplicate writes executed", "duplicate_writes_executed", "rate"),
     ("tool checks", "duplicates prevented", "duplicates_prevented", "rate"),
     ("tool checks", "disallowed actions prevented", "disallowed_prevented", "rate"),
+    ("tool checks", "held until an earlier write settled", "held_until_settled", "rate"),
     ("tool checks", "false blocks", "false_blocks", "rate"),
     ("tool checks", "lookups", "lookups", "total"),
     ("tool checks", "follow-up questions", "follow_up_questions", "total"),

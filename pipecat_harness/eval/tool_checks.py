@@ -20,8 +20,10 @@ it refused, by ``tool_call_id``):
 
 Then: **duplicate writes executed** is the target error; a refused duplicate is
 a **duplicate prevented**; a refusal for a schema, policy or unknown-tool
-reason is a **disallowed action prevented**; a refusal of a request that was
-neither a duplicate nor disallowed is a **false block**. The costs that follow
+reason is a **disallowed action prevented**; a different write held because an
+earlier write on the same resource was still in flight or of unknown outcome
+(the gate's ``conflict`` refusal) is **held until settled**; a refusal of a
+request that was none of these is a **false block**. The costs that follow
 a check are counted from the same trace: **lookups** (read-tool requests) and
 **follow-up questions** (model replies asking the caller something); the
 evaluation reports their difference between the arms.
@@ -53,7 +55,8 @@ class ToolChecks:
         duplicate_writes_executed: Duplicates that reached the business backend (target error).
         duplicates_prevented: Duplicates the gate refused.
         disallowed_prevented: Requests refused for schema, policy or unknown-tool reasons.
-        false_blocks: Refusals of requests that were neither.
+        held_until_settled: Writes held because an earlier write on the same resource was unsettled.
+        false_blocks: Refusals of requests that were none of these.
         lookups: Read-tool requests.
         follow_up_questions: Model replies that ask the caller a question.
     """
@@ -62,6 +65,7 @@ class ToolChecks:
     duplicate_writes_executed: int = 0
     duplicates_prevented: int = 0
     disallowed_prevented: int = 0
+    held_until_settled: int = 0
     false_blocks: int = 0
     lookups: int = 0
     follow_up_questions: int = 0
@@ -154,6 +158,8 @@ def measure_tool_checks(timeline: Timeline, decisions: Iterable[ControlDecision]
             figures.duplicates_prevented += 1
         elif refusal.evidence.get("reason_kind") in _DISALLOWED_KINDS:
             figures.disallowed_prevented += 1
+        elif refusal.evidence.get("reason_kind") == "conflict":
+            figures.held_until_settled += 1
         else:
             figures.false_blocks += 1
     figures.follow_up_questions = sum(1 for e in timeline.of("generated", lane="model")

@@ -58,6 +58,17 @@ def test_refusals_that_are_not_duplicates_are_false_blocks_or_disallowed() -> No
     assert (figures.false_blocks, figures.disallowed_prevented, figures.duplicates_prevented) == (1, 1, 0)
 
 
+def test_a_write_held_while_an_earlier_one_on_its_resource_is_unsettled_is_not_a_false_block() -> None:
+    thursday = {"customer_id": "c-1", "day": "Thursday", "time": "10:00"}
+    friday = dict(thursday, day="Friday")
+    timeline = Timeline(_call(1, "c1", "schedule_callback", thursday, {"status": "outcome_unknown"})
+                        + _call(2, "c2", "schedule_callback", friday, {"status": "not_executed"}))
+    timed_out = ControlDecision("tool_gate", "outcome_unknown", {"tool_call_id": "c1", "reason_kind": "timeout"})
+    figures = measure_tool_checks(timeline, [timed_out, _refusal("c2", "conflict")],
+                                  write_tools=frozenset({"schedule_callback"}))
+    assert (figures.held_until_settled, figures.false_blocks, figures.disallowed_prevented) == (1, 0, 0)
+
+
 def test_a_write_that_timed_out_under_the_gate_still_executed() -> None:
     timeline = Timeline(_call(1, "c1", "issue_refund", REFUND, {"status": "outcome_unknown"})
                         + _call(20, "c2", "issue_refund", REFUND, {"status": "refunded"}))
