@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipecat_harness.sim.scripted_llm import message_text
+from pipecat_harness.sim.model_reading import message_text
 from pipecat_harness.sim.sim_tts import SpeechLedger
 
 __all__ = ["TurnPlayback", "measure_playback", "normalize_words"]

@@ -120,7 +120,7 @@ def test_airline_and_telecom_scenarios_use_their_own_tools_and_tables() -> None:
 
 
 def test_the_filters_a_scenario_may_name_are_the_scripted_models() -> None:
-    from pipecat_harness.sim import scripted_llm
+    from pipecat_harness.sim import model_reading
     from pipecat_harness.sim.scenario import TEMPLATE_FILTERS
 
-    assert set(TEMPLATE_FILTERS) == set(scripted_llm._FILTERS)
+    assert set(TEMPLATE_FILTERS) == set(model_reading.FILTERS)

@@ -1,0 +1,177 @@
+"""How the scripted model reads a request: which decision's condition holds, and the templates it fills.
+
+A scripted decision fires on what the model received, read as a model reads
+it: a recogniser's formatting as the words said, Pipecat's late async-tool
+results as the tool results they are, and without the user turns a provider
+adapter made up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipecat.processors.aggregators import async_tool_messages
+
+from pipecat_harness.sim.model_script import TEMPLATE_PATTERN, DecisionCondition
+from pipecat_harness.spoken import spoken_to_identifier, written_to_spoken
+
+__all__ = ["FILTERS", "as_model_reads", "caller_view", "decision_matches", "message_text", "render_template"]
+
+
+#: Template filter name -> what it does to the captured text.
+FILTERS = {
+    "identifier": spoken_to_identifier,
+    "upper": lambda s: spoken_to_identifier(s).upper(),
+    "lower": lambda s: spoken_to_identifier(s).lower(),
+    "raw": lambda s: s.strip(),
+}
+
+
+def render_template(value: Any, variables: Mapping[str, str]) -> Any:
+    """Fill ``{name}`` / ``{name|filter}`` placeholders in strings, lists and mappings.
+
+    A string that is exactly one placeholder keeps the filter's result type;
+    unknown variables render as an empty string (what a model that heard
+    nothing would pass).
+    """
+    if isinstance(value, str):
+        def substitute(match: re.Match[str]) -> str:
+            raw = variables.get(match.group(1), "")
+            return FILTERS.get(match.group(2) or "raw", FILTERS["raw"])(raw)
+
+        return TEMPLATE_PATTERN.sub(substitute, value)
+    if isinstance(value, list):
+        return [render_template(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: render_template(v, variables) for k, v in value.items()}
+    return value
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text of a chat message (string content or the text parts of a content list)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return ""
+
+
+# User turns a provider adapter adds on its own: Gemini's adapter copies the
+# system instruction into a user turn when the context has no text message
+# yet, and appends "." when the contents would end with a model turn.
+_ADAPTER_FILLERS = {"."}
+
+
+def caller_view(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The request's messages without the user turns the adapter made up (they are not the caller's)."""
+    system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    kept = []
+    for message in messages:
+        text = message_text(message).strip()
+        if message.get("role") == "user" and (text in _ADAPTER_FILLERS or (system and text == system.strip())):
+            continue
+        kept.append(dict(message))
+    return kept
+
+
+def as_model_reads(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The messages with Pipecat's async-tool results read as the tool results they are.
+
+    Pipecat delivers a result that arrives after the model moved on as a
+    ``developer`` message carrying its async-tool payload, which Gemini's
+    adapter sends as a user turn. A model reads either as that tool call's
+    result, never as the caller's words.
+    """
+    read: list[Mapping[str, Any]] = []
+    for message in messages:
+        payload = None
+        if message.get("role") in ("developer", "user", "system"):
+            payload = async_tool_messages.parse_message({**message, "role": "developer"})  # type: ignore[arg-type]
+        if payload is None or payload.kind == "started":
+            read.append(message)
+        else:
+            read.append({"role": "tool", "tool_call_id": payload.tool_call_id,
+                         "content": payload.result if payload.result is not None else payload.description})
+    return read
+
+
+def decision_matches(when: DecisionCondition, messages: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
+    """Return template variables when ``when`` holds for ``messages``, else ``None``."""
+    variables: dict[str, str] = {}
+    users = [m for m in messages if m.get("role") == "user"]
+    assistant_texts = [message_text(m) for m in messages if m.get("role") == "assistant" and message_text(m)]
+    if when.start is not None and when.start != (not users):
+        return None
+    if when.user is not None:
+        if not users:
+            return None
+        text = message_text(users[-1])
+        # A model reads a recogniser's "W-4817. 420." as the words the caller said.
+        match = re.search(when.user, written_to_spoken(text), re.IGNORECASE) or re.search(
+            when.user, text, re.IGNORECASE)
+        if match is None:
+            return None
+        variables.update({k: v for k, v in match.groupdict().items() if v is not None})
+    if when.tool is not None or when.result is not None:
+        results = _trailing_tool_results(messages)
+        if when.tool is not None:
+            results = [(name, content) for name, content in results if name == when.tool]
+        if not results:
+            return None
+        if when.result is not None and not any(re.search(when.result, c, re.IGNORECASE) for _, c in results):
+            return None
+    if when.said is not None and not any(re.search(when.said, t, re.IGNORECASE) for t in assistant_texts):
+        return None
+    if when.not_said is not None and any(re.search(when.not_said, t, re.IGNORECASE) for t in assistant_texts):
+        return None
+    if when.system is not None:
+        system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
+        if not re.search(when.system, system, re.IGNORECASE):
+            return None
+    if when.last_said is not None and not (
+        assistant_texts and re.search(when.last_said, assistant_texts[-1], re.IGNORECASE)
+    ):
+        return None
+    if when.note is not None and not any(re.search(when.note, t, re.IGNORECASE) for t in _recent_notes(messages)):
+        return None
+    return variables
+
+
+def _recent_notes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the model was told outside the conversation since it last spoke.
+
+    The developer notes added since the newest assistant text, and the system
+    instruction, where the harness puts a note for the generation it concerns
+    when an LLM service is there to carry it (Gemini would read a developer
+    note as a caller turn).
+    """
+    notes: list[str] = [message_text(m) for m in messages[:1] if m.get("role") == "system"]
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "assistant" and message_text(message):
+            break
+        if role == "developer":
+            notes.append(message_text(message))
+    return notes
+
+
+def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Return ``(tool name, content)`` of the tool results since the last user or assistant text."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for tool_call in message.get("tool_calls") or []:
+            names[tool_call.get("id", "")] = tool_call.get("function", {}).get("name", "")
+    results: list[tuple[str, str]] = []
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "tool":
+            content = message.get("content")
+            name = message.get("name") or names.get(message.get("tool_call_id", ""), "")
+            results.append((str(name), content if isinstance(content, str) else json.dumps(content)))
+        elif role == "user" or (role == "assistant" and message_text(message)):
+            break
+    return results
