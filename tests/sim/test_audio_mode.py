@@ -41,14 +41,13 @@ def test_a_split_order_number_call_on_real_speech_recognition() -> None:
 
 
 def test_a_silent_reply_on_real_vad_is_reasked_through_pipecats_empty_turn_recovery() -> None:
-    from pipecat_harness.sim.audio.mode import AudioMode
-    from pipecat_harness.sim.runner import run_scenario
-    from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
-
     from pipecat.frames.frames import TranscriptionFrame
     from pipecat.observers.base_observer import BaseObserver, FramePushed
 
+    from pipecat_harness.sim.audio.mode import AudioMode
     from pipecat_harness.sim.audio.recogniser import CachedWhisperSTTService
+    from pipecat_harness.sim.runner import run_scenario
+    from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
 
     heard: list[str] = []
 
