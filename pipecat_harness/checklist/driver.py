@@ -18,8 +18,8 @@ from pipecat_harness.checklist.directive import Directive, mark_issued, next_dir
 from pipecat_harness.checklist.model import Checklist
 from pipecat_harness.checklist.progress import ChecklistState, apply_analysis
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
-from pipecat_harness.state.coordination import CallLock, TranscriptDebouncer
-from pipecat_harness.state.store import StateStore
+from pipecat_harness.state.coordination import CallLock, Superseded, TranscriptDebouncer
+from pipecat_harness.state.store import StateStore, parse_record
 
 __all__ = ["ChecklistDriver", "DecisionSink"]
 
@@ -86,9 +86,12 @@ class ChecklistDriver:
         Raises:
             StoreError: The stored state is corrupt.
         """
-        return await self.store.get_record(
-            self._key(call_id), ChecklistState.from_dict, lambda: ChecklistState(call_id=call_id),
-            label=f"call {call_id!r}",
+        return self._parsed(call_id, await self.store.get_json(self._key(call_id)))
+
+    @staticmethod
+    def _parsed(call_id: str, raw: Any | None) -> ChecklistState:
+        return parse_record(
+            raw, ChecklistState.from_dict, lambda: ChecklistState(call_id=call_id), label=f"call {call_id!r}"
         )
 
     async def save(self, state: ChecklistState) -> None:
@@ -121,6 +124,7 @@ class ChecklistDriver:
         stamp: float | None = None,
         issue: bool = True,
         ready: asyncio.Future[Directive | None] | None = None,
+        save_after: asyncio.Event | None = None,
     ) -> Directive | None:
         """Analyse the caller turns not analysed yet and return the next directive.
 
@@ -137,21 +141,23 @@ class ChecklistDriver:
             ready: Receives the directive as soon as it is decided, before the
                 state is saved and the lock released, so a caller can start the
                 model request while that finishes (``sync`` still returns it).
+            save_after: With ``ready``: the state is saved (and the lock released) only once
+                this is set, so the caller's model request goes out before the store write.
 
         Returns:
             The directive, or ``None`` when a newer utterance superseded this one
             (no analysis was run).
         """
         stamp = time.time() if stamp is None else stamp
-        if not await self.debouncer.settle(call_id, stamp):
+        # Without a debounce wait the stamp is offered, the lock taken and the state read in one store
+        # operation: a single round trip on Redis before the directive is known.
+        offered = self.debouncer.delay_secs > 0
+        if offered and not await self.debouncer.settle(call_id, stamp):
             self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
             return None
 
-        async def work() -> Directive | None:
-            if not await self.debouncer.is_newest(call_id, stamp):
-                self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
-                return None
-            state = await self.load(call_id)
+        async def work(values: tuple[Any | None, ...]) -> Directive | None:
+            state = self._parsed(call_id, values[0])
             changed = False
             first = state.analyzed_turns
             last = min(len(user_turns), first + self.max_turns_per_sync)
@@ -176,8 +182,15 @@ class ChecklistDriver:
                 self.record("directed", {"directive": directive.to_dict(), "turn": state.analyzed_turns})
             if ready is not None and not ready.done():
                 ready.set_result(directive)
+                if save_after is not None:
+                    await save_after.wait()
             if changed:
                 await self.save(state)
             return directive
 
-        return await self.lock.run(call_id, work)
+        gate = self.debouncer.gate(call_id, stamp, offer=not offered)
+        try:
+            return await self.lock.run_reading(call_id, (self._key(call_id),), work, gate=gate)
+        except Superseded:
+            self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
+            return None

@@ -109,13 +109,23 @@ class ProxyService:
 
         The directive is returned as soon as it is decided: saving the state
         and releasing the call's lock go on concurrently with the model
-        request (:meth:`stream` waits for them before its last chunk).
+        request (:meth:`stream` waits for them before its last chunk). The
+        save starts once this task next waits, which on the serving path is
+        after the model request has been written to its socket.
         """
         if self.driver is None:
             return None
-        ready: asyncio.Future[Directive | None] = asyncio.get_running_loop().create_future()
-        sync = asyncio.create_task(self.driver.sync(call_id, turns, stamp=time.time(), issue=issue, ready=ready))
-        await asyncio.wait((ready, sync), return_when=asyncio.FIRST_COMPLETED)
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[Directive | None] = loop.create_future()
+        decided = asyncio.Event()
+        sync = asyncio.create_task(
+            self.driver.sync(call_id, turns, stamp=time.time(), issue=issue, ready=ready, save_after=decided)
+        )
+        try:
+            await asyncio.wait((ready, sync), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # A callback runs only when this task yields the loop: the model request goes out first.
+            loop.call_soon(decided.set)
         if not sync.done():
             self._pending_saves.setdefault(call_id, set()).add(sync)
             sync.add_done_callback(lambda task: self._saved(call_id, task))

@@ -9,19 +9,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from pipecat_harness.state.store import StateStore
+from pipecat_harness.state.store import NewestGate, StateStore
 
-__all__ = ["CallLock", "LockLost", "LockTimeout", "TranscriptDebouncer"]
+__all__ = ["CallLock", "LockLost", "LockTimeout", "Superseded", "TranscriptDebouncer"]
 
 T = TypeVar("T")
 
 
 class LockTimeout(TimeoutError):
     """The per-call lock could not be taken in time."""
+
+
+class Superseded(RuntimeError):
+    """A newer stamp than the work's own was offered; the work was not run."""
 
 
 class LockLost(RuntimeError):
@@ -88,11 +93,46 @@ class CallLock:
             TimeoutError: The work took longer than ``work_timeout_secs``.
             LockLost: The work wrote through :meth:`write` after losing the lock.
         """
+        return await self.run_reading(call_id, (), lambda _values: work())
+
+    async def run_reading(
+        self,
+        call_id: str,
+        keys: Sequence[str],
+        work: Callable[[tuple[Any | None, ...]], Awaitable[T]],
+        *,
+        gate: NewestGate | None = None,
+    ) -> T:
+        """Take the lock and read ``keys`` in one store operation, then run ``work(values)`` holding the lock.
+
+        On Redis that is one round trip before the work starts, where taking
+        the lock and then reading would be one per step.
+
+        Args:
+            call_id: The call.
+            keys: What the work starts from; their values are passed to it, in order.
+            work: The guarded work.
+            gate: A newest-wins stamp: the work runs only while no newer stamp is stored
+                (offered in the same operation when ``gate.offer``).
+
+        Raises:
+            Superseded: A newer stamp than ``gate.stamp`` is stored; the work did not run.
+            LockTimeout: The lock was not obtained within ``acquire_timeout_secs``.
+            TimeoutError: The work took longer than ``work_timeout_secs``.
+            LockLost: The work wrote through :meth:`write` after losing the lock.
+        """
         key = f"lock:{call_id}"
         token = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_secs
-        while not await self.store.acquire(key, token, self.ttl_secs):
+        while True:
+            claim = await self.store.acquire_and_read(key, token, self.ttl_secs, keys, gate=gate)
+            if claim.superseded:
+                raise Superseded(f"call {call_id!r}: a newer utterance than {gate.stamp if gate else '?'} arrived")
+            if claim.acquired:
+                break
+            if gate is not None and gate.offer:
+                gate = dataclasses.replace(gate, offer=False)  # offered once; later attempts only check it
             if loop.time() >= deadline:
                 raise LockTimeout(f"call {call_id!r}: lock busy for {self.acquire_timeout_secs}s")
             await asyncio.sleep(self.poll_secs)
@@ -100,7 +140,7 @@ class CallLock:
         held = _HELD.set((self, key, token))
         try:
             async with asyncio.timeout(self.work_timeout_secs):
-                return await work()
+                return await work(claim.values)
         finally:
             _HELD.reset(held)
             renewer.cancel()
@@ -141,10 +181,21 @@ class TranscriptDebouncer:
         self.delay_secs = delay_secs
         self.ttl_secs = ttl_secs
 
+    @staticmethod
+    def _key(call_id: str) -> str:
+        return f"debounce:{call_id}"
+
+    def gate(self, call_id: str, stamp: float, *, offer: bool = False) -> NewestGate:
+        """The check "``stamp`` is still the newest" (offered first when ``offer``) for a lock's first operation."""
+        return NewestGate(self._key(call_id), stamp, offer=offer, ttl_secs=self.ttl_secs)
+
+    async def offer(self, call_id: str, stamp: float) -> bool:
+        """Record ``stamp`` when it is the newest; False when a newer one is already there."""
+        return await self.store.offer_newest(self._key(call_id), stamp, ttl_secs=self.ttl_secs)
+
     async def settle(self, call_id: str, stamp: float) -> bool:
         """Offer ``stamp`` and wait; True when it is still the newest afterwards."""
-        key = f"debounce:{call_id}"
-        if not await self.store.offer_newest(key, stamp, ttl_secs=self.ttl_secs):
+        if not await self.offer(call_id, stamp):
             return False
         if self.delay_secs <= 0:
             return True  # no wait, so nothing newer to look for (a round trip less on the first-token path)
@@ -153,5 +204,5 @@ class TranscriptDebouncer:
 
     async def is_newest(self, call_id: str, stamp: float) -> bool:
         """Whether no newer timestamp than ``stamp`` has been offered."""
-        newest = await self.store.newest(f"debounce:{call_id}")
+        newest = await self.store.newest(self._key(call_id))
         return newest is None or newest <= stamp
