@@ -91,13 +91,24 @@ class _Phrases:
     """(keyword or topic name, question id), longest first."""
     locations: list[tuple[str, list[list[str]]]]
     """(location name, its name and aliases)."""
+    topics_by_first_word: dict[str, list[int]]
+    """Each word that starts a topic phrase, with the positions of those phrases in ``topics``."""
 
     @classmethod
     def of(cls, checklist: Checklist) -> _Phrases:
         topics = [(_words(kw), q.id) for q in checklist.questions for kw in [*q.keywords, q.topic_name]]
+        topics = [topic for topic in topics if topic[0]]
         topics.sort(key=lambda item: -len(item[0]))
         locations = [(loc.name, [_words(p) for p in [loc.name, *loc.aliases]]) for loc in checklist.locations]
-        return cls(topics, locations)
+        by_first: dict[str, list[int]] = {}
+        for position, (phrase, _) in enumerate(topics):
+            by_first.setdefault(phrase[0], []).append(position)
+        return cls(topics, locations, by_first)
+
+    def topics_in(self, index: dict[str, list[int]]) -> list[tuple[list[str], str]]:
+        """The topic phrases whose first word occurs in a clause (its :func:`_word_index`), longest first."""
+        positions = sorted(p for word in index for p in self.topics_by_first_word.get(word, ()))
+        return [self.topics[p] for p in positions]
 
 
 # Per checklist, by identity (the checklist kept alongside, so a reused id is not mistaken for it).
@@ -145,7 +156,8 @@ class RuleAnalyzer(Analyzer):
     def _mentions(self, checklist: Checklist, words: list[str], index: dict[str, list[int]]) -> list[_Mention]:
         found: dict[str, _Mention] = {}
         taken: set[int] = set()
-        for phrase, question_id in self._phrases_of(checklist).topics:
+        # Only phrases that can match are tried, in the same longest-first order as the full list.
+        for phrase, question_id in self._phrases_of(checklist).topics_in(index):
             size = len(phrase)
             for start in _phrase_positions(words, phrase, index):
                 span = set(range(start, start + size))

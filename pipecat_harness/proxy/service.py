@@ -195,10 +195,12 @@ class ProxyService:
         else:
             split = self._split(messages)
         directive = await self.directive_for(call_id, split.turns)
+        # Recorded once this task waits, as the state save is: after the model request has gone out.
+        loop = asyncio.get_running_loop()
         if split.removed:
-            self._record("stripped_directives", {"call_id": call_id, "messages": split.removed})
+            loop.call_soon(self._record, "stripped_directives", {"call_id": call_id, "messages": split.removed})
         if split.ignored:
-            self._record("ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
+            loop.call_soon(self._record, "ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
         policy = self.policy
         base_parts = [policy.base_prompt] if policy.base_prompt else []
         if self.driver is not None:
