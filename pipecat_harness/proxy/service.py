@@ -107,28 +107,29 @@ class ProxyService:
     async def directive_for(self, call_id: str, turns: Sequence[str], *, issue: bool = True) -> Directive | None:
         """Sync the checklist state with ``turns`` and return the directive (``None`` without a driver).
 
-        The directive is returned as soon as it is decided: saving the state
-        and releasing the call's lock go on concurrently with the model
-        request (:meth:`stream` waits for them before its last chunk).
+        The directive is decided in this task, so with the in-process store
+        nothing waits between the request's arrival and the model request.
+        Saving the state, passing on the decisions and releasing the call's
+        lock run in a task of their own, which starts when this task first
+        waits: on the serving path, once the model request has been written
+        (:meth:`stream` waits for it before its last chunk).
         """
         if self.driver is None:
             return None
-        ready: asyncio.Future[Directive | None] = asyncio.get_running_loop().create_future()
-        sync = asyncio.create_task(self.driver.sync(call_id, turns, stamp=time.time(), issue=issue, ready=ready))
-        await asyncio.wait((ready, sync), return_when=asyncio.FIRST_COMPLETED)
-        if not sync.done():
-            self._pending_saves.setdefault(call_id, set()).add(sync)
-            sync.add_done_callback(lambda task: self._saved(call_id, task))
-            return ready.result()
         try:
-            directive = sync.result()
+            turn = await self.driver.begin(call_id, turns, stamp=time.time(), issue=issue)
+            directive = turn.directive
             if directive is None:
                 directive = await self.driver.current_directive(call_id)
-            return directive
         except Exception as exc:
             # The caller must still get an answer; the model goes without a directive this turn.
             self._driver_error(call_id, exc)
             return None
+        if turn.pending:
+            finish = asyncio.create_task(turn.finish())
+            self._pending_saves.setdefault(call_id, set()).add(finish)
+            finish.add_done_callback(lambda task: self._saved(call_id, task))
+        return directive
 
     def _driver_error(self, call_id: str, exc: BaseException) -> None:
         logger.warning(f"checklist state unavailable for call {call_id}: {exc}")
@@ -194,10 +195,12 @@ class ProxyService:
         else:
             split = self._split(messages)
         directive = await self.directive_for(call_id, split.turns)
+        # Recorded once this task waits, as the state save is: after the model request has gone out.
+        loop = asyncio.get_running_loop()
         if split.removed:
-            self._record("stripped_directives", {"call_id": call_id, "messages": split.removed})
+            loop.call_soon(self._record, "stripped_directives", {"call_id": call_id, "messages": split.removed})
         if split.ignored:
-            self._record("ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
+            loop.call_soon(self._record, "ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
         policy = self.policy
         base_parts = [policy.base_prompt] if policy.base_prompt else []
         if self.driver is not None:
