@@ -3,8 +3,9 @@
 Processes on loopback, all started by this script: a paced OpenAI-compatible
 upstream (first token after ``--first-token-ms``, then ``--tokens`` tokens
 every ``--token-ms``), and in front of it
-* ``relay``: a raw byte relay (aiohttp in, aiohttp out, nothing parsed): what
-  any hop costs on this machine;
+* ``relay``: a raw byte relay (aiohttp in, aiohttp out, nothing parsed, idle
+  upstream connections kept as long as the proxy keeps them): what any hop
+  costs on this machine;
 * ``proxy-bare``: ``pipecat-harness proxy --no-checklist`` (the serving path only);
 * ``proxy``: ``pipecat-harness proxy`` with the checklist (memory store, rule analyzer).
 
@@ -43,6 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 _CONTENT = re.compile(rb'"content":\s*"[^"]')
 _TICKS = os.sysconf("SC_CLK_TCK")
+# Pending connections the upstream and the relay accept (aiohttp's default, 128, drops connection attempts
+# of a 200-stream burst, and a dropped attempt is retried after a second); the proxy's uvicorn takes 2048.
+_BACKLOG = 2048
 
 
 # --------------------------------------------------------------------- servers
@@ -75,12 +79,14 @@ def serve_upstream(port: int, first_token_ms: float, token_ms: float, tokens: in
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", completions)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=_BACKLOG)
 
 
 def serve_relay(port: int, upstream_url: str) -> None:
     import aiohttp
     from aiohttp import web
+
+    from pipecat_harness.proxy.openai_upstream import IDLE_CONNECTION_SECS
 
     async def relay(request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -94,7 +100,9 @@ def serve_relay(port: int, upstream_url: str) -> None:
             return response
 
     async def start(app: web.Application) -> None:
-        app["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        # The proxy's own upstream connection policy, so the two differ only in what they do with the bytes.
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=IDLE_CONNECTION_SECS)
+        app["session"] = aiohttp.ClientSession(connector=connector)
 
     async def stop(app: web.Application) -> None:
         await app["session"].close()
@@ -103,7 +111,7 @@ def serve_relay(port: int, upstream_url: str) -> None:
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
     app.router.add_post("/v1/chat/completions", relay)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=_BACKLOG)
 
 
 # ---------------------------------------------------------------------- client
@@ -305,7 +313,7 @@ def main() -> None:
         upstream_port = servers.ports["upstream"]
         upstream_url = servers.url("upstream")
         servers.start("relay", [sys.executable, script, "serve-relay", "--port", "{port}",
-                                "--upstream-url", upstream_url])
+                                "--upstream-url", upstream_url], env)
         servers.start("proxy-bare", _proxy_command(upstream_port, "--no-checklist"), env)
         servers.start("proxy", _proxy_command(upstream_port), env)
         servers.wait()

@@ -1,11 +1,13 @@
 """What the proxy does before it sends the model request: one Redis round trip, and no state save."""
 
+import asyncio
 import copy
 
 import pytest
 
 from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.model import bundled_checklist
+from pipecat_harness.proxy.quiet_window import QuietWindow
 from pipecat_harness.proxy.scripted import ScriptedUpstream
 from pipecat_harness.proxy.service import ProxyService
 from pipecat_harness.state.memory import MemoryStateStore
@@ -71,3 +73,40 @@ async def test_the_model_request_goes_out_before_the_turns_state_is_saved_and_th
     # and before the answer's end (the next request saw it).
     assert versions_at_request == [0, 1]
     assert (await driver.load(CALL_ID)).version == 2
+
+
+async def test_turns_arriving_together_all_reach_the_model_before_any_of_their_states_is_saved():
+    store = MemoryStateStore()
+    driver = ChecklistDriver(bundled_checklist(), store)
+    calls = [f"burst-{i}" for i in range(12)]
+    saved_at_request: list[int] = []
+    reached: asyncio.Queue[None] = asyncio.Queue()
+    arrived = asyncio.Event()
+
+    class Upstream(ScriptedUpstream):
+        async def stream(self, request):
+            saved_at_request.append(sum([(await driver.load(call)).version for call in calls]))
+            reached.put_nowait(None)
+            if len(saved_at_request) == len(calls):
+                arrived.set()
+            await arrived.wait()  # the model answers once every request has reached it
+            async for chunk in super().stream(request):
+                yield chunk
+
+    service = ProxyService(Upstream(), driver, quiet=QuietWindow(quiet_secs=30, max_wait_secs=60))
+
+    async def turn(client, call_id):
+        body = copy.deepcopy(VAPI)
+        body["call"]["id"] = call_id
+        return await client.post("/chat/completions", json=body)
+
+    async with _client(service) as client:
+        posts = []
+        for call in calls:  # one after another, each once the previous one has reached the model
+            posts.append(asyncio.create_task(turn(client, call)))
+            await reached.get()
+        responses = await asyncio.gather(*posts)
+    assert all(response.status_code == 200 for response in responses)
+    assert saved_at_request == [0] * len(calls)
+    # Each answer ended after its own state was saved.
+    assert [(await driver.load(call)).version for call in calls] == [1] * len(calls)
