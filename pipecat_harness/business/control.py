@@ -62,6 +62,9 @@ class StateRenderer(FrameProcessor):
     Without one (a processor tested on its own) it is the last system message.
     """
 
+    #: The only frame it acts on, besides the lifecycle frames (the start).
+    handled_frames: tuple[type[Frame], ...] = (LLMContextFrame,)
+
     def __init__(self, keeper: WorkingStateKeeper, **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)

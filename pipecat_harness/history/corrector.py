@@ -79,8 +79,9 @@ class HistoryCorrector(FrameProcessor):
         **kwargs: Passed to ``FrameProcessor``.
     """
 
-    # The only data frame it acts on: the harness passes audio and text frames by it.
-    handled_data_frames = (LLMContextAssistantTurnFrame,)
+    # Besides the lifecycle frames (start, interruption), the only frame it acts on: a
+    # placement group passes audio, text and the bot-speaking heartbeat by it.
+    handled_frames: tuple[type[Frame], ...] = (LLMContextAssistantTurnFrame,)
 
     def __init__(
         self,

@@ -68,6 +68,13 @@ class PlaybackTracker(FrameProcessor):
         **kwargs: Passed to ``FrameProcessor``.
     """
 
+    #: The frames it tracks, besides the lifecycle frames (the interruption); a placement
+    #: group passes the rest (the bot-speaking heartbeat, above all) by it.
+    handled_frames: tuple[type[Frame], ...] = (
+        LLMFullResponseStartFrame, LLMFullResponseEndFrame, TTSStartedFrame, TTSStoppedFrame,
+        AggregatedTextFrame, OutputAudioRawFrame,
+    )
+
     def __init__(
         self,
         *,
