@@ -29,6 +29,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
+from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
 from pipecat_harness.config import HarnessConfig
@@ -230,6 +231,11 @@ class Harness:
         result = insert_placed(processors, placed, owners)
         for control in self.controls:
             control.on_pipeline(flatten(result))
+        if self.recorder is not None:
+            llm = next((p for p in processors if isinstance(p, LLMService)), None)
+            output = next((p for p in processors if isinstance(p, BaseOutputTransport)), None)
+            if llm is not None and output is not None and not self.recorder.listening:
+                self.recorder.listen(llm, output)
         return result
 
     def _check_integration(self, processors: list[FrameProcessor]) -> None:

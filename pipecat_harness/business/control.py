@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -303,6 +304,7 @@ class CallStateControl(HarnessControl):
         recorder = self.harness.recorder
         if recorder is None:
             return
-        snapshot = state.to_dict()
+        # A copy: the trace encodes it off the loop, after the state moved on.
+        snapshot = copy.deepcopy(state.to_dict())
         snapshot.pop("history", None)  # the conversation is on the caller and bot lanes already
         recorder.add("control", "call_state", reason=reason, turn_id=self.harness.decisions.turn_id, state=snapshot)

@@ -98,3 +98,36 @@ def test_trace_writer_reports_an_unwritable_file_and_the_call_goes_on(tmp_path):
     recorder.close()
     assert recorder._writer is not None and isinstance(recorder._writer.error, OSError)
     assert [e.kind for e in recorder.events] == ["call_started", "submitted"]
+
+
+def test_events_are_encoded_on_the_writer_thread_not_the_callers(tmp_path):
+    import threading
+
+    class Value:
+        """Encoded as its text; notes the thread that encoded it."""
+
+        threads: list[str] = []
+
+        def __str__(self) -> str:
+            Value.threads.append(threading.current_thread().name)
+            return "value"
+
+    path = tmp_path / "call.jsonl"
+    recorder = TraceRecorder(path, call_id="c")
+    recorder.add("tool", "tool_result", t=1.0, result={"v": Value()})
+    recorder.close()
+    assert Value.threads == ["trace-writer"]
+    assert json.loads(path.read_text().splitlines()[-1])["result"] == {"v": "value"}
+
+
+def test_an_event_with_circular_data_is_kept_with_its_data_as_text(tmp_path):
+    loop: dict = {}
+    loop["self"] = loop
+    path = tmp_path / "call.jsonl"
+    recorder = TraceRecorder(path, call_id="c")
+    recorder.add("tool", "tool_result", t=2.0, result=loop)
+    recorder.close()
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert (last["t"], last["lane"], last["kind"]) == (2.0, "tool", "tool_result")
+    assert "self" in last["data"]
+    assert recorder.events[-1].kind == "tool_result"
