@@ -15,6 +15,13 @@ frames only: system and control frames all reach it). Other frames (audio and
 the bot-speaking heartbeat, above all) enter the group past it, and a frame no
 member acts on leaves the group at once. The lifecycle frames Pipecat's base
 processor acts on (:data:`LIFECYCLE_FRAMES`) always reach every member.
+
+A member that only looks at the frames it names (it neither changes, holds,
+drops nor adds to them) may say so with a method ``inspect_frame(frame,
+direction)``: the group calls it and moves on, instead of having the member
+process the frame and push it on, which for the audio the playback tracker
+counts is most of what the harness costs per frame. Lifecycle frames still
+go through the member's ``process_frame``.
 """
 
 from __future__ import annotations
@@ -67,9 +74,9 @@ LIFECYCLE_FRAMES: tuple[type[Frame], ...] = (
 
 
 class _Acts:
-    """Which frames one member acts on."""
+    """Which frames one member acts on, and whether it only inspects them."""
 
-    __slots__ = ("data_only", "frames")
+    __slots__ = ("data_only", "frames", "inspects")
 
     def __init__(self, member: FrameProcessor) -> None:
         frames = getattr(member, "handled_frames", None)
@@ -80,6 +87,7 @@ class _Acts:
         self.frames: tuple[type[Frame], ...] | None = (
             None if frames is None or not member._enable_direct_mode else tuple(frames)
         )
+        self.inspects = self.frames is not None and callable(getattr(member, "inspect_frame", None))
 
     def on(self, kind: type[Frame]) -> bool:
         if self.frames is None or issubclass(kind, LIFECYCLE_FRAMES):
@@ -87,6 +95,16 @@ class _Acts:
         if self.data_only and not issubclass(kind, DataFrame):
             return True
         return issubclass(kind, self.frames)
+
+
+class _Route:
+    """How a group handles one kind of frame in one direction."""
+
+    __slots__ = ("entry", "inspectors")
+
+    def __init__(self, inspectors: tuple[Any, ...], entry: FrameProcessor | None) -> None:
+        self.inspectors = inspectors
+        self.entry = entry
 
 
 class TurnBoundaryProcessor(FrameProcessor):
@@ -113,11 +131,15 @@ class TurnBoundaryProcessor(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Forward every frame; note submitted user turns."""
         await super().process_frame(frame, direction)
+        if isinstance(frame, StartFrame) and self._decisions is not None:
+            self._decisions.start()
+        await self.inspect_frame(frame, direction)
+        await self.push_frame(frame, direction)
+
+    async def inspect_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Note a submitted user turn (the frame goes on unchanged)."""
         if isinstance(frame, LLMContextUserTurnFrame):
             self._on_turn(frame.text)
-        elif isinstance(frame, StartFrame) and self._decisions is not None:
-            self._decisions.start()
-        await self.push_frame(frame, direction)
 
 
 class _BoundaryObserver(BaseObserver):
@@ -170,21 +192,33 @@ class PlacementGroup(BasePipeline):
         for upstream, downstream in zip(self.members, self.members[1:], strict=False):
             upstream.link(downstream)
         self._acts = [_Acts(member) for member in self.members]
-        # Per direction and frame class: the member a frame enters at (None: it passes the group by).
-        self._entry: dict[tuple[FrameDirection, type[Frame]], FrameProcessor | None] = {}
+        # Per direction and frame class: the members that inspect it in passing, then the member it
+        # enters (None: it leaves the group after the inspections).
+        self._routes: dict[tuple[FrameDirection, type[Frame]], _Route] = {}
 
-    def _entry_member(self, direction: FrameDirection, kind: type[Frame]) -> FrameProcessor | None:
+    def _route(self, direction: FrameDirection, kind: type[Frame]) -> _Route:
         key = (direction, kind)
         try:
-            return self._entry[key]
+            return self._routes[key]
         except KeyError:
             pass
         order = range(len(self.members))
         if direction == FrameDirection.UPSTREAM:
             order = order[::-1]
-        member = next((self.members[i] for i in order if self._acts[i].on(kind)), None)
-        self._entry[key] = member
-        return member
+        lifecycle = issubclass(kind, LIFECYCLE_FRAMES)
+        inspectors: list[Any] = []
+        entry: FrameProcessor | None = None
+        for i in order:
+            if not self._acts[i].on(kind):
+                continue
+            if self._acts[i].inspects and not lifecycle:
+                inspectors.append(self.members[i].inspect_frame)  # type: ignore[attr-defined]
+                continue
+            entry = self.members[i]
+            break
+        route = _Route(tuple(inspectors), entry)
+        self._routes[key] = route
+        return route
 
     @property
     def processors(self) -> list[FrameProcessor]:
@@ -240,12 +274,16 @@ class PlacementGroup(BasePipeline):
         direction: FrameDirection = FrameDirection.DOWNSTREAM,
         callback: FrameCallback | None = None,
     ) -> None:
-        """Hand a frame to the first member (last, going upstream) that acts on it, or push it past the group."""
-        member = self._entry_member(direction, type(frame))
-        if callback is not None and member is None:
-            member = self.members[0] if direction == FrameDirection.DOWNSTREAM else self.members[-1]
-        if member is not None:
-            await member.queue_frame(frame, direction, callback)
+        """Let the members that inspect a frame see it, hand it to the next one that acts on it, or push it on."""
+        if callback is not None:  # a frame that reports back runs through the members as in a pipeline
+            first = self.members[0] if direction == FrameDirection.DOWNSTREAM else self.members[-1]
+            await first.queue_frame(frame, direction, callback)
+            return
+        route = self._route(direction, type(frame))
+        for inspect in route.inspectors:
+            await inspect(frame, direction)
+        if route.entry is not None:
+            await route.entry.queue_frame(frame, direction)
         else:
             await self._pass_on(frame, direction)
 

@@ -100,3 +100,34 @@ async def test_a_queueing_member_gets_every_frame() -> None:
     queued = Seen("queued", handled=(TextFrame,), direct=False)
     await run_test(PlacementGroup(Placement.BEFORE_LLM, [queued]), frames_to_send=[_audio(), TextFrame("x")])
     assert "TTSAudioRawFrame" in queued.kinds and "TextFrame" in queued.kinds
+
+
+class Inspector(Seen):
+    """Names text frames and only inspects them."""
+
+    handled_frames = (TextFrame,)
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.inspected: list[str] = []
+
+    async def inspect_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        self.inspected.append(type(frame).__name__)
+
+
+async def test_an_inspecting_member_sees_its_frames_in_passing_and_lifecycle_frames_as_a_processor() -> None:
+    inspector, after = Inspector("inspector"), Seen("after")
+    group = PlacementGroup(Placement.AFTER_OUTPUT_TRANSPORT, [inspector])
+    hops = Hops()
+    down, _ = await run_test(Pipeline([group, after]), frames_to_send=[TextFrame("a"), _audio(), InterruptionFrame()],
+                             observers=[hops])
+    assert [type(f) for f in down] == [TextFrame, TTSAudioRawFrame, InterruptionFrame]
+    assert inspector.inspected == ["TextFrame"]
+    assert "TextFrame" not in inspector.kinds and "InterruptionFrame" in inspector.kinds
+    assert ("TextFrame", group.name, "after") in hops.hops
+
+
+async def test_a_frame_inspected_first_still_reaches_the_next_member_that_acts_on_it() -> None:
+    inspector, rewriter = Inspector("inspector"), Seen("rewriter", handled=(TextFrame,))
+    await run_test(PlacementGroup(Placement.BEFORE_LLM, [inspector, rewriter]), frames_to_send=[TextFrame("a")])
+    assert inspector.inspected == ["TextFrame"] and "TextFrame" in rewriter.kinds
