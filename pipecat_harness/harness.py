@@ -202,6 +202,9 @@ class Harness:
         processors of one placement stand in the list as one
         :class:`~pipecat_harness.placement.PlacementGroup` (one hop for every
         frame that passes; :func:`~pipecat_harness.placement.flatten` lists its members).
+        The trace recorder, if any, then takes model inputs from the
+        ``LLMService`` and playback from the ``BaseOutputTransport`` directly
+        (:meth:`~pipecat_harness.trace.recorder.TraceRecorder.listen`).
 
         Then checks that every active control can act (see
         :mod:`pipecat_harness.integration`): each problem is logged as an error

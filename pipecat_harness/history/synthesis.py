@@ -65,10 +65,10 @@ class SynthesisObserver(BaseObserver):
         tts.add_event_handler("on_before_push_frame", self._on_tts_push)
         self.listening = True
 
-    async def _on_llm_push(self, _llm: FrameProcessor, frame: Frame) -> None:
+    def _on_llm_push(self, _llm: FrameProcessor, frame: Frame) -> None:
         self._note_llm(frame)
 
-    async def _on_tts_push(self, _tts: FrameProcessor, frame: Frame) -> None:
+    def _on_tts_push(self, _tts: FrameProcessor, frame: Frame) -> None:
         self._note_tts(frame)
 
     def generated_text(self, response_frame_id: int) -> str:

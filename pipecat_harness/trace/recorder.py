@@ -204,11 +204,11 @@ class TraceRecorder(BaseObserver):
                 pass
         return self._now
 
-    async def _on_llm_frame(self, llm: FrameProcessor, frame: Frame) -> None:
+    def _on_llm_frame(self, llm: FrameProcessor, frame: Frame) -> None:
         if isinstance(frame, LLMContextFrame) and isinstance(llm, LLMService):
             self._add_model_input(frame.context.get_messages(), llm, frame.context, t=_clock_secs(llm))
 
-    async def _on_output_push(self, output: FrameProcessor, frame: Frame) -> None:
+    def _on_output_push(self, output: FrameProcessor, frame: Frame) -> None:
         # Audio and spoken text leave the transport downstream only.
         if isinstance(frame, OutputAudioRawFrame):
             self._note_played(_clock_secs(output), frame)
