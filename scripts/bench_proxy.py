@@ -3,12 +3,14 @@
 Processes on loopback, all started by this script: a paced OpenAI-compatible
 upstream (first token after ``--first-token-ms``, then ``--tokens`` tokens
 every ``--token-ms``), and in front of it
-* ``relay``: a raw byte relay (aiohttp in, aiohttp out, nothing parsed): what
-  any hop costs on this machine;
+* ``relay``: a raw byte relay (aiohttp in, aiohttp out, nothing parsed, idle
+  upstream connections kept as long as the proxy keeps them): what any hop
+  costs on this machine;
 * ``proxy-bare``: ``pipecat-harness proxy --no-checklist`` (the serving path only);
-* ``proxy``: ``pipecat-harness proxy`` with the checklist (memory store, rule analyzer);
-* with ``--workers-compare``: ``proxy`` with ``--workers 2`` on Redis, and one
-  worker on Redis, for throughput at the largest concurrency.
+* ``proxy``: ``pipecat-harness proxy`` with the checklist (memory store, rule analyzer).
+
+Throughput with one and two worker processes is measured by
+``scripts/bench_proxy_workers.py``, in a regime where the proxy is the bottleneck.
 
 At each concurrency the same client streams from the upstream directly and
 through each path, in rotating order; printed per path: added TTFT p50/p99
@@ -22,7 +24,6 @@ starts spread evenly over one stream's length and each client starting its
 next stream when one ends, as turns of N independent calls arrive.
 
     .venv/bin/python scripts/bench_proxy.py [--levels 1,50,100,200,400] [--rounds 2] [--arrival burst,steady]
-        [--workers-compare]
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 _CONTENT = re.compile(rb'"content":\s*"[^"]')
 _TICKS = os.sysconf("SC_CLK_TCK")
+# Pending connections the upstream and the relay accept (aiohttp's default, 128, drops connection attempts
+# of a 200-stream burst, and a dropped attempt is retried after a second); the proxy's uvicorn takes 2048.
+_BACKLOG = 2048
 
 
 # --------------------------------------------------------------------- servers
@@ -75,12 +79,14 @@ def serve_upstream(port: int, first_token_ms: float, token_ms: float, tokens: in
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", completions)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=_BACKLOG)
 
 
 def serve_relay(port: int, upstream_url: str) -> None:
     import aiohttp
     from aiohttp import web
+
+    from pipecat_harness.proxy.openai_upstream import IDLE_CONNECTION_SECS
 
     async def relay(request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -94,7 +100,9 @@ def serve_relay(port: int, upstream_url: str) -> None:
             return response
 
     async def start(app: web.Application) -> None:
-        app["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        # The proxy's own upstream connection policy, so the two differ only in what they do with the bytes.
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=IDLE_CONNECTION_SECS)
+        app["session"] = aiohttp.ClientSession(connector=connector)
 
     async def stop(app: web.Application) -> None:
         await app["session"].close()
@@ -103,7 +111,7 @@ def serve_relay(port: int, upstream_url: str) -> None:
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
     app.router.add_post("/v1/chat/completions", relay)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=_BACKLOG)
 
 
 # ---------------------------------------------------------------------- client
@@ -285,9 +293,6 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="batches per level and path (1 stream: x10)")
     parser.add_argument("--arrival", default="burst", help="burst, steady or both (comma-separated)")
     parser.add_argument("--steady-secs", type=float, default=4.0, help="measured time per steady batch")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
-    parser.add_argument("--workers-compare", action="store_true",
-                        help="also compare 1 and 2 proxy workers sharing Redis state at the largest level")
     args = parser.parse_args()
     if args.mode == "serve-upstream":
         serve_upstream(args.port, args.first_token_ms, args.token_ms, args.tokens)
@@ -308,16 +313,11 @@ def main() -> None:
         upstream_port = servers.ports["upstream"]
         upstream_url = servers.url("upstream")
         servers.start("relay", [sys.executable, script, "serve-relay", "--port", "{port}",
-                                "--upstream-url", upstream_url])
+                                "--upstream-url", upstream_url], env)
         servers.start("proxy-bare", _proxy_command(upstream_port, "--no-checklist"), env)
         servers.start("proxy", _proxy_command(upstream_port), env)
-        if args.workers_compare:
-            redis = ("--store", "redis", "--redis-url", args.redis_url)
-            servers.start("proxy-redis-1w", _proxy_command(upstream_port, *redis), env)
-            servers.start("proxy-redis-2w", _proxy_command(upstream_port, *redis, "--workers", "2"), env)
         servers.wait()
-        paths = [name for name in servers.processes if name != "upstream"]
-        per_level = [name for name in paths if not name.startswith("proxy-redis")]
+        per_level = [name for name in servers.processes if name != "upstream"]
         print(f"upstream: first token after {args.first_token_ms:.0f} ms, then {args.tokens} tokens every "
               f"{args.token_ms:.0f} ms; {os.cpu_count()} cores shared with whatever else runs")
         print(f"{'streams':>7} {'path':>11} {'n':>5} {'TTFT p50':>9} {'p99':>7} {'added p50':>10} {'p99':>7} "
@@ -354,18 +354,6 @@ def main() -> None:
                     p50, p99 = _pct(samples[name], 0.5), _pct(samples[name], 0.99)
                     print(f"{level:>7} {name:>11} {len(samples[name]):>5} {p50:>8.1f} {p99:>7.1f} "
                           f"{p50 - direct50:>+9.1f} {p99 - direct99:>+7.1f} {cpu[name] * 1000 / served[name]:>14.2f}")
-        if args.workers_compare:
-            level = max(levels)
-            print(f"throughput at {level} concurrent streams (Redis state):")
-            for name in ("proxy-redis-1w", "proxy-redis-2w"):
-                walls, ttfts = [], []
-                for _ in range(args.rounds):
-                    batch, wall = asyncio.run(_batch(servers.url(name), level))
-                    ttfts.extend(batch)
-                    walls.append(wall)
-                best = min(walls)
-                print(f"  {name}: {level / best:7.1f} streams/s (batch {best:.2f} s), TTFT p50 "
-                      f"{_pct(ttfts, 0.5):.1f} p99 {_pct(ttfts, 0.99):.1f} ms")
     except Exception:
         servers.dump()
         raise

@@ -22,6 +22,7 @@ __all__ = [
     "REDIS_URL",
     "chromium_path",
     "connected_redis",
+    "counting_redis",
     "dump_dom",
     "headless_chromium_args",
     "postgres_url",
@@ -89,13 +90,37 @@ def dump_dom(page: Path, profile_dir: Path) -> str:
     return completed.stdout
 
 
+class RoundTrips:
+    """How many requests a Redis client sent (a pipeline or a script counts once: one write, one reply)."""
+
+    count = 0
+
+
 @contextlib.asynccontextmanager
-async def connected_redis(prefix: str) -> AsyncIterator:
+async def counting_redis(prefix: str) -> AsyncIterator:
+    """Like :func:`connected_redis`, on a client whose connections count what they send; yields ``(store, trips)``."""
+    import redis.asyncio as aioredis
+    from redis.asyncio.connection import Connection
+
+    trips = RoundTrips()
+
+    class CountingConnection(Connection):
+        async def send_packed_command(self, command, check_health=True):  # type: ignore[no-untyped-def]
+            trips.count += 1
+            await super().send_packed_command(command, check_health)
+
+    pool = aioredis.ConnectionPool.from_url(REDIS_URL, decode_responses=True, connection_class=CountingConnection)
+    async with connected_redis(prefix, client=aioredis.Redis(connection_pool=pool)) as store:
+        yield store, trips
+
+
+@contextlib.asynccontextmanager
+async def connected_redis(prefix: str, *, client: object = None) -> AsyncIterator:
     """A Redis state store under a unique prefix, cleaned up afterwards; skips visibly when Redis is down."""
     from pipecat_harness.state.redis_store import RedisStateStore
     from pipecat_harness.state.store import StoreError
 
-    store = RedisStateStore(REDIS_URL, prefix=prefix)
+    store = RedisStateStore(REDIS_URL, prefix=prefix, client=client)
     try:
         await store.ping()
     except StoreError as exc:

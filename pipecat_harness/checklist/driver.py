@@ -9,6 +9,7 @@ not analysed yet, under a per-call lock, after a newest-wins debounce.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,10 +19,10 @@ from pipecat_harness.checklist.directive import Directive, mark_issued, next_dir
 from pipecat_harness.checklist.model import Checklist
 from pipecat_harness.checklist.progress import ChecklistState, apply_analysis
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
-from pipecat_harness.state.coordination import CallLock, TranscriptDebouncer
-from pipecat_harness.state.store import StateStore
+from pipecat_harness.state.coordination import CallLock, HeldLock, Superseded, TranscriptDebouncer
+from pipecat_harness.state.store import StateStore, parse_record
 
-__all__ = ["ChecklistDriver", "DecisionSink"]
+__all__ = ["ChecklistDriver", "DecidedTurn", "DecisionSink"]
 
 
 _RULES_UNLESS_RULES = object()
@@ -86,9 +87,12 @@ class ChecklistDriver:
         Raises:
             StoreError: The stored state is corrupt.
         """
-        return await self.store.get_record(
-            self._key(call_id), ChecklistState.from_dict, lambda: ChecklistState(call_id=call_id),
-            label=f"call {call_id!r}",
+        return self._parsed(call_id, await self.store.get_json(self._key(call_id)))
+
+    @staticmethod
+    def _parsed(call_id: str, raw: Any | None) -> ChecklistState:
+        return parse_record(
+            raw, ChecklistState.from_dict, lambda: ChecklistState(call_id=call_id), label=f"call {call_id!r}"
         )
 
     async def save(self, state: ChecklistState) -> None:
@@ -142,42 +146,122 @@ class ChecklistDriver:
             The directive, or ``None`` when a newer utterance superseded this one
             (no analysis was run).
         """
+        turn = await self.begin(call_id, user_turns, stamp=stamp, issue=issue)
+        if ready is not None and not ready.done():
+            ready.set_result(turn.directive)
+        await turn.finish()
+        return turn.directive
+
+    async def begin(
+        self, call_id: str, user_turns: Sequence[str], *, stamp: float | None = None, issue: bool = True
+    ) -> DecidedTurn:
+        """Decide the directive; the save, the release and the decision records are left to ``finish``.
+
+        The same as :meth:`sync` up to the directive: a caller that needs the
+        directive first (the model request waits on it) gets it without the
+        store write and the records on its path, and must then call ``finish``
+        (in another task if it likes). Without a debounce wait the stamp is
+        offered, the lock taken and the state read in one store operation: one
+        round trip on Redis.
+        """
         stamp = time.time() if stamp is None else stamp
-        if not await self.debouncer.settle(call_id, stamp):
+        offered = self.debouncer.delay_secs > 0
+        if offered and not await self.debouncer.settle(call_id, stamp):
             self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
-            return None
+            return DecidedTurn(self, None)
+        gate = self.debouncer.gate(call_id, stamp, offer=not offered)
+        try:
+            held = await self.lock.acquire_reading(call_id, (self._key(call_id),), gate=gate)
+        except Superseded:
+            self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
+            return DecidedTurn(self, None)
+        try:
+            async with asyncio.timeout(self.lock.work_timeout_secs):
+                return await self._decide(held, call_id, user_turns, issue)
+        except BaseException:
+            await held.release()
+            raise
 
-        async def work() -> Directive | None:
-            if not await self.debouncer.is_newest(call_id, stamp):
-                self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
-                return None
-            state = await self.load(call_id)
-            changed = False
-            first = state.analyzed_turns
-            last = min(len(user_turns), first + self.max_turns_per_sync)
-            if last < len(user_turns):
-                self.record("backlog", {"call_id": call_id, "analysed": last - first, "left": len(user_turns) - last})
-            for index in range(first, last):
-                if index > first:
-                    # A backlog of turns (a restart, a replayed transcript) is analysed a turn at a
-                    # time with the loop free in between, so other calls on this worker never wait.
-                    await asyncio.sleep(0)
-                utterance = user_turns[index]
-                analysis = await self._analyze(state, utterance)
-                changes = apply_analysis(self.checklist, state, analysis)
-                changed = True
-                self.record(
-                    "analyzed",
-                    {"turn": index + 1, "utterance": utterance, "analysis": analysis.to_dict(), "changes": changes},
+    async def _decide(self, held: HeldLock, call_id: str, user_turns: Sequence[str], issue: bool) -> DecidedTurn:
+        state = self._parsed(call_id, held.values[0])
+        records: list[_Record] = []
+        changed = False
+        first = state.analyzed_turns
+        last = min(len(user_turns), first + self.max_turns_per_sync)
+        if last < len(user_turns):
+            evidence = {"call_id": call_id, "analysed": last - first, "left": len(user_turns) - last}
+            records.append(("backlog", lambda: evidence))
+        for index in range(first, last):
+            if index > first:
+                # A backlog of turns (a restart, a replayed transcript) is analysed a turn at a
+                # time with the loop free in between, so other calls on this worker never wait.
+                await asyncio.sleep(0)
+            utterance = user_turns[index]
+            analysis = await self._analyze(state, utterance)
+            changes = apply_analysis(self.checklist, state, analysis)
+            changed = True
+            records.append(("analyzed", functools.partial(_analyzed, index + 1, utterance, analysis, changes)))
+        directive = next_directive(self.checklist, state)
+        if issue and mark_issued(state, directive):
+            changed = True
+            records.append(("directed", functools.partial(_directed, directive, state.analyzed_turns)))
+        return DecidedTurn(self, directive, held=held, state=state if changed else None, records=records)
+
+
+_Record = tuple[str, Callable[[], dict[str, Any]]]
+
+
+def _analyzed(turn: int, utterance: str, analysis: Analysis, changes: Any) -> dict[str, Any]:
+    return {"turn": turn, "utterance": utterance, "analysis": analysis.to_dict(), "changes": changes}
+
+
+def _directed(directive: Directive, turn: int) -> dict[str, Any]:
+    return {"directive": directive.to_dict(), "turn": turn}
+
+
+class DecidedTurn:
+    """A directive decided under the call's lock, with the state save and the records still to do.
+
+    Attributes:
+        directive: The directive (``None`` when a newer utterance superseded the turn).
+    """
+
+    def __init__(
+        self,
+        driver: ChecklistDriver,
+        directive: Directive | None,
+        *,
+        held: HeldLock | None = None,
+        state: ChecklistState | None = None,
+        records: list[_Record] | None = None,
+    ) -> None:
+        self.directive = directive
+        self._driver = driver
+        self._held = held
+        self._state = state
+        self._records = records or []
+
+    @property
+    def pending(self) -> bool:
+        """Whether :meth:`finish` still has something to do."""
+        return self._held is not None
+
+    async def finish(self) -> None:
+        """Pass on the decisions, save the changed state (fenced by the lock) and release the lock.
+
+        Raises:
+            LockLost: The lock lapsed before the save; nothing was written.
+        """
+        held, self._held = self._held, None
+        if held is None:
+            return
+        try:
+            for action, evidence in self._records:
+                self._driver.record(action, evidence())
+            if self._state is not None:
+                self._state.version += 1
+                await held.write(
+                    self._driver._key(self._state.call_id), self._state.to_dict(), ttl_secs=self._driver.state_ttl_secs
                 )
-            directive = next_directive(self.checklist, state)
-            if issue and mark_issued(state, directive):
-                changed = True
-                self.record("directed", {"directive": directive.to_dict(), "turn": state.analyzed_turns})
-            if ready is not None and not ready.done():
-                ready.set_result(directive)
-            if changed:
-                await self.save(state)
-            return directive
-
-        return await self.lock.run(call_id, work)
+        finally:
+            await held.release()

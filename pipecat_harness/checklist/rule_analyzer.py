@@ -58,13 +58,29 @@ class _Mention:
     negated: bool
 
 
-def _phrase_positions(words: list[str], target: list[str]) -> list[int]:
-    """Where the word sequence ``target`` starts in ``words``."""
+def _word_index(words: list[str]) -> dict[str, list[int]]:
+    """Each word of ``words`` with the positions where it occurs, in order."""
+    index: dict[str, list[int]] = {}
+    for position, word in enumerate(words):
+        index.setdefault(word, []).append(position)
+    return index
+
+
+def _phrase_positions(words: list[str], target: list[str], index: dict[str, list[int]]) -> list[int]:
+    """Where the word sequence ``target`` starts in ``words`` (``index``: :func:`_word_index` of ``words``).
+
+    A phrase is looked up by its first word, so the checklist's many phrases cost
+    one dictionary look-up each for a clause that does not contain them.
+    """
     n = len(target)
     if not n:
         return []
-    first = target[0]
-    return [i for i in range(len(words) - n + 1) if words[i] == first and words[i : i + n] == target]
+    starts = index.get(target[0])
+    if not starts:
+        return []
+    if n == 1:
+        return starts
+    return [i for i in starts if words[i : i + n] == target]
 
 
 @dataclass(frozen=True)
@@ -75,13 +91,24 @@ class _Phrases:
     """(keyword or topic name, question id), longest first."""
     locations: list[tuple[str, list[list[str]]]]
     """(location name, its name and aliases)."""
+    topics_by_first_word: dict[str, list[int]]
+    """Each word that starts a topic phrase, with the positions of those phrases in ``topics``."""
 
     @classmethod
     def of(cls, checklist: Checklist) -> _Phrases:
         topics = [(_words(kw), q.id) for q in checklist.questions for kw in [*q.keywords, q.topic_name]]
+        topics = [topic for topic in topics if topic[0]]
         topics.sort(key=lambda item: -len(item[0]))
         locations = [(loc.name, [_words(p) for p in [loc.name, *loc.aliases]]) for loc in checklist.locations]
-        return cls(topics, locations)
+        by_first: dict[str, list[int]] = {}
+        for position, (phrase, _) in enumerate(topics):
+            by_first.setdefault(phrase[0], []).append(position)
+        return cls(topics, locations, by_first)
+
+    def topics_in(self, index: dict[str, list[int]]) -> list[tuple[list[str], str]]:
+        """The topic phrases whose first word occurs in a clause (its :func:`_word_index`), longest first."""
+        positions = sorted(p for word in index for p in self.topics_by_first_word.get(word, ()))
+        return [self.topics[p] for p in positions]
 
 
 # Per checklist, by identity (the checklist kept alongside, so a reused id is not mistaken for it).
@@ -126,12 +153,13 @@ class RuleAnalyzer(Analyzer):
             _PHRASES[id(checklist)] = cached
         return cached[1]
 
-    def _mentions(self, checklist: Checklist, words: list[str]) -> list[_Mention]:
+    def _mentions(self, checklist: Checklist, words: list[str], index: dict[str, list[int]]) -> list[_Mention]:
         found: dict[str, _Mention] = {}
         taken: set[int] = set()
-        for phrase, question_id in self._phrases_of(checklist).topics:
+        # Only phrases that can match are tried, in the same longest-first order as the full list.
+        for phrase, question_id in self._phrases_of(checklist).topics_in(index):
             size = len(phrase)
-            for start in _phrase_positions(words, phrase):
+            for start in _phrase_positions(words, phrase, index):
                 span = set(range(start, start + size))
                 if span & taken:
                     continue
@@ -140,11 +168,11 @@ class RuleAnalyzer(Analyzer):
                     found[question_id] = _Mention(question_id, start, _negated_at(words, start))
         return sorted(found.values(), key=lambda m: m.start)
 
-    def _locations(self, checklist: Checklist, words: list[str]) -> list[str]:
+    def _locations(self, checklist: Checklist, words: list[str], index: dict[str, list[int]]) -> list[str]:
         hits = []
         for name, phrases in self._phrases_of(checklist).locations:
             for phrase in phrases:
-                positions = _phrase_positions(words, phrase)
+                positions = _phrase_positions(words, phrase, index)
                 if positions:
                     hits.append((positions[0], name))
                     break
@@ -163,7 +191,7 @@ class RuleAnalyzer(Analyzer):
             sentence_words = _words(sentence)
             sentence_text = " ".join(sentence_words)
             cue = next((c for c in _TOPIC_CUES if sentence_text.startswith(c + " ")), None)
-            if cue is not None and not self._mentions(checklist, sentence_words):
+            if cue is not None and not self._mentions(checklist, sentence_words, _word_index(sentence_words)):
                 cue_pattern = r"^\W*" + r"\W+".join(re.escape(w) for w in cue.split()) + r"\W*"
                 topic = re.sub(cue_pattern, "", sentence.strip(), flags=re.IGNORECASE).strip()
                 if len(_words(topic)) >= 2:
@@ -173,7 +201,8 @@ class RuleAnalyzer(Analyzer):
                 words = _words(clause)
                 if not words:
                     continue
-                locations = self._locations(checklist, words)
+                index = _word_index(words)
+                locations = self._locations(checklist, words, index)
                 for mentioned in locations:
                     if mentioned not in analysis.locations:
                         analysis.locations.append(mentioned)
@@ -182,7 +211,7 @@ class RuleAnalyzer(Analyzer):
                 location: str | None = (
                     locations[0] if len(locations) == 1 else (None if locations else sentence_location)
                 )
-                mentions = self._mentions(checklist, words)
+                mentions = self._mentions(checklist, words, index)
                 for mention in mentions:
                     if (mention.question_id, location) in seen:
                         continue

@@ -23,6 +23,7 @@ Bounds come from :class:`~pipecat_harness.proxy.limits.ProxyLimits`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -94,7 +95,7 @@ class EventStreamResponse(StreamingResponse):
 
         watcher = asyncio.create_task(watch())
         try:
-            await self.stream_response(send)
+            await self._stream_from_first_chunk(send)
         except asyncio.CancelledError:
             if not disconnected or streaming is None:
                 raise
@@ -103,6 +104,27 @@ class EventStreamResponse(StreamingResponse):
             watcher.cancel()
         if self.background is not None:
             await self.background()
+
+    async def _stream_from_first_chunk(self, send: Any) -> None:
+        """Like ``stream_response``, with the status line held until the first chunk is ready.
+
+        The request's task then runs on from the handler to the model request
+        without a socket write in between.
+        """
+        chunks = aiter(self.body_iterator)
+        first: bytes | memoryview | str = b""
+        with contextlib.suppress(StopAsyncIteration):
+            first = await anext(chunks)
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        await self._send_body(send, first)
+        async for chunk in chunks:
+            await self._send_body(send, chunk)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _send_body(self, send: Any, chunk: bytes | memoryview | str) -> None:
+        if not isinstance(chunk, bytes | memoryview):
+            chunk = chunk.encode(self.charset)
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
 
 def _chat_turn(raw: bytes, limits: ProxyLimits) -> ChatTurnRequest:
@@ -130,15 +152,21 @@ def _error(exc: RequestError) -> JSONResponse:
 
 async def _sse(service: ProxyService, request: UpstreamRequest, call_id: str) -> AsyncIterator[bytes]:
     writer = ChunkWriter(request.model)
-    yield writer.role()
+    # The role event goes out with the first chunk, in one write: nothing is written to the
+    # platform before the model request has been sent.
+    opening = writer.role()
     async for chunk in service.stream(request, call_id=call_id):
+        events = opening
+        opening = b""
         if chunk.text:
-            yield writer.text(chunk.text)
+            events += writer.text(chunk.text)
         if chunk.tool_calls:
-            yield writer.tool_calls(chunk.tool_calls)
+            events += writer.tool_calls(chunk.tool_calls)
         if chunk.finish_reason is not None:
-            yield writer.finish(chunk.finish_reason)
-    yield DONE_EVENT
+            events += writer.finish(chunk.finish_reason)
+        if events:
+            yield events
+    yield opening + DONE_EVENT
 
 
 async def _collect(service: ProxyService, request: UpstreamRequest, call_id: str) -> dict[str, Any]:

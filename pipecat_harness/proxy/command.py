@@ -66,7 +66,10 @@ def build_upstream(
 
 
 def _log_decision(action: str, evidence: dict[str, Any]) -> None:
-    logger.info(f"checklist {action} {json.dumps(evidence, default=str)[:1000]}")
+    # Rendered only when the level lets the line through: below it a decision costs no JSON encoding.
+    logger.opt(lazy=True).info(
+        "checklist {} {}", lambda: action, lambda: json.dumps(evidence, default=str)[:1000]
+    )
 
 
 def is_loopback(host: str) -> bool:

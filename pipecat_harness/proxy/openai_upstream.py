@@ -22,7 +22,11 @@ import httpx
 
 from pipecat_harness.proxy.upstream import ToolCallDelta, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 
-__all__ = ["OpenAICompatibleUpstream", "render_openai_messages"]
+__all__ = ["IDLE_CONNECTION_SECS", "OpenAICompatibleUpstream", "render_openai_messages"]
+
+#: How long an idle upstream connection is kept: well before the 5 s keep-alive most servers use, so a
+#: request never goes out on a connection the upstream is closing at that moment.
+IDLE_CONNECTION_SECS = 2.0
 
 
 def render_openai_messages(request: UpstreamRequest, *, mark_cacheable: bool = True) -> list[dict[str, Any]]:
@@ -146,9 +150,7 @@ class OpenAICompatibleUpstream(Upstream):
 
     def _session(self) -> aiohttp.ClientSession:
         if self.session is None or self.session.closed:
-            # Idle connections are dropped well before the 5 s keep-alive most servers use, so a
-            # request never goes out on a connection the upstream is closing at that moment.
-            connector = aiohttp.TCPConnector(limit=1000, keepalive_timeout=2.0)
+            connector = aiohttp.TCPConnector(limit=1000, keepalive_timeout=IDLE_CONNECTION_SECS)
             # SSE lines carrying whole tool-call arguments can exceed aiohttp's 64 KiB default.
             self.session = aiohttp.ClientSession(connector=connector, timeout=self.timeout, read_bufsize=1 << 20)
             self._owns_session = True

@@ -17,9 +17,10 @@ from typing import Any
 from loguru import logger
 
 from pipecat_harness.checklist.directive import DEFAULT_MARKER, Directive
-from pipecat_harness.checklist.driver import ChecklistDriver
+from pipecat_harness.checklist.driver import ChecklistDriver, DecidedTurn
 from pipecat_harness.checklist.prompt import strip_directive_text, strip_directives, user_turns
 from pipecat_harness.proxy.policy import ModelPolicy
+from pipecat_harness.proxy.quiet_window import QuietWindow
 from pipecat_harness.proxy.tool_stream import CompletedToolCalls, DroppedCall
 from pipecat_harness.proxy.upstream import SystemPrompt, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 from pipecat_harness.tools.arguments import DEFAULT_MAX_ARGUMENT_BYTES
@@ -61,6 +62,11 @@ def _system_text(content: Any) -> str:
     return ""
 
 
+async def _finish_when(opened: asyncio.Event, turn: DecidedTurn) -> None:
+    await opened.wait()
+    await turn.finish()
+
+
 class ProxyService:
     """Prompt building and upstream streaming for the proxy.
 
@@ -75,6 +81,7 @@ class ProxyService:
             platform's request only contributes the conversation).
         max_tool_argument_bytes: Largest streamed arguments payload per tool call; calls are
             forwarded whole, only after the upstream's completed-call event.
+        quiet: When held state saves may start (default: after 5 ms without a new turn, at most 50 ms).
     """
 
     def __init__(
@@ -88,6 +95,7 @@ class ProxyService:
         chunk_timeout_secs: float = 5.0,
         policy: ModelPolicy | None = None,
         max_tool_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
+        quiet: QuietWindow | None = None,
     ) -> None:
         self.upstream = upstream
         self.policy = policy or ModelPolicy()
@@ -99,6 +107,7 @@ class ProxyService:
         self.max_tool_argument_bytes = max_tool_argument_bytes
         # Per call, the state saves still running behind a directive already given (see directive_for).
         self._pending_saves: dict[str, set[asyncio.Task[Any]]] = {}
+        self._quiet = quiet or QuietWindow()
 
     def _record(self, action: str, evidence: dict[str, Any]) -> None:
         if self.driver is not None:
@@ -107,28 +116,30 @@ class ProxyService:
     async def directive_for(self, call_id: str, turns: Sequence[str], *, issue: bool = True) -> Directive | None:
         """Sync the checklist state with ``turns`` and return the directive (``None`` without a driver).
 
-        The directive is returned as soon as it is decided: saving the state
-        and releasing the call's lock go on concurrently with the model
-        request (:meth:`stream` waits for them before its last chunk).
+        The directive is decided in this task, so with the in-process store
+        nothing waits between the request's arrival and the model request.
+        Saving the state, passing on the decisions and releasing the call's
+        lock run in a task of their own once no other turn has arrived for a
+        few milliseconds (:class:`QuietWindow`): after this turn's model
+        request and after those of the turns arriving with it. :meth:`stream`
+        waits for it before its last chunk.
         """
         if self.driver is None:
             return None
-        ready: asyncio.Future[Directive | None] = asyncio.get_running_loop().create_future()
-        sync = asyncio.create_task(self.driver.sync(call_id, turns, stamp=time.time(), issue=issue, ready=ready))
-        await asyncio.wait((ready, sync), return_when=asyncio.FIRST_COMPLETED)
-        if not sync.done():
-            self._pending_saves.setdefault(call_id, set()).add(sync)
-            sync.add_done_callback(lambda task: self._saved(call_id, task))
-            return ready.result()
         try:
-            directive = sync.result()
+            turn = await self.driver.begin(call_id, turns, stamp=time.time(), issue=issue)
+            directive = turn.directive
             if directive is None:
                 directive = await self.driver.current_directive(call_id)
-            return directive
         except Exception as exc:
             # The caller must still get an answer; the model goes without a directive this turn.
             self._driver_error(call_id, exc)
             return None
+        if turn.pending:
+            finish = asyncio.create_task(_finish_when(self._quiet.hold(), turn))
+            self._pending_saves.setdefault(call_id, set()).add(finish)
+            finish.add_done_callback(lambda task: self._saved(call_id, task))
+        return directive
 
     def _driver_error(self, call_id: str, exc: BaseException) -> None:
         logger.warning(f"checklist state unavailable for call {call_id}: {exc}")
@@ -148,6 +159,7 @@ class ProxyService:
         """Wait until the checklist state of the call's turns so far is saved."""
         pending = self._pending_saves.get(call_id)
         if pending:
+            self._quiet.release()
             await asyncio.wait(tuple(pending))
 
     async def observe(self, call_id: str, messages: Sequence[Any]) -> Directive | None:
@@ -194,10 +206,12 @@ class ProxyService:
         else:
             split = self._split(messages)
         directive = await self.directive_for(call_id, split.turns)
+        # Recorded once this task waits, as the state save is: after the model request has gone out.
+        loop = asyncio.get_running_loop()
         if split.removed:
-            self._record("stripped_directives", {"call_id": call_id, "messages": split.removed})
+            loop.call_soon(self._record, "stripped_directives", {"call_id": call_id, "messages": split.removed})
         if split.ignored:
-            self._record("ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
+            loop.call_soon(self._record, "ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
         policy = self.policy
         base_parts = [policy.base_prompt] if policy.base_prompt else []
         if self.driver is not None:

@@ -1,11 +1,11 @@
 """Per-call shared state: store interface, memory and Redis backends, lock, debounce and call state."""
 
 from pipecat_harness.state.call_state import CallState, CallStateStore, Fact, Provenance, VersionConflict
-from pipecat_harness.state.coordination import CallLock, LockTimeout, TranscriptDebouncer
+from pipecat_harness.state.coordination import CallLock, LockTimeout, Superseded, TranscriptDebouncer
 from pipecat_harness.state.factory import create_store
 from pipecat_harness.state.memory import MemoryStateStore
 from pipecat_harness.state.redis_store import RedisStateStore
-from pipecat_harness.state.store import StateStore, StoreError
+from pipecat_harness.state.store import LockedRead, NewestGate, StateStore, StoreError
 
 __all__ = [
     "CallLock",
@@ -13,11 +13,14 @@ __all__ = [
     "CallStateStore",
     "Fact",
     "LockTimeout",
+    "LockedRead",
     "MemoryStateStore",
+    "NewestGate",
     "Provenance",
     "RedisStateStore",
     "StateStore",
     "StoreError",
+    "Superseded",
     "TranscriptDebouncer",
     "VersionConflict",
     "create_store",

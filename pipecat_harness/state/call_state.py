@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pipecat_harness.state.coordination import CallLock
-from pipecat_harness.state.store import StateStore
+from pipecat_harness.state.store import StateStore, parse_record
 
 __all__ = ["CallState", "CallStateStore", "Fact", "Provenance", "Source", "VersionConflict"]
 
@@ -184,9 +184,11 @@ class CallStateStore:
         Raises:
             StoreError: The stored record is corrupt.
         """
-        return await self.store.get_record(
-            self._key(call_id), CallState.from_dict, lambda: CallState(call_id=call_id), label=f"call {call_id!r}"
-        )
+        return self._parsed(call_id, await self.store.get_json(self._key(call_id)))
+
+    @staticmethod
+    def _parsed(call_id: str, raw: Any | None) -> CallState:
+        return parse_record(raw, CallState.from_dict, lambda: CallState(call_id=call_id), label=f"call {call_id!r}")
 
     async def update(
         self,
@@ -206,8 +208,8 @@ class CallStateStore:
             VersionConflict: ``expected_version`` is stale; nothing was written.
         """
 
-        async def work() -> CallState:
-            state = await self.load(call_id)
+        async def work(values: tuple[Any | None, ...]) -> CallState:
+            state = self._parsed(call_id, values[0])
             if expected_version is not None and state.version != expected_version:
                 raise VersionConflict(
                     f"call {call_id!r}: state is at version {state.version}, update was based on {expected_version}"
@@ -219,4 +221,4 @@ class CallStateStore:
             await self.lock.write(self._key(call_id), state.to_dict(), ttl_secs=self.ttl_secs)
             return state
 
-        return await self.lock.run(call_id, work)
+        return await self.lock.run_reading(call_id, (self._key(call_id),), work)

@@ -9,19 +9,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from pipecat_harness.state.store import StateStore
+from pipecat_harness.state.store import NewestGate, StateStore
 
-__all__ = ["CallLock", "LockLost", "LockTimeout", "TranscriptDebouncer"]
+__all__ = ["CallLock", "HeldLock", "LockLost", "LockTimeout", "Superseded", "TranscriptDebouncer"]
 
 T = TypeVar("T")
 
 
 class LockTimeout(TimeoutError):
     """The per-call lock could not be taken in time."""
+
+
+class Superseded(RuntimeError):
+    """A newer stamp than the work's own was offered; the work was not run."""
 
 
 class LockLost(RuntimeError):
@@ -74,12 +79,6 @@ class CallLock:
         )
         self.poll_secs = poll_secs
 
-    async def _renew(self, key: str, token: str) -> None:
-        while True:
-            await asyncio.sleep(self.ttl_secs / 3)
-            if not await self.store.acquire(key, token, self.ttl_secs):
-                return  # another worker holds it now; our writes will be refused
-
     async def run(self, call_id: str, work: Callable[[], Awaitable[T]]) -> T:
         """Run ``work()`` while holding (and renewing) the lock for ``call_id``.
 
@@ -88,25 +87,69 @@ class CallLock:
             TimeoutError: The work took longer than ``work_timeout_secs``.
             LockLost: The work wrote through :meth:`write` after losing the lock.
         """
+        return await self.run_reading(call_id, (), lambda _values: work())
+
+    async def run_reading(
+        self,
+        call_id: str,
+        keys: Sequence[str],
+        work: Callable[[tuple[Any | None, ...]], Awaitable[T]],
+        *,
+        gate: NewestGate | None = None,
+    ) -> T:
+        """Take the lock and read ``keys`` in one store operation, then run ``work(values)`` holding the lock.
+
+        On Redis that is one round trip before the work starts, where taking
+        the lock and then reading would be one per step.
+
+        Args:
+            call_id: The call.
+            keys: What the work starts from; their values are passed to it, in order.
+            work: The guarded work.
+            gate: A newest-wins stamp: the work runs only while no newer stamp is stored
+                (offered in the same operation when ``gate.offer``).
+
+        Raises:
+            Superseded: A newer stamp than ``gate.stamp`` is stored; the work did not run.
+            LockTimeout: The lock was not obtained within ``acquire_timeout_secs``.
+            TimeoutError: The work took longer than ``work_timeout_secs``.
+            LockLost: The work wrote through :meth:`write` after losing the lock.
+        """
+        held = await self.acquire_reading(call_id, keys, gate=gate)
+        context = _HELD.set((self, held.key, held.token))
+        try:
+            async with asyncio.timeout(self.work_timeout_secs):
+                return await work(held.values)
+        finally:
+            _HELD.reset(context)
+            await held.release()
+
+    async def acquire_reading(self, call_id: str, keys: Sequence[str], *, gate: NewestGate | None = None) -> HeldLock:
+        """Take the lock and read ``keys`` in one store operation; the caller releases it.
+
+        For work that continues in another task (the decision on one path, its
+        save on another): the lock is renewed until :meth:`HeldLock.release`,
+        for at most ``work_timeout_secs``, after which it lapses by itself.
+
+        Raises:
+            Superseded: A newer stamp than ``gate.stamp`` is stored; nothing is held.
+            LockTimeout: The lock was not obtained within ``acquire_timeout_secs``.
+        """
         key = f"lock:{call_id}"
         token = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_secs
-        while not await self.store.acquire(key, token, self.ttl_secs):
+        while True:
+            claim = await self.store.acquire_and_read(key, token, self.ttl_secs, keys, gate=gate)
+            if claim.superseded:
+                raise Superseded(f"call {call_id!r}: a newer utterance than {gate.stamp if gate else '?'} arrived")
+            if claim.acquired:
+                return HeldLock(self, key, token, claim.values)
+            if gate is not None and gate.offer:
+                gate = dataclasses.replace(gate, offer=False)  # offered once; later attempts only check it
             if loop.time() >= deadline:
                 raise LockTimeout(f"call {call_id!r}: lock busy for {self.acquire_timeout_secs}s")
             await asyncio.sleep(self.poll_secs)
-        renewer = asyncio.create_task(self._renew(key, token))
-        held = _HELD.set((self, key, token))
-        try:
-            async with asyncio.timeout(self.work_timeout_secs):
-                return await work()
-        finally:
-            _HELD.reset(held)
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
-            await self.store.release(key, token)
 
     async def write(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
         """Store ``value``; inside :meth:`run` only while this work still holds the lock.
@@ -119,8 +162,64 @@ class CallLock:
             await self.store.set_json(key, value, ttl_secs=ttl_secs)
             return
         _, lock_key, token = held
-        if not await self.store.set_json_fenced(key, value, ttl_secs=ttl_secs, lock_key=lock_key, token=token):
-            raise LockLost(f"{lock_key}: the lock passed to another worker; the write of {key!r} was refused")
+        await _fenced_write(self.store, key, value, ttl_secs, lock_key, token)
+
+
+async def _fenced_write(
+    store: StateStore, key: str, value: Any, ttl_secs: float | None, lock_key: str, token: str
+) -> None:
+    if not await store.set_json_fenced(key, value, ttl_secs=ttl_secs, lock_key=lock_key, token=token):
+        raise LockLost(f"{lock_key}: the lock passed to another worker; the write of {key!r} was refused")
+
+
+class HeldLock:
+    """A taken :class:`CallLock`: the values read with it, fenced writes, and its release.
+
+    Renewal is a timer rather than a task per lock: most work ends long before
+    the first renewal is due, and then nothing was scheduled but the timer.
+    """
+
+    def __init__(self, lock: CallLock, key: str, token: str, values: tuple[Any | None, ...]) -> None:
+        self.lock = lock
+        self.key = key
+        self.token = token
+        self.values = values
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + lock.work_timeout_secs
+        self._renewing: asyncio.Task[None] | None = None
+        self._released = False
+        self._timer: asyncio.TimerHandle | None = loop.call_later(lock.ttl_secs / 3, self._renew_due)
+
+    def _renew_due(self) -> None:
+        self._timer = None
+        if not self._released and asyncio.get_running_loop().time() < self._deadline:
+            self._renewing = asyncio.ensure_future(self._renew())
+
+    async def _renew(self) -> None:
+        if await self.lock.store.acquire(self.key, self.token, self.lock.ttl_secs) and not self._released:
+            self._timer = asyncio.get_running_loop().call_later(self.lock.ttl_secs / 3, self._renew_due)
+        # Otherwise another worker holds it now (our writes will be refused), or it is being released.
+
+    async def write(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
+        """Store ``value`` only while this lock is still held.
+
+        Raises:
+            LockLost: The lock is no longer ours; nothing was written.
+        """
+        await _fenced_write(self.lock.store, key, value, ttl_secs, self.key, self.token)
+
+    async def release(self) -> None:
+        """Stop renewing and release the lock (only if this token still holds it); later calls do nothing."""
+        if self._released:
+            return
+        self._released = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._renewing is not None:
+            # A renewal still in flight must land before the release, or it would take the lock again.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._renewing)
+        await self.lock.store.release(self.key, self.token)
 
 
 class TranscriptDebouncer:
@@ -141,10 +240,21 @@ class TranscriptDebouncer:
         self.delay_secs = delay_secs
         self.ttl_secs = ttl_secs
 
+    @staticmethod
+    def _key(call_id: str) -> str:
+        return f"debounce:{call_id}"
+
+    def gate(self, call_id: str, stamp: float, *, offer: bool = False) -> NewestGate:
+        """The check "``stamp`` is still the newest" (offered first when ``offer``) for a lock's first operation."""
+        return NewestGate(self._key(call_id), stamp, offer=offer, ttl_secs=self.ttl_secs)
+
+    async def offer(self, call_id: str, stamp: float) -> bool:
+        """Record ``stamp`` when it is the newest; False when a newer one is already there."""
+        return await self.store.offer_newest(self._key(call_id), stamp, ttl_secs=self.ttl_secs)
+
     async def settle(self, call_id: str, stamp: float) -> bool:
         """Offer ``stamp`` and wait; True when it is still the newest afterwards."""
-        key = f"debounce:{call_id}"
-        if not await self.store.offer_newest(key, stamp, ttl_secs=self.ttl_secs):
+        if not await self.offer(call_id, stamp):
             return False
         if self.delay_secs <= 0:
             return True  # no wait, so nothing newer to look for (a round trip less on the first-token path)
@@ -153,5 +263,5 @@ class TranscriptDebouncer:
 
     async def is_newest(self, call_id: str, stamp: float) -> bool:
         """Whether no newer timestamp than ``stamp`` has been offered."""
-        newest = await self.store.newest(f"debounce:{call_id}")
+        newest = await self.store.newest(self._key(call_id))
         return newest is None or newest <= stamp

@@ -6,10 +6,10 @@ import copy
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipecat_harness.state.store import StateStore, StoreError
+from pipecat_harness.state.store import LockedRead, NewestGate, StateStore, StoreError
 
 __all__ = ["MemoryStateStore"]
 
@@ -133,3 +133,19 @@ class MemoryStateStore(StateStore):
             return False
         del self._values[key]
         return True
+
+    async def acquire_and_read(
+        self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *, gate: NewestGate | None = None
+    ) -> LockedRead:
+        """Offer/check the gate's stamp, take the lock and copy ``keys`` out, with no await in between."""
+        if gate is not None:
+            newest = self._live(gate.key)
+            if newest is not None and float(newest) > gate.stamp:
+                return LockedRead(acquired=False, superseded=True)
+            if gate.offer:
+                self._put(gate.key, float(gate.stamp), gate.ttl_secs)
+        holder = self._live(lock_key)
+        if holder is not None and holder != token:
+            return LockedRead(acquired=False)
+        self._put(lock_key, token, ttl_secs)
+        return LockedRead(acquired=True, values=tuple(copy.deepcopy(self._live(key)) for key in keys))

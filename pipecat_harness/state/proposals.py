@@ -67,7 +67,10 @@ class StateStoreProposals(ProposalStore):
 
     async def load(self, call_id: str) -> tuple[dict[str, Any] | None, int]:
         """The call's document and version."""
-        raw = await self.store.get_json(self._key(call_id))
+        return self._parsed(call_id, await self.store.get_json(self._key(call_id)))
+
+    @staticmethod
+    def _parsed(call_id: str, raw: Any | None) -> tuple[dict[str, Any] | None, int]:
         if raw is None:
             return None, 0
         if not isinstance(raw, dict) or not isinstance(raw.get("document"), dict):
@@ -77,15 +80,15 @@ class StateStoreProposals(ProposalStore):
     async def save(self, call_id: str, document: dict[str, Any], *, expected_version: int) -> bool:
         """Compare-and-set under the per-call lock (fenced: a worker that lost the lock writes nothing)."""
 
-        async def work() -> bool:
-            _, version = await self.load(call_id)
+        async def work(values: tuple[Any | None, ...]) -> bool:
+            _, version = self._parsed(call_id, values[0])
             if version != expected_version:
                 return False
             await self._lock.write(self._key(call_id), {"version": version + 1, "document": document},
                                    ttl_secs=self.ttl_secs)
             return True
 
-        return await self._lock.run(f"proposals:{call_id}", work)
+        return await self._lock.run_reading(f"proposals:{call_id}", (self._key(call_id),), work)
 
     async def close(self) -> None:
         """Close the backing store."""

@@ -7,9 +7,10 @@ both believe they hold a lock or that their stamp is the newest.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from pipecat_harness.state.store import StateStore, StoreError
+from pipecat_harness.state.store import LockedRead, NewestGate, StateStore, StoreError
 
 __all__ = ["RedisStateStore"]
 
@@ -42,8 +43,41 @@ return 0
 """
 
 
+# KEYS: the lock, the keys to read, then the gate's stamp key when ARGV[3] is 'check' or 'offer'.
+# ARGV: token, lock lease (ms), gate mode ('' for none), stamp, stamp lifetime (ms, '' for none).
+# Returns {1, 0, value...} when the lock is taken, {0, 0} when another token holds it, {0, 1} when superseded.
+_ACQUIRE_AND_READ = """
+local mode = ARGV[3]
+local last = #KEYS
+if mode ~= '' then
+  local cur = redis.call('GET', KEYS[last])
+  if cur and tonumber(cur) > tonumber(ARGV[4]) then return {0, 1} end
+  if mode == 'offer' then
+    if ARGV[5] ~= '' then redis.call('SET', KEYS[last], ARGV[4], 'PX', ARGV[5])
+    else redis.call('SET', KEYS[last], ARGV[4]) end
+  end
+  last = last - 1
+end
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return {0, 0} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local out = {1, 0}
+for i = 2, last do out[#out + 1] = redis.call('GET', KEYS[i]) or false end
+return out
+"""
+
+
 def _ms(secs: float) -> int:
     return max(1, int(secs * 1000))
+
+
+def _decoded(key: str, raw: str | None) -> Any | None:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise StoreError(f"stored value for {key!r} is not JSON: {exc}") from exc
 
 
 class RedisStateStore(StateStore):
@@ -73,6 +107,7 @@ class RedisStateStore(StateStore):
         self._acquire = self._redis.register_script(_ACQUIRE)
         self._release = self._redis.register_script(_RELEASE)
         self._set_fenced = self._redis.register_script(_SET_FENCED)
+        self._acquire_and_read = self._redis.register_script(_ACQUIRE_AND_READ)
 
     def _key(self, key: str) -> str:
         return self.prefix + key
@@ -86,13 +121,24 @@ class RedisStateStore(StateStore):
 
     async def get_json(self, key: str) -> Any | None:
         """Return the decoded JSON value under ``key``."""
-        raw = await self._redis.get(self._key(key))
-        if raw is None:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError as exc:
-            raise StoreError(f"stored value for {key!r} is not JSON: {exc}") from exc
+        return _decoded(key, await self._redis.get(self._key(key)))
+
+    async def acquire_and_read(
+        self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *, gate: NewestGate | None = None
+    ) -> LockedRead:
+        """Offer/check the gate's stamp, take the lock and read ``keys`` in one script: one round trip."""
+        names = [self._key(lock_key), *(self._key(key) for key in keys)]
+        mode, stamp, stamp_ttl = "", "", ""
+        if gate is not None:
+            names.append(self._key(gate.key))
+            mode = "offer" if gate.offer else "check"
+            stamp = repr(float(gate.stamp))
+            stamp_ttl = "" if gate.ttl_secs is None else str(_ms(gate.ttl_secs))
+        reply = await self._acquire_and_read(keys=names, args=[token, str(_ms(ttl_secs)), mode, stamp, stamp_ttl])
+        if not int(reply[0]):
+            return LockedRead(acquired=False, superseded=bool(int(reply[1])))
+        values = tuple(_decoded(key, raw) for key, raw in zip(keys, reply[2:], strict=True))
+        return LockedRead(acquired=True, values=values)
 
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
         """Store ``value`` as JSON."""

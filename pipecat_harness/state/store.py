@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["StateStore", "StoreError", "await_io"]
+__all__ = ["LockedRead", "NewestGate", "StateStore", "StoreError", "await_io", "parse_record"]
 
 T = TypeVar("T")
 
@@ -38,6 +39,53 @@ class StoreError(RuntimeError):
     """The backing store failed or returned something that is not valid state."""
 
 
+def parse_record(raw: Any | None, parse: Callable[[Any], T], default: Callable[[], T], *, label: str) -> T:
+    """``raw`` (a stored value, or ``None``) rebuilt by ``parse``, or ``default()`` when there is none.
+
+    Raises:
+        StoreError: The stored value is not a valid record (``parse`` raised ``ValueError``).
+    """
+    if raw is None:
+        return default()
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise StoreError(f"{label}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class NewestGate:
+    """A newest-wins stamp checked, and optionally first offered, by the operation that takes a lock.
+
+    Parameters:
+        key: Where the newest stamp lives.
+        stamp: This request's stamp.
+        offer: Record ``stamp`` first when it is newer than the stored one.
+        ttl_secs: Lifetime of an offered stamp.
+    """
+
+    key: str
+    stamp: float
+    offer: bool = False
+    ttl_secs: float | None = None
+
+
+@dataclass(frozen=True)
+class LockedRead:
+    """What :meth:`StateStore.acquire_and_read` found.
+
+    Parameters:
+        acquired: The lock is now held by the token.
+        superseded: A newer stamp than the gate's is stored (the lock was not taken).
+        values: The stored values of the keys asked for, in order (``None`` where absent);
+            empty unless ``acquired``.
+    """
+
+    acquired: bool
+    superseded: bool = False
+    values: tuple[Any | None, ...] = ()
+
+
 class StateStore(abc.ABC):
     """Async key-value store with the atomic operations per-call coordination needs.
 
@@ -58,13 +106,7 @@ class StateStore(abc.ABC):
         Raises:
             StoreError: The stored value is not a valid record (``parse`` raised ``ValueError``).
         """
-        raw = await self.get_json(key)
-        if raw is None:
-            return default()
-        try:
-            return parse(raw)
-        except ValueError as exc:
-            raise StoreError(f"{label}: {exc}") from exc
+        return parse_record(await self.get_json(key), parse, default, label=label)
 
     @abc.abstractmethod
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
@@ -111,6 +153,33 @@ class StateStore(abc.ABC):
     @abc.abstractmethod
     async def release(self, key: str, token: str) -> bool:
         """Release the lock ``key`` only if ``token`` still holds it."""
+
+    async def acquire_and_read(
+        self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *, gate: NewestGate | None = None
+    ) -> LockedRead:
+        """Take a lock and read what the work under it starts from, as one operation.
+
+        In order: offer the gate's stamp (when ``gate.offer``), give up when a
+        newer stamp is stored (``superseded``), take ``lock_key`` for ``token``
+        as :meth:`acquire` does, and read ``keys`` as :meth:`get_json` does.
+        Backends override this with one atomic operation (one round trip on
+        a network store); this fallback runs the single operations in turn,
+        checking the stamp again once the lock is held.
+
+        Raises:
+            StoreError: A stored value is not JSON.
+        """
+        if gate is not None and gate.offer:
+            if not await self.offer_newest(gate.key, gate.stamp, ttl_secs=gate.ttl_secs):
+                return LockedRead(acquired=False, superseded=True)
+        if not await self.acquire(lock_key, token, ttl_secs):
+            return LockedRead(acquired=False)
+        if gate is not None:
+            newest = await self.newest(gate.key)
+            if newest is not None and newest > gate.stamp:
+                await self.release(lock_key, token)
+                return LockedRead(acquired=False, superseded=True)
+        return LockedRead(acquired=True, values=tuple([await self.get_json(key) for key in keys]))
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default does nothing."""

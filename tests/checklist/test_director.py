@@ -73,6 +73,9 @@ async def test_store_failure_leaves_the_context_alone_and_the_frame_flows():
         async def get_json(self, key):
             raise ConnectionError("redis down")
 
+        async def acquire_and_read(self, *args, **kwargs):
+            raise ConnectionError("redis down")
+
     decisions: list[str] = []
     director = _director(DownStore(), on_decision=lambda action, evidence: decisions.append(action))
     context = LLMContext(messages=[{"role": "system", "content": BASE}, {"role": "user", "content": "Hi."}])

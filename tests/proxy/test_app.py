@@ -198,6 +198,9 @@ async def test_state_store_outage_still_answers_without_a_directive():
         async def offer_newest(self, key, stamp, *, ttl_secs=None):
             raise ConnectionError("redis down")
 
+        async def acquire_and_read(self, *args, **kwargs):
+            raise ConnectionError("redis down")
+
     upstream = ScriptedUpstream(["Sorry, go on."])
     async with _client(_service(upstream, DownStore())) as client:
         response = await client.post("/chat/completions", json=VAPI)

@@ -2,10 +2,10 @@ import asyncio
 
 import pytest
 
-from pipecat_harness.state.coordination import CallLock, LockLost, LockTimeout, TranscriptDebouncer
+from pipecat_harness.state.coordination import CallLock, LockLost, LockTimeout, Superseded, TranscriptDebouncer
 from pipecat_harness.state.memory import MemoryStateStore
 from pipecat_harness.state.redis_store import RedisStateStore
-from pipecat_harness.state.store import StateStore
+from pipecat_harness.state.store import LockedRead, NewestGate, StateStore
 from tests.state.worker_processes import spawn_worker, start_together
 
 
@@ -131,6 +131,72 @@ async def test_debounce_without_competition_passes(store: StateStore):
     debouncer = TranscriptDebouncer(store, delay_secs=0)
     assert await debouncer.settle("call-a", 1.0)
     assert await debouncer.settle("call-b", 0.5)  # calls are independent
+
+
+class StepwiseStore(MemoryStateStore):
+    """A store with only the single operations: the interface's own combined read is used."""
+
+    async def acquire_and_read(self, lock_key, token, ttl_secs, keys=(), *, gate=None):
+        return await StateStore.acquire_and_read(self, lock_key, token, ttl_secs, keys, gate=gate)
+
+
+@pytest.fixture(params=["own", "stepwise"])
+def reading_store(request: pytest.FixtureRequest, store: StateStore) -> StateStore:
+    return StepwiseStore() if request.param == "stepwise" else store
+
+
+async def test_acquire_and_read_takes_the_lock_and_reads_in_order(reading_store: StateStore):
+    await reading_store.set_json("a", {"x": 1})
+    claim = await reading_store.acquire_and_read("lock:c", "t1", 5, ["a", "missing"])
+    assert claim == LockedRead(acquired=True, values=({"x": 1}, None))
+    assert await reading_store.acquire_and_read("lock:c", "t2", 5, ["a"]) == LockedRead(acquired=False)
+    assert (await reading_store.acquire_and_read("lock:c", "t1", 5, ["a"])).acquired  # the holder may extend
+
+
+async def test_acquire_and_read_offers_the_stamp_and_yields_to_a_newer_one(reading_store: StateStore):
+    claim = await reading_store.acquire_and_read("lock:c", "t1", 5, [], gate=NewestGate("d", 2.0, offer=True))
+    assert claim.acquired and await reading_store.newest("d") == 2.0
+    await reading_store.release("lock:c", "t1")
+    for offer in (True, False):
+        older = await reading_store.acquire_and_read("lock:c", "t2", 5, ["a"], gate=NewestGate("d", 1.0, offer=offer))
+        assert older == LockedRead(acquired=False, superseded=True)
+    assert await reading_store.acquire("lock:c", "t3", 5)  # a superseded request holds nothing
+    assert await reading_store.newest("d") == 2.0
+
+
+async def test_run_reading_hands_the_values_to_the_work_under_the_lock(store: StateStore):
+    lock = CallLock(store, ttl_secs=2, work_timeout_secs=1)
+    await store.set_json("state", {"version": 4})
+
+    async def work(values):
+        assert not await store.acquire("lock:call", "someone-else", 1)  # held while the work runs
+        return values
+
+    assert await lock.run_reading("call", ["state", "absent"], work) == ({"version": 4}, None)
+    assert await store.acquire("lock:call", "next", 1)
+
+
+async def test_a_turn_waiting_for_the_lock_gives_way_to_a_newer_one(store: StateStore):
+    lock = CallLock(store, ttl_secs=2, work_timeout_secs=1, poll_secs=0.005)
+    debouncer = TranscriptDebouncer(store, delay_secs=0)
+    await store.acquire("lock:call", "earlier-turn", 2)
+    ran: list[float] = []
+
+    async def turn(stamp: float):
+        async def work(values):
+            ran.append(stamp)
+
+        await lock.run_reading("call", [], work, gate=debouncer.gate("call", stamp, offer=True))
+
+    waiting = asyncio.create_task(turn(1.0))
+    await asyncio.sleep(0.03)
+    assert await store.newest("debounce:call") == 1.0  # offered although the lock was busy
+    assert await debouncer.offer("call", 2.0)  # a newer utterance arrives meanwhile
+    with pytest.raises(Superseded):
+        await waiting
+    await store.release("lock:call", "earlier-turn")
+    await turn(2.0)
+    assert ran == [2.0]
 
 
 @pytest.mark.redis

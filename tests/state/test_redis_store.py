@@ -2,8 +2,10 @@ import asyncio
 
 import pytest
 
+from pipecat_harness.state.coordination import CallLock, TranscriptDebouncer
 from pipecat_harness.state.redis_store import RedisStateStore
-from pipecat_harness.state.store import StoreError
+from pipecat_harness.state.store import LockedRead, NewestGate, StoreError
+from tests.services import counting_redis
 
 pytestmark = pytest.mark.redis
 
@@ -51,3 +53,51 @@ async def test_unreachable_server_is_reported():
     with pytest.raises(StoreError, match="not reachable"):
         await store.ping()
     await store.close()
+
+
+async def test_taking_the_lock_and_reading_the_state_is_one_round_trip(redis_prefix: str):
+    async with counting_redis(redis_prefix) as (store, trips):
+        await store.set_json("state", {"version": 3})
+        await store.acquire_and_read("lock", "warm", 5, ["state"])  # the first use loads the script
+        await store.release("lock", "warm")
+        before = trips.count
+        claim = await store.acquire_and_read(
+            "lock", "a", 5, ["state", "absent"], gate=NewestGate("stamp", 2.0, offer=True, ttl_secs=60)
+        )
+        assert trips.count - before == 1
+        assert claim == LockedRead(acquired=True, values=({"version": 3}, None))
+        assert await store.newest("stamp") == 2.0  # offered in the same operation
+        assert not await store.acquire("lock", "b", 5)  # and the lock is held
+
+
+async def test_the_work_under_the_lock_starts_after_one_round_trip(redis_prefix: str):
+    async with counting_redis(redis_prefix) as (store, trips):
+        lock = CallLock(store)
+        await store.set_json("state", "stored")
+        await lock.run("warm", _nothing)
+        before = trips.count
+        seen = []
+
+        async def work(values):
+            seen.append((trips.count - before, values))
+
+        await lock.run_reading("call", ["state"], work, gate=TranscriptDebouncer(store).gate("call", 1.0, offer=True))
+        assert seen == [(1, ("stored",))]
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def test_a_newer_stamp_refuses_the_lock_in_the_same_round_trip(redis_store: RedisStateStore):
+    await redis_store.offer_newest("stamp", 5.0)
+    claim = await redis_store.acquire_and_read("lock", "a", 5, ["state"], gate=NewestGate("stamp", 4.0, offer=True))
+    assert claim == LockedRead(acquired=False, superseded=True)
+    assert await redis_store.newest("stamp") == 5.0
+    assert await redis_store.acquire("lock", "b", 5)  # the superseded request took nothing
+
+
+async def test_a_corrupt_value_read_with_the_lock_is_a_clear_error(redis_store: RedisStateStore):
+    await redis_store._redis.set(redis_store.prefix + "bad", "{not json")
+    with pytest.raises(StoreError, match="not JSON"):
+        await redis_store.acquire_and_read("lock", "a", 5, ["bad"])
