@@ -81,7 +81,8 @@ def spoken_to_identifier(text: str) -> str:
 _NUMERAL_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 _SYMBOL_WORDS = {"@": " at ", "_": " underscore ", "#": " pound "}
 _PAUSE_PUNCT = re.compile(
-    r"(?<=[\dA-Za-z])[.,](?=\s+(?:\d|[A-Za-z](?:[\s.,-]|$)|(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)\b))",
+    r"(?<=[\dA-Za-z])[.,](?=\s+(?:\d|[A-Za-z](?:[\s.,-]|$)|[A-Za-z]{1,3}\d|"
+    r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)\b))",
     re.IGNORECASE,
 )
 _EDGES = re.compile(r"^([^\w]*)(.*?)([^\w]*)$")

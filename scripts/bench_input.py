@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipecat_harness.input import HoldDecision, IdentifierHoldConfig, hold_decision
+from pipecat_harness.input.spelling import normalize_spelling
 
 __all__ = ["CorpusRow", "Scores", "evaluate", "load_corpus", "main"]
 
@@ -141,6 +142,14 @@ def _report(corpus: Path, repeat: int) -> tuple[Scores, Scores]:
     return ours, base
 
 
+def print_spelling_rewrites(texts: list[str], what: str) -> None:
+    """Print every rewrite the spelling normalizer makes on ``texts``, before and after (false rewrites show here)."""
+    rewrites = [result for result in map(normalize_spelling, texts) if result.changed]
+    print(f"spelling normalizer on {what}: {len(rewrites)} of {len(texts)} rewritten")
+    for result in rewrites:
+        print(f"  {result.before!r} -> {result.after!r} ({', '.join(result.rules)})")
+
+
 def _print_misses(scores: Scores) -> None:
     for row in scores.misses:
         print(f"  missed      [{row.domain}/{row.shape}] {row.text}")
@@ -170,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(a.caught >= 0.95 * a.splits for a in on) else 1
 
     ours, _ = _report(args.corpus, args.repeat)
+    print_spelling_rewrites([row.text for row in load_corpus(args.corpus)], "the corpus")
     huge = "my order number is W two three " * 4000
     start = time.perf_counter()
     decision = hold_decision(huge, IdentifierHoldConfig.for_domain("retail"))
@@ -183,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print("holdout (written apart from the rule development; its first run found the phone-format and")
         print("trailing-'at' gaps fixed since, so it is no longer untouched):")
         holdout, _ = _report(HOLDOUT_CORPUS, args.repeat)
+        print_spelling_rewrites([row.text for row in load_corpus(HOLDOUT_CORPUS)], "the holdout")
         if args.show_misses:
             _print_misses(holdout)
     return 0 if targets_met else 1

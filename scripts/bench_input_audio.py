@@ -119,6 +119,10 @@ def run_audio_benchmark(limit: int | None = None, *, show_misses: bool = False, 
                 _score(arm, row, utterance, results[(turn_stop, hold)], off_stops)
             arms.append(arm)
     _print(arms, show_misses)
+    from bench_input import print_spelling_rewrites
+
+    print_spelling_rewrites([t for utterance, _ in replayed for t in utterance.transcripts if t.strip()],
+                            "the recogniser's transcripts")
     print(f"total {time.perf_counter() - started:.0f} s")
     return arms
 

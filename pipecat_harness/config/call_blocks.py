@@ -58,6 +58,8 @@ class SpellingSettings(Block):
     Parameters:
         enabled: Switch.
         as_in: Rewrite glued "YAsInYellow" into "Y as in Yellow".
+        spelled_letter_marks: Drop a stray "'d" the ASR fused onto a letter inside a hyphen-spelled run
+            ("Y-E'd-N" -> "Y-E-N").
         letter_digit_runs: Separate runs of letters and digits the ASR glued together.
         dotted_letters: Read "J.O.H.N." as spelled letters.
         split_connectors: Join a connector word the ASR split in two ("Under score" -> "underscore").
@@ -67,6 +69,7 @@ class SpellingSettings(Block):
 
     enabled: bool = True
     as_in: bool = True
+    spelled_letter_marks: bool = True
     letter_digit_runs: bool = True
     dotted_letters: bool = True
     split_connectors: bool = True

@@ -106,6 +106,7 @@ class SpellingControl(HarnessControl):
         self.normalizer = SpellingNormalizer(
             SpellingRules(
                 as_in=settings.as_in,
+                spelled_letter_marks=settings.spelled_letter_marks,
                 letter_digit_runs=settings.letter_digit_runs,
                 dotted_letters=settings.dotted_letters,
                 split_connectors=settings.split_connectors,

@@ -10,6 +10,9 @@ byte for byte, so airport codes ("JFK"), product terms ("4K", "MP3",
 * ``letter_digit_runs``: lower-cased run-together identifiers such as
   "w2378156" or "k4x9p2" -> "W2378156", "K4X9P2" (at most three letters,
   at least two digits, at least five characters, not a number with a unit);
+* ``spelled_letter_marks``: a stray "'d" a recogniser fused onto a letter inside a
+  hyphen-spelled run ("Y-E'd-N", Whisper tiny.en for "Y E N") -> "Y-E-N"; an
+  "'d" after a word ("I'd", "we'd") is never inside such a run;
 * ``dotted_letters``: letters spelled with dots or dashes, four or more
   ("S.M.I.T.H." / "S-M-I-T-H") -> "S M I T H";
 * ``split_connectors``: a connector word a recogniser wrote as two ("Under score
@@ -43,6 +46,7 @@ _AS_IN_CAMEL = re.compile(r"\b([A-Z])AsIn([A-Z][a-z]+)\b")
 _AS_IN_DASHED = re.compile(r"\b([A-Za-z])-as-in-([A-Za-z]+)\b", re.IGNORECASE)
 _LETTER_DIGIT = re.compile(r"(?<![\w#@.])([a-z0-9]{5,16})(?![\w@])", re.ASCII)
 _UNIT_SUFFIX = re.compile(r"[0-9]+[a-z]+", re.ASCII)  # a number with a unit: "60fps", "1080p", "3rd"
+_LETTER_MARK = re.compile(r"(?<=\b[A-Za-z]-)([A-Za-z])['’]d(?=-[A-Za-z]\b)", re.ASCII)
 _DOTTED = re.compile(r"\b(?:[A-Za-z][.\-]){3,}[A-Za-z]\b\.?", re.ASCII)
 _SPLIT_UNDERSCORE = re.compile(r"\b(under) (score)\b", re.IGNORECASE)
 #: A number reading ("8.9", "8,066") that ends the phrase (an identifier, not "2.5 times").
@@ -58,6 +62,7 @@ class SpellingRules:
     """Which rewrites are on."""
 
     as_in: bool = True
+    spelled_letter_marks: bool = True
     letter_digit_runs: bool = True
     dotted_letters: bool = True
     split_connectors: bool = True
@@ -117,6 +122,7 @@ def normalize_spelling(text: str, rules: SpellingRules | None = None) -> Spellin
     after = text
     steps: list[tuple[str, bool, Callable[[str], str]]] = [
         ("as_in", rules.as_in, lambda t: _AS_IN_DASHED.sub(r"\1 as in \2", _AS_IN_CAMEL.sub(r"\1 as in \2", t))),
+        ("spelled_letter_marks", rules.spelled_letter_marks, lambda t: _LETTER_MARK.sub(r"\1", t)),
         ("dotted_letters", rules.dotted_letters, lambda t: _DOTTED.sub(_dotted, t)),
         ("letter_digit_runs", rules.letter_digit_runs, lambda t: _LETTER_DIGIT.sub(_letter_digit, t)),
         ("split_connectors", rules.split_connectors, lambda t: _SPLIT_UNDERSCORE.sub("underscore", t)),
@@ -144,6 +150,9 @@ class SpellingNormalizer(FrameProcessor):
         on_rewrite: Called with ``("rewritten", evidence)`` for each rewrite.
         **kwargs: Passed to ``FrameProcessor``.
     """
+
+    #: The only frame it acts on, besides the lifecycle frames.
+    handled_frames: tuple[type[Frame], ...] = (TranscriptionFrame,)
 
     def __init__(
         self,

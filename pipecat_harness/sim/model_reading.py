@@ -109,10 +109,7 @@ def decision_matches(when: DecisionCondition, messages: Sequence[Mapping[str, An
     if when.user is not None:
         if not users:
             return None
-        text = message_text(users[-1])
-        # A model reads a recogniser's "W-4817. 420." as the words the caller said.
-        match = re.search(when.user, written_to_spoken(text), re.IGNORECASE) or re.search(
-            when.user, text, re.IGNORECASE)
+        match = _read_user_turn(when.user, message_text(users[-1]))
         if match is None:
             return None
         variables.update({k: v for k, v in match.groupdict().items() if v is not None})
@@ -139,6 +136,28 @@ def decision_matches(when: DecisionCondition, messages: Sequence[Mapping[str, An
     if when.note is not None and not any(re.search(when.note, t, re.IGNORECASE) for t in _recent_notes(messages)):
         return None
     return variables
+
+
+#: Punctuation a recogniser ends a stretch of speech with, or puts where the caller paused ("Yusuf Rossi.").
+_PAUSE_MARKS = re.compile(r"[.,;:!?]+(?=\s|$)")
+#: A literal comma (optional or not) before a space in a decision's pattern: the pause the script's author wrote.
+_PATTERN_PAUSE = re.compile(r"(?<!\\),\??(?= )")
+
+
+def _read_user_turn(pattern: str, text: str) -> re.Match[str] | None:
+    """Match a decision's ``user`` pattern against a turn the way a model reads it.
+
+    A model reads a recogniser's "W-4817. 420." as the words the caller said, and it reads the recogniser's
+    punctuation as no more than pauses: "Yusuf Rossi. zip code 1 9 1 2 2." is what "Yusuf Rossi, zip code one
+    nine one two two" says. The turn is tried as spoken words, as written, and last as spoken words with every
+    pause mark dropped against the pattern with its literal pause commas dropped.
+    """
+    spoken = written_to_spoken(text)
+    match = re.search(pattern, spoken, re.IGNORECASE) or re.search(pattern, text, re.IGNORECASE)
+    if match is not None:
+        return match
+    unpunctuated = " ".join(_PAUSE_MARKS.sub(" ", spoken).split())
+    return re.search(_PATTERN_PAUSE.sub("", pattern), unpunctuated, re.IGNORECASE)
 
 
 def _recent_notes(messages: Sequence[Mapping[str, Any]]) -> list[str]:

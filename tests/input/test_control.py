@@ -49,7 +49,7 @@ def test_every_configured_stop_strategy_is_wrapped_with_the_domain_preset() -> N
 def test_settings_reach_the_strategy_and_processors() -> None:
     harness = _harness(
         identifier_hold={"extra_wait_secs": 1.0, "max_hold_secs": 3.0, "exempt_digit_lengths": [5, 6]},
-        spelling={"as_in": False},
+        spelling={"as_in": False, "spelled_letter_marks": False},
         silent_reply={"window_secs": 0.8, "max_reasks": 2, "prompt": "Yes or no?"},
     )
     control = harness.control("identifier_hold")
@@ -64,7 +64,7 @@ def test_settings_reach_the_strategy_and_processors() -> None:
     index = placed.index(user)
     before = placed[:index]
     normalizer = next(p for p in before if isinstance(p, SpellingNormalizer))
-    assert normalizer.rules.as_in is False
+    assert normalizer.rules.as_in is False and normalizer.rules.spelled_letter_marks is False
     # The guard runs beside the (held) stop strategy, on the aggregator's empty-turn recovery.
     hold, guard = params.user_turn_strategies.stop  # type: ignore[union-attr]
     assert isinstance(hold, IdentifierHoldStopStrategy) and hold.inner is stop

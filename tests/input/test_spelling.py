@@ -101,6 +101,8 @@ async def test_the_recogniser_frame_keeps_its_raw_text_for_the_trace() -> None:
         ("My user ID is me underscore Garcia under score 5, 7, 2, 3",
          "My user ID is me underscore Garcia underscore 5, 7, 2, 3", "split_connectors"),
         ("my account number is 8,066", "my account number is 8066", "number_readings"),
+        # "Y E N" after a pause in a spelled last name (the input_spelled_name call, keyed recogniser).
+        (" Y-E'd-N ", " Y-E-N ", "spelled_letter_marks"),
     ],
 )
 def test_recogniser_formats_worth_rewriting(heard: str, after: str, rule: str) -> None:
@@ -133,6 +135,16 @@ def test_a_rewritten_number_reading_is_still_held_as_an_open_zip_code() -> None:
     assert decision.hold and decision.identifier == "89"
 
 
+def test_a_stray_mark_inside_a_spelled_run_goes_before_the_run_is_read_as_letters() -> None:
+    # "N G ... U Y E N" in the audio corpus: the continuation after the pause.
+    result = normalize_spelling(" U-Y-E'd-N. ")
+    assert (result.after, result.rules) == (" U Y E N ", ("spelled_letter_marks", "dotted_letters"))
+    for text in ("I'd like a refund, we'd be grateful", "It's A-B, I'd say", "Y-E'd"):
+        assert normalize_spelling(text).after == text
+
+
 def test_new_rules_are_switchable() -> None:
     text = "The zip code is 8.9. Under score"
     assert normalize_spelling(text, SpellingRules(split_connectors=False, number_readings=False)).after == text
+    marked = " Y-E'd-N "
+    assert normalize_spelling(marked, SpellingRules(spelled_letter_marks=False)).after == marked

@@ -29,12 +29,18 @@ WHISPER_LATENCY_SECS = 0.5
 _MODEL_ID = "faster-whisper-tiny.en-int8"
 
 
-def transcript_key(audio: bytes, vocabulary: str = "") -> str:
-    """The cache key of a segment's transcript: the model, the hotwords it was keyed with, and the audio.
+def transcript_key(audio: bytes, vocabulary: str = "", prompt: str = "") -> str:
+    """The cache key of a segment's transcript: the model, the hotwords and prompt it was given, and the audio.
 
-    Hotwords change what is heard, so they are part of the key; audio heard cold keeps the key it always had.
+    Hotwords and the prompt change what is heard, so they are part of the key; audio heard cold keeps the key it
+    always had.
     """
-    return digest(_MODEL_ID, "hotwords", vocabulary, audio) if vocabulary else digest(_MODEL_ID, audio)
+    parts: list[str | bytes] = [_MODEL_ID]
+    if vocabulary:
+        parts += ["hotwords", vocabulary]
+    if prompt:
+        parts += ["prompt", prompt]
+    return digest(*parts, audio)
 
 
 def tiny_en_model_path() -> str:
@@ -57,12 +63,13 @@ class CachedWhisperSTTService(WhisperSTTService):
     """
 
     def __init__(self, cache: AudioCache, *, latency_secs: float = WHISPER_LATENCY_SECS, cpu_threads: int = 1,
-                 vocabulary: str = "", **kwargs: Any) -> None:
+                 vocabulary: str = "", prompt: str = "", **kwargs: Any) -> None:
         self._cache = cache
+        self._prompt = prompt
         self._latency = latency_secs
         self._cpu_threads = cpu_threads
         self._vocabulary = vocabulary
-        settings = WhisperSTTService.Settings(model=tiny_en_model_path())
+        settings = WhisperSTTService.Settings(model=tiny_en_model_path(), initial_prompt=prompt or None)
         super().__init__(settings=settings, device="cpu", compute_type="int8", **kwargs)
 
     def _load(self) -> None:
@@ -93,7 +100,7 @@ class CachedWhisperSTTService(WhisperSTTService):
             yield TranscriptionFrame(text, self._user_id, time_now_iso8601(), None)
 
     async def _heard(self, audio: bytes, vocabulary: str) -> tuple[str, ErrorFrame | None]:
-        key = transcript_key(audio, vocabulary)
+        key = transcript_key(audio, vocabulary, self._prompt)
         text = self._cache.transcript(key)
         if text is not None:
             return text, None
@@ -107,5 +114,6 @@ class CachedWhisperSTTService(WhisperSTTService):
             if isinstance(frame, TranscriptionFrame):
                 parts.append(frame.text)
         text = "".join(parts)
-        self._cache.put_transcript(key, text, model=_MODEL_ID, audio_bytes=len(audio), hotwords=vocabulary)
+        self._cache.put_transcript(key, text, model=_MODEL_ID, audio_bytes=len(audio), hotwords=vocabulary,
+                                   prompt=self._prompt)
         return text, None

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from pipecat_harness.sim.audio.cache import AudioCache, digest
+from pipecat_harness.sim.audio.read_aloud import read_aloud
 from pipecat_harness.sim.audio.requirements import require_audio_mode
 
 __all__ = ["SAMPLE_RATE", "PiperCallerVoice"]
@@ -19,6 +20,8 @@ _VOICE = "en_US-joe-medium"
 class PiperCallerVoice:
     """Synthesises caller speech, cached by text and speaking rate.
 
+    The text is read the way a caller reads it (:func:`read_aloud`: long digit strings in groups).
+
     Args:
         cache: Where synthesised audio is kept.
     """
@@ -29,10 +32,12 @@ class PiperCallerVoice:
 
     def is_cached(self, text: str, *, rate: float = 1.0) -> bool:
         """Whether ``text`` at ``rate`` was synthesised before."""
-        return bool((self._cache.directory / "tts" / f"{digest(_VOICE, f'{rate:.3f}', text)}.pcm").exists())
+        key = digest(_VOICE, f"{rate:.3f}", read_aloud(text))
+        return bool((self._cache.directory / "tts" / f"{key}.pcm").exists())
 
     def say(self, text: str, *, rate: float = 1.0) -> bytes:
         """16 kHz mono int16 PCM of ``text``; ``rate`` > 1 speaks faster (Piper's length scale is 1/rate)."""
+        text = read_aloud(text)
         key = digest(_VOICE, f"{rate:.3f}", text)
         cached = self._cache.audio(key)
         if cached is not None:
