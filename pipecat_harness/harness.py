@@ -29,6 +29,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
+from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
 from pipecat_harness.config import HarnessConfig
@@ -201,6 +202,9 @@ class Harness:
         processors of one placement stand in the list as one
         :class:`~pipecat_harness.placement.PlacementGroup` (one hop for every
         frame that passes; :func:`~pipecat_harness.placement.flatten` lists its members).
+        The trace recorder, if any, then takes model inputs from the
+        ``LLMService`` and playback from the ``BaseOutputTransport`` directly
+        (:meth:`~pipecat_harness.trace.recorder.TraceRecorder.listen`).
 
         Then checks that every active control can act (see
         :mod:`pipecat_harness.integration`): each problem is logged as an error
@@ -230,6 +234,11 @@ class Harness:
         result = insert_placed(processors, placed, owners)
         for control in self.controls:
             control.on_pipeline(flatten(result))
+        if self.recorder is not None:
+            llm = next((p for p in processors if isinstance(p, LLMService)), None)
+            output = next((p for p in processors if isinstance(p, BaseOutputTransport)), None)
+            if llm is not None and output is not None and not self.recorder.listening:
+                self.recorder.listen(llm, output)
         return result
 
     def _check_integration(self, processors: list[FrameProcessor]) -> None:

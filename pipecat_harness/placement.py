@@ -9,9 +9,19 @@ runs through the members' own ``process_frame`` in order, and observers see
 the frame when it leaves the group (pushed on by the last member, as before)
 but not its steps between members nor the members' processing events.
 
-A member in direct mode may name the data frames it acts on in a class
-attribute ``handled_data_frames``; other data frames (audio, above all) enter
-the group past it. Lifecycle and system frames always reach every member.
+A member in direct mode may name the frames it acts on, in a class attribute
+``handled_frames`` (every kind of frame) or ``handled_data_frames`` (data
+frames only: system and control frames all reach it). Other frames (audio and
+the bot-speaking heartbeat, above all) enter the group past it, and a frame no
+member acts on leaves the group at once. The lifecycle frames Pipecat's base
+processor acts on (:data:`LIFECYCLE_FRAMES`) always reach every member.
+
+A member that only looks at the frames it names (it neither changes, holds,
+drops nor adds to them) may say so with a method ``inspect_frame(frame,
+direction)``: the group calls it and moves on, instead of having the member
+process the frame and push it on, which for the audio the playback tracker
+counts is most of what the harness costs per frame. Lifecycle frames still
+go through the member's ``process_frame``.
 """
 
 from __future__ import annotations
@@ -20,18 +30,32 @@ import copy
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from pipecat.frames.frames import DataFrame, Frame, LLMContextUserTurnFrame, StartFrame
+from pipecat.frames.frames import (
+    CancelFrame,
+    DataFrame,
+    EndFrame,
+    Frame,
+    FrameProcessorPauseFrame,
+    FrameProcessorPauseUrgentFrame,
+    FrameProcessorResumeFrame,
+    FrameProcessorResumeUrgentFrame,
+    InterruptionFrame,
+    LLMContextUserTurnFrame,
+    StartFrame,
+    StopFrame,
+)
 from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FramePushed, ProcessorSetUp
 from pipecat.pipeline.base_pipeline import BasePipeline
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator, LLMUserAggregator
 from pipecat.processors.frame_processor import FrameCallback, FrameDirection, FrameProcessor, FrameProcessorSetup
 from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.utils.asyncio.task_manager import BaseTaskManager
+from pipecat.utils.errors import ErrorCategory
 
 from pipecat_harness.control import Placement
 from pipecat_harness.decisions import DecisionLog
 
-__all__ = ["ANCHORS", "PlacementGroup", "TurnBoundaryProcessor", "flatten", "insert_placed"]
+__all__ = ["ANCHORS", "LIFECYCLE_FRAMES", "PlacementGroup", "TurnBoundaryProcessor", "flatten", "insert_placed"]
 
 #: Per placement: the processor type it is anchored to, and whether it goes after it.
 ANCHORS: dict[Placement, tuple[type[FrameProcessor], bool]] = {
@@ -40,6 +64,47 @@ ANCHORS: dict[Placement, tuple[type[FrameProcessor], bool]] = {
     Placement.AFTER_OUTPUT_TRANSPORT: (BaseOutputTransport, True),
     Placement.AFTER_ASSISTANT_AGGREGATOR: (LLMAssistantAggregator, True),
 }
+
+#: Frames that reach every member of a group, whatever frames it names: Pipecat's
+#: base processor starts, interrupts, cancels, pauses and resumes on them, or they end the pipeline.
+LIFECYCLE_FRAMES: tuple[type[Frame], ...] = (
+    StartFrame, EndFrame, StopFrame, CancelFrame, InterruptionFrame, FrameProcessorPauseFrame,
+    FrameProcessorPauseUrgentFrame, FrameProcessorResumeFrame, FrameProcessorResumeUrgentFrame,
+)
+
+
+class _Acts:
+    """Which frames one member acts on, and whether it only inspects them."""
+
+    __slots__ = ("data_only", "frames", "inspects")
+
+    def __init__(self, member: FrameProcessor) -> None:
+        frames = getattr(member, "handled_frames", None)
+        self.data_only = frames is None
+        if frames is None:
+            frames = getattr(member, "handled_data_frames", None)
+        # A queueing member is never passed by: a frame going past it would overtake its queue.
+        self.frames: tuple[type[Frame], ...] | None = (
+            None if frames is None or not member._enable_direct_mode else tuple(frames)
+        )
+        self.inspects = self.frames is not None and callable(getattr(member, "inspect_frame", None))
+
+    def on(self, kind: type[Frame]) -> bool:
+        if self.frames is None or issubclass(kind, LIFECYCLE_FRAMES):
+            return True
+        if self.data_only and not issubclass(kind, DataFrame):
+            return True
+        return issubclass(kind, self.frames)
+
+
+class _Route:
+    """How a group handles one kind of frame in one direction."""
+
+    __slots__ = ("entry", "inspectors")
+
+    def __init__(self, inspectors: tuple[Any, ...], entry: FrameProcessor | None) -> None:
+        self.inspectors = inspectors
+        self.entry = entry
 
 
 class TurnBoundaryProcessor(FrameProcessor):
@@ -52,7 +117,7 @@ class TurnBoundaryProcessor(FrameProcessor):
     the pipeline's ``StartFrame`` passes (no extra processor for that).
     """
 
-    handled_data_frames: tuple[type[DataFrame], ...] = (LLMContextUserTurnFrame,)
+    handled_frames: tuple[type[Frame], ...] = (LLMContextUserTurnFrame,)
 
     def __init__(
         self, on_turn: Callable[[str], None], *, decisions: DecisionLog | None = None, **kwargs: Any
@@ -66,11 +131,15 @@ class TurnBoundaryProcessor(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Forward every frame; note submitted user turns."""
         await super().process_frame(frame, direction)
+        if isinstance(frame, StartFrame) and self._decisions is not None:
+            self._decisions.start()
+        await self.inspect_frame(frame, direction)
+        await self.push_frame(frame, direction)
+
+    async def inspect_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Note a submitted user turn (the frame goes on unchanged)."""
         if isinstance(frame, LLMContextUserTurnFrame):
             self._on_turn(frame.text)
-        elif isinstance(frame, StartFrame) and self._decisions is not None:
-            self._decisions.start()
-        await self.push_frame(frame, direction)
 
 
 class _BoundaryObserver(BaseObserver):
@@ -122,15 +191,34 @@ class PlacementGroup(BasePipeline):
             raise ValueError(f"a placement group for {placement.value} needs at least one processor")
         for upstream, downstream in zip(self.members, self.members[1:], strict=False):
             upstream.link(downstream)
-        # Per member, the data frames it acts on (None: all); only direct-mode members are
-        # passed by, since a frame going past a queueing member would overtake its queue.
-        self._handles: list[tuple[type[DataFrame], ...] | None] = [
-            getattr(m, "handled_data_frames", None) if m._enable_direct_mode else None for m in self.members
-        ]
+        self._acts = [_Acts(member) for member in self.members]
+        # Per direction and frame class: the members that inspect it in passing, then the member it
+        # enters (None: it leaves the group after the inspections).
+        self._routes: dict[tuple[FrameDirection, type[Frame]], _Route] = {}
 
-    def _handles_frame(self, index: int, frame: Frame) -> bool:
-        handled = self._handles[index]
-        return handled is None or not isinstance(frame, DataFrame) or isinstance(frame, handled)
+    def _route(self, direction: FrameDirection, kind: type[Frame]) -> _Route:
+        key = (direction, kind)
+        try:
+            return self._routes[key]
+        except KeyError:
+            pass
+        order = range(len(self.members))
+        if direction == FrameDirection.UPSTREAM:
+            order = order[::-1]
+        lifecycle = issubclass(kind, LIFECYCLE_FRAMES)
+        inspectors: list[Any] = []
+        entry: FrameProcessor | None = None
+        for i in order:
+            if not self._acts[i].on(kind):
+                continue
+            if self._acts[i].inspects and not lifecycle:
+                inspectors.append(self.members[i].inspect_frame)  # type: ignore[attr-defined]
+                continue
+            entry = self.members[i]
+            break
+        route = _Route(tuple(inspectors), entry)
+        self._routes[key] = route
+        return route
 
     @property
     def processors(self) -> list[FrameProcessor]:
@@ -186,14 +274,46 @@ class PlacementGroup(BasePipeline):
         direction: FrameDirection = FrameDirection.DOWNSTREAM,
         callback: FrameCallback | None = None,
     ) -> None:
-        """Hand a frame to the first member (last, going upstream) that acts on it, or push it past the group."""
-        order = range(len(self.members)) if direction == FrameDirection.DOWNSTREAM else \
-            range(len(self.members) - 1, -1, -1)
-        for index in order:
-            if callback is not None or self._handles_frame(index, frame):
-                await self.members[index].queue_frame(frame, direction, callback)
-                return
-        await self.push_frame(frame, direction)
+        """Let the members that inspect a frame see it, hand it to the next one that acts on it, or push it on."""
+        if callback is not None:  # a frame that reports back runs through the members as in a pipeline
+            first = self.members[0] if direction == FrameDirection.DOWNSTREAM else self.members[-1]
+            await first.queue_frame(frame, direction, callback)
+            return
+        route = self._route(direction, type(frame))
+        for inspect in route.inspectors:
+            await inspect(frame, direction)
+        if route.entry is not None:
+            await route.entry.queue_frame(frame, direction)
+        else:
+            await self._pass_on(frame, direction)
+
+    async def _pass_on(self, frame: Frame, direction: FrameDirection) -> None:
+        """Push a frame no member acts on to the group's neighbour.
+
+        Observers see the push as they see any other; what is left out is what
+        Pipecat's ``push_frame`` spends on a processor that did something with
+        the frame: the group's own push events (nobody listens to a group's) and
+        a trace-log line formatted for every frame, audio included, whether or
+        not trace logging is on.
+        """
+        handlers = self._event_handlers
+        if handlers["on_before_push_frame"].handlers or handlers["on_after_push_frame"].handlers:
+            await self.push_frame(frame, direction)
+            return
+        destination = self._next if direction == FrameDirection.DOWNSTREAM else self._prev
+        if destination is None:
+            return
+        setup = self._setup
+        try:
+            if setup is not None and setup.observer is not None:
+                await setup.observer.on_push_frame(FramePushed(
+                    source=self, destination=destination, frame=frame, direction=direction,
+                    timestamp=setup.clock.get_time(),
+                ))
+            await destination.queue_frame(frame, direction)
+        except Exception as exc:  # as Pipecat's push: the cause downstream cannot be attributed
+            await self.push_error(error_msg=f"Uncaught exception: {exc}", exception=exc,
+                                  category=ErrorCategory.UNKNOWN)
 
 
 def flatten(processors: Iterable[FrameProcessor]) -> list[FrameProcessor]:

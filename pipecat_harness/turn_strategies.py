@@ -37,6 +37,9 @@ class TurnStrategyAdvisor(FrameProcessor):
             ``None`` recommends nothing.
     """
 
+    #: Besides the lifecycle frames (the start), the only frame it acts on.
+    handled_frames: tuple[type[Frame], ...] = (ServiceMetadataFrame,)
+
     def __init__(self, wrap: StopWrapper, defaults: UserTurnStrategies | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,9 @@ class StateRenderer(FrameProcessor):
     message, and the instruction also holds for the runs after tool results.
     Without one (a processor tested on its own) it is the last system message.
     """
+
+    #: The only frame it acts on, besides the lifecycle frames (the start).
+    handled_frames: tuple[type[Frame], ...] = (LLMContextFrame,)
 
     def __init__(self, keeper: WorkingStateKeeper, **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
@@ -300,6 +304,7 @@ class CallStateControl(HarnessControl):
         recorder = self.harness.recorder
         if recorder is None:
             return
-        snapshot = state.to_dict()
+        # A copy: the trace encodes it off the loop, after the state moved on.
+        snapshot = copy.deepcopy(state.to_dict())
         snapshot.pop("history", None)  # the conversation is on the caller and bot lanes already
         recorder.add("control", "call_state", reason=reason, turn_id=self.harness.decisions.turn_id, state=snapshot)

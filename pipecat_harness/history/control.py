@@ -1,8 +1,9 @@
 """``HistoryControl``: the history controls as one switchable harness control.
 
 It places a :class:`PlaybackTracker` right after the output transport and a
-:class:`HistoryCorrector` right after the assistant aggregator, adds the
-tracker's synthesis observer to the worker, and records every assistant reply
+:class:`HistoryCorrector` right after the assistant aggregator, has the
+tracker's synthesis observer listen to the pipeline's LLM and TTS (or adds it
+to the worker, for a pipeline without both), and records every assistant reply
 (generated text, played prefix, retained history) as a ``ControlDecision``.
 
 A bot whose transport reports playback receipts wires them here::
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.processors.frame_processor import FrameProcessor
+from pipecat.services.llm_service import LLMService
+from pipecat.services.tts_service import TTSService
 
 from pipecat_harness.control import HarnessControl, Placement
 from pipecat_harness.history.corrector import CorrectionPolicy, HistoryCorrector
@@ -57,8 +60,18 @@ class HistoryControl(HarnessControl):
         ]
 
     def observers(self) -> list[BaseObserver]:
-        """The observer that reports generated text and synthesized sentence lengths."""
-        return [self.tracker.observer]
+        """The observer that reports generated text and synthesized sentence lengths.
+
+        None once the placed pipeline's LLM and TTS feed it directly (see :meth:`on_pipeline`).
+        """
+        return [] if self.tracker.observer.listening else [self.tracker.observer]
+
+    def on_pipeline(self, processors: list[FrameProcessor]) -> None:
+        """Feed the synthesis observer from the pipeline's LLM and TTS services, when it has both."""
+        llm = next((p for p in processors if isinstance(p, LLMService)), None)
+        tts = next((p for p in processors if isinstance(p, TTSService)), None)
+        if llm is not None and tts is not None and not self.tracker.observer.listening:
+            self.tracker.observer.listen(llm, tts)
 
     def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
         self.record(action, evidence)

@@ -79,8 +79,9 @@ class HistoryCorrector(FrameProcessor):
         **kwargs: Passed to ``FrameProcessor``.
     """
 
-    # The only data frame it acts on: the harness passes audio and text frames by it.
-    handled_data_frames = (LLMContextAssistantTurnFrame,)
+    # Besides the lifecycle frames (start, interruption), the only frame it acts on: a
+    # placement group passes audio, text and the bot-speaking heartbeat by it.
+    handled_frames: tuple[type[Frame], ...] = (LLMContextAssistantTurnFrame,)
 
     def __init__(
         self,
@@ -111,11 +112,15 @@ class HistoryCorrector(FrameProcessor):
             if self.context is None:
                 logger.error(f"{self}: no LLMAssistantAggregator before it and no context= given; "
                              "history will not be corrected")
-        elif isinstance(frame, LLMContextAssistantTurnFrame) and direction == FrameDirection.DOWNSTREAM:
-            self._on_commit(frame.text)
         elif isinstance(frame, InterruptionFrame):
             self.correct_interrupted()
+        await self.inspect_frame(frame, direction)
         await self.push_frame(frame, direction)
+
+    async def inspect_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Take note of the aggregator's commit of a reply (the frame goes on unchanged)."""
+        if isinstance(frame, LLMContextAssistantTurnFrame) and direction == FrameDirection.DOWNSTREAM:
+            self._on_commit(frame.text)
 
     def _find_context(self) -> LLMContext | None:
         processor = self.previous

@@ -68,6 +68,13 @@ class PlaybackTracker(FrameProcessor):
         **kwargs: Passed to ``FrameProcessor``.
     """
 
+    #: The frames it tracks, besides the lifecycle frames (the interruption); a placement
+    #: group passes the rest (the bot-speaking heartbeat, above all) by it.
+    handled_frames: tuple[type[Frame], ...] = (
+        LLMFullResponseStartFrame, LLMFullResponseEndFrame, TTSStartedFrame, TTSStoppedFrame,
+        AggregatedTextFrame, OutputAudioRawFrame,
+    )
+
     def __init__(
         self,
         *,
@@ -217,12 +224,18 @@ class PlaybackTracker(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Record what the transport played, then pass every frame on."""
         await super().process_frame(frame, direction)
-        if direction == FrameDirection.DOWNSTREAM:
-            await self._track(frame)
+        await self.inspect_frame(frame, direction)
         await self.push_frame(frame, direction)
 
+    async def inspect_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Record what a frame going downstream says was played (the frame goes on unchanged)."""
+        if direction == FrameDirection.DOWNSTREAM:
+            await self._track(frame)
+
     async def _track(self, frame: Frame) -> None:
-        if isinstance(frame, LLMFullResponseStartFrame):
+        if isinstance(frame, OutputAudioRawFrame):  # most of what passes
+            await self._on_audio(frame)
+        elif isinstance(frame, LLMFullResponseStartFrame):
             reply = self.current
             if reply is not None and reply.response_frame_id is None and _nothing_played(reply):
                 # The TTS's start for this reply overtook the response start (it was
@@ -242,8 +255,6 @@ class PlaybackTracker(FrameProcessor):
             if frame.text.strip():
                 reply = self._reply_for_output()
                 reply.segments.append(SpokenSegment(frame.text, frame.id, reply.written_secs))
-        elif isinstance(frame, OutputAudioRawFrame):
-            await self._on_audio(frame)
         elif isinstance(frame, TTSStoppedFrame):
             reply = self.current
             if reply is not None and reply.context_id in (None, frame.context_id):

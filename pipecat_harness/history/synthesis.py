@@ -11,6 +11,11 @@ released its sentence-level text (pushed after the sentence's audio), the
 next sentence of the same context was announced, or the context stopped.
 Until then the seconds seen are a lower bound; a sentence still streaming is
 never taken to be as long as the audio synthesized so far.
+
+Given the pipeline's LLM and TTS services (:meth:`SynthesisObserver.listen`),
+it takes their frames as they push them instead: the worker then needs no
+observer for it, and an observer costs the voice loop a queue hop for every
+frame event of the call, where these are a few per sentence.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from pipecat.frames.frames import (
     AggregatedTextFrame,
+    Frame,
     LLMFullResponseStartFrame,
     LLMTextFrame,
     TTSAudioRawFrame,
@@ -27,7 +33,7 @@ from pipecat.frames.frames import (
     TTSTextFrame,
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
-from pipecat.processors.frame_processor import FrameDirection
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 from pipecat.services.tts_service import TTSService
 
@@ -46,6 +52,24 @@ class SynthesisObserver(BaseObserver):
         self._audio: OrderedDict[int, float] = OrderedDict()
         self._segment_of_context: dict[str, int] = {}
         self._complete: OrderedDict[int, None] = OrderedDict()
+        self.listening = False
+
+    def listen(self, llm: FrameProcessor, tts: FrameProcessor) -> None:
+        """Take the frames ``llm`` and ``tts`` push, as they push them; the worker's events are then ignored.
+
+        Pipecat runs a processor's ``on_before_push_frame`` handlers in the push
+        itself, so what the services produced is noted before any processor
+        after them sees it.
+        """
+        llm.add_event_handler("on_before_push_frame", self._on_llm_push)
+        tts.add_event_handler("on_before_push_frame", self._on_tts_push)
+        self.listening = True
+
+    def _on_llm_push(self, _llm: FrameProcessor, frame: Frame) -> None:
+        self._note_llm(frame)
+
+    def _on_tts_push(self, _tts: FrameProcessor, frame: Frame) -> None:
+        self._note_tts(frame)
 
     def generated_text(self, response_frame_id: int) -> str:
         """The text the LLM streamed for the response opened by that ``LLMFullResponseStartFrame``."""
@@ -82,35 +106,42 @@ class SynthesisObserver(BaseObserver):
 
     async def on_push_frame(self, data: FramePushed) -> None:
         """Note LLM text and TTS sentences and audio as they are produced."""
-        if data.direction != FrameDirection.DOWNSTREAM:
+        if data.direction != FrameDirection.DOWNSTREAM or self.listening:
             return
-        frame = data.frame
         if isinstance(data.source, LLMService):
-            if isinstance(frame, LLMFullResponseStartFrame):
-                self._current_response = frame.id
-                self._generated[frame.id] = []
-                self._trim(self._generated)
-            elif isinstance(frame, LLMTextFrame) and self._current_response is not None:
-                self.note_generated(self._current_response, frame.text)
+            self._note_llm(data.frame)
         elif isinstance(data.source, TTSService):
-            if isinstance(frame, TTSTextFrame):
-                # Sentence-level text is pushed right after the sentence's audio.
-                if frame.segment_id is not None and not frame.pts:
-                    self.note_complete(frame.segment_id)
-            elif isinstance(frame, AggregatedTextFrame):
-                if frame.context_id is not None:
-                    previous = self._segment_of_context.get(frame.context_id)
-                    if previous is not None:
-                        self.note_complete(previous)
-                    self._segment_of_context[frame.context_id] = frame.id
-                    self._audio.setdefault(frame.id, 0.0)
-                    if len(self._segment_of_context) > _MAX_ENTRIES:
-                        self._segment_of_context.pop(next(iter(self._segment_of_context)))
-            elif isinstance(frame, TTSStoppedFrame) and frame.context_id in self._segment_of_context:
-                self.note_complete(self._segment_of_context[frame.context_id])
-            elif isinstance(frame, TTSAudioRawFrame) and frame.context_id in self._segment_of_context:
-                secs = len(frame.audio) / float(frame.sample_rate * max(1, frame.num_channels) * 2)
-                self.note_synthesized(self._segment_of_context[frame.context_id], secs)
+            self._note_tts(data.frame)
+
+    def _note_llm(self, frame: Frame) -> None:
+        # Both are only ever pushed downstream, so a push needs no direction to be placed.
+        if isinstance(frame, LLMFullResponseStartFrame):
+            self._current_response = frame.id
+            self._generated[frame.id] = []
+            self._trim(self._generated)
+        elif isinstance(frame, LLMTextFrame) and self._current_response is not None:
+            self.note_generated(self._current_response, frame.text)
+
+    def _note_tts(self, frame: Frame) -> None:
+        # Audio and sentence text go downstream only; a stop seen twice completes a sentence once.
+        if isinstance(frame, TTSTextFrame):
+            # Sentence-level text is pushed right after the sentence's audio.
+            if frame.segment_id is not None and not frame.pts:
+                self.note_complete(frame.segment_id)
+        elif isinstance(frame, AggregatedTextFrame):
+            if frame.context_id is not None:
+                previous = self._segment_of_context.get(frame.context_id)
+                if previous is not None and previous != frame.id:
+                    self.note_complete(previous)
+                self._segment_of_context[frame.context_id] = frame.id
+                self._audio.setdefault(frame.id, 0.0)
+                if len(self._segment_of_context) > _MAX_ENTRIES:
+                    self._segment_of_context.pop(next(iter(self._segment_of_context)))
+        elif isinstance(frame, TTSStoppedFrame) and frame.context_id in self._segment_of_context:
+            self.note_complete(self._segment_of_context[frame.context_id])
+        elif isinstance(frame, TTSAudioRawFrame) and frame.context_id in self._segment_of_context:
+            secs = len(frame.audio) / float(frame.sample_rate * max(1, frame.num_channels) * 2)
+            self.note_synthesized(self._segment_of_context[frame.context_id], secs)
 
     @staticmethod
     def _trim(entries: OrderedDict[int, Any]) -> None:

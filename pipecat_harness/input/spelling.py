@@ -151,6 +151,9 @@ class SpellingNormalizer(FrameProcessor):
         **kwargs: Passed to ``FrameProcessor``.
     """
 
+    #: The only frame it acts on, besides the lifecycle frames.
+    handled_frames: tuple[type[Frame], ...] = (TranscriptionFrame,)
+
     def __init__(
         self,
         rules: SpellingRules | None = None,

@@ -104,6 +104,9 @@ class GenerationGuard(FrameProcessor):
             of tools the gate never wrapped.
     """
 
+    #: The frames it watches, besides the lifecycle frames (the start, interruptions).
+    handled_frames: tuple[type[Frame], ...] = (LLMContextFrame, FunctionCallResultFrame, FunctionCallsStartedFrame)
+
     def __init__(self, on_unknown_tool: Any = None, notices: Any = None, **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)

@@ -8,10 +8,12 @@ It records the four records of a call, plus every control decision:
 * what was played (released text, seconds of audio) and what the assistant
   aggregator committed to history.
 
-Observers never change frames. Each event is serialised once, on the loop
-(that is its snapshot: frames and contexts change afterwards), and handed to a
-:class:`~pipecat_harness.trace.writer.TraceWriter`, which writes it from its
-own thread; the loop never waits for the disk.
+Observers never change frames. Each event is a record of values that do not
+change afterwards (text, numbers, and copies of what frames and contexts hold:
+messages, tool arguments and results, decisions), handed to a
+:class:`~pipecat_harness.trace.writer.TraceWriter`, which encodes and writes it
+from its own thread: the loop spends no JSON encoding on the trace and never
+waits for the disk.
 
 The model input is logged as a delta, so a trace grows with the call rather
 than with its square: each ``model_input`` event carries ``keep``, how many
@@ -21,6 +23,13 @@ or everything from the first message the history control rewrote). The first
 model input of a call, and the next one after :meth:`TraceRecorder.request_full_context`,
 carry the whole context (``keep`` 0). ``total`` is the length of the full
 context; :meth:`~pipecat_harness.trace.timeline.Timeline.model_context` rebuilds it.
+Given the pipeline's LLM service and output transport (:meth:`TraceRecorder.listen`,
+which ``Harness.place`` calls), it takes the model inputs from the LLM as it
+starts on them and the played audio and text from the transport as it pushes
+them, and observes only first pushes: otherwise it must observe every push of
+every frame (these are second pushes), and each costs the voice loop an
+observer queue hop.
+
 The LLM service's system instruction (``system``) and the tools offered
 (``tools``, their JSON schemas) are logged on the first model input and again
 only when they change, so a decision point can be replayed with what the model
@@ -29,6 +38,7 @@ was given (``pipecat-harness replay``).
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -37,6 +47,7 @@ from pipecat.frames.frames import (
     BotStartedSpeakingFrame,
     BotStoppedSpeakingFrame,
     ErrorFrame,
+    Frame,
     FunctionCallCancelFrame,
     FunctionCallInProgressFrame,
     FunctionCallResultFrame,
@@ -57,13 +68,13 @@ from pipecat.frames.frames import (
     VADUserStoppedSpeakingFrame,
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
-from pipecat.processors.frame_processor import FrameDirection
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 from pipecat.transports.base_output import BaseOutputTransport
 
 from pipecat_harness.decisions import ControlDecision, DecisionLog
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
-from pipecat_harness.trace.writer import TraceWriter
+from pipecat_harness.trace.writer import TraceWriter, encode_record
 
 __all__ = ["TraceRecorder"]
 
@@ -79,9 +90,22 @@ def _jsonable(value: Any) -> Any:
         return str(value)
 
 
+def _copied(value: Any) -> Any:
+    """A copy of ``value`` that later changes to the original do not reach (its text when it cannot be copied)."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return str(value)
+
+
 def _same_message(current: Any, logged: Any) -> bool:
     """Whether a context message is the one logged before (``logged`` is its JSON form)."""
     return bool(current == logged) or _jsonable(current) == logged
+
+
+def _clock_secs(processor: FrameProcessor) -> float:
+    """The processor's clock, in seconds (the time observers are given for its pushes)."""
+    return float(processor.get_clock().get_time()) / 1e9
 
 
 def _tool_schemas(tools: Any) -> list[dict[str, Any]]:
@@ -116,7 +140,7 @@ class TraceRecorder(BaseObserver):
         super().__init__()
         self.path = Path(path) if path else None
         self.call_id = call_id
-        self._lines: list[str] = []
+        self._records: list[dict[str, Any]] = []
         self._events: list[TraceEvent] = []
         self._writer = TraceWriter(self.path) if self.path is not None else None
         self._model_input: list[Any] = []
@@ -125,29 +149,79 @@ class TraceRecorder(BaseObserver):
         self._full_context_next = True
         self._now = 0.0
         self._generated: list[str] | None = None
-        self._played_secs = 0.0
+        # (time, seconds) of each audio chunk the transport played; summed per bot turn by time,
+        # so chunks noted as pushed and turns noted as observed (later) still meet.
+        self._played: list[tuple[float, float]] = []
+        self._speaking_since = 0.0
         self._bot_speaking = False
+        self.listening = False
+        self._clock_of: FrameProcessor | None = None
         if decisions is not None:
             decisions.add_listener(self._on_decision)
         self.add("call", "call_started", call_id=call_id, **(metadata or {}))
 
     def add(self, lane: str, kind: str, *, t: float | None = None, **data: Any) -> None:
-        """Append an event to the timeline (used by the recorder and by simulators)."""
-        record = {"t": round(self._now if t is None else t, 4), "lane": lane, "kind": kind, **data}
-        try:
-            line = _dumps(record)
-        except (TypeError, ValueError):  # e.g. circular data: keep the event, describe the data
-            line = _dumps({"t": record["t"], "lane": lane, "kind": kind, "data": str(data)})
-        self._lines.append(line)
+        """Append an event to the timeline (used by the recorder and by simulators).
+
+        The values in ``data`` must not change afterwards: the event is encoded
+        later, off the loop (pass copies of what is still changing).
+        """
+        record = {"t": round(self._time() if t is None else t, 4), "lane": lane, "kind": kind, **data}
+        self._records.append(record)
         if self._writer is not None:
-            self._writer.write(line)
+            self._writer.write(record)
 
     @property
     def events(self) -> list[TraceEvent]:
-        """The events recorded so far, in recording order."""
-        for line in self._lines[len(self._events):]:
-            self._events.append(TraceEvent.from_mapping(json.loads(line)))
+        """The events recorded so far, in recording order (as read back from the file)."""
+        for record in self._records[len(self._events):]:
+            self._events.append(TraceEvent.from_mapping(json.loads(encode_record(record))))
         return self._events
+
+    def listen(self, llm: FrameProcessor, output: FrameProcessor) -> None:
+        """Take model inputs from ``llm`` and what was played from ``output`` directly; observe first pushes only.
+
+        Pipecat runs a processor's ``on_before_process_frame`` and
+        ``on_before_push_frame`` handlers in the frame's own path; these note
+        the frame (a model input is copied, as it is logged anyway) and return.
+
+        Args:
+            llm: The pipeline's LLM service.
+            output: The pipeline's output transport.
+        """
+        llm.add_event_handler("on_before_process_frame", self._on_llm_frame)
+        output.add_event_handler("on_before_push_frame", self._on_output_push)
+        self._observe_every_push = False
+        self.listening = True
+        self._clock_of = output
+
+    def _time(self) -> float:
+        """Now on the pipeline's clock once it runs; before that, the time of the last push observed."""
+        if self._clock_of is not None:
+            try:
+                return _clock_secs(self._clock_of)
+            except Exception:  # not started yet: Pipecat gives a processor its clock at setup
+                pass
+        return self._now
+
+    def _on_llm_frame(self, llm: FrameProcessor, frame: Frame) -> None:
+        if isinstance(frame, LLMContextFrame) and isinstance(llm, LLMService):
+            self._add_model_input(frame.context.get_messages(), llm, frame.context, t=_clock_secs(llm))
+
+    def _on_output_push(self, output: FrameProcessor, frame: Frame) -> None:
+        # Audio and spoken text leave the transport downstream only.
+        if isinstance(frame, OutputAudioRawFrame):
+            self._note_played(_clock_secs(output), frame)
+        elif isinstance(frame, TTSTextFrame):
+            self.add("bot", "played_text", t=_clock_secs(output), text=frame.text)
+
+    def _note_played(self, t: float, frame: OutputAudioRawFrame) -> None:
+        self._played.append((t, len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
+
+    def _played_since(self, start: float, end: float) -> float:
+        secs = sum(s for t, s in self._played if start <= t <= end)
+        self._played = [(t, s) for t, s in self._played if t > end]
+        return secs
 
     def request_full_context(self) -> None:
         """Log the next model input whole rather than as the messages new since the last one."""
@@ -162,7 +236,8 @@ class TraceRecorder(BaseObserver):
         """The events recorded so far."""
         return Timeline(self.events)
 
-    def _add_model_input(self, messages: list[Any], llm: LLMService[Any], context: Any) -> None:
+    def _add_model_input(self, messages: list[Any], llm: LLMService[Any], context: Any, *,
+                         t: float | None = None) -> None:
         extra: dict[str, Any] = {}
         system = getattr(getattr(llm, "_settings", None), "system_instruction", None)
         system = system if isinstance(system, str) else None
@@ -183,26 +258,28 @@ class TraceRecorder(BaseObserver):
         self._full_context_next = False
         new = [_jsonable(message) for message in messages[keep:]]
         self._model_input = previous[:keep] + new
-        self.add("model", "model_input", keep=keep, total=len(messages), messages=new, **extra)
+        self.add("model", "model_input", t=t, keep=keep, total=len(messages), messages=new, **extra)
 
     def _on_decision(self, kind: str, decision: ControlDecision) -> None:
+        # Evidence and outcome are the control's own mappings: copied as they are now.
         self.add("control", "decision" if kind == "decision" else "decision_outcome", t=decision.at,
-                 **decision.to_dict())
+                 **_copied(decision.to_dict()))
 
     async def on_push_frame(self, data: FramePushed) -> None:
         """Record the frames that make up the four records of a call."""
         frame = data.frame
         self._now = data.timestamp / 1e9
         if isinstance(frame, LLMContextFrame):
-            if isinstance(data.destination, LLMService):
+            if isinstance(data.destination, LLMService) and not self.listening:
                 self._add_model_input(frame.context.get_messages(), data.destination, frame.context)
             return
         if isinstance(frame, OutputAudioRawFrame):
-            if isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM:
-                self._played_secs += len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)
+            if (isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM
+                    and not self.listening):
+                self._note_played(self._now, frame)
             return
         if isinstance(frame, TTSTextFrame):
-            if isinstance(data.source, BaseOutputTransport):
+            if isinstance(data.source, BaseOutputTransport) and not self.listening:
                 self.add("bot", "played_text", text=frame.text)
             return
         # Broadcast frames travel as one copy per direction: record the downstream one.
@@ -238,19 +315,20 @@ class TraceRecorder(BaseObserver):
             self._generated = None
         elif isinstance(frame, FunctionCallInProgressFrame):
             self.add("tool", "tool_request", name=frame.function_name, tool_call_id=frame.tool_call_id,
-                     arguments=dict(frame.arguments or {}))
+                     arguments=_copied(dict(frame.arguments or {})))
         elif isinstance(frame, FunctionCallResultFrame):
             self.add("tool", "tool_result", name=frame.function_name, tool_call_id=frame.tool_call_id,
-                     result=frame.result, error=getattr(frame, "error", None))
+                     result=_copied(frame.result), error=getattr(frame, "error", None))
         elif isinstance(frame, FunctionCallCancelFrame):
             self.add("tool", "tool_cancelled", name=frame.function_name, tool_call_id=frame.tool_call_id)
         elif isinstance(frame, BotStartedSpeakingFrame):
-            self._played_secs = 0.0
+            self._speaking_since = self._now
             self._bot_speaking = True
             self.add("bot", "bot_started_speaking")
         elif isinstance(frame, BotStoppedSpeakingFrame):
             self._bot_speaking = False
-            self.add("bot", "bot_stopped_speaking", played_secs=round(self._played_secs, 3))
+            played = self._played_since(self._speaking_since, self._now)
+            self.add("bot", "bot_stopped_speaking", played_secs=round(played, 3))
         elif isinstance(frame, InterruptionFrame):
             self.add("bot", "interruption", bot_speaking=self._bot_speaking)
         elif isinstance(frame, LLMContextAssistantTurnFrame):

@@ -1,8 +1,8 @@
-"""``TraceWriter``: appends trace lines to a file from a background thread.
+"""``TraceWriter``: encodes trace records and appends them to a file from a background thread.
 
-The voice loop only hands over a finished line (a non-blocking queue put);
-opening, writing and flushing files happen on one writer thread per process,
-shared by every call's trace. The thread wakes at most every
+The voice loop only hands over a record (a non-blocking queue put); JSON
+encoding, opening, writing and flushing files happen on one writer thread per
+process, shared by every call's trace. The thread wakes at most every
 ``BATCH_SECS`` and writes what piled up in one go, so a call's events cost
 the loop no thread switch each, and a slow disk never stalls a frame. Lines
 reach a file in the order they were handed over; :meth:`TraceWriter.close`
@@ -11,19 +11,35 @@ returns once all of a file's lines are written.
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from loguru import logger
 
-__all__ = ["BATCH_SECS", "TraceWriter"]
+__all__ = ["BATCH_SECS", "TraceWriter", "encode_record"]
 
 #: Longest a written line waits in memory before it reaches the file.
 BATCH_SECS = 0.05
 
 _CLOSE = object()
+
+
+def encode_record(record: Mapping[str, Any]) -> str:
+    """One trace line: ``record`` as JSON, values JSON does not know as their text.
+
+    A record JSON cannot hold at all (circular data) keeps its time, lane and
+    kind, with the rest as text.
+    """
+    try:
+        return json.dumps(record, default=str, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        rest = {k: v for k, v in record.items() if k not in ("t", "lane", "kind")}
+        return json.dumps({"t": record.get("t"), "lane": record.get("lane"), "kind": record.get("kind"),
+                           "data": str(rest)}, default=str, ensure_ascii=False)
 
 
 class _WriterThread:
@@ -60,7 +76,8 @@ class _WriterThread:
                 if item is _CLOSE:
                     closing.append(writer)
                 else:
-                    lines.setdefault(writer, []).append(item)  # type: ignore[arg-type]
+                    line = item if isinstance(item, str) else encode_record(item)  # type: ignore[arg-type]
+                    lines.setdefault(writer, []).append(line)
             for writer, pending in lines.items():
                 writer._write_lines(pending)
             for writer in closing:
@@ -84,8 +101,10 @@ class TraceWriter:
         self._closed = False
         self._done = threading.Event()
 
-    def write(self, line: str) -> None:
-        """Queue one line (without its newline) for writing; never blocks.
+    def write(self, line: str | Mapping[str, Any]) -> None:
+        """Queue one line (without its newline), or a record the writer thread encodes; never blocks.
+
+        A record must not change once handed over: it is encoded later, on the writer thread.
 
         Raises:
             ValueError: The writer is closed.

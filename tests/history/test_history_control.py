@@ -1,3 +1,11 @@
+from pipecat.frames.frames import (
+    AggregatedTextFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    TextType,
+    TTSAudioRawFrame,
+    TTSStoppedFrame,
+)
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
 from pipecat.processors.frame_processor import FrameProcessor
@@ -7,6 +15,8 @@ from pipecat_harness.harness import CONTROL_FACTORIES, Harness
 from pipecat_harness.history import HistoryCorrector, PlaybackTracker, SynthesisObserver
 from pipecat_harness.history.control import HistoryControl
 from pipecat_harness.placement import flatten
+from pipecat_harness.sim.scenario import ModelScript
+from pipecat_harness.sim.scripted_llm import ScriptedLLMService
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
 from pipecat_harness.sim.sim_tts import SimulatedTTSService
 
@@ -32,6 +42,35 @@ def test_places_tracker_after_transport_and_corrector_after_aggregator() -> None
     assert kinds.index(PlaybackTracker) == kinds.index(SimulatedOutputTransport) + 1
     assert kinds.index(HistoryCorrector) == len(kinds) - 1
     assert any(isinstance(o, SynthesisObserver) for o in harness.observers()[0].members)
+
+
+def test_synthesis_observer_listens_to_the_placed_llm_and_tts_instead_of_the_worker() -> None:
+    harness = _harness()
+    control = harness.control("history")
+    assert isinstance(control, HistoryControl)
+    pair = LLMContextAggregatorPair(LLMContext())
+    llm, tts = ScriptedLLMService(ModelScript()), SimulatedTTSService()
+    harness.place([pair.user(), llm, tts, SimulatedOutputTransport(), pair.assistant()])
+    assert control.tracker.observer.listening
+    members = [m for group in harness.observers() for m in group.members]  # type: ignore[attr-defined]
+    assert not any(isinstance(m, SynthesisObserver) for m in members)
+
+
+async def test_listening_synthesis_observer_notes_what_the_services_push() -> None:
+    observer = SynthesisObserver()
+    llm, tts = ScriptedLLMService(ModelScript()), SimulatedTTSService()
+    observer.listen(llm, tts)
+    start = LLMFullResponseStartFrame()
+    for frame in (start, LLMTextFrame("Hello "), LLMTextFrame("there.")):
+        await llm.push_frame(frame)
+    sentence = AggregatedTextFrame("Hello there.", TextType.SENTENCE)
+    sentence.context_id = "c1"
+    audio = TTSAudioRawFrame(audio=b"\0" * 32000, sample_rate=16000, num_channels=1, context_id="c1")
+    for frame in (sentence, audio, TTSStoppedFrame(context_id="c1")):
+        await tts.push_frame(frame)
+    assert observer.generated_text(start.id) == "Hello there."
+    assert observer.audio_secs(sentence.id) == 1.0
+    assert observer.synthesis_complete(sentence.id)
 
 
 def test_settings_reach_the_corrector_and_tracker() -> None:

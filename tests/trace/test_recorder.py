@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 from pipecat.frames.frames import LLMContextFrame
 from pipecat.observers.base_observer import FramePushed
@@ -98,3 +99,76 @@ def test_trace_writer_reports_an_unwritable_file_and_the_call_goes_on(tmp_path):
     recorder.close()
     assert recorder._writer is not None and isinstance(recorder._writer.error, OSError)
     assert [e.kind for e in recorder.events] == ["call_started", "submitted"]
+
+
+def test_events_are_encoded_on_the_writer_thread_not_the_callers(tmp_path):
+    import threading
+
+    class Value:
+        """Encoded as its text; notes the thread that encoded it."""
+
+        threads: list[str] = []
+
+        def __str__(self) -> str:
+            Value.threads.append(threading.current_thread().name)
+            return "value"
+
+    path = tmp_path / "call.jsonl"
+    recorder = TraceRecorder(path, call_id="c")
+    recorder.add("tool", "tool_result", t=1.0, result={"v": Value()})
+    recorder.close()
+    assert Value.threads == ["trace-writer"]
+    assert json.loads(path.read_text().splitlines()[-1])["result"] == {"v": "value"}
+
+
+def test_an_event_with_circular_data_is_kept_with_its_data_as_text(tmp_path):
+    loop: dict = {}
+    loop["self"] = loop
+    path = tmp_path / "call.jsonl"
+    recorder = TraceRecorder(path, call_id="c")
+    recorder.add("tool", "tool_result", t=2.0, result=loop)
+    recorder.close()
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert (last["t"], last["lane"], last["kind"]) == (2.0, "tool", "tool_result")
+    assert "self" in last["data"]
+    assert recorder.events[-1].kind == "tool_result"
+
+
+def _bot_and_model_events(trace: Path) -> list[tuple[str, dict]]:
+    kinds = ("model_input", "generated", "played_text", "bot_started_speaking", "bot_stopped_speaking", "interruption")
+    return [(e.kind, {**e.data, "t": e.t}) for e in Timeline.load(trace).events if e.kind in kinds]
+
+
+def test_a_placed_recorder_logs_what_observing_every_push_logs(tmp_path, monkeypatch):
+    from pipecat_harness.sim.runner import run_scenario
+    from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
+
+    # A call with a barge-in: a cut-off reply's played seconds and the context after it.
+    scenario = load_scenario(BUNDLED_DIR / "barge_in_after_refund.yaml")
+    placed = run_scenario(scenario, trace_dir=tmp_path / "placed")
+    monkeypatch.setattr(TraceRecorder, "listen", lambda self, llm, output: None)
+    observing = run_scenario(scenario, trace_dir=tmp_path / "observing")
+    assert placed.as_expected and observing.as_expected
+    events = _bot_and_model_events(tmp_path / "placed" / f"{scenario.name}.jsonl")
+    assert events == _bot_and_model_events(tmp_path / "observing" / f"{scenario.name}.jsonl")
+    assert [k for k, _ in events].count("model_input") >= 2
+    assert any(k == "bot_stopped_speaking" and d["played_secs"] > 1.0 for k, d in events)
+
+
+def test_the_harness_places_its_recorder_on_the_llm_and_the_output_transport(tmp_path):
+    from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair
+
+    from pipecat_harness.config import HarnessConfig
+    from pipecat_harness.harness import Harness
+    from pipecat_harness.sim.scenario import ModelScript
+    from pipecat_harness.sim.scripted_llm import ScriptedLLMService
+    from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
+    from pipecat_harness.sim.sim_tts import SimulatedTTSService
+
+    harness = Harness(HarnessConfig().only("history"), trace_path=tmp_path / "call.jsonl")
+    pair = LLMContextAggregatorPair(LLMContext())
+    harness.place([pair.user(), ScriptedLLMService(ModelScript()), SimulatedTTSService(),
+                   SimulatedOutputTransport(), pair.assistant()])
+    assert harness.recorder is not None and harness.recorder.listening
+    assert not harness.recorder.observe_every_push
+    harness.close()
