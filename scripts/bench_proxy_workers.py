@@ -25,7 +25,8 @@ Each round runs both arms in turn (rounds alternate which goes first). Printed
 per arm: requests per second (wrk's count of complete streams over its run),
 the proxy processes' CPU per stream, the cores the proxy processes got (their
 CPU seconds per second: below the worker count when other work on the machine
-takes its share), and with two workers each worker's share
+takes its share) and the streams per second per core they got (flat when the
+proxy scales with the CPU it is given), and with two workers each worker's share
 of the streams, read as its share of the bytes the workers wrote (every stream
 writes the same bytes: its SSE answer, its upstream request, its Redis
 commands), beside its share of the CPU. Then the 2-worker / 1-worker ratio.
@@ -248,10 +249,11 @@ def main() -> int:
                       f"{sum(cpu) * 1000 / count:.2f} ms/stream")
         rates = {arm: served[arm] / seconds[arm] for arm in arms}
         print(f"{'arm':>10} {'streams/s':>10} {'proxy CPU ms/stream':>20} {'cores the proxy got':>20} "
-              f"{'client+upstream+Redis / proxy CPU':>34}")
+              f"{'streams/s per core':>19} {'client+upstream+Redis / proxy CPU':>34}")
         for arm in arms:
-            print(f"{arm:>10} {rates[arm]:>10.1f} {proxy_cpu[arm] * 1000 / served[arm]:>20.2f} "
-                  f"{proxy_cpu[arm] / seconds[arm]:>20.2f} {other_cpu[arm] / proxy_cpu[arm]:>34.2f}")
+            cores = proxy_cpu[arm] / seconds[arm]
+            print(f"{arm:>10} {rates[arm]:>10.1f} {proxy_cpu[arm] * 1000 / served[arm]:>20.2f} {cores:>20.2f} "
+                  f"{rates[arm] / cores:>19.1f} {other_cpu[arm] / proxy_cpu[arm]:>34.2f}")
         for number, round_shares in enumerate(shares, 1):
             total = sum(w for w, _ in round_shares)
             parts = ", ".join(f"worker {i + 1}: {w / total:.0%} of streams ({c:.0%} of CPU)"

@@ -41,6 +41,7 @@ _TOPIC_CUES = (
     "by the way", "also", "oh and", "another thing", "one more thing", "i should mention", "i wanted to mention",
     "separately", "unrelated",
 )
+_TOPIC_CUE_PREFIXES = tuple(cue + " " for cue in _TOPIC_CUES)
 
 
 def _is_negation(word: str) -> bool:
@@ -93,6 +94,8 @@ class _Phrases:
     """(location name, its name and aliases)."""
     topics_by_first_word: dict[str, list[int]]
     """Each word that starts a topic phrase, with the positions of those phrases in ``topics``."""
+    location_first_words: frozenset[str]
+    """The words that start a location's name or alias."""
 
     @classmethod
     def of(cls, checklist: Checklist) -> _Phrases:
@@ -103,7 +106,8 @@ class _Phrases:
         by_first: dict[str, list[int]] = {}
         for position, (phrase, _) in enumerate(topics):
             by_first.setdefault(phrase[0], []).append(position)
-        return cls(topics, locations, by_first)
+        location_first = frozenset(phrase[0] for _, phrases in locations for phrase in phrases if phrase)
+        return cls(topics, locations, by_first, location_first)
 
     def topics_in(self, index: dict[str, list[int]]) -> list[tuple[list[str], str]]:
         """The topic phrases whose first word occurs in a clause (its :func:`_word_index`), longest first."""
@@ -169,8 +173,11 @@ class RuleAnalyzer(Analyzer):
         return sorted(found.values(), key=lambda m: m.start)
 
     def _locations(self, checklist: Checklist, words: list[str], index: dict[str, list[int]]) -> list[str]:
+        known = self._phrases_of(checklist)
+        if index.keys().isdisjoint(known.location_first_words):
+            return []  # most clauses name no place
         hits = []
-        for name, phrases in self._phrases_of(checklist).locations:
+        for name, phrases in known.locations:
             for phrase in phrases:
                 positions = _phrase_positions(words, phrase, index)
                 if positions:
@@ -190,7 +197,9 @@ class RuleAnalyzer(Analyzer):
             sentence_location: str | None = None
             sentence_words = _words(sentence)
             sentence_text = " ".join(sentence_words)
-            cue = next((c for c in _TOPIC_CUES if sentence_text.startswith(c + " ")), None)
+            cue = None
+            if sentence_text.startswith(_TOPIC_CUE_PREFIXES):
+                cue = next(c for c in _TOPIC_CUES if sentence_text.startswith(c + " "))
             if cue is not None and not self._mentions(checklist, sentence_words, _word_index(sentence_words)):
                 cue_pattern = r"^\W*" + r"\W+".join(re.escape(w) for w in cue.split()) + r"\W*"
                 topic = re.sub(cue_pattern, "", sentence.strip(), flags=re.IGNORECASE).strip()
