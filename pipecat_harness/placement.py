@@ -192,14 +192,17 @@ class PlacementGroup(BasePipeline):
         for upstream, downstream in zip(self.members, self.members[1:], strict=False):
             upstream.link(downstream)
         self._acts = [_Acts(member) for member in self.members]
-        # Per direction and frame class: the members that inspect it in passing, then the member it
-        # enters (None: it leaves the group after the inspections).
-        self._routes: dict[tuple[FrameDirection, type[Frame]], _Route] = {}
+        # Per frame class, going downstream and upstream: the members that inspect it in passing,
+        # then the member it enters (None: it leaves the group after the inspections).
+        self._downstream_routes: dict[type[Frame], _Route] = {}
+        self._upstream_routes: dict[type[Frame], _Route] = {}
+        self._observer: BaseObserver | None = None
+        self._clock: Any = None
 
     def _route(self, direction: FrameDirection, kind: type[Frame]) -> _Route:
-        key = (direction, kind)
+        routes = self._downstream_routes if direction == FrameDirection.DOWNSTREAM else self._upstream_routes
         try:
-            return self._routes[key]
+            return routes[kind]
         except KeyError:
             pass
         order = range(len(self.members))
@@ -217,7 +220,7 @@ class PlacementGroup(BasePipeline):
             entry = self.members[i]
             break
         route = _Route(tuple(inspectors), entry)
-        self._routes[key] = route
+        routes[kind] = route
         return route
 
     @property
@@ -255,6 +258,7 @@ class PlacementGroup(BasePipeline):
         """Set the members up, reporting to the worker's observer only what leaves the group."""
         await super().setup(setup)
         self._setup_finished()
+        self._observer, self._clock = setup.observer, setup.clock
         self.members[0]._prev = self._prev
         self.members[-1]._next = self._next
         inner = setup
@@ -303,12 +307,11 @@ class PlacementGroup(BasePipeline):
         destination = self._next if direction == FrameDirection.DOWNSTREAM else self._prev
         if destination is None:
             return
-        setup = self._setup
         try:
-            if setup is not None and setup.observer is not None:
-                await setup.observer.on_push_frame(FramePushed(
+            if self._observer is not None:
+                await self._observer.on_push_frame(FramePushed(
                     source=self, destination=destination, frame=frame, direction=direction,
-                    timestamp=setup.clock.get_time(),
+                    timestamp=self._clock.get_time(),
                 ))
             await destination.queue_frame(frame, direction)
         except Exception as exc:  # as Pipecat's push: the cause downstream cannot be attributed
