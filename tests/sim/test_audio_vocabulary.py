@@ -33,10 +33,10 @@ def test_hotwords_are_part_of_the_transcript_key() -> None:
     from pipecat_harness.sim.audio.recogniser import transcript_key
 
     audio = b"\x00\x01" * 800
-    assert transcript_key(audio) == digest("faster-whisper-tiny.en-int8", audio)  # cold audio keeps its key
+    assert transcript_key(audio) == digest("faster-whisper-tiny.en-int8-seeded", audio)  # cold audio keeps its key
     assert transcript_key(audio, "refund") != transcript_key(audio)
     assert transcript_key(audio, "refund") != transcript_key(audio, "roaming")
-    assert transcript_key(audio, "refund") == digest("faster-whisper-tiny.en-int8", "hotwords", "refund", audio)
+    assert transcript_key(audio, "refund") == digest("faster-whisper-tiny.en-int8-seeded", "hotwords", "refund", audio)
     # A prompt changes what is heard too: it keys its own transcript and leaves the unprompted ones as they were.
     assert transcript_key(audio, "refund", "Digits: 3 0 7.") not in (transcript_key(audio, "refund"),
                                                                     transcript_key(audio, "", "Digits: 3 0 7."))

@@ -53,3 +53,33 @@ def test_audio_cached_before_synthesis_was_seeded_is_not_reused(tmp_path: Path) 
     assert not voice.is_cached(text)
     fresh = voice.say(text)
     assert fresh != stale and len(fresh) > 16000 and voice.is_cached(text)
+
+
+_SAMPLE = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from pipecat_harness.sim.audio.cache import AudioCache
+from pipecat_harness.sim.audio.recogniser import CachedWhisperSTTService
+from pipecat_harness.sim.audio.voice import PiperCallerVoice
+cache = AudioCache(Path(sys.argv[1]))
+voice, service = PiperCallerVoice(cache), CachedWhisperSTTService(cache)
+heard = {}
+for text, seed in json.loads(sys.argv[2]):
+    audio = np.frombuffer(voice.say(text), dtype=np.int16).astype(np.float32) / 32768.0
+    service._load_model(seed)
+    # Sampling at temperature 1, as faster-whisper's fallback does when greedy decoding looks unreliable.
+    segments, _ = service._model.transcribe(audio, language="en", temperature=1.0, beam_size=1, best_of=1)
+    heard[text] = "".join(s.text for s in segments)
+print(json.dumps(heard))
+"""
+
+
+def test_the_recogniser_samples_the_same_words_for_a_segment_in_any_process_and_order(tmp_path: Path) -> None:
+    segments = [("My confirmation code is R Z X B Y H seven", 11), ("The item number is six eight four", 12)]
+    runs = []
+    for order in (segments, segments[::-1]):
+        done = subprocess.run([sys.executable, "-c", _SAMPLE, str(tmp_path / "cache"), json.dumps(order)],
+                              capture_output=True, text=True, timeout=300, env=dict(os.environ), check=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert runs[0] == runs[1] and all(runs[0].values())

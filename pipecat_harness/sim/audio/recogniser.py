@@ -6,12 +6,18 @@ of the audio, so a rerun neither loads the model nor changes a word. On the
 simulator's virtual clock inference takes no time, so the recogniser's real
 cost (roughly fixed per call for Whisper, whose encoder always sees a 30 s
 window) is modelled as ``latency_secs`` of virtual time before the transcript.
+
+When greedy decoding looks unreliable, faster-whisper falls back to sampling at higher temperatures, and
+CTranslate2 samples from a per-thread generator seeded from the OS unless told otherwise: the same audio could
+give different words in two processes. So each segment not in the cache is heard by a model loaded for it, whose
+generator starts from a seed drawn from the segment's key (0.3 s a load, about half a transcription).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import AsyncGenerator
 from typing import Any, cast
 
@@ -26,7 +32,10 @@ __all__ = ["WHISPER_LATENCY_SECS", "CachedWhisperSTTService", "tiny_en_model_pat
 
 #: Measured on the project machine: 0.4-0.7 s per utterance for tiny.en int8 on one thread.
 WHISPER_LATENCY_SECS = 0.5
-_MODEL_ID = "faster-whisper-tiny.en-int8"
+#: The model and how it decodes: transcripts heard before the sampler was seeded per segment are not reused.
+_MODEL_ID = "faster-whisper-tiny.en-int8-seeded"
+# CTranslate2's seed is process-wide; a model's worker thread reads it when it first samples.
+_SEEDING = threading.Lock()
 
 
 def transcript_key(audio: bytes, vocabulary: str = "", prompt: str = "") -> str:
@@ -75,12 +84,16 @@ class CachedWhisperSTTService(WhisperSTTService):
     def _load(self) -> None:
         """Load on the first transcript the cache does not have (a fully cached run never loads the model)."""
 
-    def _load_model(self) -> None:
+    def _load_model(self, seed: int = 0) -> None:
+        """A fresh model (fresh worker threads), so its sampler starts from ``seed`` whatever was heard before."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import ctranslate2
         from faster_whisper import WhisperModel
 
-        self._model = WhisperModel(tiny_en_model_path(), device="cpu", compute_type="int8",
-                                   cpu_threads=self._cpu_threads)
+        with _SEEDING:
+            ctranslate2.set_random_seed(seed)
+            self._model = WhisperModel(tiny_en_model_path(), device="cpu", compute_type="int8",
+                                       cpu_threads=self._cpu_threads)
 
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame, None]:
         """Transcribe one VAD segment (from the cache when it was heard before).
@@ -104,8 +117,7 @@ class CachedWhisperSTTService(WhisperSTTService):
         text = self._cache.transcript(key)
         if text is not None:
             return text, None
-        if self._model is None:
-            self._load_model()
+        self._load_model(int(key[:8], 16))
         cast(WhisperSTTSettings, self._settings).hotwords = vocabulary or None
         parts: list[str] = []
         async for frame in super().run_stt(audio):
