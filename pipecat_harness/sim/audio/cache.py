@@ -1,9 +1,9 @@
 """A content-addressed disk cache for synthesised caller audio and its transcripts.
 
-Piper samples noise inside its model, so the same sentence never synthesises
-to the same bytes twice; caching the audio by its text (and speaking rate)
-makes a call's audio, and therefore its transcripts, identical on every rerun.
-Transcripts are cached by a hash of the audio segment the recogniser heard.
+Synthesis is deterministic (see ``voice``), so the audio cache saves time, not
+reproducibility: a clean cache makes the same bytes again. Audio is keyed by
+voice, synthesis marker, speaking rate and text; transcripts by a hash of the
+audio segment the recogniser heard.
 """
 
 from __future__ import annotations

@@ -26,13 +26,13 @@ PIPER_WORDS_PER_MINUTE = 165.0
 
 
 def turn_audio(turn: CallerTurn, voice: PiperCallerVoice, *, rate: float = 1.0) -> bytes:
-    """The PCM of one caller turn: each ``say`` voiced, pauses as silence, ``silent`` speech as a hum."""
+    """The PCM of one caller turn: each ``say`` voiced, pauses as silence, ``silent`` speech as a murmur."""
     out = bytearray()
     for segment in turn.speech:
         if segment.pause is not None:
             out += bytes(int(segment.pause * SAMPLE_RATE) * 2)
         elif segment.silent is not None:
-            out += voice.say("mm hmm", rate=rate)[: int(segment.silent * SAMPLE_RATE) * 2]
+            out += voice.murmur(segment.silent)
         elif segment.say:
             out += voice.say(segment.say, rate=rate)
     return bytes(out)

