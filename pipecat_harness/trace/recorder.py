@@ -91,11 +91,11 @@ def _jsonable(value: Any) -> Any:
 
 
 def _copied(value: Any) -> Any:
-    """A copy of ``value`` that later changes to the original do not reach (its text when it cannot be copied)."""
+    """A copy of ``value`` that later changes to the original do not reach (its JSON form when it cannot be copied)."""
     try:
         return copy.deepcopy(value)
-    except Exception:
-        return str(value)
+    except Exception:  # a lock, a socket...: what the trace would have shown of it anyway
+        return _jsonable(value)
 
 
 def _same_message(current: Any, logged: Any) -> bool:
@@ -263,7 +263,7 @@ class TraceRecorder(BaseObserver):
     def _on_decision(self, kind: str, decision: ControlDecision) -> None:
         # Evidence and outcome are the control's own mappings: copied as they are now.
         self.add("control", "decision" if kind == "decision" else "decision_outcome", t=decision.at,
-                 **_copied(decision.to_dict()))
+                 **{key: _copied(value) for key, value in decision.to_dict().items()})
 
     async def on_push_frame(self, data: FramePushed) -> None:
         """Record the frames that make up the four records of a call."""

@@ -172,3 +172,20 @@ def test_the_harness_places_its_recorder_on_the_llm_and_the_output_transport(tmp
     assert harness.recorder is not None and harness.recorder.listening
     assert not harness.recorder.observe_every_push
     harness.close()
+
+
+def test_a_decision_is_logged_as_it_was_made_even_when_its_evidence_cannot_be_copied(tmp_path):
+    import threading
+
+    from pipecat_harness.decisions import DecisionLog
+
+    decisions = DecisionLog("c")
+    path = tmp_path / "call.jsonl"
+    recorder = TraceRecorder(path, call_id="c", decisions=decisions)
+    evidence = {"words": ["W", "two"], "lock": threading.Lock()}
+    decisions.record("identifier_hold", "held", evidence)
+    evidence["words"].append("three")  # the control goes on with its own mapping
+    recorder.close()
+    [decision] = [json.loads(line) for line in path.read_text().splitlines() if '"kind": "decision"' in line]
+    assert decision["action"] == "held" and decision["evidence"]["words"] == ["W", "two"]
+    assert "lock" in decision["evidence"]
