@@ -32,10 +32,10 @@ writes the same bytes: its SSE answer, its upstream request, its Redis
 commands), beside its share of the CPU. Then the 2-worker / 1-worker ratio.
 
 What two cores allow: the client, the upstream and Redis still run on the
-same two cores, so the second worker shares a core with them. Their CPU per
-stream is printed as a fraction of the proxy's; the ceiling for the ratio is
-about ``2 / (1 + that fraction)`` on an otherwise idle machine, lower when
-other work runs (the load average is printed before and after).
+same two cores, so the second worker shares a core with them; their CPU per
+stream is printed as a fraction of the proxy's, with the cores the proxy got
+in each arm (the load average is printed before and after: other work on the
+machine takes its share of the second core).
 
     .venv/bin/python scripts/bench_proxy_workers.py [--connections 64] [--secs 5] [--rounds 2]
 """
@@ -259,9 +259,9 @@ def main() -> int:
             parts = ", ".join(f"worker {i + 1}: {w / total:.0%} of streams ({c:.0%} of CPU)"
                               for i, (w, c) in enumerate(round_shares))
             print(f"2-worker run {number}: {parts}")
-        fraction = other_cpu["2 workers"] / proxy_cpu["2 workers"]
-        print(f"2 workers / 1 worker: {rates['2 workers'] / rates['1 worker']:.2f}x (ceiling on 2 cores with the "
-              f"client, upstream and Redis beside them: about {2 / (1 + fraction):.2f}x)")
+        cores = {arm: proxy_cpu[arm] / seconds[arm] for arm in arms}
+        print(f"2 workers / 1 worker: {rates['2 workers'] / rates['1 worker']:.2f}x in streams/s, with "
+              f"{cores['2 workers'] / cores['1 worker']:.2f}x the cores the proxy got")
         print(f"load average after: {_load()}")
     except Exception:
         servers.dump()

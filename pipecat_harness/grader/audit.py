@@ -6,10 +6,19 @@ shared backend for many processes)::
 
     store = AuditStore("sqlite+aiosqlite:///grader_audit.db")
     store = AuditStore("postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+
+A turn's rows are written while the call goes on, so on a SQLite file they go
+through one raw ``sqlite3`` connection on a thread of its own
+(:class:`~pipecat_harness.tools.sqlite_thread.SqliteThread`): the call's loop
+only hands the rows over. Measured with ``scripts/bench_grader.py``, the
+SQLAlchemy insert through ``aiosqlite`` (statement compilation and a thread hop
+per statement on the loop) was most of what grading added to the latency of
+the frames after a turn. Reads and reviews keep SQLAlchemy.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
@@ -21,6 +30,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from pipecat_harness.grader.verdict import FLAGGED
+from pipecat_harness.tools.sqlite_thread import SqliteThread
 
 __all__ = ["DEFAULT_AUDIT_URL", "REVIEW_STATUS", "AuditRow", "AuditStore", "ReviewAction", "ReviewEvent"]
 
@@ -165,6 +175,12 @@ class AuditStore:
                 Path(url.database).parent.mkdir(parents=True, exist_ok=True)
             engine = create_async_engine(engine)
         self.engine = engine
+        database = engine.url.database
+        #: The SQLite file whose rows a thread of its own writes (``None``: SQLAlchemy writes them).
+        self._writer_path: str | None = (
+            database if engine.url.get_backend_name() == "sqlite" and database
+            and database != ":memory:" and not database.startswith("file:") else None)
+        self._writer: SqliteThread | None = None
         self._metadata = MetaData()
         self.table = _table(self._metadata, table_name)
         #: Every review action, oldest first per row (the row keeps only the latest).
@@ -181,7 +197,10 @@ class AuditStore:
             await conn.run_sync(self._metadata.drop_all)
 
     async def close(self) -> None:
-        """Release the engine's connections."""
+        """Release the engine's connections and end the writer thread."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            await writer.close()
         await self.engine.dispose()
 
     async def write(self, row: AuditRow) -> AuditRow:
@@ -190,12 +209,36 @@ class AuditStore:
 
     async def write_many(self, rows: list[AuditRow]) -> list[AuditRow]:
         """Insert the rows of one turn in one transaction; returns them with ``id`` set."""
+        if self._writer_path is not None and rows:
+            return await self._write_on_thread(rows)
         async with self.engine.begin() as conn:
             for row in rows:
                 values = row.to_dict()
                 values.pop("id")
                 result = await conn.execute(self.table.insert().values(**values).returning(self.table.c.id))
                 row.id = int(result.scalar_one())
+        return rows
+
+    async def _write_on_thread(self, rows: list[AuditRow]) -> list[AuditRow]:
+        if self._writer is None:
+            assert self._writer_path is not None
+            self._writer = SqliteThread(self._writer_path, name="grader audit")
+        values = [row.to_dict() for row in rows]
+        for value in values:
+            value.pop("id")
+        columns = list(values[0])
+        statement = (f'INSERT INTO "{self.table.name}" ({", ".join(columns)}) '
+                     f'VALUES ({", ".join("?" for _ in columns)})')
+
+        def insert(conn: sqlite3.Connection) -> list[int]:
+            ids = []
+            for value in values:
+                cursor = conn.execute(statement, [value[column] for column in columns])
+                ids.append(int(cursor.lastrowid or 0))
+            return ids
+
+        for row, row_id in zip(rows, await self._writer.run(insert), strict=True):
+            row.id = row_id
         return rows
 
     async def get(self, row_id: int) -> AuditRow | None:

@@ -52,14 +52,16 @@ class SqliteThread:
     Args:
         path: The database file.
         busy_timeout_secs: How long a write waits for another process's write lock.
+        name: What the database is, for the thread's name and error messages.
     """
 
-    def __init__(self, path: str, *, busy_timeout_secs: float = 30.0) -> None:
+    def __init__(self, path: str, *, busy_timeout_secs: float = 30.0, name: str = "ledger") -> None:
         self.path = path
+        self.name = name
         self._busy_timeout_secs = busy_timeout_secs
         self._queue: queue.SimpleQueue[_Unit | None] = queue.SimpleQueue()
         self._open_error: BaseException | None = None
-        self._thread = threading.Thread(target=self._serve, name="ledger-sqlite", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=f"{name}-sqlite", daemon=True)
         self._thread.start()
         self._closed = False
 
@@ -119,7 +121,8 @@ class SqliteThread:
     def _run(self, conn: sqlite3.Connection | None, work: Callable[[sqlite3.Connection], Any],
              transaction: bool) -> tuple[Any, BaseException | None]:
         if conn is None:
-            return None, sqlite3.OperationalError(f"cannot open the SQLite ledger {self.path!r}: {self._open_error}")
+            return None, sqlite3.OperationalError(
+                f"cannot open the SQLite {self.name} {self.path!r}: {self._open_error}")
         try:
             if not transaction:
                 return work(conn), None
@@ -142,7 +145,7 @@ class SqliteThread:
             sqlite3.Error: Whatever the database raised; a transaction is rolled back.
         """
         if self._closed:
-            raise RuntimeError(f"the SQLite ledger {self.path!r} is closed")
+            raise RuntimeError(f"the SQLite {self.name} {self.path!r} is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         # A simulated call's virtual clock must not jump ahead while the thread works (a lease or a

@@ -33,3 +33,28 @@ async def test_review_actions_persist(audit_store: AuditStore) -> None:
         await audit_store.review(written.id, "delete")
     with pytest.raises(KeyError):
         await audit_store.review(written.id + 100, "acknowledge")
+
+
+async def test_a_turns_rows_on_a_sqlite_file_are_written_by_the_stores_own_thread(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    store = AuditStore(f"sqlite+aiosqlite:///{tmp_path / 'audit.db'}")
+    await store.create_tables()
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    begin = AsyncEngine.begin
+
+    def no_engine_writes(engine: AsyncEngine) -> None:
+        raise AssertionError("a turn's rows went through the SQLAlchemy engine on the call's loop")
+
+    monkeypatch.setattr(AsyncEngine, "begin", no_engine_writes)
+    written = await store.write_many([row("call-a", 1, "supported"), row("call-a", 1, "unsupported")])
+    assert [r.id for r in written] == [1, 2]
+    assert any(t.name == "grader audit-sqlite" for t in threading.enumerate())
+    monkeypatch.setattr(AsyncEngine, "begin", begin)
+    assert [(r.id, r.verdict) for r in await store.rows(call_id="call-a")] == [(1, "supported"), (2, "unsupported")]
+    reviewed = await store.review(2, "acknowledge")
+    assert reviewed.review_status == "acknowledged"
+    await store.close()
+    assert not any(t.name == "grader audit-sqlite" for t in threading.enumerate())
