@@ -201,10 +201,9 @@ class PlacementGroup(BasePipeline):
 
     def _route(self, direction: FrameDirection, kind: type[Frame]) -> _Route:
         routes = self._downstream_routes if direction == FrameDirection.DOWNSTREAM else self._upstream_routes
-        try:
-            return routes[kind]
-        except KeyError:
-            pass
+        route = routes.get(kind)
+        if route is not None:
+            return route
         order = range(len(self.members))
         if direction == FrameDirection.UPSTREAM:
             order = order[::-1]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,14 +62,15 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-class LedgerStore:
+class LedgerStore(ABC):
     """Hot-path statements of one database, shared by the ledgers of a process (any table prefix)."""
 
     def __init__(self) -> None:
         self._sql: dict[tuple[Any, ...], str] = {}
 
+    @abstractmethod
     def _ph(self, n: int) -> str:
-        raise NotImplementedError
+        """The placeholder of the ``n``-th parameter of a statement."""
 
     def _condition(self, where: Where, first: int) -> tuple[str, list[Any]]:
         parts: list[str] = []
@@ -122,25 +124,25 @@ class LedgerStore:
         """The statement(s) that also write an outbox row (PostgreSQL: one statement)."""
         return update
 
+    @abstractmethod
     async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
         """Insert an operation row; ``None`` if inserted, else the row already stored under its key."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def update(self, prefix: str, where: Where, changes: dict[str, Any],
                      event: dict[str, Any] | None = None) -> bool:
         """Change the rows matching ``where`` (and write ``event`` to the outbox in the same commit if one did)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def get(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
         """The row of one operation."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def select(self, prefix: str, where: Where, order: str = "created_at") -> list[Sequence[Any]]:
         """The rows matching ``where``, in ``order``."""
-        raise NotImplementedError
 
-    async def close(self) -> None:
-        """Release the connections."""
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the connections; the default holds none."""
 
 
 class SqliteStore(LedgerStore):
