@@ -128,8 +128,15 @@ def _console(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"console: {exc}", file=sys.stderr)
         return 2
-    print(f"console on http://{args.host}:{args.port}/?token=<token>  (audit: {args.audit_url})")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    from sqlalchemy.engine import make_url
+
+    from pipecat_harness.proxy.log_redaction import install_loguru_redaction, uvicorn_log_config
+
+    tokens = [t for t in [args.token, *(tenant_tokens or {})] if t]
+    install_loguru_redaction(tokens)
+    audit = make_url(args.audit_url).render_as_string(hide_password=True)
+    print(f"console on http://{args.host}:{args.port}/?token=<token>  (audit: {audit})")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", log_config=uvicorn_log_config(tokens))
     return 0
 
 

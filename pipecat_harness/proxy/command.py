@@ -19,6 +19,7 @@ from pipecat_harness.errors import InputError, UsageError, require_extra
 from pipecat_harness.proxy.app import create_app
 from pipecat_harness.proxy.auth import ProxyAuth
 from pipecat_harness.proxy.limits import ProxyLimits
+from pipecat_harness.proxy.log_redaction import install_loguru_redaction, uvicorn_log_config
 from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.service import ProxyService
 from pipecat_harness.proxy.upstream import Upstream
@@ -157,19 +158,28 @@ def _app(args: argparse.Namespace, config: HarnessConfig) -> Any:
     )
 
 
-def _configure_logging(level: str) -> None:
-    """Log at ``level`` from a background thread: a decision's log line never waits for stderr on the loop."""
+def _credentials(config: HarnessConfig) -> list[str]:
+    """Every credential the proxy holds: none of them is ever written to a log."""
+    proxy = config.proxy
+    upstream_key = os.environ.get("OPENAI_API_KEY", "")
+    return [*proxy.secrets, *proxy.webhook_secrets, *proxy.retell_api_keys, *([upstream_key] if upstream_key else [])]
+
+
+def _configure_logging(level: str, config: HarnessConfig) -> None:
+    """Log at ``level``, every credential redacted, from a background thread (a line never waits on the loop)."""
     import sys
 
     logger.remove()
     logger.add(sys.stderr, level=level.upper(), enqueue=True)
+    install_loguru_redaction(_credentials(config))
 
 
 def app_from_environment() -> Any:
     """The proxy application for one ``--workers`` process, built from the settings in :data:`ARGS_ENV`."""
     args = argparse.Namespace(**json.loads(os.environ[ARGS_ENV]))
-    _configure_logging(args.log_level)
-    return _app(args, _config(args))
+    config = _config(args)
+    _configure_logging(args.log_level, config)
+    return _app(args, config)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -200,10 +210,11 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"pipecat-harness proxy: {exc}")
         return 2
-    _configure_logging(args.log_level)
+    _configure_logging(args.log_level, config)
     # Access lines cost a log record per request on the serving path; --access-log turns them on.
     options: dict[str, Any] = {
         "host": args.host, "port": args.port, "log_level": args.log_level, "access_log": args.access_log,
+        "log_config": uvicorn_log_config(_credentials(config)),
     }
     if args.workers == 1:
         uvicorn.run(app, **options)
