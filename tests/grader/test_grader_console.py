@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from markupsafe import escape
 
 from pipecat_harness.grader.audit import AuditRow, AuditStore
 from pipecat_harness.grader.console import create_console_app
@@ -153,7 +154,7 @@ async def test_call_view_transcript_audio_and_tenant_page(sqlite_store: AuditSto
     async with client_for(sqlite_store, recordings) as client:
         page = await client.get("/t/sparkle/calls/call_5af2")
         html = page.text
-        said = [html.index(r.utterance.replace("'", "&#x27;")) for r in rows]
+        said = [html.index(str(escape(r.utterance))) for r in rows]
         assert said == sorted(said)  # the whole transcript, in turn order
         assert html.index("How much for a basic detail?") < said[1]
         flagged = re.findall(r"<article class='(turn[^']*)' id='turn_(\d+)'", html)

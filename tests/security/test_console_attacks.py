@@ -113,6 +113,7 @@ async def test_the_session_cookie_is_a_signed_session_id_not_the_token(console):
         assert "httponly" in flags and "samesite=strict" in flags and "secure" not in flags  # plain http here
         page = await client.get("/")
         assert page.status_code == 200 and "acme says" in page.text and "globex says" not in page.text
+        csrf = page.text.split("name='csrf_token' value='")[1].split("'")[0]
         value = client.cookies.get("harness_console_session")
         assert value and value.count(".") == 1
         session_id, signature = value.split(".")
@@ -121,7 +122,8 @@ async def test_the_session_cookie_is_a_signed_session_id_not_the_token(console):
         client.cookies.set("harness_console_session", ACME)
         assert (await client.get("/api/flagged")).status_code == 401
         client.cookies.set("harness_console_session", value)
-        assert (await client.post("/logout")).status_code == 303
+        assert (await client.post("/logout")).status_code == 403  # not without the session's CSRF token
+        assert (await client.post("/logout", data={"csrf_token": csrf})).status_code == 303
         client.cookies.set("harness_console_session", value)
         assert (await client.get("/api/flagged")).status_code == 401  # a closed session stays closed
         behind_tls = await client.get(f"/?token={ACME}", headers={"X-Forwarded-Proto": "https"})

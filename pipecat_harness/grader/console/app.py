@@ -18,7 +18,9 @@ Every request needs a console credential (see
 ``Authorization: Bearer ...``, or once as ``?token=...`` on any page, after
 which the browser holds a signed session cookie instead. A token sees and
 changes only its tenants' rows; another tenant's row or call answers 404, as a
-missing one does.
+missing one does. The unsafe routes (``POST /rows/<id>/<action>``,
+``POST /logout``) refuse cross-origin and non-form requests and, from a
+session, need its CSRF token (see :mod:`~pipecat_harness.grader.console.csrf`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -35,6 +37,7 @@ from pipecat_harness.business.handoff import build_handoff
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
 from pipecat_harness.grader.console import queries, views
 from pipecat_harness.grader.console.access import SESSION_COOKIE, ConsoleAccess, Scope
+from pipecat_harness.grader.console.csrf import read_checked_form
 from pipecat_harness.grader.console.handoff_view import handoff_section
 from pipecat_harness.grader.console.headers import install_security_headers
 from pipecat_harness.trace.timeline import Timeline
@@ -43,7 +46,6 @@ __all__ = ["COOKIE_NAME", "DEFAULT_MAX_NOTE_CHARS", "create_console_app"]
 
 COOKIE_NAME = SESSION_COOKIE
 DEFAULT_MAX_NOTE_CHARS = 2_000
-_MAX_FORM_BYTES = 16_384
 _MAX_WHO_CHARS = 128
 _AUDIO_TYPES = {".wav": "audio/wav", ".mp3": "audio/mpeg", ".ogg": "audio/ogg", ".webm": "audio/webm"}
 
@@ -163,7 +165,8 @@ def create_console_app(
         rows = await queries.flagged_rows(store, filters, tenants)
         history = await store.history([r.id for r in rows if r.id is not None])
         names = await queries.tenants(store, scope.tenants)
-        return HTMLResponse(views.queue_page(rows, filters, names, history, title=title))
+        return HTMLResponse(views.queue_page(rows, filters, names, history, title=title,
+                                             csrf=access.csrf_token(request)))
 
     @app.get("/t/{tenant}", response_class=HTMLResponse)
     async def tenant_page(request: Request, tenant: str, days: int = 30) -> Response:
@@ -175,7 +178,8 @@ def create_console_app(
         if not 1 <= days <= 366:
             raise HTTPException(status_code=400, detail="days must be between 1 and 366")
         await ready()
-        return HTMLResponse(views.tenant_page(tenant, await queries.tenant_rates(store, tenant, days=days)))
+        points = await queries.tenant_rates(store, tenant, days=days)
+        return HTMLResponse(views.tenant_page(tenant, points, csrf=access.csrf_token(request)))
 
     @app.get("/t/{tenant}/calls/{call_id}", response_class=HTMLResponse)
     async def call_page(request: Request, tenant: str, call_id: str) -> Response:
@@ -187,7 +191,7 @@ def create_console_app(
             raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
         history = await store.history([r.id for r in rows if r.id is not None])
         return HTMLResponse(views.call_page(tenant, call_id, rows, history, has_audio=recording(call_id) is not None,
-                                            handoff=await handoff(call_id)))
+                                            handoff=await handoff(call_id), csrf=access.csrf_token(request)))
 
     @app.get("/t/{tenant}/calls/{call_id}/transcript")
     async def transcript(request: Request, tenant: str, call_id: str) -> Response:
@@ -226,6 +230,7 @@ def create_console_app(
 
     @app.post("/logout")
     async def logout(request: Request) -> Response:
+        await read_checked_form(request, access)
         access.close_session(request.cookies.get(SESSION_COOKIE))
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/")
@@ -236,7 +241,7 @@ def create_console_app(
         scope = require(request)
         if action not in REVIEW_STATUS:
             raise HTTPException(status_code=400, detail=f"unknown action {action!r}; use {sorted(REVIEW_STATUS)}")
-        form = parse_qs((await _read_form(request)).decode("utf-8", "replace"))
+        form = await read_checked_form(request, access)
         note = form.get("note", [""])[0]
         who = form.get("who", [""])[0].strip()
         back = form.get("next", [""])[0]
@@ -262,12 +267,3 @@ def create_console_app(
 
     return app
 
-
-async def _read_form(request: Request) -> bytes:
-    """The form body, refused beyond :data:`_MAX_FORM_BYTES` (a note is short text)."""
-    body = bytearray()
-    async for piece in request.stream():
-        body.extend(piece)
-        if len(body) > _MAX_FORM_BYTES:
-            raise HTTPException(status_code=413, detail=f"form body exceeds {_MAX_FORM_BYTES} bytes")
-    return bytes(body)
