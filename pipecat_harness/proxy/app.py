@@ -16,7 +16,10 @@ Routes:
 
 With a :class:`~pipecat_harness.proxy.auth.ProxyAuth` every route but
 ``/health`` answers 401 (the socket is refused before it opens) unless the
-request carries a valid credential; nothing is read into state before that.
+request carries a valid credential; nothing is read into state before that,
+and a webhook without a well-formed, fresh credential is refused before its
+body is read (a signature is then checked against the body, read up to the
+limit). A client that leaves mid-upload costs no log line.
 Bounds come from :class:`~pipecat_harness.proxy.limits.ProxyLimits`.
 """
 
@@ -30,6 +33,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.requests import ClientDisconnect
 
 from pipecat_harness.proxy.auth import ProxyAuth
 from pipecat_harness.proxy.guard import deny_socket, unauthorized
@@ -57,16 +61,20 @@ async def read_body(request: Request, limit: int) -> bytes:
     """Read the request body, refusing more than ``limit`` bytes.
 
     Raises:
-        RequestError: 413 when the declared or actual size exceeds the limit.
+        RequestError: 413 when the declared or actual size exceeds the limit; 400 when the client went away
+            before the body was complete (nothing is logged: the answer has no one to go to).
     """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"request body of {declared} bytes exceeds the {limit}-byte limit", "body_too_large")
     body = bytearray()
-    async for piece in request.stream():
-        body.extend(piece)
-        if len(body) > limit:
-            raise RequestError(413, f"request body exceeds the {limit}-byte limit", "body_too_large")
+    try:
+        async for piece in request.stream():
+            body.extend(piece)
+            if len(body) > limit:
+                raise RequestError(413, f"request body exceeds the {limit}-byte limit", "body_too_large")
+    except ClientDisconnect:
+        raise RequestError(400, "the client disconnected before the request body was complete", "aborted") from None
     return bytes(body)
 
 
@@ -267,8 +275,8 @@ def create_app(
 
     @app.post("/webhook/vapi")
     async def vapi_webhook(request: Request) -> Response:
-        if not auth.needs_body(request.headers) and not auth.vapi_webhook_allowed(request.headers, b""):
-            return unauthorized()
+        if not auth.vapi_webhook_may_pass(request.headers):
+            return unauthorized()  # before a byte of the body is read
         try:
             raw = await read_body(request, limits.max_body_bytes)
         except RequestError as exc:
@@ -289,6 +297,8 @@ def create_app(
 
     @app.post("/webhook/retell")
     async def retell_webhook(request: Request) -> Response:
+        if not auth.retell_webhook_may_pass(request.headers):
+            return unauthorized()  # before a byte of the body is read
         try:
             raw = await read_body(request, limits.max_body_bytes)
         except RequestError as exc:

@@ -36,6 +36,7 @@ __all__ = ["UNAUTHORIZED_MESSAGE", "ProxyAuth", "matches_any", "retell_signature
 UNAUTHORIZED_MESSAGE = "authentication required"
 
 _RETELL_SIGNATURE = re.compile(r"^v=(\d{1,16}),d=([0-9a-fA-F]{64})$")
+_HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
 def _digest(value: str | bytes) -> bytes:
@@ -124,17 +125,37 @@ class ProxyAuth:
         plain = matches_any(headers.get("x-vapi-secret"), keys) | matches_any(_bearer(headers), keys)
         return plain | self._vapi_hmac_ok(headers, body, keys)
 
-    def needs_body(self, headers: Mapping[str, str]) -> bool:
-        """Whether the webhook credential can only be checked against the body (HMAC)."""
-        return self.enabled and "x-signature" in headers
+    def vapi_webhook_may_pass(self, headers: Mapping[str, str]) -> bool:
+        """Before the body is read: a valid plain credential, or a well-formed, fresh HMAC signature header.
+
+        Anything else is refused without reading the body; a signature is checked against it once it is read.
+        """
+        if not self.enabled:
+            return True
+        keys = self._webhook_keys()
+        plain = matches_any(headers.get("x-vapi-secret"), keys) | matches_any(_bearer(headers), keys)
+        signature = headers.get("x-signature", "").removeprefix("sha256=")
+        signed = _HEX_DIGEST.match(signature) is not None and self._fresh(headers.get("x-timestamp"))
+        return plain | signed
+
+    def retell_webhook_may_pass(self, headers: Mapping[str, str]) -> bool:
+        """Before the body is read: a well-formed, fresh ``x-retell-signature`` (checked against the body later)."""
+        if not self.enabled:
+            return True
+        match = _RETELL_SIGNATURE.match(headers.get("x-retell-signature", ""))
+        return bool(match and self.retell_api_keys and self._fresh(match.group(1)))
+
+    def _fresh(self, stamp: str | None) -> bool:
+        """Whether a signature's timestamp (seconds, or milliseconds from 13 digits on) is within the tolerance."""
+        if not stamp or not stamp.isdigit() or len(stamp) > 16:
+            return False
+        seconds = int(stamp) / 1000 if len(stamp) >= 13 else int(stamp)
+        return abs(self.clock() - seconds) <= self.tolerance_secs
 
     def _vapi_hmac_ok(self, headers: Mapping[str, str], body: bytes, keys: Sequence[str]) -> bool:
         signature = headers.get("x-signature")
         stamp = headers.get("x-timestamp")
-        if not signature or not stamp or not stamp.isdigit() or len(stamp) > 16:
-            return False
-        seconds = int(stamp) / 1000 if len(stamp) >= 13 else int(stamp)  # seconds or milliseconds
-        if abs(self.clock() - seconds) > self.tolerance_secs:
+        if not signature or not stamp or not self._fresh(stamp):
             return False
         given = signature.removeprefix("sha256=")
         found = False
@@ -156,7 +177,7 @@ class ProxyAuth:
         if match is None or not self.retell_api_keys:
             return False
         stamp = int(match.group(1))
-        if abs(self.clock() * 1000 - stamp) > self.tolerance_secs * 1000:
+        if not self._fresh(match.group(1)):
             return False
         given = _digest(match.group(0).lower())
         found = False

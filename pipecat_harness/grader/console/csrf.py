@@ -20,6 +20,7 @@ import hmac
 from urllib.parse import parse_qs
 
 from fastapi import HTTPException, Request
+from starlette.requests import ClientDisconnect
 
 from pipecat_harness.grader.console.access import ConsoleAccess
 
@@ -49,10 +50,13 @@ def _check_origin(request: Request, access: ConsoleAccess) -> None:
 
 async def _read_body(request: Request) -> bytes:
     body = bytearray()
-    async for piece in request.stream():
-        body.extend(piece)
-        if len(body) > MAX_FORM_BYTES:
-            raise HTTPException(status_code=413, detail=f"form body exceeds {MAX_FORM_BYTES} bytes")
+    try:
+        async for piece in request.stream():
+            body.extend(piece)
+            if len(body) > MAX_FORM_BYTES:
+                raise HTTPException(status_code=413, detail=f"form body exceeds {MAX_FORM_BYTES} bytes")
+    except ClientDisconnect:
+        raise HTTPException(status_code=400, detail="the form body was cut off") from None
     return bytes(body)
 
 
