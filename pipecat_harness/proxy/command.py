@@ -52,7 +52,7 @@ def build_upstream(
     if kind == "scripted":
         from pipecat_harness.proxy.scripted import ScriptedUpstream
 
-        return ScriptedUpstream()
+        return ScriptedUpstream(keep_requests=0)  # a served proxy has no one to inspect its requests
     if kind == "openai":
         from pipecat_harness.proxy.openai_upstream import OpenAICompatibleUpstream
 

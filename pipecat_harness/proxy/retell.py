@@ -7,8 +7,15 @@ before every send) as soon as a newer request arrives. ``update_only``
 updates the checklist state without a reply; ``ping_pong`` is echoed.
 
 A frame the protocol does not allow (binary, not JSON, nested too deep,
-too large, a transcript beyond the limits) is logged and skipped: the call
-goes on, and the next valid frame carries the whole transcript again.
+too large, a transcript beyond the limits, a ``response_id`` outside
+0..:data:`MAX_RESPONSE_ID`) is logged and skipped: the call goes on, and the
+next valid frame carries the whole transcript again.
+
+Retell counts ``response_id`` up by one per request, so a late frame is a
+little below the newest. One far below it (more than
+:data:`RESPONSE_ID_WINDOW`) is a new count, not a late frame, and is answered;
+one far above it is not a count Retell makes and is skipped. No single frame,
+however large its id, can silence the socket.
 """
 
 from __future__ import annotations
@@ -26,7 +33,12 @@ from pipecat_harness.proxy.limits import ProxyLimits, decode_json
 from pipecat_harness.proxy.requests import RequestError
 from pipecat_harness.proxy.service import ProxyService
 
-__all__ = ["RetellSession", "transcript_to_messages"]
+__all__ = ["MAX_RESPONSE_ID", "RESPONSE_ID_WINDOW", "RetellSession", "transcript_to_messages"]
+
+#: Largest ``response_id`` accepted (a 32-bit signed counter: far beyond any call's requests).
+MAX_RESPONSE_ID = 2**31 - 1
+#: How far a ``response_id`` may be from the newest and still be a late frame (below) or the next one (above).
+RESPONSE_ID_WINDOW = 64
 
 
 _ROLES = {"agent": "assistant", "user": "user"}
@@ -147,7 +159,7 @@ class RetellSession:
             self._observer = asyncio.create_task(self._observe(messages))
         elif kind in ("response_required", "reminder_required"):
             response_id = event.get("response_id")
-            if type(response_id) is not int or response_id < self.latest_response_id:
+            if not self._current(response_id):
                 return
             messages = self._transcript(event)
             if messages is None:
@@ -158,6 +170,18 @@ class RetellSession:
             self._responder = asyncio.create_task(self._respond(response_id, messages))
         elif kind != "call_details":
             logger.info(f"retell call {self.call_id}: ignoring interaction_type {kind!r}")
+
+    def _current(self, response_id: Any) -> bool:
+        """Whether a request's ``response_id`` is the newest (a late or impossible one is skipped)."""
+        if type(response_id) is not int or not 0 <= response_id <= MAX_RESPONSE_ID:
+            logger.warning(f"retell call {self.call_id}: ignoring a response_id outside 0..{MAX_RESPONSE_ID}")
+            return False
+        gap = response_id - self.latest_response_id
+        if self.latest_response_id > 0 and gap > RESPONSE_ID_WINDOW:
+            logger.warning(f"retell call {self.call_id}: ignoring response_id {response_id}, "
+                           f"{gap} past the newest ({self.latest_response_id})")
+            return False
+        return not -RESPONSE_ID_WINDOW <= gap < 0  # a little below: late; far below: a new count
 
     async def _observe(self, messages: list[dict[str, Any]]) -> None:
         await self.service.observe(self.call_id, messages)

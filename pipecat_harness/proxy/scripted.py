@@ -47,6 +47,7 @@ class ScriptedUpstream(Upstream):
         token_delay_secs: Pause between streamed chunks.
         first_token_delay_secs: Pause before the first chunk.
         fallback_text: Said when no script is left and there is no directive wording.
+        keep_requests: How many of the latest requests :attr:`requests` keeps (older ones are dropped).
     """
 
     name = "scripted"
@@ -58,12 +59,15 @@ class ScriptedUpstream(Upstream):
         token_delay_secs: float = 0.0,
         first_token_delay_secs: float = 0.0,
         fallback_text: str = "Okay.",
+        keep_requests: int = 1_000,
     ) -> None:
         self._replies = [ScriptedReply(text=r) if isinstance(r, str) else r for r in replies]
         self.token_delay_secs = token_delay_secs
         self.first_token_delay_secs = first_token_delay_secs
         self.fallback_text = fallback_text
+        self.keep_requests = keep_requests
         self.requests: list[UpstreamRequest] = []
+        self._served = 0
 
     def _next_reply(self, request: UpstreamRequest) -> ScriptedReply:
         if self._replies:
@@ -74,6 +78,9 @@ class ScriptedUpstream(Upstream):
     async def stream(self, request: UpstreamRequest) -> AsyncIterator[UpstreamChunk]:
         """Stream the next reply."""
         self.requests.append(request)
+        self._served += 1
+        if len(self.requests) > self.keep_requests:
+            del self.requests[0]
         reply = self._next_reply(request)
         chunks: list[UpstreamChunk] = []
         words = reply.text.split(" ") if reply.text else []
@@ -82,7 +89,7 @@ class ScriptedUpstream(Upstream):
         for index, call in enumerate(reply.tool_calls):
             arguments = json.dumps(call.get("arguments", {}))
             half = len(arguments) // 2
-            call_id = str(call.get("id") or f"call_{index}_{len(self.requests)}")
+            call_id = str(call.get("id") or f"call_{index}_{self._served}")
             opening = ToolCallDelta(index, call_id, str(call["name"]), arguments[:half])
             chunks.append(UpstreamChunk(tool_calls=(opening,)))
             chunks.append(UpstreamChunk(tool_calls=(ToolCallDelta(index, arguments=arguments[half:]),)))

@@ -25,7 +25,7 @@ from pipecat_harness.proxy.tool_stream import CompletedToolCalls, DroppedCall
 from pipecat_harness.proxy.upstream import SystemPrompt, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 from pipecat_harness.tools.arguments import DEFAULT_MAX_ARGUMENT_BYTES
 
-__all__ = ["PreparedTurn", "ProxyService"]
+__all__ = ["PreparedTurn", "ProxyService", "snapshot_stamp"]
 
 
 # What of a platform's message is conversation; anything else (cache hints, provider options) stays behind.
@@ -52,6 +52,15 @@ class PreparedTurn:
 
     request: UpstreamRequest
     directive: Directive | None
+
+
+def snapshot_stamp(caller_turns: int, now: float | None = None) -> float:
+    """The debounce stamp of a transcript snapshot: more caller turns is newer, then the later arrival.
+
+    Snapshots of one call reach the proxy on several channels (chat turns, webhooks, the socket) and
+    not always in order; one with fewer turns never supersedes one with more.
+    """
+    return caller_turns * 2.0**32 + (time.time() if now is None else now)
 
 
 def _system_text(content: Any) -> str:
@@ -127,7 +136,7 @@ class ProxyService:
         if self.driver is None:
             return None
         try:
-            turn = await self.driver.begin(call_id, turns, stamp=time.time(), issue=issue)
+            turn = await self.driver.begin(call_id, turns, stamp=snapshot_stamp(len(turns)), issue=issue)
             directive = turn.directive
             if directive is None:
                 directive = await self.driver.current_directive(call_id)

@@ -28,9 +28,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi import Path as FastAPIPath
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from pipecat_harness.business.handoff import build_handoff
@@ -42,10 +44,13 @@ from pipecat_harness.grader.console.handoff_view import handoff_section
 from pipecat_harness.grader.console.headers import install_security_headers
 from pipecat_harness.trace.timeline import Timeline
 
-__all__ = ["COOKIE_NAME", "DEFAULT_MAX_NOTE_CHARS", "create_console_app"]
+__all__ = ["COOKIE_NAME", "DEFAULT_MAX_NOTE_CHARS", "MAX_ROW_ID", "create_console_app"]
 
 COOKIE_NAME = SESSION_COOKIE
 DEFAULT_MAX_NOTE_CHARS = 2_000
+#: Largest audit row id (a signed 64-bit key); a larger one is refused (422) before the store is asked.
+MAX_ROW_ID = 2**63 - 1
+_RowId = Annotated[int, FastAPIPath(ge=1, le=MAX_ROW_ID)]
 _MAX_WHO_CHARS = 128
 _AUDIO_TYPES = {".wav": "audio/wav", ".mp3": "audio/mpeg", ".ogg": "audio/ogg", ".webm": "audio/webm"}
 
@@ -237,7 +242,7 @@ def create_console_app(
         return response
 
     @app.post("/rows/{row_id}/{action}")
-    async def review(request: Request, row_id: int, action: str) -> Response:
+    async def review(request: Request, row_id: _RowId, action: str) -> Response:
         scope = require(request)
         if action not in REVIEW_STATUS:
             raise HTTPException(status_code=400, detail=f"unknown action {action!r}; use {sorted(REVIEW_STATUS)}")
