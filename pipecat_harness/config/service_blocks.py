@@ -81,7 +81,7 @@ class GraderSettings(Block):
             ``pagerduty`` (Events API v2, with ``pagerduty_routing_key``).
         pagerduty_routing_key: Integration key for ``pagerduty``.
         alert_outbox_url: SQLAlchemy async URL of the outbox alerts are queued in before delivery, so that a
-            queued alert survives a crash (none: an in-memory queue).
+            queued alert survives a crash (none: the audit store's database, ``audit_url``).
     """
 
     enabled: bool = False

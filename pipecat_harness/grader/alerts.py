@@ -9,7 +9,13 @@ check both origin and freshness with :func:`verify_signature`. Delivery runs in
 its own task with a bounded queue, retries with exponential backoff, and never
 makes the caller of :meth:`WebhookAlerter.send` wait. Each POST runs in an
 executor thread: the request's timeout is real time even on a simulated call's
-virtual clock, and no network I/O ever runs on the event loop.
+virtual clock, and no network I/O ever runs on the event loop. Whatever a
+receiver answers (garbage, a cut-off body, a huge header, a reset), each
+attempt ends delivered or failed and the task goes on: every queued alert is
+counted delivered or failed. The queue is in memory, so alerts still queued
+when the process dies are lost; the outbox alerter
+(:class:`~pipecat_harness.grader.alert_outbox.OutboxAlerter`) keeps them in a
+database instead, and is what the grader uses when it is configured.
 """
 
 from __future__ import annotations
@@ -256,8 +262,14 @@ class WebhookAlerter:
             payload = await self._queue.get()
             try:
                 await self._deliver(payload)
+            except Exception as exc:  # the body could not be built: nothing to retry
+                self._give_up(_Delivery(payload, error=f"{type(exc).__name__}: {exc}"))
             finally:
                 self._queue.task_done()
+
+    def _give_up(self, delivery: _Delivery) -> None:
+        logger.error(f"grader webhook {self.url}: gave up after {delivery.attempts} attempts ({delivery.error})")
+        self.stats.failed.append({**delivery.payload, "_error": delivery.error})
 
     async def _deliver(self, payload: dict[str, Any]) -> None:
         body = json.dumps(self.formatter(payload) if self.formatter else payload, sort_keys=True).encode()
@@ -274,10 +286,9 @@ class WebhookAlerter:
                     self.stats.delivered.append(payload)
                     return
                 delivery.error = f"HTTP {delivery.status}"
-            except (TimeoutError, OSError) as exc:  # URLError is an OSError
-                delivery.error = f"{type(exc).__name__}: {exc}"
-        logger.error(f"grader webhook {self.url}: gave up after {delivery.attempts} attempts ({delivery.error})")
-        self.stats.failed.append({**payload, "_error": delivery.error})
+            except Exception as exc:  # any answer at all (http.client's errors are not all OSErrors)
+                delivery.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        self._give_up(delivery)
 
     def _post(self, body: bytes) -> int:
         return post_signed(self.url, self.secret, body, self.timeout_secs)

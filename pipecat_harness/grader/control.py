@@ -11,7 +11,7 @@ from pipecat_harness.config import ConfigError, GraderSettings
 from pipecat_harness.control import HarnessControl
 from pipecat_harness.grader.actions import OperationLedgerView
 from pipecat_harness.grader.alert_formats import FORMATTERS, pagerduty_event
-from pipecat_harness.grader.alerts import Alerter, SeverityPolicy, WebhookAlerter
+from pipecat_harness.grader.alerts import Alerter, SeverityPolicy
 from pipecat_harness.grader.audit import AuditStore
 from pipecat_harness.grader.constraints import ConstraintError, ConstraintList
 from pipecat_harness.grader.llm_grader import CombinedGrader, LLMGrader
@@ -26,7 +26,7 @@ __all__ = ["GraderControl", "build_grader"]
 
 
 def _alerter(settings: GraderSettings) -> Alerter | None:
-    """The webhook alerter the settings ask for: through the outbox when one is configured."""
+    """The webhook alerter the settings ask for: an outbox in ``alert_outbox_url``, else in the audit database."""
     if not settings.webhook_url:
         return None
     secret = settings.webhook_secret or ""
@@ -41,19 +41,11 @@ def _alerter(settings: GraderSettings) -> Alerter | None:
             raise ConfigError("grader: webhook_format is pagerduty but pagerduty_routing_key is empty")
         key = settings.pagerduty_routing_key
         formatter = functools.partial(pagerduty_event, routing_key=key)
-    if settings.alert_outbox_url:
-        from pipecat_harness.grader.alert_outbox import OutboxAlerter
+    from pipecat_harness.grader.alert_outbox import OutboxAlerter
 
-        return OutboxAlerter(
-            settings.alert_outbox_url, settings.webhook_url, secret, formatter=formatter,
-            max_attempts=settings.webhook_max_attempts, retry_delay_secs=settings.webhook_backoff_secs,
-        )
-    return WebhookAlerter(
-        settings.webhook_url,
-        secret,
-        max_attempts=settings.webhook_max_attempts,
-        backoff_secs=settings.webhook_backoff_secs,
-        formatter=formatter,
+    return OutboxAlerter(
+        settings.alert_outbox_url or settings.audit_url, settings.webhook_url, secret, formatter=formatter,
+        max_attempts=settings.webhook_max_attempts, retry_delay_secs=settings.webhook_backoff_secs,
     )
 
 
