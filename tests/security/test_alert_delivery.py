@@ -28,6 +28,7 @@ from pipecat_harness.grader.control import _alerter
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "alert-secret-31f0"
+CREDENTIALS = (SECRET,)
 HOSTILE = ("garbage", "truncated", "huge_header", "reset")
 
 

@@ -21,6 +21,7 @@ from tests.services import postgres_url
 pytestmark = pytest.mark.postgres
 
 ADMIN, ACME, GLOBEX = "admin-token-1", "acme-token-1", "globex-token-1"
+CREDENTIALS = (ADMIN, ACME, GLOBEX)
 
 
 def _row(tenant: str, turn: int) -> AuditRow:

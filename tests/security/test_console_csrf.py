@@ -28,6 +28,7 @@ from pipecat_harness.grader.console import ConsoleAccess, create_console_app
 from tests.grader.grader_browser import chromium_page
 
 TOKEN, ACME, GLOBEX = "csrf-admin-token", "csrf-acme-token", "csrf-globex-token"
+CREDENTIALS = (TOKEN, ACME, GLOBEX)
 
 
 def _row(tenant: str, turn: int) -> AuditRow:

@@ -22,6 +22,7 @@ from tests.security.servers import serving
 SECRET, WEBHOOK_SECRET, RETELL_KEY = "sock-secret-7f3a9c", "hook-secret-2b8e41", "retell-key-9d0c55"
 ADMIN, ACME = "console-admin-4e1f", "console-acme-8a2d"
 NEAR_MISSES = [SECRET[:-1], SECRET + "x", SECRET.upper()]
+CREDENTIALS = (SECRET, WEBHOOK_SECRET, RETELL_KEY, ADMIN, ACME)
 
 
 def _grep(log: str, *values: str) -> list[str]:

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.redis
 
 FIXTURES = Path(__file__).parents[1] / "proxy" / "fixtures"
 SECRET, OLD_SECRET, RETELL_KEY = "s3cret-new", "s3cret-old", "retell-webhook-key"
+CREDENTIALS = (SECRET, OLD_SECRET, RETELL_KEY)
 SAFETY_QUESTION = "Were there any safety incidents this week?"
 
 

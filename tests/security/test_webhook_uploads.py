@@ -18,6 +18,7 @@ import pytest
 from tests.security.servers import serving
 
 SECRET, RETELL_KEY = "upload-secret-5c1e", "upload-retell-key-77ab"
+CREDENTIALS = (SECRET, RETELL_KEY)
 ENV = {
     "PIPECAT_HARNESS_PROXY__SECRETS": json.dumps([SECRET]),
     "PIPECAT_HARNESS_PROXY__RETELL_API_KEYS": json.dumps([RETELL_KEY]),
