@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from fastapi import WebSocket, WebSocketDisconnect
 from loguru import logger
@@ -171,7 +171,7 @@ class RetellSession:
         elif kind != "call_details":
             logger.info(f"retell call {self.call_id}: ignoring interaction_type {kind!r}")
 
-    def _current(self, response_id: Any) -> bool:
+    def _current(self, response_id: object) -> TypeGuard[int]:
         """Whether a request's ``response_id`` is the newest (a late or impossible one is skipped)."""
         if type(response_id) is not int or not 0 <= response_id <= MAX_RESPONSE_ID:
             logger.warning(f"retell call {self.call_id}: ignoring a response_id outside 0..{MAX_RESPONSE_ID}")
