@@ -32,7 +32,8 @@ _HEADER_LINES = frozenset({"< %s: %s", "> %s: %s"})  # the websockets library's 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with credential query values and every one of ``secrets`` replaced."""
-    text = _CREDENTIAL_QUERY.sub(lambda m: m.group(1) + REDACTED, text)
+    if "=" in text:
+        text = _CREDENTIAL_QUERY.sub(lambda m: m.group(1) + REDACTED, text)
     for secret in sorted(set(secrets), key=len, reverse=True):
         text = text.replace(secret, REDACTED)
     return text
