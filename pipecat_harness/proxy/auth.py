@@ -143,13 +143,13 @@ class ProxyAuth:
         if not self.enabled:
             return True
         match = _RETELL_SIGNATURE.match(headers.get("x-retell-signature", ""))
-        return bool(match and self.retell_api_keys and self._fresh(match.group(1)))
+        return bool(match and self.retell_api_keys and self._fresh(match.group(1), milliseconds=True))
 
-    def _fresh(self, stamp: str | None) -> bool:
-        """Whether a signature's timestamp (seconds, or milliseconds from 13 digits on) is within the tolerance."""
+    def _fresh(self, stamp: str | None, *, milliseconds: bool = False) -> bool:
+        """Whether a signature's timestamp is within the tolerance (Vapi's: seconds, or ms from 13 digits on)."""
         if not stamp or not stamp.isdigit() or len(stamp) > 16:
             return False
-        seconds = int(stamp) / 1000 if len(stamp) >= 13 else int(stamp)
+        seconds = int(stamp) / 1000 if milliseconds or len(stamp) >= 13 else int(stamp)
         return abs(self.clock() - seconds) <= self.tolerance_secs
 
     def _vapi_hmac_ok(self, headers: Mapping[str, str], body: bytes, keys: Sequence[str]) -> bool:
@@ -177,7 +177,7 @@ class ProxyAuth:
         if match is None or not self.retell_api_keys:
             return False
         stamp = int(match.group(1))
-        if not self._fresh(match.group(1)):
+        if not self._fresh(match.group(1), milliseconds=True):
             return False
         given = _digest(match.group(0).lower())
         found = False
