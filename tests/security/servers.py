@@ -111,7 +111,7 @@ def serving(args: Sequence[str], env: Mapping[str, str] = {}, ready_path: str = 
             process.kill()
             process.wait()
         log_file.close()
-    written = url.log()
-    url.log_path.unlink()
+        written = url.log()
+        url.log_path.unlink()
     leaked = [line for line in written.splitlines() if any(secret in line for secret in credentials(env))]
     assert not leaked, f"{len(leaked)} line(s) of the server's log hold a credential of its environment"
