@@ -10,7 +10,6 @@ a control's dependencies load only when it is used.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -108,7 +107,9 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'pipecat_harness' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from pipecat_harness.errors import import_or_name_extra
+
+    value = getattr(import_or_name_extra(module, f"pipecat_harness.{name}"), name)
     globals()[name] = value
     return value
 

@@ -16,7 +16,7 @@ what it needs.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pipecat.observers.base_observer import BaseObserver
@@ -26,10 +26,27 @@ from pipecat.services.llm_service import FunctionCallParams
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
 
-__all__ = ["HarnessControl", "PipecatHandler", "Placement", "find_downstream"]
+__all__ = ["HarnessControl", "PipecatHandler", "Placement", "ToolHandler", "find_downstream", "pipecat_function"]
 
 PipecatHandler = Callable[[FunctionCallParams], Awaitable[None]]
 """A Pipecat function-call handler."""
+
+ToolHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
+"""A framework-free tool handler: arguments mapping in, JSON-serialisable result out."""
+
+
+def pipecat_function(handler: ToolHandler) -> PipecatHandler:
+    """Adapt a framework-free handler to Pipecat's ``FunctionCallParams`` signature.
+
+    Exceptions propagate, so Pipecat reports a failed call as it would for any handler.
+    """
+
+    async def call(params: FunctionCallParams) -> None:
+        result = await handler(dict(params.arguments))
+        await params.result_callback(result)
+
+    call.__name__ = getattr(handler, "__name__", "tool")
+    return call
 
 
 class Placement(enum.Enum):

@@ -14,7 +14,6 @@ Adding the harness to an existing bot takes four calls::
 
 from __future__ import annotations
 
-import importlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -33,9 +32,9 @@ from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
 from pipecat_harness.config import HarnessConfig
-from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
+from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, ToolHandler, pipecat_function
 from pipecat_harness.decisions import DecisionLog
-from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
+from pipecat_harness.errors import import_or_name_extra
 from pipecat_harness.integration import IntegrationError, integration_problems
 from pipecat_harness.observer_group import ObserverGroup
 from pipecat_harness.placement import TurnBoundaryProcessor, flatten, insert_placed
@@ -141,7 +140,7 @@ class Harness:
         controls = []
         for name in sorted(self.active_controls_from_config()):
             module_name, _, class_name = CONTROL_FACTORIES[name].partition(":")
-            factory = getattr(importlib.import_module(module_name), class_name)
+            factory = getattr(import_or_name_extra(module_name, f"control {name!r}"), class_name)
             controls.append(factory(self))
         return controls
 

@@ -55,16 +55,18 @@ from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.errors import require_extra
 from pipecat_harness.instruction import InstructionEntry
 from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
-from pipecat_harness.tools.ledger import OperationLedger, OperationRecord
+from pipecat_harness.tools.operation_state import OperationRecord
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
     from pipecat_harness.harness import Harness
+    from pipecat_harness.tools.ledger import OperationLedger
 
 __all__ = ["GATED_MARK", "GateHook", "GatedRegistry", "GenerationGuard", "ToolGateControl", "UndeclaredTool"]
 
@@ -188,10 +190,12 @@ class ToolGateControl(HarnessControl):
     def __init__(self, harness: Harness) -> None:
         super().__init__(harness)
         settings = harness.config.tool_gate
-        self.ledger: OperationLedger | None = (
-            OperationLedger(settings.ledger_url, table_prefix=settings.ledger_table_prefix)
-            if settings.ledger_url else None
-        )
+        self.ledger: OperationLedger | None = None
+        if settings.ledger_url:
+            require_extra("tool_gate.ledger_url", "sqlalchemy", "sqlite")
+            from pipecat_harness.tools.ledger import OperationLedger
+
+            self.ledger = OperationLedger(settings.ledger_url, table_prefix=settings.ledger_table_prefix)
         self._ledger_ready = asyncio.Lock()
         self._ledger_created = False
         self.gate = ToolGate(
