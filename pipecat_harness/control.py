@@ -17,16 +17,21 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import FunctionCallParams
 
 if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.config import HarnessConfig
+    from pipecat_harness.decisions import DecisionLog
+    from pipecat_harness.trace.recorder import TraceRecorder
 
-__all__ = ["HarnessControl", "PipecatHandler", "Placement", "ToolHandler", "find_downstream", "pipecat_function"]
+__all__ = [
+    "ControlHost", "HarnessControl", "PipecatHandler", "Placement", "ToolHandler", "find_downstream",
+    "pipecat_function",
+]
 
 PipecatHandler = Callable[[FunctionCallParams], Awaitable[None]]
 """A Pipecat function-call handler."""
@@ -62,6 +67,20 @@ class Placement(enum.Enum):
     """After the assistant aggregator committed (history correction)."""
 
 
+class ControlHost(Protocol):
+    """What a control sees of the call it belongs to (:class:`~pipecat_harness.harness.Harness` provides it)."""
+
+    config: HarnessConfig
+    call_id: str
+    decisions: DecisionLog
+    recorder: TraceRecorder | None
+    write_tools: set[str]
+    controls: list[HarnessControl]
+
+    def control(self, name: str) -> HarnessControl | None:
+        """The active control with that name."""
+
+
 class HarnessControl:
     """Base class of a switchable control.
 
@@ -72,7 +91,7 @@ class HarnessControl:
     #: The control's name in configs, decisions and ``eval --toggle``.
     name: str = ""
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         self.harness = harness
 
     def record(self, action: str, evidence: dict[str, Any] | None = None) -> Any:

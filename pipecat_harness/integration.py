@@ -13,17 +13,14 @@ as an error with the fix, or raises :class:`IntegrationError` when built with
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
 
-from pipecat_harness.control import HarnessControl
+from pipecat_harness.control import ControlHost, HarnessControl
 from pipecat_harness.errors import InputError
-
-if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
 
 __all__ = ["IntegrationError", "integration_problems"]
 
@@ -36,7 +33,7 @@ def _wraps_stop_strategies(control: HarnessControl) -> bool:
     return type(control).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies
 
 
-def integration_problems(harness: Harness, processors: Sequence[FrameProcessor],
+def integration_problems(harness: ControlHost, processors: Sequence[FrameProcessor],
                          user_params: Any | None) -> list[str]:
     """What keeps an active control from acting in this pipeline, one sentence (with the fix) per problem.
 

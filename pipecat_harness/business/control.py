@@ -46,7 +46,7 @@ from pipecat_harness.state.store import StateStore
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.control import ControlHost
     from pipecat_harness.retrieval import Evidence, EvidenceRetriever, RetrievalScope
     from pipecat_harness.retrieval.tool import PreTurnEvidence
 
@@ -89,7 +89,7 @@ class StateRenderer(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
-def _proposal_store(harness: Harness, redis: StateStore | None) -> ProposalStore | None:
+def _proposal_store(harness: ControlHost, redis: StateStore | None) -> ProposalStore | None:
     """Redis with ``call_state.store: redis``, else the ledger's database when there is one, else none."""
     if redis is not None:
         return StateStoreProposals(redis)
@@ -109,7 +109,7 @@ class CallStateControl(HarnessControl):
 
     name = "call_state"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.call_state
         # One Redis client per call serves the state and the proposals.

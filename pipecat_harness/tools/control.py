@@ -65,7 +65,7 @@ from pipecat_harness.tools.operation_state import OperationRecord
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.control import ControlHost
     from pipecat_harness.tools.ledger import OperationLedger
 
 __all__ = ["GATED_MARK", "GateHook", "GatedRegistry", "GenerationGuard", "ToolGateControl", "UndeclaredTool"]
@@ -187,7 +187,7 @@ class ToolGateControl(HarnessControl):
 
     name = "tool_gate"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.tool_gate
         self.ledger: OperationLedger | None = None
