@@ -31,6 +31,7 @@ from pipecat.services.llm_service import LLMService
 from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
+from pipecat_harness._pipecat import function_registry
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, ToolHandler, pipecat_function
 from pipecat_harness.decisions import DecisionLog
@@ -225,8 +226,7 @@ class Harness:
         for processor in processors:
             if isinstance(processor, LLMService):
                 # Start-up is where an undeclared tool must fail, loudly, not mid-call.
-                context = next((getattr(p, "_context", None) for p in processors if isinstance(p, LLMUserAggregator)),
-                               None)
+                context = next((p.context for p in processors if isinstance(p, LLMUserAggregator)), None)
                 self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
         self._check_integration(processors)
         owners = ", ".join(sorted({c.name for c in self.controls})) or "the harness"
@@ -353,13 +353,13 @@ class Harness:
             ValueError: A registered or advertised tool is declared neither a read nor a write.
         """
         self._attach(llm)
-        for name, item in list(getattr(llm, "_functions", {}).items()):
+        for name, item in list(function_registry(llm).items()):
             if name in self.write_tools and item.cancel_on_interruption:
                 item.cancel_on_interruption = False  # a barge-in must not cancel a write
         gate_control = self.control("tool_gate")
         if gate_control is None:
             return
-        names = [name for name in getattr(llm, "_functions", {}) if name is not None]
+        names = [name for name in function_registry(llm) if name is not None]
         names += _advertised_handler_names(tools)
         for name in names:
             if gate_control.declared_write(name) is None:  # type: ignore[attr-defined]
@@ -371,7 +371,7 @@ class Harness:
             control.attach(llm)  # type: ignore[attr-defined]
         else:
             for other in self.controls:  # controls that wrap handlers without the gate (tests, probes)
-                registry = getattr(llm, "_functions", {})
+                registry = function_registry(llm)
                 for name, item in list(registry.items()):
                     if name is None or getattr(item.handler, "_harness_wrapped", False):
                         continue

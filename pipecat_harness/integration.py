@@ -19,6 +19,7 @@ from pipecat.processors.aggregators.llm_response_universal import LLMUserAggrega
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
 
+from pipecat_harness._pipecat import function_registry, user_aggregator_params
 from pipecat_harness.control import ControlHost, HarnessControl
 from pipecat_harness.errors import InputError
 
@@ -46,7 +47,7 @@ def integration_problems(harness: ControlHost, processors: Sequence[FrameProcess
     stop_controls = sorted(c.name for c in harness.controls if _wraps_stop_strategies(c))
     aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
     if stop_controls and aggregator is not None:
-        applied = user_params is not None and getattr(aggregator, "_params", None) is user_params
+        applied = user_params is not None and user_aggregator_params(aggregator) is user_params
         if not applied:
             problems.append(
                 f"{', '.join(stop_controls)} active but the user aggregator was built without harness.user_params(); "
@@ -56,7 +57,7 @@ def integration_problems(harness: ControlHost, processors: Sequence[FrameProcess
     # placed; what remains to check is a gate left with nothing to act on.
     if harness.control("tool_gate") is not None:
         llms = [p for p in processors if isinstance(p, LLMService)]
-        registered = [name for llm in llms for name in getattr(llm, "_functions", {}) if name is not None]
+        registered = [name for llm in llms for name in function_registry(llm) if name is not None]
         if llms and not registered:
             problems.append(
                 "tool_gate active but the LLM has no registered tools, so it has nothing to act on; register "

@@ -53,6 +53,7 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
+from pipecat_harness._pipecat import function_registry, replace_function_registry
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.errors import require_extra
@@ -295,10 +296,10 @@ class ToolGateControl(HarnessControl):
 
     def attach(self, llm: Any) -> None:
         """Gate every handler ``llm`` holds or will hold, however it is registered (idempotent)."""
-        registry = getattr(llm, "_functions", None)
+        registry = function_registry(llm) if isinstance(llm, LLMService) else None
         if isinstance(registry, GatedRegistry) or registry is None:
             return
-        llm._functions = GatedRegistry(self, registry)
+        replace_function_registry(llm, GatedRegistry(self, registry))
 
     def gate_entry(self, name: str | None, item: Any) -> Any:
         """Return a registry entry whose handler is gated (entries already gated pass unchanged)."""
