@@ -23,7 +23,7 @@ from pipecat_harness._pipecat import function_registry, user_aggregator_params
 from pipecat_harness.control import ControlHost, HarnessControl
 from pipecat_harness.errors import InputError
 
-__all__ = ["IntegrationError", "integration_problems"]
+__all__ = ["IntegrationError", "advertised_handler_names", "integration_problems"]
 
 
 class IntegrationError(InputError):
@@ -64,3 +64,21 @@ def integration_problems(harness: ControlHost, processors: Sequence[FrameProcess
                 "tools with harness.register_function(...) before harness.place(...), or switch tool_gate off"
             )
     return problems
+
+
+def advertised_handler_names(tools: Any) -> list[str]:
+    """Names of the handler-carrying tools in a ``ToolsSchema`` or list (direct functions, schemas with handlers)."""
+    if tools is None:
+        return []
+    items = list(getattr(tools, "standard_tools", None) or []) + list(getattr(tools, "direct_functions", None) or [])
+    if isinstance(tools, list | tuple):
+        items = list(tools)
+    names = []
+    for tool in items:
+        if getattr(tool, "handler", None) is not None and getattr(tool, "name", None):
+            names.append(tool.name)
+        elif callable(tool) and not hasattr(tool, "properties"):
+            names.append(getattr(tool, "name", None) or getattr(tool, "__name__", ""))
+        elif hasattr(tool, "function") and hasattr(tool, "name"):  # a DirectFunctionWrapper
+            names.append(tool.name)
+    return [n for n in names if n]
