@@ -35,8 +35,10 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "local": ("pyaudio",),
 }
 
-#: Extras that install other extras (``lab`` and ``proxy`` bring ``sqlite``), as ``pyproject.toml`` declares them.
-EXTRA_INCLUDES: dict[str, tuple[str, ...]] = {"lab": ("sqlite",), "postgres": ("sqlite",), "proxy": ("sqlite",)}
+#: Extras that install other extras, as ``pyproject.toml`` declares them.
+EXTRA_INCLUDES: dict[str, tuple[str, ...]] = {
+    "lab": ("sqlite",), "postgres": ("sqlite",), "proxy": ("sqlite",), "bots": ("sqlite",),
+}
 
 
 class InputError(ValueError):
