@@ -73,3 +73,21 @@ def test_simulate_without_the_lab_extra_exits_2_with_the_sentence(monkeypatch, c
     assert main(["simulate", "--scenario", "duplicate_refund"]) == 2
     err = capsys.readouterr().err.strip()
     assert 'pip install "pipecat-harness[lab]"' in err and "\n" not in err and "Traceback" not in err
+
+
+def test_pre_turn_evidence_without_sqlalchemy_names_the_sqlite_extra(monkeypatch):
+    _uninstall(monkeypatch, "sqlalchemy")
+    _forget(monkeypatch, "pipecat_harness.retrieval")
+    config = HarnessConfig.preset("retail")
+    config.retrieval.pre_turn = True
+    with pytest.raises(UsageError, match=r"retrieval\.pre_turn needs the 'sqlite' extra"):
+        Harness(config, call_id="c1", trace_path=None)
+
+
+def test_a_control_whose_module_needs_an_extra_names_it(monkeypatch):
+    _uninstall(monkeypatch, "sqlalchemy")
+    _forget(monkeypatch, "pipecat_harness.grader")
+    config = HarnessConfig().only("grader")
+    config.grader.constraints_path = "bundled:retail"
+    with pytest.raises(UsageError, match=r"control 'grader' needs the 'sqlite' extra"):
+        Harness(config, call_id="c1", trace_path=None)

@@ -38,6 +38,7 @@ from pipecat_harness.business.tool_results import render_operation_result
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingStateKeeper, render_state
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.errors import require_extra
 from pipecat_harness.instruction import InstructionEntry
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
@@ -157,6 +158,7 @@ class CallStateControl(HarnessControl):
         settings = self.harness.config.retrieval
         if not settings.pre_turn:
             return None
+        require_extra("retrieval.pre_turn", "sqlalchemy", "sqlite")  # the evidence index is a SQL full-text index
         from pipecat_harness.retrieval.tool import PreTurnEvidence
 
         return PreTurnEvidence(
