@@ -41,9 +41,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check pipecat_harness tests scripts bots
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 bench: $(STAMP)
 	for script in scripts/bench_*.py; do $(BIN)/python $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) traces reports .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) traces reports .pytest_cache .mypy_cache .ruff_cache .import_linter_cache .grimp_cache

@@ -5,12 +5,14 @@ itself: whether the caller's input is complete, whether an action already
 executed, and what the caller actually heard.
 
 Public names are imported lazily, so ``import pipecat_harness`` stays cheap and
-a control's dependencies load only when it is used.
+a control's dependencies load only when it is used. The simulator, the retail demo and
+the other lab tools are not here: they are imported from their modules
+(``pipecat_harness.sim.runner.run_scenario``, ``pipecat_harness.demo.retail_tools.RetailTools``),
+with the ``lab`` extra installed.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -27,21 +29,6 @@ _EXPORTS: dict[str, str] = {
     "DecisionLog": "pipecat_harness.decisions",
     "TraceRecorder": "pipecat_harness.trace.recorder",
     "Timeline": "pipecat_harness.trace.timeline",
-    # simulation
-    "Scenario": "pipecat_harness.sim.scenario",
-    "ScenarioError": "pipecat_harness.sim.scenario",
-    "load_scenario": "pipecat_harness.sim.scenario",
-    "load_scenarios": "pipecat_harness.sim.scenario",
-    "run_scenario": "pipecat_harness.sim.runner",
-    "CallResult": "pipecat_harness.sim.runner",
-    "ScriptedLLMService": "pipecat_harness.sim.scripted_llm",
-    "SimulatedTTSService": "pipecat_harness.sim.sim_tts",
-    "SimulatedOutputTransport": "pipecat_harness.sim.sim_transport",
-    "LoopClock": "pipecat_harness.sim.clock",
-    "virtual_time": "pipecat_harness.sim.clock",
-    # retail demo backend
-    "RetailDatabase": "pipecat_harness.demo.retail_db",
-    "RetailTools": "pipecat_harness.demo.retail_tools",
     # input controls
     "hold_decision": "pipecat_harness.input",
     "IdentifierHoldConfig": "pipecat_harness.input",
@@ -64,7 +51,6 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "CONTROL_NAMES",
-    "CallResult",
     "ChecklistDirector",
     "ConfigError",
     "ConstraintList",
@@ -76,19 +62,11 @@ __all__ = [
     "HistoryCorrector",
     "IdentifierHoldConfig",
     "IdentifierHoldStopStrategy",
-    "LoopClock",
     "OperationLedger",
     "Placement",
     "PlaybackTracker",
-    "RetailDatabase",
-    "RetailTools",
     "RuleGrader",
-    "Scenario",
-    "ScenarioError",
-    "ScriptedLLMService",
     "SilentReplyGuard",
-    "SimulatedOutputTransport",
-    "SimulatedTTSService",
     "SpellingNormalizer",
     "Timeline",
     "ToolGate",
@@ -97,10 +75,6 @@ __all__ = [
     "__version__",
     "estimate_heard_prefix",
     "hold_decision",
-    "load_scenario",
-    "load_scenarios",
-    "run_scenario",
-    "virtual_time",
 ]
 
 
@@ -108,7 +82,9 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'pipecat_harness' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from pipecat_harness.errors import import_or_name_extra
+
+    value = getattr(import_or_name_extra(module, f"pipecat_harness.{name}"), name)
     globals()[name] = value
     return value
 
@@ -122,8 +98,6 @@ if TYPE_CHECKING:
     from pipecat_harness.config import CONTROL_NAMES, ConfigError, HarnessConfig
     from pipecat_harness.control import HarnessControl, Placement
     from pipecat_harness.decisions import ControlDecision, DecisionLog
-    from pipecat_harness.demo.retail_db import RetailDatabase
-    from pipecat_harness.demo.retail_tools import RetailTools
     from pipecat_harness.grader import ConstraintList, RuleGrader, TurnGrader
     from pipecat_harness.harness import Harness
     from pipecat_harness.history import HistoryCorrector, PlaybackTracker, estimate_heard_prefix
@@ -134,12 +108,6 @@ if TYPE_CHECKING:
         SpellingNormalizer,
         hold_decision,
     )
-    from pipecat_harness.sim.clock import LoopClock, virtual_time
-    from pipecat_harness.sim.runner import CallResult, run_scenario
-    from pipecat_harness.sim.scenario import Scenario, ScenarioError, load_scenario, load_scenarios
-    from pipecat_harness.sim.scripted_llm import ScriptedLLMService
-    from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
-    from pipecat_harness.sim.sim_tts import SimulatedTTSService
     from pipecat_harness.tools import OperationLedger, ToolGate
     from pipecat_harness.trace.recorder import TraceRecorder
     from pipecat_harness.trace.timeline import Timeline

@@ -10,13 +10,12 @@ extra is missing says which one to install instead of printing a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipecat_harness.errors import InputError, UsageError, extra_for_module, missing_extra_message
+from pipecat_harness.errors import InputError, import_or_name_extra
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main", "port_number"]
 
@@ -28,26 +27,28 @@ class Command:
     name: str
     module: str
     help: str
+    extra: str | None = None
+    """The extra the command needs (named when any module it installs is missing)."""
 
 
 #: The subcommands, in the order ``--help`` lists them.
 COMMANDS: tuple[Command, ...] = (
     Command("simulate", "pipecat_harness.sim.command",
-            "run simulated calls (bundled scenarios by default) and check their outcomes"),
+            "run simulated calls (bundled scenarios by default) and check their outcomes", extra="lab"),
     Command("eval", "pipecat_harness.eval.command",
-            "A/B evaluation: each control on and off over the scenarios, benefit and cost per control"),
-    Command("trace", "pipecat_harness.trace.command", "inspect call timelines (terminal or HTML)"),
+            "A/B evaluation: each control on and off over the scenarios, benefit and cost per control", extra="lab"),
+    Command("trace", "pipecat_harness.trace.command", "inspect call timelines (terminal or HTML)", extra="lab"),
     Command("scenario", "pipecat_harness.replay.scenario_command",
-            "make scenarios: 'scenario from-trace TRACE' turns a recorded call into one"),
+            "make scenarios: 'scenario from-trace TRACE' turns a recorded call into one", extra="lab"),
     Command("replay", "pipecat_harness.replay.command",
-            "re-run the model at a recorded decision point under treatments (none, reminder, feedback)"),
+            "re-run the model at a recorded decision point under treatments (none, reminder, feedback)", extra="lab"),
     Command("proxy", "pipecat_harness.proxy.command",
-            "serve the custom-LLM proxy for Vapi and Retell (needs pipecat-harness[proxy])"),
-    Command("grader", "pipecat_harness.grader.command", "per-turn grader tools"),
+            "serve the custom-LLM proxy for Vapi and Retell (needs pipecat-harness[proxy])", extra="proxy"),
+    Command("grader", "pipecat_harness.grader.command", "per-turn grader tools", extra="sqlite"),
     Command("handoff", "pipecat_harness.business.command",
             "print a call's verified handoff summary (every line linked to its record)"),
     Command("console", "pipecat_harness.grader.command",
-            "serve the operator console of flagged turns (needs pipecat-harness[proxy])"),
+            "serve the operator console of flagged turns (needs pipecat-harness[proxy])", extra="proxy"),
 )
 
 
@@ -102,13 +103,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
 
 
 def _import_command(command: Command) -> object:
-    try:
-        return importlib.import_module(command.module)
-    except ModuleNotFoundError as exc:
-        extra = extra_for_module(exc.name or "")
-        if extra is None:
-            raise
-        raise UsageError(missing_extra_message(f"pipecat-harness {command.name}", exc.name or "", extra)) from exc
+    return import_or_name_extra(command.module, f"pipecat-harness {command.name}", command.extra)
 
 
 def _selected_command(argv: Sequence[str]) -> str | None:

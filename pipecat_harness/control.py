@@ -16,20 +16,42 @@ what it needs.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import FunctionCallParams
 
 if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.config import HarnessConfig
+    from pipecat_harness.decisions import DecisionLog
+    from pipecat_harness.trace.recorder import TraceRecorder
 
-__all__ = ["HarnessControl", "PipecatHandler", "Placement", "find_downstream"]
+__all__ = [
+    "ControlHost", "HarnessControl", "PipecatHandler", "Placement", "ToolHandler", "find_downstream",
+    "pipecat_function",
+]
 
 PipecatHandler = Callable[[FunctionCallParams], Awaitable[None]]
 """A Pipecat function-call handler."""
+
+ToolHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
+"""A framework-free tool handler: arguments mapping in, JSON-serialisable result out."""
+
+
+def pipecat_function(handler: ToolHandler) -> PipecatHandler:
+    """Adapt a framework-free handler to Pipecat's ``FunctionCallParams`` signature.
+
+    Exceptions propagate, so Pipecat reports a failed call as it would for any handler.
+    """
+
+    async def call(params: FunctionCallParams) -> None:
+        result = await handler(dict(params.arguments))
+        await params.result_callback(result)
+
+    call.__name__ = getattr(handler, "__name__", "tool")
+    return call
 
 
 class Placement(enum.Enum):
@@ -45,6 +67,20 @@ class Placement(enum.Enum):
     """After the assistant aggregator committed (history correction)."""
 
 
+class ControlHost(Protocol):
+    """What a control sees of the call it belongs to (:class:`~pipecat_harness.harness.Harness` provides it)."""
+
+    config: HarnessConfig
+    call_id: str
+    decisions: DecisionLog
+    recorder: TraceRecorder | None
+    write_tools: set[str]
+    controls: list[HarnessControl]
+
+    def control(self, name: str) -> HarnessControl | None:
+        """The active control with that name."""
+
+
 class HarnessControl:
     """Base class of a switchable control.
 
@@ -55,7 +91,7 @@ class HarnessControl:
     #: The control's name in configs, decisions and ``eval --toggle``.
     name: str = ""
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         self.harness = harness
 
     def record(self, action: str, evidence: dict[str, Any] | None = None) -> Any:

@@ -11,24 +11,33 @@ import os
 from typing import Any
 
 __all__ = [
+    "EXTRA_INCLUDES",
     "EXTRA_MODULES",
     "GEMINI_KEY_ENV",
     "InputError",
     "UsageError",
     "extra_for_module",
     "gemini_client",
+    "import_or_name_extra",
     "missing_extra_message",
     "require_extra",
 ]
 
 #: The top-level modules each optional extra of ``pipecat-harness`` installs.
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "sqlite": ("sqlalchemy", "aiosqlite"),
+    "lab": ("time_machine", "rich"),
     "proxy": ("fastapi", "uvicorn", "httpx", "openai", "websockets", "starlette"),
     "postgres": ("asyncpg",),
     "redis": ("redis",),
     "gemini": ("google",),
     "bots": ("dotenv", "daily", "deepgram", "elevenlabs", "onnxruntime", "aiortc"),
     "local": ("pyaudio",),
+}
+
+#: Extras that install other extras, as ``pyproject.toml`` declares them.
+EXTRA_INCLUDES: dict[str, tuple[str, ...]] = {
+    "lab": ("sqlite",), "postgres": ("sqlite",), "proxy": ("sqlite",), "bots": ("sqlite",),
 }
 
 
@@ -67,6 +76,29 @@ def require_extra(what: str, module: str, extra: str) -> None:
         importlib.import_module(module)
     except ModuleNotFoundError as exc:
         raise UsageError(missing_extra_message(what, module, extra)) from exc
+
+
+def import_or_name_extra(module: str, what: str, extra: str | None = None) -> Any:
+    """Import ``module``; when a module an extra installs is missing, raise :class:`UsageError` naming the extra.
+
+    Args:
+        module: The dotted module to import.
+        what: What needs it, for the message (``"pipecat-harness simulate"``, ``"control 'grader'"``).
+        extra: The extra to name when it installs the missing module itself or through an extra it
+            includes (a command's own extra).
+
+    Raises:
+        UsageError: A module of an extra is not installed.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        needed = extra_for_module(missing)
+        if needed is None:
+            raise
+        named = extra if extra is not None and needed in (extra, *EXTRA_INCLUDES.get(extra, ())) else needed
+        raise UsageError(missing_extra_message(what, missing, named)) from exc
 
 
 #: Environment variables a Gemini client reads its key from.

@@ -14,11 +14,10 @@ Adding the harness to an existing bot takes four calls::
 
 from __future__ import annotations
 
-import importlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from loguru import logger
 from pipecat.observers.base_observer import BaseObserver
@@ -32,36 +31,23 @@ from pipecat.services.llm_service import LLMService
 from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
+from pipecat_harness._pipecat import function_registry
 from pipecat_harness.config import HarnessConfig
-from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
+from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, ToolHandler, pipecat_function
 from pipecat_harness.decisions import DecisionLog
-from pipecat_harness.demo.retail_tools import ToolHandler, pipecat_function
-from pipecat_harness.integration import IntegrationError, integration_problems
+from pipecat_harness.errors import import_or_name_extra
+from pipecat_harness.integration import IntegrationError, advertised_handler_names, integration_problems
 from pipecat_harness.observer_group import ObserverGroup
 from pipecat_harness.placement import TurnBoundaryProcessor, flatten, insert_placed
 from pipecat_harness.tools.operation_state import Reconciler
 from pipecat_harness.trace.recorder import TraceRecorder
 from pipecat_harness.turn_strategies import TurnStrategyAdvisor
 
+if TYPE_CHECKING:
+    from pipecat_harness.tools.control import ToolGateControl
+
 __all__ = ["CONTROL_FACTORIES", "Harness", "TurnBoundaryProcessor"]
 
-
-def _advertised_handler_names(tools: Any) -> list[str]:
-    """Names of the handler-carrying tools in a ``ToolsSchema`` or list (direct functions, schemas with handlers)."""
-    if tools is None:
-        return []
-    items = list(getattr(tools, "standard_tools", None) or []) + list(getattr(tools, "direct_functions", None) or [])
-    if isinstance(tools, list | tuple):
-        items = list(tools)
-    names = []
-    for tool in items:
-        if getattr(tool, "handler", None) is not None and getattr(tool, "name", None):
-            names.append(tool.name)
-        elif callable(tool) and not hasattr(tool, "properties"):
-            names.append(getattr(tool, "name", None) or getattr(tool, "__name__", ""))
-        elif hasattr(tool, "function") and hasattr(tool, "name"):  # a DirectFunctionWrapper
-            names.append(tool.name)
-    return [n for n in names if n]
 
 #: Control name -> ``"module:Class"`` of its :class:`HarnessControl`, imported only when enabled.
 CONTROL_FACTORIES: dict[str, str] = {
@@ -141,7 +127,7 @@ class Harness:
         controls = []
         for name in sorted(self.active_controls_from_config()):
             module_name, _, class_name = CONTROL_FACTORIES[name].partition(":")
-            factory = getattr(importlib.import_module(module_name), class_name)
+            factory = getattr(import_or_name_extra(module_name, f"control {name!r}"), class_name)
             controls.append(factory(self))
         return controls
 
@@ -226,8 +212,7 @@ class Harness:
         for processor in processors:
             if isinstance(processor, LLMService):
                 # Start-up is where an undeclared tool must fail, loudly, not mid-call.
-                context = next((getattr(p, "_context", None) for p in processors if isinstance(p, LLMUserAggregator)),
-                               None)
+                context = next((p.context for p in processors if isinstance(p, LLMUserAggregator)), None)
                 self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
         self._check_integration(processors)
         owners = ", ".join(sorted({c.name for c in self.controls})) or "the harness"
@@ -286,12 +271,12 @@ class Harness:
                 resource is held while an earlier one is in flight or unknown.
             **options: Passed to ``llm.register_function``.
         """
-        gate_control = self.control("tool_gate")
-        declared = getattr(gate_control, "declared_write", lambda _name: None)(name)
+        gate_control = self._tool_gate()
+        declared = gate_control.declared_write(name) if gate_control is not None else None
         if write is None and name in self.write_tools:
             write = True
         if write is None and declared is None and gate_control is not None:
-            raise gate_control.undeclared_error(name)  # type: ignore[attr-defined]
+            raise gate_control.undeclared_error(name)
         is_write = bool(declared if write is None else write)
         if is_write:
             self.write_tools.add(name)
@@ -301,11 +286,10 @@ class Harness:
             if normalize is not None:
                 control.set_argument_normalizer(name, normalize)
             wrapped = control.wrap_function(name, wrapped, write=is_write)
-        gate = getattr(gate_control, "gate", None)
-        if reconciler is not None and gate is not None:
-            gate.reconcilers[name] = reconciler
-        if resource is not None and gate is not None:
-            gate.resources[name] = resource
+        if reconciler is not None and gate_control is not None:
+            gate_control.gate.reconcilers[name] = reconciler
+        if resource is not None and gate_control is not None:
+            gate_control.gate.resources[name] = resource
         self._attach(llm)
         llm.register_function(name, wrapped, **options)
 
@@ -354,25 +338,26 @@ class Harness:
             ValueError: A registered or advertised tool is declared neither a read nor a write.
         """
         self._attach(llm)
-        for name, item in list(getattr(llm, "_functions", {}).items()):
+        for name, item in list(function_registry(llm).items()):
             if name in self.write_tools and item.cancel_on_interruption:
                 item.cancel_on_interruption = False  # a barge-in must not cancel a write
-        gate_control = self.control("tool_gate")
+        gate_control = self._tool_gate()
         if gate_control is None:
             return
-        names = [name for name in getattr(llm, "_functions", {}) if name is not None]
-        names += _advertised_handler_names(tools)
-        for name in names:
-            if gate_control.declared_write(name) is None:  # type: ignore[attr-defined]
-                raise gate_control.undeclared_error(name)  # type: ignore[attr-defined]
+        for name in [name for name in function_registry(llm) if name is not None] + advertised_handler_names(tools):
+            if gate_control.declared_write(name) is None:
+                raise gate_control.undeclared_error(name)
+
+    def _tool_gate(self) -> ToolGateControl | None:
+        return cast("ToolGateControl | None", self.control("tool_gate"))
 
     def _attach(self, llm: Any) -> None:
-        control = self.control("tool_gate")
+        control = self._tool_gate()
         if control is not None:
-            control.attach(llm)  # type: ignore[attr-defined]
+            control.attach(llm)
         else:
             for other in self.controls:  # controls that wrap handlers without the gate (tests, probes)
-                registry = getattr(llm, "_functions", {})
+                registry = function_registry(llm)
                 for name, item in list(registry.items()):
                     if name is None or getattr(item.handler, "_harness_wrapped", False):
                         continue

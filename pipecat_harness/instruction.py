@@ -18,6 +18,8 @@ from typing import Any
 
 from pipecat.services.llm_service import LLMService
 
+from pipecat_harness._pipecat import appended_system_instructions, recompose_system_instruction
+
 __all__ = ["InstructionEntry"]
 
 
@@ -43,7 +45,7 @@ class InstructionEntry:
 
     def set(self, text: str | None) -> None:
         """Put ``text`` in the instruction in place of this entry's earlier text (``None`` or empty removes it)."""
-        entries = self.llm._appended_system_instructions
+        entries = appended_system_instructions(self.llm)
         index = next((i for i, entry in enumerate(entries) if entry is self._entry), None)
         new = _Entry(text) if text else None
         if index is not None:
@@ -54,4 +56,4 @@ class InstructionEntry:
         elif new is not None:
             entries.append(new)
         self._entry = new
-        self.llm._compose_system_instruction()
+        recompose_system_instruction(self.llm)

@@ -13,19 +13,17 @@ as an error with the fix, or raises :class:`IntegrationError` when built with
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregator
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
 
-from pipecat_harness.control import HarnessControl
+from pipecat_harness._pipecat import function_registry, user_aggregator_params
+from pipecat_harness.control import ControlHost, HarnessControl
 from pipecat_harness.errors import InputError
 
-if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
-
-__all__ = ["IntegrationError", "integration_problems"]
+__all__ = ["IntegrationError", "advertised_handler_names", "integration_problems"]
 
 
 class IntegrationError(InputError):
@@ -36,7 +34,7 @@ def _wraps_stop_strategies(control: HarnessControl) -> bool:
     return type(control).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies
 
 
-def integration_problems(harness: Harness, processors: Sequence[FrameProcessor],
+def integration_problems(harness: ControlHost, processors: Sequence[FrameProcessor],
                          user_params: Any | None) -> list[str]:
     """What keeps an active control from acting in this pipeline, one sentence (with the fix) per problem.
 
@@ -49,7 +47,7 @@ def integration_problems(harness: Harness, processors: Sequence[FrameProcessor],
     stop_controls = sorted(c.name for c in harness.controls if _wraps_stop_strategies(c))
     aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
     if stop_controls and aggregator is not None:
-        applied = user_params is not None and getattr(aggregator, "_params", None) is user_params
+        applied = user_params is not None and user_aggregator_params(aggregator) is user_params
         if not applied:
             problems.append(
                 f"{', '.join(stop_controls)} active but the user aggregator was built without harness.user_params(); "
@@ -59,10 +57,28 @@ def integration_problems(harness: Harness, processors: Sequence[FrameProcessor],
     # placed; what remains to check is a gate left with nothing to act on.
     if harness.control("tool_gate") is not None:
         llms = [p for p in processors if isinstance(p, LLMService)]
-        registered = [name for llm in llms for name in getattr(llm, "_functions", {}) if name is not None]
+        registered = [name for llm in llms for name in function_registry(llm) if name is not None]
         if llms and not registered:
             problems.append(
                 "tool_gate active but the LLM has no registered tools, so it has nothing to act on; register "
                 "tools with harness.register_function(...) before harness.place(...), or switch tool_gate off"
             )
     return problems
+
+
+def advertised_handler_names(tools: Any) -> list[str]:
+    """Names of the handler-carrying tools in a ``ToolsSchema`` or list (direct functions, schemas with handlers)."""
+    if tools is None:
+        return []
+    items = list(getattr(tools, "standard_tools", None) or []) + list(getattr(tools, "direct_functions", None) or [])
+    if isinstance(tools, list | tuple):
+        items = list(tools)
+    names = []
+    for tool in items:
+        if getattr(tool, "handler", None) is not None and getattr(tool, "name", None):
+            names.append(tool.name)
+        elif callable(tool) and not hasattr(tool, "properties"):
+            names.append(getattr(tool, "name", None) or getattr(tool, "__name__", ""))
+        elif hasattr(tool, "function") and hasattr(tool, "name"):  # a DirectFunctionWrapper
+            names.append(tool.name)
+    return [n for n in names if n]

@@ -52,6 +52,15 @@ from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.utils.asyncio.task_manager import BaseTaskManager
 from pipecat.utils.errors import ErrorCategory
 
+from pipecat_harness._pipecat import (
+    cleanup_members,
+    has_push_listeners,
+    in_direct_mode,
+    mark_setup_finished,
+    mark_setup_started,
+    set_neighbours,
+    setup_members,
+)
 from pipecat_harness.control import Placement
 from pipecat_harness.decisions import DecisionLog
 
@@ -85,7 +94,7 @@ class _Acts:
             frames = getattr(member, "handled_data_frames", None)
         # A queueing member is never passed by: a frame going past it would overtake its queue.
         self.frames: tuple[type[Frame], ...] | None = (
-            None if frames is None or not member._enable_direct_mode else tuple(frames)
+            None if frames is None or not in_direct_mode(member) else tuple(frames)
         )
         self.inspects = self.frames is not None and callable(getattr(member, "inspect_frame", None))
 
@@ -244,32 +253,32 @@ class PlacementGroup(BasePipeline):
     def link(self, processor: FrameProcessor) -> None:
         """Link the group, and so its last member, to the next processor."""
         super().link(processor)
-        self.members[-1]._next = processor
+        set_neighbours(self.members[-1], following=processor)
 
     def _setup_started(self) -> None:
         # Hold the members' StartFrame together with the group's: a frame may reach a
         # member before the group's setup task has got round to setting it up.
-        super()._setup_started()
+        mark_setup_started(self, base=True)
         for member in self.members:
-            member._setup_started()
+            mark_setup_started(member)
 
     async def setup(self, setup: FrameProcessorSetup) -> None:  # type: ignore[override]  # as Pipecat's base
         """Set the members up, reporting to the worker's observer only what leaves the group."""
         await super().setup(setup)
-        self._setup_finished()
+        mark_setup_finished(self)
         self._observer, self._clock = setup.observer, setup.clock
-        self.members[0]._prev = self._prev
-        self.members[-1]._next = self._next
+        set_neighbours(self.members[0], previous=self.previous)
+        set_neighbours(self.members[-1], following=self.next)
         inner = setup
         if setup.observer is not None:
             inner = copy.copy(setup)  # a shallow copy, not dataclasses.replace: that reads deprecated fields
             inner.observer = _BoundaryObserver(setup.observer, self.members)
-        await self._setup_processors(self.members, inner)
+        await setup_members(self, self.members, inner)
 
     async def cleanup(self) -> None:
         """Clean up the group and its members."""
         await super().cleanup()
-        await self._cleanup_processors(self.members)
+        await cleanup_members(self, self.members)
 
     async def queue_frame(
         self,
@@ -299,11 +308,10 @@ class PlacementGroup(BasePipeline):
         a trace-log line formatted for every frame, audio included, whether or
         not trace logging is on.
         """
-        handlers = self._event_handlers
-        if handlers["on_before_push_frame"].handlers or handlers["on_after_push_frame"].handlers:
+        if has_push_listeners(self):
             await self.push_frame(frame, direction)
             return
-        destination = self._next if direction == FrameDirection.DOWNSTREAM else self._prev
+        destination = self.next if direction == FrameDirection.DOWNSTREAM else self.previous
         if destination is None:
             return
         try:

@@ -6,17 +6,39 @@ import pipecat_harness
 
 EXPECTED = {
     "__version__", "Harness", "HarnessConfig", "ConfigError", "CONTROL_NAMES", "HarnessControl", "Placement",
-    "ControlDecision", "DecisionLog", "TraceRecorder", "Timeline", "Scenario", "ScenarioError", "load_scenario",
-    "load_scenarios", "run_scenario", "CallResult", "ScriptedLLMService", "SimulatedTTSService",
-    "SimulatedOutputTransport", "LoopClock", "virtual_time", "RetailDatabase", "RetailTools",
+    "ControlDecision", "DecisionLog", "TraceRecorder", "Timeline",
     "hold_decision", "IdentifierHoldConfig", "IdentifierHoldStopStrategy", "SpellingNormalizer", "SilentReplyGuard",
     "ToolGate", "OperationLedger", "estimate_heard_prefix", "PlaybackTracker", "HistoryCorrector",
     "ChecklistDirector", "RuleGrader", "ConstraintList", "TurnGrader",
 }
 
+#: The lab's names, reached through their own modules (the ``lab`` extra), never through the top level.
+LAB_NAMES = {
+    "pipecat_harness.sim.scenario": ["Scenario", "ScenarioError", "load_scenario", "load_scenarios"],
+    "pipecat_harness.sim.runner": ["run_scenario", "CallResult"],
+    "pipecat_harness.sim.scripted_llm": ["ScriptedLLMService"],
+    "pipecat_harness.sim.sim_tts": ["SimulatedTTSService"],
+    "pipecat_harness.sim.sim_transport": ["SimulatedOutputTransport"],
+    "pipecat_harness.sim.clock": ["LoopClock", "virtual_time"],
+    "pipecat_harness.demo.retail_db": ["RetailDatabase"],
+    "pipecat_harness.demo.retail_tools": ["RetailTools"],
+}
+
 
 def test_top_level_names_are_exactly_the_documented_ones():
-    assert set(pipecat_harness.__all__) >= EXPECTED
+    assert set(pipecat_harness.__all__) == EXPECTED
+
+
+def test_the_top_level_holds_no_simulator_or_demo_name():
+    for module_name, names in LAB_NAMES.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            assert hasattr(module, name), f"{module_name}.{name}"
+            assert name not in pipecat_harness.__all__, name
+            assert not hasattr(pipecat_harness, name), name
+    lab = ("pipecat_harness.sim", "pipecat_harness.demo", "pipecat_harness.eval", "pipecat_harness.replay",
+           "pipecat_harness.fakes", "pipecat_harness.proxy")
+    assert not [m for m in pipecat_harness._EXPORTS.values() if m.startswith(lab)]
 
 
 def test_every_exported_name_resolves():

@@ -29,14 +29,16 @@ import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loguru import logger
 
-from pipecat_harness.state.proposals import ProposalStore
 from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.canonical import request_hash
 from pipecat_harness.tools.policy import PolicyRule, PolicyVerdict, ToolRequest
+
+if TYPE_CHECKING:
+    from pipecat_harness.state.proposals import ProposalStore
 
 __all__ = ["ConfirmationPolicy", "Proposal", "ProposalStatus", "is_confirmation"]
 

@@ -38,6 +38,7 @@ from pipecat_harness.business.tool_results import render_operation_result
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingStateKeeper, render_state
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.errors import require_extra
 from pipecat_harness.instruction import InstructionEntry
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
@@ -46,7 +47,7 @@ from pipecat_harness.state.store import StateStore
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.control import ControlHost
     from pipecat_harness.retrieval import Evidence, EvidenceRetriever, RetrievalScope
     from pipecat_harness.retrieval.tool import PreTurnEvidence
 
@@ -89,7 +90,7 @@ class StateRenderer(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
-def _proposal_store(harness: Harness, redis: StateStore | None) -> ProposalStore | None:
+def _proposal_store(harness: ControlHost, redis: StateStore | None) -> ProposalStore | None:
     """Redis with ``call_state.store: redis``, else the ledger's database when there is one, else none."""
     if redis is not None:
         return StateStoreProposals(redis)
@@ -109,7 +110,7 @@ class CallStateControl(HarnessControl):
 
     name = "call_state"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.call_state
         # One Redis client per call serves the state and the proposals.
@@ -157,6 +158,7 @@ class CallStateControl(HarnessControl):
         settings = self.harness.config.retrieval
         if not settings.pre_turn:
             return None
+        require_extra("retrieval.pre_turn", "sqlalchemy", "sqlite")  # the evidence index is a SQL full-text index
         from pipecat_harness.retrieval.tool import PreTurnEvidence
 
         return PreTurnEvidence(

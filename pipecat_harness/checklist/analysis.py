@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from pipecat_harness.checklist.model import Checklist
-    from pipecat_harness.checklist.progress import ChecklistState
 
 __all__ = ["Analysis", "Analyzer", "AnalyzerError", "ItemUpdate", "Outcome"]
 
@@ -70,8 +69,11 @@ class Analyzer(abc.ABC):
     name: str = "analyzer"
 
     @abc.abstractmethod
-    async def analyze(self, checklist: Checklist, state: ChecklistState, utterance: str) -> Analysis:
+    async def analyze(self, checklist: Checklist, state: Any, utterance: str) -> Analysis:
         """Analyse ``utterance`` given the checklist and the call's current state.
+
+        ``state`` is the call's :class:`~pipecat_harness.checklist.progress.ChecklistState`; that module imports
+        this one, so the type is named by each analyzer rather than here.
 
         Raises:
             AnalyzerError: No usable analysis could be produced.

@@ -17,7 +17,7 @@ from pipecat_harness.state.coordination import CallLock
 from pipecat_harness.state.factory import create_store
 
 if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.control import ControlHost
 
 __all__ = ["ChecklistControl", "build_analyzer", "load_configured_checklist"]
 
@@ -48,7 +48,7 @@ class ChecklistControl(HarnessControl):
 
     name = "checklist"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.checklist
         self.settings = settings

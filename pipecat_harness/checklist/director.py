@@ -33,6 +33,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 from pipecat.services.settings import LLMSettings
 
+from pipecat_harness._pipecat import base_system_instruction
 from pipecat_harness.checklist.directive import DEFAULT_MARKER, Directive
 from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.prompt import strip_directive_text, strip_directives, user_turns
@@ -52,9 +53,8 @@ def _base_instruction(llm: LLMService[Any]) -> str | None:
     # plus its own addons (async-tool guidance...); the base is what a settings
     # update replaces, so the directive is composed onto the base, not onto the
     # composed text (which would repeat the addons).
-    if hasattr(llm, "_base_system_instruction"):
-        base = llm._base_system_instruction
-        return base if isinstance(base, str) else None
+    if isinstance(llm, LLMService):
+        return base_system_instruction(llm)
     value = getattr(llm.settings, "system_instruction", None)
     return value if isinstance(value, str) else None
 

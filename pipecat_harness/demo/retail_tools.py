@@ -15,22 +15,19 @@ what became of an operation of unknown outcome from the same records.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiosqlite
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
-from pipecat.services.llm_service import FunctionCallParams
 
+from pipecat_harness.control import ToolHandler, pipecat_function
 from pipecat_harness.demo.retail_db import Apply, RetailDatabase
 from pipecat_harness.tools.execution import current_operation
 from pipecat_harness.tools.operation_state import OperationRecord, OperationStatus, Reconciliation
 
 __all__ = ["RETAIL_WRITE_TOOLS", "RetailTools", "ToolHandler", "pipecat_function"]
-
-ToolHandler = Callable[[Mapping[str, Any]], Awaitable[Any]]
-"""A framework-free tool handler: arguments mapping in, JSON-serialisable result out."""
 
 #: Tools that change business state.
 RETAIL_WRITE_TOOLS = frozenset({"return_items", "modify_order_address", "issue_refund", "cancel_pending_order",
@@ -301,17 +298,3 @@ async def _reschedule_callback(tools: RetailTools, args: Mapping[str, Any]) -> A
         return {"callback_id": booked[0], "day": day, "status": "callback rescheduled"}
 
     return await tools._apply("reschedule_callback", args, apply)
-
-
-def pipecat_function(handler: ToolHandler) -> Callable[[FunctionCallParams], Awaitable[None]]:
-    """Adapt a framework-free handler to Pipecat's ``FunctionCallParams`` signature.
-
-    Exceptions propagate, so Pipecat reports a failed call as it would for any handler.
-    """
-
-    async def call(params: FunctionCallParams) -> None:
-        result = await handler(dict(params.arguments))
-        await params.result_callback(result)
-
-    call.__name__ = getattr(handler, "__name__", "tool")
-    return call

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipecat_harness.trace.timeline import Timeline
 
 if TYPE_CHECKING:
-    from pipecat_harness.eval.metrics import CallMetrics
+    from pipecat_harness.eval.identifier_splits import InputWaiting
 
-__all__ = ["DOMAINS", "YIELD_WINDOW_SECS", "InteractionCosts", "domain_pass_rates", "interaction_rows",
+__all__ = ["DOMAINS", "YIELD_WINDOW_SECS", "ArmCall", "InteractionCosts", "domain_pass_rates", "interaction_rows",
            "interaction_summary", "measure_interaction"]
 
 #: How soon the bot must go quiet after the caller starts speaking over it for the bot to have yielded.
@@ -123,7 +123,16 @@ def _percentile(values: Sequence[int], share: float) -> int | None:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def domain_pass_rates(calls: Sequence[CallMetrics]) -> dict[str, Any]:
+class ArmCall(Protocol):
+    """What the figures of an arm read of each call (a :class:`~pipecat_harness.eval.metrics.CallMetrics`)."""
+
+    domain: str
+    passed: bool
+    input: InputWaiting
+    interaction: InteractionCosts
+
+
+def domain_pass_rates(calls: Sequence[ArmCall]) -> dict[str, Any]:
     """Passed/calls per domain and the equal-weight mean of the domain pass rates."""
     rates: dict[str, Any] = {}
     for domain in sorted({c.domain for c in calls}, key=lambda d: (*DOMAINS, d).index(d)):
@@ -134,7 +143,7 @@ def domain_pass_rates(calls: Sequence[CallMetrics]) -> dict[str, Any]:
     return {"domains": rates, "equal_weight_mean": sum(means) / len(means) if means else None}
 
 
-def interaction_summary(calls: Sequence[CallMetrics]) -> dict[str, Any]:
+def interaction_summary(calls: Sequence[ArmCall]) -> dict[str, Any]:
     """One arm's interaction figures (what ``results.json`` records)."""
     latencies = [ms for c in calls for ms in c.interaction.response_latencies_ms]
     yields = [ms for c in calls for ms in c.interaction.yield_latencies_ms]
@@ -183,7 +192,7 @@ def _cells(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def interaction_rows(on_calls: Sequence[CallMetrics], off_calls: Sequence[CallMetrics]) -> list[tuple[str, str, str]]:
+def interaction_rows(on_calls: Sequence[ArmCall], off_calls: Sequence[ArmCall]) -> list[tuple[str, str, str]]:
     """The interaction-cost table of two arms: (figure, on cell, off cell)."""
     on, off = _cells(interaction_summary(on_calls)), _cells(interaction_summary(off_calls))
     off_cells = dict(off)

@@ -20,7 +20,7 @@ from pipecat_harness.grader.rules import RuleGrader
 from pipecat_harness.grader.verdict import Grader
 
 if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.control import ControlHost
 
 __all__ = ["GraderControl", "build_grader"]
 
@@ -73,7 +73,7 @@ class GraderControl(HarnessControl):
 
     name = "grader"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.grader
         if not settings.constraints_path:

@@ -28,7 +28,7 @@ from pipecat_harness.history.corrector import CorrectionPolicy, HistoryCorrector
 from pipecat_harness.history.playback import PlaybackTracker
 
 if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.control import ControlHost
 
 __all__ = ["HistoryControl"]
 
@@ -38,7 +38,7 @@ class HistoryControl(HarnessControl):
 
     name = "history"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.history
         self.tracker = PlaybackTracker(bias=settings.bias, chars_per_sec=settings.chars_per_sec)

@@ -25,7 +25,7 @@ from pipecat_harness.input.spelling import SpellingNormalizer, SpellingRules
 
 if TYPE_CHECKING:
     from pipecat_harness.config import IdentifierHoldSettings
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.control import ControlHost
 
 __all__ = ["IdentifierHoldControl", "SilentReplyControl", "SpellingControl", "hold_config_from_settings"]
 
@@ -50,7 +50,7 @@ class IdentifierHoldControl(HarnessControl):
 
     name = "identifier_hold"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         self.config = hold_config_from_settings(harness.config.identifier_hold)
         self.strategies: list[IdentifierHoldStopStrategy] = []
@@ -100,7 +100,7 @@ class SpellingControl(HarnessControl):
 
     name = "spelling"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.spelling
         self.normalizer = SpellingNormalizer(
@@ -133,7 +133,7 @@ class SilentReplyControl(HarnessControl):
 
     name = "silent_reply"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.silent_reply
         self.guard = SilentReplyGuard(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipecat_harness._pipecat import external_stop_timeout, speech_timeout, turn_analyzer
+
 __all__ = ["WATCHDOG_MARGIN_SECS", "HoldBudgetError", "check_hold_budget", "inner_wait_secs", "required_stop_timeout"]
 
 #: Room left between a hold's release and the watchdog, for frames still in flight.
@@ -41,13 +43,13 @@ def inner_wait_secs(strategy: Any, *, stt_p99_secs: float | None = None) -> floa
     if inner is not None:  # a wrapper (another hold, a deferred strategy) waits as long as what it wraps
         return inner_wait_secs(inner, stt_p99_secs=stt_p99_secs)
     if isinstance(strategy, SpeechTimeoutUserTurnStopStrategy):
-        return max(float(getattr(strategy, "_user_speech_timeout", 0.6)), p99)
+        return max(speech_timeout(strategy), p99)
     if isinstance(strategy, TurnAnalyzerUserTurnStopStrategy):
-        analyzer = getattr(strategy, "_turn_analyzer", None)
+        analyzer = turn_analyzer(strategy)
         params = getattr(analyzer, "params", None)
         return max(float(getattr(params, "stop_secs", 3.0)), p99)
     if isinstance(strategy, ExternalUserTurnStopStrategy):
-        return float(getattr(strategy, "_timeout", 0.5))
+        return external_stop_timeout(strategy)
     return 0.0
 
 

@@ -47,6 +47,8 @@ from pipecat.frames.frames import (
 from pipecat.turns.types import ProcessFrameResult
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy
 
+from pipecat_harness._pipecat import user_aggregator_params
+
 __all__ = ["DEFAULT_REASK_PROMPT", "SilentReplyGuard", "is_yes_no_question", "reask_instruction"]
 
 DEFAULT_REASK_PROMPT = "Sorry, I didn't catch that. Could you say yes or no?"
@@ -223,7 +225,7 @@ class SilentReplyGuard(BaseUserTurnStopStrategy):
         if self._reasks >= self.max_reasks:
             self._record("not_reasked", {**evidence, "reason": f"already re-asked {self._reasks} time(s)"})
             return
-        params = getattr(self._aggregator, "_params", None)  # the aggregator reads its config from here
+        params = None if self._aggregator is None else user_aggregator_params(self._aggregator)
         config = getattr(params, "empty_user_turn", None)
         if config is None:
             reason = ("no user aggregator attached" if self._aggregator is None

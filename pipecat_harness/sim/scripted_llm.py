@@ -21,7 +21,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pipecat.frames.frames import (
     Frame,
@@ -34,6 +34,7 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
 from pipecat.services.settings import LLMSettings
 
+from pipecat_harness._pipecat import push_llm_text
 from pipecat_harness.sim.model_reading import (
     as_model_reads,
     caller_view,
@@ -241,7 +242,7 @@ class ScriptedLLMService(LLMService):
 
     async def _respond(self, context: LLMContext) -> None:
         messages = context_messages(context)
-        instruction = self._settings.system_instruction
+        instruction = cast(LLMSettings, self.settings).system_instruction
         if isinstance(instruction, str) and instruction:
             messages.insert(0, {"role": "system", "content": instruction})
         call = self.model.received(messages)
@@ -250,7 +251,7 @@ class ScriptedLLMService(LLMService):
         # while "thinking" consumes nothing and issues no tool call.
         self.model.decide(call)
         for token in text_tokens(call.planned_text):
-            await self._push_llm_text(token)
+            await push_llm_text(self, token)
             call.text += token
             if self._script.token_secs:
                 await asyncio.sleep(self._script.token_secs)

@@ -20,9 +20,7 @@ import json
 import time
 from typing import Any
 
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, select, update
-from sqlalchemy.exc import IntegrityError
-
+from pipecat_harness.errors import require_extra
 from pipecat_harness.state.coordination import CallLock
 from pipecat_harness.state.store import StateStore, StoreError
 
@@ -105,6 +103,9 @@ class SqlProposals(ProposalStore):
 
     def __init__(self, url: str, *, table_prefix: str = "harness_") -> None:
         # The ledger's engine sharing: one pool per URL and loop, SQLite writes serialised in process.
+        require_extra("a SQL proposal store", "sqlalchemy", "sqlite")
+        from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text
+
         from pipecat_harness.tools.engines import acquire_engine
 
         self._url = url
@@ -132,6 +133,8 @@ class SqlProposals(ProposalStore):
 
     async def load(self, call_id: str) -> tuple[dict[str, Any] | None, int]:
         """The call's document and version."""
+        from sqlalchemy import select
+
         await self._ensure()
         async with self._shared.engine.connect() as conn:
             row = (await conn.execute(
@@ -147,6 +150,9 @@ class SqlProposals(ProposalStore):
 
     async def save(self, call_id: str, document: dict[str, Any], *, expected_version: int) -> bool:
         """Insert the first version, or update only the row still at ``expected_version``."""
+        from sqlalchemy import update
+        from sqlalchemy.exc import IntegrityError
+
         await self._ensure()
         text = json.dumps(document, default=str)
         now = time.time()

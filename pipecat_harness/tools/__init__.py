@@ -10,23 +10,25 @@
 * ``pipecat_harness.tools.control.ToolGateControl``: the Pipecat integration (imported on demand).
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from pipecat_harness.errors import require_extra
 from pipecat_harness.tools.arguments import ArgumentAccumulator, ArgumentError, attach_server_context, parse_arguments
 from pipecat_harness.tools.canonical import CanonicalizationError, canonical_json, request_hash
 from pipecat_harness.tools.execution import current_operation, reports_error
 from pipecat_harness.tools.gate import DecisionSink, GateHandler, ToolGate
-from pipecat_harness.tools.ledger import (
+from pipecat_harness.tools.operation_state import (
     ConcurrentUpdate,
     IdempotencyConflict,
     InvalidTransition,
     LedgerError,
-    OperationLedger,
     OperationRecord,
     OperationRefused,
     OperationStatus,
     Reconciler,
     Reconciliation,
 )
-from pipecat_harness.tools.outbox import OutboxConsumer, OutboxEvent, OutboxPublisher
 from pipecat_harness.tools.policy import PolicyRule, PolicySet, PolicyVerdict, ToolRequest
 from pipecat_harness.tools.result import ALREADY_DONE, GateResult, GateStatus
 from pipecat_harness.tools.schema import schema_of, validate_arguments
@@ -67,3 +69,24 @@ __all__ = [
     "schema_of",
     "validate_arguments",
 ]
+
+#: Names whose modules need the ``sqlite`` extra (SQLAlchemy), imported when first used.
+_STORE_NAMES = {
+    "OperationLedger": "pipecat_harness.tools.ledger",
+    "OutboxConsumer": "pipecat_harness.tools.outbox",
+    "OutboxEvent": "pipecat_harness.tools.outbox",
+    "OutboxPublisher": "pipecat_harness.tools.outbox",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _STORE_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pipecat_harness.tools' has no attribute {name!r}")
+    require_extra(f"pipecat_harness.tools.{name}", "sqlalchemy", "sqlite")
+    return getattr(importlib.import_module(module), name)
+
+
+if TYPE_CHECKING:
+    from pipecat_harness.tools.ledger import OperationLedger
+    from pipecat_harness.tools.outbox import OutboxConsumer, OutboxEvent, OutboxPublisher

@@ -53,18 +53,21 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
+from pipecat_harness._pipecat import function_registry, replace_function_registry
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.errors import require_extra
 from pipecat_harness.instruction import InstructionEntry
 from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
-from pipecat_harness.tools.ledger import OperationLedger, OperationRecord
+from pipecat_harness.tools.operation_state import OperationRecord
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
-    from pipecat_harness.harness import Harness
+    from pipecat_harness.control import ControlHost
+    from pipecat_harness.tools.ledger import OperationLedger
 
 __all__ = ["GATED_MARK", "GateHook", "GatedRegistry", "GenerationGuard", "ToolGateControl", "UndeclaredTool"]
 
@@ -185,13 +188,15 @@ class ToolGateControl(HarnessControl):
 
     name = "tool_gate"
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.tool_gate
-        self.ledger: OperationLedger | None = (
-            OperationLedger(settings.ledger_url, table_prefix=settings.ledger_table_prefix)
-            if settings.ledger_url else None
-        )
+        self.ledger: OperationLedger | None = None
+        if settings.ledger_url:
+            require_extra("tool_gate.ledger_url", "sqlalchemy", "sqlite")
+            from pipecat_harness.tools.ledger import OperationLedger
+
+            self.ledger = OperationLedger(settings.ledger_url, table_prefix=settings.ledger_table_prefix)
         self._ledger_ready = asyncio.Lock()
         self._ledger_created = False
         self.gate = ToolGate(
@@ -291,10 +296,10 @@ class ToolGateControl(HarnessControl):
 
     def attach(self, llm: Any) -> None:
         """Gate every handler ``llm`` holds or will hold, however it is registered (idempotent)."""
-        registry = getattr(llm, "_functions", None)
+        registry = function_registry(llm) if isinstance(llm, LLMService) else None
         if isinstance(registry, GatedRegistry) or registry is None:
             return
-        llm._functions = GatedRegistry(self, registry)
+        replace_function_registry(llm, GatedRegistry(self, registry))
 
     def gate_entry(self, name: str | None, item: Any) -> Any:
         """Return a registry entry whose handler is gated (entries already gated pass unchanged)."""

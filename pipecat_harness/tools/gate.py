@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loguru import logger
 
@@ -32,11 +32,14 @@ from pipecat_harness.tools.arguments import ArgumentError, ArgumentNormalizer, p
 from pipecat_harness.tools.canonical import CanonicalizationError, request_hash
 from pipecat_harness.tools.execution import await_deadline, describe_error, reports_error
 from pipecat_harness.tools.identity import OperationIdentity, OperationScope, operation_scope
-from pipecat_harness.tools.ledger import OperationLedger, OperationRecord, Reconciler
+from pipecat_harness.tools.operation_state import OperationRecord, Reconciler
 from pipecat_harness.tools.operations import LedgerOperations, MemoryOperations, Operations
 from pipecat_harness.tools.policy import PolicySet, PolicyVerdict, ToolRequest
 from pipecat_harness.tools.result import GateResult, GateStatus
 from pipecat_harness.tools.writes import WriteRunner
+
+if TYPE_CHECKING:
+    from pipecat_harness.tools.ledger import OperationLedger
 
 __all__ = ["DecisionSink", "GateHandler", "ToolGate"]
 

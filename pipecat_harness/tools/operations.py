@@ -10,18 +10,20 @@ between processes.
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pipecat_harness.tools.ledger import (
+from pipecat_harness.tools.operation_state import (
     IdempotencyConflict,
     InvalidTransition,
-    OperationLedger,
     OperationRecord,
     OperationStatus,
     Reconciler,
     check_transition,
 )
 from pipecat_harness.tools.owners import handler_may_run
+
+if TYPE_CHECKING:
+    from pipecat_harness.tools.ledger import OperationLedger
 
 __all__ = ["LedgerOperations", "MemoryOperations", "Operations"]
 

@@ -32,8 +32,7 @@ from loguru import logger
 
 from pipecat_harness.tools.execution import HandlerOutcome, LateReplies, await_deadline, start_handler
 from pipecat_harness.tools.identity import OperationIdentity
-from pipecat_harness.tools.ledger import OperationRecord, OperationStatus, Reconciler
-from pipecat_harness.tools.operation_state import OperationRefused
+from pipecat_harness.tools.operation_state import OperationRecord, OperationRefused, OperationStatus, Reconciler
 from pipecat_harness.tools.operations import Operations
 from pipecat_harness.tools.owners import handler_may_run, new_owner, release_owner
 from pipecat_harness.tools.result import ALREADY_DONE, GateResult, GateStatus

@@ -15,11 +15,13 @@ report embeds the same view per call.
 from __future__ import annotations
 
 import argparse
-import html
 import json
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
+from pipecat_harness.trace.render import render
 from pipecat_harness.trace.show import describe_event
 from pipecat_harness.trace.swimlanes import SWIMLANE_CSS, history_panel_html, swimlanes_html
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
@@ -66,33 +68,13 @@ summary{cursor:pointer}
 """
 
 
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def _cell_text(event: TraceEvent) -> str:
     return describe_event(event, width=None)
 
 
 def call_header_html(timeline: Timeline) -> str:
     """The call's metadata and simulated outcome, as HTML."""
-    call, result = timeline.call, timeline.result
-    parts = [f"<p class=\"meta\">call <b>{_esc(call.get('call_id', '?'))}</b>"]
-    if call.get("controls") is not None:
-        parts.append(f" · controls: {_esc(', '.join(call.get('controls') or []) or 'none')}")
-    if call.get("description"):
-        parts.append(f"<br>{_esc(call['description'])}")
-    parts.append("</p>")
-    if result:
-        css = "pass" if result.get("outcome") == "pass" else "fail"
-        parts.append(f"<p>outcome <span class=\"{css}\">{_esc(result.get('outcome'))}</span>"
-                     f" (expected {_esc(result.get('expected'))})</p>")
-        checks = result.get("checks") or []
-        if checks:
-            parts.append("<ul>" + "".join(
-                f"<li class=\"{'pass' if c.get('ok') else 'fail'}\">{_esc(c.get('name'))}: {_esc(c.get('detail'))}</li>"
-                for c in checks) + "</ul>")
-    return "".join(parts)
+    return render("pipecat_harness.trace", "call_header.html", call=timeline.call, result=timeline.result)
 
 
 def timeline_html(timeline: Timeline, *, full: bool = False, anchor_prefix: str = "") -> str:
@@ -116,23 +98,12 @@ def timeline_table_html(timeline: Timeline, *, full: bool = False, anchor_prefix
         anchor_prefix: Prefix of the rows' ids; a row's id is the prefix, ``e`` and the event's index.
     """
     column_of = {lane: i for i, (_, lanes) in enumerate(TIMELINE_COLUMNS) for lane in lanes}
-    head = "".join(f"<th>{_esc(title)}</th>" for title, _ in TIMELINE_COLUMNS)
-    rows = []
-    for number, event in enumerate(timeline):
-        if not full and event.kind in _OMITTED:
-            continue
-        row_id = f" id=\"{_esc(anchor_prefix)}e{number}\""
-        column = column_of.get(event.lane)
-        cells = ["<td></td>"] * len(TIMELINE_COLUMNS)
-        text = f"<span class=\"kind\">{_esc(event.kind)}</span>{_esc(_cell_text(event))}"
-        if column is None:  # call lane: spans the row
-            rows.append(f"<tr class=\"lane-call\"{row_id}><td class=\"t\">{event.t:.2f}</td>"
-                        f"<td colspan=\"{len(TIMELINE_COLUMNS)}\">{text}</td></tr>")
-            continue
-        cells[column] = f"<td class=\"lane-{_esc(event.lane)}\" title=\"{_esc(_title(event))}\">{text}</td>"
-        rows.append(f"<tr{row_id}><td class=\"t\">{event.t:.2f}</td>{''.join(cells)}</tr>")
-    return (f"<table class=\"timeline\"><thead><tr><th>t (s)</th>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+    rows = [
+        {"id": f"{anchor_prefix}e{number}", "t": event.t, "column": column_of.get(event.lane), "lane": event.lane,
+         "kind": event.kind, "text": _cell_text(event), "title": _title(event)}
+        for number, event in enumerate(timeline) if full or event.kind not in _OMITTED
+    ]
+    return render("pipecat_harness.trace", "timeline_table.html", titles=[t for t, _ in TIMELINE_COLUMNS], rows=rows)
 
 
 def _title(event: TraceEvent) -> str:
@@ -141,9 +112,9 @@ def _title(event: TraceEvent) -> str:
 
 
 def html_page(title: str, body: str) -> str:
-    """A complete, self-contained HTML document."""
-    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
-            f"<style>{PAGE_CSS}{SWIMLANE_CSS}</style></head><body>{body}</body></html>")
+    """A complete, self-contained HTML document around ``body`` (HTML)."""
+    return render("pipecat_harness.trace", "page.html", title=title, css=Markup(PAGE_CSS + SWIMLANE_CSS),
+                  body=Markup(body))
 
 
 def write_trace_html(trace: str | Path, output: str | Path | None = None, *, full: bool = False) -> Path:
@@ -163,8 +134,8 @@ def write_trace_html(trace: str | Path, output: str | Path | None = None, *, ful
     title = f"call timeline: {timeline.call.get('call_id') or trace.stem}"
     from pipecat_harness.business.handoff import handoff_html
 
-    body = (f"<h1>{_esc(title)}</h1>{call_header_html(timeline)}{handoff_html(timeline)}"
-            f"{timeline_html(timeline, full=full)}")
+    body = (Markup("<h1>{}</h1>").format(title) + call_header_html(timeline) + Markup(handoff_html(timeline))
+            + timeline_html(timeline, full=full))
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(html_page(title, body), encoding="utf-8")
     return output

@@ -250,7 +250,7 @@ class TraceRecorder(BaseObserver):
     def _add_model_input(self, messages: list[Any], llm: LLMService[Any], context: Any, *,
                          t: float | None = None) -> None:
         extra: dict[str, Any] = {}
-        system = getattr(getattr(llm, "_settings", None), "system_instruction", None)
+        system = getattr(llm.settings, "system_instruction", None)
         system = system if isinstance(system, str) else None
         tools = _tool_schemas(getattr(context, "tools", None))
         first = not self._model_input and self._model_system is None and self._model_tools is None

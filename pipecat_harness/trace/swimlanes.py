@@ -11,11 +11,11 @@ laid out as generated / heard / kept text side by side, uncut.
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from pipecat_harness.trace.render import render
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
 __all__ = ["SWIMLANES", "SWIMLANE_CSS", "history_panel_html", "swimlanes_html"]
@@ -67,10 +67,6 @@ class _Mark:
     label: str
     tooltip: str
     anchor: int  # index of the event in the timeline (its table row)
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _history_evidence(event: TraceEvent) -> dict[str, Any] | None:
@@ -188,58 +184,50 @@ def swimlanes_html(timeline: Timeline, *, anchor_prefix: str = "") -> str:
     def x(t: float) -> float:
         return _LABEL_W + t * scale
 
-    parts = [f'<svg class="swimlanes" viewBox="0 0 {_WIDTH:.0f} {height:.0f}" role="img" '
-             f'aria-label="call swimlanes">']
-    for row, lane in enumerate(SWIMLANES):
-        y = _AXIS_H + row * _ROW_H
-        parts.append(f'<rect class="row" x="0" y="{y + 2:.1f}" width="{_WIDTH:.0f}" height="{_ROW_H - 4:.1f}"/>'
-                     f'<text class="lane-label" x="6" y="{y + _ROW_H / 2 + 4:.1f}">{_esc(lane)}</text>')
     step = next(s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600) if duration / s <= 14)
-    tick = 0.0
+    ticks, tick = [], 0.0
     while tick <= duration:
-        parts.append(f'<line class="axis" x1="{x(tick):.1f}" y1="{_AXIS_H - 4}" x2="{x(tick):.1f}" '
-                     f'y2="{height - 4:.1f}" stroke-opacity="0.25"/>'
-                     f'<text class="tick" x="{x(tick) + 2:.1f}" y="{_AXIS_H - 8}">{tick:g} s</text>')
+        ticks.append({"x": x(tick), "label": f"{tick:g}"})
         tick += step
     starts: dict[str, list[float]] = {}
     for mark in marks:
         if mark.label:  # unlabelled marks (submitted text) may sit under a neighbour's label
             starts.setdefault(mark.lane, []).append(x(mark.start))
+    drawn = []
     for mark in marks:
-        row = SWIMLANES.index(mark.lane)
-        y = _AXIS_H + row * _ROW_H + 5
-        h = _ROW_H - 10
-        x0 = x(mark.start)
-        width = max((mark.end - mark.start) * scale, 3.0)
-        parts.append(f'<a href="#{_esc(anchor_prefix)}e{mark.anchor}"><title>{_esc(mark.tooltip)}</title>'
-                     f'<rect class="{mark.css}" x="{x0:.1f}" y="{y:.1f}" width="{width:.1f}" height="{h:.1f}" rx="2"/>'
-                     "</a>")
-        if not mark.label:
-            continue
-        outside = width < 40  # a short mark is labelled to its right, up to the lane's next mark
-        if outside:
-            following = [s for s in starts.get(mark.lane, []) if s > x0 + width + 1]
-            room = min([*following, _WIDTH - 4]) - (x0 + width) - 6
-        else:
-            room = width - 4
-        chars = int(room / 5.6)
-        if chars >= 4:
-            text = mark.label if len(mark.label) <= chars else mark.label[: chars - 1] + "…"
-            css = "dark-text" if outside or mark.css == "generated" else "bar-text"
-            tx = x0 + width + 3 if outside else x0 + 3
-            parts.append(f'<text class="{css}" x="{tx:.1f}" y="{y + h / 2 + 3.5:.1f}">{_esc(text)}</text>')
-    for t, anchor in _interruptions(timeline):
-        parts.append(f'<a href="#{_esc(anchor_prefix)}e{anchor}"><title>caller interrupted the bot at {t:.2f} s'
-                     f'</title><line class="interrupt" x1="{x(t):.1f}" y1="{_AXIS_H:.1f}" x2="{x(t):.1f}" '
-                     f'y2="{height - 4:.1f}"/></a>')
-    parts.append("</svg>")
-    legend = "".join(f'<span><i style="background:{color}"></i>{_esc(name)}</span>' for name, color in (
-        ("caller speaking", "#7cc4ea"), ("held turn", "#f2b84b"), ("model run", "#b48ad8"),
-        ("tool ran", "#43a35a"), ("tool not executed", "#9aa5b1"), ("tool error", "#d2463c"),
-        ("bot audio", "#5fbf73"), ("history kept", "#2e8b57"), ("generated, not kept", "#e6e9ed"),
-        ("unheard text kept", "#d2463c")))
-    return ('<div class="legend">' + legend + '<span>red dashed line: the caller interrupted the bot; hover a mark '
-            "for its details, click it for its row in the table</span></div>" + "".join(parts))
+        y = _AXIS_H + SWIMLANES.index(mark.lane) * _ROW_H + 5
+        x0, width = x(mark.start), max((mark.end - mark.start) * scale, 3.0)
+        drawn.append({"anchor": mark.anchor, "tooltip": mark.tooltip, "css": mark.css, "x": x0, "y": y,
+                      "width": width, "height": _ROW_H - 10, **_label(mark, x0, width, starts)})
+    return render(
+        "pipecat_harness.trace", "swimlanes.html", legend=_LEGEND, width=_WIDTH, height=height, row_height=_ROW_H,
+        axis_height=_AXIS_H, lanes=[{"name": lane, "y": _AXIS_H + row * _ROW_H} for row, lane in enumerate(SWIMLANES)],
+        ticks=ticks, marks=drawn, anchor_prefix=anchor_prefix,
+        interruptions=[(t, anchor, x(t)) for t, anchor in _interruptions(timeline)],
+    )
+
+
+_LEGEND = (
+    ("caller speaking", "#7cc4ea"), ("held turn", "#f2b84b"), ("model run", "#b48ad8"), ("tool ran", "#43a35a"),
+    ("tool not executed", "#9aa5b1"), ("tool error", "#d2463c"), ("bot audio", "#5fbf73"),
+    ("history kept", "#2e8b57"), ("generated, not kept", "#e6e9ed"), ("unheard text kept", "#d2463c"),
+)
+
+
+def _label(mark: _Mark, x0: float, width: float, starts: dict[str, list[float]]) -> dict[str, Any]:
+    """Where a mark's label goes: inside a wide mark, right of a short one up to the lane's next mark, or nowhere."""
+    outside = width < 40
+    if outside:
+        following = [s for s in starts.get(mark.lane, []) if s > x0 + width + 1]
+        room = min([*following, _WIDTH - 4]) - (x0 + width) - 6
+    else:
+        room = width - 4
+    chars = int(room / 5.6)
+    if not mark.label or chars < 4:
+        return {"text": ""}
+    return {"text": mark.label if len(mark.label) <= chars else mark.label[: chars - 1] + "…",
+            "text_css": "dark-text" if outside or mark.css == "generated" else "bar-text",
+            "text_x": x0 + width + 3 if outside else x0 + 3}
 
 
 def history_panel_html(timeline: Timeline) -> str:
@@ -249,16 +237,7 @@ def history_panel_html(timeline: Timeline) -> str:
         evidence = _history_evidence(event)
         if evidence is None or event.data.get("action") == "played_in_full":
             continue
-        committed = evidence.get("pipecat_committed_text")
-        note = (f'<br><span class="kind">Pipecat committed before the correction: "{_esc(committed)}"</span>'
-                if committed else "")
-        rows.append(f'<tr><td class="t">{event.t:.2f}</td><td>{_esc(event.data.get("action"))} '
-                    f'(turn {_esc(event.data.get("turn_id"))})</td>'
-                    f'<td>{_esc(evidence.get("generated_text", ""))}</td>'
-                    f'<td>{_esc(evidence.get("heard_text", ""))}</td>'
-                    f'<td><b>{_esc(evidence.get("retained_text", ""))}</b>{note}</td></tr>')
-    if not rows:
-        return ""
-    return ('<h3>History after interruptions</h3><table class="history-panel timeline"><thead><tr><th>t (s)</th>'
-            "<th>decision</th><th>generated</th><th>heard by the caller</th><th>kept in history</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+        rows.append({"t": event.t, "action": event.data.get("action"), "turn_id": event.data.get("turn_id"),
+                     "generated": evidence.get("generated_text", ""), "heard": evidence.get("heard_text", ""),
+                     "kept": evidence.get("retained_text", ""), "committed": evidence.get("pipecat_committed_text")})
+    return render("pipecat_harness.trace", "history_panel.html", rows=rows) if rows else ""

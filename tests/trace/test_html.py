@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipecat_harness.cli import main
-from pipecat_harness.trace.html import TIMELINE_COLUMNS, timeline_html, write_trace_html
+from pipecat_harness.trace.html import TIMELINE_COLUMNS, call_header_html, html_page, timeline_html, write_trace_html
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 from tests.services import dump_dom, headless_chromium_args
 
@@ -71,3 +71,15 @@ def test_trace_page_renders_in_headless_chromium_with_a_timeline(trace_file: Pat
     subprocess.run([*headless_chromium_args(tmp_path / "profile"), f"--screenshot={screenshot}",
                     "--window-size=1200,900", page.as_uri()], capture_output=True, timeout=90, check=True)
     assert screenshot.stat().st_size > 10_000
+
+
+def test_every_view_escapes_values_in_text_and_attributes() -> None:
+    hostile = '"><script>alert(1)</script>'
+    events = [dict(e) for e in EVENTS]
+    events[1]["text"] = hostile  # asr_final: a table cell, its tooltip and a swimlane label
+    events[6]["name"] = hostile  # tool_request: a swimlane mark's tooltip and label
+    events[0]["description"] = hostile  # the call header
+    timeline = Timeline(TraceEvent.from_mapping(e) for e in events)
+    page = html_page(hostile, call_header_html(timeline) + timeline_html(timeline, full=True))
+    assert "<script" not in page and "&lt;script&gt;" in page
+    assert '" onmouseover' not in page and page.count("&#34;&gt;&lt;script") >= 4

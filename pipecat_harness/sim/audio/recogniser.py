@@ -25,6 +25,7 @@ from pipecat.frames.frames import ErrorFrame, Frame, TranscriptionFrame
 from pipecat.services.whisper.stt import WhisperSTTService, WhisperSTTSettings
 from pipecat.utils.time import time_now_iso8601
 
+from pipecat_harness._pipecat import stt_user_id
 from pipecat_harness.sim.audio.cache import AudioCache, digest
 from pipecat_harness.sim.audio.requirements import require_audio_mode
 
@@ -110,7 +111,7 @@ class CachedWhisperSTTService(WhisperSTTService):
             return
         await asyncio.sleep(self._latency)
         if text.strip():
-            yield TranscriptionFrame(text, self._user_id, time_now_iso8601(), None)
+            yield TranscriptionFrame(text, stt_user_id(self), time_now_iso8601(), None)
 
     async def _heard(self, audio: bytes, vocabulary: str) -> tuple[str, ErrorFrame | None]:
         key = transcript_key(audio, vocabulary, self._prompt)
@@ -118,7 +119,7 @@ class CachedWhisperSTTService(WhisperSTTService):
         if text is not None:
             return text, None
         self._load_model(int(key[:8], 16))
-        cast(WhisperSTTSettings, self._settings).hotwords = vocabulary or None
+        cast(WhisperSTTSettings, self.settings).hotwords = vocabulary or None
         parts: list[str] = []
         async for frame in super().run_stt(audio):
             if isinstance(frame, ErrorFrame):

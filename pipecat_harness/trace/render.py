@@ -1,0 +1,32 @@
+"""The HTML views' Jinja2 templates: shipped in the package, every value autoescaped.
+
+A view's module computes what to show (rows, marks, geometry); its template, under the package's ``templates/``
+directory, says how it is marked up. Rendered fragments are :class:`~markupsafe.Markup`, so a fragment placed in
+another template is not escaped twice.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+__all__ = ["render"]
+
+
+@cache
+def _environment(package: str) -> Environment:
+    return Environment(
+        loader=PackageLoader(package, "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=StrictUndefined,
+    )
+
+
+def render(package: str, name: str, **context: Any) -> Markup:
+    """Render template ``name`` of ``package`` (e.g. ``"pipecat_harness.trace"``) with ``context``."""
+    return Markup(_environment(package).get_template(name).render(**context))
