@@ -49,6 +49,7 @@ from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
 from pipecat_harness.state.proposals import ProposalStore, SqlProposals, StateStoreProposals
 from pipecat_harness.state.store import StateStore
+from pipecat_harness.tools.policy import PolicyRule, PolicyVerdict, ToolRequest
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
@@ -291,14 +292,21 @@ class CallStateControl(HarnessControl):
         gate = getattr(gate_control, "gate", None)
         if gate is None:
             return
-        if self.confirmation is not None:
-            gate.policies.add(self.confirmation.rule())
+        if self.confirmation is not None or self.verified_tools:
+            # One rule: a write the verified customer may not make is refused before any confirmation is
+            # judged, so a proposal is never marked confirmed for a write that then does not run.
+            gate.policies.add(PolicyRule("confirmation", self._check_write))
         self._log_opt_outs()
-        if self.verified_tools:
-            gate.policies.add(self.verification.rule(self.verified_tools))
         if self.harness.config.call_state.tool_results == "operation" or self.confirmation is not None:
             gate_control.hook = self  # type: ignore[attr-defined]
         self._rules_installed = True
+
+    def _check_write(self, request: ToolRequest) -> PolicyVerdict | None:
+        if request.name in self.verified_tools:
+            verdict = self.verification.check(request)
+            if verdict is not None:
+                return verdict
+        return self.confirmation.check(request) if self.confirmation is not None else None
 
     # -- the tool gate's hook ------------------------------------------------------------------------
 
