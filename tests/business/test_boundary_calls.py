@@ -6,6 +6,8 @@ asking about another customer's order, a planted note in policy evidence. Every 
 controls (confirmation on for every write); the handoff of each is checked against what happened.
 """
 
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,39 @@ def test_opting_out_of_confirmation_is_logged_and_recorded(tmp_path):
         logger.remove(sink)
     assert any("confirmation before writes is OFF" in line for line in lines)
     assert any(d.action == "confirmation_opt_out" for d in result.decisions)
+
+
+LEDGER_SCENARIOS = sorted(p.stem for p in Path(BUNDLED_DIR).glob("*.yaml")
+                          if any(w in p.stem for w in ("callback", "refund", "reconcil", "late_success", "lost_reply",
+                                                       "failed_write")))
+_OPERATION = re.compile(r"^Agent's (\w+).*? (succeeded|failed|outcome unknown) \(op-\d+\)")
+
+
+def ledger_finals(timeline) -> Counter:
+    """(tool, status) of every write key as the ledger last reported it: its outcome, then any settlement."""
+    final: dict[str, tuple[str, str]] = {}
+    outcomes = {"executed": "succeeded", "failed": "failed", "outcome_unknown": "outcome unknown"}
+    for event in timeline.events:
+        if event.lane != "control" or event.data.get("control") != "tool_gate":
+            continue
+        evidence = event.data.get("evidence") or {}
+        key = evidence.get("idempotency_key")
+        if not key:
+            continue
+        if event.data.get("action") == "reconciled":
+            final[key] = (str(evidence.get("tool")), outcomes.get(str(evidence["status"]), str(evidence["status"])))
+        elif event.kind == "decision_outcome" and event.data.get("action") == "forwarded":
+            status = str((event.data.get("outcome") or {}).get("status"))
+            final[key] = (str(evidence.get("tool")), outcomes.get(status, status))
+    return Counter(final.values())
+
+
+@pytest.mark.parametrize("name", LEDGER_SCENARIOS)
+def test_the_handoff_of_every_bundled_callback_and_refund_call_matches_its_ledger(name, tmp_path):
+    _, timeline, handoff = call(name, tmp_path)
+    ledger = ledger_finals(timeline)
+    stated = Counter(match.groups() for line in handoff.lines if line.section == "Operation"
+                     and (match := _OPERATION.match(line.text)))
+    assert stated == ledger
+    reconcile = [line for line in handoff.lines if line.section == "Pending" and line.text.startswith("reconcile")]
+    assert len(reconcile) == sum(n for (_, status), n in ledger.items() if status == "outcome unknown")
