@@ -71,7 +71,7 @@ def test_a_declined_proposal_stays_closed_and_the_handoff_says_the_caller_declin
 
 
 def test_a_read_back_of_one_amount_never_runs_a_proposal_of_ten_times_it(tmp_path):
-    result, timeline, handoff = call("business_readback_one_amount_proposal_another", tmp_path)
+    _, timeline, handoff = call("business_readback_one_amount_proposal_another", tmp_path)
     reread = [e for e in timeline.events if e.kind == "tool_result" and "did not state amount_usd=450" in
               str(e.data["result"])]
     assert reread, "the yes to forty five dollars was answered with a re-read of the 450 proposal"
