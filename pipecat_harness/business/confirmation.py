@@ -250,6 +250,9 @@ class ConfirmationPolicy:
         current = self._pending.get(request.name)
         if current is not None and current.request_hash == digest:
             return self._judge(current, request, arguments)
+        if current is None and any(p.status == "confirmed" and p.request_hash == digest
+                                   and p.confirmed_turn == request.turn_id for p in self.proposals):
+            return None  # a repeat within the confirming turn: the gate answers it as the same operation
         self._seq += 1
         proposal = Proposal(f"proposal-{self._seq}", request.name, arguments, digest, request.turn_id)
         self.proposals.append(proposal)
