@@ -91,3 +91,22 @@ async def test_recall_and_false_flags_on_the_boundary_sets(name, min_recall, max
     labeled = LabeledSet.load(DATA / name)
     report = await evaluate(lambda constraints, ledger: RuleGrader(constraints, ledger), labeled)
     assert report.total.recall >= min_recall and report.total.false_flag_rate <= max_false_flags, report.table()
+
+
+async def test_without_a_ledger_a_write_settled_later_counts_as_done():
+    from pipecat_harness.config import HarnessConfig
+    from pipecat_harness.harness import Harness
+
+    config = HarnessConfig(grader={"constraints_path": "bundled:retail"}).only("grader")
+    harness = Harness(config, call_id="c-late")
+    control = harness.control("grader")
+    grader = RuleGrader(control.constraints, control.turn_grader.executed)
+    claim = "Good news: your refund went through after all, I've refunded the thermostat."
+    assert any(v.flagged for v in await grader.grade(claim, call_id="c-late"))
+    # The gate reports the operation the model was told was unknown as settled: succeeded.
+    harness.decisions.record("tool_gate", "reconciled", {"tool": "issue_refund", "idempotency_key": "k1",
+                                                         "status": "succeeded", "source": "late_reply"})
+    assert not any(v.flagged for v in await grader.grade(claim, call_id="c-late"))
+    harness.decisions.record("tool_gate", "reconciled", {"tool": "cancel_pending_order", "idempotency_key": "k2",
+                                                         "status": "failed", "source": "reconciler"})
+    assert any(v.flagged for v in await grader.grade("I've cancelled the order.", call_id="c-late"))
