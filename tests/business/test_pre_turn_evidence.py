@@ -40,6 +40,9 @@ async def test_switched_on_it_adds_at_most_k_items_of_the_callers_tenant_before_
     context = _context("How long do I have to return something?")
     await run_test(placed[0][1], frames_to_send=[LLMContextFrame(context)], expected_down_frames=[LLMContextFrame])
     [message] = _evidence_messages(context)
+    # Tested without an LLM service downstream it is a system message; never the caller's (user) role.
+    assert [m["role"] for m in context.get_messages() if m["content"] == message] == ["system"]
+    assert "The caller did not say this" in message
     assert message.count('"untrusted_text"') == 2
     assert "northwind" in message and "fabrikam" not in message
     recorded = [d for d in control.harness.decisions.decisions if d.action == "pre_turn_evidence"]
