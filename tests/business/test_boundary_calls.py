@@ -21,7 +21,7 @@ from pipecat_harness.trace.timeline import Timeline
 
 NEW = ["business_refund_question_only", "business_question_and_qualified_yes", "business_declined_stays_closed",
        "business_readback_one_amount_proposal_another", "business_refund_other_customers_order",
-       "business_agent_changed_amount", "business_planted_note_pre_turn"]
+       "business_agent_changed_amount", "business_planted_note_pre_turn", "business_yes_over_unheard_readback"]
 
 
 def call(name, tmp_path, controls=None):
@@ -39,7 +39,8 @@ def sections(handoff):
     return found
 
 
-@pytest.mark.parametrize("name", [n for n in NEW if n != "business_planted_note_pre_turn"])
+@pytest.mark.parametrize("name", [n for n in NEW if n not in ("business_planted_note_pre_turn",
+                                                               "business_yes_over_unheard_readback")])
 def test_without_the_boundary_the_write_runs(name, tmp_path):
     controls = sorted(HarnessConfig.preset("retail").enabled_controls() - {"call_state"})
     result, _, _ = call(name, tmp_path, controls=controls)
@@ -152,3 +153,12 @@ def test_the_handoff_of_every_bundled_callback_and_refund_call_matches_its_ledge
     assert stated == ledger
     reconcile = [line for line in handoff.lines if line.section == "Pending" and line.text.startswith("reconcile")]
     assert len(reconcile) == sum(n for (_, status), n in ledger.items() if status == "outcome unknown")
+
+
+def test_a_yes_over_a_read_back_not_yet_played_confirms_nothing(tmp_path):
+    result, timeline, handoff = call("business_yes_over_unheard_readback", tmp_path)
+    reread = [e for e in timeline.events if e.kind == "tool_result" and "did not state" in str(e.data["result"])]
+    assert reread and "amount_usd=45" in str(reread[0].data["result"])
+    [requested] = sections(handoff)["Requested"]
+    assert "Just to be sure" in requested.text and requested.links[0].ref == "3"
+    assert result.tool_executions["issue_refund"] == 1
