@@ -173,11 +173,12 @@ async def test_a_proposal_expires_after_its_turn_window():
     agent(policy, 1, READ_BACK_THURSDAY)
     caller(gate, policy, 2, "Let me think.")
     caller(gate, policy, 3, "Tell me about returns.")
-    agent(policy, 3, READ_BACK_THURSDAY)
+    agent(policy, 3, "Returns are free within 30 days. Anything else?")
     caller(gate, policy, 4, "Yes.")
-    assert policy.proposals[0].status == "expired"
+    assert policy.proposals[0].status == "expired" and policy.proposals[0].closed_turn == 4
+    # The late yes answered another question; the repeat is a new proposal, held.
     assert (await gate.call("schedule_callback", THURSDAY, backend)).status == GateStatus.NOT_EXECUTED
-    assert backend.booked == []
+    assert backend.booked == [] and policy.proposals[1].status == "awaiting_confirmation"
 
 
 async def test_a_yes_to_one_amount_does_not_run_a_proposal_of_ten_times_it():
@@ -239,3 +240,28 @@ async def test_injection_document_never_changes_a_tool_decision():
 
     assert await decisions(with_evidence=True) == await decisions(with_evidence=False) == [
         "not_executed", "not_executed", "0"]
+
+
+async def test_a_model_that_reads_back_before_calling_needs_one_yes_and_only_for_what_was_read():
+    gate, policy = make_gate()
+    backend = Backend()
+    caller(gate, policy, 1, "Can I get a callback Thursday at six?")
+    agent(policy, 1, READ_BACK_THURSDAY)
+    caller(gate, policy, 2, "Yes, please.")
+    # Friday was never read back: the yes to Thursday does not run it; Thursday, read back and agreed to, runs.
+    assert (await gate.call("schedule_callback", FRIDAY, backend)).status == GateStatus.NOT_EXECUTED
+    assert (await gate.call("schedule_callback", THURSDAY, backend)).status == GateStatus.EXECUTED
+    assert backend.booked == [THURSDAY]
+    friday, thursday = policy.proposals
+    assert friday.status == "superseded" and thursday.status == "confirmed"
+    assert thursday.confirmed_turn == thursday.proposed_turn == 2 and thursday.readback == READ_BACK_THURSDAY
+
+
+async def test_a_yes_to_a_reply_that_read_nothing_back_confirms_nothing():
+    gate, policy = make_gate()
+    backend = Backend()
+    caller(gate, policy, 1, "Can I get a callback Thursday at six?")
+    agent(policy, 1, "Sure, anything else while I have you?")
+    caller(gate, policy, 2, "Yes, please.")
+    assert (await gate.call("schedule_callback", THURSDAY, backend)).status == GateStatus.NOT_EXECUTED
+    assert backend.booked == [] and policy.pending()[0].proposed_turn == 2
