@@ -40,8 +40,9 @@ def reports_done(result: Any, error: Any = None) -> bool:
 
     ``not_executed``, ``blocked``, ``failed`` and ``outcome_unknown`` gate
     results, a proposal ``awaiting_confirmation`` (or ``declined``, ``expired``,
-    ``superseded``), a ``held``, ``pending`` or ``unknown`` status, an ``{"error": ...}`` result and a raised error (``error``) are
-    all "not done" — with or without a ledger behind them.
+    ``superseded``), a ``held``, ``pending`` or ``unknown`` status, an
+    ``{"error": ...}`` result and a raised error (``error``) are all "not
+    done" — with or without a ledger behind them.
     """
     if error:
         return False

@@ -66,7 +66,8 @@ async def test_a_write_on_an_order_the_trusted_customer_does_not_own_is_refused(
     other = await tools.issue_refund({"order_id": "#W2378156", "amount_usd": 45, "reason": "damaged",
                                       "customer_id": "mei_kovacs_8020"})
     assert other == {"error": "order #W2378156 does not belong to this customer"}
-    cancel = await tools.cancel_pending_order({"order_id": "#W4817420", "reason": "x", "customer_id": "ava_nguyen_2175"})
+    cancel = await tools.cancel_pending_order({"order_id": "#W4817420", "reason": "x",
+                                                "customer_id": "ava_nguyen_2175"})
     assert "does not belong" in cancel["error"]
     assert await tools.db.query("SELECT * FROM refunds") == []
     own = await tools.issue_refund({"order_id": "#W2378156", "amount_usd": 45, "reason": "damaged",
