@@ -198,7 +198,9 @@ class CallStateSettings(Block):
     identity_tools: list[str] = Field(
         default_factory=lambda: ["find_user_id_by_email", "find_user_id_by_name_zip", "verify_caller"]
     )
-    verification: dict[str, list[str]] = Field(default_factory=dict)
+    verification: dict[str, list[str]] = Field(default_factory=lambda: {
+        "find_user_id_by_email": ["email"], "find_user_id_by_name_zip": ["first_name", "last_name", "zip"],
+    })
     customer_field: str = "user_id"
     owner_field: str = "user_id"
     store: Literal["memory", "redis"] = "memory"
