@@ -353,7 +353,10 @@ class CallStateControl(HarnessControl):
             return
         confirmation.assistant_heard(turn_id, text)
         if confirmation.store is not None and confirmation.pending():
-            task = asyncio.get_running_loop().create_task(confirmation.save())
+            try:
+                task = asyncio.get_running_loop().create_task(confirmation.save())
+            except RuntimeError:  # no loop (a decision recorded outside the call): saved with the next request
+                return
             self._saves.add(task)
             task.add_done_callback(self._saves.discard)
 
