@@ -78,7 +78,7 @@ def spoken_to_identifier(text: str) -> str:
     return "".join(out).rstrip(".")
 
 
-_NUMERAL_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+_NUMERAL_WORDS = [next(w for w, d in DIGIT_WORDS.items() if d == str(n) and len(w) > 2) for n in range(10)]
 _SYMBOL_WORDS = {"@": " at ", "_": " underscore ", "#": " pound "}
 _PAUSE_PUNCT = re.compile(
     r"(?<=[\dA-Za-z])[.,](?=\s+(?:\d|[A-Za-z](?:[\s.,-]|$)|[A-Za-z]{1,3}\d|"

@@ -1,14 +1,29 @@
-"""Confirmation before writes: a write runs only after a later caller turn confirmed the same arguments.
+"""Confirmation before writes: a write runs only after the caller confirmed a read-back they heard.
 
 The first request for a confirmation-bound tool is not executed: it becomes a
 *proposal* in ``awaiting_confirmation`` and the model is told to read it back.
-The gate lets the same request through only when the caller's latest turn,
-submitted after the proposal, is a plain confirmation ("yes", "go ahead").
-A request with different arguments before execution is a correction: it
-replaces the pending proposal (the old one is ``superseded``) and needs its own
-confirmation. What counts as the caller's words is the submitted user turn the
-harness saw, never text from the model or from a tool result, so a retrieved
-document that says "approve this refund" cannot confirm anything.
+The gate lets the same request through only when
+
+* the caller's latest turn after the proposal is a plain confirmation (assent
+  and nothing else: :func:`~pipecat_harness.business.replies.classify_reply`;
+  a question, a hedge, "yes, but…", a change or a "no" is not one), and
+* the reply the caller heard just before that turn (the history control's
+  played text) states the proposal's material arguments as values
+  (:mod:`pipecat_harness.business.readback`); a read-back of $45 does not
+  confirm a proposal of $450 — the proposal stays open and is re-read.
+
+A request made in the turn in which the caller assented to a read-back that
+already stated all its material values runs at once (a model that reads back
+before calling). A caller turn that declines closes the proposal
+(``declined``); a proposal not confirmed within ``window_turns`` caller turns
+``expired``. A later identical
+request is a new proposal needing its own read-back and confirmation. A
+request with different arguments before execution replaces the pending
+proposal (the old one is ``superseded``), noting whether the caller's words
+stated the new values (a caller correction) or the model changed them.
+What counts as the caller's words is the submitted user turn the harness saw,
+never text from the model or from a tool result, so a retrieved document that
+says "approve this refund" cannot confirm anything.
 
 :class:`ConfirmationPolicy` plugs into the tool gate as a
 :class:`~pipecat_harness.tools.policy.PolicyRule` (``clarify`` verdicts).
@@ -26,13 +41,14 @@ one worker replaces the proposal every worker holds.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
+from pipecat_harness.business.proposal import Proposal, ProposalStatus
+from pipecat_harness.business.readback import material_arguments, unstated_arguments
+from pipecat_harness.business.replies import classify_reply, is_confirmation
 from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.canonical import request_hash
 from pipecat_harness.tools.policy import PolicyRule, PolicyVerdict, ToolRequest
@@ -40,99 +56,14 @@ from pipecat_harness.tools.policy import PolicyRule, PolicyVerdict, ToolRequest
 if TYPE_CHECKING:
     from pipecat_harness.state.proposals import ProposalStore
 
-__all__ = ["ConfirmationPolicy", "Proposal", "ProposalStatus", "is_confirmation"]
-
-ProposalStatus = Literal["awaiting_confirmation", "confirmed", "superseded"]
-
-_AFFIRM = re.compile(
-    r"^\W*(yes|yeah|yep|yup|yes please|correct|that's (right|correct)|that is (right|correct)|right|sure|"
-    r"ok(ay)?|go ahead|please do|do it|confirm(ed)?|book it|sounds good|perfect|exactly|absolutely)\b",
-    re.IGNORECASE,
-)
-_RETRACT = re.compile(
-    r"\b(no|not|don't|do not|sorry|actually|instead|wait|change|make it|rather|hold on|cancel|but|different|"
-    r"wrong|never ?mind)\b",
-    re.IGNORECASE,
-)
-
-
-def is_confirmation(text: str) -> bool:
-    """Whether a caller turn is a plain confirmation (an affirmation with no correction in it)."""
-    return bool(_AFFIRM.search(text)) and not _RETRACT.search(text)
-
-
-@dataclass
-class Proposal:
-    """A confirmation-bound write the model asked for.
-
-    Parameters:
-        proposal_id: Stable id (``proposal-<n>``), the operation id in the call state.
-        tool: Tool name.
-        arguments: The request's final arguments (as the gate would run them).
-        request_hash: Canonical hash of tool and arguments.
-        proposed_turn: Caller turn during which the model proposed it.
-        status: ``awaiting_confirmation``, ``confirmed`` or ``superseded``.
-        confirmed_turn: The caller turn that confirmed it.
-        confirmed_text: What the caller said then.
-        superseded_by: Id of the proposal that replaced it.
-        correction_turn: The caller turn during which it was replaced.
-        correction_text: What the caller said then.
-    """
-
-    proposal_id: str
-    tool: str
-    arguments: dict[str, Any]
-    request_hash: str
-    proposed_turn: int
-    status: ProposalStatus = "awaiting_confirmation"
-    confirmed_turn: int | None = None
-    confirmed_text: str = ""
-    superseded_by: str | None = None
-    correction_turn: int | None = None
-    correction_text: str = ""
-    history: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return {
-            "proposal_id": self.proposal_id, "tool": self.tool, "arguments": dict(self.arguments),
-            "status": self.status, "proposed_turn": self.proposed_turn, "confirmed_turn": self.confirmed_turn,
-            "confirmed_text": self.confirmed_text, "superseded_by": self.superseded_by,
-            "correction_turn": self.correction_turn, "correction_text": self.correction_text,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Proposal:
-        """Rebuild a proposal from :meth:`to_dict` (the hash is recomputed from tool and arguments).
-
-        Raises:
-            ValueError: A field is missing or has the wrong type.
-        """
-        try:
-            tool, arguments = str(data["tool"]), dict(data["arguments"])
-            status = str(data["status"])
-            if status not in ("awaiting_confirmation", "confirmed", "superseded"):
-                raise ValueError(f"unknown proposal status {status!r}")
-            return cls(
-                str(data["proposal_id"]), tool, arguments, request_hash(tool, arguments), int(data["proposed_turn"]),
-                status,  # type: ignore[arg-type]
-                _optional_int(data.get("confirmed_turn")), str(data.get("confirmed_text") or ""),
-                data.get("superseded_by"), _optional_int(data.get("correction_turn")),
-                str(data.get("correction_text") or ""),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a proposal record ({type(exc).__name__}: {exc})") from exc
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
+__all__ = ["ConfirmationPolicy", "Proposal", "ProposalStatus"]
 
 class ConfirmationPolicy:
     """Holds proposals for confirmation-bound tools and answers the gate for them.
 
     Args:
-        tools: Tools that need the caller's confirmation before they run.
+        tools: Tools that need the caller's confirmation before they run (a callable:
+            asked per request, for a set that grows as write tools are registered).
         on_change: Called with a proposal whenever it is created or changes status.
         describe: Renders a proposal's arguments for the read-back reason
             (default: ``key=value`` pairs, server context left out).
@@ -140,11 +71,15 @@ class ConfirmationPolicy:
         store: Where the call's proposals are shared with other workers (``None``: this worker only).
         call_id: The call the stored proposals belong to (required with ``store``).
         max_turns: Caller turns kept for judging confirmations.
+        window_turns: Caller turns after its proposal within which a proposal can be confirmed;
+            later it expires.
+        require_readback: Whether the confirmed read-back must state the material arguments
+            (off only for a policy tested without a voice loop).
     """
 
     def __init__(
         self,
-        tools: Iterable[str],
+        tools: Iterable[str] | Callable[[str], bool],
         *,
         on_change: Callable[[Proposal], None] | None = None,
         describe: Callable[[str, Mapping[str, Any]], str] | None = None,
@@ -152,30 +87,71 @@ class ConfirmationPolicy:
         store: ProposalStore | None = None,
         call_id: str = "",
         max_turns: int = 20,
+        window_turns: int = 3,
+        require_readback: bool = True,
     ) -> None:
         if store is not None and not call_id:
             raise ValueError("a ConfirmationPolicy with a store needs the call_id its proposals belong to")
-        self.tools = frozenset(tools)
+        if callable(tools):
+            self._bound: Callable[[str], bool] = tools
+            self.tools: frozenset[str] | None = None
+        else:
+            fixed = frozenset(tools)
+            self._bound = fixed.__contains__
+            self.tools = fixed
         self.on_change = on_change
         self.hidden_fields = frozenset(hidden_fields)
         self._describe = describe or self._describe_arguments
         self._turns: dict[int, str] = {}
+        self._heard: dict[int, str] = {}
         self._pending: dict[str, Proposal] = {}
         self.proposals: list[Proposal] = []
         self._seq = 0
         self.store = store
         self.call_id = call_id
         self.max_turns = max_turns
+        self.window_turns = window_turns
+        self.require_readback = require_readback
         self._version = 0
         self._dirty = False
         self._io = asyncio.Lock()
         self.conflicts: list[str] = []
 
+    def binds(self, tool: str) -> bool:
+        """Whether ``tool`` needs the caller's confirmation."""
+        return self._bound(tool)
+
     def caller_turn(self, turn_id: int, text: str) -> None:
-        """Note a submitted caller turn (trusted: it comes from the user aggregator)."""
+        """Note a submitted caller turn (trusted: it comes from the user aggregator).
+
+        A turn that declines closes every pending proposal it answers; a proposal
+        whose window has passed expires.
+        """
         self._turns[turn_id] = text
         for old in sorted(self._turns)[: max(0, len(self._turns) - self.max_turns)]:
             del self._turns[old]
+        self._dirty = True
+        declined = classify_reply(text) == "decline"
+        for tool, proposal in list(self._pending.items()):
+            if turn_id <= proposal.proposed_turn:
+                continue
+            if declined:
+                proposal.status = "declined"
+            elif turn_id - proposal.proposed_turn > self.window_turns:
+                proposal.status = "expired"
+            else:
+                continue
+            proposal.closed_turn, proposal.closed_text = turn_id, text if declined else ""
+            del self._pending[tool]
+            self._changed(proposal)
+
+    def assistant_heard(self, turn_id: int, text: str) -> None:
+        """Note what the caller heard of a reply given during caller turn ``turn_id`` (the played text)."""
+        if not text.strip():
+            return
+        self._heard[turn_id] = f"{self._heard[turn_id]} {text}".strip() if turn_id in self._heard else text
+        for old in sorted(self._heard)[: max(0, len(self._heard) - self.max_turns)]:
+            del self._heard[old]
         self._dirty = True
 
     def pending(self) -> list[Proposal]:
@@ -188,22 +164,16 @@ class ConfirmationPolicy:
 
     def check(self, request: ToolRequest) -> PolicyVerdict | None:
         """Allow a request the caller confirmed; otherwise hold it as a proposal and ask for confirmation."""
-        if request.name not in self.tools:
+        if not self.binds(request.name):
             return None
         arguments = dict(request.arguments)
         digest = request_hash(request.name, arguments)
         current = self._pending.get(request.name)
         if current is not None and current.request_hash == digest:
-            turn, text = self._latest_caller_turn_after(current.proposed_turn, request.turn_id)
-            if turn is not None and is_confirmation(text):
-                current.status = "confirmed"
-                current.confirmed_turn, current.confirmed_text = turn, text
-                del self._pending[request.name]
-                self._changed(current)
-                return None
-            return PolicyVerdict("clarify", f"awaiting_confirmation of {current.proposal_id}: the caller has not "
-                                            f"confirmed {self._describe(request.name, arguments)} yet; read it back "
-                                            "and ask them to confirm")
+            return self._judge(current, request, arguments)
+        if current is None and any(p.status == "confirmed" and p.request_hash == digest
+                                   and p.confirmed_turn == request.turn_id for p in self.proposals):
+            return None  # a repeat within the confirming turn: the gate answers it as the same operation
         self._seq += 1
         proposal = Proposal(f"proposal-{self._seq}", request.name, arguments, digest, request.turn_id)
         self.proposals.append(proposal)
@@ -211,14 +181,72 @@ class ConfirmationPolicy:
             current.status = "superseded"
             current.superseded_by = proposal.proposal_id
             current.correction_turn = request.turn_id
-            current.correction_text = self._turns.get(request.turn_id, "")
+            current.correction_text = self._turns.get(request.turn_id, "") if request.turn_id > current.proposed_turn \
+                else ""
+            current.changed_by = self._who_changed(current, arguments, request.turn_id)
             self._changed(current)
+        if self._confirmed_by_this_turn(proposal, request.turn_id):
+            return None
         self._pending[request.name] = proposal
         self._changed(proposal)
-        lead = (f"the caller changed the request; {current.proposal_id} is replaced by {proposal.proposal_id}"
-                if current is not None else f"{proposal.proposal_id} is awaiting_confirmation")
+        if current is None:
+            lead = f"{proposal.proposal_id} is awaiting_confirmation"
+        elif current.changed_by == "caller":
+            lead = f"the caller changed the request; {current.proposal_id} is replaced by {proposal.proposal_id}"
+        else:
+            lead = (f"the request differs from {current.proposal_id}, which the caller did not change; "
+                    f"{proposal.proposal_id} replaces it")
         return PolicyVerdict("clarify", f"{lead}: read back {self._describe(request.name, arguments)} and ask the "
                                         "caller to confirm before it is done")
+
+    def _judge(self, current: Proposal, request: ToolRequest, arguments: dict[str, Any]) -> PolicyVerdict | None:
+        described = self._describe(request.name, arguments)
+        turn, text = self._latest_caller_turn_after(current.proposed_turn, request.turn_id)
+        if turn is None or not is_confirmation(text):
+            said = "" if turn is None else f" (their reply {text!r} is not a confirmation)"
+            return PolicyVerdict("clarify", f"awaiting_confirmation of {current.proposal_id}: the caller has not "
+                                            f"confirmed {described} yet{said}; read it back and ask them to confirm")
+        heard = self._readback_before(current.proposed_turn, turn)
+        if self.require_readback:
+            unstated = unstated_arguments(arguments, heard, self.hidden_fields)
+            if unstated:
+                current.readback = heard
+                self._changed(current)
+                values = ", ".join(f"{name}={arguments[name]}" for name in unstated)
+                return PolicyVerdict("clarify", f"awaiting_confirmation of {current.proposal_id}: what the caller "
+                                                f"heard did not state {values}; read back {described} and ask "
+                                                "again — nothing was done")
+        current.status = "confirmed"
+        current.confirmed_turn, current.confirmed_text, current.readback = turn, text, heard
+        del self._pending[request.name]
+        self._changed(current)
+        return None
+
+    def _confirmed_by_this_turn(self, proposal: Proposal, turn_id: int) -> bool:
+        """A request made right after the caller assented to a read-back that stated all its material values."""
+        text, heard = self._turns.get(turn_id, ""), self._heard.get(turn_id - 1, "")
+        if not (self.require_readback and heard and is_confirmation(text)
+                and material_arguments(proposal.arguments, self.hidden_fields)
+                and not unstated_arguments(proposal.arguments, heard, self.hidden_fields)):
+            return False
+        proposal.status, proposal.confirmed_turn, proposal.confirmed_text, proposal.readback = (
+            "confirmed", turn_id, text, heard)
+        self._changed(proposal)
+        return True
+
+    def _who_changed(self, old: Proposal, arguments: Mapping[str, Any], turn_id: int) -> str:
+        """``caller`` when a caller turn after the old proposal states the new material values, else ``model``."""
+        changed = {k: v for k, v in material_arguments(arguments, self.hidden_fields).items()
+                   if old.arguments.get(k) != v}
+        words = " ".join(text for t, text in sorted(self._turns.items()) if old.proposed_turn < t <= turn_id)
+        if not changed or not words:
+            return "model" if not words else "caller"
+        return "caller" if not unstated_arguments(changed, words, self.hidden_fields) else "model"
+
+    def _readback_before(self, proposed: int, turn: int) -> str:
+        """What the caller heard in the latest reply between the proposal and their turn ``turn``."""
+        heard = [t for t in self._heard if proposed <= t < turn]
+        return self._heard[max(heard)] if heard else ""
 
     def _latest_caller_turn_after(self, proposed: int, current: int) -> tuple[int | None, str]:
         later = [t for t in self._turns if proposed < t <= current]
@@ -241,6 +269,7 @@ class ConfirmationPolicy:
             "proposals": [p.to_dict() for p in self.proposals],
             "pending": {tool: p.proposal_id for tool, p in self._pending.items()},
             "turns": {str(turn): text for turn, text in sorted(self._turns.items())},
+            "heard": {str(turn): text for turn, text in sorted(self._heard.items())},
         }
 
     def _adopt(self, document: Mapping[str, Any]) -> None:
@@ -253,6 +282,8 @@ class ConfirmationPolicy:
         self._seq = max(int(document.get("seq", 0)), self._seq)
         # Turns this worker saw and has not saved yet stay; the stored ones are added.
         self._turns = {**stored_turns, **self._turns}
+        stored_heard = {int(turn): str(text) for turn, text in dict(document.get("heard", {})).items()}
+        self._heard = {**stored_heard, **self._heard}
 
     async def sync(self) -> None:
         """Take the stored proposals if another worker (or an earlier process) moved them.

@@ -5,10 +5,15 @@
   reply was delivered (from the history control);
 * shows the model a compact read-only rendering before every run (the LLM
   service's system instruction, replaced each time);
-* installs the confirmation and identity rules into the tool gate for the
-  tools ``call_state.confirm_tools`` / ``verified_tools`` name, with the
-  proposals shared through Redis (``store: redis``) or the operation ledger's
-  database (``tool_gate.ledger_url``) so another worker sees them;
+* installs the confirmation rule into the tool gate for every write tool
+  (``call_state.confirm_writes``, on by default; each exemption is logged and
+  recorded), judged against what the caller heard of the read-back (the
+  history control's played text, else the assistant's committed reply), with
+  the proposals shared through Redis (``store: redis``) or the operation
+  ledger's database (``tool_gate.ledger_url``) so another worker sees them;
+* installs the verified-customer rule for ``call_state.verified_tools``: the
+  customer a configured verification step established, and only records a
+  trusted result showed that customer owns;
 * renders what the model receives for every gated call from the operation
   record (``call_state.tool_results: operation``; see
   :mod:`pipecat_harness.business.tool_results`);
@@ -26,6 +31,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from loguru import logger
 from pipecat.frames.frames import Frame, LLMContextFrame, StartFrame
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
@@ -33,7 +39,7 @@ from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 from pipecat_harness.business.confirmation import ConfirmationPolicy, Proposal
 from pipecat_harness.business.context_budget import KeepItem, SummaryGuard, summarization_config
-from pipecat_harness.business.permissions import identity_rule
+from pipecat_harness.business.permissions import CustomerVerification
 from pipecat_harness.business.tool_results import render_operation_result
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingStateKeeper, render_state
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
@@ -44,6 +50,7 @@ from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
 from pipecat_harness.state.proposals import ProposalStore, SqlProposals, StateStoreProposals
 from pipecat_harness.state.store import StateStore
+from pipecat_harness.tools.policy import PolicyRule, PolicyVerdict, ToolRequest
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
@@ -116,22 +123,48 @@ class CallStateControl(HarnessControl):
         # One Redis client per call serves the state and the proposals.
         redis = create_store("redis", redis_url=settings.redis_url) if settings.store == "redis" else None
         store = CallStateStore(redis) if redis is not None else None
+        steps: dict[str, list[str]] = {tool: [] for tool in settings.identity_tools}
+        steps.update(settings.verification)
+        self.verification = CustomerVerification(steps, customer_field=settings.customer_field,
+                                                 owner_field=settings.owner_field)
         self.keeper = WorkingStateKeeper(
-            harness.call_id, store=store, identity_tools=frozenset(settings.identity_tools),
-            on_change=self._on_state_change,
+            harness.call_id, store=store, identity_tools=frozenset(steps), on_change=self._on_state_change,
+            verification=self.verification,
         )
+        self.unconfirmed = frozenset(settings.unconfirmed_tools)
         self.confirmation = (
-            ConfirmationPolicy(settings.confirm_tools, on_change=self._on_proposal,
-                               store=_proposal_store(harness, redis), call_id=harness.call_id)
-            if settings.confirm_tools else None
+            ConfirmationPolicy(self._needs_confirmation, on_change=self._on_proposal,
+                               store=_proposal_store(harness, redis), call_id=harness.call_id,
+                               window_turns=settings.confirm_window_turns)
+            if settings.confirm_writes or settings.confirm_tools else None
         )
         self.hidden_result_fields = frozenset(settings.internal_result_fields)
         self.verified_tools = frozenset(settings.verified_tools)
+        self._heard_from_history = harness.config.history.enabled
+        self._saves: set[asyncio.Task[bool]] = set()
         self._rules_installed = False
         self.summary_guard: SummaryGuard | None = None
         self.renderer = StateRenderer(self.keeper) if settings.render else None
         self.evidence = self._pre_turn_evidence()
         harness.decisions.add_listener(self._on_decision)
+
+    def _needs_confirmation(self, tool: str) -> bool:
+        settings = self.harness.config.call_state
+        if tool in self.unconfirmed:
+            return False
+        return tool in settings.confirm_tools or (settings.confirm_writes and tool in self.harness.write_tools)
+
+    def _log_opt_outs(self) -> None:
+        settings = self.harness.config.call_state
+        if not settings.confirm_writes:
+            logger.warning(f"call {self.harness.call_id}: confirmation before writes is OFF (call_state."
+                           "confirm_writes: false); write tools run without the caller's confirmation")
+            self.record("confirmation_opt_out", {"tools": "all write tools", "setting": "confirm_writes"})
+        exempt = sorted(self.unconfirmed & set(self.harness.write_tools) | self.unconfirmed)
+        if exempt:
+            logger.warning(f"call {self.harness.call_id}: write tools exempt from confirmation "
+                           f"(call_state.unconfirmed_tools): {', '.join(exempt)}")
+            self.record("confirmation_opt_out", {"tools": exempt, "setting": "unconfirmed_tools"})
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """Pre-turn evidence and the state renderer, right before the model."""
@@ -208,11 +241,13 @@ class CallStateControl(HarnessControl):
         return params
 
     def on_pipeline(self, processors: list[FrameProcessor]) -> None:
-        """Check every summary the assistant aggregator applies."""
-        if self.harness.config.call_state.context_budget_tokens is None:
-            return
+        """Check every summary the assistant aggregator applies; note committed replies when history is off."""
         aggregator = next((p for p in processors if isinstance(p, LLMAssistantAggregator)), None)
         if aggregator is None:
+            return
+        if self.confirmation is not None and not self._heard_from_history:
+            aggregator.add_event_handler("on_assistant_turn_stopped", self._on_assistant_turn)
+        if self.harness.config.call_state.context_budget_tokens is None:
             return
         self.summary_guard = SummaryGuard(aggregator.context, lambda: self.keeper.state,
                                           on_checked=self._on_summary_checked)
@@ -237,7 +272,8 @@ class CallStateControl(HarnessControl):
             async def capture(result: Any, *, properties: Any = None) -> None:
                 if properties is None or getattr(properties, "is_final", True):
                     self.keeper.tool_result(name, params.tool_call_id, result, write=write,
-                                            turn_id=self.harness.decisions.turn_id)
+                                            turn_id=self.harness.decisions.turn_id,
+                                            arguments=dict(params.arguments or {}))
                 if properties is None:
                     await original(result)
                 else:
@@ -258,24 +294,32 @@ class CallStateControl(HarnessControl):
         gate = getattr(gate_control, "gate", None)
         if gate is None:
             return
-        if self.confirmation is not None:
-            gate.policies.add(self.confirmation.rule())
-        if self.verified_tools:
-            gate.policies.add(identity_rule(lambda: self.keeper.identity_verified, self.verified_tools))
+        if self.confirmation is not None or self.verified_tools:
+            # One rule: a write the verified customer may not make is refused before any confirmation is
+            # judged, so a proposal is never marked confirmed for a write that then does not run.
+            gate.policies.add(PolicyRule("confirmation", self._check_write))
+        self._log_opt_outs()
         if self.harness.config.call_state.tool_results == "operation" or self.confirmation is not None:
             gate_control.hook = self  # type: ignore[attr-defined]
         self._rules_installed = True
+
+    def _check_write(self, request: ToolRequest) -> PolicyVerdict | None:
+        if request.name in self.verified_tools:
+            verdict = self.verification.check(request)
+            if verdict is not None:
+                return verdict
+        return self.confirmation.check(request) if self.confirmation is not None else None
 
     # -- the tool gate's hook ------------------------------------------------------------------------
 
     async def before_call(self, name: str) -> None:
         """Take proposals another worker stored before the gate judges a confirmation-bound call."""
-        if self.confirmation is not None and name in self.confirmation.tools:
+        if self.confirmation is not None and self.confirmation.binds(name):
             await self.confirmation.sync()
 
     async def render(self, result: GateResult) -> Any:
         """Store proposal changes, then give the model the operation record's rendering."""
-        if self.confirmation is not None and result.name in self.confirmation.tools:
+        if self.confirmation is not None and self.confirmation.binds(result.name):
             await self.confirmation.save()
         if self.harness.config.call_state.tool_results != "operation":
             return result.to_tool_result()
@@ -292,11 +336,31 @@ class CallStateControl(HarnessControl):
             self.keeper.gate_decision(decision.action, evidence, decision.outcome if kind != "decision" else None,
                                       decision.turn_id)
         elif decision.control == "history" and kind == "decision" and "generated_text" in evidence:
+            heard = str(evidence.get("retained_text", evidence.get("heard_text", "")))
             self.keeper.assistant_delivery(
-                generated=str(evidence.get("generated_text", "")),
-                heard=str(evidence.get("retained_text", evidence.get("heard_text", ""))),
+                generated=str(evidence.get("generated_text", "")), heard=heard,
                 full=decision.action == "played_in_full", turn_id=decision.turn_id,
             )
+            self._heard(decision.turn_id, str(evidence.get("heard_text", heard)))
+
+    def _on_assistant_turn(self, _aggregator: Any, message: Any) -> None:
+        """Without the history control, the committed reply is taken as what the caller heard."""
+        if not self._heard_from_history:
+            self._heard(self.harness.decisions.turn_id, str(getattr(message, "content", "")))
+
+    def _heard(self, turn_id: int, text: str) -> None:
+        """A reply the caller heard: the read-back a confirmation is judged against (shared with other workers)."""
+        confirmation = self.confirmation
+        if confirmation is None:
+            return
+        confirmation.assistant_heard(turn_id, text)
+        if confirmation.store is not None and confirmation.pending():
+            try:
+                task = asyncio.get_running_loop().create_task(confirmation.save())
+            except RuntimeError:  # no loop (a decision recorded outside the call): saved with the next request
+                return
+            self._saves.add(task)
+            task.add_done_callback(self._saves.discard)
 
     def _on_proposal(self, proposal: Proposal) -> None:
         self.record(proposal.status, {"proposal": proposal.to_dict()})

@@ -1,18 +1,24 @@
 """The verified handoff summary: what a human taking over the call needs, each line backed by a record.
 
 Built from a call's timeline (its caller turns, tool results, tool-gate
-decisions carrying the ledger's idempotency keys, proposal decisions and
-call-state snapshots) in the design's shape:
+decisions carrying the ledger's idempotency keys, the ledger's settlements —
+late replies and reconciliations —, proposal decisions and call-state
+snapshots) in the design's shape:
 
-* **Requested**: what the caller asked for (the latest request per write tool);
+* **Requested**: what the caller asked for — a write they confirmed after hearing it read back;
+* **Proposed**: what the agent proposed and the caller did not confirm (declined, expired, open);
 * **Verified**: what a trusted result or the caller's confirmation established;
-* **Operation**: what each write did (succeeded, failed, outcome unknown, not executed);
+* **Operation**: what each write did, as the ledger settled it (succeeded, failed, outcome unknown);
 * **Pending**: what is still open (a proposal awaiting confirmation, an outcome to reconcile);
-* **Caller correction**: which request replaced which.
+* **Caller correction**: which request the caller's own words replaced;
+* **Agent change**: which request the agent changed without the caller asking.
 
-Every statement carries links to the caller turn, tool result or ledger event
-that supports it; a link must resolve to an event of the same timeline, and a
-statement left without a resolving link is not emitted.
+Each line says who caused it (``cause``: the ``caller``'s turn, the ``agent``'s
+action, or the ``system``'s record) and links the real turn, tool result or
+ledger event; a link must resolve to an event of the same timeline, and a
+statement left without a resolving link is not emitted. A caller's question or
+decline is never shown as a confirmation, and an agent's proposal is never
+shown as the caller's request.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
 __all__ = ["Handoff", "HandoffLine", "Link", "build_handoff", "handoff_html"]
 
-Section = Literal["Requested", "Verified", "Operation", "Pending", "Caller correction"]
-SECTIONS: tuple[Section, ...] = ("Requested", "Verified", "Operation", "Pending", "Caller correction")
+Section = Literal["Requested", "Proposed", "Verified", "Operation", "Pending", "Caller correction", "Agent change"]
+SECTIONS: tuple[Section, ...] = ("Requested", "Proposed", "Verified", "Operation", "Pending", "Caller correction",
+                                 "Agent change")
+Cause = Literal["caller", "agent", "system"]
 
 
 @dataclass(frozen=True)
@@ -55,11 +63,12 @@ class Link:
 
 @dataclass
 class HandoffLine:
-    """One statement of the summary with its supporting links."""
+    """One statement of the summary, who caused it, and its supporting links."""
 
     section: Section
     text: str
     links: list[Link] = field(default_factory=list)
+    cause: Cause = "system"
 
 
 @dataclass
@@ -84,8 +93,8 @@ class Handoff:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
         return {"call_id": self.call_id, "dropped_without_link": self.dropped,
-                "lines": [{"section": x.section, "text": x.text, "links": [asdict(k) for k in x.links]}
-                          for x in self.lines]}
+                "lines": [{"section": x.section, "text": x.text, "cause": x.cause,
+                           "links": [asdict(k) for k in x.links]} for x in self.lines]}
 
 
 class _Records:
@@ -125,7 +134,11 @@ class _Records:
 
     def _decision(self, event: TraceEvent) -> None:
         evidence = event.data.get("evidence") or {}
-        if event.data.get("control") == "tool_gate" and evidence.get("write"):
+        if event.data.get("control") == "tool_gate" and event.data.get("action") == "reconciled":
+            key = evidence.get("idempotency_key")
+            if key and str(key) in self.ledger:  # the settlement supersedes what the call saw before
+                self.ledger[str(key)] = event
+        elif event.data.get("control") == "tool_gate" and evidence.get("write"):
             key = evidence.get("idempotency_key") or evidence.get("tool_call_id")
             if key:
                 # The outcome event (succeeded, failed) supersedes the forwarding decision.
@@ -157,6 +170,8 @@ class _Records:
             return None
         outcome = event.data.get("outcome") or {}
         status = outcome.get("status") if isinstance(outcome, dict) else None
+        if event.data.get("action") == "reconciled":
+            status = (event.data.get("evidence") or {}).get("status")
         return Link("ledger_event", label, event.t, f"{event.data.get('action')}" + (f" → {status}" if status else ""),
                     self.index.get(id(event), -1))
 
@@ -194,28 +209,38 @@ def _link_list(*links: Link | None) -> list[Link]:
 
 
 def _requests(records: _Records, out: list[HandoffLine]) -> None:
-    latest: dict[str, dict[str, Any]] = {}
+    """Proposals: confirmed ones are the caller's requests; the rest are the agent's proposals."""
     for proposal in records.proposals.values():
-        latest[str(proposal["tool"])] = proposal
-        if proposal.get("status") == "superseded" and proposal.get("superseded_by"):
+        tool, pid = str(proposal["tool"]), str(proposal["proposal_id"])
+        arguments = _arguments(proposal.get("arguments", {}))
+        proposed = records.proposal_link(pid)
+        status = proposal.get("status")
+        if status == "confirmed":
+            heard = f" after hearing \"{_short(str(proposal.get('readback') or ''), 60)}\"" \
+                if proposal.get("readback") else ""
+            out.append(HandoffLine("Requested", f"Caller confirmed {tool}: {arguments}{heard}",
+                                   _link_list(records.turn_link(proposal.get("confirmed_turn")), proposed), "caller"))
+        elif status == "awaiting_confirmation":
+            out.append(HandoffLine("Pending", f"Agent proposed {tool} ({arguments}); it awaits the caller's "
+                                              "confirmation and nothing was done",
+                                   _link_list(proposed, records.turn_link(proposal.get("proposed_turn"))), "agent"))
+        elif status == "declined":
+            out.append(HandoffLine("Proposed", f"Caller declined the agent's proposal {tool} ({arguments}); "
+                                               "nothing was done",
+                                   _link_list(records.turn_link(proposal.get("closed_turn")), proposed), "caller"))
+        elif status == "expired":
+            out.append(HandoffLine("Proposed", f"Agent proposed {tool} ({arguments}); the caller never confirmed "
+                                               "it and it expired; nothing was done", _link_list(proposed), "agent"))
+        elif status == "superseded" and proposal.get("superseded_by"):
             replacement = records.proposals.get(str(proposal["superseded_by"]), {})
-            out.append(HandoffLine(
-                "Caller correction",
-                f"{_arguments(replacement.get('arguments', {}))} supersedes the earlier "
-                f"{_arguments(proposal.get('arguments', {}))} ({proposal['tool']})",
-                _link_list(records.turn_link(proposal.get("correction_turn"))),
-            ))
-    for tool, proposal in latest.items():
-        out.append(HandoffLine("Requested", f"{tool}: {_arguments(proposal.get('arguments', {}))}",
-                               _link_list(records.turn_link(proposal.get("proposed_turn")),
-                                          records.proposal_link(str(proposal["proposal_id"])))))
-        if proposal.get("status") == "awaiting_confirmation":
-            out.append(HandoffLine("Pending", f"{tool} ({_arguments(proposal.get('arguments', {}))}) awaits the "
-                                              "caller's confirmation; nothing was sent",
-                                   _link_list(records.proposal_link(str(proposal["proposal_id"])))))
-        elif proposal.get("status") == "confirmed":
-            out.append(HandoffLine("Verified", f"caller confirmed {tool} ({_arguments(proposal.get('arguments', {}))})",
-                                   _link_list(records.turn_link(proposal.get("confirmed_turn")))))
+            new = _arguments(replacement.get("arguments", {}))
+            if proposal.get("changed_by") == "caller":
+                out.append(HandoffLine("Caller correction", f"{new} supersedes the earlier {arguments} ({tool})",
+                                       _link_list(records.turn_link(proposal.get("correction_turn"))), "caller"))
+            else:
+                out.append(HandoffLine("Agent change", f"Agent changed {tool} from {arguments} to {new}; the "
+                                                       "caller did not ask for it",
+                                       _link_list(records.proposal_link(str(proposal["superseded_by"]))), "agent"))
 
 
 def _verified(records: _Records, out: list[HandoffLine]) -> None:
@@ -226,36 +251,42 @@ def _verified(records: _Records, out: list[HandoffLine]) -> None:
         tool_call_id = str(provenance.get("detail", "")).rpartition(" ")[2]
         out.append(HandoffLine("Verified", f"{name.replace('_', ' ')}: {fact.get('value')} "
                                            f"(by {str(provenance.get('detail', '')).partition(' ')[0]})",
-                               _link_list(records.result_link(tool_call_id))))
+                               _link_list(records.result_link(tool_call_id)), "system"))
 
 
 def _operations(records: _Records, out: list[HandoffLine]) -> None:
-    proposed = {str(p["tool"]) for p in records.proposals.values()}
-    requested: set[str] = set()
+    """What each write did, as the ledger settled it; the agent's call, linked to the turn it acted in."""
     for op_id, operation in dict(records.state.get("operations") or {}).items():
         if str(op_id).startswith("proposal-") or "confirm with the caller first" in str(operation.get("reason")):
-            continue  # proposals and their read-back steps are stated as requests above
+            continue  # proposals and their read-back steps are stated above
         tool = str(operation.get("tool"))
-        request = records.requests.get(str(operation.get("tool_call_id")))
-        if tool not in proposed and tool not in requested and request is not None:
-            requested.add(tool)
-            arguments = dict(request.data.get("arguments") or {})
-            out.append(HandoffLine("Requested", f"{tool}: {_arguments(arguments)}",
-                                   _link_list(records.turn_link(operation.get("turn_id")))))
         status = str(operation.get("status"))
+        if status in ("not_executed", "blocked") and _held_before_running(operation):
+            continue  # a request the gate held for the caller's confirmation or identity: stated as a proposal
         key = operation.get("idempotency_key") or operation.get("tool_call_id")
         ledger = records.ledger_link(key, str(op_id))
         result = records.result_link(operation.get("tool_call_id"))
+        request = records.requests.get(str(operation.get("tool_call_id")))
+        arguments = f" ({_arguments(dict(request.data.get('arguments') or {}))})" if request is not None else ""
+        settled = " (settled by reconciliation)" if operation.get("settled_by") else ""
         if status == "succeeded":
-            text = f"{tool} succeeded ({op_id})"
+            text = f"{tool}{arguments} succeeded ({op_id}){settled}"
         elif status == "outcome_unknown":
-            text = f"{tool} outcome unknown ({op_id}); reconcile before retrying"
-            out.append(HandoffLine("Pending", f"reconcile {tool} {op_id} with the backend", _link_list(ledger)))
+            text = f"{tool}{arguments} outcome unknown ({op_id}); reconcile before retrying"
+            out.append(HandoffLine("Pending", f"reconcile {tool} {op_id} with the backend", _link_list(ledger),
+                                   "system"))
         elif status == "not_executed":
             text = f"{tool} request not executed: {operation.get('reason') or 'held by the gate'}"
         else:
-            text = f"{tool} {status.replace('_', ' ')} ({op_id})"
-        out.append(HandoffLine("Operation", text, _link_list(ledger, result)))
+            text = f"{tool}{arguments} {status.replace('_', ' ')} ({op_id}){settled}"
+        out.append(HandoffLine("Operation", f"Agent's {text}",
+                               _link_list(ledger, result, records.turn_link(operation.get("turn_id"))), "agent"))
+
+
+def _held_before_running(operation: dict[str, Any]) -> bool:
+    reason = str(operation.get("reason") or "")
+    return "awaiting_confirmation" in reason or "read back" in reason or "verify the caller" in reason \
+        or "look up" in reason
 
 
 def handoff_html(timeline: Timeline) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 from loguru import logger
 
 from pipecat_harness.business.confirmation import Proposal
+from pipecat_harness.business.permissions import CustomerVerification
 from pipecat_harness.business.tool_results import user_safe_fields
 from pipecat_harness.state.call_state import CallState, CallStateStore, Provenance, VersionConflict
 from pipecat_harness.state.store import await_io
@@ -38,6 +39,9 @@ _OPERATION_STATUS = {
     "outcome_unknown": "outcome_unknown",
     "failed": "failed",
 }
+# Statuses a ledger settlement (or a run in progress) set, and the gate's answers to a request it did not run.
+_SETTLED = {"succeeded", "failed", "outcome_unknown", "executing"}
+_ANSWERED_WITHOUT_RUNNING = {"not_executed", "blocked"}
 
 
 class WorkingStateKeeper:
@@ -46,8 +50,11 @@ class WorkingStateKeeper:
     Args:
         call_id: The call.
         store: Where the state is saved (``None``: kept in process only).
-        identity_tools: Tools whose successful result verifies the caller.
+        identity_tools: Tools whose successful result verifies the caller (without a ``verification``).
         on_change: Called with ``(state, reason)`` after every change (the trace).
+        verification: The configured verification steps and record ownership; with it, only a step
+            whose returned record matched the request verifies the caller, and the verified customer
+            is the record's.
     """
 
     def __init__(
@@ -57,10 +64,12 @@ class WorkingStateKeeper:
         store: CallStateStore | None = None,
         identity_tools: frozenset[str] = frozenset(),
         on_change: Callable[[CallState, str], None] | None = None,
+        verification: CustomerVerification | None = None,
     ) -> None:
         self.state = CallState(call_id=call_id)
         self.store = store
         self.identity_tools = identity_tools
+        self.verification = verification
         self.on_change = on_change
         self.turn_id = 0
         self._saved_version: int | None = None
@@ -120,15 +129,22 @@ class WorkingStateKeeper:
 
         self.update(change, f"assistant reply {'played in full' if full else 'partly played'}")
 
-    def tool_result(self, tool: str, tool_call_id: str, result: Any, *, write: bool, turn_id: int) -> None:
+    def tool_result(self, tool: str, tool_call_id: str, result: Any, *, write: bool, turn_id: int,
+                    arguments: Mapping[str, Any] | None = None) -> None:
         """An executed tool's result: the business snapshot, and facts a trusted backend established."""
         provenance = Provenance("tool", turn_id, f"{tool} {tool_call_id}")
+        if self.verification is not None:
+            parsed = _parsed(result)
+            verified = self.verification.observe(tool, dict(arguments or {}), parsed)
+            customer = verified or ""
+        else:
+            verified = "yes" if tool in self.identity_tools and _succeeded(result) else None
+            customer = _customer_id(result) if verified else ""
 
         def change(state: CallState) -> None:
             state.set_business({**state.business, tool: user_safe_fields(result)}, provenance)
-            if tool in self.identity_tools and _succeeded(result):
+            if verified:
                 state.set_fact("identity_verified", True, provenance)
-                customer = _customer_id(result)
                 if customer:
                     state.set_fact("customer_id", customer, provenance)
 
@@ -136,14 +152,22 @@ class WorkingStateKeeper:
 
     def gate_decision(self, action: str, evidence: Mapping[str, Any], outcome: Mapping[str, Any] | None,
                       turn_id: int) -> None:
-        """A tool-gate decision on a write: the operation's status."""
-        if not evidence.get("write"):
+        """A tool-gate decision on a write: the operation's status, following the ledger's settlement.
+
+        A ``reconciled`` event (a late reply, a reconciliation) settles the
+        operation; a later request the gate answered without running it (a
+        repeat of a done or unknown operation) leaves the settled status as it is.
+        """
+        reconciled = action == "reconciled"
+        if not evidence.get("write") and not reconciled:
             return
         key = str(evidence.get("idempotency_key") or evidence.get("tool_call_id") or "")
         if not key:
             return
+        if reconciled and key not in self._operation_ids:
+            return  # settled before this call's state knew it (a recovered record of another worker)
         operation_id = self._operation_ids.setdefault(key, f"op-{len(self._operation_ids) + 1}")
-        status = _OPERATION_STATUS.get(action, action)
+        status = str(evidence.get("status")) if reconciled else _OPERATION_STATUS.get(action, action)
         if outcome:
             status = {"executed": "succeeded"}.get(str(outcome.get("status")), str(outcome.get("status")))
 
@@ -152,8 +176,15 @@ class WorkingStateKeeper:
                 "operation_id": operation_id, "tool": evidence.get("tool"), "turn_id": turn_id,
                 "idempotency_key": evidence.get("idempotency_key"),
             })
-            record.update({"status": status, "tool_call_id": evidence.get("tool_call_id"),
-                           "reason": evidence.get("reason", "")})
+            settled = record.get("status") in _SETTLED
+            if settled and not reconciled and status in _ANSWERED_WITHOUT_RUNNING:
+                record["repeats"] = int(record.get("repeats", 0)) + 1
+                return
+            record["status"] = status
+            if reconciled:
+                record["settled_by"] = str(evidence.get("source") or "reconciliation")
+                return
+            record.update({"tool_call_id": evidence.get("tool_call_id"), "reason": evidence.get("reason", "")})
 
         self.update(change, f"operation {status}: {evidence.get('tool')}")
 
@@ -240,6 +271,15 @@ def _fact(value: Any, provenance: Provenance) -> Any:
     from pipecat_harness.state.call_state import Fact
 
     return Fact(value, provenance)
+
+
+def _parsed(result: Any) -> Any:
+    if isinstance(result, str) and result[:1] == "{":
+        try:
+            return json.loads(result)
+        except ValueError:
+            return result
+    return result
 
 
 def _succeeded(result: Any) -> bool:

@@ -158,9 +158,20 @@ class CallStateSettings(Block):
         render: Show the model a compact read-only rendering of the state before each run (a system
             message at the end of the context; off by default because a provider adapter may turn a
             trailing system message into a user turn).
-        confirm_tools: Write tools that run only after a later caller turn confirmed the same arguments.
-        verified_tools: Write tools that run only once the caller's identity is verified.
-        identity_tools: Tools whose successful result verifies the caller's identity.
+        confirm_writes: Every write tool runs only after the caller confirmed a read-back they heard
+            (on by default; switching it off is logged, like each ``unconfirmed_tools`` entry).
+        confirm_tools: Tools bound to confirmation besides the write tools (all of them with
+            ``confirm_writes: false``).
+        unconfirmed_tools: Write tools explicitly exempt from confirmation (each logged at the start).
+        confirm_window_turns: Caller turns after a proposal within which it can be confirmed; later it expires.
+        verified_tools: Write tools that run only for records the verified customer owns.
+        identity_tools: Tools whose successful result verifies the caller's identity (when no
+            ``verification`` step is configured).
+        verification: The verification steps: per tool, the request fields the returned record must
+            match (checked by the harness against the backend's record, never taken from the model's
+            arguments alone); the verified customer is the record's ``customer_field``.
+        customer_field: Field of a verification record naming the customer.
+        owner_field: Field of a backend record naming the customer who owns it (an order's ``user_id``).
         store: ``memory`` or ``redis`` (shared by workers). Confirmation proposals are kept in Redis
             with ``redis``, else in the operation ledger's database when ``tool_gate.ledger_url`` is set
             (SQLite or PostgreSQL), else in the worker only.
@@ -179,11 +190,19 @@ class CallStateSettings(Block):
 
     enabled: bool = True
     render: bool = False
+    confirm_writes: bool = True
     confirm_tools: list[str] = Field(default_factory=list)
+    unconfirmed_tools: list[str] = Field(default_factory=list)
+    confirm_window_turns: int = Field(default=3, ge=1, le=20)
     verified_tools: list[str] = Field(default_factory=list)
     identity_tools: list[str] = Field(
         default_factory=lambda: ["find_user_id_by_email", "find_user_id_by_name_zip", "verify_caller"]
     )
+    verification: dict[str, list[str]] = Field(default_factory=lambda: {
+        "find_user_id_by_email": ["email"], "find_user_id_by_name_zip": ["first_name", "last_name", "zip"],
+    })
+    customer_field: str = "user_id"
+    owner_field: str = "user_id"
     store: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
     tool_results: Literal["operation", "raw"] = "operation"

@@ -7,6 +7,11 @@ the proxy. Business errors (unknown order, wrong status) are returned as
 ``{"error": ...}`` results (definitive: nothing was applied); an exception
 means the backend failed and the write may or may not have happened.
 
+The lookups answer with the customer's record fields they matched (so the
+harness can check a verification against the record, not against what the
+model asked), and every write on an order refuses an order that does not
+belong to the trusted ``customer_id`` when the server context carries one.
+
 Writes carry the gate's idempotency key (:func:`current_operation`) to the
 database, which applies each key once and remembers its result
 (:meth:`RetailDatabase.apply_once`); :meth:`RetailTools.reconcile` answers
@@ -135,18 +140,18 @@ class RetailTools:
     async def find_user_id_by_email(self, args: Mapping[str, Any]) -> Any:
         """Find a user id by email."""
         rows = await self.db.query(
-            "SELECT user_id FROM customers WHERE lower(email) = lower(?)", (str(args.get("email", "")).strip(),)
+            "SELECT user_id, email FROM customers WHERE lower(email) = lower(?)", (str(args.get("email", "")).strip(),)
         )
-        return {"user_id": rows[0]["user_id"]} if rows else {"error": "no customer with that email"}
+        return dict(rows[0]) if rows else {"error": "no customer with that email"}
 
     async def find_user_id_by_name_zip(self, args: Mapping[str, Any]) -> Any:
         """Find a user id by first name, last name and zip code."""
         rows = await self.db.query(
-            "SELECT user_id FROM customers WHERE lower(first_name) = lower(?) AND lower(last_name) = lower(?)"
-            " AND zip = ?",
+            "SELECT user_id, first_name, last_name, zip FROM customers WHERE lower(first_name) = lower(?)"
+            " AND lower(last_name) = lower(?) AND zip = ?",
             (str(args.get("first_name", "")), str(args.get("last_name", "")), str(args.get("zip", ""))),
         )
-        return {"user_id": rows[0]["user_id"]} if rows else {"error": "no customer with that name and zip"}
+        return dict(rows[0]) if rows else {"error": "no customer with that name and zip"}
 
     async def get_user_details(self, args: Mapping[str, Any]) -> Any:
         """Return a customer's profile and order ids."""
@@ -160,6 +165,20 @@ class RetailTools:
         """Return an order with its items and address."""
         order = await self.db.order(normalize_order_id(args.get("order_id", "")))
         return order if order is not None else {"error": "order not found"}
+
+    @staticmethod
+    def not_owned(order: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, str] | None:
+        """The refusal for a write on an order the trusted ``customer_id`` does not own (``None``: allowed)."""
+        customer = args.get("customer_id")
+        if customer and str(order.get("user_id")) != str(customer):
+            return {"error": f"order {order.get('order_id')} does not belong to this customer"}
+        return None
+
+    async def _owned_order(self, args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
+        order = await self.db.order(normalize_order_id(args.get("order_id", "")))
+        if order is None:
+            return None, {"error": "order not found"}
+        return order, self.not_owned(order, args)
 
     async def _apply(self, op_type: str, args: Mapping[str, Any], apply: Apply) -> Any:
         # The gate's key for this logical operation, when a gate runs the write;
@@ -179,9 +198,9 @@ class RetailTools:
     async def return_items(self, args: Mapping[str, Any]) -> Any:
         """Record a return of delivered items."""
         order_id = normalize_order_id(args.get("order_id", ""))
-        order = await self.db.order(order_id)
-        if order is None:
-            return {"error": "order not found"}
+        order, refused = await self._owned_order(args)
+        if refused is not None or order is None:
+            return refused
         if order["status"] != "delivered":
             return {"error": f"order is {order['status']}; only delivered orders can be returned"}
         wanted = [str(i) for i in args.get("item_ids") or []]
@@ -206,9 +225,9 @@ class RetailTools:
     async def modify_order_address(self, args: Mapping[str, Any]) -> Any:
         """Change the address of a pending order."""
         order_id = normalize_order_id(args.get("order_id", ""))
-        order = await self.db.order(order_id)
-        if order is None:
-            return {"error": "order not found"}
+        order, refused = await self._owned_order(args)
+        if refused is not None or order is None:
+            return refused
         if order["status"] != "pending":
             return {"error": f"order is {order['status']}; only pending orders can be changed"}
 
@@ -226,8 +245,9 @@ class RetailTools:
     async def issue_refund(self, args: Mapping[str, Any]) -> Any:
         """Record a refund on an order."""
         order_id = normalize_order_id(args.get("order_id", ""))
-        if await self.db.order(order_id) is None:
-            return {"error": "order not found"}
+        _order, refused = await self._owned_order(args)
+        if refused is not None:
+            return refused
         try:
             amount = float(args.get("amount_usd", 0))
         except (TypeError, ValueError, OverflowError):
@@ -247,9 +267,9 @@ class RetailTools:
     async def cancel_pending_order(self, args: Mapping[str, Any]) -> Any:
         """Cancel a pending order."""
         order_id = normalize_order_id(args.get("order_id", ""))
-        order = await self.db.order(order_id)
-        if order is None:
-            return {"error": "order not found"}
+        order, refused = await self._owned_order(args)
+        if refused is not None or order is None:
+            return refused
         if order["status"] != "pending":
             return {"error": f"order is {order['status']}; only pending orders can be cancelled"}
 

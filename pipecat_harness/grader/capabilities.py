@@ -111,7 +111,18 @@ _IMPLIED_RECORDS = {
 }  # fmt: skip
 
 # -- messages and callbacks ---------------------------------------------------
-_CHANNELS = {"text": "sms", "sms": "sms", "message": "sms", "email": "email", "e": "email", "mail": "email"}
+_CHANNELS = {"text": "sms", "sms": "sms", "message": "sms", "email": "email", "e": "email", "mail": "email",
+             "inbox": "email", "whatsapp": "whatsapp", "fax": "fax", "messag": "sms"}
+#: Informal verbs of sending ("shoot you a text", "fire off an email", "pop it in your inbox"): a message
+#: only when a channel is named with them.
+_INFORMAL_SEND_VERBS = {"shoot", "fire", "drop", "pop", "ping", "get", "have", "forward", "pass", "whatsapp", "fax"}
+#: A send already made ("I've emailed you the details"): the channel is checked as for an offer.
+_SENT_RE = re.compile(
+    r"\b(?:i've|i have|we've|we have|i just|we just|i)\s+(?:just\s+|already\s+)?(?P<verb>sent|emailed|texted|"
+    r"messaged|faxed|whatsapped|dropped|shot|fired|popped|pinged|forwarded)\b"
+)
+#: A message the caller is told they will receive from the agent ("you'll get a text from us").
+_RECEIVE_RE = re.compile(r"\byou(?:'ll| will)\s+(?:get|receive|have)\s+(?P<rest>.*\b(?:from (?:me|us)|we send)\b.*)")
 _MESSAGE_OBJECTS = {
     "code", "coupon", "discount", "promo", "voucher", "confirmation", "confirm", "receipt", "invoice", "link",
     "reminder", "tracking", "number", "quote", "estimate", "form", "portal", "summary", "detail",
@@ -211,6 +222,13 @@ def _check_clause(
         verdicts.append(callback)
     if transfer is not None:
         verdicts.append(transfer)
+    sent = _SENT_RE.search(clause) or _RECEIVE_RE.search(clause)
+    if sent is not None:
+        verb = stem(sent.groupdict().get("verb") or "get")
+        message = _check_message(verb, clause[sent.start():].split()[1:], sentence, constraints,
+                                 channel_only=sent.re is _SENT_RE)
+        if message is not None:
+            return [*verdicts, message]
     for match in _OFFER_RE.finditer(clause):
         if match.group("verb3"):
             verdict = _check_offered_service(match.group("object"), sentence, constraints)
@@ -239,6 +257,8 @@ def _check_offer(verb: str, rest: str, sentence: str, constraints: ConstraintLis
         return _check_lookup(rest_words, sentence, constraints)
     if verb_stem in _MESSAGE_VERBS or verb in _MESSAGE_VERBS:
         return _check_message(verb_stem, rest_words, sentence, constraints)
+    if verb in _INFORMAL_SEND_VERBS and _channel_of(verb_stem, rest_words[:10]) is not None:
+        return _check_message(verb_stem, rest_words, sentence, constraints)
     if handled or verb_stem in _TRANSFER_VERBS or "callback" in rest_words:
         return None
     if verb in _OBJECT_VERBS and rest_words:
@@ -264,7 +284,8 @@ def _check_offer(verb: str, rest: str, sentence: str, constraints: ConstraintLis
 
 
 def _check_offered_service(obj: str, sentence: str, constraints: ConstraintList) -> Verdict | None:
-    if re.search(r"\b(?:payment plan|financing|installments?|warranty|guarantee|price match)", obj):
+    policy = r"\b(?:payment plan|financing|installments?|warranty|guarantee|price match|money[- ]back|refunds?)"
+    if re.search(policy, obj) or re.search(policy, sentence, re.IGNORECASE):
         return None  # a policy, checked as one
     tokens = read_numbers(tokenize(obj))
     services = find_services(tokens, constraints)
@@ -315,16 +336,31 @@ def _message_capabilities(constraints: ConstraintList) -> list[tuple[str, str | 
     return found
 
 
-def _check_message(verb_stem: str, rest: list[str], sentence: str, constraints: ConstraintList) -> Verdict | None:
+def _channel_of(verb_stem: str, window: list[str]) -> str | None:
+    """The channel a send names: its verb ("text", "email") or a channel word near it ("emailed", "inbox")."""
+    if verb_stem in _CHANNELS:
+        return _CHANNELS[verb_stem]
+    return next((_CHANNELS.get(w) or _CHANNELS.get(stem(w)) for w in window
+                 if w in _CHANNELS or stem(w) in _CHANNELS), None)
+
+
+def _check_message(verb_stem: str, rest: list[str], sentence: str, constraints: ConstraintList, *,
+                   channel_only: bool = False) -> Verdict | None:
+    """A send against the send capabilities: the same channel, and (for an offer) the same kind of message.
+
+    A send said as done (``channel_only``) is checked for its channel only: what it sent is the
+    operation's business, checked against the ledger as an action claim.
+    """
     window = rest[:10]
-    channel = _CHANNELS.get(verb_stem) or next((_CHANNELS[w] for w in window if w in _CHANNELS), None)
+    channel = _channel_of(verb_stem, window)
     objects = {stem(w) for w in window if stem(w) in _MESSAGE_OBJECTS or w in _MESSAGE_OBJECTS}
     objects = {"confirmation" if o in {"confirm", "confirmat"} else o for o in objects}
     if channel is None and not objects:
         return None  # "I'll send someone out" is not a message
     for cap, cap_channel, cap_objects in _message_capabilities(constraints):
         cap_objects = {"confirmation" if o.startswith("confirm") else o for o in cap_objects}
-        if (cap_channel is None or channel is None or cap_channel == channel) and objects <= cap_objects:
+        if (cap_channel is None or channel is None or cap_channel == channel) and (
+                channel_only or objects <= cap_objects):
             return Verdict("supported", sentence, "capability", f"capabilities.{cap}", f"the agent can {cap}", 0.8)
     what = " ".join(sorted(objects)) or "a message"
     by = f" by {channel}" if channel else ""

@@ -9,6 +9,7 @@ from pipecat.observers.base_observer import BaseObserver
 
 from pipecat_harness.config import ConfigError, GraderSettings
 from pipecat_harness.control import HarnessControl
+from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.grader.actions import OperationLedgerView
 from pipecat_harness.grader.alert_formats import FORMATTERS, pagerduty_event
 from pipecat_harness.grader.alerts import Alerter, SeverityPolicy
@@ -65,7 +66,9 @@ class GraderControl(HarnessControl):
 
     Action claims are checked against the ledger of the tool gate control
     when it is active and exposes one (an ``OperationLedgerView``); otherwise
-    against the tool results the observer saw succeed on this call.
+    against the tool results the observer saw succeed on this call, and the
+    operations the gate reported settled as succeeded later (a late reply or a
+    reconciliation of an outcome the model was told was unknown).
 
     Raises:
         ConfigError: No or an invalid constraint list is configured.
@@ -99,6 +102,13 @@ class GraderControl(HarnessControl):
             decisions=harness.decisions,
             close_resources=True,
         )
+        harness.decisions.add_listener(self._on_decision)
+
+    def _on_decision(self, kind: str, decision: ControlDecision) -> None:
+        evidence = decision.evidence or {}
+        if (decision.control == "tool_gate" and decision.action == "reconciled" and kind == "decision"
+                and evidence.get("status") == "succeeded" and evidence.get("tool")):
+            self.turn_grader.executed.record(self.harness.call_id, str(evidence["tool"]))
 
     def _ledger(self) -> OperationLedgerView | None:
         for control in getattr(self.harness, "controls", []):

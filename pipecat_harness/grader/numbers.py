@@ -6,7 +6,9 @@ splits text into lower-case words and digit runs, and :func:`read_numbers`
 turns runs of number words or digits into :class:`NumberToken` values while
 keeping the spoken grouping (``one forty-nine`` is the groups ``[1, 49]``),
 so a caller of this module can read the same words as a price (149) or a
-time (1:49) depending on context.
+time (1:49) depending on context. It is the package's spoken-number reader:
+the grader, the read-back check of confirmations and the simulator read
+numbers with it, from the one digit-word table in :mod:`pipecat_harness.spoken`.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from pipecat_harness.spoken import DIGIT_WORDS
+
 __all__ = ["NumberToken", "Token", "negated", "read_numbers", "split_sentences", "stem", "tokenize"]
 
-_UNITS = {
-    "zero": 0, "oh": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
-    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+# The digit words are the package's one table (pipecat_harness.spoken.DIGIT_WORDS); a lone "o" is a letter here.
+_UNITS = {word: int(digit) for word, digit in DIGIT_WORDS.items() if len(word) > 1} | {
+    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
+    "seventeen": 17, "eighteen": 18, "nineteen": 19,
 }  # fmt: skip
 _TENS = {
     "twenty": 20, "thirty": 30, "forty": 40, "fourty": 40, "fifty": 50, "sixty": 60, "seventy": 70,

@@ -101,6 +101,8 @@ def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
         kind = _kind(tokens, i, hours_context)
         if kind == "plain" and token.number.text in {"one", "a"}:
             continue  # "the basic one", "that one": a pronoun, not a price
+        if kind == "plain" and i and tokens[i - 1].word in {"the", "these", "those", "all"} and token.number.value < 10:
+            continue  # "the two come to...": a count of things, not a price
         if kind == "plain" and price_context and not hours_context:
             kind = "money"
         if kind == "plain" and i + 2 < len(tokens) and tokens[i + 1].word in _RANGE_WORDS and tokens[i + 2].number:
@@ -206,7 +208,8 @@ def _pair(amounts: list[Amount], services: list[tuple[int, PriceItem]]) -> list[
 
 
 def check_prices(
-    tokens: list[Token], sentence: str, constraints: ConstraintList, *, context: PriceItem | None = None
+    tokens: list[Token], sentence: str, constraints: ConstraintList, *, context: PriceItem | None = None,
+    asked: tuple[PriceItem, ...] = (),
 ) -> list[Verdict]:
     """Check every amount said in a sentence against the price list and promotions.
 
@@ -216,18 +219,26 @@ def check_prices(
         constraints: The tenant's facts.
         context: The service the previous sentence named ("Premium detail? That one's
             two forty-nine."), used when this sentence names none.
+        asked: The services the caller's turn named ("How much for the basic and the
+            interior?"), used when the agent's reply names none ("That comes to 248").
     """
     services = find_services(tokens, constraints) or ([(-1, context)] if context is not None else [])
+    if not services and asked:
+        services = [(-1, item) for item in asked]
     words = {t.word for t in tokens}
     price_context = bool(services) or bool(words & _PRICE_CUES)
     amounts = find_amounts(tokens, price_context=price_context)
     named = [item for _, item in services]
     if len(amounts) == 1 and len(named) >= 2 and amounts[0].high is None and words & _TOTAL_WORDS:
         total = sum(item.amount for item in named)
-        if _same(amounts[0].value, total) and len({item.currency for item in named}) == 1:
-            refs = ",".join(item.id for item in named)
-            summed = " + ".join(f"{item.service} {item.amount:g}" for item in named)
-            return [Verdict("supported", sentence, "price", refs, f"the total of {summed}", 0.85)]
+        refs = ",".join(item.id for item in named)
+        summed = " + ".join(f"{item.service} {item.amount:g}" for item in named)
+        if len({item.currency for item in named}) == 1:
+            said = (amounts[0].value, amounts[0].alternative)
+            if any(_same(v, total) for v in said):
+                return [Verdict("supported", sentence, "price", refs, f"the total of {summed}", 0.85)]
+            return [Verdict("unsupported", sentence, "price", refs,
+                            f"quoted a total of {amounts[0].spoken()}; {summed} is {total:g}", 0.85)]
     pairs = zip(amounts, _pair(amounts, services), strict=True)
     verdicts = [
         _check_amount(amount, item, sentence, constraints, bound=_bound(tokens, amount)) for amount, item in pairs
@@ -296,7 +307,17 @@ def _check_amount(
                 f"{amount.spoken()} off is the {promo.id} promotion",
                 0.8,
             )
-    return Verdict("unsupported", claim, "price", None, f"no listed price or promotion is {amount.spoken()}", 0.85)
+    near = _services_sharing_a_word(claim, constraints)
+    return Verdict("unsupported", claim, "price", ",".join(i.id for i in near) or None,
+                   f"no listed price or promotion is {amount.spoken()}"
+                   + (f" ({', '.join(f'{i.service} {i.amount:g}' for i in near)})" if near else ""), 0.85)
+
+
+def _services_sharing_a_word(sentence: str, constraints: ConstraintList) -> list[PriceItem]:
+    """Services whose name shares a word with the sentence ("a quick detail": the basic and premium detail)."""
+    said = {stem(w) for w in tokenize(sentence)}
+    return [item for item in constraints.price_list
+            if any(stem(w) in said for name in item.names for w in tokenize(name) if len(w) > 3)]
 
 
 def _check_percentages(tokens: list[Token], sentence: str, constraints: ConstraintList) -> list[Verdict]:

@@ -42,10 +42,12 @@ class RuleGrader:
         """Grade price, hours, policy and capability claims (no ledger access, synchronous)."""
         verdicts: list[Verdict] = []
         service: PriceItem | None = None  # the service last named, for "That one's one forty-nine."
+        asked = tuple(item for _, item in find_services(read_numbers(tokenize(caller_utterance or "")),
+                                                          self.constraints))
         for sentence in split_sentences(agent_utterance):
             tokens = read_numbers(tokenize(sentence))
             policies = check_policies(tokens, sentence, self.constraints)
-            prices = check_prices(tokens, sentence, self.constraints, context=service)
+            prices = check_prices(tokens, sentence, self.constraints, context=service, asked=asked)
             named = find_services(tokens, self.constraints)
             service = named[-1][1] if named else service
             if policies:  # fees and deposits are the policy's amounts, not the price list's

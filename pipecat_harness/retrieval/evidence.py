@@ -14,10 +14,10 @@ turns only), so a document cannot grant an operation.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pipecat_harness.retrieval.directives import looks_like_instruction
 from pipecat_harness.retrieval.documents import PolicyDocument
 
 __all__ = [
@@ -40,20 +40,6 @@ _NO_EVIDENCE_STEP = (
     "No policy applies to this caller's products on this date. Do not guess: ask a clarifying question "
     "or offer a transfer to a person."
 )
-
-_INSTRUCTION = re.compile(
-    r"\b(ignore|disregard|forget)\b.{0,40}\b(instructions?|rules?|prompt)\b"
-    r"|\b(approve|issue|grant|process)\b.{0,30}\b(refund|credit|request)s?\b.{0,20}\b(immediately|now|without)\b"
-    r"|\b(you|assistant|agent|model)\s+(must|should|are to)\s+(call|invoke|approve|issue|run)\b"
-    r"|\b(call|invoke|run)\s+the\s+\w+\s+(tool|function)\b",
-    re.IGNORECASE | re.DOTALL,
-)
-
-
-def looks_like_instruction(text: str) -> bool:
-    """Whether ``text`` addresses the agent with commands (a prompt-injection tell)."""
-    return bool(_INSTRUCTION.search(text))
-
 
 @dataclass(frozen=True)
 class EvidenceItem:

@@ -29,15 +29,20 @@ class GateStatus(enum.StrEnum):
 
 
 #: Tool-result statuses meaning the action did not happen in this call (or may not have).
-NOT_DONE_STATUSES = frozenset({"not_executed", "blocked", "failed", "outcome_unknown", "error"})
+NOT_DONE_STATUSES = frozenset({
+    "not_executed", "blocked", "failed", "outcome_unknown", "error", "awaiting_confirmation", "held", "unknown",
+    "declined", "expired", "superseded", "pending",
+})
 
 
 def reports_done(result: Any, error: Any = None) -> bool:
     """Whether a tool result, as the model received it, says the action was done by this call.
 
     ``not_executed``, ``blocked``, ``failed`` and ``outcome_unknown`` gate
-    results, an ``{"error": ...}`` result and a raised error (``error``) are
-    all "not done" — with or without a ledger behind them.
+    results, a proposal ``awaiting_confirmation`` (or ``declined``, ``expired``,
+    ``superseded``), a ``held``, ``pending`` or ``unknown`` status, an
+    ``{"error": ...}`` result and a raised error (``error``) are all "not
+    done" — with or without a ledger behind them.
     """
     if error:
         return False

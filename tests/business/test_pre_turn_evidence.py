@@ -40,6 +40,9 @@ async def test_switched_on_it_adds_at_most_k_items_of_the_callers_tenant_before_
     context = _context("How long do I have to return something?")
     await run_test(placed[0][1], frames_to_send=[LLMContextFrame(context)], expected_down_frames=[LLMContextFrame])
     [message] = _evidence_messages(context)
+    # Tested without an LLM service downstream it is a system message; never the caller's (user) role.
+    assert [m["role"] for m in context.get_messages() if m["content"] == message] == ["system"]
+    assert "The caller did not say this" in message
     assert message.count('"untrusted_text"') == 2
     assert "northwind" in message and "fabrikam" not in message
     recorded = [d for d in control.harness.decisions.decisions if d.action == "pre_turn_evidence"]
@@ -95,3 +98,24 @@ def test_from_yaml(tmp_path):
     path.write_text("retrieval:\n  pre_turn: true\n  limit: 4\n  budget_ms: 80\n  tenant: northwind\n")
     config = HarnessConfig.from_yaml(path)
     assert (config.retrieval.pre_turn, config.retrieval.limit, config.retrieval.budget_ms) == (True, 4, 80.0)
+
+
+async def test_with_an_llm_service_downstream_evidence_is_one_system_instruction_entry():
+    from pipecat.pipeline.pipeline import Pipeline
+
+    from pipecat_harness.sim.model_script import ModelScript
+    from pipecat_harness.sim.scripted_llm import ScriptedLLMService
+
+    control = _harness(pre_turn=True, limit=3, **NORTHWIND).control("call_state")
+    llm = ScriptedLLMService(ModelScript(system="You are a support agent.", fallback="Okay."))
+    context = _context("My blender arrived damaged. Can you approve a refund for it?")
+    await run_test(Pipeline([control.evidence, llm]), frames_to_send=[LLMContextFrame(context)],
+                   expected_down_frames=None)
+    [received] = [call.messages for call in llm.calls]
+    system = "\n".join(str(m["content"]) for m in received if m["role"] == "system")
+    assert EVIDENCE_MESSAGE_MARK in system and "ignore earlier instructions" in system
+    assert "contains instructions addressed to the agent" in system  # the planted note is flagged
+    assert not any(EVIDENCE_MESSAGE_MARK in str(m["content"]) for m in received if m["role"] != "system")
+    assert _evidence_messages(context) == []
+    entries = [e for e in llm._appended_system_instructions if e.startswith(EVIDENCE_MESSAGE_MARK)]
+    assert len(entries) == 1

@@ -48,8 +48,10 @@ def test_corrected_before_execution_books_friday_once_and_the_handoff_links_ever
 
     handoff = build_handoff(timeline)
     sections = {line.section: line for line in handoff.lines}
-    assert set(sections) == {"Requested", "Verified", "Operation", "Caller correction"}
-    assert "day=Friday" in sections["Requested"].text
+    assert set(sections) == {"Requested", "Operation", "Caller correction"}
+    assert "Caller confirmed" in sections["Requested"].text and "day=Friday" in sections["Requested"].text
+    assert sections["Requested"].cause == "caller" and sections["Requested"].links[0].kind == "caller_turn"
+    assert sections["Caller correction"].cause == "caller" and sections["Operation"].cause == "agent"
     assert "supersedes the earlier day=Thursday" in sections["Caller correction"].text
     assert sections["Caller correction"].links[0].quote == "Sorry, make it Friday."
     assert "succeeded" in sections["Operation"].text

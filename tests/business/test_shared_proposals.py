@@ -59,6 +59,10 @@ class Worker:
         self.gate.new_turn(turn)
         self.policy.caller_turn(turn, text)
 
+    async def heard(self, turn: int, text: str) -> None:
+        self.policy.assistant_heard(turn, text)
+        await self.policy.save()  # what the control does when a reply was heard while a proposal is pending
+
     async def request(self, arguments: dict) -> str:
         async def book(args):
             self.backend.append(dict(args))
@@ -76,8 +80,9 @@ async def test_a_restarted_worker_confirms_the_proposal_the_caller_heard(stores)
     await first.caller(1, "Please book the callback for Thursday at six.")
     assert await first.request(THURSDAY) == "not_executed"
     assert [p.proposal_id for p in first.policy.pending()] == ["proposal-1"]
+    await first.heard(1, "Thursday at six. Shall I book it?")
 
-    # The first worker is gone; the caller's "yes" reaches the second one.
+    # The first worker is gone; the caller's "yes" (to the read-back it played) reaches the second one.
     await second.caller(2, "Yes, please.")
     assert await second.request(THURSDAY) == "executed"
     assert backend == [THURSDAY]
@@ -99,13 +104,16 @@ async def test_a_correction_on_one_worker_replaces_the_proposal_every_worker_hol
     assert [(p.proposal_id, p.arguments["day"]) for p in pending] == [("proposal-2", "Friday")]
     replaced = next(p for p in second.policy.proposals if p.proposal_id == "proposal-1")
     assert replaced.status == "superseded" and replaced.superseded_by == "proposal-2"
+    await second.heard(2, "Friday at six then. Shall I book it?")
 
     # Back on the first worker: a "yes" now confirms Friday, and the stale Thursday request is a new proposal.
     await first.caller(3, "Yes, that's right.")
     assert await first.request(THURSDAY) == "not_executed"
     assert backend == []
-    await second.caller(4, "No, Friday please.")
+    await first.heard(3, "Thursday at six, is that right?")
+    await second.caller(4, "No, Friday please.")  # declines the Thursday proposal
     await second.request(FRIDAY)
+    await second.heard(4, "Friday at six. Shall I book it?")
     await second.caller(5, "Yes.")
     assert await second.request(FRIDAY) == "executed"
     assert backend == [FRIDAY]

@@ -55,6 +55,7 @@ def test_confirmed_arguments_become_facts_with_the_confirming_turn():
         await gate.call("schedule_callback", {"day": "Thursday"}, backend)
         assert keeper.state.pending["confirm:schedule_callback"].value == "proposal-1"
         assert keeper.state.operations["proposal-1"]["status"] == "awaiting_confirmation"
+        policy.assistant_heard(1, "A callback on Thursday, shall I book it?")
         gate.new_turn(2)
         policy.caller_turn(2, "Yes.")
         assert (await gate.call("schedule_callback", {"day": "Thursday"}, backend)).status == GateStatus.EXECUTED

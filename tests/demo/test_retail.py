@@ -10,9 +10,11 @@ async def tools(tmp_path):
 
 
 async def test_reads_find_customers_and_orders(tools):
-    assert await tools.find_user_id_by_email({"email": "MEI.KOVACS@example.com"}) == {"user_id": "mei_kovacs_8020"}
+    # A lookup answers with the record's fields it matched, so a verification can be checked against the record.
+    assert await tools.find_user_id_by_email({"email": "MEI.KOVACS@example.com"}) == {
+        "user_id": "mei_kovacs_8020", "email": "mei.kovacs@example.com"}
     assert await tools.find_user_id_by_name_zip({"first_name": "yusuf", "last_name": "Rossi", "zip": "19122"}) == {
-        "user_id": "yusuf_rossi_9620"}
+        "user_id": "yusuf_rossi_9620", "first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}
     order = await tools.get_order_details({"order_id": "w2378156"})
     assert order["order_id"] == "#W2378156" and len(order["items"]) == 2
     assert order["address"]["city"] == "Philadelphia"
@@ -57,3 +59,17 @@ def test_write_tools_and_schemas_match():
     names = {schema.name for schema in RetailTools.schemas().standard_tools}
     assert RETAIL_WRITE_TOOLS <= names
     assert normalize_order_id(" w 2378156") == "#W2378156"
+
+
+async def test_a_write_on_an_order_the_trusted_customer_does_not_own_is_refused(tools):
+    # customer_id is server context (the gate attaches it; a model cannot supply it).
+    other = await tools.issue_refund({"order_id": "#W2378156", "amount_usd": 45, "reason": "damaged",
+                                      "customer_id": "mei_kovacs_8020"})
+    assert other == {"error": "order #W2378156 does not belong to this customer"}
+    cancel = await tools.cancel_pending_order({"order_id": "#W4817420", "reason": "x",
+                                                "customer_id": "ava_nguyen_2175"})
+    assert "does not belong" in cancel["error"]
+    assert await tools.db.query("SELECT * FROM refunds") == []
+    own = await tools.issue_refund({"order_id": "#W2378156", "amount_usd": 45, "reason": "damaged",
+                                    "customer_id": "yusuf_rossi_9620"})
+    assert own["status"] == "refunded"

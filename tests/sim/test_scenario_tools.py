@@ -31,8 +31,8 @@ def test_the_readme_scenario_runs_with_its_own_tools_and_tables(tmp_path: Path) 
     assert "refund_night" in on.write_tools and "get_stay" not in on.write_tools
     assert on.tool_executions == {"get_stay": 1, "refund_night": 1}  # the gate kept the duplicate from running
     off = run_scenario(scenario, controls=[], trace_dir=tmp_path / "off")
-    assert not off.passed and off.as_expected  # both refunds ran without the tool gate
-    assert off.tool_executions["refund_night"] == 2
+    assert not off.passed and off.as_expected  # without the controls every request ran: the one held for
+    assert off.tool_executions["refund_night"] == 3  # the guest's confirmation, then both of the duplicate pair
 
 
 def test_a_python_tool_is_called_with_the_database_and_arguments(tmp_path: Path,
