@@ -36,7 +36,7 @@ from pipecat_harness.grader.actions import InMemoryOperations
 from pipecat_harness.grader.audit import AuditStore
 from pipecat_harness.grader.calibration import LABELED_SET_PATH, LabeledSet, evaluate
 from pipecat_harness.grader.constraints import ConstraintList
-from pipecat_harness.grader.numbers import read_numbers, split_sentences, tokenize
+from pipecat_harness.numbers import read_numbers, split_sentences, tokenize
 from pipecat_harness.grader.observer import TurnGrader
 from pipecat_harness.grader.rules import RuleGrader
 

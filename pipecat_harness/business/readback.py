@@ -8,7 +8,7 @@ stated by "$42.50", "42.50", "forty-two fifty" and "forty two dollars and
 fifty cents"; ``18:00`` by "six p.m." and "six in the evening"; ``#W2378156``
 by "W two three seven eight one five six". Free text (a reason) is not
 material. Numbers are read with the package's one spoken-number reader
-(:mod:`pipecat_harness.grader.numbers`).
+(:mod:`pipecat_harness.numbers`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pipecat_harness.grader.numbers import read_numbers, tokenize
+from pipecat_harness.numbers import read_numbers, tokenize
 from pipecat_harness.spoken import spoken_to_identifier
 
 __all__ = ["material_arguments", "spoken_values", "unstated_arguments"]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pipecat_harness.grader.numbers import stem, tokenize
+from pipecat_harness.numbers import stem, tokenize
 from pipecat_harness.grader.verdict import Verdict
 
 __all__ = [

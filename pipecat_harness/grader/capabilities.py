@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable
 
 from pipecat_harness.grader.constraints import ConstraintList
-from pipecat_harness.grader.numbers import Token, negated, read_numbers, stem, tokenize
+from pipecat_harness.numbers import Token, negated, read_numbers, stem, tokenize
 from pipecat_harness.grader.prices import find_services
 from pipecat_harness.grader.verdict import Verdict
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from pipecat_harness.grader.numbers import Token
+from pipecat_harness.numbers import Token
 
 __all__ = ["Condition", "anchor_conflict", "claim_polarity", "read_conditions", "universal", "window_outcome"]
 

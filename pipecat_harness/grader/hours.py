@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import time
 
 from pipecat_harness.grader.constraints import WEEKDAYS, ConstraintList, DayHours
-from pipecat_harness.grader.numbers import Token, negated
+from pipecat_harness.numbers import Token, negated
 from pipecat_harness.grader.prices import DURATION_UNITS
 from pipecat_harness.grader.verdict import Verdict
 

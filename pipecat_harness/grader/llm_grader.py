@@ -18,7 +18,7 @@ from typing import Any, cast
 from loguru import logger
 
 from pipecat_harness.grader.constraints import ConstraintList
-from pipecat_harness.grader.numbers import read_numbers, tokenize
+from pipecat_harness.numbers import read_numbers, tokenize
 from pipecat_harness.grader.rules import RuleGrader
 from pipecat_harness.grader.verdict import CATEGORIES, SETTLED_CONFIDENCE, Category, Verdict, VerdictKind
 

@@ -1,4 +1,4 @@
-from pipecat_harness.grader.numbers import read_numbers, split_sentences, stem, tokenize
+from pipecat_harness.numbers import read_numbers, split_sentences, stem, tokenize
 
 
 def numbers(text: str) -> list[float]:
