@@ -158,8 +158,10 @@ def run_matrix(splits: tuple[str, ...] = ("dev", "test"), *, jobs: int = 1, cell
         rows = load_split(split)
         tasks = [(row, cell, record_only) for cell in chosen for row in rows]
         if jobs > 1:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                results = list(pool.map(_run_cell_row, tasks, chunksize=2))
+            # Fresh workers now and then: each recognised segment loads a seeded model, and that memory is not
+            # all returned.
+            with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=15) as pool:
+                results = list(pool.map(_run_cell_row, tasks))
         else:
             results = [_run_cell_row(task) for task in tasks]
         print(f"\n{split} split: {len(rows)} utterances ({sum(r['label'] == 'split' for r in rows)} split, "

@@ -91,6 +91,13 @@ class IdentifierHoldControl(HarnessControl):
         for hold in holds:
             hold.fit_watchdog(timeout, refuse=adjust)
 
+    def on_pipeline(self, processors: list[FrameProcessor]) -> None:
+        """Let each hold read the tools' argument schemas from the user aggregator's context."""
+        aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
+        if aggregator is not None:
+            for hold in self.strategies:
+                hold.attach_context(aggregator.context)
+
     def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
         self.record(action, evidence)
 

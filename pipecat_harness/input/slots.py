@@ -1,0 +1,219 @@
+"""The slot a caller is answering, and the turn read into that slot's alphabet.
+
+The agent's last question ("Could you tell me your order number?") and the
+tools' JSON-Schema arguments say which identifier comes next and what it looks
+like. Once the slot is known, the turn is read for that slot only, the way the
+agent would read it back:
+
+* the recogniser's formatting is undone first (:func:`~pipecat_harness.spoken.written_to_spoken`:
+  ``W-39.4.`` -> ``W three nine four``, ``8.7201`` -> ``eight seven two zero one``), then hyphen runs
+  (``two-eight``, ``8-double-o-3``) and fused capitals (``GF``, ``HB7H``) are split into symbols;
+* in a digit slot, "oh" is zero and "for"/"to" next to digits are 4 and 2; in a letter slot "oh", "see",
+  "are" next to letters are O, C, R; "double"/"triple" repeat; an "as in" example word is dropped;
+* a correction ("no, sorry", "I mean", "wait, no") takes back the symbol said just before it.
+
+:func:`slot_decision` then decides from the slot: complete releases at once, a
+prefix holds, and input that waiting cannot complete (one symbol short of a long
+fixed length, longer than the slot, an email whose domain already ended)
+releases, so the agent reads it back and asks.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pipecat_harness.input.identifier_formats import KNOWN_TLDS, IdentifierFormat
+from pipecat_harness.spoken import DIGIT_HOMOPHONES, DIGIT_WORDS, LETTER_HOMOPHONES, NATO_WORDS, written_to_spoken
+
+__all__ = ["SPELLED_NAME", "expected_format", "formats_from_tools", "read_slot", "slot_decision"]
+
+#: A spelled name: no fixed shape; complete when the letters spell the name the caller said.
+SPELLED_NAME = IdentifierFormat(
+    "last_name", re.compile(r"(?!)"), re.compile(r"[A-Z]{1,40}"),
+    frozenset({"spell", "spelled", "spelling", "surname", "last", "name"}), fixed_length=False)
+_SLOT_KINDS = {"order_id": "alnum", "reservation_code": "alnum", "user_id": "alnum", "zip_code": "digits",
+               "phone_number": "digits", "item_id": "digits", "last_name": "letters", "email": "email"}
+_CORRECTIONS = re.compile(r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s+mean|sorry|no\s+no)\b[,.]?",
+                          re.IGNORECASE)
+_AS_IN = re.compile(r"\b(?:as|is|s)\s+in\s+([A-Z]?[a-z]+)", re.IGNORECASE)
+_MULTIPLIERS = {"double": 2, "triple": 3}
+#: One symbol short of complete is released when the complete identifier is at least this long: callers pause
+#: between groups, not before the last of seven or ten characters; the recogniser dropped one.
+ONE_SHORT_MIN_LENGTH = 7
+
+
+def expected_format(question: str, formats: Iterable[IdentifierFormat]) -> IdentifierFormat | None:
+    """The format the agent's question asks for: the one whose cue words the question names last.
+
+    Args:
+        question: The agent's last message.
+        formats: Candidate formats (a domain's, the tools', and :data:`SPELLED_NAME`).
+    """
+    words = re.findall(r"[a-z\-]+", question.lower())
+    best: tuple[int, int, IdentifierFormat] | None = None
+    for order, fmt in enumerate(formats):
+        cues = fmt.cues | {fmt.name.replace("_", " ").split()[0]}
+        hits = [i for i, w in enumerate(words) if w in cues and w not in {"number", "name", "address"}]
+        if fmt is SPELLED_NAME and not {"spell", "spelled", "spelling"} & set(words):
+            continue
+        if hits and (best is None or (hits[-1], -order) > best[:2]):
+            best = (hits[-1], -order, fmt)
+    return best[2] if best else None
+
+
+def formats_from_tools(tools: Iterable[Mapping[str, Any]], known: Iterable[IdentifierFormat]) -> list[IdentifierFormat]:
+    """Formats the registered tools' argument schemas declare.
+
+    A string argument named like a known format (``order_id``, ``zip_code``...) takes that format, its
+    ``pattern`` (when given) replacing the format's complete form; its description's words become cues.
+
+    Args:
+        tools: JSON-Schema ``properties`` mappings, one per tool (``{"order_id": {"type": "string", ...}}``).
+        known: The formats an argument name may refer to.
+    """
+    by_name = {fmt.name: fmt for fmt in known}
+    out: list[IdentifierFormat] = []
+    for properties in tools:
+        for name, schema in properties.items():
+            base = by_name.get(name) or next((f for n, f in by_name.items() if n.split("_")[0] in name), None)
+            if base is None or not isinstance(schema, Mapping) or schema.get("type", "string") != "string":
+                continue
+            pattern = schema.get("pattern")
+            complete = re.compile(pattern.strip("^$"), re.ASCII | re.IGNORECASE) if pattern else base.complete
+            cues = base.cues | frozenset(re.findall(r"[a-z]+", str(schema.get("description", "")).lower())[:6])
+            out.append(IdentifierFormat(base.name, complete, base.prefix, cues, base.needs_cue_for_prefix,
+                                        base.fixed_length))
+    return out
+
+
+def _symbols(token: str, kind: str, previous: str) -> str:
+    """The slot symbols one spoken token stands for ("" for an ordinary word)."""
+    lower = token.lower()
+    digits = kind in ("digits", "alnum")
+    letters = kind in ("letters", "alnum")
+    if digits and lower in DIGIT_WORDS and (lower != "o" or previous.isdigit()):
+        return DIGIT_WORDS[lower]
+    if lower.isdigit() and digits:
+        return lower
+    if letters and lower in NATO_WORDS:
+        return NATO_WORDS[lower]
+    if letters and len(token) == 1 and token.isalpha() and token.isascii() and (token.isupper() or lower not in "ai"):
+        return token.upper()
+    if letters and token.isascii() and token.isalpha() and token.isupper() and 2 <= len(token) <= 8:
+        return token  # fused capitals: "GF", "SAN"
+    if letters and kind == "alnum" and token.isascii() and token.isalnum() and token.isupper():
+        return token  # "HB7H"
+    return ""
+
+
+def _homophone(token: str, kind: str) -> str:
+    lower = token.lower()
+    if kind in ("digits", "alnum") and lower in DIGIT_HOMOPHONES:
+        return DIGIT_HOMOPHONES[lower]
+    if kind == "letters" and lower in LETTER_HOMOPHONES:
+        return LETTER_HOMOPHONES[lower]
+    return ""
+
+
+def read_slot(text: str, fmt: IdentifierFormat) -> str:
+    """``text`` read into ``fmt``'s alphabet, in the written form the format matches (``W3940283``)."""
+    kind = _SLOT_KINDS.get(fmt.name, "alnum")
+    # "N as in Mary": the example word's initial is the letter (recognisers confuse N and M, not Mary and Nancy).
+    marked = _CORRECTIONS.sub(" \x00 ", _AS_IN.sub(lambda m: f" \x01{m.group(1)[0].upper()} ", text))
+    spoken = written_to_spoken(marked)
+    tokens = [t for raw in spoken.split()
+              for t in re.split(r"-", re.sub(r"^[^\w\x00\x01]+|[^\w\x00\x01]+$", "", raw)) if t]
+    out: list[str] = []
+    repeat = 1
+    pending: list[str] = []  # homophones, kept only between symbols of the slot
+    for token in tokens:
+        if token == "\x00":
+            if out:
+                out.pop()
+            pending, repeat = [], 1
+            continue
+        if token.startswith("\x01"):
+            if out and out[-1][-1].isalpha():
+                out[-1] = out[-1][:-1] + token[1:]
+            elif kind != "digits":
+                out.append(token[1:])
+            continue
+        if token.lower() in _MULTIPLIERS:
+            repeat = _MULTIPLIERS[token.lower()]
+            continue
+        symbols = _symbols(token, kind, out[-1][-1] if out else "")
+        if not symbols:
+            homophone = _homophone(token, kind)
+            # Kept only between symbols of the slot, or right before one ("are O-S-S-I").
+            pending = pending + [homophone] if homophone and (out or not pending) else []
+            if not homophone:
+                repeat = 1
+            continue
+        out.extend(pending if out or len(pending) == 1 else [])
+        pending = []
+        out.append(symbols[0] * repeat + symbols[1:])
+        repeat = 1
+    return "".join(out)
+
+
+def _fixed_length(fmt: IdentifierFormat) -> int | None:
+    """The length of a complete identifier when the format has one (probed on its complete pattern)."""
+    if not fmt.fixed_length:
+        return None
+    for length in range(1, 16):
+        for filler in ("0", "A"):
+            for lead in ("", "W", "A"):
+                probe = (lead + filler * length)[:length]
+                if fmt.is_complete(probe):
+                    return length
+    return None
+
+
+def _name_decision(text: str, letters: str) -> tuple[bool, str, str]:
+    said = [w.upper() for w in re.findall(r"\b[A-Z][a-z]{2,}\b", text)]
+    if not letters:
+        return True, "the name has not been spelled yet", "slot_open:last_name"
+    for name in said:
+        if letters == name or (len(letters) >= len(name) - 1
+                               and difflib.SequenceMatcher(None, letters, name).ratio() >= 0.75):
+            return False, f"spelled {name} as said", "complete:last_name"
+        if name.startswith(letters):
+            return True, f"spelling of {name} so far", "prefix:last_name"
+    return True, f"open spelled run ({len(letters)} letters)", "spelled_letters"
+
+
+def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str] | None:
+    """Hold or release for the expected slot: ``(hold, reason, rule, identifier)``, or ``None`` to defer.
+
+    Deferred: an email (the ending rules read addresses), or nothing of the slot said yet.
+    """
+    if fmt.name == "email":
+        lowered = text.lower().rstrip(" .!?")
+        tld = re.search(r"(?:\.|\bdot\s+)([a-z]{2,6})$", lowered)
+        if tld and tld.group(1) in KNOWN_TLDS and re.search(r"@|\bat\b|gmail|outlook|yahoo|icloud|hotmail", lowered):
+            return False, "the address ends in a domain: complete as heard (the agent reads it back)", \
+                "complete:email_heard", ""
+        return None
+    ident = read_slot(text, fmt)
+    if fmt is SPELLED_NAME or fmt.name == "last_name":
+        hold, reason, rule = _name_decision(text, ident)
+        return hold, reason, rule, ident
+    if not ident:
+        return None
+    if fmt.is_complete(ident):
+        return False, f"complete {fmt.name} (the slot asked for)", f"complete:{fmt.name}", ident
+    length = _fixed_length(fmt)
+    if fmt.is_prefix(ident):
+        if length is not None and length >= ONE_SHORT_MIN_LENGTH and len(ident) == length - 1:
+            return False, f"one symbol short of a {fmt.name}: waiting cannot complete it", \
+                f"one_short:{fmt.name}", ident
+        return True, f"prefix of the {fmt.name} the slot asked for", f"slot_prefix:{fmt.name}", ident
+    if length is not None and len(ident) == length - 1 and any(fmt.is_complete(c + ident) for c in "W#A"):
+        return False, f"a {fmt.name} missing its first symbol: waiting cannot complete it", \
+            f"one_short:{fmt.name}", ident
+    if length is not None and len(ident) > length:
+        return False, f"longer than a {fmt.name}: waiting cannot complete it", f"overlong:{fmt.name}", ident
+    return None
