@@ -175,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the speech matrix (voices x recognisers x channels) on the dev and test splits")
     parser.add_argument("--split", choices=("dev", "test", "both"), default="both", help="with --matrix")
     parser.add_argument("--cells", default="", help="with --matrix: only cells whose voice/recogniser/channel "
-                        "contains this text")
+                        "contains each comma-separated text")
+    parser.add_argument("--per-shape", default="2,1", help="with --matrix: split,complete rows per shape "
+                        "('all': every row)")
     parser.add_argument("--record-only", action="store_true", help="with --matrix: fill the cache, no replays")
     args = parser.parse_args(argv)
     if args.matrix:
@@ -183,8 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         from bench_input_matrix import run_matrix
 
         splits = ("dev", "test") if args.split == "both" else (args.split,)
+        per_shape = None if args.per_shape == "all" else tuple(int(n) for n in args.per_shape.split(","))
         scores = run_matrix(splits, jobs=args.jobs, cells=args.cells, record_only=args.record_only,
-                            show_misses=args.show_misses)
+                            show_misses=args.show_misses, per_shape=per_shape)  # type: ignore[arg-type]
         return 0 if all(s.met for s in scores if s.split == "test") else 1
     if args.audio:
         sys.path.insert(0, str(Path(__file__).resolve().parent))

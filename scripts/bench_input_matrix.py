@@ -48,10 +48,25 @@ STRATEGIES = ("speech_timeout", "smart_turn")
 NEEDLESS_DELAY_SECS = 0.3
 
 
-def load_split(split: str) -> list[dict[str, Any]]:
-    """The rows of one split."""
+#: Rows per shape measured by default: the first two split and the first complete utterance of each shape (the
+#: machine is shared; ``--per-shape 3,2`` measures the whole split).
+PER_SHAPE = (2, 1)
+
+
+def load_split(split: str, per_shape: tuple[int, int] | None = PER_SHAPE) -> list[dict[str, Any]]:
+    """The rows of one split: the first ``per_shape`` (split, complete) rows of each shape, or all."""
     path = DATA / f"matrix_{split}.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if per_shape is None:
+        return rows
+    taken: dict[tuple[str, str], int] = {}
+    chosen = []
+    for row in rows:
+        key = (row["shape"], row["label"])
+        if taken.get(key, 0) < per_shape[0 if row["label"] == "split" else 1]:
+            taken[key] = taken.get(key, 0) + 1
+            chosen.append(row)
+    return chosen
 
 
 @dataclass
@@ -147,21 +162,24 @@ def _score(score: CellScore, row: dict[str, Any], done: dict[str, Any]) -> None:
 
 
 def run_matrix(splits: tuple[str, ...] = ("dev", "test"), *, jobs: int = 1, cells: str = "",
-               record_only: bool = False, show_misses: bool = False) -> list[CellScore]:
+               record_only: bool = False, show_misses: bool = False,
+               per_shape: tuple[int, int] | None = PER_SHAPE) -> list[CellScore]:
     """Run every cell on every split, print the tables and return the scores."""
     from concurrent.futures import ProcessPoolExecutor
 
-    chosen = [c for c in CELLS if cells in "/".join(c)]
+    chosen = [c for c in CELLS if all(part in "/".join(c) for part in cells.split(","))]
     started = time.perf_counter()
     scores: list[CellScore] = []
     for split in splits:
-        rows = load_split(split)
+        rows = load_split(split, per_shape)
         tasks = [(row, cell, record_only) for cell in chosen for row in rows]
         if jobs > 1:
-            # Fresh workers now and then: each recognised segment loads a seeded model, and that memory is not
+            # Fresh workers every batch: each recognised segment loads a seeded model, and that memory is not
             # all returned.
-            with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=15) as pool:
-                results = list(pool.map(_run_cell_row, tasks))
+            results = []
+            for start in range(0, len(tasks), 30):
+                with ProcessPoolExecutor(max_workers=jobs) as pool:
+                    results += list(pool.map(_run_cell_row, tasks[start:start + 30]))
         else:
             results = [_run_cell_row(task) for task in tasks]
         print(f"\n{split} split: {len(rows)} utterances ({sum(r['label'] == 'split' for r in rows)} split, "

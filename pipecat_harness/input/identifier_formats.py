@@ -203,8 +203,10 @@ class IdentifierHoldConfig:
         return replace(cls(domain="length_rules", use_context=False), **overrides)  # type: ignore[arg-type]
 
     def expecting(self, question: str, tools: Iterable[Mapping[str, Any]] = ()) -> IdentifierHoldConfig:
-        """This config with the slot the agent's ``question`` asks for, read from the tools' argument schemas
-        (JSON-Schema ``properties`` mappings) and this domain's formats; unchanged when the question asks for none.
+        """This config expecting the identifier the agent's ``question`` asks for (``expected=None``: none).
+
+        The slot's format comes from the tools' argument schemas (JSON-Schema ``properties`` mappings) when one
+        names it, else from this domain's formats.
         """
         from pipecat_harness.input.slots import SPELLED_NAME, expected_format, formats_from_tools
 

@@ -46,13 +46,14 @@ ONE_SHORT_MIN_LENGTH = 7
 
 
 def expected_format(question: str, formats: Iterable[IdentifierFormat]) -> IdentifierFormat | None:
-    """The format the agent's question asks for: the one whose cue words the question names last.
+    """The format the agent's question asks for: the one whose cue words its last question names last.
 
     Args:
         question: The agent's last message.
         formats: Candidate formats (a domain's, the tools', and :data:`SPELLED_NAME`).
     """
-    words = re.findall(r"[a-z\-]+", question.lower())
+    asked = [q for q in re.split(r"(?<=[.!?])\s+", question.strip()) if q.endswith("?")]
+    words = re.findall(r"[a-z\-]+", (asked[-1] if asked else question).lower())
     best: tuple[int, int, IdentifierFormat] | None = None
     for order, fmt in enumerate(formats):
         cues = fmt.cues | {fmt.name.replace("_", " ").split()[0]}
@@ -148,7 +149,7 @@ def read_slot(text: str, fmt: IdentifierFormat) -> str:
         if not symbols:
             homophone = _homophone(token, kind)
             # Kept only between symbols of the slot, or right before one ("are O-S-S-I").
-            pending = pending + [homophone] if homophone and (out or not pending) else []
+            pending = [*pending, homophone] if homophone and (out or not pending) else []
             if not homophone:
                 repeat = 1
             continue
