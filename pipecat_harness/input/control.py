@@ -79,7 +79,7 @@ class IdentifierHoldControl(HarnessControl):
         holds = [s for s in strategies if isinstance(s, IdentifierHoldStopStrategy)]
         if not holds:
             return
-        needed = max(required_stop_timeout(h.inner, self.config.extra_wait_secs) for h in holds)
+        needed = max(required_stop_timeout(h.inner, self.config.longest_wait_secs) for h in holds)
         timeout = float(params.user_turn_stop_timeout)
         if adjust and timeout < needed:
             logger.info(

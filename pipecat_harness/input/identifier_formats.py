@@ -160,6 +160,10 @@ class IdentifierHoldConfig:
         max_hold_secs: Longest total hold for one turn.
         max_chars: Only this many trailing characters are examined (bounded work).
         expected: The identifier the caller is answering for (see :meth:`expecting`); ``None``: any.
+        slot_wait_secs: The wait on a prefix of the expected identifier, when longer than ``extra_wait_secs``
+            (a caller between groups of the identifier the agent asked for pauses up to 2 s; complete,
+            one-short and overlong input for the slot is released at once, so the longer wait costs only
+            turns that are still open).
     """
 
     domain: str = "generic"
@@ -172,6 +176,7 @@ class IdentifierHoldConfig:
     max_chars: int = 400
     cue_words: frozenset[str] = field(default_factory=frozenset)
     expected: IdentifierFormat | None = None
+    slot_wait_secs: float = 2.5
 
     def __post_init__(self) -> None:
         if self.extra_wait_secs < 0 or self.max_hold_secs < 0:
@@ -212,6 +217,11 @@ class IdentifierHoldConfig:
 
         candidates = [*formats_from_tools(tools, (*self.formats, *_ALL_FORMATS)), *self.formats, SPELLED_NAME]
         return replace(self, expected=expected_format(question, candidates))
+
+    @property
+    def longest_wait_secs(self) -> float:
+        """The longest wait of one hold round (what the turn watchdog must leave room for)."""
+        return max(self.extra_wait_secs, self.slot_wait_secs)
 
     def all_cues(self) -> frozenset[str]:
         """Cue words of every format plus the generic identifier cues."""

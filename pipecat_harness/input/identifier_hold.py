@@ -256,7 +256,8 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
 
     async def _start_hold_round(self, decision: HoldDecision) -> None:
         now = self._now()
-        wait = self._timing.round_wait(now)
+        slot_open = self._config.expected is not None and decision.rule.startswith(("slot_", "prefix:last_name"))
+        wait = self._timing.round_wait(now, self._config.longest_wait_secs if slot_open else None)
         if wait <= 0:
             await self._release("released", decision, reason="max_hold")
             return

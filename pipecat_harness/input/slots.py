@@ -41,8 +41,8 @@ _CORRECTIONS = re.compile(r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s
 _AS_IN = re.compile(r"\b(?:as|is|s)\s+in\s+([A-Z]?[a-z]+)", re.IGNORECASE)
 _MULTIPLIERS = {"double": 2, "triple": 3}
 #: One symbol short of complete is released when the complete identifier is at least this long: callers pause
-#: between groups, not before the last of seven or ten characters; the recogniser dropped one.
-ONE_SHORT_MIN_LENGTH = 7
+#: between groups, not before the last of six or more characters; the recogniser dropped one.
+ONE_SHORT_MIN_LENGTH = 6
 
 
 def expected_format(question: str, formats: Iterable[IdentifierFormat]) -> IdentifierFormat | None:
