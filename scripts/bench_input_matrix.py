@@ -123,7 +123,7 @@ def _run_cell_row(task: tuple[dict[str, Any], tuple[str, str, str], bool]) -> di
     from loguru import logger
 
     from pipecat_harness.input import IdentifierHoldConfig
-    from pipecat_harness.sim.audio.cache import AudioCache
+    from pipecat_harness.sim.audio.cache import AudioCache, digest
     from pipecat_harness.sim.audio.recording import record_line
     from pipecat_harness.sim.audio.replay import replay
 
@@ -139,11 +139,19 @@ def _run_cell_row(task: tuple[dict[str, Any], tuple[str, str, str], bool]) -> di
     if record_only:
         return out
     config = IdentifierHoldConfig.for_domain(row["domain"])
+    events = json.dumps([[e.t, e.kind, e.text] for e in utterance.events])
     for strategy in STRATEGIES:
-        for hold in (False, True):
-            result = replay(utterance, line, turn_stop=strategy, hold_config=config if hold else None,
-                            question=row["question"])
-            out[f"{strategy}:{hold}"] = {"messages": result.messages, "stops": result.stops}
+        # The hold-off arm depends on no rule: replayed once per utterance and strategy, then read from the cache.
+        off_path = cache.directory / "replay_off" / f"{digest('replay-off-1', strategy, events, line)}.json"
+        if off_path.exists():
+            out[f"{strategy}:False"] = json.loads(off_path.read_text(encoding="utf-8"))
+        else:
+            result = replay(utterance, line, turn_stop=strategy, hold_config=None, question=row["question"])
+            out[f"{strategy}:False"] = {"messages": result.messages, "stops": result.stops}
+            off_path.parent.mkdir(parents=True, exist_ok=True)
+            off_path.write_text(json.dumps(out[f"{strategy}:False"]), encoding="utf-8")
+        result = replay(utterance, line, turn_stop=strategy, hold_config=config, question=row["question"])
+        out[f"{strategy}:True"] = {"messages": result.messages, "stops": result.stops}
     return out
 
 

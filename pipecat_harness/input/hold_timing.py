@@ -68,8 +68,7 @@ class HoldTiming:
         return self.last_activity + self.stop_timeout - WATCHDOG_MARGIN_SECS
 
     def round_wait(self, now: float, wait_secs: float | None = None) -> float:
-        """The wait of a new hold round: ``wait_secs`` (default ``extra_wait_secs``), within the cap and before
-        the watchdog."""
+        """The wait of a new hold round: ``wait_secs`` (default ``extra_wait_secs``), within the cap and watchdog."""
         wait = min(self._config.extra_wait_secs if wait_secs is None else wait_secs, self.cap_left(now))
         watchdog = self._watchdog_due()
         if watchdog is not None:

@@ -186,24 +186,43 @@ def _name_decision(text: str, letters: str) -> tuple[bool, str, str]:
     return True, f"open spelled run ({len(letters)} letters)", "spelled_letters"
 
 
+#: Words of a reply that is not the identifier ("I don't have it", "what do you mean?"): never held for the slot.
+_NOT_AN_ANSWER = re.compile(r"\b(?:don't|dont|do not|can't|cannot|no idea|not sure|what|why|which|how|where|"
+                            r"forgot|lost|remember|never mind)\b|\?\s*$", re.IGNORECASE)
+#: An answer that has said nothing of the slot yet is held only while it is short (a lead-in: "It's ...").
+_LEAD_IN_WORDS = 8
+
+
+def _empty_answer(text: str) -> tuple[bool, str, str, str] | None:
+    """A short answer to the slot's question with nothing of the slot in it yet: the identifier is coming."""
+    if _NOT_AN_ANSWER.search(text) or len(text.split()) > _LEAD_IN_WORDS:
+        return None
+    return True, "the slot was asked for and none of it has arrived yet", "slot_empty", ""
+
+
 def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str] | None:
     """Hold or release for the expected slot: ``(hold, reason, rule, identifier)``, or ``None`` to defer.
 
-    Deferred: an email (the ending rules read addresses), or nothing of the slot said yet.
+    Deferred to the ending rules: a reply that is not the identifier ("I don't have it"), or a long one with
+    nothing of the slot in it.
     """
     if fmt.name == "email":
         lowered = text.lower().rstrip(" .!?")
         tld = re.search(r"(?:\.|\bdot\s+)([a-z]{2,6})$", lowered)
-        if tld and tld.group(1) in KNOWN_TLDS and re.search(r"@|\bat\b|gmail|outlook|yahoo|icloud|hotmail", lowered):
+        if tld and tld.group(1) in KNOWN_TLDS:
             return False, "the address ends in a domain: complete as heard (the agent reads it back)", \
                 "complete:email_heard", ""
-        return None
+        if _NOT_AN_ANSWER.search(text):
+            return None
+        return True, "an address with no domain yet", "slot_prefix:email", ""
     ident = read_slot(text, fmt)
     if fmt is SPELLED_NAME or fmt.name == "last_name":
+        if not ident and _NOT_AN_ANSWER.search(text):
+            return None
         hold, reason, rule = _name_decision(text, ident)
         return hold, reason, rule, ident
     if not ident:
-        return None
+        return _empty_answer(text)
     if fmt.is_complete(ident):
         return False, f"complete {fmt.name} (the slot asked for)", f"complete:{fmt.name}", ident
     length = _fixed_length(fmt)

@@ -92,7 +92,7 @@ def _name_slot() -> tuple[Any, ...]:
     (RETAIL, "Could you spell your last name?", "Sure, Santos. S-A-N-T.", True, "prefix:last_name"),
     (RETAIL, "Could you spell your last name?", "It's Garcia, G-A-R-C-I-A.", False, "complete:last_name"),
     (RETAIL, "What's the email address?", "My email is omar.co.xitoutlook.com", False, "complete:email_heard"),
-    (RETAIL, "What's the email address?", "My email is me dot Santos at", True, "trailing_connector"),
+    (RETAIL, "What's the email address?", "My email is me dot Santos at", True, "slot_prefix:email"),
 ])
 def test_the_slot_decides(config: IdentifierHoldConfig, question: str, text: str, hold: bool, rule: str) -> None:
     decision = hold_decision(text, config.expecting(question))
@@ -134,3 +134,20 @@ async def test_the_slot_holds_what_the_plain_rules_would_release() -> None:
     hold.expect("And what's the zip code on the account?", tools=[])
     assert hold_decision("It's 8.72", hold.config).hold
     assert not hold_decision("It's 8.72", RETAIL).hold
+
+
+@pytest.mark.parametrize(("text", "hold"), [
+    ("It's not a loop.", True),        # the recogniser's words for "It's W": the order number is coming
+    ("I don't have it with me", False),  # not the identifier: the model answers at once
+    ("What do you mean?", False),
+])
+def test_an_answer_with_nothing_of_the_slot_yet(text: str, hold: bool) -> None:
+    assert hold_decision(text, RETAIL.expecting("Could you tell me your order number?")).hold is hold
+
+
+@pytest.mark.parametrize(("text", "hold"), [
+    ("It's large dot per tail.", True),                                # no domain yet
+    ("My email is me and I talk after and I'll talk.com", False),     # garbled, but the domain ended
+])
+def test_the_email_slot_is_open_until_a_domain_ends_it(text: str, hold: bool) -> None:
+    assert hold_decision(text, RETAIL.expecting("What's the email address on the account?")).hold is hold
