@@ -129,7 +129,7 @@ def written_to_spoken(text: str) -> str:
 
 
 #: Words a recogniser writes for a digit it heard ("for" for 4, "to" for 2): digits only where a digit is expected.
-DIGIT_HOMOPHONES = {"for": "4", "fore": "4", "to": "2", "too": "2", "won": "1", "ate": "8", "tree": "3"}
+DIGIT_HOMOPHONES = {"for": "4", "fore": "4", "to": "2", "too": "2", "won": "1", "ate": "8", "tree": "3", "free": "3"}
 #: Words a recogniser writes for a spelled letter ("see" for C): letters only where a letter is expected.
 LETTER_HOMOPHONES = {"see": "C", "sea": "C", "bee": "B", "be": "B", "you": "U", "why": "Y", "are": "R",
                      "our": "R", "oh": "O", "tea": "T", "jay": "J", "kay": "K", "queue": "Q", "eye": "I", "ex": "X",

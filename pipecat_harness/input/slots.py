@@ -38,7 +38,7 @@ _SLOT_KINDS = {"order_id": "alnum", "reservation_code": "alnum", "user_id": "aln
                "phone_number": "digits", "item_id": "digits", "last_name": "letters", "email": "email"}
 _CORRECTIONS = re.compile(r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s+mean|sorry|no\s+no)\b[,.]?",
                           re.IGNORECASE)
-_AS_IN = re.compile(r"\b(?:as|is|s)\s+in\s+([A-Z]?[a-z]+)", re.IGNORECASE)
+_AS_IN = re.compile(r"\b(?:as|is|s|and)\s+in\s+([A-Z]?[a-z]+)", re.IGNORECASE)
 _MULTIPLIERS = {"double": 2, "triple": 3}
 #: One symbol short of complete is released when the complete identifier is at least this long: callers pause
 #: between groups, not before the last of six or more characters; the recogniser dropped one.
@@ -130,14 +130,16 @@ def read_slot(text: str, fmt: IdentifierFormat) -> str:
     out: list[str] = []
     repeat = 1
     pending: list[str] = []  # homophones, kept only between symbols of the slot
+    after_example = False  # the last token was an "as in" example: a second one names a letter of its own
     for token in tokens:
+        was_example, after_example = after_example, token.startswith("\x01")
         if token == "\x00":
             if out:
                 out.pop()
             pending, repeat = [], 1
             continue
         if token.startswith("\x01"):
-            if out and out[-1][-1].isalpha():
+            if out and out[-1][-1].isalpha() and not was_example:
                 out[-1] = out[-1][:-1] + token[1:]
             elif kind != "digits":
                 out.append(token[1:])
@@ -179,7 +181,7 @@ def _name_decision(text: str, letters: str) -> tuple[bool, str, str]:
         return True, "the name has not been spelled yet", "slot_open:last_name"
     for name in said:
         if letters == name or (len(letters) >= len(name) - 1
-                               and difflib.SequenceMatcher(None, letters, name).ratio() >= 0.75):
+                               and difflib.SequenceMatcher(None, letters, name).ratio() >= 0.7):
             return False, f"spelled {name} as said", "complete:last_name"
         if name.startswith(letters):
             return True, f"spelling of {name} so far", "prefix:last_name"
@@ -226,7 +228,8 @@ def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str
     if fmt.is_complete(ident):
         return False, f"complete {fmt.name} (the slot asked for)", f"complete:{fmt.name}", ident
     length = _fixed_length(fmt)
-    if fmt.is_prefix(ident):
+    # A leading letter the recogniser lost ("It's not a loop. 3.5." for "It's W, three five") leaves a prefix.
+    if fmt.is_prefix(ident) or (ident.isdigit() and any(fmt.is_prefix(c + ident) for c in "W#")):
         if length is not None and length >= ONE_SHORT_MIN_LENGTH and len(ident) == length - 1:
             return False, f"one symbol short of a {fmt.name}: waiting cannot complete it", \
                 f"one_short:{fmt.name}", ident

@@ -63,6 +63,8 @@ def test_a_tool_schema_pattern_defines_the_complete_form() -> None:
     ("It's GF as in Frank7H. L3.", "reservation_code", "GF7HL3"),  # the example word fused with the rest
     ("The code is F as in Frank N as in Mary 3", "reservation_code", "FM3"),  # the example word decides
     ("It's W, six, no, sorry, five six, five six, nine seven four", "order_id", "W5656974"),  # a correction
+    # "as in" heard as "and in", "three" as "free": each example word names its own letter.
+    ("The code in F and in Franckham and in Mary-free MC-6", "reservation_code", "FM3MC6"),
     ("Sure, Santos. S-A-N-T. Oh, S.", "last_name", "SANTOS"),
     ("Sure. Rossy. our OSSI.", "last_name", "ROSSI"),
 ])
@@ -84,6 +86,8 @@ def _name_slot() -> tuple[Any, ...]:
     # The recogniser dropped the W: no continuation can put it back in front.
     (RETAIL, "What's your order number?", "It's double loop. 5-6. five, six. 974.", False, "one_short:order_id"),
     (RETAIL, "And the zip code?", "It's seven five", True, "slot_prefix:zip_code"),
+    # The recogniser lost the W ("It's not a loop."): the digits are still the start of an order number.
+    (RETAIL, "What's your order number?", "It's not a loop. 3.5.", True, "slot_prefix:order_id"),
     (RETAIL, "And the zip code?", "It's 8.7201.", False, "complete:zip_code"),
     # Nine of ten digits, a digit dropped by the recogniser: waiting adds nothing, the agent reads it back.
     (TELECOM, "What's the phone number?", "It's seven double four. six, eight, three. 949.", False,
