@@ -117,6 +117,8 @@ class CachedWhisperSTTService(WhisperSTTService):
         self._latency = latency_secs
         self._cpu_threads = cpu_threads
         self._vocabulary = vocabulary
+        #: Every non-empty transcript this service produced, in order (what the recogniser wrote in the call).
+        self.heard: list[str] = []
         settings = WhisperSTTService.Settings(model=self._model_path, initial_prompt=prompt or None)
         super().__init__(settings=settings, device="cpu", compute_type="int8", **kwargs)
 
@@ -149,6 +151,7 @@ class CachedWhisperSTTService(WhisperSTTService):
             return
         await asyncio.sleep(self._latency)
         if text.strip():
+            self.heard.append(text.strip())
             yield TranscriptionFrame(text, self._user_id, time_now_iso8601(), None)
 
     async def _heard(self, audio: bytes, vocabulary: str) -> tuple[str, ErrorFrame | None]:
