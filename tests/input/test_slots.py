@@ -155,3 +155,45 @@ def test_an_answer_with_nothing_of_the_slot_yet(text: str, hold: bool) -> None:
 ])
 def test_the_email_slot_is_open_until_a_domain_ends_it(text: str, hold: bool) -> None:
     assert hold_decision(text, RETAIL.expecting("What's the email address on the account?")).hold is hold
+
+
+async def test_the_slot_hold_composes_with_the_silent_reply_guard_on_pipecats_empty_turn() -> None:
+    """One aggregator with both: a murmur to a yes/no question is re-asked, a split answer to a slot is merged."""
+    from pipecat.turns.empty_user_turn import EmptyUserTurnConfig
+
+    from pipecat_harness.input.silent_reply import SilentReplyGuard, reask_instruction
+
+    decisions: list[tuple[str, dict[str, Any]]] = []
+    record = lambda action, evidence: decisions.append((action, evidence))  # noqa: E731
+    hold = IdentifierHoldStopStrategy(SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.1),
+                                      config=IdentifierHoldConfig.for_domain("retail", extra_wait_secs=0.4,
+                                                                             slot_wait_secs=0.8),
+                                      on_decision=record)
+    guard = SilentReplyGuard(window_secs=0.3, on_decision=record)
+    context = LLMContext()
+    params = LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[hold, guard]),
+                                     user_turn_stop_timeout=3.0)
+    params.empty_user_turn = EmptyUserTurnConfig()
+    aggregator = LLMUserAggregator(context, params=params)
+    guard.attach(aggregator)
+    frames = [
+        LLMContextAssistantTurnFrame(text="I can refund order W2378156. Shall I go ahead?", timestamp="t"),
+        VADUserStartedSpeakingFrame(), SleepFrame(sleep=0.1), VADUserStoppedSpeakingFrame(),  # a murmur
+        SleepFrame(sleep=0.6),
+        LLMContextAssistantTurnFrame(text="Sorry. Could you tell me your order number?", timestamp="t"),
+        VADUserStartedSpeakingFrame(),
+        TranscriptionFrame(text="It's W 3-9.", user_id="caller", timestamp="t"),
+        VADUserStoppedSpeakingFrame(),
+        SleepFrame(sleep=0.6),  # past the 0.4 s extra wait: only the slot wait keeps the turn open
+        VADUserStartedSpeakingFrame(),
+        TranscriptionFrame(text="4. 0283.", user_id="caller", timestamp="t"),
+        VADUserStoppedSpeakingFrame(),
+        SleepFrame(sleep=0.5),
+    ]
+    await run_test(aggregator, frames_to_send=frames, expected_down_frames=None)
+    messages = context.get_messages()
+    assert [m["content"] for m in messages if m.get("role") == "developer"] == [reask_instruction(guard.prompt)]
+    assert [m["content"] for m in messages if m.get("role") == "user"] == ["It's W 3-9. 4. 0283."]
+    actions = [a for a, _ in decisions]
+    assert actions == ["reasked", "held", "resumed", "merged"]
+    assert decisions[1][1]["rule"] == "slot_prefix:order_id"
