@@ -206,7 +206,8 @@ def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str
     """Hold or release for the expected slot: ``(hold, reason, rule, identifier)``, or ``None`` to defer.
 
     Deferred to the ending rules: a reply that is not the identifier ("I don't have it"), or a long one with
-    nothing of the slot in it.
+    nothing of the slot in it. What no continuation can turn into the slot's identifier (eight digits for an
+    order number's seven) is released: the agent reads it back and asks.
     """
     if fmt.name == "email":
         lowered = text.lower().rstrip(" .!?")
@@ -239,4 +240,5 @@ def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str
             f"one_short:{fmt.name}", ident
     if length is not None and len(ident) > length:
         return False, f"longer than a {fmt.name}: waiting cannot complete it", f"overlong:{fmt.name}", ident
-    return None
+    return False, f"no continuation makes this a {fmt.name}: waiting cannot complete it", \
+        f"not_prefix:{fmt.name}", ident

@@ -86,6 +86,9 @@ def _name_slot() -> tuple[Any, ...]:
     # The recogniser dropped the W: no continuation can put it back in front.
     (RETAIL, "What's your order number?", "It's double loop. 5-6. five, six. 974.", False, "one_short:order_id"),
     (RETAIL, "And the zip code?", "It's seven five", True, "slot_prefix:zip_code"),
+    # Eight digits and no W: no continuation makes it an order number.
+    (RETAIL, "What's your order number?", "It's number 66, no, sorry, 5-6, 5-6, 9-7-4.", False,
+     "not_prefix:order_id"),
     # The recogniser lost the W ("It's not a loop."): the digits are still the start of an order number.
     (RETAIL, "What's your order number?", "It's not a loop. 3.5.", True, "slot_prefix:order_id"),
     (RETAIL, "And the zip code?", "It's 8.7201.", False, "complete:zip_code"),
