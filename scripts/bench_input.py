@@ -178,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                         "contains each comma-separated text")
     parser.add_argument("--per-shape", default="2,1", help="with --matrix: split,complete rows per shape "
                         "('all': every row)")
+    parser.add_argument("--markdown", action="store_true", help="with --matrix: also print the README table")
     parser.add_argument("--record-only", action="store_true", help="with --matrix: fill the cache, no replays")
     args = parser.parse_args(argv)
     if args.matrix:
@@ -187,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         splits = ("dev", "test") if args.split == "both" else (args.split,)
         per_shape = None if args.per_shape == "all" else tuple(int(n) for n in args.per_shape.split(","))
         scores = run_matrix(splits, jobs=args.jobs, cells=args.cells, record_only=args.record_only,
-                            show_misses=args.show_misses, per_shape=per_shape)  # type: ignore[arg-type]
+                            show_misses=args.show_misses, per_shape=per_shape,
+                            markdown=args.markdown)  # type: ignore[arg-type]
         return 0 if all(s.met for s in scores if s.split == "test") else 1
     if args.audio:
         sys.path.insert(0, str(Path(__file__).resolve().parent))

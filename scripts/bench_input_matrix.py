@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CELLS", "CellScore", "load_split", "run_matrix"]
+__all__ = ["CELLS", "CellScore", "load_split", "markdown_table", "run_matrix"]
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "input" / "data"
 VOICES = ("piper", "espeak-150", "espeak-200")
@@ -179,7 +179,7 @@ def _score(score: CellScore, row: dict[str, Any], done: dict[str, Any]) -> None:
 
 def run_matrix(splits: tuple[str, ...] = ("dev", "test"), *, jobs: int = 1, cells: str = "",
                record_only: bool = False, show_misses: bool = False,
-               per_shape: tuple[int, int] | None = PER_SHAPE) -> list[CellScore]:
+               per_shape: tuple[int, int] | None = PER_SHAPE, markdown: bool = False) -> list[CellScore]:
     """Run every cell on every split, print the tables and return the scores."""
     from concurrent.futures import ProcessPoolExecutor
 
@@ -211,7 +211,35 @@ def run_matrix(splits: tuple[str, ...] = ("dev", "test"), *, jobs: int = 1, cell
                 scores.append(score)
         _print([s for s in scores if s.split == split], show_misses)
     print(f"total {time.perf_counter() - started:.0f} s")
+    if markdown:
+        print(markdown_table(scores))
     return scores
+
+
+def markdown_table(scores: list[CellScore]) -> str:
+    """One row per cell: caught / delayed / median added wait for each split and strategy (the README's table)."""
+    by_cell: dict[tuple[str, str, str], dict[tuple[str, str], CellScore]] = {}
+    for s in scores:
+        by_cell.setdefault(s.cell, {})[(s.split, s.strategy)] = s
+    columns = [(split, strategy) for split in ("dev", "test") for strategy in STRATEGIES]
+    names = {"speech_timeout": "timeout", "smart_turn": "Smart Turn"}
+    lines = ["| voice | recogniser | channel | " + " | ".join(f"{sp} {names[st]}" for sp, st in columns)
+             + " | identifier written right (dev / test) |",
+             "|---|---|---|" + "---|" * len(columns) + "---|"]
+    for cell, cells in by_cell.items():
+        row = [*cell]
+        for column in columns:
+            s = cells.get(column)
+            if s is None:
+                row.append("not run")
+                continue
+            median = statistics.median(s.added_ms) if s.added_ms else 0.0
+            mark = "**" if s.met else ""
+            row.append(f"{mark}{s.caught}/{s.splits} · {s.needless}/{s.complete} · {median / 1000:.1f} s{mark}")
+        written = [cells.get((sp, STRATEGIES[0])) for sp in ("dev", "test")]
+        row.append(" / ".join(f"{w.written}/{w.rows}" if w else "–" for w in written))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 def _print(scores: list[CellScore], show_misses: bool) -> None:
