@@ -40,6 +40,10 @@ _CORRECTIONS = re.compile(r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s
                           re.IGNORECASE)
 _AS_IN = re.compile(r"\b(?:as|is|s|and)\s+in\s+([A-Z]?[a-z]+)", re.IGNORECASE)
 _MULTIPLIERS = {"double": 2, "triple": 3}
+#: Words a caller says between the symbols of an identifier; any other word there is the recogniser's.
+_GLUE = frozenset("in and then is it's that's its it um uh er so okay ok yeah no dash hyphen space the".split())
+#: This many stray words inside the identifier: the recogniser damaged it, and waiting cannot repair it.
+GARBLED_STRAY_WORDS = 2
 #: One symbol short of complete is released when the complete identifier is at least this long: callers pause
 #: between groups, not before the last of six or more characters; the recogniser dropped one.
 ONE_SHORT_MIN_LENGTH = 6
@@ -121,6 +125,11 @@ def _homophone(token: str, kind: str) -> str:
 
 def read_slot(text: str, fmt: IdentifierFormat) -> str:
     """``text`` read into ``fmt``'s alphabet, in the written form the format matches (``W3940283``)."""
+    return _read(text, fmt)[0]
+
+
+def _read(text: str, fmt: IdentifierFormat) -> tuple[str, int]:
+    """The slot's symbols, and how many other words the recogniser wrote between them."""
     kind = _SLOT_KINDS.get(fmt.name, "alnum")
     # "N as in Mary": the example word's initial is the letter (recognisers confuse N and M, not Mary and Nancy).
     marked = _CORRECTIONS.sub(" \x00 ", _AS_IN.sub(lambda m: f" \x01{m.group(1)[0].upper()} ", text))
@@ -131,6 +140,8 @@ def read_slot(text: str, fmt: IdentifierFormat) -> str:
     repeat = 1
     pending: list[str] = []  # homophones, kept only between symbols of the slot
     after_example = False  # the last token was an "as in" example: a second one names a letter of its own
+    stray = 0  # words between symbols that are none of the slot's (the recogniser's damage, not the caller's)
+    since_symbol = 0
     for token in tokens:
         was_example, after_example = after_example, token.startswith("\x01")
         if token == "\x00":
@@ -154,12 +165,15 @@ def read_slot(text: str, fmt: IdentifierFormat) -> str:
             pending = [*pending, homophone] if homophone and (out or not pending) else []
             if not homophone:
                 repeat = 1
+                since_symbol += bool(out) and token.lower() not in _GLUE
             continue
+        stray += since_symbol
+        since_symbol = 0
         out.extend(pending if out or len(pending) == 1 else [])
         pending = []
         out.append(symbols[0] * repeat + symbols[1:])
         repeat = 1
-    return "".join(out)
+    return "".join(out), stray
 
 
 def _fixed_length(fmt: IdentifierFormat) -> int | None:
@@ -218,7 +232,7 @@ def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str
         if _NOT_AN_ANSWER.search(text):
             return None
         return True, "an address with no domain yet", "slot_prefix:email", ""
-    ident = read_slot(text, fmt)
+    ident, stray = _read(text, fmt)
     if fmt is SPELLED_NAME or fmt.name == "last_name":
         if not ident and _NOT_AN_ANSWER.search(text):
             return None
@@ -229,6 +243,9 @@ def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str
     if fmt.is_complete(ident):
         return False, f"complete {fmt.name} (the slot asked for)", f"complete:{fmt.name}", ident
     length = _fixed_length(fmt)
+    if stray >= GARBLED_STRAY_WORDS:
+        return False, f"{stray} stray words inside the {fmt.name}: the recogniser damaged it, waiting cannot " \
+            "repair it (the agent reads it back)", f"garbled:{fmt.name}", ident
     # A leading letter the recogniser lost ("It's not a loop. 3.5." for "It's W, three five") leaves a prefix.
     if fmt.is_prefix(ident) or (ident.isdigit() and any(fmt.is_prefix(c + ident) for c in "W#")):
         if length is not None and length >= ONE_SHORT_MIN_LENGTH and len(ident) == length - 1:

@@ -96,6 +96,8 @@ def _name_slot() -> tuple[Any, ...]:
     (TELECOM, "What's the phone number?", "It's seven double four. six, eight, three. 949.", False,
      "one_short:phone_number"),
     (TELECOM, "What's the phone number?", "My number is 232. Nine.", True, "slot_prefix:phone_number"),
+    # Words inside the number that are none of its digits: the recogniser damaged it; waiting will not repair it.
+    (TELECOM, "What's the phone number?", "It's 2 5 7   I made one.   I'm 3-3-7.", False, "garbled:phone_number"),
     (RETAIL, "Could you spell your last name?", "Sure, Santos. S-A-N-T.", True, "prefix:last_name"),
     (RETAIL, "Could you spell your last name?", "It's Garcia, G-A-R-C-I-A.", False, "complete:last_name"),
     (RETAIL, "What's the email address?", "My email is omar.co.xitoutlook.com", False, "complete:email_heard"),
