@@ -150,9 +150,27 @@ def _run_cell_row(task: tuple[dict[str, Any], tuple[str, str, str], bool]) -> di
             out[f"{strategy}:False"] = {"messages": result.messages, "stops": result.stops}
             off_path.parent.mkdir(parents=True, exist_ok=True)
             off_path.write_text(json.dumps(out[f"{strategy}:False"]), encoding="utf-8")
+        # The hold-on arm is cached under the rules' own source: editing a rule replays it, nothing else does.
+        key = digest("replay-on-1", _rules_digest(), strategy, events, line)
+        on_path = cache.directory / "replay_on" / f"{key}.json"
+        if on_path.exists():
+            out[f"{strategy}:True"] = json.loads(on_path.read_text(encoding="utf-8"))
+            continue
         result = replay(utterance, line, turn_stop=strategy, hold_config=config, question=row["question"])
         out[f"{strategy}:True"] = {"messages": result.messages, "stops": result.stops}
+        on_path.parent.mkdir(parents=True, exist_ok=True)
+        on_path.write_text(json.dumps(out[f"{strategy}:True"]), encoding="utf-8")
     return out
+
+
+def _rules_digest() -> str:
+    """A hash of the hold's source (the input package and the spoken-number reader)."""
+    import pipecat_harness.input
+    import pipecat_harness.spoken
+    from pipecat_harness.sim.audio.cache import digest
+
+    files = sorted(Path(pipecat_harness.input.__file__).parent.glob("*.py"))
+    return digest(*(f.read_bytes() for f in files), Path(pipecat_harness.spoken.__file__).read_bytes())
 
 
 def _score(score: CellScore, row: dict[str, Any], done: dict[str, Any]) -> None:
