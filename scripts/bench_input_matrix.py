@@ -22,8 +22,8 @@ budget); the median and p90 wait the hold added to complete utterances; the
 median release after a caught continuation; and how many identifiers the
 recogniser wrote correctly.
 
-Usage: ``python scripts/bench_input.py --matrix [--split dev|test|both] [--jobs N] [--cells SUBSTR]
-[--record-only] [--show-misses]``
+Usage: ``python scripts/bench_input.py --matrix [--split dev|test|both] [--jobs N] [--cells TEXT,TEXT]
+[--per-shape 2,1|all] [--record-only] [--show-misses] [--markdown]``
 """
 
 from __future__ import annotations
