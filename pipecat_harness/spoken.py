@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CONNECTOR_WORDS", "DIGIT_WORDS", "NATO_WORDS", "spoken_to_identifier", "written_to_spoken"]
+__all__ = [
+    "CONNECTOR_WORDS",
+    "DIGIT_HOMOPHONES",
+    "DIGIT_WORDS",
+    "LETTER_HOMOPHONES",
+    "NATO_WORDS",
+    "spoken_to_identifier",
+    "written_to_spoken",
+]
 
 DIGIT_WORDS = {
     "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3", "four": "4",
@@ -118,3 +126,12 @@ def written_to_spoken(text: str) -> str:
             core = " ".join(_NUMERAL_WORDS[int(p)] if p.isdigit() else p.upper() for p in pieces)
         words.append(f"{lead}{core}{trail}")
     return " ".join(words)
+
+
+#: Words a recogniser writes for a digit it heard ("for" for 4, "to" for 2): digits only where a digit is expected.
+DIGIT_HOMOPHONES = {"for": "4", "fore": "4", "to": "2", "too": "2", "won": "1", "ate": "8", "tree": "3", "free": "3"}
+#: Words a recogniser writes for a spelled letter ("see" for C): letters only where a letter is expected.
+LETTER_HOMOPHONES = {"see": "C", "sea": "C", "bee": "B", "be": "B", "you": "U", "why": "Y", "are": "R",
+                     "our": "R", "oh": "O", "tea": "T", "jay": "J", "kay": "K", "queue": "Q", "eye": "I", "ex": "X",
+                     "el": "L", "elle": "L", "em": "M", "en": "N", "es": "S", "dee": "D", "gee": "G", "pea": "P",
+                     "vee": "V", "double-u": "W", "zed": "Z", "zee": "Z"}

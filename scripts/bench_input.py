@@ -14,6 +14,9 @@ With the default corpus it also prints the same figures on a smaller holdout
 corpus (``tests/input/data/endings_holdout.jsonl``), written apart from the
 corpus the rules were developed against.
 
+With ``--matrix`` it runs the hold on the speech matrix (``bench_input_matrix.py``): three voices, two
+recognisers and three channels, on a dev split and a test split reported apart.
+
 With ``--audio`` it runs the same controls on real recognition instead (see
 ``bench_input_audio.py``): Piper -> Silero VAD -> Whisper tiny.en, per stop strategy.
 
@@ -168,7 +171,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="with --audio: worker processes")
     parser.add_argument("--recorded-only", action="store_true",
                         help="with --audio: only utterances already synthesised and recognised (no model work)")
+    parser.add_argument("--matrix", action="store_true",
+                        help="the speech matrix (voices x recognisers x channels) on the dev and test splits")
+    parser.add_argument("--split", choices=("dev", "test", "both"), default="both", help="with --matrix")
+    parser.add_argument("--cells", default="", help="with --matrix: only cells whose voice/recogniser/channel "
+                        "contains each comma-separated text")
+    parser.add_argument("--per-shape", default="2,1", help="with --matrix: split,complete rows per shape "
+                        "('all': every row)")
+    parser.add_argument("--markdown", action="store_true", help="with --matrix: also print the README table")
+    parser.add_argument("--record-only", action="store_true", help="with --matrix: fill the cache, no replays")
     args = parser.parse_args(argv)
+    if args.matrix:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from bench_input_matrix import run_matrix
+
+        splits = ("dev", "test") if args.split == "both" else (args.split,)
+        per_shape = None if args.per_shape == "all" else tuple(int(n) for n in args.per_shape.split(","))
+        scores = run_matrix(splits, jobs=args.jobs, cells=args.cells, record_only=args.record_only,
+                            show_misses=args.show_misses, per_shape=per_shape,
+                            markdown=args.markdown)  # type: ignore[arg-type]
+        return 0 if all(s.met for s in scores if s.split == "test") else 1
     if args.audio:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from bench_input_audio import run_audio_benchmark

@@ -79,7 +79,7 @@ class IdentifierHoldControl(HarnessControl):
         holds = [s for s in strategies if isinstance(s, IdentifierHoldStopStrategy)]
         if not holds:
             return
-        needed = max(required_stop_timeout(h.inner, self.config.extra_wait_secs) for h in holds)
+        needed = max(required_stop_timeout(h.inner, self.config.longest_wait_secs) for h in holds)
         timeout = float(params.user_turn_stop_timeout)
         if adjust and timeout < needed:
             logger.info(
@@ -90,6 +90,13 @@ class IdentifierHoldControl(HarnessControl):
             timeout = needed
         for hold in holds:
             hold.fit_watchdog(timeout, refuse=adjust)
+
+    def on_pipeline(self, processors: list[FrameProcessor]) -> None:
+        """Let each hold read the tools' argument schemas from the user aggregator's context."""
+        aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
+        if aggregator is not None:
+            for hold in self.strategies:
+                hold.attach_context(aggregator.context)
 
     def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
         self.record(action, evidence)

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES, KNOWN_TLDS, IdentifierFormat, IdentifierHoldConfig
+from pipecat_harness.input.slots import slot_decision
 from pipecat_harness.input.spoken_tokens import FILLER_WORDS, Piece, tokenize
 
 __all__ = ["IDENTIFIER_CUES", "HoldDecision", "continues_identifier", "hold_decision"]
@@ -94,6 +95,10 @@ def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> Hold
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     config = config or _DEFAULT_CONFIG
+    if config.expected is not None and config.use_context:
+        slot = slot_decision(text[-config.max_chars:], config.expected)
+        if slot is not None:
+            return HoldDecision(*slot)
     pieces = tokenize(text, max_chars=config.max_chars)
     trailing_filler = False
     while pieces and pieces[-1].kind == "word" and pieces[-1].text in FILLER_WORDS:

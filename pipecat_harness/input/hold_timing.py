@@ -67,9 +67,9 @@ class HoldTiming:
             return None
         return self.last_activity + self.stop_timeout - WATCHDOG_MARGIN_SECS
 
-    def round_wait(self, now: float) -> float:
-        """The wait of a new hold round: ``extra_wait_secs``, within the cap and before the watchdog."""
-        wait = min(self._config.extra_wait_secs, self.cap_left(now))
+    def round_wait(self, now: float, wait_secs: float | None = None) -> float:
+        """The wait of a new hold round: ``wait_secs`` (default ``extra_wait_secs``), within the cap and watchdog."""
+        wait = min(self._config.extra_wait_secs if wait_secs is None else wait_secs, self.cap_left(now))
         watchdog = self._watchdog_due()
         if watchdog is not None:
             wait = min(wait, watchdog - now)

@@ -13,8 +13,9 @@ domains they are named after (retail, airline, telecom).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "DOMAIN_WAIT_SECS",
@@ -141,6 +142,8 @@ _DOMAIN_FORMATS: dict[str, tuple[IdentifierFormat, ...]] = {
     "telecom": (_PHONE, USER_ID_FORMAT, EMAIL_FORMAT, _ZIP),
 }
 
+_ALL_FORMATS = (_ORDER_ID, _RESERVATION, _PHONE, _ZIP, _ITEM_ID, USER_ID_FORMAT, EMAIL_FORMAT)
+
 
 @dataclass(frozen=True)
 class IdentifierHoldConfig:
@@ -156,6 +159,11 @@ class IdentifierHoldConfig:
         extra_wait_secs: Additional wait after the wrapped strategy ended the turn.
         max_hold_secs: Longest total hold for one turn.
         max_chars: Only this many trailing characters are examined (bounded work).
+        expected: The identifier the caller is answering for (see :meth:`expecting`); ``None``: any.
+        slot_wait_secs: The wait on a prefix of the expected identifier, when longer than ``extra_wait_secs``
+            (a caller between groups of the identifier the agent asked for pauses up to 2 s; complete,
+            one-short and overlong input for the slot is released at once, so the longer wait costs only
+            turns that are still open).
     """
 
     domain: str = "generic"
@@ -167,6 +175,8 @@ class IdentifierHoldConfig:
     max_hold_secs: float = 6.0
     max_chars: int = 400
     cue_words: frozenset[str] = field(default_factory=frozenset)
+    expected: IdentifierFormat | None = None
+    slot_wait_secs: float = 2.5
 
     def __post_init__(self) -> None:
         if self.extra_wait_secs < 0 or self.max_hold_secs < 0:
@@ -196,6 +206,22 @@ class IdentifierHoldConfig:
     def length_rules_only(cls, **overrides: object) -> IdentifierHoldConfig:
         """Return the plain length rules: no formats, no cue words, no quantity detection."""
         return replace(cls(domain="length_rules", use_context=False), **overrides)  # type: ignore[arg-type]
+
+    def expecting(self, question: str, tools: Iterable[Mapping[str, Any]] = ()) -> IdentifierHoldConfig:
+        """This config expecting the identifier the agent's ``question`` asks for (``expected=None``: none).
+
+        The slot's format comes from the tools' argument schemas (JSON-Schema ``properties`` mappings) when one
+        names it, else from this domain's formats.
+        """
+        from pipecat_harness.input.slots import SPELLED_NAME, expected_format, formats_from_tools
+
+        candidates = [*formats_from_tools(tools, (*self.formats, *_ALL_FORMATS)), *self.formats, SPELLED_NAME]
+        return replace(self, expected=expected_format(question, candidates))
+
+    @property
+    def longest_wait_secs(self) -> float:
+        """The longest wait of one hold round (what the turn watchdog must leave room for)."""
+        return max(self.extra_wait_secs, self.slot_wait_secs)
 
     def all_cues(self) -> frozenset[str]:
         """Cue words of every format plus the generic identifier cues."""

@@ -36,13 +36,14 @@ wrapped strategy, and surviving it when it raises, is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from loguru import logger
 from pipecat.frames.frames import (
     Frame,
     InterimTranscriptionFrame,
+    LLMContextAssistantTurnFrame,
     ProposedUserStartedSpeakingFrame,
     ProposedUserStoppedSpeakingFrame,
     STTMetadataFrame,
@@ -102,6 +103,8 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         **kwargs: Any,
     ) -> None:
         self._config = config or IdentifierHoldConfig()
+        self._base_config = self._config
+        self._context: Any = None
         self._evidence = HoldEvidence(self._config, type(inner).__name__, on_decision)
         super().__init__(inner, on_failure=self._evidence.record, fallback_stop_secs=fallback_stop_secs, **kwargs)
         if user_turn_stop_timeout is not None:
@@ -135,6 +138,26 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         if refuse:
             check_hold_budget(self._inner, self._config.extra_wait_secs, user_turn_stop_timeout)
         self._timing.stop_timeout = user_turn_stop_timeout
+
+    def attach_context(self, context: Any) -> None:
+        """Read the registered tools' argument schemas from ``context`` (an ``LLMContext``) when a slot is expected."""
+        self._context = context
+
+    def expect(self, question: str, tools: Iterable[Mapping[str, Any]] | None = None) -> None:
+        """Expect the identifier ``question`` (the agent's last message) asks for, in the tools' formats.
+
+        Called on every assistant turn (``LLMContextAssistantTurnFrame``); a question asking for no identifier
+        clears the expectation, and the ending rules read any identifier.
+
+        Args:
+            question: What the agent last said.
+            tools: JSON-Schema ``properties`` per tool; default: the attached context's tools.
+        """
+        self._config = self._base_config.expecting(question, self._context_tools() if tools is None else tools)
+
+    def _context_tools(self) -> list[Mapping[str, Any]]:
+        schema = getattr(self._context, "tools", None)
+        return [t.properties for t in getattr(schema, "standard_tools", None) or [] if isinstance(t.properties, dict)]
 
     @property
     def config(self) -> IdentifierHoldConfig:
@@ -170,6 +193,8 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         """Track the turn text, speech and STT latency, then let the wrapped strategy decide."""
         if isinstance(frame, STTMetadataFrame):
             self._timing.stt_p99 = frame.ttfs_p99_latency
+        elif isinstance(frame, LLMContextAssistantTurnFrame):
+            self.expect(frame.text or "")
         if isinstance(frame, (*_SPEECH_STARTED, *_SPEECH_STOPPED, TranscriptionFrame, InterimTranscriptionFrame)):
             self._timing.last_activity = self._now()
         if isinstance(frame, _SPEECH_STARTED):
@@ -231,7 +256,8 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
 
     async def _start_hold_round(self, decision: HoldDecision) -> None:
         now = self._now()
-        wait = self._timing.round_wait(now)
+        slot_open = self._config.expected is not None and decision.rule.startswith(("slot_", "prefix:last_name"))
+        wait = self._timing.round_wait(now, self._config.longest_wait_secs if slot_open else None)
         if wait <= 0:
             await self._release("released", decision, reason="max_hold")
             return

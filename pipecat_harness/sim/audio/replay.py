@@ -33,7 +33,8 @@ class ReplayResult:
     watchdog: bool = False
 
 
-def replay(utterance: Utterance, pcm: bytes, *, turn_stop: str, hold_config: Any | None) -> ReplayResult:
+def replay(utterance: Utterance, pcm: bytes, *, turn_stop: str, hold_config: Any | None,
+           question: str = "") -> ReplayResult:
     """Feed the recorded front-end events (and, for Smart Turn, the audio) to the user aggregator.
 
     Args:
@@ -41,18 +42,22 @@ def replay(utterance: Utterance, pcm: bytes, *, turn_stop: str, hold_config: Any
         pcm: The utterance's audio (Smart Turn analyses it).
         turn_stop: ``speech_timeout`` or ``smart_turn``.
         hold_config: The identifier hold's config; ``None`` runs without the hold.
+        question: The agent's question the caller answers, sent first as Pipecat's assistant-turn frame (the
+            hold reads the slot from it); empty: none.
     """
     from pipecat_harness.sim.clock import virtual_time
 
     with virtual_time(max_virtual_secs=600.0, max_wall_secs=600.0) as loop:
         with asyncio.Runner(loop_factory=lambda: loop) as runner:
-            return runner.run(_replay(utterance, pcm, turn_stop, hold_config))
+            return runner.run(_replay(utterance, pcm, turn_stop, hold_config, question))
 
 
-async def _replay(utterance: Utterance, pcm: bytes, turn_stop: str, hold_config: Any | None) -> ReplayResult:
+async def _replay(utterance: Utterance, pcm: bytes, turn_stop: str, hold_config: Any | None,
+                  question: str) -> ReplayResult:
     from pipecat.frames.frames import (
         Frame,
         InputAudioRawFrame,
+        LLMContextAssistantTurnFrame,
         STTMetadataFrame,
         TranscriptionFrame,
         VADUserStartedSpeakingFrame,
@@ -72,7 +77,7 @@ async def _replay(utterance: Utterance, pcm: bytes, turn_stop: str, hold_config:
     timeout = 5.0
     stop: Any = inner
     if hold_config is not None:
-        timeout = max(timeout, required_stop_timeout(inner, hold_config.extra_wait_secs))
+        timeout = max(timeout, required_stop_timeout(inner, hold_config.longest_wait_secs))
         stop = IdentifierHoldStopStrategy(inner, config=hold_config, user_turn_stop_timeout=timeout,
                                           on_decision=lambda a, e: result.decisions.append((a, e)))
     context = LLMContext()
@@ -107,6 +112,8 @@ async def _replay(utterance: Utterance, pcm: bytes, turn_stop: str, hold_config:
                                                                            num_channels=1)))
     timed.sort(key=lambda item: (item[0], item[1]))
     frames: list[Frame] = [STTMetadataFrame(service_name="WhisperSTTService", ttfs_p99_latency=WHISPER_P99_SECS)]
+    if question:
+        frames.append(LLMContextAssistantTurnFrame(text=question, timestamp=""))
     now = 0.0
     for t, _, frame in timed:
         if t > now:

@@ -1,0 +1,261 @@
+"""The slot a caller is answering, and the turn read into that slot's alphabet.
+
+The agent's last question ("Could you tell me your order number?") and the
+tools' JSON-Schema arguments say which identifier comes next and what it looks
+like. Once the slot is known, the turn is read for that slot only, the way the
+agent would read it back:
+
+* the recogniser's formatting is undone first (:func:`~pipecat_harness.spoken.written_to_spoken`:
+  ``W-39.4.`` -> ``W three nine four``, ``8.7201`` -> ``eight seven two zero one``), then hyphen runs
+  (``two-eight``, ``8-double-o-3``) and fused capitals (``GF``, ``HB7H``) are split into symbols;
+* in a digit slot, "oh" is zero and "for"/"to" next to digits are 4 and 2; in a letter slot "oh", "see",
+  "are" next to letters are O, C, R; "double"/"triple" repeat; an "as in" example word is dropped;
+* a correction ("no, sorry", "I mean", "wait, no") takes back the symbol said just before it.
+
+:func:`slot_decision` then decides from the slot: complete releases at once, a
+prefix holds, and input that waiting cannot complete (one symbol short of a long
+fixed length, longer than the slot, an email whose domain already ended)
+releases, so the agent reads it back and asks.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pipecat_harness.input.identifier_formats import KNOWN_TLDS, IdentifierFormat
+from pipecat_harness.spoken import DIGIT_HOMOPHONES, DIGIT_WORDS, LETTER_HOMOPHONES, NATO_WORDS, written_to_spoken
+
+__all__ = ["SPELLED_NAME", "expected_format", "formats_from_tools", "read_slot", "slot_decision"]
+
+#: A spelled name: no fixed shape; complete when the letters spell the name the caller said.
+SPELLED_NAME = IdentifierFormat(
+    "last_name", re.compile(r"(?!)"), re.compile(r"[A-Z]{1,40}"),
+    frozenset({"spell", "spelled", "spelling", "surname", "last", "name"}), fixed_length=False)
+_SLOT_KINDS = {"order_id": "alnum", "reservation_code": "alnum", "user_id": "alnum", "zip_code": "digits",
+               "phone_number": "digits", "item_id": "digits", "last_name": "letters", "email": "email"}
+_CORRECTIONS = re.compile(r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s+mean|sorry|no\s+no)\b[,.]?",
+                          re.IGNORECASE)
+_AS_IN = re.compile(r"\b(?:as|is|s|and)\s+in\s+([A-Z]?[a-z]+)", re.IGNORECASE)
+_MULTIPLIERS = {"double": 2, "triple": 3}
+#: Words a caller says between the symbols of an identifier; any other word there is the recogniser's.
+_GLUE = frozenset("in and then is it's that's its it um uh er so okay ok yeah no dash hyphen space the".split())
+#: This many stray words inside the identifier: the recogniser damaged it, and waiting cannot repair it.
+GARBLED_STRAY_WORDS = 2
+#: One symbol short of complete is released when the complete identifier is at least this long: callers pause
+#: between groups, not before the last of six or more characters; the recogniser dropped one.
+ONE_SHORT_MIN_LENGTH = 6
+
+
+def expected_format(question: str, formats: Iterable[IdentifierFormat]) -> IdentifierFormat | None:
+    """The format the agent's question asks for: the one whose cue words its last question names last.
+
+    Args:
+        question: The agent's last message.
+        formats: Candidate formats (a domain's, the tools', and :data:`SPELLED_NAME`).
+    """
+    asked = [q for q in re.split(r"(?<=[.!?])\s+", question.strip()) if q.endswith("?")]
+    words = re.findall(r"[a-z\-]+", (asked[-1] if asked else question).lower())
+    best: tuple[int, int, IdentifierFormat] | None = None
+    for order, fmt in enumerate(formats):
+        cues = fmt.cues | {fmt.name.replace("_", " ").split()[0]}
+        hits = [i for i, w in enumerate(words) if w in cues and w not in {"number", "name", "address"}]
+        if fmt is SPELLED_NAME and not {"spell", "spelled", "spelling"} & set(words):
+            continue
+        if hits and (best is None or (hits[-1], -order) > best[:2]):
+            best = (hits[-1], -order, fmt)
+    return best[2] if best else None
+
+
+def formats_from_tools(tools: Iterable[Mapping[str, Any]], known: Iterable[IdentifierFormat]) -> list[IdentifierFormat]:
+    """Formats the registered tools' argument schemas declare.
+
+    A string argument named like a known format (``order_id``, ``zip_code``...) takes that format, its
+    ``pattern`` (when given) replacing the format's complete form; its description's words become cues.
+
+    Args:
+        tools: JSON-Schema ``properties`` mappings, one per tool (``{"order_id": {"type": "string", ...}}``).
+        known: The formats an argument name may refer to.
+    """
+    by_name = {fmt.name: fmt for fmt in known}
+    out: list[IdentifierFormat] = []
+    for properties in tools:
+        for name, schema in properties.items():
+            base = by_name.get(name) or next((f for n, f in by_name.items() if n.split("_")[0] in name), None)
+            if base is None or not isinstance(schema, Mapping) or schema.get("type", "string") != "string":
+                continue
+            pattern = schema.get("pattern")
+            complete = re.compile(pattern.strip("^$"), re.ASCII | re.IGNORECASE) if pattern else base.complete
+            cues = base.cues | frozenset(re.findall(r"[a-z]+", str(schema.get("description", "")).lower())[:6])
+            out.append(IdentifierFormat(base.name, complete, base.prefix, cues, base.needs_cue_for_prefix,
+                                        base.fixed_length))
+    return out
+
+
+def _symbols(token: str, kind: str, previous: str) -> str:
+    """The slot symbols one spoken token stands for ("" for an ordinary word)."""
+    lower = token.lower()
+    digits = kind in ("digits", "alnum")
+    letters = kind in ("letters", "alnum")
+    if digits and lower in DIGIT_WORDS and (lower != "o" or previous.isdigit()):
+        return DIGIT_WORDS[lower]
+    if lower.isdigit() and digits:
+        return lower
+    if letters and lower in NATO_WORDS:
+        return NATO_WORDS[lower]
+    if letters and len(token) == 1 and token.isalpha() and token.isascii() and (token.isupper() or lower not in "ai"):
+        return token.upper()
+    if letters and token.isascii() and token.isalpha() and token.isupper() and 2 <= len(token) <= 8:
+        return token  # fused capitals: "GF", "SAN"
+    if letters and kind == "alnum" and token.isascii() and token.isalnum() and token.isupper():
+        return token  # "HB7H"
+    return ""
+
+
+def _homophone(token: str, kind: str) -> str:
+    lower = token.lower()
+    if kind in ("digits", "alnum") and lower in DIGIT_HOMOPHONES:
+        return DIGIT_HOMOPHONES[lower]
+    if kind == "letters" and lower in LETTER_HOMOPHONES:
+        return LETTER_HOMOPHONES[lower]
+    return ""
+
+
+def read_slot(text: str, fmt: IdentifierFormat) -> str:
+    """``text`` read into ``fmt``'s alphabet, in the written form the format matches (``W3940283``)."""
+    return _read(text, fmt)[0]
+
+
+def _read(text: str, fmt: IdentifierFormat) -> tuple[str, int]:
+    """The slot's symbols, and how many other words the recogniser wrote between them."""
+    kind = _SLOT_KINDS.get(fmt.name, "alnum")
+    # "N as in Mary": the example word's initial is the letter (recognisers confuse N and M, not Mary and Nancy).
+    marked = _CORRECTIONS.sub(" \x00 ", _AS_IN.sub(lambda m: f" \x01{m.group(1)[0].upper()} ", text))
+    spoken = written_to_spoken(marked)
+    tokens = [t for raw in spoken.split()
+              for t in re.split(r"-", re.sub(r"^[^\w\x00\x01]+|[^\w\x00\x01]+$", "", raw)) if t]
+    out: list[str] = []
+    repeat = 1
+    pending: list[str] = []  # homophones, kept only between symbols of the slot
+    after_example = False  # the last token was an "as in" example: a second one names a letter of its own
+    stray = 0  # words between symbols that are none of the slot's (the recogniser's damage, not the caller's)
+    since_symbol = 0
+    for token in tokens:
+        was_example, after_example = after_example, token.startswith("\x01")
+        if token == "\x00":
+            if out:
+                out.pop()
+            pending, repeat = [], 1
+            continue
+        if token.startswith("\x01"):
+            if out and out[-1][-1].isalpha() and not was_example:
+                out[-1] = out[-1][:-1] + token[1:]
+            elif kind != "digits":
+                out.append(token[1:])
+            continue
+        if token.lower() in _MULTIPLIERS:
+            repeat = _MULTIPLIERS[token.lower()]
+            continue
+        symbols = _symbols(token, kind, out[-1][-1] if out else "")
+        if not symbols:
+            homophone = _homophone(token, kind)
+            # Kept only between symbols of the slot, or right before one ("are O-S-S-I").
+            pending = [*pending, homophone] if homophone and (out or not pending) else []
+            if not homophone:
+                repeat = 1
+                since_symbol += bool(out) and token.lower() not in _GLUE
+            continue
+        stray += since_symbol
+        since_symbol = 0
+        out.extend(pending if out or len(pending) == 1 else [])
+        pending = []
+        out.append(symbols[0] * repeat + symbols[1:])
+        repeat = 1
+    return "".join(out), stray
+
+
+def _fixed_length(fmt: IdentifierFormat) -> int | None:
+    """The length of a complete identifier when the format has one (probed on its complete pattern)."""
+    if not fmt.fixed_length:
+        return None
+    for length in range(1, 16):
+        for filler in ("0", "A"):
+            for lead in ("", "W", "A"):
+                probe = (lead + filler * length)[:length]
+                if fmt.is_complete(probe):
+                    return length
+    return None
+
+
+def _name_decision(text: str, letters: str) -> tuple[bool, str, str]:
+    said = [w.upper() for w in re.findall(r"\b[A-Z][a-z]{2,}\b", text)]
+    if not letters:
+        return True, "the name has not been spelled yet", "slot_open:last_name"
+    for name in said:
+        if letters == name or (len(letters) >= len(name) - 1
+                               and difflib.SequenceMatcher(None, letters, name).ratio() >= 0.7):
+            return False, f"spelled {name} as said", "complete:last_name"
+        if name.startswith(letters):
+            return True, f"spelling of {name} so far", "prefix:last_name"
+    return True, f"open spelled run ({len(letters)} letters)", "spelled_letters"
+
+
+#: Words of a reply that is not the identifier ("I don't have it", "what do you mean?"): never held for the slot.
+_NOT_AN_ANSWER = re.compile(r"\b(?:don't|dont|do not|can't|cannot|no idea|not sure|what|why|which|how|where|"
+                            r"forgot|lost|remember|never mind)\b|\?\s*$", re.IGNORECASE)
+#: An answer that has said nothing of the slot yet is held only while it is short (a lead-in: "It's ...").
+_LEAD_IN_WORDS = 8
+
+
+def _empty_answer(text: str) -> tuple[bool, str, str, str] | None:
+    """A short answer to the slot's question with nothing of the slot in it yet: the identifier is coming."""
+    if _NOT_AN_ANSWER.search(text) or len(text.split()) > _LEAD_IN_WORDS:
+        return None
+    return True, "the slot was asked for and none of it has arrived yet", "slot_empty", ""
+
+
+def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str] | None:
+    """Hold or release for the expected slot: ``(hold, reason, rule, identifier)``, or ``None`` to defer.
+
+    Deferred to the ending rules: a reply that is not the identifier ("I don't have it"), or a long one with
+    nothing of the slot in it. What no continuation can turn into the slot's identifier (eight digits for an
+    order number's seven) is released: the agent reads it back and asks.
+    """
+    if fmt.name == "email":
+        lowered = text.lower().rstrip(" .!?")
+        tld = re.search(r"(?:\.|\bdot\s+)([a-z]{2,6})$", lowered)
+        if tld and tld.group(1) in KNOWN_TLDS:
+            return False, "the address ends in a domain: complete as heard (the agent reads it back)", \
+                "complete:email_heard", ""
+        if _NOT_AN_ANSWER.search(text):
+            return None
+        return True, "an address with no domain yet", "slot_prefix:email", ""
+    ident, stray = _read(text, fmt)
+    if fmt is SPELLED_NAME or fmt.name == "last_name":
+        if not ident and _NOT_AN_ANSWER.search(text):
+            return None
+        hold, reason, rule = _name_decision(text, ident)
+        return hold, reason, rule, ident
+    if not ident:
+        return _empty_answer(text)
+    if fmt.is_complete(ident):
+        return False, f"complete {fmt.name} (the slot asked for)", f"complete:{fmt.name}", ident
+    length = _fixed_length(fmt)
+    if stray >= GARBLED_STRAY_WORDS:
+        return False, f"{stray} stray words inside the {fmt.name}: the recogniser damaged it, waiting cannot " \
+            "repair it (the agent reads it back)", f"garbled:{fmt.name}", ident
+    # A leading letter the recogniser lost ("It's not a loop. 3.5." for "It's W, three five") leaves a prefix.
+    if fmt.is_prefix(ident) or (ident.isdigit() and any(fmt.is_prefix(c + ident) for c in "W#")):
+        if length is not None and length >= ONE_SHORT_MIN_LENGTH and len(ident) == length - 1:
+            return False, f"one symbol short of a {fmt.name}: waiting cannot complete it", \
+                f"one_short:{fmt.name}", ident
+        return True, f"prefix of the {fmt.name} the slot asked for", f"slot_prefix:{fmt.name}", ident
+    if length is not None and len(ident) == length - 1 and any(fmt.is_complete(c + ident) for c in "W#A"):
+        return False, f"a {fmt.name} missing its first symbol: waiting cannot complete it", \
+            f"one_short:{fmt.name}", ident
+    if length is not None and len(ident) > length:
+        return False, f"longer than a {fmt.name}: waiting cannot complete it", f"overlong:{fmt.name}", ident
+    return False, f"no continuation makes this a {fmt.name}: waiting cannot complete it", \
+        f"not_prefix:{fmt.name}", ident
