@@ -13,9 +13,8 @@ domains they are named after (retail, airline, telecom).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = [
     "DOMAIN_WAIT_SECS",
@@ -142,7 +141,7 @@ _DOMAIN_FORMATS: dict[str, tuple[IdentifierFormat, ...]] = {
     "telecom": (_PHONE, USER_ID_FORMAT, EMAIL_FORMAT, _ZIP),
 }
 
-_ALL_FORMATS = (_ORDER_ID, _RESERVATION, _PHONE, _ZIP, _ITEM_ID, USER_ID_FORMAT, EMAIL_FORMAT)
+ALL_FORMATS = (_ORDER_ID, _RESERVATION, _PHONE, _ZIP, _ITEM_ID, USER_ID_FORMAT, EMAIL_FORMAT)
 
 
 @dataclass(frozen=True)
@@ -206,17 +205,6 @@ class IdentifierHoldConfig:
     def length_rules_only(cls, **overrides: object) -> IdentifierHoldConfig:
         """Return the plain length rules: no formats, no cue words, no quantity detection."""
         return replace(cls(domain="length_rules", use_context=False), **overrides)  # type: ignore[arg-type]
-
-    def expecting(self, question: str, tools: Iterable[Mapping[str, Any]] = ()) -> IdentifierHoldConfig:
-        """This config expecting the identifier the agent's ``question`` asks for (``expected=None``: none).
-
-        The slot's format comes from the tools' argument schemas (JSON-Schema ``properties`` mappings) when one
-        names it, else from this domain's formats.
-        """
-        from pipecat_harness.input.slots import SPELLED_NAME, expected_format, formats_from_tools
-
-        candidates = [*formats_from_tools(tools, (*self.formats, *_ALL_FORMATS)), *self.formats, SPELLED_NAME]
-        return replace(self, expected=expected_format(question, candidates))
 
     @property
     def longest_wait_secs(self) -> float:

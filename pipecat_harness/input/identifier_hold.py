@@ -61,6 +61,7 @@ from pipecat_harness.input.hold_budget import check_hold_budget
 from pipecat_harness.input.hold_evidence import HoldEvidence
 from pipecat_harness.input.hold_timing import HoldTiming
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
+from pipecat_harness.input.slots import expecting
 from pipecat_harness.input.wrapped_strategy import WrappedStopStrategy
 
 __all__ = ["DecisionSink", "IdentifierHoldStopStrategy"]
@@ -153,7 +154,7 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
             question: What the agent last said.
             tools: JSON-Schema ``properties`` per tool; default: the attached context's tools.
         """
-        self._config = self._base_config.expecting(question, self._context_tools() if tools is None else tools)
+        self._config = expecting(self._base_config, question, self._context_tools() if tools is None else tools)
 
     def _context_tools(self) -> list[Mapping[str, Any]]:
         schema = getattr(self._context, "tools", None)

@@ -23,12 +23,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from pipecat_harness.input.identifier_formats import KNOWN_TLDS, IdentifierFormat
+from pipecat_harness.input.identifier_formats import ALL_FORMATS, KNOWN_TLDS, IdentifierFormat, IdentifierHoldConfig
 from pipecat_harness.spoken import DIGIT_HOMOPHONES, DIGIT_WORDS, LETTER_HOMOPHONES, NATO_WORDS, written_to_spoken
 
-__all__ = ["SPELLED_NAME", "expected_format", "formats_from_tools", "read_slot", "slot_decision"]
+__all__ = ["SPELLED_NAME", "expected_format", "expecting", "formats_from_tools", "read_slot", "slot_decision"]
 
 #: A spelled name: no fixed shape; complete when the letters spell the name the caller said.
 SPELLED_NAME = IdentifierFormat(
@@ -259,3 +260,15 @@ def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str
         return False, f"longer than a {fmt.name}: waiting cannot complete it", f"overlong:{fmt.name}", ident
     return False, f"no continuation makes this a {fmt.name}: waiting cannot complete it", \
         f"not_prefix:{fmt.name}", ident
+
+
+def expecting(
+    config: IdentifierHoldConfig, question: str, tools: Iterable[Mapping[str, Any]] = ()
+) -> IdentifierHoldConfig:
+    """``config`` expecting the identifier the agent's ``question`` asks for (``expected=None``: none).
+
+    The slot's format comes from the tools' argument schemas (JSON-Schema ``properties`` mappings) when one
+    names it, else from the config's domain formats.
+    """
+    candidates = [*formats_from_tools(tools, (*config.formats, *ALL_FORMATS)), *config.formats, SPELLED_NAME]
+    return replace(config, expected=expected_format(question, candidates))

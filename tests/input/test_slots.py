@@ -19,7 +19,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from pipecat_harness.input import IdentifierHoldConfig, hold_decision
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
-from pipecat_harness.input.slots import read_slot
+from pipecat_harness.input.slots import expecting, read_slot
 
 RETAIL = IdentifierHoldConfig.for_domain("retail")
 TELECOM = IdentifierHoldConfig.for_domain("telecom")
@@ -36,22 +36,22 @@ AIRLINE = IdentifierHoldConfig.for_domain("airline")
     (RETAIL, "Thanks. I'll look that up. What's the order number?", "order_id"),
 ])
 def test_the_question_names_the_slot(config: IdentifierHoldConfig, question: str, slot: str) -> None:
-    expected = config.expecting(question).expected
+    expected = expecting(config, question).expected
     assert expected is not None and expected.name == slot
 
 
 @pytest.mark.parametrize("question", ["How can I help you today?", "I found your order. Is there anything else?"])
 def test_a_question_for_no_identifier_expects_none(question: str) -> None:
-    assert RETAIL.expecting(question).expected is None
+    assert expecting(RETAIL, question).expected is None
 
 
 def test_a_tool_schema_pattern_defines_the_complete_form() -> None:
     tools = [{"order_id": {"type": "string", "pattern": "^#?W[0-9]{5}$", "description": "The order id"}}]
-    config = RETAIL.expecting("What's the order id?", tools)
+    config = expecting(RETAIL, "What's the order id?", tools)
     assert config.expected is not None and config.expected.is_complete("W12345")
     assert not hold_decision("it's W one two three four five", config).hold
     # Without the schema the retail preset wants seven digits, and five are a prefix.
-    assert hold_decision("it's W one two three four five", RETAIL.expecting("What's the order id?")).hold
+    assert hold_decision("it's W one two three four five", expecting(RETAIL, "What's the order id?")).hold
 
 
 @pytest.mark.parametrize(("text", "slot", "written"), [
@@ -104,12 +104,12 @@ def _name_slot() -> tuple[Any, ...]:
     (RETAIL, "What's the email address?", "My email is me dot Santos at", True, "slot_prefix:email"),
 ])
 def test_the_slot_decides(config: IdentifierHoldConfig, question: str, text: str, hold: bool, rule: str) -> None:
-    decision = hold_decision(text, config.expecting(question))
+    decision = hold_decision(text, expecting(config, question))
     assert (decision.hold, decision.rule) == (hold, rule), decision
 
 
 def test_a_digit_word_homophone_is_not_read_outside_a_digit_run() -> None:
-    fmt = TELECOM.expecting("What's the phone number?").expected
+    fmt = expecting(TELECOM, "What's the phone number?").expected
     assert fmt is not None
     assert read_slot("I want to talk to someone", fmt) == ""
 
@@ -151,7 +151,7 @@ async def test_the_slot_holds_what_the_plain_rules_would_release() -> None:
     ("What do you mean?", False),
 ])
 def test_an_answer_with_nothing_of_the_slot_yet(text: str, hold: bool) -> None:
-    assert hold_decision(text, RETAIL.expecting("Could you tell me your order number?")).hold is hold
+    assert hold_decision(text, expecting(RETAIL, "Could you tell me your order number?")).hold is hold
 
 
 @pytest.mark.parametrize(("text", "hold"), [
@@ -159,7 +159,7 @@ def test_an_answer_with_nothing_of_the_slot_yet(text: str, hold: bool) -> None:
     ("My email is me and I talk after and I'll talk.com", False),     # garbled, but the domain ended
 ])
 def test_the_email_slot_is_open_until_a_domain_ends_it(text: str, hold: bool) -> None:
-    assert hold_decision(text, RETAIL.expecting("What's the email address on the account?")).hold is hold
+    assert hold_decision(text, expecting(RETAIL, "What's the email address on the account?")).hold is hold
 
 
 async def test_the_slot_hold_composes_with_the_silent_reply_guard_on_pipecats_empty_turn() -> None:
