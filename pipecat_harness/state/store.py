@@ -93,9 +93,6 @@ class StateStore(abc.ABC):
     Values are JSON-serialisable objects.
     """
 
-    #: Whether operations wait on network I/O (a simulated clock must not run ahead of them).
-    remote: bool = False
-
     @abc.abstractmethod
     async def get_json(self, key: str) -> Any | None:
         """Return the value stored under ``key``, or ``None``."""
