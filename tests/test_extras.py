@@ -4,6 +4,7 @@ The wheel smoke (``.ci/wheel-smoke``) checks the base install itself; here a lib
 unimportable the way pip leaves it (``ModuleNotFoundError`` with the module's name).
 """
 
+import asyncio
 import sys
 
 import pytest
@@ -91,3 +92,19 @@ def test_a_control_whose_module_needs_an_extra_names_it(monkeypatch):
     config.grader.constraints_path = "bundled:retail"
     with pytest.raises(UsageError, match=r"control 'grader' needs the 'sqlite' extra"):
         Harness(config, call_id="c1", trace_path=None)
+
+
+def test_the_grader_package_grades_and_keeps_rows_without_sqlalchemy(monkeypatch):
+    _uninstall(monkeypatch, "sqlalchemy", "aiosqlite")
+    _forget(monkeypatch, "pipecat_harness.grader")
+    import pipecat_harness.grader as grader
+
+    constraints = grader.ConstraintList.load("bundled:retail")
+    verdicts = asyncio.run(grader.RuleGrader(constraints).grade("The basic detail is $1.", None))
+    row = grader.AuditRow(tenant="acme", call_id="c1", turn_id=1, utterance="hi", caller_utterance=None,
+                          verdict=verdicts[0].verdict, category=verdicts[0].category)
+    assert grader.TurnGrader.__name__ == "TurnGrader" and row.to_dict()["call_id"] == "c1"
+    with pytest.raises(UsageError) as raised:
+        grader.AuditStore  # noqa: B018
+    message = str(raised.value)
+    assert 'pip install "pipecat-harness[sqlite]"' in message and "AuditStore" in message and "\n" not in message

@@ -23,7 +23,6 @@ Earlier directives are removed from the context by line prefix in both cases.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -90,13 +89,7 @@ class ChecklistDirector(FrameProcessor):
         context = frame.context
         messages = list(context.get_messages())
         try:
-            sync = asyncio.ensure_future(self.driver.sync(self.call_id, user_turns(messages), stamp=time.time()))
-            hold_time_for = getattr(asyncio.get_running_loop(), "hold_time_for", None)
-            if self.driver.store.remote and callable(hold_time_for):
-                # On a simulated (virtual-time) loop, time must not jump ahead while a
-                # remote store answers, or the work timeout would fire spuriously.
-                hold_time_for(sync)
-            directive = await sync
+            directive = await self.driver.sync(self.call_id, user_turns(messages), stamp=time.time())
             if directive is None:
                 directive = await self.driver.current_directive(self.call_id)
         except Exception as exc:

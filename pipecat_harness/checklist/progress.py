@@ -11,8 +11,11 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from pipecat_harness.checklist.analysis import Analysis, ItemUpdate
 from pipecat_harness.checklist.model import Checklist, Question
+from pipecat_harness.validation import describe_validation_error
 
 __all__ = ["ChecklistState", "ItemState", "ItemStatus", "apply_analysis", "item_key", "split_key"]
 
@@ -118,26 +121,8 @@ class ChecklistState:
         return all(self.status(key).closed for key in self.all_keys(checklist))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form.
-
-        Built field by field: ``dataclasses.asdict`` deep-copies everything,
-        on every turn, and stores serialise what they are given anyway.
-        """
-        return {
-            "call_id": self.call_id,
-            "items": {
-                key: {"status": item.status.value, "reports": item.reports, "notes": list(item.notes)}
-                for key, item in self.items.items()
-            },
-            "locations": list(self.locations),
-            "pending_topics": list(self.pending_topics),
-            "addressed_topics": list(self.addressed_topics),
-            "closing_index": self.closing_index,
-            "analyzed_turns": self.analyzed_turns,
-            "last_directive": self.last_directive,
-            "asked": list(self.asked),
-            "version": self.version,
-        }
+        """JSON-serialisable form."""
+        return _STATE.dump_python(self, mode="json")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChecklistState:
@@ -147,24 +132,12 @@ class ChecklistState:
             ValueError: The data is not a checklist state.
         """
         try:
-            items = {
-                k: ItemState(status=ItemStatus(v["status"]), reports=int(v["reports"]), notes=list(v["notes"]))
-                for k, v in dict(data.get("items", {})).items()
-            }
-            return cls(
-                call_id=str(data["call_id"]),
-                items=items,
-                locations=list(data.get("locations", [])),
-                pending_topics=list(data.get("pending_topics", [])),
-                addressed_topics=list(data.get("addressed_topics", [])),
-                closing_index=int(data.get("closing_index", 0)),
-                analyzed_turns=int(data.get("analyzed_turns", 0)),
-                last_directive=data.get("last_directive"),
-                asked=list(data.get("asked", [])),
-                version=int(data.get("version", 0)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"not a checklist state: {exc}") from exc
+            return _STATE.validate_python(data)
+        except ValidationError as exc:
+            raise ValueError(f"not a checklist state: {describe_validation_error(exc)}") from exc
+
+
+_STATE: TypeAdapter[ChecklistState] = TypeAdapter(ChecklistState)
 
 
 def _target_keys(checklist: Checklist, state: ChecklistState, update: ItemUpdate) -> list[str]:

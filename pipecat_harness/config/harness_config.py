@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from pipecat_harness.config.call_blocks import (
     CallStateSettings,
@@ -90,7 +90,7 @@ class HarnessConfig(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Keyword arguments, then environment, then the YAML file given to :meth:`from_yaml`."""
-        return init_settings, env_settings, _YamlSource(settings_cls)
+        return init_settings, env_settings, InitSettingsSource(settings_cls, dict(_yaml_source.get() or {}))
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> HarnessConfig:
@@ -137,15 +137,6 @@ class HarnessConfig(BaseSettings):
     def enabled_controls(self) -> frozenset[str]:
         """Names of the controls switched on."""
         return frozenset(name for name in CONTROL_NAMES if getattr(self, name).enabled)
-
-
-class _YamlSource(PydanticBaseSettingsSource):
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        data = _yaml_source.get() or {}
-        return data.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(_yaml_source.get() or {})
 
 
 def env_name(location: tuple[int | str, ...]) -> str:

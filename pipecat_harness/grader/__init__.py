@@ -4,13 +4,16 @@
 * :class:`RuleGrader` (deterministic, offline default), :class:`LLMGrader` (Gemini),
   :class:`CombinedGrader`: ``grade(agent_utterance, caller_utterance=None)`` -> :class:`Verdict` list.
 * :class:`TurnGrader`: the Pipecat observer grading committed assistant turns off the voice loop.
-* :class:`AuditStore`, :class:`WebhookAlerter`, :class:`SeverityPolicy`: rows, alerts, severity.
+* :class:`AuditRow`, :class:`WebhookAlerter`, :class:`SeverityPolicy`: rows, alerts, severity.
+* :class:`AuditStore`: the SQL audit store (the ``sqlite`` extra; imported on first use).
 * ``pipecat_harness.grader.control.GraderControl``: the harness control (imported on demand).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from pipecat_harness.grader.actions import InMemoryOperations, OperationLedgerView, SucceededOperation
 from pipecat_harness.grader.alerts import SeverityPolicy, WebhookAlerter, alert_payload, sign, verify_signature
-from pipecat_harness.grader.audit import AuditRow, AuditStore
+from pipecat_harness.grader.audit_row import AuditRow
 from pipecat_harness.grader.calibration import CalibrationReport, LabeledSet, evaluate
 from pipecat_harness.grader.constraints import ConstraintError, ConstraintList, ConstraintStore, policy_statement
 from pipecat_harness.grader.llm_grader import CombinedGrader, LLMGrader
@@ -43,3 +46,17 @@ __all__ = [
     "sign",
     "verify_signature",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name != "AuditStore":
+        raise AttributeError(f"module 'pipecat_harness.grader' has no attribute {name!r}")
+    from pipecat_harness.errors import import_or_name_extra
+
+    value = import_or_name_extra("pipecat_harness.grader.audit", "pipecat_harness.grader.AuditStore").AuditStore
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from pipecat_harness.grader.audit import AuditStore

@@ -34,7 +34,7 @@ from urllib.parse import quote
 
 from loguru import logger
 
-from pipecat_harness.grader.audit import AuditRow
+from pipecat_harness.grader.audit_row import AuditRow
 
 __all__ = [
     "ALERT_EVENT",

@@ -1,4 +1,7 @@
-"""Audit rows: one per verdict, supported ones included, plus the operator's review.
+"""The SQL audit store: one row per verdict, supported ones included, plus the operator's review.
+
+The record itself (:class:`~pipecat_harness.grader.audit_row.AuditRow`) needs no
+database library; this module is the ``sqlite`` extra's.
 
 SQLAlchemy async Core, the same code for both backends: SQLite through
 ``aiosqlite`` (the embedded default) and PostgreSQL through ``asyncpg`` (the
@@ -14,6 +17,11 @@ only hands the rows over. Measured with ``scripts/bench_grader.py``, the
 SQLAlchemy insert through ``aiosqlite`` (statement compilation and a thread hop
 per statement on the loop) was most of what grading added to the latency of
 the frames after a turn. Reads and reviews keep SQLAlchemy.
+
+The schema has one version, created with ``create_all``; it is not run through
+Alembic because there is nothing to migrate yet, and an Alembic environment
+(``env.py``, a versions folder, its configuration) for one ``CREATE TABLE``
+would be larger than the table it manages. The first column change brings it.
 """
 
 from __future__ import annotations
@@ -21,103 +29,20 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from pipecat_harness.grader.audit_row import REVIEW_STATUS, AuditRow, ReviewAction, ReviewEvent
 from pipecat_harness.grader.verdict import FLAGGED
 from pipecat_harness.tools.sqlite_thread import SqliteThread
 
 __all__ = ["DEFAULT_AUDIT_URL", "REVIEW_STATUS", "AuditRow", "AuditStore", "ReviewAction", "ReviewEvent"]
 
 DEFAULT_AUDIT_URL = "sqlite+aiosqlite:///grader_audit.db"
-
-ReviewAction = Literal["acknowledge", "override", "escalate"]
-#: Review action -> the status it leaves the row in.
-REVIEW_STATUS: dict[str, str] = {"acknowledge": "acknowledged", "override": "overridden", "escalate": "escalated"}
-
-
-@dataclass
-class AuditRow:
-    """One graded claim of one assistant turn (or a turn that could not be graded).
-
-    Parameters:
-        tenant: Tenant whose facts were checked.
-        call_id: The call.
-        turn_id: The assistant turn within the call (1-based).
-        utterance: What the caller heard.
-        caller_utterance: The caller's preceding turn.
-        verdict: ``supported``, ``unsupported``, ``out_of_scope``, ``llm_flagged`` or ``not_graded``.
-        category: ``price``, ``hours``, ``policy``, ``capability``, ``action`` or ``none``.
-        claim: The claim judged.
-        constraint_ref: The constraint it was checked against.
-        rationale: Why.
-        confidence: 0..1.
-        grader_model: ``rules``, a model name, or ``rules+<model>``.
-        constraints_version: Version of the constraint list used.
-        severity: ``critical``, ``warning`` or ``info``.
-        review_status: ``open``, ``acknowledged``, ``overridden`` or ``escalated``.
-        review_note: The operator's note.
-        created_at: Unix time the row was written.
-        reviewed_at: Unix time of the last review action.
-        id: Row id, set once written.
-    """
-
-    tenant: str
-    call_id: str
-    turn_id: int
-    utterance: str
-    caller_utterance: str | None
-    verdict: str
-    category: str
-    claim: str = ""
-    constraint_ref: str | None = None
-    rationale: str = ""
-    confidence: float = 0.0
-    grader_model: str = ""
-    constraints_version: str = ""
-    severity: str = "info"
-    review_status: str = "open"
-    review_note: str = ""
-    created_at: float = field(default_factory=time.time)
-    reviewed_at: float | None = None
-    id: int | None = None
-
-    @property
-    def flagged(self) -> bool:
-        """Whether the row needs a human."""
-        return self.verdict in FLAGGED
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the row as a JSON-serialisable mapping."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class ReviewEvent:
-    """One operator action on an audit row: who did what, when, and why.
-
-    Parameters:
-        row_id: The audit row.
-        action: ``acknowledge``, ``override`` or ``escalate``.
-        status: The review status it left the row in.
-        note: The operator's note.
-        actor: Who acted.
-        at: Unix time of the action.
-        id: Event id.
-    """
-
-    row_id: int
-    action: str
-    status: str
-    note: str
-    actor: str
-    at: float
-    id: int | None = None
 
 
 def _review_table(metadata: MetaData, name: str) -> Table:

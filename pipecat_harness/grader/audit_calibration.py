@@ -23,7 +23,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from sqlalchemy import and_, select
 
-from pipecat_harness.grader.audit import AuditRow, AuditStore, ReviewEvent
+from pipecat_harness.grader.audit import AuditStore
+from pipecat_harness.grader.audit_row import AuditRow, ReviewEvent
 
 __all__ = ["AuditCalibration", "Bin", "WeekScore", "calibrate", "label"]
 

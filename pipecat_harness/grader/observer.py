@@ -25,7 +25,7 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.grader.actions import InMemoryOperations
 from pipecat_harness.grader.alerts import Alerter, SeverityPolicy, alert_payload
-from pipecat_harness.grader.audit import AuditRow, AuditStore
+from pipecat_harness.grader.audit_row import AuditRow, AuditSink
 from pipecat_harness.grader.verdict import Grader, Verdict
 from pipecat_harness.tools.result import reports_done
 
@@ -46,7 +46,7 @@ class TurnGrader(BaseObserver):
 
     Args:
         grader: Rule, LLM or combined grader.
-        audit: Where rows are written.
+        audit: Where rows are written (an :class:`~pipecat_harness.grader.audit.AuditStore`, or any sink).
         tenant: Tenant in the rows.
         call_id: The call (also the ledger key for action claims).
         constraints_version: Version of the constraint list the grader uses.
@@ -62,7 +62,7 @@ class TurnGrader(BaseObserver):
         self,
         grader: Grader,
         *,
-        audit: AuditStore,
+        audit: AuditSink,
         tenant: str,
         call_id: str,
         constraints_version: str,

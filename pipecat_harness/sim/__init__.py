@@ -4,7 +4,7 @@ from pipecat_harness.sim.caller_goal import CallerGoal
 from pipecat_harness.sim.clock import LoopClock, VirtualTimeLoop, virtual_time
 from pipecat_harness.sim.goal_caller import GoalCallerSettings
 from pipecat_harness.sim.model_arm import ModelArm, ModelArmError
-from pipecat_harness.sim.runner import CallResult, CheckResult, run_scenario, run_scenarios, simulate_call
+from pipecat_harness.sim.runner import CallResult, CheckResult, run_scenario, simulate_call
 from pipecat_harness.sim.scenario import Scenario, ScenarioError, bundled_scenario_paths, load_scenario, load_scenarios
 from pipecat_harness.sim.scripted_llm import ScriptedLLMService
 from pipecat_harness.sim.sim_transport import SimulatedOutputTransport
@@ -29,7 +29,6 @@ __all__ = [
     "load_scenario",
     "load_scenarios",
     "run_scenario",
-    "run_scenarios",
     "simulate_call",
     "virtual_time",
 ]

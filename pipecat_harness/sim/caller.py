@@ -312,22 +312,32 @@ class SimulatedCaller(BaseObserver):
             await asyncio.sleep(chunk_secs)
 
     async def _wait_for_bot(self, since: int, turn: CallerTurn) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + turn.wait
-        while self._bot.starts <= since:
-            if not await self._changed(deadline - loop.time()):
-                return False
+        if not await self._bot_started(since, turn.wait):
+            return False
         if turn.after == "bot_started":
-            await asyncio.sleep(max(0.0, self._bot.last_start + turn.delay - loop.time()))
+            await asyncio.sleep(max(0.0, self._bot.last_start + turn.delay - asyncio.get_running_loop().time()))
             return True
+        return await self._bot_quiet_for(turn.delay)
+
+    async def _bot_started(self, since: int, wait: float) -> bool:
+        """Wait for the bot's next start after ``since``; False when ``wait`` seconds passed first."""
+        deadline = asyncio.get_running_loop().time() + wait
+        while self._bot.starts <= since:
+            if not await self._changed(deadline - asyncio.get_running_loop().time()):
+                return False
+        return True
+
+    async def _bot_quiet_for(self, delay: float) -> bool:
+        """Wait until the bot has been quiet for ``delay`` seconds."""
+        loop = asyncio.get_running_loop()
         while True:
             if self._bot.speaking:
                 await self._changed(None)
                 continue
             quiet_for = loop.time() - self._bot.last_stop
-            if quiet_for >= turn.delay - _EPSILON:
+            if quiet_for >= delay - _EPSILON:
                 return True
-            await self._changed(turn.delay - quiet_for)
+            await self._changed(delay - quiet_for)
 
     async def _changed(self, timeout: float | None) -> bool:
         """Wait for a bot state change; False when ``timeout`` passed first."""

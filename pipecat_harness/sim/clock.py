@@ -14,7 +14,9 @@ whole pipeline follows. Three other clocks are made to follow the loop:
   mix it with ``asyncio.sleep``.
 
 Work handed to executor threads freezes virtual time until it completes, which
-makes runs deterministic (model inference then takes zero virtual time).
+makes runs deterministic (model inference then takes zero virtual time); so do
+aiosqlite's thread and a Redis server's replies, which the loop holds for itself,
+leaving the stores' own code a plain ``await``.
 """
 
 from __future__ import annotations
@@ -172,9 +174,11 @@ def virtual_time(
     )
     patched = _patch_monotonic(loop)
     restore_aiosqlite = _track_aiosqlite_threads()
+    restore_redis = _hold_time_for_redis()
     try:
         yield loop
     finally:
+        restore_redis()
         restore_aiosqlite()
         for module, original in patched:
             module.time = original  # type: ignore[attr-defined]
@@ -241,5 +245,37 @@ def _track_aiosqlite_threads() -> Callable[[], None]:
 
     def restore() -> None:
         core.Connection.__init__ = original_init  # type: ignore[method-assign]
+
+    return restore
+
+
+def _hold_time_for_redis() -> Callable[[], None]:
+    """Make a Redis connect or reply hold virtual time until the server answers.
+
+    A loop waiting on a socket looks idle, so without this the clock would jump
+    to the next timer (a lock's lease, a work timeout) while Redis answers.
+    """
+    try:
+        from redis.asyncio.connection import AbstractConnection
+    except ImportError:
+        return lambda: None
+    originals = {name: getattr(AbstractConnection, name) for name in ("connect", "read_response")}
+
+    def holding(original: Callable[..., Any]) -> Callable[..., Any]:
+        async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            work = asyncio.ensure_future(original(self, *args, **kwargs))
+            loop = asyncio.get_running_loop()
+            if isinstance(loop, VirtualTimeLoop):
+                loop.hold_time_for(work)
+            return await work
+
+        return call
+
+    for name, original in originals.items():
+        setattr(AbstractConnection, name, holding(original))
+
+    def restore() -> None:
+        for name, original in originals.items():
+            setattr(AbstractConnection, name, original)
 
     return restore

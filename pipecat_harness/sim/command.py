@@ -117,7 +117,7 @@ def _config_for(args: argparse.Namespace, base: HarnessConfig | None, domain: st
         config = config.with_controls(**{name: False for name in args.without})
     controls = _requested_controls(args)
     if controls is not None:
-        config = config.with_controls(**{name: name in controls for name in CONTROL_NAMES})
+        config = config.only(*controls)
     return _simulated_grader(config, domain, trace_dir)
 
 

@@ -211,11 +211,9 @@ class GoalCaller(SimulatedCaller):
 
     async def _wait_for_reply(self, since: int) -> bool:
         """Wait for the bot to reply and go quiet, or cut in when the reply runs past ``interrupts.after_secs``."""
+        if not await self._bot_started(since, self._goal.wait_secs):
+            return False
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._goal.wait_secs
-        while self._bot.starts <= since:
-            if not await self._changed(deadline - loop.time()):
-                return False
         cut_after = self._goal.interrupts.after_secs
         if cut_after is not None:
             cut_at = self._bot.last_start + cut_after
@@ -223,12 +221,4 @@ class GoalCaller(SimulatedCaller):
                 await self._changed(cut_at - loop.time())
             if self._bot.speaking:
                 return True
-        delay = self._goal.reply_delay_secs
-        while True:
-            if self._bot.speaking:
-                await self._changed(None)
-                continue
-            quiet_for = loop.time() - self._bot.last_stop
-            if quiet_for >= delay - _EPSILON:
-                return True
-            await self._changed(delay - quiet_for)
+        return await self._bot_quiet_for(self._goal.reply_delay_secs)

@@ -66,7 +66,6 @@ __all__ = [
     "ModelUsage",
     "SimServices",
     "run_scenario",
-    "run_scenarios",
     "scenario_config",
     "simulate_call",
 ]
@@ -318,20 +317,6 @@ def run_scenario(
             max_wall_secs=max_wall_secs if audio is None and model is None and (
                 goal_caller is None or goal_caller.model is None) else max(max_wall_secs, 900.0),
         )
-
-
-def run_scenarios(
-    scenarios: Iterable[Scenario],
-    config: HarnessConfig | None = None,
-    *,
-    controls: Iterable[str] | None = None,
-    trace_dir: str | Path | None = None,
-    services: SimServices = "scripted",
-) -> list[CallResult]:
-    """Run several scenarios one after another."""
-    control_list = list(controls) if controls is not None else None
-    return [run_scenario(s, config, controls=control_list, trace_dir=trace_dir, services=services)
-            for s in scenarios]
 
 
 def _run_on_virtual_loop(coro: Awaitable[CallResult], *, max_virtual_secs: float, max_wall_secs: float) -> CallResult:

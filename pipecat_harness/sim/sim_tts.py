@@ -59,10 +59,6 @@ class SpeechLedger:
         played = self.played_secs.get(context_id, 0.0)
         return [w.word for w in self.words.get(context_id, []) if (w.start + w.end) / 2 <= played + 1e-9]
 
-    def spoken_words(self, context_id: str) -> list[str]:
-        """All words synthesized for a context."""
-        return [w.word for w in self.words.get(context_id, [])]
-
 
 class SimulatedTTSService(TTSService):
     """TTS that yields silent 16-bit mono audio whose length matches the text.

@@ -20,11 +20,14 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from pydantic import TypeAdapter, ValidationError
 
 from pipecat_harness.state.coordination import CallLock
 from pipecat_harness.state.store import StateStore, parse_record
+from pipecat_harness.validation import describe_validation_error
 
 __all__ = ["CallState", "CallStateStore", "Fact", "Provenance", "Source", "VersionConflict"]
 
@@ -110,19 +113,7 @@ class CallState:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
-        return {
-            "call_id": self.call_id,
-            "history": list(self.history),
-            "working": {k: {"value": f.value, "provenance": asdict(f.provenance), "version": f.version}
-                        for k, f in self.working.items()},
-            "business": dict(self.business),
-            "business_provenance": asdict(self.business_provenance) if self.business_provenance else None,
-            "version": self.version,
-            "pending": {k: {"value": f.value, "provenance": asdict(f.provenance), "version": f.version}
-                        for k, f in self.pending.items()},
-            "operations": {k: dict(v) for k, v in self.operations.items()},
-            "delivery": dict(self.delivery),
-        }
+        return _STATE.dump_python(self, mode="json")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallState:
@@ -132,28 +123,12 @@ class CallState:
             ValueError: The data is not a call state.
         """
         try:
-            working = {
-                k: Fact(v["value"], Provenance(**v["provenance"]), int(v["version"]))
-                for k, v in dict(data.get("working", {})).items()
-            }
-            pending = {
-                k: Fact(v["value"], Provenance(**v["provenance"]), int(v["version"]))
-                for k, v in dict(data.get("pending", {})).items()
-            }
-            business_provenance = data.get("business_provenance")
-            return cls(
-                call_id=str(data["call_id"]),
-                history=[dict(m) for m in data.get("history", [])],
-                working=working,
-                business=dict(data.get("business", {})),
-                business_provenance=Provenance(**business_provenance) if business_provenance else None,
-                version=int(data.get("version", 0)),
-                pending=pending,
-                operations={str(k): dict(v) for k, v in dict(data.get("operations", {})).items()},
-                delivery=dict(data.get("delivery", {})),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"not a call state: {exc}") from exc
+            return _STATE.validate_python(data)
+        except ValidationError as exc:
+            raise ValueError(f"not a call state: {describe_validation_error(exc)}") from exc
+
+
+_STATE: TypeAdapter[CallState] = TypeAdapter(CallState)
 
 
 class VersionConflict(RuntimeError):

@@ -131,6 +131,10 @@ class CallLock:
         save on another): the lock is renewed until :meth:`HeldLock.release`,
         for at most ``work_timeout_secs``, after which it lapses by itself.
 
+        Waiting is a poll of a busy lock on the loop's clock, not a retry of a
+        failure (a store error is raised at once), so it is written out here
+        rather than taken from tenacity, which the base install does not carry.
+
         Raises:
             Superseded: A newer stamp than ``gate.stamp`` is stored; nothing is held.
             LockTimeout: The lock was not obtained within ``acquire_timeout_secs``.

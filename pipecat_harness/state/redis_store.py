@@ -90,8 +90,6 @@ class RedisStateStore(StateStore):
         client: An existing ``redis.asyncio.Redis`` client (overrides ``url``).
     """
 
-    remote = True
-
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str = "pipecat-harness:", client: Any = None):
         if client is None:
             try:

@@ -93,20 +93,9 @@ class StateStore(abc.ABC):
     Values are JSON-serialisable objects.
     """
 
-    #: Whether operations wait on network I/O (a simulated clock must not run ahead of them).
-    remote: bool = False
-
     @abc.abstractmethod
     async def get_json(self, key: str) -> Any | None:
         """Return the value stored under ``key``, or ``None``."""
-
-    async def get_record(self, key: str, parse: Callable[[Any], T], default: Callable[[], T], *, label: str) -> T:
-        """The record under ``key`` rebuilt by ``parse``, or ``default()`` when there is none.
-
-        Raises:
-            StoreError: The stored value is not a valid record (``parse`` raised ``ValueError``).
-        """
-        return parse_record(await self.get_json(key), parse, default, label=label)
 
     @abc.abstractmethod
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:

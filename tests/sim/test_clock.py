@@ -85,3 +85,34 @@ def test_virtual_budget_guard_stops_a_runaway_call():
 def test_time_is_restored_after_the_simulation():
     run(lambda: asyncio.sleep(1000))
     assert abs(time.time() - SIMULATION_EPOCH.timestamp()) > 3600
+
+
+@pytest.mark.redis
+def test_virtual_time_stands_still_while_redis_answers():
+    """A store's plain ``await`` on Redis is not cut short by a virtual timer that would fire meanwhile."""
+    import uuid
+
+    import redis
+
+    from pipecat_harness.state.redis_store import RedisStateStore
+
+    try:
+        redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=1).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"Redis not reachable at 127.0.0.1:6379: {exc}")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        store = RedisStateStore(prefix=f"clock-test-{uuid.uuid4().hex[:8]}:")
+        try:
+            started = loop.time()
+            async with asyncio.timeout(0.001):
+                for value in range(20):
+                    await store.set_json("k", value)
+                    assert await store.get_json("k") == value
+            return loop.time() - started
+        finally:
+            await store.clear()
+            await store.close()
+
+    assert run(main) == 0.0
