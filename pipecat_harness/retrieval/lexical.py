@@ -102,24 +102,37 @@ class SqliteLexicalIndex(LexicalIndex):
 
     async def add(self, documents: Sequence[PolicyDocument]) -> None:
         """Index ``documents``."""
+        rows = [
+            {
+                "id": doc.doc_id, "tenant": doc.tenant, "product": doc.product, "language": doc.language,
+                "revision": doc.revision, "start": doc.effective_from.isoformat(),
+                "end": doc.effective_to.isoformat() if doc.effective_to else None,
+                "title": doc.title, "body": doc.text,
+            }
+            for doc in documents
+        ]
+        if not rows:
+            return
         async with self.engine.begin() as conn:
-            for doc in documents:
-                await conn.execute(text(f"DELETE FROM {self.table}_fts WHERE doc_id = :id"), {"id": doc.doc_id})
-                await conn.execute(
-                    text(
-                        f"INSERT OR REPLACE INTO {self.table}_docs VALUES"
-                        " (:id, :tenant, :product, :language, :revision, :start, :end)"
-                    ),
-                    {
-                        "id": doc.doc_id, "tenant": doc.tenant, "product": doc.product, "language": doc.language,
-                        "revision": doc.revision, "start": doc.effective_from.isoformat(),
-                        "end": doc.effective_to.isoformat() if doc.effective_to else None,
-                    },
-                )
-                await conn.execute(
-                    text(f"INSERT INTO {self.table}_fts (doc_id, title, body) VALUES (:id, :title, :body)"),
-                    {"id": doc.doc_id, "title": doc.title, "body": doc.text},
-                )
+            lookup = text(f"SELECT doc_id FROM {self.table}_docs WHERE doc_id IN :ids").bindparams(
+                bindparam("ids", expanding=True))
+            ids = [row["id"] for row in rows]
+            existing = [
+                doc_id for start in range(0, len(ids), 500)  # SQLite caps the parameters of one statement
+                for doc_id in (await conn.execute(lookup, {"ids": ids[start : start + 500]})).scalars()
+            ]
+            for doc_id in existing:  # replaced documents only: doc_id is not an FTS-indexed column
+                await conn.execute(text(f"DELETE FROM {self.table}_fts WHERE doc_id = :id"), {"id": doc_id})
+            await conn.execute(
+                text(
+                    f"INSERT OR REPLACE INTO {self.table}_docs VALUES"
+                    " (:id, :tenant, :product, :language, :revision, :start, :end)"
+                ),
+                rows,
+            )
+            await conn.execute(
+                text(f"INSERT INTO {self.table}_fts (doc_id, title, body) VALUES (:id, :title, :body)"), rows
+            )
 
     async def search(self, query: str, scope: RetrievalScope, *, limit: int = 10) -> list[tuple[str, float]]:
         """BM25-ranked in-scope matches (any query term)."""
