@@ -8,9 +8,9 @@ install); its WordPiece vocabulary ships here (``data/minilm_vocab.txt``).
 It runs on onnxruntime with one thread, and nothing is fetched at run time.
 
 The vector index keeps one normalised vector per document in one matrix per
-tenant, and scores a question against the rows its scope makes eligible (a
-boolean mask computed once per eligible set), so a search costs one matrix
-product over the tenant's documents, not a walk over the corpus.
+tenant, and scores a question against the rows its scope makes eligible (rows
+found once per eligible set), so a search costs one matrix product over the
+documents the caller may see, not a walk over the corpus.
 """
 
 from __future__ import annotations
@@ -146,15 +146,20 @@ class _Partition:
     def __init__(self, documents: list[PolicyDocument], matrix: np.ndarray) -> None:
         self.documents = documents
         self.matrix = matrix
-        self.masks: OrderedDict[frozenset[str], np.ndarray] = OrderedDict()
+        self.eligible_rows: OrderedDict[frozenset[str], np.ndarray] = OrderedDict()
 
-    def mask(self, eligible: frozenset[str]) -> np.ndarray:
-        cached = self.masks.get(eligible)
+    def rows(self, eligible: frozenset[str]) -> np.ndarray:
+        """Indices of the eligible rows (found once per eligible set)."""
+        cached = self.eligible_rows.get(eligible)
         if cached is None:
-            cached = np.fromiter((d.doc_id in eligible for d in self.documents), bool, len(self.documents))
-            self.masks[eligible] = cached
-            while len(self.masks) > 256:
-                self.masks.popitem(last=False)
+            cached = np.fromiter(
+                (i for i, d in enumerate(self.documents) if d.doc_id in eligible), np.intp
+            )
+            self.eligible_rows[eligible] = cached
+            while len(self.eligible_rows) > 256:
+                self.eligible_rows.popitem(last=False)
+        else:
+            self.eligible_rows.move_to_end(eligible)
         return cached
 
 
@@ -191,7 +196,7 @@ class VectorIndex:
                 keep = [i for i, d in enumerate(part.documents) if d.doc_id not in replaced]
                 part.documents = [part.documents[i] for i in keep]
                 part.matrix = part.matrix[keep]
-                part.masks.clear()
+                part.eligible_rows.clear()
         for tenant, docs in by_tenant.items():
             new = vectors[[row_of[d.searchable] for d in docs]]
             old = self._parts.get(tenant)
@@ -244,14 +249,17 @@ class VectorIndex:
             return []
         if eligible is None:
             eligible = frozenset(d.doc_id for d in eligible_documents(part.documents, scope))
-        mask = part.mask(eligible)
-        scores = np.where(mask, part.matrix @ vector, -np.inf)
-        count = min(limit, int(mask.sum()))
-        if count <= 0:
+        rows = part.rows(eligible)
+        if not len(rows):
             return []
+        if 4 * len(rows) < len(part.documents):  # few eligible: gather and score only those rows
+            scores = part.matrix[rows] @ vector
+        else:  # most eligible: one product over the partition (no copy), then their scores
+            scores = (part.matrix @ vector)[rows]
+        count = min(limit, len(rows))
         top = np.argpartition(-scores, count - 1)[:count]
         top = top[np.argsort(-scores[top], kind="stable")]
-        return [(part.documents[i].doc_id, float(scores[i])) for i in top]
+        return [(part.documents[rows[i]].doc_id, float(scores[i])) for i in top]
 
     async def search(self, query: str, scope: RetrievalScope, *, limit: int = 10) -> list[tuple[str, float]]:
         """Embed ``query`` off the event loop and search."""
