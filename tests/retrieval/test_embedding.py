@@ -77,3 +77,14 @@ async def test_paraphrase_found_by_embedding_and_filters_still_hold(semantic, do
         exact = await retriever.retrieve("Can I return a damaged blender for a full refund?", northwind("blender-x200"))
     ids = [i.doc_id for i in exact.items]
     assert not any(i.startswith("fb-") for i in ids) and "nw-returns-2025-11" not in ids
+
+
+async def test_the_default_build_and_the_harness_config_search_by_embedding(documents):
+    from pipecat_harness.config.call_blocks import RetrievalSettings
+
+    retriever = await EvidenceRetriever.build(documents[:3])
+    try:
+        assert retriever.vectors is not None and retriever.reranker is not None
+    finally:
+        await retriever.close()
+    assert RetrievalSettings().embeddings is True
