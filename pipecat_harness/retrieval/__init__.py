@@ -2,9 +2,11 @@
 
 committed question → :class:`RetrievalScope` (tenant, products, call date,
 language, authorisation; from server context) → lexical search (SQLite FTS5
-or PostgreSQL full text) plus optional embedding search (all-MiniLM-L6-v2,
-offline) → reciprocal rank fusion → :class:`Evidence` with source, revision
-and effective dates, or ``no_eligible_evidence``.
+or PostgreSQL full text) plus embedding search (all-MiniLM-L6-v2 on
+onnxruntime, offline, on by default) → reciprocal rank fusion →
+:class:`Evidence` with source, revision and effective dates, or
+``no_eligible_evidence``. Only the latest revision of a policy in effect on the
+call's date is eligible.
 """
 
 from pipecat_harness.retrieval.cache import EvidenceCache, cache_key
@@ -15,6 +17,7 @@ from pipecat_harness.retrieval.documents import (
     load_documents,
     parse_documents,
 )
+from pipecat_harness.retrieval.eligibility import Eligibility, EligibilityIndex
 from pipecat_harness.retrieval.embedding import (
     Embedder,
     EmbeddingUnavailable,
@@ -41,6 +44,8 @@ __all__ = [
     "GENERAL_PRODUCT",
     "UNTRUSTED_NOTICE",
     "DocumentError",
+    "Eligibility",
+    "EligibilityIndex",
     "Embedder",
     "EmbeddingUnavailable",
     "Evidence",

@@ -5,6 +5,11 @@ tenant-wide policy), carries the policy revision it states, the dates it is
 in effect, its language and its source (where a human can find the original).
 Those fields are what the server-side filters read; the text is what the
 search ranks.
+
+Revisions of one policy share a policy key (``policy_id``, or the source
+without a trailing ``#<revision>``): on any day only the latest revision in
+effect is eligible, so an old revision nobody gave an end date is superseded
+by the newer one.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class PolicyDocument(BaseModel):
         source: Where the original lives (URL, file, policy number).
         title: Short heading.
         text: The policy text.
+        policy_id: The policy this text is a revision of (empty: the source, less a
+            trailing ``#<revision>``); revisions of one policy supersede each other.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -56,6 +63,7 @@ class PolicyDocument(BaseModel):
     source: str = Field(min_length=1)
     title: str = ""
     text: str = Field(min_length=1)
+    policy_id: str = ""
 
     @model_validator(mode="after")
     def _dates_in_order(self) -> PolicyDocument:
@@ -66,6 +74,12 @@ class PolicyDocument(BaseModel):
     def in_effect(self, day: dt.date) -> bool:
         """Whether the document applies on ``day``."""
         return self.effective_from <= day and (self.effective_to is None or day <= self.effective_to)
+
+    @property
+    def policy_key(self) -> tuple[str, str, str, str]:
+        """What revisions of one policy share: tenant, product, language and the policy id."""
+        policy = self.policy_id or self.source.removesuffix(f"#{self.revision}")
+        return (self.tenant, self.product, self.language, policy)
 
     @property
     def searchable(self) -> str:

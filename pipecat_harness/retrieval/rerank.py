@@ -34,20 +34,19 @@ class SentenceReranker:
         self._sentences: dict[str, np.ndarray] = {}
 
     def add(self, documents: Sequence[PolicyDocument]) -> None:
-        """Embed the sentences of ``documents``."""
-        spans: list[tuple[str, int, int]] = []
-        sentences: list[str] = []
+        """Embed the sentences of ``documents`` (each distinct sentence once, in one batch)."""
+        rows: dict[str, int] = {}
+        spans: list[tuple[str, list[int]]] = []
         for doc in documents:
-            start = len(sentences)
-            sentences.extend(s for s in _SENTENCE.split(doc.text) if s.strip())
+            sentences = [s for s in _SENTENCE.split(doc.text) if s.strip()]
             if doc.title:
                 sentences.append(doc.title)
-            spans.append((doc.doc_id, start, len(sentences)))
-        if not sentences:
+            spans.append((doc.doc_id, [rows.setdefault(s, len(rows)) for s in sentences]))
+        if not rows:
             return
-        vectors = self.embedder.embed(sentences)  # one batch: far cheaper than one call per document
-        for doc_id, start, end in spans:
-            self._sentences[doc_id] = vectors[start:end]
+        vectors = self.embedder.embed(list(rows))  # one batch: far cheaper than one call per document
+        for doc_id, indices in spans:
+            self._sentences[doc_id] = vectors[indices]
 
     def rerank(self, query_vector: np.ndarray, candidates: Sequence[str]) -> list[tuple[str, float]]:
         """``candidates`` reordered best first with their sentence scores."""

@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
 from pipecat_harness.retrieval.cache import EvidenceCache, cache_key
 from pipecat_harness.retrieval.documents import PolicyDocument
-from pipecat_harness.retrieval.embedding import Embedder, VectorIndex
+from pipecat_harness.retrieval.eligibility import EligibilityIndex
+from pipecat_harness.retrieval.embedding import Embedder, VectorIndex, load_default_embedder
 from pipecat_harness.retrieval.evidence import Evidence, EvidenceItem, StageTimings
 from pipecat_harness.retrieval.fusion import reciprocal_rank_fusion
 from pipecat_harness.retrieval.lexical import LexicalIndex, lexical_index
 from pipecat_harness.retrieval.rerank import SentenceReranker
-from pipecat_harness.retrieval.scope import RetrievalScope, eligible_documents, revision_token
+from pipecat_harness.retrieval.scope import RetrievalScope
 
 __all__ = ["EvidenceRetriever"]
 
@@ -57,7 +59,7 @@ class EvidenceRetriever:
         candidates: int = 20,
         min_similarity: float = 0.3,
     ) -> None:
-        self._documents = {d.doc_id: d for d in documents}
+        self.eligibility = EligibilityIndex(documents)
         self.lexical = lexical
         self.vectors = vectors
         self.cache = cache
@@ -72,7 +74,7 @@ class EvidenceRetriever:
         documents: Sequence[PolicyDocument],
         *,
         url: str = "sqlite+aiosqlite://",
-        embedder: Embedder | None = None,
+        embedder: Embedder | Literal["default"] | None = "default",
         cache: EvidenceCache | None = None,
         rerank: bool = True,
         table: str = "harness_policy",
@@ -83,7 +85,8 @@ class EvidenceRetriever:
         Args:
             documents: The corpus.
             url: Database of the lexical index (SQLite FTS5 or PostgreSQL).
-            embedder: Embedding model; ``None`` for lexical-only retrieval.
+            embedder: Embedding model: ``"default"`` (all-MiniLM-L6-v2 on onnxruntime,
+                see :func:`load_default_embedder`), your own, or ``None`` for lexical only.
             cache: Evidence cache.
             rerank: Add the sentence reranker when there is an ``embedder`` (on by
                 default: on the bundled labeled set it lifts recall@1 for about
@@ -95,7 +98,9 @@ class EvidenceRetriever:
         await lexical.create()
         await lexical.add(documents)
         vectors = reranker = None
-        if embedder is not None:
+        if embedder == "default":
+            embedder = await asyncio.to_thread(load_default_embedder)
+        if embedder is not None and not isinstance(embedder, str):
             vectors = VectorIndex(embedder)
             await asyncio.to_thread(vectors.add, documents)
             if rerank:
@@ -110,22 +115,22 @@ class EvidenceRetriever:
     @property
     def documents(self) -> list[PolicyDocument]:
         """Every indexed document."""
-        return list(self._documents.values())
+        return self.eligibility.documents
 
     def document(self, doc_id: str) -> PolicyDocument | None:
         """The indexed document ``doc_id``."""
-        return self._documents.get(doc_id)
+        return self.eligibility.document(doc_id)
 
     async def retrieve(self, query: str, scope: RetrievalScope) -> Evidence:
         """Evidence for ``query`` within ``scope``, or ``no_eligible_evidence``."""
         timings = StageTimings()
         start = time.perf_counter()
-        eligible = eligible_documents(self._documents.values(), scope)
-        eligible_ids = {d.doc_id for d in eligible}
-        scope_revision = revision_token(eligible)
+        eligible = self.eligibility.eligible(scope)
+        eligible_ids = eligible.ids
+        scope_revision = eligible.revision
         key = cache_key(scope, scope_revision, query)
         timings.filter_ms = _ms(start)
-        if not eligible:
+        if not eligible_ids:
             return Evidence("no_eligible_evidence", [], query, scope_revision, timings=timings)
 
         if self.cache is not None:
@@ -139,7 +144,7 @@ class EvidenceRetriever:
                     return Evidence("evidence", items, query, scope_revision, cache_hit=True, timings=timings)
 
         start = time.perf_counter()
-        ranked, query_vector = await self._search(query, scope, timings)
+        ranked, query_vector = await self._search(query, scope, eligible_ids, timings)
         timings.search_ms = _ms(start)
 
         if self.reranker is not None and query_vector is not None and ranked:
@@ -149,9 +154,10 @@ class EvidenceRetriever:
 
         start = time.perf_counter()
         items = [
-            EvidenceItem.from_document(self._documents[doc_id], score)
+            EvidenceItem.from_document(eligible_doc, score)
             for doc_id, score in ranked
-            if doc_id in eligible_ids  # the indexes filtered already; a second check costs nothing
+            # The lexical index filters by scope; superseded revisions are dropped here.
+            if doc_id in eligible_ids and (eligible_doc := self.eligibility.document(doc_id)) is not None
         ][: self.limit]
         if self.cache is not None and items:
             await self.cache.put(key, items)
@@ -160,11 +166,11 @@ class EvidenceRetriever:
             return Evidence("no_eligible_evidence", [], query, scope_revision, timings=timings)
         return Evidence("evidence", items, query, scope_revision, timings=timings)
 
-    async def _search(self, query: str, scope: RetrievalScope, timings: StageTimings
+    async def _search(self, query: str, scope: RetrievalScope, eligible: frozenset[str], timings: StageTimings
                       ) -> tuple[list[tuple[str, float]], np.ndarray | None]:
         lexical_task = self.lexical.search(query, scope, limit=self.candidates)
         if self.vectors is None:
-            return await lexical_task, None
+            return [hit for hit in await lexical_task if hit[0] in eligible], None
         vector_index = self.vectors
 
         def embed() -> np.ndarray:
@@ -173,9 +179,10 @@ class EvidenceRetriever:
             timings.embed_ms = _ms(start)
             return vector
 
-        query_vector, lexical = await asyncio.gather(asyncio.to_thread(embed), lexical_task)
+        query_vector, lexical_hits = await asyncio.gather(asyncio.to_thread(embed), lexical_task)
+        lexical = [hit for hit in lexical_hits if hit[0] in eligible]
         semantic = [
-            hit for hit in vector_index.search_vector(query_vector, scope, limit=self.candidates)
+            hit for hit in vector_index.search_vector(query_vector, scope, limit=self.candidates, eligible=eligible)
             if hit[1] >= self.min_similarity
         ]
         if not lexical:

@@ -5,6 +5,8 @@ tenant the phone line belongs to, the products on the verified account, the
 call's date), never from anything the model or the caller says. Every search
 applies it as a filter *before* ranking, and nothing relaxes it when no
 document matches: an empty result is reported as "no eligible evidence".
+Of the revisions of one policy in effect on the call's date, only the latest
+(by ``effective_from``) is eligible.
 """
 
 from __future__ import annotations
@@ -90,8 +92,17 @@ class RetrievalScope:
 
 
 def eligible_documents(documents: Iterable[PolicyDocument], scope: RetrievalScope) -> list[PolicyDocument]:
-    """The documents ``scope`` admits, in input order."""
-    return [d for d in documents if scope.admits(d)]
+    """The documents ``scope`` admits that no later revision of their policy supersedes, in input order."""
+    admitted = [d for d in documents if scope.admits(d)]
+    latest: dict[tuple[str, str, str, str], PolicyDocument] = {}
+    for doc in admitted:
+        current = latest.get(doc.policy_key)
+        if current is None or (doc.effective_from, doc.revision, doc.doc_id) > (
+            current.effective_from, current.revision, current.doc_id
+        ):
+            latest[doc.policy_key] = doc
+    winners = {doc.doc_id for doc in latest.values()}
+    return [d for d in admitted if d.doc_id in winners]
 
 
 def revision_token(documents: Iterable[PolicyDocument]) -> str:

@@ -33,13 +33,13 @@ def query_terms(text: str, *, limit: int = 24) -> list[str]:
     return list(seen)
 
 
-def query_class(text: str) -> str:
+def query_class(text: str, *, limit: int = 24) -> str:
     """The class of a question for caching: its content words, crudely stemmed and sorted.
 
     "Can I return a damaged item?" and "damaged items return" share a class;
     a question about a different subject does not.
     """
-    stems = sorted({_stem(w) for w in query_terms(text)})
+    stems = sorted({_stem(w) for w in query_terms(text, limit=limit)})
     return " ".join(stems)
 
 

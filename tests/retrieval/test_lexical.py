@@ -59,3 +59,28 @@ async def test_labeled_set_lexical_figures(lexical_retriever):
     assert figures.no_evidence_correct == figures.no_evidence_cases
     # Lexical alone misses paraphrases (the embedding search is for those); it must still carry most cases.
     assert figures.recall >= 0.85, figures.misses
+
+
+async def test_replacing_a_document_replaces_its_words_and_an_old_sqlite_file_is_rebuilt(tmp_path, documents):
+    import sqlite3
+
+    from pipecat_harness.retrieval import SqliteLexicalIndex
+
+    path = tmp_path / "index.db"
+    with sqlite3.connect(path) as conn:  # an index file from before scope tokens
+        conn.execute("CREATE TABLE harness_policy_docs (doc_id TEXT PRIMARY KEY, tenant TEXT NOT NULL,"
+                     " product TEXT NOT NULL, language TEXT NOT NULL, revision TEXT NOT NULL,"
+                     " effective_from TEXT NOT NULL, effective_to TEXT)")
+        conn.execute("CREATE VIRTUAL TABLE harness_policy_fts USING fts5(doc_id UNINDEXED, title, body)")
+        conn.execute("INSERT INTO harness_policy_fts VALUES ('stale', 'Returns', 'return anything forever')")
+    index = SqliteLexicalIndex(f"sqlite+aiosqlite:///{path}")
+    try:
+        await index.create()
+        by_id = {d.doc_id: d for d in documents}
+        await index.add([by_id["nw-refund-timing-2026-01"]])
+        await index.add([by_id["nw-refund-timing-2026-01"].model_copy(update={"text": "Refunds take a fortnight."})])
+        assert await index.search("business days", northwind()) == []
+        assert [hit[0] for hit in await index.search("fortnight", northwind())] == ["nw-refund-timing-2026-01"]
+        assert await index.search("forever", northwind()) == []
+    finally:
+        await index.close()
