@@ -176,7 +176,9 @@ class RetailTools:
         """Say what became of an operation of unknown outcome: applied (with its result) or not applied."""
         result = await self.db.applied(record.idempotency_key)
         if result is None:
-            return Reconciliation(OperationStatus.FAILED, error="the retail backend has no record of this operation")
+            # The backend applies each key once: a late copy of this attempt cannot apply it a second time.
+            return Reconciliation(OperationStatus.FAILED, error="the retail backend has no record of this operation",
+                                  voided=record.attempt)
         return Reconciliation(OperationStatus.SUCCEEDED, result=result)
 
     async def return_items(self, args: Mapping[str, Any]) -> Any:

@@ -156,7 +156,9 @@ class ScenarioTools:
             return None
         result = await self._db.applied(record.idempotency_key)
         if result is None:
-            return Reconciliation(OperationStatus.FAILED, error="the scenario's database has no record of this write")
+            # The database applies each key once: a late copy of this attempt cannot apply it a second time.
+            return Reconciliation(OperationStatus.FAILED, error="the scenario's database has no record of this write",
+                                  voided=record.attempt)
         return Reconciliation(OperationStatus.SUCCEEDED, result=result)
 
     def argument_normalizers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
