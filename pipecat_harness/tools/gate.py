@@ -96,6 +96,8 @@ class ToolGate:
         definitive_errors: Exception types a handler raises only when the backend
             said no (besides :class:`OperationRefused`); any other exception is ambiguous.
         decisions: Where decisions are recorded.
+        settle_retry_secs: How long an outcome the ledger failed to record is written again
+            (in the background, with back-off).
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class ToolGate:
         is_failure: Callable[[Any], bool] = reports_error,
         definitive_errors: tuple[type[BaseException], ...] = (),
         decisions: DecisionSink | None = None,
+        settle_retry_secs: float = 120.0,
     ) -> None:
         self.write_tools = frozenset(write_tools)
         self.schemas: dict[str, Mapping[str, Any]] = dict(schemas or {})
@@ -144,7 +147,8 @@ class ToolGate:
             LedgerOperations(ledger, tenant) if ledger is not None else MemoryOperations(tenant)
         )
         self.writes = WriteRunner(self._operations, self, timeout_secs=timeout_secs, late_reply_secs=late_reply_secs,
-                                  is_failure=is_failure, definitive_errors=definitive_errors)
+                                  is_failure=is_failure, definitive_errors=definitive_errors,
+                                  settle_retry_secs=settle_retry_secs)
         self.writes.reconciler = reconciler
         self.writes.reconcilers.update(reconcilers or {})
 

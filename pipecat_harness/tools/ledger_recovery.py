@@ -61,12 +61,15 @@ class LedgerRecovery(LedgerReads):
                                                error="its owner stopped while it was executing"))
         return moved
 
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
+    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
+                        grace_secs: float = 0.0) -> OperationRecord:
         """Ask the backend for the real outcome of an ``outcome_unknown`` record.
 
         A ``succeeded`` answer is applied at once; a ``failed`` one only
         for the attempt the backend voided (``Reconciliation.voided``), so a
-        request of that attempt landing later is refused by the backend.
+        request of that attempt landing later is refused by the backend, and
+        only once no handler of it is known to be running (its lease ended,
+        or its owner has been gone for ``grace_secs``).
 
         Returns:
             The record, settled if the backend could tell, otherwise unchanged.
@@ -84,6 +87,8 @@ class LedgerRecovery(LedgerReads):
             raise InvalidTransition(f"reconciliation must settle to succeeded or failed, not {answer.status}")
         if not answer.fences(record):
             unfenced(record, answer)
+            return record
+        if answer.status == S.FAILED and handler_may_run(record, self.clock(), grace_secs):
             return record
         return await self.settle(record, answer.status, result=answer.result,
                                  error=answer.error or (record.error if answer.status == S.FAILED else None))

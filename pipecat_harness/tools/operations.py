@@ -60,8 +60,9 @@ class Operations(Protocol):
     async def release(self, record: OperationRecord) -> None:
         """End the owner's lease (its handler was stopped)."""
 
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
-        """Ask the backend about an ``outcome_unknown`` operation (fenced by the owner's lease)."""
+    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
+                        grace_secs: float = 0.0) -> OperationRecord:
+        """Ask the backend about an ``outcome_unknown`` operation (a failed answer only for a voided attempt)."""
 
     async def recover(self, scope_prefix: str, grace_secs: float = 0.0) -> list[OperationRecord]:
         """Move records of a call left ``executing`` by a gone owner to ``outcome_unknown``."""
@@ -147,7 +148,8 @@ class MemoryOperations:
         if current is not None and current.owner == record.owner and current.status != S.EXECUTING:
             self._records[record.idempotency_key] = current.changed(lease_until=0.0)
 
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
+    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
+                        grace_secs: float = 0.0) -> OperationRecord:
         """See :class:`Operations`."""
         current = self._records[record.idempotency_key]
         if current.status != S.OUTCOME_UNKNOWN:
@@ -158,6 +160,8 @@ class MemoryOperations:
             return current
         if not answer.fences(current):
             unfenced(current, answer)
+            return current
+        if answer.status == S.FAILED and handler_may_run(current, time.time(), grace_secs):
             return current
         return await self.settle(current, answer.status, result=answer.result,
                                  error=answer.error or (current.error if answer.status == S.FAILED else None))
@@ -216,10 +220,11 @@ class LedgerOperations:
         """See :class:`Operations`."""
         await self._ledger.release(record)
 
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
+    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
+                        grace_secs: float = 0.0) -> OperationRecord:
         """See :class:`Operations`."""
         current = await self._ledger.get(record.tenant, record.idempotency_key) or record
-        return await self._ledger.reconcile(current, reconciler)
+        return await self._ledger.reconcile(current, reconciler, grace_secs)
 
     async def recover(self, scope_prefix: str, grace_secs: float = 0.0) -> list[OperationRecord]:
         """See :class:`Operations`."""

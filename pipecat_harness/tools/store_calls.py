@@ -5,8 +5,8 @@
   is not retried.
 * :func:`owned` runs a write that may make the gate the owner of a record
   (start, claim) in its own task: the caller waits at most the tool's
-  deadline; if it is cancelled or gives up and the write then commits,
-  ``abandon`` is called with what was committed, so nothing is left
+  deadline; if it is cancelled or gives up, ``abandon`` is handed the
+  write still under way, to undo what it commits, so nothing is left
   ``executing`` with no handler behind it.
 """
 
@@ -53,27 +53,23 @@ async def retrying(write: Callable[[], Awaitable[T]], *, within_secs: float) -> 
     raise AssertionError("unreachable")  # pragma: no cover - tenacity returns or raises
 
 
-async def owned(write: Awaitable[T], timeout_secs: float | None, abandon: Callable[[T], Any]) -> T:
+async def owned(write: Awaitable[T], timeout_secs: float | None,
+                abandon: Callable[[asyncio.Future[T]], Any]) -> T:
     """Run a write that may make the caller an owner, waiting at most ``timeout_secs``.
 
     Raises:
-        StoreTimeout: No answer in time (``abandon`` gets the result if it commits later).
+        StoreTimeout: No answer in time (``abandon`` is handed the write, still running).
         asyncio.CancelledError: The caller was cancelled (likewise).
     """
     task = asyncio.ensure_future(write)
     try:
         outcome = await await_deadline(task, timeout_secs)
     except asyncio.CancelledError:
-        task.add_done_callback(lambda done: _abandoned(done, abandon))
+        abandon(task)
         raise
     if outcome.timed_out:
-        task.add_done_callback(lambda done: _abandoned(done, abandon))
+        abandon(task)
         raise StoreTimeout(f"the ledger did not answer within {timeout_secs:g}s")
     if outcome.exception is not None:
         raise outcome.exception
     return outcome.value  # type: ignore[no-any-return]
-
-
-def _abandoned(task: asyncio.Future[Any], abandon: Callable[[Any], Any]) -> None:
-    if not task.cancelled() and task.exception() is None:
-        abandon(task.result())

@@ -215,7 +215,7 @@ class WriteRunner:
             record, created = await owned(
                 self.operations.start(key, name, identity.request_hash, identity.scope, self.owner,
                                       self.operations.now() + self.lease_secs, slot),
-                self.timeout_secs, lambda started: started[1] and self._never_left(started[0]))
+                self.timeout_secs, lambda task: self._never_left(task, lambda started: started[1] and started[0]))
         except ResourceBusy:
             return self._busy(name, identity, evidence), None
         if created:
@@ -242,7 +242,7 @@ class WriteRunner:
                 try:
                     claimed = await owned(
                         self.operations.claim(record, self.owner, self.operations.now() + self.lease_secs),
-                        self.timeout_secs, lambda mine: mine is not None and self._never_left(mine))
+                        self.timeout_secs, lambda task: self._never_left(task, lambda mine: mine))
                 except ResourceBusy:
                     return self._busy(name, identity, evidence), None
                 if claimed is not None:
@@ -255,11 +255,16 @@ class WriteRunner:
         """A ledger write of the gate's own, waited for at most the tool's deadline."""
         return await asyncio.wait_for(write, self.timeout_secs)
 
-    def _never_left(self, record: OperationRecord) -> None:
-        """A record started for a handler that never ran (the caller was cancelled): settle it, off the loop."""
+    def _never_left(self, write: asyncio.Future[Any], mine: Callable[[Any], Any]) -> None:
+        """The caller gave up on a start or claim: if it commits, its handler never ran; settle it, off the loop."""
         async def settle() -> None:
-            await retrying(lambda: self.operations.settle(record, S.FAILED, error=_NEVER_LEFT),
-                           within_secs=self.settle_retry_secs)
+            try:
+                record = mine(await write)
+            except Exception:  # nothing was committed
+                return
+            if record:
+                await retrying(lambda: self.operations.settle(record, S.FAILED, error=_NEVER_LEFT),
+                               within_secs=self.settle_retry_secs)
         self._late.watch(settle())
 
     def _busy(self, name: str, identity: OperationIdentity, evidence: dict[str, Any]) -> GateResult:
@@ -430,7 +435,7 @@ class WriteRunner:
         if reconciler is None or record.status != S.OUTCOME_UNKNOWN:
             return record
         try:
-            settled = await self.operations.reconcile(record, reconciler)
+            settled = await self.operations.reconcile(record, reconciler, self.grace_secs)
         except Exception as exc:  # the backend could not answer: still unknown
             logger.warning(f"reconciliation of {record.idempotency_key} failed: {exc}")
             return record
