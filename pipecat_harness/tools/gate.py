@@ -237,7 +237,7 @@ class ToolGate:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the gate's own store failed
-            logger.exception(f"tool gate could not record {name}")
+            logger.warning(f"tool gate could not record {name}: {describe_error(exc)}")
             if evidence.get("forwarded", False):  # the handler began: it may have applied the write
                 return self.refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "store_error",
                                    f"outcome unknown: the tool ran but the operation ledger failed "

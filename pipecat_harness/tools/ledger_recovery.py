@@ -12,6 +12,7 @@ from pipecat_harness.tools.operation_state import (
     OperationRecord,
     OperationStatus,
     Reconciler,
+    Reconciliation,
 )
 from pipecat_harness.tools.owners import handler_may_run
 

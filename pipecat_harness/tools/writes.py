@@ -160,6 +160,7 @@ class WriteRunner:
             self._unlock(key, users)
         if running is not None:
             return self._repeat_of(name, await asyncio.shield(running), evidence)
+        assert record is not None
         decision = None
         if self.reporter.recording:
             decision = self.reporter.record("forwarded", {**evidence, "attempt": record.attempt,

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from pipecat_harness.tools import (
     OperationLedger,
+    OperationRefused,
     OperationStatus,
     OutboxConsumer,
     OutboxEvent,
     OutboxPublisher,
-    OperationRefused,
     Reconciliation,
     ToolGate,
     current_operation,
