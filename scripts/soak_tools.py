@@ -166,7 +166,13 @@ async def worker_main(ledger_url: str, prefix: str, backend: str, skew: str = "0
                 landed = wire[cid] = loop.create_future()
                 send({"wire": cid, "session": session, "request": request, "key": key, "fencing": fencing,
                       "delay": TIMEOUT_SECS * 3})
-                if not await landed:
+                send({"reached": cid})
+                try:
+                    ok = await asyncio.wait_for(landed, 10)
+                except TimeoutError:
+                    send({"stuck": cid, "fault": fault})
+                    raise
+                if not ok:
                     raise OperationRefused("the backend voided this attempt")
                 return {"status": "charged"}
             if fault == "thread":  # a synchronous SDK in a thread, landing after the deadline
@@ -220,10 +226,15 @@ async def worker_main(ledger_url: str, prefix: str, backend: str, skew: str = "0
 
     def dump() -> None:  # kill -USR1 <worker>: where every task of this worker waits
         for task in asyncio.all_tasks():
-            task.print_stack(limit=6, file=sys.stderr)
+            task.print_stack(limit=20, file=sys.stderr)
 
     loop.add_signal_handler(signal.SIGUSR1, dump)
-    await ledger.create_tables()
+    for _ in range(150):  # a restart during a database outage waits for the database
+        try:
+            await ledger.create_tables()
+            break
+        except OSError:
+            await asyncio.sleep(0.2)
     sweeping = asyncio.create_task(sweeper())
     send({"ready": os.getpid()})
     while line := await reader.readline():
@@ -275,6 +286,7 @@ class Worker:
         self.backend = str(backend)
         self.network: set[asyncio.Task[None]] = set()
         self.landed_after_death = 0
+        self.stuck = 0
         self.paused = False
         self.proc: asyncio.subprocess.Process | None = None
         self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -297,6 +309,8 @@ class Worker:
         assert self.proc is not None and self.proc.stdout is not None
         while line := await self.proc.stdout.readline():
             message = json.loads(line)
+            if "stuck" in message:
+                self.stuck += 1
             if "wire" in message:
                 task = asyncio.create_task(self._land(message, self.proc))
                 self.network.add(task)
@@ -319,7 +333,7 @@ class Worker:
         if proc is self.proc and proc.returncode is None:
             with contextlib.suppress(Exception):
                 await self.send(kind="landed", cid=message["wire"], ok=ok)
-        elif ok:
+        else:  # applied, or refused because its attempt was voided meanwhile
             self.landed_after_death += 1
 
     async def pause(self, secs: float) -> None:
@@ -382,6 +396,7 @@ class Figures:
     outages: int = 0
     pauses: int = 0
     landed_after_death: int = 0
+    stuck: int = 0
     began: list[tuple[str, str]] = field(default_factory=list)
     events: int = 0
     events_lost: int = 0
@@ -467,7 +482,7 @@ async def sigkill(rng: random.Random, worker: Worker, session: str, turn: int, r
     reached = worker.expect("reached", cid)
     done = worker.expect("done", cid)
     await worker.send(kind="call", cid=cid, session=session, turn=turn, request=request, fault=fault)
-    if fault.startswith("block"):
+    if fault.startswith("block") or fault == "wire":  # killed inside the handler, or with its request on the wire
         await asyncio.wait({reached, done}, timeout=10)
     else:
         await asyncio.sleep(rng.random() * 0.02)  # anywhere: in the gate's own ledger writes, or the handler
@@ -723,6 +738,7 @@ async def soak(database: str, schedules: int, seed: int, workdir: Path) -> Figur
         for worker in workers:
             await worker.stop()
             figures.landed_after_death += worker.landed_after_death
+            figures.stuck += worker.stuck
         await check(url, prefix, backend, sessions, figures)
     finally:
         live.cancel()
@@ -741,7 +757,7 @@ async def soak(database: str, schedules: int, seed: int, workdir: Path) -> Figur
     print(f"  succeeded in the ledger but never applied:             {figures.succeeded_not_applied}")
     print(f"  {figures.outages} database outages, {figures.pauses} paused owners, "
           f"{figures.landed_after_death} requests landed after their sender was killed, "
-          f"{figures.live_checks} live checks")
+          f"{figures.live_checks} live checks, {figures.stuck} wire replies never received")
     print(f"  applied but reported not executed:                     {figures.reported_not_executed}")
     print(f"  executing with no live handler, seen while running:    {figures.live_orphans}")
     print(f"  records left executing:                                {figures.left_executing}")
