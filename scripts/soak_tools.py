@@ -397,6 +397,7 @@ class Figures:
     pauses: int = 0
     landed_after_death: int = 0
     stuck: int = 0
+    dead_owner_seen: int = 0
     began: list[tuple[str, str]] = field(default_factory=list)
     events: int = 0
     events_lost: int = 0
@@ -636,6 +637,7 @@ def hold_sqlite_lock(path: str, secs: float) -> None:
 async def watch_live(ledger: Any, workers: list[Worker], figures: Figures, orphans: set[str]) -> None:
     """While workers run: an ``executing`` record with no live handler for long is counted (once)."""
     from pipecat_harness.tools import OperationStatus
+    from pipecat_harness.tools.owners import owner_gone
 
     first_seen: dict[str, float] = {}
     probe = 0
@@ -667,7 +669,11 @@ async def watch_live(ledger: Any, workers: list[Worker], figures: Figures, orpha
             continue
         figures.live_checks += 1
         now = time.monotonic()
-        current = {r.idempotency_key for r in executing if r.idempotency_key not in before | after}
+        # Under a live owner with no handler of it running: the fault. A killed owner's record waits for the
+        # grace (its request may still land) and for a sweeper; those are checked when the run ends.
+        idle = [r for r in executing if r.idempotency_key not in before | after]
+        current = {r.idempotency_key for r in idle if not owner_gone(r.owner)}
+        figures.dead_owner_seen = max(figures.dead_owner_seen, len(idle) - len(current))
         for key in list(first_seen):
             if key not in current:
                 del first_seen[key]
@@ -759,7 +765,8 @@ async def soak(database: str, schedules: int, seed: int, workdir: Path) -> Figur
           f"{figures.landed_after_death} requests landed after their sender was killed, "
           f"{figures.live_checks} live checks, {figures.stuck} wire replies never received")
     print(f"  applied but reported not executed:                     {figures.reported_not_executed}")
-    print(f"  executing with no live handler, seen while running:    {figures.live_orphans}")
+    print(f"  executing under a live owner with no live handler, seen while running: {figures.live_orphans} "
+          f"(most records of killed owners awaiting their grace and a sweeper at once: {figures.dead_owner_seen})")
     print(f"  records left executing:                                {figures.left_executing}")
     print(f"  exceptions out of ToolGate.call:                       {len(figures.exceptions)}"
           + (f" (first: {figures.exceptions[0]})" if figures.exceptions else ""))
