@@ -522,6 +522,8 @@ async def check(ledger_url: str, prefix: str, backend: Path, sessions: list[str]
                 figures.applied_twice += times > 1
                 succeeded = record is not None and record.status == OperationStatus.SUCCEEDED
                 figures.applied_not_succeeded += times > 0 and not succeeded
+                if times > 0 and not succeeded:
+                    print(f"  applied but {record and record.status}: {record}", file=sys.stderr)
                 figures.succeeded_not_applied += succeeded and times == 0
         await drain_events(ledger, figures)
     finally:
