@@ -381,7 +381,11 @@ class Harness:
         return [ObserverGroup(members)] if members else []
 
     def close(self) -> None:
-        """Flush the trace."""
+        """End the call's controls (the tool gate starts no more writes) and flush the trace."""
+        for control in self.controls:
+            end_call = getattr(control, "end_call", None)
+            if callable(end_call):
+                end_call()
         if self.recorder is not None:
             self.recorder.close()
 

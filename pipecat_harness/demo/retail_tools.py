@@ -192,7 +192,10 @@ class RetailTools:
         """Say what became of an operation of unknown outcome: applied (with its result) or not applied."""
         result = await self.db.applied(record.idempotency_key)
         if result is None:
-            return Reconciliation(OperationStatus.FAILED, error="the retail backend has no record of this operation")
+            # Applied to nothing, and the gate takes it only once no request of the attempt is under way: the
+            # backend applies each key once, so the retry under the same key cannot add a second.
+            return Reconciliation(OperationStatus.FAILED, error="the retail backend has no record of this operation",
+                                  voided=record.attempt)
         return Reconciliation(OperationStatus.SUCCEEDED, result=result)
 
     async def return_items(self, args: Mapping[str, Any]) -> Any:

@@ -156,7 +156,10 @@ class ScenarioTools:
             return None
         result = await self._db.applied(record.idempotency_key)
         if result is None:
-            return Reconciliation(OperationStatus.FAILED, error="the scenario's database has no record of this write")
+            # Applied to nothing, and the gate takes it only once no request of the attempt is under way: the
+            # database applies each key once, so the retry under the same key cannot add a second.
+            return Reconciliation(OperationStatus.FAILED, error="the scenario's database has no record of this write",
+                                  voided=record.attempt)
         return Reconciliation(OperationStatus.SUCCEEDED, result=result)
 
     def argument_normalizers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from loguru import logger
 from pipecat.adapters.llm.schemas.direct_function import DirectFunctionWrapper
 from pipecat.frames.frames import (
+    CancelFrame,
+    EndFrame,
     Frame,
     FunctionCallResultFrame,
     FunctionCallsStartedFrame,
@@ -110,9 +112,11 @@ class GenerationGuard(FrameProcessor):
     #: The frames it watches, besides the lifecycle frames (the start, interruptions).
     handled_frames: tuple[type[Frame], ...] = (LLMContextFrame, FunctionCallResultFrame, FunctionCallsStartedFrame)
 
-    def __init__(self, on_unknown_tool: Any = None, notices: Any = None, **kwargs: Any) -> None:
+    def __init__(self, on_unknown_tool: Any = None, notices: Any = None, on_lifecycle: Any = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
+        self._on_lifecycle = on_lifecycle
         self.interruptions = 0
         self._mark = 0
         self._issued: set[str] = set()
@@ -135,9 +139,14 @@ class GenerationGuard(FrameProcessor):
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Watch frames; forward all of them unchanged."""
         await super().process_frame(frame, direction)
-        if isinstance(frame, StartFrame) and self._instruction is None:
-            llm = find_downstream(self, LLMService)
-            self._instruction = InstructionEntry(llm) if llm is not None else None
+        if isinstance(frame, StartFrame):
+            if self._instruction is None:
+                llm = find_downstream(self, LLMService)
+                self._instruction = InstructionEntry(llm) if llm is not None else None
+            if self._on_lifecycle is not None:
+                self._on_lifecycle(True)
+        elif isinstance(frame, EndFrame | CancelFrame) and self._on_lifecycle is not None:
+            self._on_lifecycle(False)
         if isinstance(frame, InterruptionFrame):
             self.interrupted()
         elif isinstance(frame, LLMContextFrame | FunctionCallResultFrame):
@@ -211,14 +220,48 @@ class ToolGateControl(HarnessControl):
             decisions=_DecisionAdapter(self),
         )
         self.read_tools: set[str] = set(settings.read_tools)
-        self.guard = GenerationGuard(on_unknown_tool=self._check_known, notices=self.take_notices)
+        self.guard = GenerationGuard(on_unknown_tool=self._check_known, notices=self.take_notices,
+                                     on_lifecycle=self._lifecycle)
+        self._sweeper: asyncio.Task[None] | None = None
         self._wrapped: set[str] = set()
         self._entry_cache: dict[str, tuple[Any, PipecatHandler]] = {}
         self.hook: GateHook | None = None
 
+    #: How often the sweeper settles what this call left behind (a crashed process's records, unknown outcomes).
+    sweep_interval_secs = 30.0
+
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The generation guard, right after the user aggregator."""
         return [(Placement.BEFORE_LLM, self.guard)]
+
+    def _lifecycle(self, started: bool) -> None:
+        if not started:
+            self._stop_sweeper()
+        elif self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="tool-gate-sweeper")
+
+    def _stop_sweeper(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+
+    async def _sweep(self) -> None:
+        """Settle what the call left behind when it starts (a restarted call), then every ``sweep_interval_secs``."""
+        try:
+            await self._ensure_ledger()
+        except Exception as exc:
+            logger.warning(f"tool gate sweeper could not open the ledger: {describe_error(exc)}")
+        await self.gate.sweep_forever(self.sweep_interval_secs)
+
+    def end_call(self) -> None:
+        """The call ended (``Harness.close``): the gate starts no more writes; running handlers go on and settle."""
+        self._stop_sweeper()
+        self.gate.writes.stop()
+
+    @property
+    def sweeping(self) -> bool:
+        """Whether the sweeper runs (from the pipeline's start to its end)."""
+        return self._sweeper is not None and not self._sweeper.done()
 
     def on_user_turn(self, turn_id: int, text: str) -> None:
         """A new user turn: identical writes may run again."""

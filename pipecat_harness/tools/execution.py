@@ -1,15 +1,14 @@
 """Running a handler with a deadline, and waiting for the late replies of timed-out writes.
 
 A handler runs in its own task, so a deadline never cancels a write halfway:
-past the deadline the caller is told the outcome is unknown while the task may
-still finish. :class:`LateReplies` keeps such tasks for a bounded time and
-reports a late reply, which settles the unknown outcome.
+past the deadline the caller is told the outcome is unknown while the task
+goes on. :class:`LateReplies` follows such tasks until they return; a late
+reply settles the unknown outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -127,58 +126,35 @@ async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None) 
 
 
 class LateReplies:
-    """Waits, for a bounded time, for handlers that missed their deadline.
+    """Follows handlers that missed their deadline until they return, however long that takes.
 
-    Args:
-        window_secs: How long a late reply is awaited before the handler is cancelled.
+    None is ever cancelled: a cancelled request may still land (a thread goes
+    on, a handler may swallow the cancellation), so a write handler keeps its
+    lease until it has really returned and its outcome settles the operation.
     """
 
-    def __init__(self, window_secs: float) -> None:
-        self.window_secs = window_secs
+    def __init__(self) -> None:
         self._watchers: set[asyncio.Task[None]] = set()
 
-    def watch(
-        self,
-        task: asyncio.Future[Any],
-        on_reply: Callable[[HandlerOutcome | None], Awaitable[None]],
-    ) -> None:
-        """Call ``on_reply(outcome)`` when ``task`` finishes within the window.
-
-        Past the window the handler is cancelled and ``on_reply(None)`` is
-        called (it no longer runs).
-        """
-        watcher = asyncio.get_running_loop().create_task(self._wait(task, on_reply), name="late-reply")
+    def watch(self, follow: Awaitable[None]) -> None:
+        """Run ``follow`` (which awaits a handler and records its outcome) in the background."""
+        watcher = asyncio.ensure_future(self._run(follow))
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
 
-    async def _wait(self, task: asyncio.Future[Any], on_reply: Callable[[HandlerOutcome | None], Awaitable[None]]
-                    ) -> None:
+    @staticmethod
+    async def _run(follow: Awaitable[None]) -> None:
         try:
-            done, _ = await asyncio.wait({task}, timeout=self.window_secs)
-        except asyncio.CancelledError:
-            task.cancel()
-            raise
-        if not done:
-            task.cancel()
-        try:
-            await on_reply(_settled(task) if done else None)
+            await follow
         except Exception:
             logger.exception("recording a late tool reply failed")
 
     @property
     def pending(self) -> int:
-        """Timed-out handlers still awaited."""
+        """Timed-out handlers still followed."""
         return len(self._watchers)
 
     async def wait(self) -> None:
-        """Wait until every watched handler replied or its window passed."""
+        """Wait until every followed handler returned and its outcome was recorded."""
         while self._watchers:
             await asyncio.gather(*list(self._watchers), return_exceptions=True)
-
-    async def close(self) -> None:
-        """Stop waiting; cancel the timed-out handlers."""
-        for watcher in list(self._watchers):
-            watcher.cancel()
-        for watcher in list(self._watchers):
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher

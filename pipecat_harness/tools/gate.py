@@ -84,17 +84,23 @@ class ToolGate:
         policies: Rules run before forwarding a write.
         server_context: Trusted fields added to every call's arguments.
         reserved_fields: Further fields the model may never supply.
-        timeout_secs: A handler still running after this has an unknown outcome.
-        late_reply_secs: How long a timed-out write keeps running; a reply within
-            it settles the operation (reconciliation by the backend's own answer).
+        timeout_secs: A handler still running after this has an unknown outcome; the
+            gate's own ledger writes wait no longer than this either.
+        late_reply_secs: How long a timed-out write is expected to go on (its lease
+            covers it). The handler is never cancelled: its reply, however late,
+            settles the operation (reconciliation by the backend's own answer).
         max_argument_bytes: Largest accepted arguments payload.
         reconciler: Asks the backend for the real outcome of an unknown write
-            (``reconcilers`` per tool take precedence).
+            (``reconcilers`` per tool take precedence). It may answer ``failed``
+            only for an attempt the backend voided (``Reconciliation(FAILED,
+            voided=record.attempt)``); see :class:`Reconciliation`.
         reconcilers: Per tool, the reconciler.
         is_failure: Tells a returned error from a success (default: ``{"error": ...}``).
         definitive_errors: Exception types a handler raises only when the backend
             said no (besides :class:`OperationRefused`); any other exception is ambiguous.
         decisions: Where decisions are recorded.
+        settle_retry_secs: How long an outcome the ledger failed to record is written again
+            (in the background, with back-off).
     """
 
     def __init__(
@@ -120,6 +126,7 @@ class ToolGate:
         is_failure: Callable[[Any], bool] = reports_error,
         definitive_errors: tuple[type[BaseException], ...] = (),
         decisions: DecisionSink | None = None,
+        settle_retry_secs: float = 120.0,
     ) -> None:
         self.write_tools = frozenset(write_tools)
         self.schemas: dict[str, Mapping[str, Any]] = dict(schemas or {})
@@ -143,7 +150,8 @@ class ToolGate:
             LedgerOperations(ledger, tenant) if ledger is not None else MemoryOperations(tenant)
         )
         self.writes = WriteRunner(self._operations, self, timeout_secs=timeout_secs, late_reply_secs=late_reply_secs,
-                                  is_failure=is_failure, definitive_errors=definitive_errors)
+                                  is_failure=is_failure, definitive_errors=definitive_errors,
+                                  settle_retry_secs=settle_retry_secs)
         self.writes.reconciler = reconciler
         self.writes.reconcilers.update(reconcilers or {})
 
@@ -185,7 +193,7 @@ class ToolGate:
         return self.writes.take_settled()
 
     async def close(self) -> None:
-        """Stop waiting for late replies of timed-out writes (their handlers are cancelled)."""
+        """Start no more writes; running handlers go on to their end and settle their records (never cancelled)."""
         await self.writes.close()
 
     async def call(
@@ -232,10 +240,13 @@ class ToolGate:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the gate's own store failed
-            logger.exception(f"tool gate could not record {name}")
-            started = "attempt" in evidence or evidence.get("forwarded", False)
-            status = GateStatus.OUTCOME_UNKNOWN if started else GateStatus.NOT_EXECUTED
-            return self.refuse(status, name, True, evidence, "store_error",
+            logger.warning(f"tool gate could not record {name}: {describe_error(exc)}")
+            if evidence.get("forwarded", False):  # the handler began: it may have applied the write
+                return self.refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "store_error",
+                                   f"outcome unknown: the tool ran but the operation ledger failed "
+                                   f"({describe_error(exc)}); the action may or may not have happened",
+                                   key=evidence.get("idempotency_key"))
+            return self.refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "store_error",
                                f"not executed: the operation could not be recorded ({describe_error(exc)})",
                                key=evidence.get("idempotency_key"))
 
@@ -316,8 +327,8 @@ class ToolGate:
         while True:
             try:
                 await self.reconcile_pending()
-            except Exception:
-                logger.exception("tool gate sweep failed; retrying")
+            except Exception as exc:
+                logger.warning(f"tool gate sweep failed ({describe_error(exc)}); retrying")
             await asyncio.sleep(interval_secs)
 
     # -- decisions (the write runner reports through these) ---------------------

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -97,7 +96,6 @@ class OperationLedger(LedgerRecovery):
         self.engine: AsyncEngine = self._shared.engine
         self.store: LedgerStore = self._shared.store
         self.table_prefix = table_prefix
-        self.clock: Callable[[], float] = time.time
         self._closed = False
 
     def begin(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
@@ -115,6 +113,7 @@ class OperationLedger(LedgerRecovery):
         Raises:
             SchemaTooNew: The tables were written by a newer harness version.
         """
+        await self.sync_clock()
         if self.table_prefix in self._shared.created:
             return
         for attempt in range(3):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -22,7 +23,7 @@ def _loads(text: str | None) -> Any:
 def record_of(row: Sequence[Any]) -> OperationRecord:
     """The record of a row read in :data:`~pipecat_harness.tools.ledger_store.OP_COLUMNS` order."""
     (tenant, key, scope, attempt, op_type, request_hash, status, result, error, version, created_at, updated_at,
-     owner, lease_until, resource) = row
+     owner, lease_until, resource) = row[:15]
     return OperationRecord(
         tenant=tenant, idempotency_key=key, op_type=op_type, request_hash=request_hash,
         status=OperationStatus(status), result=_loads(result), error=error, version=version, scope=scope,
@@ -32,20 +33,45 @@ def record_of(row: Sequence[Any]) -> OperationRecord:
 
 
 class LedgerReads:
-    """The read side of :class:`~pipecat_harness.tools.ledger.OperationLedger`."""
+    """The read side of :class:`~pipecat_harness.tools.ledger.OperationLedger`.
+
+    Every read also returns the database's clock; :meth:`clock` is this
+    host's clock corrected by the difference last seen, so leases are written
+    and compared on the ledger's time whatever the host's clock says.
+    """
 
     engine: AsyncEngine
     tables: LedgerTables
     table_prefix: str
     store: LedgerStore
+    local_clock: Callable[[], float] = time.time
+    _clock_offset: float = 0.0
+
+    def clock(self) -> float:
+        """The ledger's time (epoch seconds): the database's clock as last seen, carried on by this host's."""
+        return self.local_clock() + self._clock_offset
+
+    def _saw(self, database_now: Any) -> None:
+        self._clock_offset = float(database_now) - self.local_clock()
+
+    async def sync_clock(self) -> float:
+        """Read the database's clock now; return the correction applied to this host's."""
+        self._saw(await self.store.now())
+        return self._clock_offset
 
     async def get(self, tenant: str, idempotency_key: str) -> OperationRecord | None:
         """Return the record for a key, or ``None``."""
         row = await self.store.get(self.table_prefix, tenant, idempotency_key)
-        return record_of(row) if row is not None else None
+        if row is None:
+            return None
+        self._saw(row[15])
+        return record_of(row)
 
     async def _select(self, where: Where, order: str = "created_at") -> list[OperationRecord]:
-        return [record_of(row) for row in await self.store.select(self.table_prefix, where, order)]
+        rows = await self.store.select(self.table_prefix, where, order)
+        if rows:
+            self._saw(rows[-1][15])
+        return [record_of(row) for row in rows]
 
     async def find(
         self, tenant: str | None, status: OperationStatus, *, op_type: str | None = None,

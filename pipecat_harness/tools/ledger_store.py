@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from pipecat_harness.state.store import await_io
+from pipecat_harness.tools.operation_state import ResourceBusy
 from pipecat_harness.tools.sqlite_thread import SqliteThread
 
 __all__ = [
@@ -97,13 +98,20 @@ class LedgerStore(ABC):
                               "ON CONFLICT DO NOTHING")
         return self._sql[key]
 
+    #: The database's own clock in epoch seconds; every read returns it after the columns (leases are
+    #: compared on the ledger's time, not on the clock of whichever host reads).
+    clock_sql = ""
+
+    def _columns(self) -> str:
+        return f"{', '.join(OP_COLUMNS)}, {self.clock_sql}"
+
     def _select_sql(self, prefix: str, condition: str, order: str) -> str:
-        return f"SELECT {', '.join(OP_COLUMNS)} FROM {prefix}operations WHERE {condition} ORDER BY {order}"
+        return f"SELECT {self._columns()} FROM {prefix}operations WHERE {condition} ORDER BY {order}"
 
     def _get_sql(self, prefix: str) -> str:
         key = ("get", prefix)
         if key not in self._sql:
-            self._sql[key] = (f"SELECT {', '.join(OP_COLUMNS)} FROM {prefix}operations "
+            self._sql[key] = (f"SELECT {self._columns()} FROM {prefix}operations "
                               f"WHERE tenant = {self._ph(1)} AND idempotency_key = {self._ph(2)}")
         return self._sql[key]
 
@@ -125,13 +133,25 @@ class LedgerStore(ABC):
         return update
 
     @abstractmethod
+    async def now(self) -> float:
+        """The database's clock (epoch seconds)."""
+
+    @abstractmethod
     async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
-        """Insert an operation row; ``None`` if inserted, else the row already stored under its key."""
+        """Insert an operation row; ``None`` if inserted, else the row already stored under its key.
+
+        Raises:
+            ResourceBusy: Another unsettled operation holds the row's resource.
+        """
 
     @abstractmethod
     async def update(self, prefix: str, where: Where, changes: dict[str, Any],
                      event: dict[str, Any] | None = None) -> bool:
-        """Change the rows matching ``where`` (and write ``event`` to the outbox in the same commit if one did)."""
+        """Change the rows matching ``where`` (and write ``event`` to the outbox in the same commit if one did).
+
+        Raises:
+            ResourceBusy: The change would give a resource a second unsettled operation.
+        """
 
     @abstractmethod
     async def get(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
@@ -154,8 +174,15 @@ class SqliteStore(LedgerStore):
         self._writer = SqliteThread(path)
         self._reader = SqliteThread(path)
 
+    clock_sql = "(julianday('now') - 2440587.5) * 86400.0"
+
     def _ph(self, n: int) -> str:
         return "?"
+
+    async def now(self) -> float:
+        """See :class:`LedgerStore`."""
+        sql = f"SELECT {self.clock_sql}"
+        return float(await self._reader.run(lambda conn: conn.execute(sql).fetchone()[0], transaction=False))
 
     async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
         """See :class:`LedgerStore`."""
@@ -167,6 +194,8 @@ class SqliteStore(LedgerStore):
             if conn.execute(insert, params).rowcount == 1:
                 return None
             row: Sequence[Any] | None = conn.execute(get, ident).fetchone()
+            if row is None:
+                raise ResourceBusy(f"resource {values['resource']!r} has an unsettled operation")
             return row
 
         return await self._writer.run(work)
@@ -185,7 +214,10 @@ class SqliteStore(LedgerStore):
             outbox = (self._sql[key], tuple(event[c] for c in OUTBOX_COLUMNS))
 
         def work(conn: sqlite3.Connection) -> bool:
-            changed = conn.execute(sql, params).rowcount
+            try:
+                changed = conn.execute(sql, params).rowcount
+            except sqlite3.IntegrityError as exc:
+                raise ResourceBusy(f"the resource has an unsettled operation ({exc})") from exc
             if changed and outbox is not None:
                 conn.execute(*outbox)
             return bool(changed)
@@ -223,8 +255,16 @@ class PostgresStore(LedgerStore):
         self._pool: Any = None
         self._opening = asyncio.Lock()
 
+    clock_sql = "extract(epoch from clock_timestamp())::float8"
+
     def _ph(self, n: int) -> str:
         return f"${n}"
+
+    async def now(self) -> float:
+        """See :class:`LedgerStore`."""
+        pool = await self.pool()
+        async with pool.acquire() as conn:
+            return float(await conn.fetchval(f"SELECT {self.clock_sql}"))
 
     def _with_event(self, prefix: str, update: str, used: int) -> str:
         # A settling change commits without waiting for the WAL flush (the statement's own
@@ -257,6 +297,8 @@ class PostgresStore(LedgerStore):
                 return None
             row: Sequence[Any] | None = await conn.fetchrow(self._get_sql(prefix), values["tenant"],
                                                             values["idempotency_key"])
+            if row is None:
+                raise ResourceBusy(f"resource {values['resource']!r} has an unsettled operation")
             return row
 
     async def _update_now(self, prefix: str, where: Where, changes: dict[str, Any],
@@ -266,9 +308,16 @@ class PostgresStore(LedgerStore):
         params = [*changes.values(), *condition_params]
         if event is not None:
             params += [event[c] for c in OUTBOX_COLUMNS]
+        import asyncpg
+
         pool = await self.pool()
         async with pool.acquire() as conn:
-            status: str = await conn.execute(sql, *params)
+            try:
+                status: str = await conn.execute(sql, *params)
+            except asyncpg.UniqueViolationError as exc:
+                if "resource" not in str(exc):
+                    raise
+                raise ResourceBusy(f"the resource has an unsettled operation ({exc})") from exc
         return not status.endswith(" 0")
 
     async def _get_now(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Column, Connection, Float, Integer, MetaData, String, Table, inspect, select, text
+from loguru import logger
+from sqlalchemy import Column, Connection, Float, Index, Integer, MetaData, String, Table, inspect, select, text
 from sqlalchemy.exc import DBAPIError
 
 from pipecat_harness.tools.storage import LedgerTables
@@ -27,8 +28,8 @@ __all__ = ["SCHEMA_VERSION", "SchemaTooNew", "migrate", "schema_table"]
 
 #: The table layout this version writes. 1: operations, outbox, consumed;
 #: 2: owner leases and resources on operations, publisher claims on the outbox,
-#: the (status, tenant) index.
-SCHEMA_VERSION = 2
+#: the (status, tenant) index; 3: the unique claim of a resource by its unsettled operation.
+SCHEMA_VERSION = 3
 
 # Values for rows that existed before a column was added (a NOT NULL column needs one).
 _BACKFILL: dict[str, Any] = {"owner": "", "lease_until": 0.0, "resource": "", "claimed_until": 0.0, "attempt": 0}
@@ -60,6 +61,15 @@ def _add_column(conn: Connection, table: Table, column: Column[Any]) -> None:
             raise
 
 
+def _add_unique_index(conn: Connection, index: Index) -> None:
+    """Add a unique index in a savepoint: rows an older version left may violate it (then it is skipped, logged)."""
+    try:
+        with conn.begin_nested():
+            index.create(conn, checkfirst=True)
+    except DBAPIError as exc:
+        logger.warning(f"ledger index {index.name} not added ({exc.orig}); settle the older records it names first")
+
+
 def migrate(conn: Connection, tables: LedgerTables, prefix: str, now: float) -> int:
     """Create or upgrade the ledger's tables in one transaction; return the version found before (0: new).
 
@@ -87,7 +97,10 @@ def migrate(conn: Connection, tables: LedgerTables, prefix: str, now: float) -> 
             if column.name not in present:
                 _add_column(conn, table, column)
         for index in table.indexes:
-            index.create(conn, checkfirst=True)
+            if index.unique and index.name not in {i["name"] for i in inspector.get_indexes(table.name)}:
+                _add_unique_index(conn, index)
+            else:
+                index.create(conn, checkfirst=True)
     if found < SCHEMA_VERSION:
         conn.execute(versions.delete().where(versions.c.component == "ledger"))
         conn.execute(versions.insert().values(component="ledger", version=SCHEMA_VERSION, migrated_at=now))

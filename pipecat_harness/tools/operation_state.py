@@ -12,10 +12,16 @@ nothing; any other transition raises :class:`InvalidTransition`.
 
 Only a definitive failure (the backend said no) or a cancellation before the
 handler ran permits another attempt; an ``outcome_unknown`` record must be
-reconciled to ``succeeded`` or ``failed`` first. While a record is
-``executing`` (or ``outcome_unknown`` inside its late-reply window) its owner
-holds a lease (``owner``, ``lease_until``): nobody else may take a "not found"
-from the backend as ``failed`` until the lease ends or the owner is gone.
+reconciled to ``succeeded`` or ``failed`` first.
+
+Fencing: every attempt has its number (``attempt``, the fencing token), which
+the handler sends to the backend with the key (:attr:`OperationRecord.fencing_key`).
+A reconciler may answer ``failed`` only for an attempt the backend has voided
+(a late copy of that attempt will be refused) or that provably never left;
+it says so with ``Reconciliation(FAILED, voided=record.attempt)``. A ``failed``
+answer for any other attempt is never applied: the outcome stays unknown.
+While a record is ``executing`` its owner holds a lease (``owner``,
+``lease_until``), so that nobody starts the same operation beside it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ __all__ = [
     "OperationStatus",
     "Reconciler",
     "Reconciliation",
+    "ResourceBusy",
     "check_transition",
 ]
 
@@ -82,6 +89,10 @@ class OperationRefused(Exception):
     have reached the backend): the operation becomes ``outcome_unknown``.
     Returning ``{"error": ...}`` is a definitive failure too.
     """
+
+
+class ResourceBusy(LedgerError):
+    """Another operation on the same resource is executing or of unknown outcome."""
 
 
 class ConcurrentUpdate(LedgerError):
@@ -144,6 +155,11 @@ class OperationRecord:
     lease_until: float = 0.0
     resource: str = ""
 
+    @property
+    def fencing_key(self) -> str:
+        """``<key>#<attempt>``: what the handler sends the backend, so one attempt can be voided by itself."""
+        return f"{self.idempotency_key}#{self.attempt}"
+
     def changed(self, **changes: Any) -> OperationRecord:
         """A copy with ``changes`` (what :func:`dataclasses.replace` does, without re-running ``__init__``).
 
@@ -171,11 +187,27 @@ class OperationRecord:
 
 @dataclass(frozen=True)
 class Reconciliation:
-    """What the business backend says happened to an operation of unknown outcome."""
+    """What the business backend says happened to an operation of unknown outcome.
+
+    Parameters:
+        status: ``succeeded`` (it was applied) or ``failed``.
+        result: The applied operation's result.
+        error: Why it failed.
+        voided: For ``failed``: the attempt the backend has voided, so that a
+            request of that attempt still on the wire is refused when it lands
+            (or that attempt provably never left). "Not found" alone is not
+            ``failed``: a ``failed`` answer whose ``voided`` is not the record's
+            current attempt leaves the outcome unknown.
+    """
 
     status: OperationStatus
     result: Any = None
     error: str | None = None
+    voided: int | None = None
+
+    def fences(self, record: OperationRecord) -> bool:
+        """Whether this answer may be applied to ``record`` (``succeeded``, or ``failed`` for its voided attempt)."""
+        return self.status == S.SUCCEEDED or (self.status == S.FAILED and self.voided == record.attempt)
 
 
 Reconciler = Callable[[OperationRecord], Awaitable[Reconciliation | None]]

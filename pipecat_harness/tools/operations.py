@@ -2,9 +2,10 @@
 
 Both stores hold one record per logical operation under its idempotency key
 and follow the ledger's state machine (:func:`check_transition`) with the
-same compare-and-set and lease rules, so the gate behaves the same with or
-without a database; only the ledger survives a process restart and is shared
-between processes.
+same compare-and-set, fencing and lease rules, so the gate behaves the same
+with or without a database; only the ledger survives a process restart and is
+shared between processes. Leases are written and compared on :meth:`Operations.now`:
+the ledger's (database) time, or this process's clock in memory.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pipecat_harness.tools.ledger_recovery import unfenced
 from pipecat_harness.tools.operation_state import (
     IdempotencyConflict,
     InvalidTransition,
     OperationRecord,
     OperationStatus,
     Reconciler,
+    ResourceBusy,
     check_transition,
 )
 from pipecat_harness.tools.owners import handler_may_run
@@ -35,9 +38,16 @@ class Operations(Protocol):
 
     ledger: OperationLedger | None
 
+    def now(self) -> float:
+        """The time leases are written and compared on."""
+
     async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
                     lease_until: float, resource: str = "") -> tuple[OperationRecord, bool]:
-        """Create the operation ``executing`` under ``owner``, or return the stored one (``False``)."""
+        """Create the operation ``executing`` under ``owner``, or return the stored one (``False``).
+
+        Raises:
+            ResourceBusy: Another operation on ``resource`` is executing or of unknown outcome.
+        """
 
     async def get(self, key: str) -> OperationRecord | None:
         """The stored operation."""
@@ -52,10 +62,11 @@ class Operations(Protocol):
     async def release(self, record: OperationRecord) -> None:
         """End the owner's lease (its handler was stopped)."""
 
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
-        """Ask the backend about an ``outcome_unknown`` operation (fenced by the owner's lease)."""
+    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
+                        grace_secs: float = 0.0) -> OperationRecord:
+        """Ask the backend about an ``outcome_unknown`` operation (a failed answer only for a voided attempt)."""
 
-    async def recover(self, scope_prefix: str) -> list[OperationRecord]:
+    async def recover(self, scope_prefix: str, grace_secs: float = 0.0) -> list[OperationRecord]:
         """Move records of a call left ``executing`` by a gone owner to ``outcome_unknown``."""
 
     async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
@@ -73,6 +84,15 @@ class MemoryOperations:
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
         self._records: dict[str, OperationRecord] = {}
+
+    def now(self) -> float:
+        """See :class:`Operations`."""
+        return time.time()
+
+    def _claim_resource(self, key: str, resource: str) -> None:
+        if resource and any(r.resource == resource and r.idempotency_key != key
+                            and r.status in (S.EXECUTING, S.OUTCOME_UNKNOWN) for r in self._records.values()):
+            raise ResourceBusy(f"resource {resource!r} has an unsettled operation")
 
     def _store(self, record: OperationRecord, status: OperationStatus, **changes: Any) -> OperationRecord | None:
         current = self._records[record.idempotency_key]
@@ -92,6 +112,7 @@ class MemoryOperations:
             if existing.request_hash != request_hash or existing.op_type != op_type:
                 raise IdempotencyConflict(f"idempotency key {key!r} was used for a different request")
             return existing, False
+        self._claim_resource(key, resource)
         now = time.time()
         record = OperationRecord(self.tenant, key, op_type, request_hash, S.EXECUTING, scope=scope, attempt=1,
                                  created_at=now, updated_at=now, owner=owner, lease_until=lease_until,
@@ -108,6 +129,7 @@ class MemoryOperations:
         current = self._records.get(record.idempotency_key)
         if current is None or current.version != record.version or not current.retryable:
             return None
+        self._claim_resource(current.idempotency_key, current.resource)
         return self._store(current, S.EXECUTING, attempt=current.attempt + 1, owner=owner, lease_until=lease_until)
 
     async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
@@ -128,7 +150,8 @@ class MemoryOperations:
         if current is not None and current.owner == record.owner and current.status != S.EXECUTING:
             self._records[record.idempotency_key] = current.changed(lease_until=0.0)
 
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
+    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
+                        grace_secs: float = 0.0) -> OperationRecord:
         """See :class:`Operations`."""
         current = self._records[record.idempotency_key]
         if current.status != S.OUTCOME_UNKNOWN:
@@ -137,16 +160,19 @@ class MemoryOperations:
         current = self._records[record.idempotency_key]
         if answer is None or current.status != S.OUTCOME_UNKNOWN or answer.status not in (S.SUCCEEDED, S.FAILED):
             return current
-        if answer.status == S.FAILED and handler_may_run(current, time.time()):
+        if not answer.fences(current):
+            unfenced(current, answer)
+            return current
+        if answer.status == S.FAILED and handler_may_run(current, time.time(), grace_secs):
             return current
         return await self.settle(current, answer.status, result=answer.result,
                                  error=answer.error or (current.error if answer.status == S.FAILED else None))
 
-    async def recover(self, scope_prefix: str) -> list[OperationRecord]:
+    async def recover(self, scope_prefix: str, grace_secs: float = 0.0) -> list[OperationRecord]:
         """See :class:`Operations`."""
         now = time.time()
-        stale = [r for r in self._records.values()
-                 if r.status == S.EXECUTING and r.scope.startswith(scope_prefix) and not handler_may_run(r, now)]
+        stale = [r for r in self._records.values() if r.status == S.EXECUTING and r.scope.startswith(scope_prefix)
+                 and not handler_may_run(r, now, grace_secs)]
         return [await self.settle(r, S.OUTCOME_UNKNOWN, error="its owner stopped while it was executing")
                 for r in stale]
 
@@ -168,6 +194,10 @@ class LedgerOperations:
         self.ledger: OperationLedger | None = ledger
         self._ledger = ledger
         self.tenant = tenant
+
+    def now(self) -> float:
+        """See :class:`Operations`."""
+        return self._ledger.clock()
 
     async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
                     lease_until: float, resource: str = "") -> tuple[OperationRecord, bool]:
@@ -192,14 +222,15 @@ class LedgerOperations:
         """See :class:`Operations`."""
         await self._ledger.release(record)
 
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler) -> OperationRecord:
+    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
+                        grace_secs: float = 0.0) -> OperationRecord:
         """See :class:`Operations`."""
         current = await self._ledger.get(record.tenant, record.idempotency_key) or record
-        return await self._ledger.reconcile(current, reconciler)
+        return await self._ledger.reconcile(current, reconciler, grace_secs)
 
-    async def recover(self, scope_prefix: str) -> list[OperationRecord]:
+    async def recover(self, scope_prefix: str, grace_secs: float = 0.0) -> list[OperationRecord]:
         """See :class:`Operations`."""
-        return await self._ledger.recover(self.tenant, scope_prefix=scope_prefix)
+        return await self._ledger.recover(self.tenant, scope_prefix=scope_prefix, grace_secs=grace_secs)
 
     async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
         """See :class:`Operations`."""

@@ -2,15 +2,21 @@
 
 A gate that starts a handler writes its owner token and a lease (the latest
 moment the handler can still be running: deadline plus late-reply window) on
-the operation record. Nobody else settles the record as ``failed`` while the
-lease holds, because the handler may yet apply the write. The lease ends early
-when the owner is provably gone:
+the operation record. Nobody else starts the same operation while the lease
+holds. A gate's token stays live until the last of its handlers has returned
+(a handler in a thread included). When the owner is provably gone
 
-* a token of this process whose gate was closed (its handlers were cancelled);
+* a token of this process whose gate stopped and whose handlers all returned;
 * a token of another process on this host whose pid no longer exists (SIGKILL,
-  crash) — checked with ``kill(pid, 0)``.
+  crash) — checked with ``kill(pid, 0)``,
 
-Owners on other hosts are trusted until their lease runs out.
+its lease still runs ``grace_secs`` (the request's timeout) past the moment
+the death was first seen, so a request it had on the wire has had its time to
+land. Owners on other hosts are trusted until their lease runs out. Leases
+keep work from running twice side by side; fencing
+(:attr:`~pipecat_harness.tools.operation_state.OperationRecord.fencing_key`)
+is what keeps a late request from applying after its attempt was voided, so
+a skewed clock or a paused owner costs time, never a second application.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ OwnerToken = str
 
 _HOST = socket.gethostname().replace(":", "_")[:64]
 _LIVE: set[str] = set()
+_GONE_SINCE: dict[str, float] = {}
 
 
 def new_owner() -> OwnerToken:
@@ -66,6 +73,15 @@ def owner_gone(token: OwnerToken) -> bool:
     return False
 
 
-def handler_may_run(record: OperationRecord, now: float) -> bool:
-    """Whether the record's handler may still be running (its lease holds and its owner is not gone)."""
-    return record.lease_until > now and not owner_gone(record.owner)
+def handler_may_run(record: OperationRecord, now: float, grace_secs: float = 0.0) -> bool:
+    """Whether the record's handler may still be running or its request still land.
+
+    The lease must hold, and the owner be alive or gone for less than ``grace_secs``.
+    """
+    if record.lease_until <= now:
+        return False
+    if not owner_gone(record.owner):
+        return True
+    if len(_GONE_SINCE) > 4096:
+        _GONE_SINCE.clear()
+    return now < _GONE_SINCE.setdefault(record.owner, now) + grace_secs

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     event,
+    text,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
@@ -32,6 +33,8 @@ __all__ = ["DEFAULT_LEDGER_URL", "LedgerTables", "ledger_tables", "make_engine"]
 
 #: Embedded default: an in-memory SQLite database private to the process.
 DEFAULT_LEDGER_URL = "sqlite+aiosqlite://"
+
+_UNSETTLED = text("resource <> '' AND status IN ('executing', 'outcome_unknown')")
 
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 
@@ -78,6 +81,10 @@ def ledger_tables(prefix: str = "harness_") -> LedgerTables:
         # Recovery and reconciliation look for the few executing/unknown
         # records; with this index their cost does not grow with the ledger.
         Index(f"{prefix}operations_status", "status", "tenant"),
+        # The claim on a resource: at most one operation per resource (qualified by its call) is executing
+        # or of unknown outcome, whichever process starts it.
+        Index(f"{prefix}operations_resource_claim", "tenant", "resource", unique=True,
+              sqlite_where=_UNSETTLED, postgresql_where=_UNSETTLED),
     )
     outbox = Table(
         f"{prefix}outbox",

@@ -6,25 +6,32 @@ One record per logical operation (:mod:`pipecat_harness.tools.identity`):
   lease, and its handler runs once;
 * a succeeded one is answered with its stored result (``not_executed``);
 * an ``executing`` one whose owner may still run it is "in progress"; one whose
-  owner is gone becomes ``outcome_unknown``;
+  owner is gone (for longer than the tool's timeout) becomes ``outcome_unknown``;
 * an ``outcome_unknown`` one is reconciled before anything else happens to it;
   while still unknown it is never run again;
-* a failed (the backend said no) or cancelled one starts a new attempt under
-  the same key.
+* a failed (the backend said no, or the attempt was voided) or cancelled one
+  starts a new attempt under the same key.
 
 Handler protocol: a result ``is_failure`` accepts (``{"error": ...}``) or a
 :class:`OperationRefused` is a definitive failure; any other exception, a
 timeout, a lost reply or a cancellation is ambiguous, i.e. ``outcome_unknown``.
-A reply after the deadline (within the late-reply window) settles the
-operation; :meth:`WriteRunner.take_settled` hands such settlements to whoever
-tells the model at its next turn.
+A handler is never cancelled by the gate (a cancelled request may still land):
+past the deadline, or when the caller is cancelled, it is followed until it
+returns, keeps its lease until then, and its reply settles the operation;
+:meth:`WriteRunner.take_settled` hands such settlements to whoever tells the
+model at its next generation.
+
+The gate's own ledger writes wait at most the tool's deadline and survive a
+cancellation of the caller (:mod:`pipecat_harness.tools.store_calls`); once
+the handler has started, a ledger that fails is ``outcome_unknown`` to the
+model while the handler's outcome is written again off the loop. Two
+different writes on one resource are serialised by a lock per resource in the
+process and by the ledger's unique claim of the resource across processes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -32,14 +39,23 @@ from loguru import logger
 
 from pipecat_harness.tools.execution import HandlerOutcome, LateReplies, await_deadline, start_handler
 from pipecat_harness.tools.identity import OperationIdentity
-from pipecat_harness.tools.operation_state import OperationRecord, OperationRefused, OperationStatus, Reconciler
+from pipecat_harness.tools.operation_state import (
+    OperationRecord,
+    OperationRefused,
+    OperationStatus,
+    Reconciler,
+    ResourceBusy,
+)
 from pipecat_harness.tools.operations import Operations
 from pipecat_harness.tools.owners import handler_may_run, new_owner, release_owner
 from pipecat_harness.tools.result import ALREADY_DONE, GateResult, GateStatus
+from pipecat_harness.tools.store_calls import owned, retrying
 
 __all__ = ["GateReporter", "WriteRunner"]
 
 S = OperationStatus
+
+_NEVER_LEFT = "not executed: the call was cancelled (or the ledger was too slow) before its handler started"
 
 
 class GateReporter(Protocol):
@@ -66,15 +82,16 @@ class WriteRunner:
     Args:
         operations: The operation store.
         reporter: Records decisions.
-        timeout_secs: Deadline of a handler; past it the outcome is unknown.
-        late_reply_secs: How long a timed-out handler keeps running.
+        timeout_secs: Deadline of a handler (past it the outcome is unknown) and of the gate's own ledger writes.
+        late_reply_secs: How long a timed-out handler is expected to go on (its lease covers it).
         is_failure: Tells a returned error from a success.
         definitive_errors: Exceptions meaning "the backend said no" (besides :class:`OperationRefused`).
+        settle_retry_secs: How long an outcome the ledger failed to record is written again.
     """
 
     def __init__(self, operations: Operations, reporter: GateReporter, *, timeout_secs: float | None,
                  late_reply_secs: float, is_failure: Callable[[Any], bool],
-                 definitive_errors: tuple[type[BaseException], ...] = ()) -> None:
+                 definitive_errors: tuple[type[BaseException], ...] = (), settle_retry_secs: float = 120.0) -> None:
         self.operations = operations
         self.reporter = reporter
         self.timeout_secs = timeout_secs
@@ -83,12 +100,14 @@ class WriteRunner:
         self.reconciler: Reconciler | None = None
         self.reconcilers: dict[str, Reconciler] = {}
         self.owner = new_owner()
-        # The longest a handler of ours can run: the deadline, then the late-reply window.
+        # The longest a handler of ours is expected to run: the deadline, then the late-reply window.
         self.lease_secs = (timeout_secs or 0.0) + late_reply_secs + 5.0
-        self._late = LateReplies(late_reply_secs)
+        # A dead owner's request may still land for its timeout after the death was seen.
+        self.grace_secs = timeout_secs or 0.0
+        self.settle_retry_secs = settle_retry_secs
+        self._late = LateReplies()
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._running: dict[str, asyncio.Future[GateResult]] = {}
-        self._watched: dict[str, OperationRecord] = {}
         self._told_unknown: set[str] = set()
         self._settled: list[OperationRecord] = []
         self._handlers: set[asyncio.Future[Any]] = set()
@@ -99,35 +118,51 @@ class WriteRunner:
 
     # -- one write -----------------------------------------------------------
 
+    def _lock(self, name: str) -> tuple[asyncio.Lock, list[int]]:
+        entry = self._locks.get(name)
+        if entry is None:
+            entry = self._locks[name] = (asyncio.Lock(), [0])
+        entry[1][0] += 1
+        return entry
+
+    def _unlock(self, name: str, users: list[int]) -> None:
+        users[0] -= 1
+        if not users[0]:
+            del self._locks[name]
+
     async def run(self, name: str, arguments: dict[str, Any], handler: Any, identity: OperationIdentity,
                   evidence: dict[str, Any], warnings: tuple[str, ...],
                   should_proceed: Callable[[], bool] | None) -> GateResult:
         """Run (or answer without running) one write request."""
         key = identity.key
         evidence["idempotency_key"] = key
-        # One lock per key while someone uses it, dropped after (a long call does not collect them).
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = (asyncio.Lock(), [0])
-        lock, users = entry
-        users[0] += 1
+        # One lock per key (and one per resource) while someone uses it, dropped after.
+        lock, users = self._lock(key)
         try:
             async with lock:
                 running = self._running.get(key)
                 if running is None:
-                    refused, record = await self._begin(name, identity, evidence, should_proceed)
+                    if identity.resource:
+                        slot = f"\x00{identity.resource}"
+                        resource_lock, resource_users = self._lock(slot)
+                        try:
+                            async with resource_lock:
+                                refused, record = await self._begin(name, identity, evidence, should_proceed)
+                        finally:
+                            self._unlock(slot, resource_users)
+                    else:
+                        refused, record = await self._begin(name, identity, evidence, should_proceed)
                     if refused is not None:
                         return refused
                     assert record is not None
                     finished: asyncio.Future[GateResult] = asyncio.get_running_loop().create_future()
                     self._running[key] = finished
                     task = start_handler(handler, arguments, record)
+                    evidence["forwarded"] = True  # from here on, a failure of the gate is an unknown outcome
                     self._handlers.add(task)
-                    task.add_done_callback(self._handlers.discard)
+                    task.add_done_callback(self._handler_returned)
         finally:
-            users[0] -= 1
-            if not users[0]:
-                del self._locks[key]
+            self._unlock(key, users)
         if running is not None:
             return self._repeat_of(name, await asyncio.shield(running), evidence)
         assert record is not None
@@ -148,6 +183,11 @@ class WriteRunner:
         finished.set_result(result)
         return result
 
+    def _handler_returned(self, task: asyncio.Future[Any]) -> None:
+        self._handlers.discard(task)
+        if self._closed and not self._handlers:
+            release_owner(self.owner)
+
     def _repeat_of(self, name: str, previous: GateResult, evidence: dict[str, Any]) -> GateResult:
         key = previous.idempotency_key
         if previous.status == GateStatus.EXECUTED:
@@ -161,6 +201,7 @@ class WriteRunner:
         return self.reporter.refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "outcome_unknown",
                                     "not executed: the same request is still of unknown outcome", key=key)
 
+
     async def _begin(self, name: str, identity: OperationIdentity, evidence: dict[str, Any],
                      should_proceed: Callable[[], bool] | None) -> tuple[GateResult | None, OperationRecord | None]:
         key = identity.key
@@ -171,22 +212,28 @@ class WriteRunner:
         if self._closed:
             return refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "closed",
                           "not executed: the call is ending", key=key), None
-        if identity.resource:
-            held = await self._conflict(name, identity, evidence)
+        slot = f"{identity.call_id}:{identity.resource}" if identity.resource else ""
+        if slot:
+            held = await self._conflict(name, identity, slot, evidence)
             if held is not None:
                 return held, None
-        record, created = await self.operations.start(key, name, identity.request_hash, identity.scope,
-                                                      self.owner, time.time() + self.lease_secs, identity.resource)
+        try:
+            record, created = await owned(
+                self.operations.start(key, name, identity.request_hash, identity.scope, self.owner,
+                                      self.operations.now() + self.lease_secs, slot),
+                self.timeout_secs, lambda task: self._never_left(task, lambda started: started[1] and started[0]))
+        except ResourceBusy:
+            return self._busy(name, identity, evidence), None
         if created:
             return None, record
         for _ in range(4):
             if record.status == S.EXECUTING:
-                if handler_may_run(record, time.time()):
+                if handler_may_run(record, self.operations.now(), self.grace_secs):
                     return refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "in_flight",
                                   "not executed: the same request is being carried out; its outcome is not "
                                   "known yet", key=key), None
-                record = await self.operations.settle(record, S.OUTCOME_UNKNOWN,
-                                                      error="its owner stopped while it was executing")
+                record = await self._bounded(self.operations.settle(
+                    record, S.OUTCOME_UNKNOWN, error="its owner stopped while it was executing"))
             if record.status == S.OUTCOME_UNKNOWN:
                 record = await self.reconcile(record, evidence)
             if record.status == S.OUTCOME_UNKNOWN:
@@ -198,26 +245,52 @@ class WriteRunner:
                 return refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "duplicate", ALREADY_DONE,
                               result=record.result, key=key), None
             if record.retryable:
-                claimed = await self.operations.claim(record, self.owner, time.time() + self.lease_secs)
+                try:
+                    claimed = await owned(
+                        self.operations.claim(record, self.owner, self.operations.now() + self.lease_secs),
+                        self.timeout_secs, lambda task: self._never_left(task, lambda mine: mine))
+                except ResourceBusy:
+                    return self._busy(name, identity, evidence), None
                 if claimed is not None:
                     return None, claimed
             record = await self.operations.get(key) or record
         return refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "in_flight",
                       "not executed: the same request is being carried out elsewhere", key=key), None
 
-    async def _conflict(self, name: str, identity: OperationIdentity,
+    async def _bounded(self, write: Any) -> Any:
+        """A ledger write of the gate's own, waited for at most the tool's deadline."""
+        return await asyncio.wait_for(write, self.timeout_secs)
+
+    def _never_left(self, write: asyncio.Future[Any], mine: Callable[[Any], Any]) -> None:
+        """The caller gave up on a start or claim: if it commits, its handler never ran; settle it, off the loop."""
+        async def settle() -> None:
+            try:
+                record = mine(await write)
+            except Exception:  # nothing was committed
+                return
+            if record:
+                await retrying(lambda: self.operations.settle(record, S.FAILED, error=_NEVER_LEFT),
+                               within_secs=self.settle_retry_secs)
+        self._late.watch(settle())
+
+    def _busy(self, name: str, identity: OperationIdentity, evidence: dict[str, Any]) -> GateResult:
+        return self.reporter.refuse(
+            GateStatus.NOT_EXECUTED, name, True, evidence, "conflict",
+            f"not executed: another change to {identity.resource} is being carried out; its outcome is not known "
+            "yet. Tell the caller you are checking, and do not change it until it is known.", key=identity.key)
+
+    async def _conflict(self, name: str, identity: OperationIdentity, slot: str,
                         evidence: dict[str, Any]) -> GateResult | None:
         """Hold a different write on a resource whose earlier write is in flight or of unknown outcome."""
         prefix = f"{identity.call_id}:"
-        for other in await self.operations.unsettled_on(prefix, identity.resource):
-            if other.idempotency_key != identity.key and other.status == S.OUTCOME_UNKNOWN:
-                self._told_unknown.add(other.idempotency_key)  # whatever it turns out to be, the model hears it
+        for other in await self.operations.unsettled_on(prefix, slot):
             if other.idempotency_key == identity.key:
                 continue
-            if other.status == S.EXECUTING and not handler_may_run(other, time.time()):
-                other = await self.operations.settle(other, S.OUTCOME_UNKNOWN,
-                                                     error="its owner stopped while it was executing")
+            if other.status == S.EXECUTING and not handler_may_run(other, self.operations.now(), self.grace_secs):
+                other = await self._bounded(self.operations.settle(
+                    other, S.OUTCOME_UNKNOWN, error="its owner stopped while it was executing"))
             if other.status == S.OUTCOME_UNKNOWN:
+                self._told_unknown.add(other.idempotency_key)  # whatever it turns out to be, the model hears it
                 other = await self.reconcile(other, evidence)
             if other.status in (S.EXECUTING, S.OUTCOME_UNKNOWN):
                 state = "still being carried out" if other.status == S.EXECUTING else "of unknown outcome"
@@ -228,7 +301,7 @@ class WriteRunner:
                     f"not executed: the earlier {other.op_type} on {identity.resource} is {state}; checking whether "
                     f"it went through. Tell the caller you are checking, and do not change it until it is known.",
                     key=identity.key)
-        commit = self._unseen_commits.pop(identity.resource, None)
+        commit = self._unseen_commits.pop(slot, None)
         if commit is not None and commit.idempotency_key != identity.key:
             evidence["conflicts_with"] = commit.idempotency_key
             return self.reporter.refuse(
@@ -244,25 +317,27 @@ class WriteRunner:
         try:
             outcome = await await_deadline(task, self.timeout_secs)
         except asyncio.CancelledError:
-            # Cancelled from outside (a framework deadline, the call ending): the
-            # write keeps running under its lease and its reply, if any, settles it.
-            unknown = await asyncio.shield(self.operations.settle(
-                record, S.OUTCOME_UNKNOWN, error="the call was cancelled while the tool ran",
-                lease_until=record.lease_until))
-            self._watch(unknown, task)
+            # Cancelled from outside (Pipecat's own deadline, the call ending): the model was told the call did
+            # not complete; the handler goes on, and its outcome settles the operation and is told next time.
+            self._follow(record, task, "the call was cancelled while the tool ran")
             raise
         if outcome.timed_out:
-            unknown = await self.operations.settle(record, S.OUTCOME_UNKNOWN, lease_until=record.lease_until,
-                                                   error=f"no reply within {self.timeout_secs:g}s")
-            self._watch(unknown, task)
-            self._told_unknown.add(key)
+            self._follow(record, task, f"no reply within {self.timeout_secs:g}s")
             result = GateResult(GateStatus.OUTCOME_UNKNOWN, name, reason=(
                 f"outcome unknown: no reply within {self.timeout_secs:g}s; the action may or may not have happened"),
                 write=True, idempotency_key=key, warnings=warnings, reason_kind="timeout")
             self.reporter.outcome(decision, result)
             self.reporter.record("outcome_unknown", {**evidence, "reason": result.reason})
             return result
-        stored = await self._settle_outcome(record, outcome)
+        stored = await self._record_outcome(record, outcome)
+        if stored is None:
+            result = GateResult(GateStatus.OUTCOME_UNKNOWN, name, reason=(
+                "outcome unknown: the tool replied but the operation ledger could not record it in time; it is "
+                "being recorded and you will be told"), write=True, idempotency_key=key, warnings=warnings,
+                reason_kind="store_error")
+            self.reporter.outcome(decision, result)
+            self.reporter.record("outcome_unknown", {**evidence, "reason": result.reason})
+            return result
         if stored.status == S.OUTCOME_UNKNOWN:  # raised after the request may have reached the backend
             stored = await self.reconcile(stored, evidence)
         result = self._result_of(name, stored, outcome, warnings)
@@ -270,6 +345,31 @@ class WriteRunner:
             self._told_unknown.add(key)
         self.reporter.outcome(decision, result)
         return result
+
+    async def _record_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord | None:
+        """Settle the handler's outcome; ``None`` if the ledger did not take it within the deadline.
+
+        The write goes on in the background (retried) whatever happens to the caller; if the caller stopped
+        waiting, its settlement is told at the next generation.
+        """
+        answer: asyncio.Future[OperationRecord] = asyncio.get_running_loop().create_future()
+
+        async def settle() -> None:
+            stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=self.settle_retry_secs)
+            if not answer.done():
+                answer.set_result(stored)
+            elif stored.status != S.OUTCOME_UNKNOWN:
+                self._note_settled(stored, "ledger_retry")
+
+        self._late.watch(settle())
+        try:
+            return await asyncio.wait_for(answer, self.timeout_secs)
+        except asyncio.CancelledError:
+            self._told_unknown.add(record.idempotency_key)
+            raise
+        except TimeoutError:
+            self._told_unknown.add(record.idempotency_key)
+            return None
 
     async def _settle_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord:
         if outcome.exception is not None:
@@ -298,20 +398,25 @@ class WriteRunner:
             "the action may or may not have happened"), write=True, idempotency_key=key, warnings=warnings,
             reason_kind="ambiguous_error")
 
+
     # -- late replies, reconciliation, recovery --------------------------------
 
-    def _watch(self, record: OperationRecord, task: asyncio.Future[Any]) -> None:
-        self._watched[record.idempotency_key] = record
-        self._late.watch(task, lambda outcome: self._late_reply(record, outcome))
+    def _follow(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
+        """Record the operation as unknown, then follow its handler until it returns (never cancelling it)."""
+        self._told_unknown.add(record.idempotency_key)
+        self._late.watch(self._late_reply(record, task, reason))
 
-    async def _late_reply(self, record: OperationRecord, outcome: HandlerOutcome | None) -> None:
-        self._watched.pop(record.idempotency_key, None)
-        if outcome is None:  # the window passed and the handler was cancelled: it no longer runs
-            await self.operations.release(record)
-            return
-        stored = await self._settle_outcome(record, outcome)
+    async def _late_reply(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
+        within = self.settle_retry_secs
+        try:
+            record = await retrying(lambda: self.operations.settle(
+                record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until), within_secs=within)
+        except Exception as exc:  # its outcome below is written all the same
+            logger.warning(f"could not record {record.idempotency_key} as unknown: {exc}")
+        outcome = await await_deadline(task, None)
+        stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=within)
         if stored.status == S.OUTCOME_UNKNOWN:
-            await self.operations.release(stored)
+            await retrying(lambda: self.operations.release(stored), within_secs=within)
             return
         self._note_settled(stored, "late_reply")
 
@@ -329,13 +434,14 @@ class WriteRunner:
         settled, self._settled = self._settled, []
         return settled
 
+
     async def reconcile(self, record: OperationRecord, evidence: Mapping[str, Any] | None = None) -> OperationRecord:
-        """Ask the tool's reconciler what became of an unknown operation (fenced by the owner's lease)."""
+        """Ask the tool's reconciler what became of an unknown operation (a failed answer only for a voided attempt)."""
         reconciler = self.reconcilers.get(record.op_type) or self.reconciler
         if reconciler is None or record.status != S.OUTCOME_UNKNOWN:
             return record
         try:
-            settled = await self.operations.reconcile(record, reconciler)
+            settled = await self.operations.reconcile(record, reconciler, self.grace_secs)
         except Exception as exc:  # the backend could not answer: still unknown
             logger.warning(f"reconciliation of {record.idempotency_key} failed: {exc}")
             return record
@@ -345,28 +451,25 @@ class WriteRunner:
 
     async def reconcile_pending(self, scope_prefix: str) -> list[OperationRecord]:
         """Recover records of a call a gone owner left executing, then reconcile every unknown one."""
-        await self.operations.recover(scope_prefix)
+        await self.operations.recover(scope_prefix, self.grace_secs)
         return [await self.reconcile(r) for r in await self.operations.unknown(scope_prefix)]
 
     @property
     def late_replies(self) -> LateReplies:
-        """The timed-out handlers still awaited."""
+        """The handlers followed past their deadline, and outcomes still being recorded."""
         return self._late
 
-    async def close(self) -> None:
-        """Stop every handler of this gate (cancelling them), then end its leases.
+    def stop(self) -> None:
+        """Start no more writes.
 
-        Only once no handler of ours can still run is the owner token released,
-        so that others may take "not found" from the backend as "failed".
+        Running handlers are not cancelled (a cancelled request may still
+        land): each keeps its lease until it returns and its outcome is
+        recorded. The owner token is released after the last one returned.
         """
         self._closed = True
-        await self._late.close()
-        handlers = list(self._handlers)
-        for task in handlers:
-            task.cancel()
-        await asyncio.gather(*handlers, return_exceptions=True)
-        release_owner(self.owner)
-        for record in list(self._watched.values()):
-            with contextlib.suppress(Exception):
-                await self.operations.release(record)
-        self._watched.clear()
+        if not self._handlers:
+            release_owner(self.owner)
+
+    async def close(self) -> None:
+        """See :meth:`stop`."""
+        self.stop()

@@ -70,7 +70,7 @@ async def test_an_old_schema_database_is_migrated_in_place(old_url: str):
         result = await gate.call("issue_refund", {"order_id": "#W1", "amount_usd": 45}, refund)
         assert result.executed
         record = await ledger.get("default", result.idempotency_key or "")
-        assert record is not None and record.resource == "order #W1" and record.owner
+        assert record is not None and record.resource == "new-call:order #W1" and record.owner
 
         async with ledger.engine.connect() as conn:
             version = (await conn.execute(text(f"SELECT version FROM {prefix}schema"))).scalar()

@@ -40,7 +40,7 @@ async def test_a_reconciler_that_finds_nothing_lets_the_new_write_through_once_n
         return {"status": "callback booked"}
 
     async def reconciler(record):
-        return Reconciliation(OperationStatus.FAILED, error="no such booking")
+        return Reconciliation(OperationStatus.FAILED, error="no such booking", voided=record.attempt)
 
     gate = _gate(reconciler=reconciler)
     first = await gate.call("book_callback", {"day": "Thursday"}, book)

@@ -88,14 +88,20 @@ async def test_sigkill_during_a_write_then_restart_applies_it_once(tmp_path, sta
     async def reconciler(record):
         if record.idempotency_key in _applications(backend):
             return Reconciliation(OperationStatus.SUCCEEDED, result={"status": "refunded"})
-        return Reconciliation(OperationStatus.FAILED, error="no such refund")
+        # The backend voids the attempt: a request of it still on the wire would now be refused.
+        return Reconciliation(OperationStatus.FAILED, error="no such refund", voided=record.attempt)
 
     ledger = OperationLedger(ledger_url)
     try:
-        gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="call-1", reconciler=reconciler)
+        gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="call-1", reconciler=reconciler,
+                        timeout_secs=0.3)
         [left] = await ledger.records()
         assert left.status == OperationStatus.EXECUTING  # what the dead worker left
         gate.new_turn(2)  # the restarted process resumes in a later turn
+        # A request the dead worker had on the wire may land for its timeout after the death was seen.
+        assert await gate.reconcile_pending() == []
+        assert (await gate.call("issue_refund", REFUND, refund)).reason_kind == "in_flight"
+        await asyncio.sleep(0.35)
         settled = await gate.reconcile_pending()
         assert [r.status for r in settled] == [OperationStatus.SUCCEEDED if stage == "after"
                                                else OperationStatus.FAILED]
@@ -121,7 +127,9 @@ async def test_a_restart_without_a_reconciler_never_re_executes_an_unknown_write
 
     ledger = OperationLedger(ledger_url)
     try:
-        gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="call-1")
+        gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="call-1", timeout_secs=0.2)
+        assert (await gate.call("issue_refund", REFUND, refund)).reason_kind == "in_flight"
+        await asyncio.sleep(0.25)  # the dead worker's request has had its time to land
         for turn in (2, 3):
             gate.new_turn(turn)
             assert (await gate.call("issue_refund", REFUND, refund)).status == "outcome_unknown"

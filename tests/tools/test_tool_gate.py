@@ -42,6 +42,8 @@ class Backend:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
         self.keys: list[str | None] = []
+        self.attempts: list[int] = []
+        self.release = asyncio.Event()
         self.fail_next = 0
         self.refuse_next = 0
         self.hang = False
@@ -50,6 +52,7 @@ class Backend:
         self.calls.append(dict(args))
         operation = current_operation()
         self.keys.append(operation.idempotency_key if operation else None)
+        self.attempts.append(operation.attempt if operation else 0)
         if self.refuse_next:
             self.refuse_next -= 1
             raise OperationRefused("card declined")
@@ -57,7 +60,7 @@ class Backend:
             self.fail_next -= 1
             raise RuntimeError("refund service unavailable")
         if self.hang:
-            await asyncio.Event().wait()
+            await self.release.wait()
         return {"refund_id": len(self.calls), "status": "refunded"}
 
     async def lookup(self, args: Mapping[str, Any]) -> Any:
@@ -261,28 +264,33 @@ async def test_late_reply_settles_an_unknown_outcome(sink):
     assert "reconciled" in sink.actions()
 
 
-@pytest.mark.parametrize(("truth", "expected_calls", "status"), [
-    (OperationStatus.SUCCEEDED, 1, "not_executed"),
-    (OperationStatus.FAILED, 2, "executed"),
-    (None, 1, "outcome_unknown"),
+@pytest.mark.parametrize(("truth", "voided", "expected_calls", "status"), [
+    (OperationStatus.SUCCEEDED, None, 1, "not_executed"),
+    (OperationStatus.FAILED, 1, 1, "outcome_unknown"),  # voided, but its handler still runs: its reply settles it
+    (OperationStatus.FAILED, None, 1, "outcome_unknown"),  # "not found" alone is not "failed"
+    (None, None, 1, "outcome_unknown"),
 ])
-async def test_reconciler_decides_what_an_unknown_write_became(backend, truth, expected_calls, status):
+async def test_reconciler_decides_what_an_unknown_write_became(backend, truth, voided, expected_calls, status):
     asked = []
 
     async def reconciler(record):
-        asked.append(record.idempotency_key)
-        return None if truth is None else Reconciliation(truth, result={"refund_id": 1})
+        asked.append((record.idempotency_key, record.attempt))
+        return None if truth is None else Reconciliation(truth, result={"refund_id": 1}, voided=voided)
 
     gate = ToolGate(write_tools={"issue_refund"}, timeout_secs=0.05, late_reply_secs=0.05, reconciler=reconciler)
     backend.hang = True
     await gate.call("issue_refund", REFUND, backend.refund)
     backend.hang = False
-    if truth == OperationStatus.FAILED:
-        # "Not found" while the timed-out handler may still run is not "failed".
-        assert (await gate.call("issue_refund", REFUND, backend.refund)).status == "outcome_unknown"
-        await gate._late.wait()
     result = await gate.call("issue_refund", REFUND, backend.refund)
-    assert result.status == status and len(backend.calls) == expected_calls and asked
+    assert result.status == status and len(backend.calls) == expected_calls and asked[0][1] == 1
+    if status == "executed":
+        assert current_attempts(backend) == [1, 2]
+    backend.release.set()
+    await gate._late.wait()
+
+
+def current_attempts(backend: Backend) -> list[int]:
+    return backend.attempts
 
 
 async def test_interrupted_generation_is_not_executed(gate, backend, sink):

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from pipecat_harness.tools import (
     OperationLedger,
+    OperationRefused,
     OperationStatus,
     OutboxConsumer,
     OutboxEvent,
@@ -53,12 +54,17 @@ class Business:
     def __init__(self) -> None:
         self.effects: Counter[str] = Counter()
         self.effects_by_turn: Counter[tuple[int, int]] = Counter()
+        self.voided: set[str] = set()
+        self.release = asyncio.Event()
 
     def handler(self, request: int, behaviour: str, turn: int):
         async def run(arguments: dict[str, Any]) -> Any:
-            key = current_operation().idempotency_key
+            operation = current_operation()
+            key = operation.idempotency_key
 
             def apply() -> None:
+                if operation.fencing_key in self.voided:  # a late copy of a voided attempt
+                    raise OperationRefused("this attempt was voided")
                 self.effects[key] += 1
                 self.effects_by_turn[(turn, request)] += 1
 
@@ -69,18 +75,20 @@ class Business:
             if behaviour == "hang_after_write":
                 apply()
             if behaviour.startswith("hang"):
-                await asyncio.Event().wait()
-            apply()
+                await self.release.wait()
+            if behaviour != "hang_after_write":
+                apply()
             return {"refund": key}
 
         return run
 
     async def reconcile(self, record) -> Reconciliation:
-        # The backend is authoritative: either it applied the key or it never will
-        # (a hung handler is cancelled when its late-reply window closes).
+        # The backend is authoritative: either it applied the key, or it voids the attempt
+        # (a hung handler of that attempt that wakes up later is refused).
         if self.effects[record.idempotency_key]:
             return Reconciliation(OperationStatus.SUCCEEDED, result={"refund": record.idempotency_key})
-        return Reconciliation(OperationStatus.FAILED, error="backend has no such refund")
+        self.voided.add(record.fencing_key)
+        return Reconciliation(OperationStatus.FAILED, error="backend has no such refund", voided=record.attempt)
 
 
 async def run_schedule(url: str, prefix: str, steps: list[tuple]) -> None:
@@ -99,6 +107,7 @@ async def run_schedule(url: str, prefix: str, steps: list[tuple]) -> None:
         return ledger, gate
 
     ledger, gate = new_process()
+    gates = [gate]
     turn = 0
     gate.new_turn(turn)
     try:
@@ -119,9 +128,11 @@ async def run_schedule(url: str, prefix: str, steps: list[tuple]) -> None:
                 turn += 1
                 gate.new_turn(turn)
             elif kind == "restart":
-                await gate.close()
-                await ledger.close()
+                await gate.close()  # its handlers go on: the new process shares the database they settle in
+                old = ledger
                 ledger, gate = new_process()
+                await old.close()
+                gates.append(gate)
                 gate.new_turn(turn)
             elif kind == "reconcile":
                 await gate.reconcile_pending()
@@ -141,7 +152,10 @@ async def run_schedule(url: str, prefix: str, steps: list[tuple]) -> None:
                 with contextlib.suppress(SystemExit):
                     # A publisher that "crashes" keeps its claim until the claim's lease ends.
                     await OutboxPublisher(ledger, sink, claim_secs=0.01).publish_pending()
-        await gate.close()
+        business.release.set()  # hung handlers return at last (never cancelled) and settle their records
+        for each in gates:
+            await each.writes.late_replies.wait()
+            await each.close()
 
         records = await ledger.records(tenant)
         # Exactly once per idempotency key, and at most once per request per turn.

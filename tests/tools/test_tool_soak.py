@@ -1,4 +1,4 @@
-"""A small seeded slice of scripts/soak_tools.py: faults, restarts, SIGKILL and several processes on one ledger.
+"""A small seeded slice of scripts/soak_tools.py: faults, restarts, SIGKILL, late landings, outages, frozen owners.
 
 The backend counts every application and does not dedupe; the long run is the script itself.
 """
@@ -32,4 +32,5 @@ async def test_a_seeded_fault_schedule_slice_applies_every_logical_operation_onc
     assert figures.applied_twice == 0
     assert figures.applied_not_succeeded == 0 and figures.succeeded_not_applied == 0
     assert figures.left_executing == 0 and figures.exceptions == []
+    assert figures.live_orphans == 0 and figures.reported_not_executed == 0
     assert figures.events > 0 and figures.events_lost == 0 and figures.delivered_twice == 0

@@ -1,0 +1,157 @@
+"""The ledger fails or is busy, two writes race for one resource, a cancel lands inside the gate's own writes."""
+
+import asyncio
+import random
+import sqlite3
+import time
+from typing import Any
+
+from pipecat.frames.frames import LLMContextFrame
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.services.llm_service import FunctionCallParams
+from pipecat.tests.utils import SleepFrame, run_test
+
+from pipecat_harness.config import HarnessConfig
+from pipecat_harness.harness import Harness
+from pipecat_harness.sim.scenario import ModelDecision, ModelScript, ToolCallSpec
+from pipecat_harness.sim.scripted_llm import ScriptedLLMService
+from pipecat_harness.tools import OperationLedger, OperationStatus, ToolGate
+
+REFUND = {"order_id": "#W1", "amount_usd": 45}
+
+
+async def test_a_busy_sqlite_ledger_after_the_handler_ran_is_outcome_unknown_within_the_tools_timeout(tmp_path):
+    path = tmp_path / "ledger.db"
+    ledger = OperationLedger(f"sqlite+aiosqlite:///{path}")
+    await ledger.create_tables()
+    charges: list[int] = []
+    blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="busy", timeout_secs=0.5)
+
+        async def refund(args: Any) -> Any:
+            charges.append(1)
+            blocker.execute("BEGIN IMMEDIATE")  # another process takes the write lock and keeps it
+            return {"status": "refunded"}
+
+        started = time.monotonic()
+        result = await gate.call("issue_refund", REFUND, refund)
+        waited = time.monotonic() - started
+        assert result.status == "outcome_unknown" and result.reason_kind == "store_error"
+        assert waited < 5  # the tool's own deadline, not SQLite's 30 s busy timeout
+        blocker.execute("COMMIT")  # the lock goes; the kept outcome is written by the retry, off the loop
+        await gate.writes.late_replies.wait()
+        [record] = await ledger.records()
+        assert record.status == OperationStatus.SUCCEEDED and charges == [1]
+        assert [r.status for r in gate.take_settled()] == [OperationStatus.SUCCEEDED]  # told next generation
+        again = await gate.call("issue_refund", REFUND, refund)
+        assert again.status == "not_executed" and charges == [1]
+    finally:
+        blocker.close()
+        await ledger.close()
+
+
+async def test_a_failing_ledger_before_the_handler_is_not_executed_and_after_it_never_is(ledger):
+    gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="failing", timeout_secs=0.5,
+                    settle_retry_secs=0.0)
+    real_settle = ledger.settle
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionRefusedError("the database refuses connections")
+
+    async def refund(args: Any) -> Any:
+        ledger.settle = broken  # the database goes away while the handler runs
+        return {"status": "refunded"}
+
+    result = await gate.call("issue_refund", REFUND, refund)
+    assert result.status == "outcome_unknown"  # it ran: never "not executed"
+    ledger.settle = real_settle
+    real_start = ledger.start
+    ledger.start = broken
+    refused = await gate.call("issue_refund", {**REFUND, "amount_usd": 1}, refund)
+    assert refused.status == "not_executed" and refused.reason_kind == "store_error"
+    ledger.start = real_start
+
+
+def _llm(*calls: dict[str, Any]) -> ScriptedLLMService:
+    script = ModelScript(first_token_secs=0, token_secs=0, decisions=[
+        ModelDecision(tool_calls=[ToolCallSpec(name="issue_refund", args=args) for args in calls])])
+    return ScriptedLLMService(script)
+
+
+async def test_two_different_writes_on_one_order_in_one_reply_never_run_at_once(ledger):
+    harness = Harness(HarnessConfig().only("tool_gate"), call_id="one-reply", write_tools={"issue_refund"})
+    control = harness.control("tool_gate")
+    control.gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="one-reply",
+                            resources={"issue_refund": lambda args: f"order {args['order_id']}"},
+                            decisions=control.gate.decisions)
+    llm = _llm(REFUND, {**REFUND, "amount_usd": 20})
+    running: list[int] = []
+    overlap: list[int] = []
+
+    async def refund(params: FunctionCallParams) -> None:
+        running.append(1)
+        overlap.append(len(running))
+        await asyncio.sleep(0.05)
+        running.pop()
+        await params.result_callback({"status": "refunded"})
+
+    harness.register_function(llm, "issue_refund", refund)
+    context = LLMContext(messages=[{"role": "user", "content": "refund both"}])
+    await run_test(Pipeline([control.guard, llm]), expected_down_frames=None,
+                   frames_to_send=[LLMContextFrame(context), SleepFrame(sleep=0.3)])
+    assert overlap == [1]  # one ran; the other was held as a conflict
+    kinds = [d.evidence.get("reason_kind") for d in harness.decisions.by_control("tool_gate")
+             if d.action == "not_executed"]
+    assert kinds == ["conflict"]
+
+
+async def test_two_processes_never_run_two_writes_on_one_resource_at_once(ledger):
+    url = ledger.engine.url.render_as_string(hide_password=False)
+    other = OperationLedger(url, table_prefix=ledger.table_prefix)
+    try:
+        gates = [ToolGate(write_tools={"issue_refund"}, ledger=each, session_id="shared",
+                          resources={"issue_refund": lambda args: f"order {args['order_id']}"})
+                 for each in (ledger, other)]
+        running: list[int] = []
+        overlap: list[int] = []
+
+        async def refund(args: Any) -> Any:
+            running.append(1)
+            overlap.append(len(running))
+            await asyncio.sleep(0.05)
+            running.pop()
+            return {"status": "refunded"}
+
+        for round_ in range(5):
+            results = await asyncio.gather(*(gate.call("issue_refund", {**REFUND, "amount_usd": n + 10 * round_},
+                                                       refund) for n, gate in enumerate(gates)))
+            assert sorted(r.status for r in results) == ["executed", "not_executed"]
+        assert max(overlap) == 1
+    finally:
+        await other.close()
+
+
+async def test_a_cancel_anywhere_in_the_gates_own_writes_leaves_nothing_executing(ledger):
+    gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="cancels", timeout_secs=1.0)
+    rng = random.Random(7)
+    ran: list[int] = []
+
+    async def refund(args: Any) -> Any:
+        ran.append(1)
+        return {"status": "refunded"}
+
+    for n in range(40):
+        task = asyncio.create_task(gate.call("issue_refund", {**REFUND, "amount_usd": n}, refund))
+        await asyncio.sleep(rng.random() * 0.004)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    await gate.writes.late_replies.wait()
+    records = await ledger.records()
+    assert records and not [r for r in records if r.status == OperationStatus.EXECUTING]
+    assert sum(r.status == OperationStatus.SUCCEEDED for r in records) == len(ran)
+    never_left = [r for r in records if r.status == OperationStatus.FAILED]
+    assert all("before its handler started" in (r.error or "") for r in never_left)
+    retried = await gate.call("issue_refund", {**REFUND, "amount_usd": 0}, refund)
+    assert retried.status in ("executed", "not_executed")
