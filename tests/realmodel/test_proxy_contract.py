@@ -178,3 +178,32 @@ async def test_a_stream_the_server_cuts_is_heard_as_the_fallback_and_logged(mode
     assert len(text) > len(DEFAULT_FALLBACK) and text.endswith(" " + DEFAULT_FALLBACK)
     assert [chunk.finish_reason for chunk in heard if chunk.finish_reason] == ["stop"]
     assert any("ended without a finish reason" in line and "cut" in line for line in warnings)
+
+
+async def _fallback_turn(upstream: OpenAICompatibleUpstream) -> str:
+    service = ProxyService(upstream, policy=ModelPolicy(max_tokens=8, base_prompt="Be brief."),
+                           first_token_timeout_secs=60.0, chunk_timeout_secs=30.0)
+    prepared = await service.prepare("refused", [{"role": "user", "content": "Hello?"}])
+    chunks = [chunk async for chunk in service.stream(prepared.request, call_id="refused")]
+    await upstream.aclose()
+    assert [chunk.finish_reason for chunk in chunks if chunk.finish_reason] == ["stop"]
+    return "".join(chunk.text for chunk in chunks)
+
+
+async def test_a_request_the_server_refuses_is_heard_as_the_fallback_and_logged(model_server, warnings):
+    # System blocks are what this server refuses (HTTP 500): the reason they are not the default.
+    upstream = OpenAICompatibleUpstream(model_server.base_url, model=model_server.model, system_blocks=True)
+    assert await _fallback_turn(upstream) == DEFAULT_FALLBACK
+    assert any("HTTP 500" in line and "refused" in line for line in warnings)
+
+
+async def test_the_servers_empty_200_is_heard_as_the_fallback_and_logged(model_server, warnings):
+    # The server answers an assistant tool-call message without content with a 200 and no body at all.
+    history = [{"role": "user", "content": "Hi"},
+               {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                                     "function": {"name": "lookup_order", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    upstream = OpenAICompatibleUpstream(model_server.base_url, model=model_server.model,
+                                        extra_body={"messages": history})
+    assert await _fallback_turn(upstream) == DEFAULT_FALLBACK
+    assert any("ended without a finish reason" in line and "refused" in line for line in warnings)
