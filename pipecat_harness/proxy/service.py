@@ -48,6 +48,47 @@ class _Split:
     dropped_parts: list[str]
 
 
+class _Watchdog:
+    """The wait for the upstream's next chunk, with one timer per stream.
+
+    ``asyncio.timeout`` around every chunk schedules and cancels a timer per
+    token; here a wait only moves a deadline, and the timer, when it fires
+    early, re-arms itself for the deadline. Past the deadline while a chunk
+    is awaited, the task is cancelled and the wait raises ``TimeoutError``.
+    """
+
+    def __init__(self, secs: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        self.deadline = self.loop.time() + secs
+        self.waiting = False
+        self.expired = False
+        self.handle = self.loop.call_at(self.deadline, self._check)
+
+    def wait(self, secs: float) -> None:
+        """A chunk is awaited from now, for at most ``secs``."""
+        self.deadline = self.loop.time() + secs
+        self.waiting = True
+
+    def _check(self) -> None:
+        now = self.loop.time()
+        if self.waiting and now >= self.deadline and self.task is not None:
+            self.expired = True
+            self.task.cancel()
+            return
+        self.handle = self.loop.call_at(max(self.deadline, now + 0.05), self._check)
+
+    def raise_if_expired(self) -> None:
+        """Turn the watchdog's own cancellation into ``TimeoutError``."""
+        if self.expired and self.task is not None and self.task.uncancel() == 0:
+            self.expired = False
+            raise TimeoutError("no upstream chunk in time") from None
+
+    def cancel(self) -> None:
+        """Stop the timer (the stream is over)."""
+        self.handle.cancel()
+
+
 @dataclass
 class PreparedTurn:
     """The upstream request for one turn and the directive it carries."""
@@ -247,16 +288,21 @@ class ProxyService:
         iterator = aiter(self.upstream.stream(request))
         first = True
         calls = CompletedToolCalls(max_bytes=self.max_tool_argument_bytes)
+        watchdog = _Watchdog(self.first_token_timeout_secs)
         try:
             while True:
-                timeout = self.first_token_timeout_secs if first else self.chunk_timeout_secs
                 try:
-                    async with asyncio.timeout(timeout):
-                        try:
-                            chunk = await anext(iterator)
-                        except StopAsyncIteration:
-                            # A cut stream, or a 200 with an empty body: not an answer.
-                            raise UpstreamError("the upstream stream ended without a finish reason") from None
+                    watchdog.wait(self.first_token_timeout_secs if first else self.chunk_timeout_secs)
+                    try:
+                        chunk = await anext(iterator)
+                    except StopAsyncIteration:
+                        # A cut stream, or a 200 with an empty body: not an answer.
+                        raise UpstreamError("the upstream stream ended without a finish reason") from None
+                    except asyncio.CancelledError:
+                        watchdog.raise_if_expired()
+                        raise
+                    finally:
+                        watchdog.waiting = False
                 except (UpstreamError, TimeoutError) as exc:
                     reason = "timeout" if isinstance(exc, TimeoutError) else "error"
                     logger.warning(f"upstream {reason} for call {call_id}: {exc}")
@@ -284,6 +330,7 @@ class ProxyService:
                 if chunk.text:
                     yield UpstreamChunk(text=chunk.text)
         finally:
+            watchdog.cancel()
             closer = getattr(iterator, "aclose", None)
             if closer is not None:
                 try:

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ from pipecat_harness.proxy.app import create_app
 from pipecat_harness.proxy.command import build_service
 from pipecat_harness.proxy.openai_upstream import OpenAICompatibleUpstream
 from pipecat_harness.proxy.service import DEFAULT_FALLBACK, ProxyService
+from pipecat_harness.proxy.upstream import Upstream, UpstreamChunk, UpstreamRequest
 
 
 def _turn(call_id: str, text: str = "Hello there.") -> dict:
@@ -142,3 +144,37 @@ def test_an_unknown_tool_choice_from_the_environment_is_refused_naming_the_setti
     monkeypatch.setenv("PIPECAT_HARNESS_PROXY__TOOL_CHOICE", "sometimes")
     with pytest.raises(ValueError, match="tool_choice"):
         HarnessConfig()
+
+
+class PacedUpstream(Upstream):
+    """Streams ``words`` one every ``pause_secs`` (a longer ``stall_secs`` before the word at ``stall_at``)."""
+
+    def __init__(self, words: int, pause_secs: float, stall_at: int = -1, stall_secs: float = 0.0) -> None:
+        self.words, self.pause_secs, self.stall_at, self.stall_secs = words, pause_secs, stall_at, stall_secs
+
+    async def stream(self, request: UpstreamRequest) -> AsyncIterator[UpstreamChunk]:
+        for index in range(self.words):
+            await asyncio.sleep(self.stall_secs if index == self.stall_at else self.pause_secs)
+            yield UpstreamChunk(text=f"w{index} ")
+        yield UpstreamChunk(finish_reason="stop")
+
+
+async def _paced(upstream: Upstream) -> str:
+    service = ProxyService(upstream, first_token_timeout_secs=0.3, chunk_timeout_secs=0.2)
+    prepared = await service.prepare("paced", [{"role": "user", "content": "Go on."}])
+    chunks = [chunk async for chunk in service.stream(prepared.request, call_id="paced")]
+    assert [chunk.finish_reason for chunk in chunks if chunk.finish_reason] == ["stop"]
+    return "".join(chunk.text for chunk in chunks)
+
+
+async def test_a_slow_stream_that_keeps_coming_is_relayed_whole():
+    # 12 words 0.05 s apart: 0.6 s in all, longer than both waits, none of which is ever exceeded.
+    assert await _paced(PacedUpstream(12, 0.05)) == "".join(f"w{i} " for i in range(12))
+
+
+async def test_a_stall_between_chunks_ends_in_the_fallback_and_the_task_is_not_left_cancelled():
+    heard = await _paced(PacedUpstream(6, 0.02, stall_at=3, stall_secs=1.0))
+    assert heard == "w0 w1 w2  " + DEFAULT_FALLBACK
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+    await asyncio.sleep(0)  # still runnable: no cancellation left pending for this task
