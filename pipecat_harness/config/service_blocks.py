@@ -126,9 +126,13 @@ class ProxySettings(Block):
         max_tokens: Output limit of every model call.
         temperature: Temperature of every model call.
         tools: OpenAI function tools offered to the model.
-        tool_choice: OpenAI ``tool_choice`` sent with the tools.
+        tool_choice: OpenAI ``tool_choice`` sent with the tools (``"auto"``, ``"none"``, ``"required"``
+            or a named function; JSON from the environment).
         base_prompt: Operator prompt, first in the stable system block.
         trust_platform_prompt: Also keep the platform's system messages.
+        content_parts: Content-part types besides text sent upstream (default: none, text only).
+        upstream_system_blocks: Send the system prompt upstream as text blocks (default: one string).
+        upstream_cache_control: Send it as blocks with the base marked ``cache_control`` (prompt-caching gateways).
         max_body_bytes: Largest request body or Retell frame.
         max_messages: Most messages per request.
         max_total_chars: Most content characters per request.
@@ -145,9 +149,14 @@ class ProxySettings(Block):
     max_tokens: int = Field(default=400, gt=0, le=32_000)
     temperature: float = Field(default=0.0, ge=0, le=2)
     tools: list[dict[str, Any]] = Field(default_factory=list)
-    tool_choice: Any = None
+    tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
     base_prompt: str = ""
     trust_platform_prompt: bool = False
+    content_parts: list[Literal["image_url", "file_url", "file", "video_url", "input_audio"]] = Field(
+        default_factory=list
+    )
+    upstream_system_blocks: bool = False
+    upstream_cache_control: bool = False
     max_body_bytes: int = Field(default=1_000_000, gt=0, le=50_000_000)
     max_messages: int = Field(default=1_000, gt=0, le=100_000)
     max_total_chars: int = Field(default=200_000, gt=0, le=20_000_000)

@@ -46,6 +46,7 @@ class HistoryFidelity:
         played_removed_turns: Turns whose history lost words the caller heard.
         played_removed_words: Those words, summed.
         repeated_replies: Model replies repeating an earlier reply.
+        call_ended_turns: Turns still playing when the call hit its limit (not barge-ins, not scored).
     """
 
     assistant_turns: int = 0
@@ -55,6 +56,7 @@ class HistoryFidelity:
     played_removed_turns: int = 0
     played_removed_words: int = 0
     repeated_replies: int = 0
+    call_ended_turns: int = 0
 
 
 def measure_history(result: CallResult) -> HistoryFidelity:
@@ -62,6 +64,7 @@ def measure_history(result: CallResult) -> HistoryFidelity:
     figures = HistoryFidelity(assistant_turns=len(result.playback))
     for turn in result.playback:
         figures.interrupted_turns += int(turn.interrupted)
+        figures.call_ended_turns += int(turn.call_ended)
         figures.unplayed_retained_turns += int(turn.unplayed_retained > 0)
         figures.unplayed_retained_words += turn.unplayed_retained
         figures.played_removed_turns += int(turn.played_removed > 0)
@@ -99,6 +102,8 @@ class CallMetrics:
         prompt_tokens: Input tokens the model reported, summed.
         completion_tokens: Output tokens the model reported, summed.
         total_tokens: Total tokens the model reported.
+        usage_reported: Model requests whose usage the provider reported.
+        streamed_chars: Characters of text the model streamed.
         caller_requests: Requests to the goal caller's model (cached lines excluded).
         error: Why the simulation itself failed (empty when it ran); such a call counts as failed.
     """
@@ -123,6 +128,8 @@ class CallMetrics:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    usage_reported: int = 0
+    streamed_chars: int = 0
     caller_requests: int = 0
     error: str = ""
 
@@ -176,5 +183,7 @@ def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, 
         prompt_tokens=result.model_usage.prompt_tokens,
         completion_tokens=result.model_usage.completion_tokens,
         total_tokens=result.model_usage.total_tokens,
+        usage_reported=result.model_usage.reported,
+        streamed_chars=result.model_usage.streamed_chars,
         caller_requests=result.caller_requests,
     )

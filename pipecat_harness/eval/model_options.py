@@ -38,13 +38,16 @@ class ModelOptions:
 
 
 def add_model_arguments(parser: Any) -> None:
-    """Add ``--model``, ``--base-url``, ``--temperature``, ``--caller-model`` and the budget options."""
+    """Add ``--model``, ``--base-url``, ``--temperature``, ``--max-tokens``, ``--caller-model`` and the budgets."""
     group = parser.add_argument_group("real model (needs GOOGLE_API_KEY or OPENAI_API_KEY)")
     group.add_argument("--model", metavar="PROVIDER:NAME",
                        help="decide with a real model instead of the scripted one: gemini:<name> or openai:<name>")
     group.add_argument("--base-url", help="API root of the model (any OpenAI-compatible endpoint with openai:)")
     group.add_argument("--temperature", type=float, default=0.0,
                        help="sampling temperature of the model (default 0; the seed is --seed)")
+    group.add_argument("--max-tokens", type=int,
+                       help="output limit of every model request, recorded in results.json (default: the "
+                            "provider's own, which some servers leave unlimited)")
     group.add_argument("--caller-model", metavar="PROVIDER:NAME",
                        help="model playing goal callers (default: the offline brain)")
     group.add_argument("--caller-base-url", help="API root of the caller model (OpenAI-compatible)")
@@ -60,10 +63,13 @@ def model_options(args: argparse.Namespace, runs_given: bool) -> ModelOptions:
         ModelArmError: A model option is malformed or its key variable is not set.
         ValueError: A budget is not positive.
     """
+    max_tokens = getattr(args, "max_tokens", None)
     model = ModelArm.parse(args.model, base_url=args.base_url, temperature=args.temperature,
-                           seed=args.seed) if args.model else None
+                           seed=args.seed, max_tokens=max_tokens) if args.model else None
     if model is None and args.base_url:
         raise ValueError("--base-url goes with --model (the endpoint of that model)")
+    if model is None and max_tokens is not None:
+        raise ValueError("--max-tokens goes with --model (the output limit of that model)")
     caller = ModelArm.parse(args.caller_model, base_url=args.caller_base_url, seed=args.seed,
                             option="--caller-model") if args.caller_model else None
     for option, value in (("--budget-calls", args.budget_calls), ("--budget-tokens", args.budget_tokens),

@@ -15,7 +15,11 @@ from typing import Any
 from pipecat_harness.eval.interaction import interaction_summary
 from pipecat_harness.eval.runner import EvalRun
 
-__all__ = ["RESULTS_FORMAT", "compare_results", "load_results", "results_to_dict", "usage_to_dict", "write_results"]
+#: Characters per token of the estimate used when a server reports no usage (English text, BPE tokenisers).
+CHARS_PER_TOKEN = 4
+
+__all__ = ["CHARS_PER_TOKEN", "RESULTS_FORMAT", "compare_results", "load_results", "results_to_dict", "usage_to_dict",
+           "write_results"]
 
 RESULTS_FORMAT = "pipecat-harness-eval/1"
 
@@ -57,10 +61,15 @@ def usage_to_dict(evaluation: EvalRun) -> dict[str, Any]:
     """Model requests and tokens over the run, and per call (what a real-model run costs)."""
     calls = max(evaluation.calls_simulated, 1)
     tokens = evaluation.tokens or {"prompt": 0, "completion": 0, "total": 0}
-    return {"model_requests": evaluation.model_requests, "tokens": tokens,
-            "caller_requests": evaluation.caller_requests,
-            "requests_per_call": round(evaluation.model_requests / calls, 2),
-            "tokens_per_call": {k: round(v / calls, 1) for k, v in tokens.items()}}
+    usage: dict[str, Any] = {"model_requests": evaluation.model_requests, "caller_requests": evaluation.caller_requests,
+                             "requests_per_call": round(evaluation.model_requests / calls, 2)}
+    if not getattr(evaluation, "tokens_reported", True):
+        estimate = round(evaluation.streamed_chars / CHARS_PER_TOKEN)
+        return {**usage, "tokens": "not reported", "tokens_per_call": "not reported",
+                "completion_tokens_estimated": estimate,
+                "estimate": f"output tokens estimated as the streamed text's characters / {CHARS_PER_TOKEN}; "
+                            "the model server reported no usage"}
+    return {**usage, "tokens": tokens, "tokens_per_call": {k: round(v / calls, 1) for k, v in tokens.items()}}
 
 
 def write_results(evaluation: EvalRun, path: str | Path) -> Path:

@@ -216,8 +216,11 @@ class EvalRun:
         rounds_done: Rounds run.
         ended: Why the run ended.
         model_requests: Model requests over all calls simulated.
-        tokens: Model tokens over all calls simulated (prompt, completion, total).
+        tokens: Model tokens over all calls simulated (prompt, completion, total), as reported.
         caller_requests: Requests to the goal callers' model (cached lines excluded).
+        tokens_reported: Whether the model reported usage (``False``: a server that sends none in a
+            stream; ``tokens`` are then zeros, not measurements).
+        streamed_chars: Characters of text the model streamed over all calls.
     """
 
     scenarios: list[str]
@@ -235,6 +238,8 @@ class EvalRun:
     model_requests: int = 0
     tokens: dict[str, int] = field(default_factory=dict)
     caller_requests: int = 0
+    tokens_reported: bool = True
+    streamed_chars: int = 0
 
 
 def _execute(jobs: Sequence[CallJob], workers: int, pool: ProcessPoolExecutor | None,
@@ -320,6 +325,10 @@ def run_evaluation(
             spent = _spent(cache.values())
             # Calls run ``workers`` at a time: a round's wall time is its calls' divided by that.
             per_call = (spent[1][0], spent[1][1] / max(1, workers))
+            if run and budget.tokens is not None and model is not None and not _usage_reported(cache.values()):
+                ended = ("the token budget cannot be kept: the model reported no token usage "
+                         "(give --budget-calls or --budget-minutes)")
+                break
             over = budget.exceeded_by(len(cache), spent[0], time.perf_counter() - started, len(jobs),
                                       per_call) if run else ""
             if over:
@@ -368,8 +377,16 @@ def run_evaluation(
     evaluation.tokens = {"prompt": sum(c.prompt_tokens for c in calls),
                          "completion": sum(c.completion_tokens for c in calls),
                          "total": sum(c.total_tokens for c in calls)}
+    evaluation.tokens_reported = model is None or _usage_reported(calls)
+    evaluation.streamed_chars = sum(c.streamed_chars for c in calls)
     evaluation.wall_secs = round(time.perf_counter() - started, 2)
     return evaluation
+
+
+def _usage_reported(calls: Iterable[CallMetrics]) -> bool:
+    """Whether any model request of these calls came with usage (or none was made)."""
+    calls = list(calls)
+    return any(c.usage_reported for c in calls) or not any(c.model_requests for c in calls)
 
 
 def _spent(calls: Iterable[CallMetrics]) -> tuple[int, tuple[float, float]]:

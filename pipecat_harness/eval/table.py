@@ -16,6 +16,7 @@ from rich.table import Table
 
 from pipecat_harness.eval.interaction import interaction_rows
 from pipecat_harness.eval.intervals import format_interval
+from pipecat_harness.eval.results import CHARS_PER_TOKEN
 from pipecat_harness.eval.rules import RuleVerdict
 from pipecat_harness.eval.runner import ControlResult, EvalRun
 from pipecat_harness.eval.summary import ArmSummary, Figure
@@ -89,6 +90,7 @@ def run_lines(evaluation: EvalRun) -> list[str]:
     """What decided, how far the run went and why it ended, and what it cost at the model."""
     model = evaluation.model
     decided = (f"model {model.label} (temperature {model.temperature:g}, seed {model.seed}"
+               + (f", max tokens {model.max_tokens}" if model.max_tokens else ", no max tokens")
                + (f", {model.base_url}" if model.base_url else "") + ")") if model else "scripted model"
     caller = evaluation.caller_model
     lines = [f"{decided}; goal callers: " + (f"{caller.label} (seed {evaluation.seed})" if caller
@@ -96,9 +98,15 @@ def run_lines(evaluation: EvalRun) -> list[str]:
              f"{evaluation.rounds_done} of {evaluation.runs} round(s) run: {evaluation.ended}"]
     calls = max(evaluation.calls_simulated, 1)
     tokens = evaluation.tokens or {}
+    if evaluation.tokens_reported:
+        spent = (f"{tokens.get('total', 0)} tokens ({tokens.get('total', 0) / calls:.0f}/call: "
+                 f"{tokens.get('prompt', 0) / calls:.0f} in, {tokens.get('completion', 0) / calls:.0f} out)")
+    else:
+        estimate = evaluation.streamed_chars / CHARS_PER_TOKEN
+        spent = (f"tokens not reported by the model (about {estimate:.0f} output tokens estimated from the "
+                 "streamed text)")
     lines.append(f"model usage: {evaluation.model_requests} requests ({evaluation.model_requests / calls:.1f}/call), "
-                 f"{tokens.get('total', 0)} tokens ({tokens.get('total', 0) / calls:.0f}/call: "
-                 f"{tokens.get('prompt', 0) / calls:.0f} in, {tokens.get('completion', 0) / calls:.0f} out)"
+                 + spent
                  + (f"; caller model: {evaluation.caller_requests} requests" if evaluation.caller_requests else ""))
     return lines
 

@@ -6,6 +6,18 @@ delta per tool call (``index``, ``id``, name, then the JSON arguments), a
 final chunk with ``finish_reason`` (``tool_calls`` or ``stop``), a usage
 chunk when ``stream_options.include_usage`` asks for it, and ``[DONE]``.
 Without ``stream`` the same reply comes back as one ``chat.completion``.
+
+What the fake accepts is that of a named server (:data:`SERVERS`). The
+default, ``strict``, accepts only what every common OpenAI-compatible server
+accepts and answers anything else with a 400 naming the message: content
+parts only in user messages, ``content`` a string everywhere else (``null``
+and a missing content refused, even beside ``tool_calls``), the roles
+``system``, ``user``, ``assistant`` and ``tool``, ``response_format`` of
+``text`` or ``json_object``. ``openai`` accepts what OpenAI accepts
+(``developer``, parts anywhere, ``null`` content beside tool calls, JSON
+schemas). ``llama-cpp-python`` answers as that server's 0.3 releases do: a
+refused request is a 500, an assistant tool-call message without content a
+200 with an empty body, and a stream never carries usage.
 """
 
 from __future__ import annotations
@@ -21,7 +33,15 @@ from pipecat_harness.fakes.chat import ChatModel, ChatReply, ChatRequest, as_cha
 from pipecat_harness.fakes.server import LoopbackServer
 from pipecat_harness.fakes.stream import text_pieces
 
-__all__ = ["OpenAIChatFake", "openai_to_chat_messages"]
+__all__ = ["SERVERS", "OpenAIChatFake", "openai_to_chat_messages", "refusal"]
+
+#: The servers whose acceptance the fake can take.
+SERVERS = ("strict", "openai", "llama-cpp-python")
+
+_STRICT_ROLES = frozenset({"system", "user", "assistant", "tool"})
+_OPENAI_ROLES = _STRICT_ROLES | {"developer", "function"}
+_LLAMA_CPP_ROLES = _STRICT_ROLES | {"function"}
+_USER_PART_TYPES = frozenset({"text", "image_url"})
 
 
 def _text(content: Any) -> str:
@@ -49,6 +69,56 @@ def openai_to_chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
+def _message_refusal(index: int, message: Any, server: str) -> str | None:
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        return f"{where} must be an object"
+    role = message.get("role")
+    roles = {"strict": _STRICT_ROLES, "openai": _OPENAI_ROLES, "llama-cpp-python": _LLAMA_CPP_ROLES}[server]
+    if role not in roles:
+        return f"{where}.role {role!r} is not one of {sorted(roles)}"
+    content = message.get("content")
+    if server == "openai":
+        if content is None and not (role == "assistant" and (message.get("tool_calls") or "content" not in message)):
+            return f"{where}.content must not be null"
+        return None
+    if role == "user" and isinstance(content, list):
+        kinds = {part.get("type") if isinstance(part, dict) else None for part in content}
+        if kinds <= _USER_PART_TYPES:
+            return None
+        return f"{where}.content has a part type outside {sorted(_USER_PART_TYPES)}"
+    if server == "llama-cpp-python" and role == "assistant" and "content" not in message:
+        return None  # accepted, then answered with an empty body
+    if server == "llama-cpp-python" and role == "tool" and content is None:
+        return None
+    if not isinstance(content, str):
+        return f"{where}.content must be a string for role {role!r} (got {type(content).__name__})"
+    return None
+
+
+def refusal(body: Any, server: str = "strict") -> str | None:
+    """Why ``server`` would refuse this chat-completions body (``None``: it accepts it)."""
+    if not isinstance(body, dict):
+        return "the body must be a JSON object"
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return "messages must be a list"
+    for index, message in enumerate(messages):
+        reason = _message_refusal(index, message, server)
+        if reason is not None:
+            return reason
+    response_format = body.get("response_format")
+    if server != "openai" and isinstance(response_format, dict) and response_format.get("type") not in (
+            "text", "json_object"):
+        return f"response_format.type {response_format.get('type')!r} is not 'text' or 'json_object'"
+    return None
+
+
+def _empty_body_quirk(body: dict[str, Any]) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "assistant" and "content" not in m
+               for m in body.get("messages") or [])
+
+
 class OpenAIChatFake(LoopbackServer):
     """An OpenAI-compatible chat completions API on 127.0.0.1 answering from a :class:`ChatModel`.
 
@@ -56,13 +126,18 @@ class OpenAIChatFake(LoopbackServer):
 
     Args:
         model: Decides each reply (a :class:`ChatModel`, a function of the request, or replies in order).
+        server: Whose acceptance to take (one of :data:`SERVERS`; default the strict common subset).
         **kwargs: Passed to :class:`LoopbackServer`.
     """
 
-    def __init__(self, model: Any, **kwargs: Any) -> None:
+    def __init__(self, model: Any, *, server: str = "strict", **kwargs: Any) -> None:
+        if server not in SERVERS:
+            raise ValueError(f"server {server!r} is not one of {list(SERVERS)}")
         super().__init__("openai", **kwargs)
         self.model: ChatModel = as_chat_model(model)
+        self.server = server
         self.requests: list[ChatRequest] = []
+        self.refused: list[str] = []
 
     @property
     def base_url(self) -> str:
@@ -80,6 +155,16 @@ class OpenAIChatFake(LoopbackServer):
             return web.json_response({"error": {"message": "invalid JSON body", "type": "invalid_request_error"}},
                                      status=400)
         self.record("received", "request", body)
+        reason = refusal(body, self.server)
+        if reason is not None:
+            self.refused.append(reason)
+            status = 500 if self.server == "llama-cpp-python" else 400
+            kind = "internal_server_error" if status == 500 else "invalid_request_error"
+            return web.json_response({"error": {"message": reason, "type": kind, "param": None, "code": None}},
+                                     status=status)
+        if self.server == "llama-cpp-python" and body.get("stream") and _empty_body_quirk(body):
+            self.refused.append("assistant message without content")
+            return web.Response(status=200, content_type="text/event-stream")
         tools = [str(t.get("function", {}).get("name", "")) for t in body.get("tools") or []]
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
         chat = ChatRequest(provider="openai", model=str(body.get("model", "")),
@@ -89,7 +174,8 @@ class OpenAIChatFake(LoopbackServer):
         reply = await self.model.reply(chat)
         if not body.get("stream"):
             return self._whole(chat, reply)
-        return await self._stream(request, chat, reply, bool((body.get("stream_options") or {}).get("include_usage")))
+        usage = bool((body.get("stream_options") or {}).get("include_usage")) and self.server != "llama-cpp-python"
+        return await self._stream(request, chat, reply, usage)
 
     @staticmethod
     def _usage(chat: ChatRequest, reply: ChatReply) -> dict[str, int]:

@@ -42,9 +42,14 @@ ARGS_ENV = "PIPECAT_HARNESS_PROXY_ARGS"
 
 
 def build_upstream(
-    kind: str, *, url: str | None = None, model: str = "", api_key_env: str = "OPENAI_API_KEY"
+    kind: str,
+    *,
+    url: str | None = None,
+    model: str = "",
+    api_key_env: str = "OPENAI_API_KEY",
+    settings: ProxySettings | None = None,
 ) -> Upstream:
-    """The upstream named on the command line.
+    """The upstream named on the command line (``settings``: the system-prompt form sent upstream).
 
     Raises:
         ValueError: Unknown kind, or ``openai`` without a URL.
@@ -58,7 +63,11 @@ def build_upstream(
 
         if not url:
             raise ValueError("--upstream openai needs --upstream-url (e.g. http://127.0.0.1:8001/v1)")
-        return OpenAICompatibleUpstream(url, api_key=os.environ.get(api_key_env, "not-needed"), model=model)
+        return OpenAICompatibleUpstream(
+            url, api_key=os.environ.get(api_key_env, "not-needed"), model=model,
+            system_blocks=settings.upstream_system_blocks if settings else False,
+            mark_cacheable=settings.upstream_cache_control if settings else False,
+        )
     if kind == "gemini":
         from pipecat_harness.proxy.gemini_upstream import GeminiUpstream
 
@@ -151,7 +160,7 @@ def _config(args: argparse.Namespace) -> HarnessConfig:
 
 def _app(args: argparse.Namespace, config: HarnessConfig) -> Any:
     """The application (raises ``ValueError`` for an unusable upstream)."""
-    upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model)
+    upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model, settings=config.proxy)
     service = build_service(config, upstream, with_checklist=not args.no_checklist)
     return create_app(
         service, retell_greeting=args.retell_greeting, auth=build_auth(config.proxy), limits=build_limits(config.proxy)

@@ -9,12 +9,21 @@ per-chunk layers (decoders, line splitting, the anyio stream) were the
 largest single share of the proxy's CPU, and aiohttp's reader splits lines
 in C. The request body is serialised once, straight from the history the
 platform sent.
+
+The body keeps to what every common OpenAI-compatible server accepts: the
+system prompt as one string (content blocks only when the base block is
+marked cacheable or the operator asks for blocks) and an assistant tool-call
+message with ``""`` for its content (``null`` and a missing ``content`` are
+refused by some servers). Once the finish chunk is through, the rest of the
+response (usually ``data: [DONE]``) is read in the background, so the
+connection goes back to the pool instead of being closed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -22,29 +31,47 @@ import httpx
 
 from pipecat_harness.proxy.upstream import ToolCallDelta, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 
-__all__ = ["IDLE_CONNECTION_SECS", "OpenAICompatibleUpstream", "render_openai_messages"]
+__all__ = ["DRAIN_SECS", "IDLE_CONNECTION_SECS", "OpenAICompatibleUpstream", "render_openai_messages"]
 
 #: How long an idle upstream connection is kept: well before the 5 s keep-alive most servers use, so a
 #: request never goes out on a connection the upstream is closing at that moment.
 IDLE_CONNECTION_SECS = 2.0
 
+#: Longest background read of what follows the finish chunk before the connection is closed instead.
+DRAIN_SECS = 5.0
 
-def render_openai_messages(request: UpstreamRequest, *, mark_cacheable: bool = True) -> list[dict[str, Any]]:
-    """The request as OpenAI messages: one system message with two text blocks first.
 
-    The base block carries ``cache_control`` (honoured by gateways that cache
-    prompt prefixes, ignored by most others) unless ``mark_cacheable`` is off.
+def _system_message(request: UpstreamRequest, *, mark_cacheable: bool, system_blocks: bool) -> list[dict[str, Any]]:
+    texts = request.system.blocks()
+    if not texts:
+        return []
+    if not (mark_cacheable or system_blocks):
+        return [{"role": "system", "content": "\n\n".join(texts)}]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text} for text in texts]
+    if mark_cacheable and request.system.base:
+        blocks[0]["cache_control"] = {"type": "ephemeral"}
+    return [{"role": "system", "content": blocks}]
+
+
+def _common_subset(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None:
+        return {**message, "content": ""}
+    return message
+
+
+def render_openai_messages(
+    request: UpstreamRequest, *, mark_cacheable: bool = False, system_blocks: bool = False
+) -> list[dict[str, Any]]:
+    """The request as OpenAI messages, the system prompt first.
+
+    By default the system prompt is one string (the base, then the
+    directive). With ``mark_cacheable`` it is a list of two text blocks, the
+    base carrying ``cache_control`` (for gateways that cache prompt
+    prefixes); ``system_blocks`` sends the blocks without the mark. An
+    assistant tool-call message without content gets ``""``.
     """
-    blocks: list[dict[str, Any]] = []
-    if request.system.base:
-        base: dict[str, Any] = {"type": "text", "text": request.system.base}
-        if mark_cacheable:
-            base["cache_control"] = {"type": "ephemeral"}
-        blocks.append(base)
-    if request.system.directive:
-        blocks.append({"type": "text", "text": request.system.directive})
-    system = [{"role": "system", "content": blocks}] if blocks else []
-    return system + list(request.messages)
+    system = _system_message(request, mark_cacheable=mark_cacheable, system_blocks=system_blocks)
+    return system + [_common_subset(message) for message in request.messages]
 
 
 def _tool_calls(delta: Mapping[str, Any]) -> tuple[ToolCallDelta, ...]:
@@ -87,6 +114,29 @@ def _chunks(data: bytes) -> list[UpstreamChunk]:
     return chunks
 
 
+async def _drain(response: aiohttp.ClientResponse) -> None:
+    """Read what follows the finish chunk, then hand the connection back to the pool."""
+    try:
+        async with asyncio.timeout(DRAIN_SECS):
+            while await response.content.readany():
+                pass
+    except (aiohttp.ClientError, TimeoutError):
+        response.close()
+    else:
+        response.release()
+
+
+async def _drain_httpx(reply: httpx.Response, lines: AsyncIterator[str]) -> None:
+    try:
+        async with asyncio.timeout(DRAIN_SECS):
+            async for _ in lines:
+                pass
+    except (httpx.HTTPError, TimeoutError):
+        pass
+    finally:
+        await reply.aclose()
+
+
 class OpenAICompatibleUpstream(Upstream):
     """Streams from an OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -94,7 +144,8 @@ class OpenAICompatibleUpstream(Upstream):
         base_url: Endpoint base URL (e.g. ``http://127.0.0.1:8001/v1``).
         api_key: Key sent as a bearer token.
         model: Model name; overrides the one the platform asked for when set.
-        mark_cacheable: Mark the base system block cacheable.
+        mark_cacheable: Send the system prompt as blocks, the base block marked ``cache_control``.
+        system_blocks: Send the system prompt as text blocks (for providers that want parts).
         timeout_secs: Longest wait to connect and between two reads of the stream.
         extra_body: Extra JSON fields sent with every request (gateway-specific options).
         headers: Extra HTTP headers.
@@ -110,7 +161,8 @@ class OpenAICompatibleUpstream(Upstream):
         *,
         api_key: str = "not-needed",
         model: str = "",
-        mark_cacheable: bool = True,
+        mark_cacheable: bool = False,
+        system_blocks: bool = False,
         timeout_secs: float = 30.0,
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
@@ -130,12 +182,15 @@ class OpenAICompatibleUpstream(Upstream):
         }
         self.model = model
         self.mark_cacheable = mark_cacheable
+        self.system_blocks = system_blocks
         self.extra_body = dict(extra_body or {})
+        self._drains: set[asyncio.Task[None]] = set()
 
     def _body(self, request: UpstreamRequest) -> dict[str, Any]:
+        messages = render_openai_messages(request, mark_cacheable=self.mark_cacheable, system_blocks=self.system_blocks)
         body: dict[str, Any] = {
             "model": self.model or request.model,
-            "messages": render_openai_messages(request, mark_cacheable=self.mark_cacheable),
+            "messages": messages,
             "temperature": request.temperature,
             "stream": True,
             **self.extra_body,
@@ -156,44 +211,79 @@ class OpenAICompatibleUpstream(Upstream):
             self._owns_session = True
         return self.session
 
-    async def _lines(self, body: bytes) -> AsyncGenerator[bytes, None]:
-        """The response's lines (the HTTP status checked first)."""
-        if self.client is not None:
-            async with self.client.stream("POST", self.url, content=body, headers=self.headers) as reply:
-                if reply.status_code >= 400:
-                    detail = (await reply.aread()).decode("utf-8", errors="replace")[:500]
-                    raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {reply.status_code}: {detail}")
-                async for text in reply.aiter_lines():
-                    yield text.encode()
-            return
-        async with self._session().post(self.url, data=body, headers=self.headers) as response:
-            if response.status >= 400:
-                detail = (await response.read()).decode("utf-8", errors="replace")[:500]
-                raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {response.status}: {detail}")
-            async for line in response.content:
-                yield line
+    def _background(self, drain: Any) -> None:
+        task = asyncio.get_running_loop().create_task(drain)
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
 
     async def stream(self, request: UpstreamRequest) -> AsyncIterator[UpstreamChunk]:
-        """Stream the completion, mapping each SSE event to one chunk."""
+        """Stream the completion, mapping each SSE event to one chunk (a stream ends after its finish chunk)."""
         # A lone surrogate has no UTF-8 form; "backslashreplace" writes it as its JSON escape.
         body = json.dumps(self._body(request), ensure_ascii=False).encode("utf-8", "backslashreplace")
-        lines = self._lines(body)
         try:
-            async for line in lines:
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    return
-                for chunk in _chunks(data):
+            if self.client is not None:
+                async for chunk in self._stream_httpx(body):
                     yield chunk
+                return
+            response = await self._session().post(self.url, data=body, headers=self.headers)
+            complete = False
+            try:
+                if response.status >= 400:
+                    detail = (await response.read()).decode("utf-8", errors="replace")[:500]
+                    raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {response.status}: {detail}")
+                async for line in response.content:
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        complete = True
+                        return
+                    for chunk in _chunks(data):
+                        complete = chunk.finish_reason is not None
+                        yield chunk
+                        if complete:
+                            return
+            finally:
+                if complete and not response.content.at_eof():
+                    self._background(_drain(response))
+                else:
+                    response.release()
         except (aiohttp.ClientError, httpx.HTTPError, TimeoutError) as exc:
             raise UpstreamError(f"OpenAI-compatible upstream failed: {type(exc).__name__}: {exc}") from exc
+
+    async def _stream_httpx(self, body: bytes) -> AsyncIterator[UpstreamChunk]:
+        assert self.client is not None
+        reply = await self.client.send(
+            self.client.build_request("POST", self.url, content=body, headers=self.headers), stream=True
+        )
+        complete = False
+        try:
+            if reply.status_code >= 400:
+                detail = (await reply.aread()).decode("utf-8", errors="replace")[:500]
+                raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {reply.status_code}: {detail}")
+            lines = reply.aiter_lines()
+            async for text in lines:
+                if not text.startswith("data:"):
+                    continue
+                data = text[5:].strip()
+                if data == "[DONE]":
+                    complete = True
+                    return
+                for chunk in _chunks(data.encode()):
+                    complete = chunk.finish_reason is not None
+                    yield chunk
+                    if complete:
+                        return
         finally:
-            await lines.aclose()
+            if complete and not reply.is_closed:
+                self._background(_drain_httpx(reply, lines))
+            else:
+                await reply.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP session this upstream created, and the httpx client it was given."""
+        """Finish background reads; close the HTTP session this upstream created and the httpx client it was given."""
+        if self._drains:
+            await asyncio.gather(*tuple(self._drains), return_exceptions=True)
         if self.session is not None and self._owns_session:
             await self.session.close()
         if self.client is not None:

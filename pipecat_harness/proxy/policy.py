@@ -5,7 +5,10 @@ name, the output limit, the temperature, the tools offered and the base
 prompt come from the operator's configuration. What a platform posts is
 conversation data: its ``model``, ``max_tokens``, ``temperature``, ``tools``
 and (unless the operator says otherwise) its system messages never reach
-the upstream.
+the upstream. Nor do content parts other than text (``image_url``,
+``file_url``, ``video_url``, ``input_audio``...): a multimodal upstream would
+fetch the URL from inside the operator's network, or bill for the media;
+Vapi and Retell send only text. The operator opts in per part type.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ModelPolicy"]
+__all__ = ["NON_TEXT_PART_TYPES", "ModelPolicy"]
+
+#: The OpenAI content-part types besides ``text`` an operator can let through.
+NON_TEXT_PART_TYPES = frozenset({"image_url", "file_url", "file", "video_url", "input_audio"})
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,7 @@ class ModelPolicy:
         trust_platform_prompt: Keep the platform's system messages in the base
             block (for deployments that manage the prompt on Vapi or Retell and
             have authenticated the platform).
+        content_parts: Content-part types besides ``text`` sent upstream (default none).
     """
 
     model: str = ""
@@ -40,11 +47,33 @@ class ModelPolicy:
     tool_choice: Any = None
     base_prompt: str = ""
     trust_platform_prompt: bool = False
+    content_parts: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.max_tokens <= 0:
             raise ValueError("proxy max_tokens must be a positive integer")
         object.__setattr__(self, "tools", tuple(dict(t) for t in self.tools))
+        object.__setattr__(self, "content_parts", frozenset(self.content_parts))
+
+    def content(self, content: Any) -> tuple[Any, list[str]]:
+        """``content`` as sent upstream, and the types of the parts left out.
+
+        A list keeps its text parts and the opted-in types; a list left with
+        text only becomes one string (the form every server accepts).
+        """
+        if not isinstance(content, list):
+            return content, []
+        kept: list[Any] = []
+        dropped: list[str] = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind == "text" or (kind in self.content_parts and kind is not None):
+                kept.append(part)
+            else:
+                dropped.append(str(kind)[:40])
+        if all(part.get("type") == "text" for part in kept):
+            return "\n".join(str(part.get("text", "")) for part in kept), dropped
+        return kept, dropped
 
     def tool_list(self) -> list[dict[str, Any]]:
         """Copies of the configured tools (a request may not mutate the policy)."""
@@ -61,4 +90,5 @@ class ModelPolicy:
             tool_choice=settings.tool_choice,
             base_prompt=settings.base_prompt,
             trust_platform_prompt=settings.trust_platform_prompt,
+            content_parts=frozenset(getattr(settings, "content_parts", ())),
         )

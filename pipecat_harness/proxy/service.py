@@ -2,8 +2,9 @@
 
 Shared by the chat-completions endpoint and the Retell socket. A failing
 checklist store never stops the answer (the model gets the base prompt
-only), and a failing or stalled upstream ends in a short fallback sentence
-with a proper finish, never in silence.
+only), and a failing or stalled upstream, or a stream that ends without a
+finish reason (cut, or a 200 with an empty body), ends in a short fallback
+sentence with a proper finish, logged and recorded, never in silence.
 """
 
 from __future__ import annotations
@@ -44,6 +45,48 @@ class _Split:
     platform_prompt: list[str]
     removed: int
     ignored: int
+    dropped_parts: list[str]
+
+
+class _Watchdog:
+    """The wait for the upstream's next chunk, with one timer per stream.
+
+    ``asyncio.timeout`` around every chunk schedules and cancels a timer per
+    token; here a wait only moves a deadline, and the timer, when it fires
+    early, re-arms itself for the deadline. Past the deadline while a chunk
+    is awaited, the task is cancelled and the wait raises ``TimeoutError``.
+    """
+
+    def __init__(self, secs: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        self.deadline = self.loop.time() + secs
+        self.waiting = False
+        self.expired = False
+        self.handle = self.loop.call_at(self.deadline, self._check)
+
+    def wait(self, secs: float) -> None:
+        """A chunk is awaited from now, for at most ``secs``."""
+        self.deadline = self.loop.time() + secs
+        self.waiting = True
+
+    def _check(self) -> None:
+        now = self.loop.time()
+        if self.waiting and now >= self.deadline and self.task is not None:
+            self.expired = True
+            self.task.cancel()
+            return
+        self.handle = self.loop.call_at(max(self.deadline, now + 0.05), self._check)
+
+    def raise_if_expired(self) -> None:
+        """Turn the watchdog's own cancellation into ``TimeoutError``."""
+        if self.expired and self.task is not None and self.task.uncancel() == 0:
+            self.expired = False
+            raise TimeoutError("no upstream chunk in time") from None
+
+    def cancel(self) -> None:
+        """Stop the timer (the stream is over)."""
+        self.handle.cancel()
 
 
 @dataclass
@@ -182,6 +225,7 @@ class ProxyService:
         cleaned, removed = strip_directives(messages, self.marker)
         conversation: list[dict[str, Any]] = []
         platform_prompt: list[str] = []
+        dropped_parts: list[str] = []
         ignored = 0
         for message in cleaned:
             if message.get("role") in ("system", "developer"):
@@ -192,8 +236,12 @@ class ProxyService:
                 if text:
                     platform_prompt.append(text)
             else:
-                conversation.append({k: v for k, v in message.items() if k in _CONVERSATION_KEYS})
-        return _Split(user_turns(messages), conversation, platform_prompt, removed, ignored)
+                kept = {k: v for k, v in message.items() if k in _CONVERSATION_KEYS}
+                if isinstance(kept.get("content"), list):
+                    kept["content"], dropped = self.policy.content(kept["content"])
+                    dropped_parts.extend(dropped)
+                conversation.append(kept)
+        return _Split(user_turns(messages), conversation, platform_prompt, removed, ignored, dropped_parts)
 
     async def forget(self, call_id: str) -> None:
         """Drop a finished call's checklist state (the platform said the call ended)."""
@@ -221,6 +269,9 @@ class ProxyService:
             loop.call_soon(self._record, "stripped_directives", {"call_id": call_id, "messages": split.removed})
         if split.ignored:
             loop.call_soon(self._record, "ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
+        if split.dropped_parts:
+            logger.info(f"call {call_id}: content parts not sent upstream: {sorted(set(split.dropped_parts))}")
+            loop.call_soon(self._record, "dropped_content_parts", {"call_id": call_id, "types": split.dropped_parts})
         policy = self.policy
         base_parts = [policy.base_prompt] if policy.base_prompt else []
         if self.driver is not None:
@@ -245,16 +296,22 @@ class ProxyService:
         """Stream the upstream answer; always ends with exactly one chunk carrying a finish reason."""
         iterator = aiter(self.upstream.stream(request))
         first = True
-        finished = False
         calls = CompletedToolCalls(max_bytes=self.max_tool_argument_bytes)
+        watchdog = _Watchdog(self.first_token_timeout_secs)
         try:
             while True:
-                timeout = self.first_token_timeout_secs if first else self.chunk_timeout_secs
                 try:
-                    async with asyncio.timeout(timeout):
+                    watchdog.wait(self.first_token_timeout_secs if first else self.chunk_timeout_secs)
+                    try:
                         chunk = await anext(iterator)
-                except StopAsyncIteration:
-                    break
+                    except StopAsyncIteration:
+                        # A cut stream, or a 200 with an empty body: not an answer.
+                        raise UpstreamError("the upstream stream ended without a finish reason") from None
+                    except asyncio.CancelledError:
+                        watchdog.raise_if_expired()
+                        raise
+                    finally:
+                        watchdog.waiting = False
                 except (UpstreamError, TimeoutError) as exc:
                     reason = "timeout" if isinstance(exc, TimeoutError) else "error"
                     logger.warning(f"upstream {reason} for call {call_id}: {exc}")
@@ -264,7 +321,6 @@ class ProxyService:
                     yield UpstreamChunk(text=prefix + self.fallback_text)
                     await self.settled(call_id)
                     yield UpstreamChunk(finish_reason="stop")
-                    finished = True
                     break
                 first = False
                 for delta in chunk.tool_calls:
@@ -279,21 +335,17 @@ class ProxyService:
                         finish = "stop"
                     await self.settled(call_id)
                     yield UpstreamChunk(finish_reason=finish)
-                    finished = True
                     break
                 if chunk.text:
                     yield UpstreamChunk(text=chunk.text)
         finally:
+            watchdog.cancel()
             closer = getattr(iterator, "aclose", None)
             if closer is not None:
                 try:
                     await closer()
                 except Exception:  # the stream is abandoned either way
                     logger.opt(exception=True).debug("upstream stream close failed")
-        if not finished:
-            self._dropped(call_id, calls.abandon())
-            await self.settled(call_id)
-            yield UpstreamChunk(finish_reason="stop")
 
     def _dropped(self, call_id: str, dropped: list[DroppedCall]) -> None:
         for call in dropped:

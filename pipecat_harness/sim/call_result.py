@@ -20,12 +20,16 @@ class ModelUsage:
         prompt_tokens: Input tokens, summed over the requests.
         completion_tokens: Output tokens, summed.
         total_tokens: Total tokens as the provider reports them.
+        reported: Requests whose usage the provider reported (some servers never send usage in a stream).
+        streamed_chars: Characters of text the model streamed (for an estimate when usage is not reported).
     """
 
     requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    reported: int = 0
+    streamed_chars: int = 0
 
 
 @dataclass(frozen=True)

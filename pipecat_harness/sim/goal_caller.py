@@ -150,7 +150,7 @@ class GoalCaller(SimulatedCaller):
         fake = None
         base_url: str | None
         if settings.model is None:
-            fake = await OpenAIChatFake(GoalBrain(goal)).start()
+            fake = await OpenAIChatFake(GoalBrain(goal), server="openai").start()
             base_url, key, name = fake.base_url, "loopback", _OFFLINE_MODEL
         else:
             base_url, key = settings.model.chat_endpoint()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pipecat_harness.sim.model_reading import message_text
@@ -44,8 +44,10 @@ class TurnPlayback:
         retained_words: Words of the generated text still in history (common prefix).
         unplayed_retained: Retained words beyond what was heard.
         played_removed: Heard words missing from history.
-        interrupted: Whether playback stopped before the end.
+        interrupted: Whether playback stopped before the end because the caller barged in.
         retained_text: The history message matched to this turn.
+        call_ended: Playback was still going when the call hit its limit: not a barge-in, and what
+            history kept of it is not scored.
     """
 
     context_id: str
@@ -56,18 +58,22 @@ class TurnPlayback:
     played_removed: int
     interrupted: bool
     retained_text: str
+    call_ended: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
         return asdict(self)
 
 
-def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]]) -> list[TurnPlayback]:
+def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]], *,
+                     call_ended: bool = False) -> list[TurnPlayback]:
     """Score every TTS context of a call against the final history.
 
     Each context is matched, in order, to the first unmatched assistant text
     message that shares its first word; a context with no such message was
-    removed from history entirely.
+    removed from history entirely. With ``call_ended`` (the call was stopped
+    at its time limit) a last context still playing is marked ``call_ended``
+    instead of interrupted.
     """
     assistant = [(message_text(m), normalize_words(message_text(m))) for m in messages
                  if m.get("role") == "assistant" and message_text(m).strip()]
@@ -100,4 +106,6 @@ def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]]
                 retained_text=retained_text,
             )
         )
+    if call_ended and turns and turns[-1].interrupted:
+        turns[-1] = replace(turns[-1], interrupted=False, unplayed_retained=0, played_removed=0, call_ended=True)
     return turns

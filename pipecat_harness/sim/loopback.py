@@ -73,7 +73,7 @@ class LoopbackServices:
         if llm == "openai":
             from pipecat.services.openai.llm import OpenAILLMService
 
-            openai_fake = await OpenAIChatFake(model, on_exchange=exchanges.append).start()
+            openai_fake = await OpenAIChatFake(model, server="openai", on_exchange=exchanges.append).start()
             llm_fake = openai_fake
             settings = OpenAILLMService.Settings(model="gpt-4.1-mini", system_instruction=scenario.model.system)
             llm_service = OpenAILLMService(api_key=_KEY, base_url=openai_fake.base_url, settings=settings)

@@ -2,7 +2,8 @@
 
 ``--model gemini:<name>`` builds ``GoogleLLMService`` (the class ``bots/agent.py``
 runs) and ``--model openai:<name>`` builds ``OpenAILLMService`` for any
-OpenAI-compatible endpoint (``--base-url``). The scenario's system prompt,
+OpenAI-compatible endpoint (``--base-url``; there an assistant tool-call
+message goes out with ``""`` for content, which every such server accepts). The scenario's system prompt,
 tools and business database are the same as with the scripted model; only
 the decisions now come from the model. Temperature and seed are fixed per
 evaluation and sent with every request, so they can be recorded beside the
@@ -16,6 +17,7 @@ the caller hears the model's decisions, not its network latency.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -32,6 +34,27 @@ KEY_VARIABLES: dict[str, tuple[str, ...]] = {"gemini": GEMINI_KEY_ENV, "openai":
 _GEMINI_OPENAI_URL = "https://generativelanguage.googleapis.com/v1beta/openai/"
 
 
+@functools.cache
+def _compatible_openai_service() -> type:
+    """``OpenAILLMService`` sending an assistant tool-call message's ``null`` content as ``""``.
+
+    OpenAI accepts ``null`` there; several OpenAI-compatible servers (llama-cpp-python's among
+    them) refuse the request, and the client's retries would then stand in for the model's answer.
+    """
+    from pipecat.services.openai.llm import OpenAILLMService
+
+    class CompatibleOpenAILLMService(OpenAILLMService):
+        def build_chat_completion_params(self, params_from_context: Any) -> dict[str, Any]:
+            params: dict[str, Any] = super().build_chat_completion_params(params_from_context)
+            params["messages"] = [
+                {**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None else m
+                for m in params["messages"]
+            ]
+            return params
+
+    return CompatibleOpenAILLMService
+
+
 class ModelArmError(UsageError):
     """A model option that cannot be used; the message names the option or variable."""
 
@@ -46,6 +69,8 @@ class ModelArm:
         base_url: API root (``None``: the provider's default endpoint).
         temperature: Sampling temperature sent with every request.
         seed: Sampling seed sent with every request.
+        max_tokens: Output limit sent with every request (``None``: the provider's default, which for
+            some servers is no limit at all).
     """
 
     provider: ModelProvider
@@ -53,10 +78,12 @@ class ModelArm:
     base_url: str | None = None
     temperature: float = 0.0
     seed: int = 0
+    max_tokens: int | None = None
 
     @classmethod
     def parse(cls, spec: str, *, base_url: str | None = None, temperature: float = 0.0, seed: int = 0,
-              env: Mapping[str, str] | None = None, option: str = "--model") -> ModelArm:
+              env: Mapping[str, str] | None = None, option: str = "--model",
+              max_tokens: int | None = None) -> ModelArm:
         """Read ``provider:name`` and check that the provider's key is set.
 
         Raises:
@@ -68,6 +95,8 @@ class ModelArm:
                                 "(e.g. gemini:gemini-2.5-flash)")
         if not 0.0 <= temperature <= 2.0:
             raise ModelArmError(f"--temperature {temperature:g}: give a value between 0 and 2")
+        if max_tokens is not None and not 0 < max_tokens <= 100_000:
+            raise ModelArmError(f"--max-tokens {max_tokens}: give a whole number between 1 and 100000")
         if base_url is not None and not base_url.startswith(("http://", "https://")):
             raise ModelArmError(f"{option} {spec}: the base URL {base_url!r} is not a URL; "
                                 "give an http:// or https:// one")
@@ -77,7 +106,7 @@ class ModelArm:
         if not any(environment.get(name) for name in KEY_VARIABLES[provider]):
             raise ModelArmError(f"{option} {spec}: set {KEY_VARIABLES[provider][0]} to the {provider} API key "
                                 "(it is not set)")
-        return cls(provider, name.strip(), base_url, temperature, seed)  # type: ignore[arg-type]
+        return cls(provider, name.strip(), base_url, temperature, seed, max_tokens)  # type: ignore[arg-type]
 
     @property
     def label(self) -> str:
@@ -117,13 +146,19 @@ class ModelArm:
         if self.provider == "openai":
             from pipecat.services.openai.llm import OpenAILLMService
 
+            # max_tokens rather than max_completion_tokens: the name every OpenAI-compatible server reads.
             settings = OpenAILLMService.Settings(model=self.name, system_instruction=system_instruction,
                                                  temperature=self.temperature, seed=self.seed)
-            return OpenAILLMService(api_key=key, base_url=self.base_url, settings=settings)
+            if self.max_tokens:
+                settings.max_tokens = self.max_tokens
+            service_class = OpenAILLMService if self.base_url is None else _compatible_openai_service()
+            return service_class(api_key=key, base_url=self.base_url, settings=settings)
         from google.genai.types import HttpOptions
         from pipecat.services.google.llm import GoogleLLMService
 
         settings_g = GoogleLLMService.Settings(model=self.name, system_instruction=system_instruction,
                                                temperature=self.temperature, seed=self.seed)
+        if self.max_tokens:
+            settings_g.max_tokens = self.max_tokens
         options = HttpOptions(base_url=self.base_url, api_version="v1beta") if self.base_url else None
         return GoogleLLMService(api_key=key, settings=settings_g, http_options=options)

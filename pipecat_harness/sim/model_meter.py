@@ -10,15 +10,17 @@ virtual time from the moment the service takes a context until its response
 ends (or it starts calling tools, whose handlers may wait on the simulated
 clock): otherwise the virtual clock would leap over the request to the next
 timer, and the caller would give up before the answer arrived. A request
-still unanswered after ``max_hold_secs`` of real time lets virtual time run
-again, so the service's own timeouts and retries (virtual timers) apply to a
-provider that stopped answering.
+that streams nothing for ``max_hold_secs`` of real time (the wait starts
+again with every streamed text frame, so a slow but live stream holds to its
+end) lets virtual time run again, so the service's own timeouts and retries
+(virtual timers) apply to a provider that stopped answering.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 from pipecat.frames.frames import (
@@ -47,7 +49,7 @@ class ModelMeter(BaseObserver):
     Args:
         llm: The service to meter.
         hold_time: Freeze the loop's virtual time while a request is in flight (a remote model).
-        max_hold_secs: Real seconds after which a request no longer holds time.
+        max_hold_secs: Real seconds without a streamed frame after which a request no longer holds time.
     """
 
     def __init__(self, llm: Any, *, hold_time: bool = False, max_hold_secs: float = 30.0) -> None:
@@ -57,16 +59,20 @@ class ModelMeter(BaseObserver):
         self._max_hold_secs = max_hold_secs
         self._held: asyncio.Future[None] | None = None
         self._watchdog: threading.Timer | None = None
+        self._last_frame = 0.0
         self.requests = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.total_tokens = 0
+        self.reported = 0
+        self.streamed_chars = 0
         self.calls: list[ModelCall] = []
 
     @property
     def usage(self) -> ModelUsage:
         """The call's totals."""
-        return ModelUsage(self.requests, self.prompt_tokens, self.completion_tokens, self.total_tokens)
+        return ModelUsage(self.requests, self.prompt_tokens, self.completion_tokens, self.total_tokens,
+                          self.reported, self.streamed_chars)
 
     async def on_process_frame(self, data: FrameProcessed) -> None:
         """A context reaching the service starts a request; an interruption or the end releases time."""
@@ -87,9 +93,12 @@ class ModelMeter(BaseObserver):
             self.calls.append(ModelCall(messages=[], decision_index=None))
         elif isinstance(frame, LLMTextFrame) and self.calls:
             self.calls[-1].text += frame.text
+            self.streamed_chars += len(frame.text)
+            self._rearm()
         elif isinstance(frame, MetricsFrame):
             for item in frame.data:
                 if isinstance(item, LLMUsageMetricsData):
+                    self.reported += 1
                     self.prompt_tokens += item.value.prompt_tokens
                     self.completion_tokens += item.value.completion_tokens
                     self.total_tokens += item.value.total_tokens
@@ -110,10 +119,27 @@ class ModelMeter(BaseObserver):
         held: asyncio.Future[None] = loop.create_future()
         self._held = held
         hold(held)
+        self._last_frame = time.perf_counter()
+        self._start_watchdog(loop, held, self._max_hold_secs)
+
+    def _start_watchdog(self, loop: asyncio.AbstractEventLoop, held: asyncio.Future[None], secs: float) -> None:
         # A real-time watchdog (the loop's own timers stand still while time is held).
-        self._watchdog = threading.Timer(self._max_hold_secs, loop.call_soon_threadsafe, (self._expire, held))
+        self._watchdog = threading.Timer(secs, loop.call_soon_threadsafe, (self._check_idle, loop, held))
         self._watchdog.daemon = True
         self._watchdog.start()
+
+    def _rearm(self) -> None:
+        """A frame streamed: the wait for the next one starts now."""
+        self._last_frame = time.perf_counter()
+
+    def _check_idle(self, loop: asyncio.AbstractEventLoop, held: asyncio.Future[None]) -> None:
+        if held.done() or self._held is not held:
+            return
+        idle = time.perf_counter() - self._last_frame
+        if idle >= self._max_hold_secs:
+            self._expire(held)
+        else:
+            self._start_watchdog(loop, held, self._max_hold_secs - idle)
 
     def _expire(self, held: asyncio.Future[None]) -> None:
         if not held.done():

@@ -225,7 +225,7 @@ async def simulate_call(
             await caller.stop()
 
     checks = await check_state(scenario, db, caller, timed_out)
-    playback = measure_playback(ledger, context_messages(context))
+    playback = measure_playback(ledger, context_messages(context), call_ended=timed_out)
     calls = model_calls()
     checks.extend(check_history(scenario, playback, calls))
     # On loopback the fake's scripted model answers Pipecat's summarisation requests, not the service.

@@ -50,10 +50,10 @@ def _run(tmp_path: Path, provider: str, base_url: str, *extra: str) -> tuple[int
     return code, json.loads((out / "results.json").read_text())
 
 
-def _check_ab(results: dict[str, Any]) -> None:
+def _check_ab(results: dict[str, Any], max_tokens: int | None = None) -> None:
     assert results["model"] == {"provider": results["model"]["provider"], "name": "test-model",
                                 "base_url": results["model"]["base_url"], "temperature": 0.4, "seed": 7,
-                                "label": f"{results['model']['provider']}:test-model"}
+                                "max_tokens": max_tokens, "label": f"{results['model']['provider']}:test-model"}
     control = results["controls"][0]
     # The model asked for the refund twice in both arms; only the gate kept it to one.
     assert (control["on"]["passed"], control["on"]["calls"]) == (1, 1)
@@ -89,13 +89,15 @@ def test_openai_model_arm_runs_openaillmservice_against_a_compatible_endpoint(
     monkeypatch.setenv("OPENAI_API_KEY", "loopback-key")
     fake = OpenAIChatFake(refund_brain)
     with serve_in_background(fake):
-        code, results = _run(tmp_path, "openai", fake.base_url)
+        code, results = _run(tmp_path, "openai", fake.base_url, "--max-tokens", "64")
     assert code == 0
-    _check_ab(results)
+    _check_ab(results, max_tokens=64)
+    assert not fake.refused
     bodies = [e.payload for e in fake.log if e.direction == "received"]
     assert bodies
     for body in bodies:
         assert body["model"] == "test-model" and body["temperature"] == 0.4 and body["seed"] == 7
+        assert body["max_tokens"] == 64
         assert "issue_refund" in [t["function"]["name"] for t in body["tools"]]
 
 
@@ -119,6 +121,8 @@ def test_without_a_key_eval_names_the_missing_variable_and_exits_2(
     (["--model", "openai:m", "--temperature", "3"], "--temperature"),
     (["--base-url", "http://127.0.0.1:1/v1"], "--base-url goes with --model"),
     (["--budget-calls", "0"], "--budget-calls must be positive"),
+    (["--model", "openai:m", "--max-tokens", "0"], "--max-tokens 0"),
+    (["--max-tokens", "50"], "--max-tokens goes with --model"),
 ])
 def test_bad_model_options_are_one_sentence(args: list[str], message: str, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch,

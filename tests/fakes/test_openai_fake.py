@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
 from pipecat.frames.frames import LLMContextFrame, LLMTextFrame
@@ -12,6 +13,7 @@ from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.tests.utils import SleepFrame, run_test
 
 from pipecat_harness.fakes import ChatReply, OpenAIChatFake
+from tests.fakes.request_shapes import SHAPES, post_shape
 
 TOOLS = ToolsSchema(standard_tools=[
     FunctionSchema(name="lookup_order", description="Look up an order.", properties={"order_id": {"type": "string"}},
@@ -22,7 +24,7 @@ TOOLS = ToolsSchema(standard_tools=[
 async def test_text_then_parallel_tool_calls_reach_pipecat():
     fake = await OpenAIChatFake([ChatReply(text="Let me check both.", tool_calls=[
         {"id": "c1", "name": "lookup_order", "arguments": {"order_id": "#W1"}},
-        {"id": "c2", "name": "lookup_order", "arguments": {"order_id": "#W2"}}])]).start()
+        {"id": "c2", "name": "lookup_order", "arguments": {"order_id": "#W2"}}])], server="openai").start()
     looked_up: list[str] = []
     try:
         llm = OpenAILLMService(api_key="offline", base_url=fake.base_url,
@@ -49,7 +51,8 @@ async def test_text_then_parallel_tool_calls_reach_pipecat():
 async def test_the_openai_sdk_reads_a_whole_completion():
     from openai import AsyncOpenAI
 
-    fake = await OpenAIChatFake(lambda request: ChatReply(text=f"You said {request.messages[-1]['content']}")).start()
+    fake = await OpenAIChatFake(lambda request: ChatReply(text=f"You said {request.messages[-1]['content']}"),
+                                server="openai").start()
     try:
         client = AsyncOpenAI(api_key="offline", base_url=fake.base_url)
         completion = await client.chat.completions.create(
@@ -74,3 +77,26 @@ async def test_out_of_band_inference_is_a_whole_completion_request():
     request = fake.requests[0]
     assert not request.streaming and request.max_tokens == 120
     assert request.messages[0] == {"role": "system", "content": "Summarise the call."}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[shape.name for shape in SHAPES])
+@pytest.mark.parametrize("server", ["strict", "openai", "llama-cpp-python"])
+async def test_the_fake_accepts_what_the_named_server_accepts_and_no_more(shape, server):
+    async with OpenAIChatFake(lambda request: ChatReply(text="Fine."), server=server) as fake:
+        status, events = await post_shape(fake.base_url, shape.body)
+    expected = shape.expected[server]
+    assert status == expected.status
+    if expected.status == 200:
+        assert bool(events) == expected.answered
+    assert bool(fake.refused) == (expected.status != 200 or not expected.answered)
+
+
+async def test_only_openai_sends_usage_in_a_stream():
+    body = {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "hi"}]}
+    usage = {}
+    for server in ("strict", "openai", "llama-cpp-python"):
+        async with OpenAIChatFake(["Fine."], server=server) as fake:
+            _, events = await post_shape(fake.base_url, body)
+        usage[server] = any(event.get("usage") for event in events)
+    assert usage == {"strict": True, "openai": True, "llama-cpp-python": False}

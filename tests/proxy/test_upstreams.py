@@ -28,18 +28,32 @@ REQUEST = UpstreamRequest(
 )
 
 
-def test_openai_rendering_has_two_blocks_with_the_base_marked_cacheable():
+def test_the_system_prompt_goes_upstream_as_one_string_unless_blocks_are_asked_for():
+    # Several OpenAI-compatible servers (llama-cpp-python's among them) refuse a system message made of parts.
     messages = render_openai_messages(REQUEST)
     assert messages[0] == {
-        "role": "system",
-        "content": [
-            {"type": "text", "text": "Stable base.", "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": "[CHECKLIST DIRECTIVE] Ask about incidents."},
-        ],
+        "role": "system", "content": "Stable base.\n\n[CHECKLIST DIRECTIVE] Ask about incidents."
     }
     assert messages[1:] == REQUEST.messages
-    plain = render_openai_messages(REQUEST, mark_cacheable=False)
-    assert "cache_control" not in plain[0]["content"][0]
+    cached = render_openai_messages(REQUEST, mark_cacheable=True)
+    assert cached[0]["content"] == [
+        {"type": "text", "text": "Stable base.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "[CHECKLIST DIRECTIVE] Ask about incidents."},
+    ]
+    blocks = render_openai_messages(REQUEST, system_blocks=True)
+    assert [b["text"] for b in blocks[0]["content"]] == ["Stable base.", "[CHECKLIST DIRECTIVE] Ask about incidents."]
+    assert "cache_control" not in blocks[0]["content"][0]
+
+
+def test_an_assistant_tool_call_without_content_goes_upstream_with_an_empty_string():
+    request = UpstreamRequest(system=SystemPrompt(base=""), messages=[
+        {"role": "user", "content": "Look it up."},
+        {"role": "assistant", "content": None, "tool_calls": REQUEST.messages[1]["tool_calls"]},
+        {"role": "assistant", "tool_calls": REQUEST.messages[1]["tool_calls"]},
+    ])
+    messages = render_openai_messages(request)
+    assert [m.get("content") for m in messages] == ["Look it up.", "", ""]
+    assert request.messages[1]["content"] is None  # the platform's history is not changed
 
 
 def test_gemini_contents_conversion():
