@@ -4,28 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from loguru import logger
-
 from pipecat_harness.tools.ledger_reads import LedgerReads
 from pipecat_harness.tools.operation_state import (
     InvalidTransition,
     OperationRecord,
     OperationStatus,
     Reconciler,
-    Reconciliation,
+    unfenced,
 )
 from pipecat_harness.tools.owners import handler_may_run
 
-__all__ = ["LedgerRecovery", "unfenced"]
+__all__ = ["LedgerRecovery"]
 
 S = OperationStatus
-
-
-def unfenced(record: OperationRecord, answer: Reconciliation) -> None:
-    """Say loudly that a reconciler answered ``failed`` without voiding the attempt (the answer is not applied)."""
-    logger.error(f"reconciler answered failed for {record.idempotency_key} attempt {record.attempt} without voiding "
-                 f"it (voided={answer.voided}); the outcome stays unknown. Void the attempt at the backend and "
-                 f"return Reconciliation(FAILED, voided=record.attempt)")
 
 
 class LedgerRecovery(LedgerReads):

@@ -31,6 +31,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from loguru import logger
+
 __all__ = [
     "TRANSITIONS",
     "ConcurrentUpdate",
@@ -44,6 +46,7 @@ __all__ = [
     "Reconciliation",
     "ResourceBusy",
     "check_transition",
+    "unfenced",
 ]
 
 
@@ -212,3 +215,10 @@ class Reconciliation:
 
 Reconciler = Callable[[OperationRecord], Awaitable[Reconciliation | None]]
 """Asks the backend for an operation's real outcome; ``None`` while it cannot tell."""
+
+
+def unfenced(record: OperationRecord, answer: Reconciliation) -> None:
+    """Say loudly that a reconciler answered ``failed`` without voiding the attempt (the answer is not applied)."""
+    logger.error(f"reconciler answered failed for {record.idempotency_key} attempt {record.attempt} without voiding "
+                 f"it (voided={answer.voided}); the outcome stays unknown. Void the attempt at the backend and "
+                 f"return Reconciliation(FAILED, voided=record.attempt)")

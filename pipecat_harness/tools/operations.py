@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pipecat_harness.tools.ledger_recovery import unfenced
 from pipecat_harness.tools.operation_state import (
     IdempotencyConflict,
     InvalidTransition,
@@ -22,6 +21,7 @@ from pipecat_harness.tools.operation_state import (
     Reconciler,
     ResourceBusy,
     check_transition,
+    unfenced,
 )
 from pipecat_harness.tools.owners import handler_may_run
 
