@@ -36,9 +36,9 @@ from pipecat_harness.grader.actions import InMemoryOperations
 from pipecat_harness.grader.audit import AuditStore
 from pipecat_harness.grader.calibration import LABELED_SET_PATH, LabeledSet, evaluate
 from pipecat_harness.grader.constraints import ConstraintList
-from pipecat_harness.numbers import read_numbers, split_sentences, tokenize
 from pipecat_harness.grader.observer import TurnGrader
 from pipecat_harness.grader.rules import RuleGrader
+from pipecat_harness.numbers import read_numbers, split_sentences, tokenize
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "pipecat_harness" / "scenarios" / "grader_wrong_price_unexecuted_action.yaml"

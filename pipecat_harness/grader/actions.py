@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from pipecat_harness.numbers import stem, tokenize
 from pipecat_harness.grader.verdict import Verdict
+from pipecat_harness.numbers import stem, tokenize
 
 __all__ = [
     "InMemoryOperations",

@@ -27,9 +27,9 @@ import re
 from collections.abc import Iterable
 
 from pipecat_harness.grader.constraints import ConstraintList
-from pipecat_harness.numbers import Token, negated, read_numbers, stem, tokenize
 from pipecat_harness.grader.prices import find_services
 from pipecat_harness.grader.verdict import Verdict
+from pipecat_harness.numbers import Token, negated, read_numbers, stem, tokenize
 
 __all__ = ["check_capabilities", "readable_records"]
 

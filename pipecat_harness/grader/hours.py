@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import time
 
 from pipecat_harness.grader.constraints import WEEKDAYS, ConstraintList, DayHours
-from pipecat_harness.numbers import Token, negated
 from pipecat_harness.grader.prices import DURATION_UNITS
 from pipecat_harness.grader.verdict import Verdict
+from pipecat_harness.numbers import Token, negated
 
 __all__ = ["check_hours", "find_days"]
 

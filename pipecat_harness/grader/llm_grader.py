@@ -18,9 +18,9 @@ from typing import Any, cast
 from loguru import logger
 
 from pipecat_harness.grader.constraints import ConstraintList
-from pipecat_harness.numbers import read_numbers, tokenize
 from pipecat_harness.grader.rules import RuleGrader
 from pipecat_harness.grader.verdict import CATEGORIES, SETTLED_CONFIDENCE, Category, Verdict, VerdictKind
+from pipecat_harness.numbers import read_numbers, tokenize
 
 __all__ = ["GRADER_PROMPT", "VERDICT_JSON_SCHEMA", "CombinedGrader", "LLMGrader"]
 

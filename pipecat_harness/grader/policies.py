@@ -15,9 +15,9 @@ from pipecat_harness.grader.conditions import (
     window_outcome,
 )
 from pipecat_harness.grader.constraints import ConstraintList, policy_statement
-from pipecat_harness.numbers import Token, negated, read_numbers, stem, tokenize
 from pipecat_harness.grader.prices import DURATION_UNITS, find_amounts
 from pipecat_harness.grader.verdict import Verdict
+from pipecat_harness.numbers import Token, negated, read_numbers, stem, tokenize
 
 __all__ = ["PolicyFacts", "check_policies"]
 

@@ -6,8 +6,8 @@ import functools
 from dataclasses import dataclass
 
 from pipecat_harness.grader.constraints import ConstraintList, PriceItem
-from pipecat_harness.numbers import Token, stem, tokenize
 from pipecat_harness.grader.verdict import Verdict
+from pipecat_harness.numbers import Token, stem, tokenize
 
 __all__ = ["DURATION_UNITS", "TIME_WORDS", "Amount", "check_prices", "find_amounts", "find_services"]
 

@@ -15,10 +15,10 @@ from pipecat_harness.grader.actions import OperationLedgerView, check_action_cla
 from pipecat_harness.grader.capabilities import check_capabilities
 from pipecat_harness.grader.constraints import ConstraintList, PriceItem
 from pipecat_harness.grader.hours import check_hours
-from pipecat_harness.numbers import read_numbers, split_sentences, tokenize
 from pipecat_harness.grader.policies import check_policies
 from pipecat_harness.grader.prices import check_prices, find_services
 from pipecat_harness.grader.verdict import Verdict
+from pipecat_harness.numbers import read_numbers, split_sentences, tokenize
 
 __all__ = ["RuleGrader"]
 

@@ -4,8 +4,8 @@ import pytest
 
 from pipecat_harness.grader.conditions import read_conditions
 from pipecat_harness.grader.constraints import ConstraintList
-from pipecat_harness.numbers import read_numbers, tokenize
 from pipecat_harness.grader.rules import RuleGrader
+from pipecat_harness.numbers import read_numbers, tokenize
 from tests.grader.conftest import DATA
 
 
