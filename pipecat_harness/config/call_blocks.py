@@ -228,7 +228,8 @@ class RetrievalSettings(Block):
         budget_ms: Longest wait for evidence (the design's retrieval budget is 150 ms).
         documents: Policy documents file (YAML) to index; empty: the bundled policy fixtures.
         index_url: Database of the lexical index (``sqlite+aiosqlite://`` in memory, or PostgreSQL).
-        embeddings: Add embedding search (all-MiniLM-L6-v2 on onnxruntime; off: lexical only).
+        embeddings: Add embedding search (all-MiniLM-L6-v2 on onnxruntime; off: lexical only; pre-turn
+            evidence on with it exceeded its first-turn budget in tests, so it stays opt-in here).
         tenant: Tenant whose policies apply when the server context names none.
         products: Products the caller may ask about (general policies always apply).
         call_date: Day checked against effective dates (empty: today).
@@ -239,7 +240,7 @@ class RetrievalSettings(Block):
     budget_ms: float = Field(default=150.0, gt=0, le=5000)
     documents: str = ""
     index_url: str = "sqlite+aiosqlite://"
-    embeddings: bool = True
+    embeddings: bool = False
     tenant: str = Field(default="", max_length=128)
     products: list[str] = Field(default_factory=list)
     call_date: dt.date | None = None
