@@ -28,7 +28,6 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
-from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
 from pipecat_harness._pipecat import function_registry
@@ -220,10 +219,7 @@ class Harness:
         for control in self.controls:
             control.on_pipeline(flatten(result))
         if self.recorder is not None:
-            llm = next((p for p in processors if isinstance(p, LLMService)), None)
-            output = next((p for p in processors if isinstance(p, BaseOutputTransport)), None)
-            if llm is not None and output is not None and not self.recorder.listening:
-                self.recorder.listen(llm, output)
+            self.recorder.listen(flatten(result), entry=processors[0] if processors else None)
         return result
 
     def _check_integration(self, processors: list[FrameProcessor]) -> None:
@@ -376,7 +372,7 @@ class Harness:
         members: list[BaseObserver] = []
         for control in self.controls:
             members.extend(control.observers())
-        if self.recorder is not None:
+        if self.recorder is not None and not self.recorder.listening:
             members.append(self.recorder)
         return [ObserverGroup(members)] if members else []
 
