@@ -215,6 +215,9 @@ class PlacementGroup(BasePipeline):
         super().add_event_handler(event_name, handler)
         self._push_listened = self._push_listened or event_name in ("on_before_push_frame", "on_after_push_frame")
 
+    def __repr__(self) -> str:
+        return f"PlacementGroup({self.placement.value}: {', '.join(type(m).__name__ for m in self.members)})"
+
     def _route(self, direction: FrameDirection, kind: type[Frame]) -> _Route:
         routes = self._downstream_routes if direction == FrameDirection.DOWNSTREAM else self._upstream_routes
         route = routes.get(kind)
