@@ -155,7 +155,8 @@ def test_controls_are_built_in_the_one_declared_order():
     names = [name for name, _ in CONTROLS]
     assert sorted(names) == sorted(CONTROL_NAMES) and len(set(names)) == len(names)
     config = HarnessConfig().only(*CONTROL_NAMES)
-    config = config.model_copy(update={"grader": config.grader.model_copy(update={"constraints_path": "bundled:retail"})})
+    grader = config.grader.model_copy(update={"constraints_path": "bundled:retail"})
+    config = config.model_copy(update={"grader": grader})
     harness = Harness(config, call_id="c-order", trace_path=None)
     assert [control.name for control in harness.controls] == names
     assert [type(control).__name__ for control in harness.controls] == [path.rpartition(":")[2] for _, path in CONTROLS]

@@ -72,6 +72,7 @@ from pipecat.frames.frames import (
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
+from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_output import BaseOutputTransport
 
 from pipecat_harness.decisions import ControlDecision, DecisionLog
@@ -226,7 +227,9 @@ class TraceRecorder(BaseObserver):
         llm.add_event_handler("on_before_process_frame", self._on_llm_frame)
         output.add_event_handler("on_before_push_frame", self._on_output_push)
         for processor in processors:
-            processor.add_event_handler("on_before_push_frame", self._on_push)
+            # A TTS service first pushes none of the frames recorded here, only audio and the text spoken.
+            if processor is not output and not isinstance(processor, TTSService):
+                processor.add_event_handler("on_before_push_frame", self._on_push)
         if entry is not None:
             entry.add_event_handler("on_before_process_frame", self._on_push)
         self._observe_every_push = False
@@ -263,6 +266,8 @@ class TraceRecorder(BaseObserver):
             self._note_played(_clock_secs(output), frame)
         elif isinstance(frame, TTSTextFrame):
             self.add("bot", "played_text", t=_clock_secs(output), text=frame.text)
+        else:
+            self._on_push(output, frame)
 
     def _note_played(self, t: float, frame: OutputAudioRawFrame) -> None:
         self._played.append((t, len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
