@@ -21,7 +21,6 @@ __all__ = [
     "cleanup_members",
     "external_stop_timeout",
     "function_registry",
-    "has_push_listeners",
     "in_direct_mode",
     "mark_setup_finished",
     "mark_setup_started",
@@ -164,14 +163,3 @@ async def setup_members(pipeline: BasePipeline, members: Sequence[FrameProcessor
 async def cleanup_members(pipeline: BasePipeline, members: Sequence[FrameProcessor]) -> None:
     """``BasePipeline._cleanup_processors``: clean up processors a pipeline contains."""
     await _read(pipeline, "_cleanup_processors")(members)
-
-
-def has_push_listeners(processor: FrameProcessor) -> bool:
-    """Whether ``on_before_push_frame`` / ``on_after_push_frame`` have handlers (``BaseObject._event_handlers``)."""
-    handlers = _read(processor, "_event_handlers")
-    events = ("on_before_push_frame", "on_after_push_frame")
-    missing = [name for name in events if name not in handlers]
-    if missing:
-        raise PipecatInternalsChanged(f"{type(processor).__name__} registers no {', '.join(missing)} event: the "
-                                      "installed Pipecat moved it; pipecat-harness supports pipecat-ai 1.14")
-    return any(handlers[name].handlers for name in events)

@@ -28,7 +28,6 @@ from pipecat.processors.aggregators.llm_response_universal import (
 )
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
-from pipecat.transports.base_output import BaseOutputTransport
 from pipecat.turns.user_turn_strategies import UserTurnStrategies, default_user_turn_stop_strategies
 
 from pipecat_harness._pipecat import function_registry
@@ -46,20 +45,26 @@ from pipecat_harness.turn_strategies import TurnStrategyAdvisor
 if TYPE_CHECKING:
     from pipecat_harness.tools.control import ToolGateControl
 
-__all__ = ["CONTROL_FACTORIES", "Harness", "TurnBoundaryProcessor"]
+__all__ = ["CONTROLS", "CONTROL_FACTORIES", "Harness", "TurnBoundaryProcessor"]
 
 
-#: Control name -> ``"module:Class"`` of its :class:`HarnessControl`, imported only when enabled.
-CONTROL_FACTORIES: dict[str, str] = {
-    "checklist": "pipecat_harness.checklist.control:ChecklistControl",
-    "tool_gate": "pipecat_harness.tools.control:ToolGateControl",
-    "history": "pipecat_harness.history.control:HistoryControl",
-    "identifier_hold": "pipecat_harness.input.control:IdentifierHoldControl",
-    "spelling": "pipecat_harness.input.control:SpellingControl",
-    "silent_reply": "pipecat_harness.input.control:SilentReplyControl",
-    "grader": "pipecat_harness.grader.control:GraderControl",
-    "call_state": "pipecat_harness.business.control:CallStateControl",
-}
+#: The controls, by name, with the ``"module:Class"`` of each (imported only when enabled), in the one
+#: order they are built in: the order of their processors at one placement, of their stop-strategy
+#: wrappers (a later one wraps an earlier one) and of their tool-handler wrappers (the tool gate, last,
+#: is outermost: it decides whether a call runs at all).
+CONTROLS: tuple[tuple[str, str], ...] = (
+    ("identifier_hold", "pipecat_harness.input.control:IdentifierHoldControl"),
+    ("silent_reply", "pipecat_harness.input.control:SilentReplyControl"),
+    ("spelling", "pipecat_harness.input.control:SpellingControl"),
+    ("call_state", "pipecat_harness.business.control:CallStateControl"),
+    ("checklist", "pipecat_harness.checklist.control:ChecklistControl"),
+    ("grader", "pipecat_harness.grader.control:GraderControl"),
+    ("history", "pipecat_harness.history.control:HistoryControl"),
+    ("tool_gate", "pipecat_harness.tools.control:ToolGateControl"),
+)
+
+#: Control name -> ``"module:Class"`` (:data:`CONTROLS` as a mapping, in the same order).
+CONTROL_FACTORIES: dict[str, str] = dict(CONTROLS)
 
 
 class Harness:
@@ -79,6 +84,10 @@ class Harness:
             :meth:`user_params`, a tool gate with no tools); otherwise each
             problem is logged as an error with its fix.
     """
+
+    #: Place the processors of one placement as one :class:`~pipecat_harness.placement.PlacementGroup`
+    #: (``False``: one by one, as ``scripts/bench_pipeline.py`` compares).
+    grouped: bool = True
 
     def __init__(
         self,
@@ -125,7 +134,8 @@ class Harness:
 
     def _build_controls(self) -> list[HarnessControl]:
         controls = []
-        for name in sorted(self.active_controls_from_config()):
+        active = self.active_controls_from_config()
+        for name in [name for name in CONTROL_FACTORIES if name in active]:
             module_name, _, class_name = CONTROL_FACTORIES[name].partition(":")
             factory = getattr(import_or_name_extra(module_name, f"control {name!r}"), class_name)
             controls.append(factory(self))
@@ -216,14 +226,11 @@ class Harness:
                 self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
         self._check_integration(processors)
         owners = ", ".join(sorted({c.name for c in self.controls})) or "the harness"
-        result = insert_placed(processors, placed, owners)
+        result = insert_placed(processors, placed, owners, grouped=self.grouped)
         for control in self.controls:
             control.on_pipeline(flatten(result))
         if self.recorder is not None:
-            llm = next((p for p in processors if isinstance(p, LLMService)), None)
-            output = next((p for p in processors if isinstance(p, BaseOutputTransport)), None)
-            if llm is not None and output is not None and not self.recorder.listening:
-                self.recorder.listen(llm, output)
+            self.recorder.listen(flatten(result), entry=processors[0] if processors else None)
         return result
 
     def _check_integration(self, processors: list[FrameProcessor]) -> None:
@@ -376,7 +383,7 @@ class Harness:
         members: list[BaseObserver] = []
         for control in self.controls:
             members.extend(control.observers())
-        if self.recorder is not None:
+        if self.recorder is not None and not self.recorder.listening:
             members.append(self.recorder)
         return [ObserverGroup(members)] if members else []
 

@@ -54,7 +54,6 @@ from pipecat.utils.errors import ErrorCategory
 
 from pipecat_harness._pipecat import (
     cleanup_members,
-    has_push_listeners,
     in_direct_mode,
     mark_setup_finished,
     mark_setup_started,
@@ -189,6 +188,9 @@ class PlacementGroup(BasePipeline):
         members: The processors, in pipeline order (at least one).
     """
 
+    #: Whether a handler listens to the group's own pushes (then it pushes every frame as Pipecat does).
+    _push_listened = False
+
     def __init__(self, placement: Placement, members: Iterable[FrameProcessor], **kwargs: Any) -> None:
         kwargs.setdefault("name", f"harness:{placement.value}")
         # Frames go straight to a member: the group itself never queues nor processes one.
@@ -207,6 +209,14 @@ class PlacementGroup(BasePipeline):
         self._upstream_routes: dict[type[Frame], _Route] = {}
         self._observer: BaseObserver | None = None
         self._clock: Any = None
+
+    def add_event_handler(self, event_name: str, handler: Any) -> None:
+        """Add an event handler; one on the group's own pushes makes it push every frame as Pipecat does."""
+        super().add_event_handler(event_name, handler)
+        self._push_listened = self._push_listened or event_name in ("on_before_push_frame", "on_after_push_frame")
+
+    def __repr__(self) -> str:
+        return f"PlacementGroup({self.placement.value}: {', '.join(type(m).__name__ for m in self.members)})"
 
     def _route(self, direction: FrameDirection, kind: type[Frame]) -> _Route:
         routes = self._downstream_routes if direction == FrameDirection.DOWNSTREAM else self._upstream_routes
@@ -308,15 +318,16 @@ class PlacementGroup(BasePipeline):
         a trace-log line formatted for every frame, audio included, whether or
         not trace logging is on.
         """
-        if has_push_listeners(self):
+        if self._push_listened:
             await self.push_frame(frame, direction)
             return
         destination = self.next if direction == FrameDirection.DOWNSTREAM else self.previous
         if destination is None:
             return
         try:
-            if self._observer is not None:
-                await self._observer.on_push_frame(FramePushed(
+            observer = self._observer
+            if observer is not None:
+                await observer.on_push_frame(FramePushed(
                     source=self, destination=destination, frame=frame, direction=direction,
                     timestamp=self._clock.get_time(),
                 ))
@@ -335,9 +346,13 @@ def flatten(processors: Iterable[FrameProcessor]) -> list[FrameProcessor]:
 
 
 def insert_placed(
-    processors: Sequence[FrameProcessor], placed: dict[Placement, list[FrameProcessor]], owners: str
+    processors: Sequence[FrameProcessor], placed: dict[Placement, list[FrameProcessor]], owners: str,
+    *, grouped: bool = True,
 ) -> list[FrameProcessor]:
     """``processors`` with each placement's processors inserted at its anchor, one group per placement.
+
+    With ``grouped`` off, the processors stand in the list one by one (what the group's routing saves is
+    measured by ``scripts/bench_pipeline.py``).
 
     Raises:
         ValueError: A placement with processors has no anchor in ``processors``.
@@ -354,5 +369,5 @@ def insert_placed(
                 f"the pipeline has no {anchor_type.__name__}"
             )
         position = index + 1 if after else index
-        result.insert(position, PlacementGroup(placement, extra))
+        result[position:position] = [PlacementGroup(placement, extra)] if grouped else extra
     return result

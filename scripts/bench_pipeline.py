@@ -8,7 +8,7 @@ pipeline carries are compared (the same number of distinct frames in both
 arms): a call the harness changes, say by blocking a duplicate refund, does
 different work, and its time says nothing about overhead.
 
-Printed, medians of ``--rounds`` rounds: for the bundled set and for a long
+Printed, medians of ``--rounds`` rounds, with the load average beside each: for the bundled set and for a long
 call (``--minutes``), wall seconds per arm and the ratios harness/bare, and
 the same for the CPU seconds the process spent (all its threads: the trace
 writer's and SQLite's included). On virtual time a call is pure computation,
@@ -22,6 +22,7 @@ call-minute for a 1-minute and a ``--trace-minutes`` call.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -31,10 +32,12 @@ from pathlib import Path
 from loguru import logger
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 
+from pipecat_harness.harness import Harness
 from pipecat_harness.sim.runner import run_scenario
 from pipecat_harness.sim.scenario import Scenario, load_scenarios
 
-ARMS = ("bare", "harness", "harness+trace")
+ARMS = ("bare", "harness", "harness+trace", "harness-ungrouped")
+"""``harness-ungrouped``: the harness with each placement's processors one by one, no ``PlacementGroup``."""
 
 
 class FrameCounter(BaseObserver):
@@ -81,11 +84,15 @@ def long_call(minutes: float) -> Scenario:
 def run(scenario: Scenario, arm: str, trace_dir: Path) -> tuple[int, float, float, float]:
     """One call in one arm: distinct frames, wall seconds, CPU seconds and call seconds."""
     counter = FrameCounter()
+    Harness.grouped = arm != "harness-ungrouped"
     cpu = time.process_time()
-    result = run_scenario(
-        scenario, use_harness=arm != "bare", observers=[counter],
-        trace_dir=trace_dir if arm == "harness+trace" else None, max_wall_secs=600,
-    )
+    try:
+        result = run_scenario(
+            scenario, use_harness=arm != "bare", observers=[counter],
+            trace_dir=trace_dir if arm == "harness+trace" else None, max_wall_secs=600,
+        )
+    finally:
+        Harness.grouped = True
     if scenario.name.startswith("long_call") and not result.caller_completed:
         raise RuntimeError(f"{scenario.name} ({arm}): the caller did not finish")
     return counter.frames, result.wall_secs, time.process_time() - cpu, result.virtual_secs
@@ -120,12 +127,14 @@ def compare(calls: list[Scenario], rounds: int, trace_dir: Path) -> tuple[Median
 
 
 def print_comparison(label: str, medians: Medians) -> None:
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     for measure in ("wall", "cpu"):
         arms = medians[measure]
         bare = arms["bare"]
-        print(f"{label} ({measure}): bare {bare:.2f} s, harness {arms['harness']:.2f} s, harness+trace "
-              f"{arms['harness+trace']:.2f} s -> harness/bare {arms['harness'] / bare:.2f}, "
-              f"harness+trace/bare {arms['harness+trace'] / bare:.2f}")
+        print(f"{label} ({measure}, load {load}): bare {bare:.2f} s, harness {arms['harness']:.2f} s, "
+              f"harness+trace {arms['harness+trace']:.2f} s, ungrouped {arms['harness-ungrouped']:.2f} s -> "
+              f"harness/bare {arms['harness'] / bare:.3f}, harness+trace/bare {arms['harness+trace'] / bare:.3f}, "
+              f"ungrouped/bare {arms['harness-ungrouped'] / bare:.3f}")
 
 
 def trace_density(minutes: float, trace_dir: Path) -> tuple[float, float]:

@@ -1,3 +1,6 @@
+import asyncio
+import sys
+
 import pytest
 from pipecat.frames.frames import Frame
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -7,6 +10,7 @@ from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
 from pipecat_harness import harness as harness_module
+from pipecat_harness._pipecat import function_registry
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, Placement
 from pipecat_harness.harness import Harness, TurnBoundaryProcessor
@@ -142,3 +146,50 @@ def test_argument_normalizers_reach_the_controls_before_wrapping(monkeypatch):
     harness.register_tools(llm, {"issue_refund": handler, "get_order_details": handler},
                            normalizers={"issue_refund": lambda args: {**args, "order_id": "#W1"}})
     assert NormalizerProbe.seen == [("issue_refund", {"order_id": "#W1"})]
+
+
+def test_controls_are_built_in_the_one_declared_order():
+    from pipecat_harness.config import CONTROL_NAMES
+    from pipecat_harness.harness import CONTROLS
+
+    names = [name for name, _ in CONTROLS]
+    assert sorted(names) == sorted(CONTROL_NAMES) and len(set(names)) == len(names)
+    config = HarnessConfig().only(*CONTROL_NAMES)
+    grader = config.grader.model_copy(update={"constraints_path": "bundled:retail"})
+    config = config.model_copy(update={"grader": grader})
+    harness = Harness(config, call_id="c-order", trace_path=None)
+    assert [control.name for control in harness.controls] == names
+    assert [type(control).__name__ for control in harness.controls] == [path.rpartition(":")[2] for _, path in CONTROLS]
+    # The tool gate comes last: its handler wrapper is the outermost, so it decides whether a call runs.
+    assert names[-1] == "tool_gate" and names.index("identifier_hold") < names.index("silent_reply")
+
+
+def test_a_later_control_wraps_an_earlier_ones_tool_handler(monkeypatch):
+    calls = []
+
+    class First(HarnessControl):
+        name = "identifier_hold"
+
+        def wrap_function(self, name, handler, *, write):
+            async def wrapped(params):
+                calls.append(self.name)
+                await handler(params)
+            return wrapped
+
+    class Second(First):
+        name = "spelling"
+
+    monkeypatch.setitem(harness_module.CONTROL_FACTORIES, "identifier_hold", f"{__name__}:_First")
+    monkeypatch.setitem(harness_module.CONTROL_FACTORIES, "spelling", f"{__name__}:_Second")
+    monkeypatch.setattr(sys.modules[__name__], "_First", First, raising=False)
+    monkeypatch.setattr(sys.modules[__name__], "_Second", Second, raising=False)
+    harness = Harness(HarnessConfig().only("spelling", "identifier_hold"), call_id="c", trace_path=None)
+    assert [c.name for c in harness.controls] == ["identifier_hold", "spelling"]
+    llm = ScriptedLLMService(ModelScript())
+
+    async def handler(params):
+        calls.append("handler")
+
+    harness.register_function(llm, "lookup", handler, write=False)
+    asyncio.run(function_registry(llm)["lookup"].handler(None))
+    assert calls == ["spelling", "identifier_hold", "handler"]

@@ -128,24 +128,12 @@ def test_a_pipeline_sets_up_and_cleans_up_contained_processors():
     assert list(inspect.signature(BasePipeline._cleanup_processors).parameters) == ["self", "processors"]
 
 
-def test_push_listeners_are_seen():
-    processor = FrameProcessor()
-    assert not _pipecat.has_push_listeners(processor)
-
-    @processor.event_handler("on_after_push_frame")
-    async def on_after_push_frame(processor, frame):
-        pass
-
-    assert _pipecat.has_push_listeners(processor)
-
-
 @pytest.mark.parametrize(("call", "owner", "attribute"), [
     (lambda o: _pipecat.function_registry(o), LLM, "_functions"),
     (lambda o: _pipecat.appended_system_instructions(o), LLM, "_appended_system_instructions"),
     (lambda o: _pipecat.base_system_instruction(o), LLM, "_base_system_instruction"),
     (lambda o: _pipecat.in_direct_mode(o), FrameProcessor, "_enable_direct_mode"),
     (lambda o: _pipecat.set_neighbours(o, following=None), FrameProcessor, "_next"),
-    (lambda o: _pipecat.has_push_listeners(o), FrameProcessor, "_event_handlers"),
 ])
 def test_a_moved_internal_is_named_in_the_error(call, owner, attribute):
     instance = owner()

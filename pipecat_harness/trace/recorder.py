@@ -23,12 +23,14 @@ or everything from the first message the history control rewrote). The first
 model input of a call, and the next one after :meth:`TraceRecorder.request_full_context`,
 carry the whole context (``keep`` 0). ``total`` is the length of the full
 context; :meth:`~pipecat_harness.trace.timeline.Timeline.model_context` rebuilds it.
-Given the pipeline's LLM service and output transport (:meth:`TraceRecorder.listen`,
-which ``Harness.place`` calls), it takes the model inputs from the LLM as it
-starts on them and the played audio and text from the transport as it pushes
-them, and observes only first pushes: otherwise it must observe every push of
-every frame (these are second pushes), and each costs the voice loop an
-observer queue hop.
+Given the placed pipeline (:meth:`TraceRecorder.listen`, which ``Harness.place``
+calls), it is no worker observer at all: it takes the model inputs from the LLM
+as it starts on them, the played audio and text from the output transport as it
+pushes them, and every other frame it records from the push of the processor
+that first pushes it. A worker observer is given every processed frame and
+every push of every processor through its own queue and task, which cost the
+voice loop more than the recording does; used as a plain observer (a pipeline
+it was not placed in), it records the same from first pushes.
 
 The LLM service's system instruction (``system``) and the tools offered
 (``tools``, their JSON schemas) are logged on the first model input and again
@@ -39,6 +41,7 @@ was given (``pipecat-harness replay``).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,7 @@ from pipecat.frames.frames import (
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
+from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_output import BaseOutputTransport
 
 from pipecat_harness.decisions import ControlDecision, DecisionLog
@@ -76,6 +80,15 @@ from pipecat_harness.trace.timeline import Timeline, TraceEvent
 from pipecat_harness.trace.writer import TraceWriter, encode_record
 
 __all__ = ["TraceRecorder"]
+
+#: The frames recorded from their first push (model inputs and playback are taken apart).
+_RECORDED: tuple[type[Frame], ...] = (
+    VADUserStartedSpeakingFrame, VADUserStoppedSpeakingFrame, InterimTranscriptionFrame, TranscriptionFrame,
+    UserStartedSpeakingFrame, UserStoppedSpeakingFrame, LLMContextUserTurnFrame, LLMFullResponseStartFrame,
+    LLMTextFrame, LLMFullResponseEndFrame, FunctionCallInProgressFrame, FunctionCallResultFrame,
+    FunctionCallCancelFrame, BotStartedSpeakingFrame, BotStoppedSpeakingFrame, InterruptionFrame,
+    LLMContextAssistantTurnFrame, ErrorFrame,
+)
 
 
 def _dumps(value: Any) -> str:
@@ -167,6 +180,7 @@ class TraceRecorder(BaseObserver):
         self._bot_speaking = False
         self.listening = False
         self._clock_of: FrameProcessor | None = None
+        self._seen: set[int] = set()
         if decisions is not None:
             decisions.add_listener(self._on_decision)
         self.add("call", "call_started", call_id=call_id, **(metadata or {}))
@@ -189,22 +203,49 @@ class TraceRecorder(BaseObserver):
             self._events.append(TraceEvent.from_mapping(json.loads(encode_record(record))))
         return self._events
 
-    def listen(self, llm: FrameProcessor, output: FrameProcessor) -> None:
-        """Take model inputs from ``llm`` and what was played from ``output`` directly; observe first pushes only.
+    def listen(self, processors: Sequence[FrameProcessor], *, entry: FrameProcessor | None = None) -> bool:
+        """Record from the processors' own events instead of as a worker observer.
 
         Pipecat runs a processor's ``on_before_process_frame`` and
         ``on_before_push_frame`` handlers in the frame's own path; these note
         the frame (a model input is copied, as it is logged anyway) and return.
+        Once listening, the recorder is not to be added to the worker's observers.
 
         Args:
-            llm: The pipeline's LLM service.
-            output: The pipeline's output transport.
+            processors: The pipeline's processors, each one that pushes frames (the LLM service and the
+                output transport among them).
+            entry: The processor frames queued into the pipeline reach first, if ``processors`` may pass
+                some of them by.
+
+        Returns:
+            Whether it listens: ``False`` (observe it instead) without an LLM service and an output transport.
         """
+        llm = next((p for p in processors if isinstance(p, LLMService)), None)
+        output = next((p for p in processors if isinstance(p, BaseOutputTransport)), None)
+        if self.listening or llm is None or output is None:
+            return self.listening
         llm.add_event_handler("on_before_process_frame", self._on_llm_frame)
         output.add_event_handler("on_before_push_frame", self._on_output_push)
+        for processor in processors:
+            # A TTS service first pushes none of the frames recorded here, only audio and the text spoken.
+            if processor is not output and not isinstance(processor, TTSService):
+                processor.add_event_handler("on_before_push_frame", self._on_push)
+        if entry is not None:
+            entry.add_event_handler("on_before_process_frame", self._on_push)
         self._observe_every_push = False
         self.listening = True
         self._clock_of = output
+        return True
+
+    def _on_push(self, processor: FrameProcessor, frame: Frame) -> None:
+        if not isinstance(frame, _RECORDED):
+            return
+        seen = self._seen
+        if frame.id in seen or frame.broadcast_sibling_id in seen:
+            return
+        seen.add(frame.id)
+        self._now = _clock_secs(processor)
+        self._record_first_push(frame, processor)
 
     def _time(self) -> float:
         """Now on the pipeline's clock once it runs; before that, the time of the last push observed."""
@@ -225,6 +266,8 @@ class TraceRecorder(BaseObserver):
             self._note_played(_clock_secs(output), frame)
         elif isinstance(frame, TTSTextFrame):
             self.add("bot", "played_text", t=_clock_secs(output), text=frame.text)
+        else:
+            self._on_push(output, frame)
 
     def _note_played(self, t: float, frame: OutputAudioRawFrame) -> None:
         self._played.append((t, len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
@@ -277,29 +320,30 @@ class TraceRecorder(BaseObserver):
                  **_snapshot(decision.to_dict()))
 
     async def on_push_frame(self, data: FramePushed) -> None:
-        """Record the frames that make up the four records of a call."""
+        """Record the frames that make up the four records of a call (not once it listens to the pipeline)."""
+        if self.listening:
+            return
         frame = data.frame
         self._now = data.timestamp / 1e9
         if isinstance(frame, LLMContextFrame):
-            if isinstance(data.destination, LLMService) and not self.listening:
+            if isinstance(data.destination, LLMService):
                 self._add_model_input(frame.context.get_messages(), data.destination, frame.context)
             return
         if isinstance(frame, OutputAudioRawFrame):
-            if (isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM
-                    and not self.listening):
+            if isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM:
                 self._note_played(self._now, frame)
             return
         if isinstance(frame, TTSTextFrame):
-            if isinstance(data.source, BaseOutputTransport) and not self.listening:
+            if isinstance(data.source, BaseOutputTransport):
                 self.add("bot", "played_text", text=frame.text)
             return
         # Broadcast frames travel as one copy per direction: record the downstream one.
         if not data.first_push or data.direction != FrameDirection.DOWNSTREAM:
             return
-        self._record_first_push(data)
+        if isinstance(frame, _RECORDED):
+            self._record_first_push(frame, data.source)
 
-    def _record_first_push(self, data: FramePushed) -> None:
-        frame = data.frame
+    def _record_first_push(self, frame: Frame, source: FrameProcessor) -> None:
         if isinstance(frame, VADUserStartedSpeakingFrame):
             self.add("caller", "speech_started")
         elif isinstance(frame, VADUserStoppedSpeakingFrame):
@@ -314,12 +358,12 @@ class TraceRecorder(BaseObserver):
             self.add("caller", "user_turn_stopped")
         elif isinstance(frame, LLMContextUserTurnFrame):
             self.add("caller", "submitted", text=frame.text)
-        elif isinstance(frame, LLMFullResponseStartFrame) and isinstance(data.source, LLMService):
+        elif isinstance(frame, LLMFullResponseStartFrame) and isinstance(source, LLMService):
             self._generated = []
-        elif isinstance(frame, LLMTextFrame) and isinstance(data.source, LLMService):
+        elif isinstance(frame, LLMTextFrame) and isinstance(source, LLMService):
             if self._generated is not None:
                 self._generated.append(frame.text)
-        elif isinstance(frame, LLMFullResponseEndFrame) and isinstance(data.source, LLMService):
+        elif isinstance(frame, LLMFullResponseEndFrame) and isinstance(source, LLMService):
             text = "".join(self._generated or []).strip()
             if text:
                 self.add("model", "generated", text=text)

@@ -139,6 +139,10 @@ def _bot_and_model_events(trace: Path) -> list[tuple[str, dict]]:
     return [(e.kind, {**e.data, "t": e.t}) for e in Timeline.load(trace).events if e.kind in kinds]
 
 
+def _kinds_in_order(trace: Path) -> list[tuple[str, str, float]]:
+    return sorted((e.lane, e.kind, e.t) for e in Timeline.load(trace).events if e.lane != "control")
+
+
 def test_a_placed_recorder_logs_what_observing_every_push_logs(tmp_path, monkeypatch):
     from pipecat_harness.sim.runner import run_scenario
     from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
@@ -146,11 +150,13 @@ def test_a_placed_recorder_logs_what_observing_every_push_logs(tmp_path, monkeyp
     # A call with a barge-in: a cut-off reply's played seconds and the context after it.
     scenario = load_scenario(BUNDLED_DIR / "barge_in_after_refund.yaml")
     placed = run_scenario(scenario, trace_dir=tmp_path / "placed")
-    monkeypatch.setattr(TraceRecorder, "listen", lambda self, llm, output: None)
+    monkeypatch.setattr(TraceRecorder, "listen", lambda self, processors, entry=None: False)
     observing = run_scenario(scenario, trace_dir=tmp_path / "observing")
     assert placed.as_expected and observing.as_expected
     events = _bot_and_model_events(tmp_path / "placed" / f"{scenario.name}.jsonl")
     assert events == _bot_and_model_events(tmp_path / "observing" / f"{scenario.name}.jsonl")
+    every = [_kinds_in_order(tmp_path / arm / f"{scenario.name}.jsonl") for arm in ("placed", "observing")]
+    assert every[0] == every[1]  # caller, tool and history records too, once each, at the same times
     assert [k for k, _ in events].count("model_input") >= 2
     assert any(k == "bot_stopped_speaking" and d["played_secs"] > 1.0 for k, d in events)
 
