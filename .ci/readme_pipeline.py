@@ -104,6 +104,8 @@ async def main() -> int:
     traces = Path(tempfile.mkdtemp())
     config = HarnessConfig.preset("retail").model_copy(deep=True)
     config.trace.directory = str(traces)
+    # This stand-in model never reads the refund back; confirmation before writes has its own simulated calls.
+    config.call_state.confirm_writes = False
     transport_input, stt, tts = PassThrough(), PassThrough(), PassThrough()
     llm, output = StandInLLM(), Output()
     context = LLMContext()
