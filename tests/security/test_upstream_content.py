@@ -33,7 +33,7 @@ SMUGGLED = [
 
 async def _send(policy: ModelPolicy, content: list) -> list:
     """The messages the upstream received for one turn carrying ``content``."""
-    async with OpenAIChatFake(["Let me check."]) as fake:
+    async with OpenAIChatFake(["Let me check."], server="openai") as fake:
         upstream = OpenAICompatibleUpstream(fake.base_url)
         app = create_app(ProxyService(upstream, policy=policy))
         body = {"stream": True, "call": {"id": "smuggle"},
