@@ -90,7 +90,7 @@ class SilentReplySettings(Block):
     enabled: bool = True
     window_secs: float = Field(default=1.5, gt=0, le=30)
     max_reasks: int = Field(default=1, ge=0, le=5)
-    prompt: str = "Sorry, I didn't catch that. Could you say yes or no?"
+    prompt: str = "Sorry, I didn't catch your answer. Could you say it again?"
     infer_from_assistant: bool = True
 
 

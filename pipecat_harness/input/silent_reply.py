@@ -51,7 +51,9 @@ from pipecat_harness._pipecat import user_aggregator_params
 
 __all__ = ["DEFAULT_REASK_PROMPT", "SilentReplyGuard", "is_yes_no_question", "reask_instruction"]
 
-DEFAULT_REASK_PROMPT = "Sorry, I didn't catch that. Could you say yes or no?"
+# Free of assent words: Gemini, Anthropic and Bedrock receive the re-ask note as a user turn, where a "yes" in
+# it would read as the caller agreeing.
+DEFAULT_REASK_PROMPT = "Sorry, I didn't catch your answer. Could you say it again?"
 
 _AUXILIARIES = frozenset(
     "shall should can could would will do does did is are was were may might have has am want wanna".split()
@@ -83,7 +85,7 @@ def is_yes_no_question(text: str) -> bool:
 def reask_instruction(prompt: str) -> str:
     """The developer message Pipecat's empty-turn recovery gives the model for a silent confirmation."""
     return (
-        "The caller answered your yes/no question, but their answer was not recognized, and nothing has been "
+        "The caller answered your last question, but their answer was not recognized, and nothing has been "
         f'done yet. Ask them again, briefly, for example: "{prompt}"'
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -23,7 +24,12 @@ from pipecat.turns.empty_user_turn import EmptyUserTurnConfig
 from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 
-from pipecat_harness.input.silent_reply import SilentReplyGuard, is_yes_no_question, reask_instruction
+from pipecat_harness.input.silent_reply import (
+    DEFAULT_REASK_PROMPT,
+    SilentReplyGuard,
+    is_yes_no_question,
+    reask_instruction,
+)
 
 WINDOW = 0.3
 WATCHDOG = 3.0
@@ -162,3 +168,11 @@ def test_bad_settings_are_rejected() -> None:
         SilentReplyGuard(window_secs=0)
     with pytest.raises(ValueError, match="prompt"):
         SilentReplyGuard(prompt="  ")
+
+
+def test_reask_note_holds_no_assent_a_user_turn_could_carry():
+    """Gemini, Anthropic and Bedrock get the developer note as a user turn: no word of it may read as a yes."""
+    from pipecat_harness.business.replies import _ASSENT_PHRASES
+
+    words = " ".join(re.findall(r"[a-z']+", reask_instruction(DEFAULT_REASK_PROMPT).lower()))
+    assert [p for p in _ASSENT_PHRASES if re.search(rf"\b{re.escape(p)}\b", words)] == []
