@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
-    "REDACTED", "SecretRedactor", "install_loguru_redaction", "redact", "redact_socket_path", "uvicorn_log_config",
+    "REDACTED", "RefusedHandshakeNoise", "SecretRedactor", "install_loguru_redaction", "redact", "redact_socket_path",
+    "uvicorn_log_config",
 ]
 
 REDACTED = "<redacted>"
@@ -102,14 +103,33 @@ class SecretRedactor(logging.Filter):
             record.exc_text = redact(record.exc_text, self.secrets)
 
 
+class RefusedHandshakeNoise(logging.Filter):
+    """Drops the two extra lines uvicorn writes for each WebSocket refused with an HTTP status.
+
+    A refused socket is already one line (``"WebSocket /llm-websocket/<redacted>/…" 401``). uvicorn's
+    websockets-sansio implementation then repeats it through the websockets library (``connection rejected``)
+    and, because it never marks a denial response as the end of the handshake, reports a false
+    ``ASGI callable returned without completing handshake.`` at ERROR (Kludex/uvicorn pull request 3138).
+    Every socket route of the proxy either accepts or sends a denial response, so for this app the ERROR is
+    always that false one; without the filter each unauthenticated guess costs three lines, one at ERROR.
+    """
+
+    _DROPPED = frozenset({"ASGI callable returned without completing handshake.", "connection rejected (%d %s)"})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Keep every record but the two above."""
+        return str(record.msg) not in self._DROPPED
+
+
 def uvicorn_log_config(secrets: Iterable[str] = ()) -> dict[str, Any]:
-    """Uvicorn's default logging configuration with :class:`SecretRedactor` on every handler."""
+    """Uvicorn's default logging configuration with :class:`SecretRedactor` (and the refused-socket filter)."""
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
-    config["filters"] = {"redact": {"()": f"{__name__}.SecretRedactor", "secrets": list(secrets)}}
+    config["filters"] = {"redact": {"()": f"{__name__}.SecretRedactor", "secrets": list(secrets)},
+                         "refused": {"()": f"{__name__}.RefusedHandshakeNoise"}}
     for handler in config["handlers"].values():
-        handler["filters"] = ["redact"]
+        handler["filters"] = ["refused", "redact"]
     return config
 
 

@@ -9,6 +9,7 @@ a client would put it, and near misses of it where an attacker would.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import httpx
@@ -61,6 +62,9 @@ async def test_the_proxy_logs_no_credential_at_trace_level_with_the_access_log_o
         log = url.log()
     assert '"WebSocket /llm-websocket/<redacted>/call-a" [accepted]' in log  # the handshake is still logged
     assert "POST /chat/completions HTTP/1.1" in log
+    # Each refused guess is the one handshake line: no repeat through the websockets library, no false ERROR.
+    refused = [line for line in log.splitlines() if re.search(r'"WebSocket [^"]+" 40[13]$', line)]
+    assert len(refused) == len(guesses) and "connection rejected" not in log and "ERROR" not in log
     leaked = [line for line in log.splitlines() if _grep(line, SECRET, WEBHOOK_SECRET, RETELL_KEY, *NEAR_MISSES)]
     assert leaked == []
 
