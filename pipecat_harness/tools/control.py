@@ -23,14 +23,9 @@ halfway, and Pipecat 1.14 then delivers the result into the context itself.
 The gate runs every handler in its own task anyway, so a write registered as
 cancellable is not torn either: its cancellation leaves the operation
 ``outcome_unknown`` and its late reply settles it. Writes whose outcome
-settles after the model was told "unknown" are told to the model when the next generation starts
-(:class:`GenerationGuard`), never spoken from a background callback: in the system instruction of the LLM
-service downstream, or, with none, as a developer note in the context (as Pipecat words its own notes).
-
-A small processor after the user aggregator (:class:`GenerationGuard`) watches
-interruptions, so that a call from a generation that was interrupted before
-the call was issued is not executed, and notes calls of tools that were never
-registered.
+settles after the model was told "unknown" are told to the model when the next generation starts, by the
+:class:`~pipecat_harness.tools.guard.GenerationGuard` after the user aggregator, which also keeps calls of an
+interrupted generation from running and notes calls of tools that were never registered.
 """
 
 from __future__ import annotations
@@ -42,28 +37,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from loguru import logger
 from pipecat.adapters.llm.schemas.direct_function import DirectFunctionWrapper
-from pipecat.frames.frames import (
-    CancelFrame,
-    EndFrame,
-    Frame,
-    FunctionCallResultFrame,
-    FunctionCallsStartedFrame,
-    InterruptionFrame,
-    LLMContextFrame,
-    StartFrame,
-)
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import FunctionCallParams, LLMService
 
 from pipecat_harness._pipecat import function_registry, replace_function_registry
-from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
+from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.errors import require_extra
-from pipecat_harness.instruction import InstructionEntry
 from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
+from pipecat_harness.tools.guard import GenerationGuard
 from pipecat_harness.tools.operation_state import OperationRecord
 from pipecat_harness.tools.result import GateResult
 
@@ -94,82 +79,6 @@ class GateHook(Protocol):
 
     async def render(self, result: GateResult) -> Any:
         """Return the tool result the model receives for ``result``."""
-
-
-class GenerationGuard(FrameProcessor):
-    """Tracks whether the current generation was interrupted, and which calls were issued.
-
-    A generation starts when a context reaches the LLM after a user turn or
-    after tool results. An interruption after that start and before a call's
-    handler runs means the call came from an interrupted generation, unless
-    the LLM had already announced the call (``FunctionCallsStartedFrame``).
-
-    Args:
-        on_unknown_tool: Called with ``(name, tool_call_id)`` for announced calls
-            of tools the gate never wrapped.
-    """
-
-    #: The frames it watches, besides the lifecycle frames (the start, interruptions).
-    handled_frames: tuple[type[Frame], ...] = (LLMContextFrame, FunctionCallResultFrame, FunctionCallsStartedFrame)
-
-    def __init__(self, on_unknown_tool: Any = None, notices: Any = None, on_lifecycle: Any = None,
-                 **kwargs: Any) -> None:
-        kwargs.setdefault("enable_direct_mode", True)
-        super().__init__(**kwargs)
-        self._on_lifecycle = on_lifecycle
-        self.interruptions = 0
-        self._mark = 0
-        self._issued: set[str] = set()
-        self._on_unknown_tool = on_unknown_tool
-        self._notices = notices
-        self._instruction: InstructionEntry | None = None
-
-    def may_run(self, tool_call_id: str) -> bool:
-        """Whether a call may execute: announced, or no interruption since its generation started."""
-        return tool_call_id in self._issued or self.interruptions == self._mark
-
-    def generation_started(self) -> None:
-        """Mark the start of a generation (tests and non-pipeline callers)."""
-        self._mark = self.interruptions
-
-    def interrupted(self) -> None:
-        """Note an interruption."""
-        self.interruptions += 1
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Watch frames; forward all of them unchanged."""
-        await super().process_frame(frame, direction)
-        if isinstance(frame, StartFrame):
-            if self._instruction is None:
-                llm = find_downstream(self, LLMService)
-                self._instruction = InstructionEntry(llm) if llm is not None else None
-            if self._on_lifecycle is not None:
-                self._on_lifecycle(True)
-        elif isinstance(frame, EndFrame | CancelFrame) and self._on_lifecycle is not None:
-            self._on_lifecycle(False)
-        if isinstance(frame, InterruptionFrame):
-            self.interrupted()
-        elif isinstance(frame, LLMContextFrame | FunctionCallResultFrame):
-            self.generation_started()
-            if isinstance(frame, LLMContextFrame) and self._notices is not None:
-                self._deliver(frame, self._notices())
-        elif isinstance(frame, FunctionCallsStartedFrame):
-            for call in frame.function_calls:
-                self._issued.add(call.tool_call_id)
-                if self._on_unknown_tool is not None:
-                    self._on_unknown_tool(call.function_name, call.tool_call_id)
-        await self.push_frame(frame, direction)
-
-    def _deliver(self, frame: LLMContextFrame, notices: list[str]) -> None:
-        # With the LLM service downstream, the notices are its system instruction for this generation
-        # (and the runs after its tool results), replaced at the next one: a developer note after the
-        # caller's words reaches Gemini, Anthropic and Bedrock as a second user turn, as if the caller
-        # had said it.
-        if self._instruction is not None:
-            self._instruction.set("\n".join(notices))
-            return
-        for notice in notices:
-            frame.context.add_message({"role": "developer", "content": notice})
 
 
 class _DecisionAdapter:

@@ -17,9 +17,7 @@ Handler protocol: a result ``is_failure`` accepts (``{"error": ...}``) or a
 timeout, a lost reply or a cancellation is ambiguous, i.e. ``outcome_unknown``.
 A handler is never cancelled by the gate (a cancelled request may still land):
 past the deadline, or when the caller is cancelled, it is followed until it
-returns, keeps its lease until then, and its reply settles the operation;
-:meth:`WriteRunner.take_settled` hands such settlements to whoever tells the
-model at its next generation.
+returns and keeps its lease until then (:mod:`pipecat_harness.tools.settlement`).
 
 The gate's own ledger writes wait at most the tool's deadline and survive a
 cancellation of the caller (:mod:`pipecat_harness.tools.store_calls`); once
@@ -32,23 +30,16 @@ process and by the ledger's unique claim of the resource across processes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from loguru import logger
-
-from pipecat_harness.tools.execution import HandlerOutcome, LateReplies, await_deadline, start_handler
+from pipecat_harness.tools.execution import start_handler
 from pipecat_harness.tools.identity import OperationIdentity
-from pipecat_harness.tools.operation_state import (
-    OperationRecord,
-    OperationRefused,
-    OperationStatus,
-    Reconciler,
-    ResourceBusy,
-)
+from pipecat_harness.tools.operation_state import OperationRecord, OperationStatus, ResourceBusy
 from pipecat_harness.tools.operations import Operations
 from pipecat_harness.tools.owners import handler_may_run, new_owner, release_owner
 from pipecat_harness.tools.result import ALREADY_DONE, GateResult, GateStatus
+from pipecat_harness.tools.settlement import GateReporter, Settlements
 from pipecat_harness.tools.store_calls import owned, retrying
 
 __all__ = ["GateReporter", "WriteRunner"]
@@ -58,26 +49,8 @@ S = OperationStatus
 _NEVER_LEFT = "not executed: the call was cancelled (or the ledger was too slow) before its handler started"
 
 
-class GateReporter(Protocol):
-    """How the write runner records decisions (implemented by the gate)."""
-
-    def refuse(self, status: GateStatus, name: str, write: bool, evidence: dict[str, Any], kind: str,
-               reason: str, *, result: Any = None, key: str | None = None) -> GateResult:
-        """Record a refusal and return its result."""
-
-    @property
-    def recording(self) -> bool:
-        """Whether decisions are recorded anywhere."""
-
-    def record(self, action: str, evidence: dict[str, Any]) -> Any:
-        """Record a decision."""
-
-    def outcome(self, decision: Any, result: GateResult) -> None:
-        """Attach what followed a decision."""
-
-
-class WriteRunner:
-    """Runs write operations for one gate.
+class WriteRunner(Settlements):
+    """Runs write operations for one gate: starts or finds each, runs its handler once, hands it on to settle.
 
     Args:
         operations: The operation store.
@@ -92,28 +65,14 @@ class WriteRunner:
     def __init__(self, operations: Operations, reporter: GateReporter, *, timeout_secs: float | None,
                  late_reply_secs: float, is_failure: Callable[[Any], bool],
                  definitive_errors: tuple[type[BaseException], ...] = (), settle_retry_secs: float = 120.0) -> None:
-        self.operations = operations
-        self.reporter = reporter
-        self.timeout_secs = timeout_secs
-        self.is_failure = is_failure
-        self.definitive_errors: tuple[type[BaseException], ...] = (OperationRefused, *definitive_errors)
-        self.reconciler: Reconciler | None = None
-        self.reconcilers: dict[str, Reconciler] = {}
+        super().__init__(operations, reporter, timeout_secs=timeout_secs, is_failure=is_failure,
+                         definitive_errors=definitive_errors, settle_retry_secs=settle_retry_secs)
         self.owner = new_owner()
         # The longest a handler of ours is expected to run: the deadline, then the late-reply window.
         self.lease_secs = (timeout_secs or 0.0) + late_reply_secs + 5.0
-        # A dead owner's request may still land for its timeout after the death was seen.
-        self.grace_secs = timeout_secs or 0.0
-        self.settle_retry_secs = settle_retry_secs
-        self._late = LateReplies()
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._running: dict[str, asyncio.Future[GateResult]] = {}
-        self._told_unknown: set[str] = set()
-        self._settled: list[OperationRecord] = []
         self._handlers: set[asyncio.Future[Any]] = set()
-        # Writes the model was told were unknown that then went through, by resource:
-        # a different write on that resource is answered with this news first.
-        self._unseen_commits: dict[str, OperationRecord] = {}
         self._closed = False
 
     # -- one write -----------------------------------------------------------
@@ -310,154 +269,6 @@ class WriteRunner:
                 f"(result: {commit.result}); it is done, so change or reschedule it instead of doing it again.",
                 key=identity.key)
         return None
-
-    async def _finish(self, name: str, record: OperationRecord, task: asyncio.Future[Any],
-                      warnings: tuple[str, ...], decision: Any, evidence: dict[str, Any]) -> GateResult:
-        key = record.idempotency_key
-        try:
-            outcome = await await_deadline(task, self.timeout_secs)
-        except asyncio.CancelledError:
-            # Cancelled from outside (Pipecat's own deadline, the call ending): the model was told the call did
-            # not complete; the handler goes on, and its outcome settles the operation and is told next time.
-            self._follow(record, task, "the call was cancelled while the tool ran")
-            raise
-        if outcome.timed_out:
-            self._follow(record, task, f"no reply within {self.timeout_secs:g}s")
-            result = GateResult(GateStatus.OUTCOME_UNKNOWN, name, reason=(
-                f"outcome unknown: no reply within {self.timeout_secs:g}s; the action may or may not have happened"),
-                write=True, idempotency_key=key, warnings=warnings, reason_kind="timeout")
-            self.reporter.outcome(decision, result)
-            self.reporter.record("outcome_unknown", {**evidence, "reason": result.reason})
-            return result
-        stored = await self._record_outcome(record, outcome)
-        if stored is None:
-            result = GateResult(GateStatus.OUTCOME_UNKNOWN, name, reason=(
-                "outcome unknown: the tool replied but the operation ledger could not record it in time; it is "
-                "being recorded and you will be told"), write=True, idempotency_key=key, warnings=warnings,
-                reason_kind="store_error")
-            self.reporter.outcome(decision, result)
-            self.reporter.record("outcome_unknown", {**evidence, "reason": result.reason})
-            return result
-        if stored.status == S.OUTCOME_UNKNOWN:  # raised after the request may have reached the backend
-            stored = await self.reconcile(stored, evidence)
-        result = self._result_of(name, stored, outcome, warnings)
-        if result.status == GateStatus.OUTCOME_UNKNOWN:
-            self._told_unknown.add(key)
-        self.reporter.outcome(decision, result)
-        return result
-
-    async def _record_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord | None:
-        """Settle the handler's outcome; ``None`` if the ledger did not take it within the deadline.
-
-        The write goes on in the background (retried) whatever happens to the caller; if the caller stopped
-        waiting, its settlement is told at the next generation.
-        """
-        answer: asyncio.Future[OperationRecord] = asyncio.get_running_loop().create_future()
-
-        async def settle() -> None:
-            stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=self.settle_retry_secs)
-            if not answer.done():
-                answer.set_result(stored)
-            elif stored.status != S.OUTCOME_UNKNOWN:
-                self._note_settled(stored, "ledger_retry")
-
-        self._late.watch(settle())
-        try:
-            return await asyncio.wait_for(answer, self.timeout_secs)
-        except asyncio.CancelledError:
-            self._told_unknown.add(record.idempotency_key)
-            raise
-        except TimeoutError:
-            self._told_unknown.add(record.idempotency_key)
-            return None
-
-    async def _settle_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord:
-        if outcome.exception is not None:
-            if isinstance(outcome.exception, self.definitive_errors):
-                return await self.operations.settle(record, S.FAILED, error=outcome.error)
-            return await self.operations.settle(record, S.OUTCOME_UNKNOWN, error=outcome.error)
-        if self.is_failure(outcome.value):
-            return await self.operations.settle(record, S.FAILED, result=outcome.value,
-                                                error="the tool reported an error")
-        return await self.operations.settle(record, S.SUCCEEDED, result=outcome.value)
-
-    def _result_of(self, name: str, stored: OperationRecord, outcome: HandlerOutcome,
-                   warnings: tuple[str, ...]) -> GateResult:
-        key = stored.idempotency_key
-        if stored.status == S.SUCCEEDED:
-            return GateResult(GateStatus.EXECUTED, name, stored.result, write=True, idempotency_key=key,
-                              warnings=warnings)
-        if stored.status == S.FAILED:
-            if outcome.exception is not None and outcome.error is not None and stored.result is None:
-                return GateResult(GateStatus.FAILED, name, reason=f"the tool failed: {outcome.error}", write=True,
-                                  idempotency_key=key, warnings=warnings, reason_kind="error")
-            return GateResult(GateStatus.FAILED, name, stored.result, stored.error or "the tool reported an error",
-                              write=True, idempotency_key=key, warnings=warnings, reason_kind="reported_error")
-        return GateResult(GateStatus.OUTCOME_UNKNOWN, name, reason=(
-            f"outcome unknown: the tool failed after the request may have reached the backend ({outcome.error}); "
-            "the action may or may not have happened"), write=True, idempotency_key=key, warnings=warnings,
-            reason_kind="ambiguous_error")
-
-
-    # -- late replies, reconciliation, recovery --------------------------------
-
-    def _follow(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
-        """Record the operation as unknown, then follow its handler until it returns (never cancelling it)."""
-        self._told_unknown.add(record.idempotency_key)
-        self._late.watch(self._late_reply(record, task, reason))
-
-    async def _late_reply(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
-        within = self.settle_retry_secs
-        try:
-            record = await retrying(lambda: self.operations.settle(
-                record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until), within_secs=within)
-        except Exception as exc:  # its outcome below is written all the same
-            logger.warning(f"could not record {record.idempotency_key} as unknown: {exc}")
-        outcome = await await_deadline(task, None)
-        stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=within)
-        if stored.status == S.OUTCOME_UNKNOWN:
-            await retrying(lambda: self.operations.release(stored), within_secs=within)
-            return
-        self._note_settled(stored, "late_reply")
-
-    def _note_settled(self, record: OperationRecord, source: str) -> None:
-        if record.idempotency_key in self._told_unknown:
-            self._told_unknown.discard(record.idempotency_key)
-            self._settled.append(record)
-            if record.resource and record.status == S.SUCCEEDED:
-                self._unseen_commits[record.resource] = record
-        self.reporter.record("reconciled", {"tool": record.op_type, "idempotency_key": record.idempotency_key,
-                                            "status": record.status.value, "source": source})
-
-    def take_settled(self) -> list[OperationRecord]:
-        """Operations the model was told were unknown and that have settled since (each returned once)."""
-        settled, self._settled = self._settled, []
-        return settled
-
-
-    async def reconcile(self, record: OperationRecord, evidence: Mapping[str, Any] | None = None) -> OperationRecord:
-        """Ask the tool's reconciler what became of an unknown operation (a failed answer only for a voided attempt)."""
-        reconciler = self.reconcilers.get(record.op_type) or self.reconciler
-        if reconciler is None or record.status != S.OUTCOME_UNKNOWN:
-            return record
-        try:
-            settled = await self.operations.reconcile(record, reconciler, self.grace_secs)
-        except Exception as exc:  # the backend could not answer: still unknown
-            logger.warning(f"reconciliation of {record.idempotency_key} failed: {exc}")
-            return record
-        if settled.status != S.OUTCOME_UNKNOWN:
-            self._note_settled(settled, "reconciler")
-        return settled
-
-    async def reconcile_pending(self, scope_prefix: str) -> list[OperationRecord]:
-        """Recover records of a call a gone owner left executing, then reconcile every unknown one."""
-        await self.operations.recover(scope_prefix, self.grace_secs)
-        return [await self.reconcile(r) for r in await self.operations.unknown(scope_prefix)]
-
-    @property
-    def late_replies(self) -> LateReplies:
-        """The handlers followed past their deadline, and outcomes still being recorded."""
-        return self._late
 
     def stop(self) -> None:
         """Start no more writes.
