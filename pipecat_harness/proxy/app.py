@@ -124,15 +124,20 @@ class EventStreamResponse(StreamingResponse):
         with contextlib.suppress(StopAsyncIteration):
             first = await anext(chunks)
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        await self._send_body(send, first)
+        if await self._send_body(send, first):
+            return
         async for chunk in chunks:
-            await self._send_body(send, chunk)
+            if await self._send_body(send, chunk):
+                return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _send_body(self, send: Any, chunk: bytes | memoryview | str) -> None:
+    async def _send_body(self, send: Any, chunk: bytes | memoryview | str) -> bool:
+        """Send one chunk; one ending with ``data: [DONE]`` (nothing follows it) ends the body in the same write."""
         if not isinstance(chunk, bytes | memoryview):
             chunk = chunk.encode(self.charset)
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        last = chunk[-len(DONE_EVENT):] == DONE_EVENT
+        await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+        return last
 
 
 def _chat_turn(raw: bytes, limits: ProxyLimits) -> ChatTurnRequest:
@@ -163,6 +168,7 @@ async def _sse(service: ProxyService, request: UpstreamRequest, call_id: str) ->
     # The role event goes out with the first chunk, in one write: nothing is written to the
     # platform before the model request has been sent.
     opening = writer.role()
+    last = b""
     async for chunk in service.stream(request, call_id=call_id):
         events = opening
         opening = b""
@@ -171,10 +177,10 @@ async def _sse(service: ProxyService, request: UpstreamRequest, call_id: str) ->
         if chunk.tool_calls:
             events += writer.tool_calls(chunk.tool_calls)
         if chunk.finish_reason is not None:
-            events += writer.finish(chunk.finish_reason)
-        if events:
+            last += events + writer.finish(chunk.finish_reason)  # the stream's end: sent with [DONE], in one write
+        elif events:
             yield events
-    yield opening + DONE_EVENT
+    yield opening + last + DONE_EVENT
 
 
 async def _collect(service: ProxyService, request: UpstreamRequest, call_id: str) -> dict[str, Any]:

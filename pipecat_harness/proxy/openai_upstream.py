@@ -31,11 +31,14 @@ import httpx
 
 from pipecat_harness.proxy.upstream import ToolCallDelta, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 
-__all__ = ["DRAIN_SECS", "IDLE_CONNECTION_SECS", "OpenAICompatibleUpstream", "render_openai_messages"]
+__all__ = ["DRAIN_SECS", "IDLE_CONNECTION_SECS", "MAX_LINE_BYTES", "OpenAICompatibleUpstream", "render_openai_messages"]
 
 #: How long an idle upstream connection is kept: well before the 5 s keep-alive most servers use, so a
 #: request never goes out on a connection the upstream is closing at that moment.
 IDLE_CONNECTION_SECS = 2.0
+
+#: Longest SSE line accepted (a tool call's whole arguments can come in one event).
+MAX_LINE_BYTES = 2 << 20
 
 #: Longest background read of what follows the finish chunk before the connection is closed instead.
 DRAIN_SECS = 5.0
@@ -89,14 +92,14 @@ def _tool_calls(delta: Mapping[str, Any]) -> tuple[ToolCallDelta, ...]:
     return tuple(calls)
 
 
-def _chunks(data: bytes) -> list[UpstreamChunk]:
+def _chunks(data: bytes | str) -> list[UpstreamChunk]:
     """The chunks of one SSE ``data:`` payload.
 
     Raises:
         UpstreamError: The payload is not a chunk object, or reports an error.
     """
     try:
-        event = json.loads(data)
+        event = json.loads(data if isinstance(data, str) else data.decode())  # a str: no encoding detection
     except ValueError as exc:
         raise UpstreamError(f"OpenAI-compatible upstream sent a malformed event: {data[:200]!r}") from exc
     if not isinstance(event, dict):
@@ -106,7 +109,7 @@ def _chunks(data: bytes) -> list[UpstreamChunk]:
     chunks = []
     for choice in event.get("choices") or []:
         delta = choice.get("delta") or {}
-        calls = _tool_calls(delta)
+        calls = _tool_calls(delta) if delta.get("tool_calls") else ()
         text = delta.get("content") or ""
         finish = choice.get("finish_reason")
         if text or calls or finish:
@@ -206,8 +209,7 @@ class OpenAICompatibleUpstream(Upstream):
     def _session(self) -> aiohttp.ClientSession:
         if self.session is None or self.session.closed:
             connector = aiohttp.TCPConnector(limit=1000, keepalive_timeout=IDLE_CONNECTION_SECS)
-            # SSE lines carrying whole tool-call arguments can exceed aiohttp's 64 KiB default.
-            self.session = aiohttp.ClientSession(connector=connector, timeout=self.timeout, read_bufsize=1 << 20)
+            self.session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
             self._owns_session = True
         return self.session
 
@@ -231,18 +233,25 @@ class OpenAICompatibleUpstream(Upstream):
                 if response.status >= 400:
                     detail = (await response.read()).decode("utf-8", errors="replace")[:500]
                     raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {response.status}: {detail}")
-                async for line in response.content:
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        complete = True
-                        return
-                    for chunk in _chunks(data):
-                        complete = chunk.finish_reason is not None
-                        yield chunk
-                        if complete:
+                # One read per network segment, split into lines here: an event is one line and a blank
+                # one, and reading them a line at a time costs two awaits and two buffer scans per token.
+                pending = b""
+                async for piece in response.content.iter_any():
+                    *lines, pending = (pending + piece).split(b"\n") if pending else piece.split(b"\n")
+                    for line in lines:
+                        if not line.startswith(b"data:"):
+                            continue
+                        data = line[5:].strip()
+                        if data == b"[DONE]":
+                            complete = True
                             return
+                        for chunk in _chunks(data):
+                            complete = chunk.finish_reason is not None
+                            yield chunk
+                            if complete:
+                                return
+                    if len(pending) > MAX_LINE_BYTES:
+                        raise UpstreamError(f"OpenAI-compatible upstream sent a line over {MAX_LINE_BYTES} bytes")
             finally:
                 if complete and not response.content.at_eof():
                     self._background(_drain(response))
@@ -269,7 +278,7 @@ class OpenAICompatibleUpstream(Upstream):
                 if data == "[DONE]":
                     complete = True
                     return
-                for chunk in _chunks(data.encode()):
+                for chunk in _chunks(data):
                     complete = chunk.finish_reason is not None
                     yield chunk
                     if complete:

@@ -336,8 +336,11 @@ class ProxyService:
                     await self.settled(call_id)
                     yield UpstreamChunk(finish_reason=finish)
                     break
-                if chunk.text:
-                    yield UpstreamChunk(text=chunk.text)
+                if chunk.tool_calls:
+                    if chunk.text:
+                        yield UpstreamChunk(text=chunk.text)
+                elif chunk.text:
+                    yield chunk  # a text chunk without a finish goes on as it came
         finally:
             watchdog.cancel()
             closer = getattr(iterator, "aclose", None)

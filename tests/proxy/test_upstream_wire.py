@@ -25,14 +25,17 @@ def _turn(call_id: str, text: str = "Hello there.") -> dict:
 def _chunk(delta: dict, finish: str | None = None) -> bytes:
     event = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
              "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    return f"data: {json.dumps(event)}\n\n".encode()
+    return f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
 
 
 class RawUpstream:
     """An aiohttp server answering ``/v1/chat/completions`` with the bytes a test gives, then EOF."""
 
-    def __init__(self, body: bytes, *, tail: bytes = b"", tail_delay_secs: float = 0.0) -> None:
+    def __init__(
+        self, body: bytes, *, tail: bytes = b"", tail_delay_secs: float = 0.0, cuts: tuple[int, ...] = ()
+    ) -> None:
         self.body = body
+        self.cuts = cuts  # offsets at which the body is split into writes a moment apart (separate segments)
         self.tail = tail
         self.tail_delay_secs = tail_delay_secs
         self.runner: web.AppRunner | None = None
@@ -46,8 +49,15 @@ class RawUpstream:
         self.peers.add(request.transport.get_extra_info("peername"))  # type: ignore[union-attr]
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        if self.body:
-            await response.write(self.body)
+        start = 0
+        for end in (*self.cuts, len(self.body)):
+            if self.body[start:end]:
+                try:
+                    await response.write(self.body[start:end])
+                except ConnectionResetError:  # the proxy gave up on the stream: nobody reads the rest
+                    return response
+                await asyncio.sleep(0.01)
+            start = end
         if self.tail:
             await asyncio.sleep(self.tail_delay_secs)  # a server's generator ends a moment after its last chunk
             await response.write(self.tail)
@@ -111,6 +121,33 @@ async def test_a_stream_without_a_finish_reason_is_an_upstream_error_heard_as_th
     assert any("ended without a finish reason" in line and "cut-call" in line for line in warnings)
     assert records == [("upstream_fallback", {"call_id": "cut-call", "reason": "error",
                                               "error": "the upstream stream ended without a finish reason"})]
+
+
+async def test_events_split_anywhere_across_reads_are_relayed_whole():
+    # CRLF line ends, a comment line, an 80 KB event (longer than one read), and writes cut mid-line,
+    # mid-"data:" and inside a two-byte UTF-8 character.
+    long_text = "x" * 80_000
+    body = (b": keep-alive\r\n\r\n" + _chunk({"role": "assistant"}).replace(b"\n", b"\r\n")
+            + _chunk({"content": "Caf\u00e9 "}) + _chunk({"content": long_text}) + _chunk({"content": " done."})
+            + _chunk({}, "stop") + b"data: [DONE]\n\n")
+    accent = body.index("\u00e9".encode()) + 1
+    cuts = (3, body.index(b"data:", 20) + 2, accent, accent + 5_000, accent + 40_000, len(body) - 20)
+    async with RawUpstream(body, cuts=cuts) as server:
+        upstream = OpenAICompatibleUpstream(f"http://127.0.0.1:{server.port}/v1")
+        heard = await _relay(ProxyService(upstream), _turn("split-call"))
+        await upstream.aclose()
+    assert heard == "Caf\u00e9 " + long_text + " done."
+
+
+async def test_a_line_over_the_limit_is_an_upstream_error_heard_as_the_fallback(monkeypatch, warnings):
+    monkeypatch.setattr("pipecat_harness.proxy.openai_upstream.MAX_LINE_BYTES", 10_000)
+    body = _chunk({"content": "Hello. "}) + b"data: " + b"y" * 30_000
+    async with RawUpstream(body, cuts=(len(body) - 20_000,)) as server:
+        upstream = OpenAICompatibleUpstream(f"http://127.0.0.1:{server.port}/v1")
+        heard = await _relay(ProxyService(upstream), _turn("long-line"))
+        await upstream.aclose()
+    assert heard == "Hello.  " + DEFAULT_FALLBACK
+    assert any("over 10000 bytes" in line and "long-line" in line for line in warnings)
 
 
 async def test_twenty_turns_share_one_pooled_upstream_connection():
