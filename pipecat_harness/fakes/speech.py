@@ -13,8 +13,8 @@ PUNCTUATION_PAUSE = {".": 0.35, "?": 0.35, "!": 0.35, ",": 0.15, ";": 0.2, ":": 
 def speech_duration(text: str, words_per_minute: float) -> list[tuple[str, float, float]]:
     """Lay out ``text`` as ``(word, start, end)`` offsets at the given speaking rate.
 
-    Each word takes time proportional to its length (average word = 60/wpm s),
-    and punctuation after a word adds a pause.
+    Each word takes time proportional to its length (average word = 60/wpm s), and punctuation after a word adds a
+    pause.
     """
     words = text.split()
     if not words:
