@@ -42,24 +42,37 @@ DEFAULT_AUDIT_URL = "sqlite+aiosqlite:///grader_audit.db"
 
 
 def _review_table(metadata: MetaData, name: str) -> Table:
-    return Table(name, metadata, Column("id", Integer, primary_key=True, autoincrement=True),
-                 Column("row_id", Integer, nullable=False, index=True), Column("action", String(16), nullable=False),
-                 Column("status", String(16), nullable=False), Column("note", Text, nullable=False),
-                 Column("actor", String(128), nullable=False), Column("at", Float, nullable=False))
+    return Table(name, metadata,
+                 Column("id", Integer, primary_key=True, autoincrement=True),
+                 Column("row_id", Integer, nullable=False, index=True),
+                 Column("action", String(16), nullable=False),
+                 Column("status", String(16), nullable=False),
+                 Column("note", Text, nullable=False),
+                 Column("actor", String(128), nullable=False),
+                 Column("at", Float, nullable=False))
 
 
 def _table(metadata: MetaData, name: str) -> Table:
-    return Table(name, metadata, Column("id", Integer, primary_key=True, autoincrement=True),
-                 Column("created_at", Float, nullable=False), Column("tenant", String(128), nullable=False, index=True),
-                 Column("call_id", String(128), nullable=False, index=True), Column("turn_id", Integer, nullable=False),
-                 Column("utterance", Text, nullable=False), Column("caller_utterance", Text),
+    return Table(name, metadata,
+                 Column("id", Integer, primary_key=True, autoincrement=True),
+                 Column("created_at", Float, nullable=False),
+                 Column("tenant", String(128), nullable=False, index=True),
+                 Column("call_id", String(128), nullable=False, index=True),
+                 Column("turn_id", Integer, nullable=False),
+                 Column("utterance", Text, nullable=False),
+                 Column("caller_utterance", Text),
                  Column("verdict", String(32), nullable=False, index=True),
-                 Column("category", String(32), nullable=False), Column("claim", Text, nullable=False),
-                 Column("constraint_ref", String(256)), Column("rationale", Text, nullable=False),
-                 Column("confidence", Float, nullable=False), Column("grader_model", String(128), nullable=False),
+                 Column("category", String(32), nullable=False),
+                 Column("claim", Text, nullable=False),
+                 Column("constraint_ref", String(256)),
+                 Column("rationale", Text, nullable=False),
+                 Column("confidence", Float, nullable=False),
+                 Column("grader_model", String(128), nullable=False),
                  Column("constraints_version", String(128), nullable=False),
-                 Column("severity", String(16), nullable=False), Column("review_status", String(16), nullable=False),
-                 Column("review_note", Text, nullable=False), Column("reviewed_at", Float))
+                 Column("severity", String(16), nullable=False),
+                 Column("review_status", String(16), nullable=False),
+                 Column("review_note", Text, nullable=False),
+                 Column("reviewed_at", Float))
 
 
 class AuditStore:
