@@ -91,7 +91,7 @@ def _eval(args: argparse.Namespace) -> int:
         previous = load_results(args.compare) if args.compare else None
         if previous is not None:
             _check_same_scenarios(args.compare, previous, [s.name for s in scenarios])
-        if getattr(args, "audio", False):
+        if args.audio:
             if options.model is not None:
                 raise ValueError("--audio runs the scripted model; drop --model or --audio")
             from pipecat_harness.sim.audio.requirements import require_audio_mode
@@ -110,7 +110,7 @@ def _eval(args: argparse.Namespace) -> int:
         evaluation = run_evaluation(scenarios, toggles, rules, runs=options.runs, seed=args.seed, out_dir=out,
                                     workers=args.workers, progress=calls.round_done, call_done=calls.call_done,
                                     services=args.services,
-                                    audio_turn_stop=args.turn_stop if getattr(args, "audio", False) else None,
+                                    audio_turn_stop=args.turn_stop if args.audio else None,
                                     model=options.model, caller_model=options.caller_model, budget=options.budget)
     print_report(evaluation, console)
     results = write_results(evaluation, out / "results.json")

@@ -61,7 +61,7 @@ def model_options(args: argparse.Namespace, runs_given: bool) -> ModelOptions:
         ModelArmError: A model option is malformed or its key variable is not set.
         ValueError: A budget is not positive.
     """
-    max_tokens = getattr(args, "max_tokens", None)
+    max_tokens = args.max_tokens
     model = ModelArm.parse(args.model, base_url=args.base_url, temperature=args.temperature,
                            seed=args.seed, max_tokens=max_tokens) if args.model else None
     if model is None and args.base_url:

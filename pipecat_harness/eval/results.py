@@ -62,7 +62,7 @@ def usage_to_dict(evaluation: EvalRun) -> dict[str, Any]:
     tokens = evaluation.tokens or {"prompt": 0, "completion": 0, "total": 0}
     usage: dict[str, Any] = {"model_requests": evaluation.model_requests, "caller_requests": evaluation.caller_requests,
                              "requests_per_call": round(evaluation.model_requests / calls, 2)}
-    if not getattr(evaluation, "tokens_reported", True):
+    if not evaluation.tokens_reported:
         estimate = round(evaluation.streamed_chars / CHARS_PER_TOKEN)
         return {**usage, "tokens": "not reported", "tokens_per_call": "not reported",
                 "completion_tokens_estimated": estimate,

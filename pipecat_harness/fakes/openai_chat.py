@@ -25,7 +25,7 @@ from aiohttp import web
 
 from pipecat_harness.fakes.chat import ChatModel, ChatReply, ChatRequest, as_chat_model
 from pipecat_harness.fakes.server import LoopbackServer
-from pipecat_harness.fakes.stream import text_pieces
+from pipecat_harness.fakes.speech import text_pieces
 
 __all__ = ["SERVERS", "OpenAIChatFake", "openai_to_chat_messages", "refusal"]
 

@@ -67,8 +67,7 @@ class LLMGrader:
     Args:
         constraints: The tenant's facts.
         client: A ``google.genai.Client`` (or anything with the same ``client.aio.models.generate_content``); built from
-            the
-            environment's ``GOOGLE_API_KEY`` when omitted.
+            the environment's ``GOOGLE_API_KEY`` when omitted.
         model: Gemini model name.
     """
 

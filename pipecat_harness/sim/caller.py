@@ -207,8 +207,7 @@ class SimulatedCaller(BaseObserver):
         turns: The caller's turns.
         voice: How speech maps to frames (speaking rate, ASR latency).
         recogniser: A live recogniser to drive instead of injecting transcripts (``interim(text)``,
-            ``expect_final(text)``, ``final(text)``, as
-            :class:`~pipecat_harness.fakes.DeepgramFake` offers).
+            ``expect_final(text)``, ``final(text)``, as :class:`~pipecat_harness.fakes.DeepgramFake` offers).
         sample_rate: Rate of the audio streamed while speaking (with a recogniser).
     """
 

@@ -45,9 +45,8 @@ class CallerTurn(StrictModel):
 
     Parameters:
         after: ``bot`` waits until the bot has spoken since the previous caller turn and then stayed quiet for ``delay``
-            seconds; ``bot_started``
-            starts ``delay`` seconds after the bot starts speaking (a barge-in); ``start`` starts ``delay`` seconds
-            after the call starts.
+            seconds; ``bot_started`` starts ``delay`` seconds after the bot starts speaking (a barge-in); ``start``
+            starts ``delay`` seconds after the call starts.
         delay: Seconds after the trigger.
         wait: Longest wait in seconds for the trigger; then the caller gives up and hangs up (the rest of the script is
             not spoken).

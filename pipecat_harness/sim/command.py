@@ -170,7 +170,7 @@ def _simulate(args: argparse.Namespace) -> int:
         _print_error(str(exc))
         return 2
     audio = None
-    if getattr(args, "audio", False):
+    if args.audio:
         from pipecat_harness.sim.audio import AudioModeUnavailable
         from pipecat_harness.sim.audio.mode import AudioMode
 

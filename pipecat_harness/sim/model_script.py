@@ -123,8 +123,8 @@ class ModelDecision(StrictModel):
         times: How many times the decision may fire.
         weight: Relative chance of the decision's own action when the model samples.
         alternatives: Other actions the model may take instead. A model that samples (``replay --samples``, one seed per
-            sample) picks one action by weight; without a seed (``simulate``, ``eval``) the
-            decision's own action is taken, so calls stay deterministic.
+            sample) picks one action by weight; without a seed (``simulate``, ``eval``) the decision's own action is
+            taken, so calls stay deterministic.
     """
 
     when: DecisionCondition = Field(default_factory=DecisionCondition)

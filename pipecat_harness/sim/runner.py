@@ -88,8 +88,8 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
         use_harness: ``False`` runs the same pipeline with no harness at all (a baseline).
         observers: Extra observers for the worker.
         services: ``scripted`` (the simulator's own LLM and TTS, injected transcripts) or ``loopback`` /
-            ``loopback-openai`` (the bots' Deepgram, Gemini or OpenAI, and
-            ElevenLabs services against the protocol fakes).
+            ``loopback-openai`` (the bots' Deepgram, Gemini or OpenAI, and ElevenLabs services against the protocol
+            fakes).
         audio: Voice the caller with Piper and recognise it with Silero VAD and Whisper (``None``: the caller's
             transcript frames are injected directly). Scripted services only.
         model: A real model answering instead of the scenario's scripted one (the bots' Pipecat LLM service, see

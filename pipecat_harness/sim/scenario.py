@@ -72,8 +72,7 @@ class ToolFault(StrictModel):
         tool: Tool name.
         occurrence: Which execution of that tool is affected (1 = first).
         kind: ``raise`` (the backend errors before writing), ``hang`` (never returns), ``slow`` (returns after
-            ``secs``), ``lost_reply`` (the
-            write happens, then the reply is lost and the call raises).
+            ``secs``), ``lost_reply`` (the write happens, then the reply is lost and the call raises).
         secs: Delay for ``slow`` and ``lost_reply``.
         message: Error message for ``raise``/``lost_reply``.
     """

@@ -16,7 +16,6 @@ import asyncio
 import copy
 import itertools
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -33,6 +32,7 @@ from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
 from pipecat.services.settings import LLMSettings
 
 from pipecat_harness._pipecat import push_llm_text
+from pipecat_harness.fakes.speech import text_tokens
 from pipecat_harness.sim.model_reading import (
     as_model_reads,
     caller_view,
@@ -170,11 +170,6 @@ class ScriptedChatModel(ScriptedModel):
             call.text = reply.sent_text
             call.completed = reply.completed
         return self.calls
-
-
-def text_tokens(text: str) -> list[str]:
-    """The streamed pieces of a reply: each word with the whitespace after it."""
-    return re.findall(r"\S+\s*", text)
 
 
 class ScriptedLLMService(LLMService):
