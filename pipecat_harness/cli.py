@@ -1,10 +1,9 @@
 """The ``pipecat-harness`` command.
 
-Each subcommand lives next to the code it drives and registers itself through
-an ``add_parser(subparsers)`` function in the module named in :data:`COMMANDS`.
-Only the module of the command being run is imported: ``--help`` and
-``simulate`` work from a wheel installed without extras, and a command whose
-extra is missing says which one to install instead of printing a traceback.
+Each subcommand lives next to the code it drives and registers itself through an ``add_parser(subparsers)`` function in
+the module named in :data:`COMMANDS`. Only the module of the command being run is imported: ``--help`` and ``simulate``
+work from a wheel installed without extras, and a command whose extra is missing says which one to install instead of
+printing a traceback.
 """
 
 from __future__ import annotations
@@ -82,8 +81,8 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """Build the argument parser.
 
     Args:
-        selected: The subcommand about to run: only its module is imported and
-            its full parser built; the others are listed by name and help.
+        selected: The subcommand about to run: only its module is imported and its full parser built; the others are
+            listed by name and help.
 
     Raises:
         UsageError: The selected command's module needs an extra that is not installed.

@@ -34,9 +34,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipecat_harness.fakes.speech import PUNCTUATION_PAUSE, speech_duration
 from pipecat_harness.history import PlaybackTracker, ReplyPlayback, SpokenSegment
 from pipecat_harness.history.text import normalized_words
-from pipecat_harness.sim.sim_tts import _PUNCTUATION_PAUSE, speech_duration
 
 CHUNK_SECS = 0.04  # the output transport writes 40 ms chunks
 
@@ -77,7 +77,7 @@ class Layout:
             words = speech_duration(sentence, wpm)
             if jitter is not None:
                 words = _jittered(words, jitter)
-            total = words[-1][2] + _PUNCTUATION_PAUSE.get(words[-1][0][-1], 0.0)
+            total = words[-1][2] + PUNCTUATION_PAUSE.get(words[-1][0][-1], 0.0)
             layout.words.extend((w, base + s, base + e, index) for w, s, e in words)
             layout.spans.append((base, base + total))
             base += total

@@ -7,12 +7,10 @@ Example::
     pipecat-harness eval pipecat_harness/scenarios/duplicate_refund.yaml --toggle tool_gate --compare old.json
     GOOGLE_API_KEY=... pipecat-harness eval --toggle tool_gate --model gemini:gemini-2.5-flash --budget-calls 200
 
-Writes, under ``--out`` (default ``eval-results/``): ``results.json`` (machine
-readable, for comparing runs), ``report.html`` (tables and every call's
-timeline, opens from disk) and ``traces/`` (one JSONL timeline per call).
-Shows a progress bar of the calls and one line per round. Exits 0 when no
-stop rule is met, 1 whenever one is (in any round, also with ``--runs 1``), 2
-on bad input (including ``--compare`` with a run over other scenarios).
+Writes, under ``--out`` (default ``eval-results/``): ``results.json`` (machine readable, for comparing runs),
+``report.html`` (tables and every call's timeline, opens from disk) and ``traces/`` (one JSONL timeline per call). Shows
+a progress bar of the calls and one line per round. Exits 0 when no stop rule is met, 1 whenever one is (in any round,
+also with ``--runs 1``), 2 on bad input (including ``--compare`` with a run over other scenarios).
 """
 
 from __future__ import annotations
@@ -93,7 +91,7 @@ def _eval(args: argparse.Namespace) -> int:
         previous = load_results(args.compare) if args.compare else None
         if previous is not None:
             _check_same_scenarios(args.compare, previous, [s.name for s in scenarios])
-        if getattr(args, "audio", False):
+        if args.audio:
             if options.model is not None:
                 raise ValueError("--audio runs the scripted model; drop --model or --audio")
             from pipecat_harness.sim.audio.requirements import require_audio_mode
@@ -109,12 +107,11 @@ def _eval(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     with _CallProgress() as calls:
-        evaluation = run_evaluation(
-            scenarios, toggles, rules, runs=options.runs, seed=args.seed, out_dir=out, workers=args.workers,
-            progress=calls.round_done, call_done=calls.call_done, services=args.services,
-            audio_turn_stop=args.turn_stop if getattr(args, "audio", False) else None,
-            model=options.model, caller_model=options.caller_model, budget=options.budget,
-        )
+        evaluation = run_evaluation(scenarios, toggles, rules, runs=options.runs, seed=args.seed, out_dir=out,
+                                    workers=args.workers, progress=calls.round_done, call_done=calls.call_done,
+                                    services=args.services,
+                                    audio_turn_stop=args.turn_stop if args.audio else None,
+                                    model=options.model, caller_model=options.caller_model, budget=options.budget)
     print_report(evaluation, console)
     results = write_results(evaluation, out / "results.json")
     report = write_report(evaluation, out / "report.html")

@@ -1,19 +1,15 @@
 """Ground truth for input waiting: which caller pauses cut an identifier, and which turns were held needlessly.
 
-The simulator records what the caller said (the script) and when each piece of
-speech was finalised; the trace records when each user turn was submitted to
-the model. From those two records, independent of any control's own rules:
+The simulator records what the caller said (the script) and when each piece of speech was finalised; the trace records
+when each user turn was submitted to the model. From those two records, independent of any control's own rules:
 
-* an **identifier pause** is a pause inside one caller turn where the speech on
-  both sides of it is identifier material (digits, spelled letters, NATO words,
-  "double", "as in"): ``"It's W four eight one seven" ... "four two zero"``.
-* it was **submitted early** when a user turn was submitted after the first
-  part was transcribed and before the second part was: the model saw half an
-  identifier.
-* a hold was **needless** when the identifier hold held a turn end and the
-  caller then said nothing more in that turn: the utterance was complete and
-  the caller waited in silence for the hold to expire. The added wait is the
-  time from the hold to the submission of that turn.
+* an **identifier pause** is a pause inside one caller turn where the speech on both sides of it is identifier material
+  (digits, spelled letters, NATO words, "double", "as in"): ``"It's W four eight one seven" ... "four two zero"``.
+* it was **submitted early** when a user turn was submitted after the first part was transcribed and before the second
+  part was: the model saw half an identifier.
+* a hold was **needless** when the identifier hold held a turn end and the caller then said nothing more in that turn:
+  the utterance was complete and the caller waited in silence for the hold to expire. The added wait is the time from
+  the hold to the submission of that turn.
 """
 
 from __future__ import annotations

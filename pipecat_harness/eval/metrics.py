@@ -2,19 +2,17 @@
 
 :class:`CallMetrics` gathers, for one call in one arm:
 
-* **business outcome**: ``CallResult.passed`` (every expected business-state
-  check held and the caller got through the script);
+* **business outcome**: ``CallResult.passed`` (every expected business-state check held and the caller got through the
+  script);
 * **input waiting**: see :mod:`pipecat_harness.eval.identifier_splits`;
 * **tool checks**: see :mod:`pipecat_harness.eval.tool_checks`;
-* **history correction**, from ``CallResult.playback`` (the simulator's ground
-  truth of what each assistant turn generated, what the caller heard and what
-  history kept): assistant turns interrupted; turns and words of **unplayed
-  text retained** (the target error); turns and words of **played text
-  removed**; and **repeated speech**, model replies identical (after
-  normalising case and spacing) to an earlier reply in the same call;
+* **history correction**, from ``CallResult.playback`` (the simulator's ground truth of what each assistant turn
+  generated, what the caller heard and what history kept): assistant turns interrupted; turns and words of **unplayed
+  text retained** (the target error); turns and words of **played text removed**; and **repeated speech**, model replies
+  identical (after normalising case and spacing) to an earlier reply in the same call;
 * **interaction costs**: see :mod:`pipecat_harness.eval.interaction`;
-* the decisions each control took (counts by ``control/action``), so a control
-  that fired can be told from a control that changed the outcome.
+* the decisions each control took (counts by ``control/action``), so a control that fired can be told from a control
+  that changed the outcome.
 """
 
 from __future__ import annotations
@@ -146,10 +144,6 @@ class CallMetrics:
         data["history"] = HistoryFidelity(**data["history"])
         data["interaction"] = InteractionCosts(**data.get("interaction", {}))
         return cls(**data)
-
-    def decisions_of(self, control: str) -> int:
-        """How many decisions one control took in this call."""
-        return sum(n for key, n in self.decisions.items() if key.split("/", 1)[0] == control)
 
 
 def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, arm: str, run: int) -> CallMetrics:

@@ -5,11 +5,9 @@ Example::
     GOOGLE_API_KEY=... pipecat-harness eval --toggle tool_gate --model gemini:gemini-2.5-flash
         --rules my-rules.yaml --budget-calls 200 --budget-tokens 2000000   (one line)
 
-``--model`` replaces every scenario's scripted model with a real one (through
-the bots' Pipecat service); ``--caller-model`` plays the scenarios that
-describe their caller by goal (default: the offline brain). With a budget and
-no ``--runs``, rounds go on until each control's stop or sample rule is met or
-the budget would be passed.
+``--model`` replaces every scenario's scripted model with a real one (through the bots' Pipecat service);
+``--caller-model`` plays the scenarios that describe their caller by goal (default: the offline brain). With a budget
+and no ``--runs``, rounds go on until each control's stop or sample rule is met or the budget would be passed.
 """
 
 from __future__ import annotations
@@ -63,7 +61,7 @@ def model_options(args: argparse.Namespace, runs_given: bool) -> ModelOptions:
         ModelArmError: A model option is malformed or its key variable is not set.
         ValueError: A budget is not positive.
     """
-    max_tokens = getattr(args, "max_tokens", None)
+    max_tokens = args.max_tokens
     model = ModelArm.parse(args.model, base_url=args.base_url, temperature=args.temperature,
                            seed=args.seed, max_tokens=max_tokens) if args.model else None
     if model is None and args.base_url:

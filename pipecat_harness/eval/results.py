@@ -1,9 +1,8 @@
 """Machine-readable evaluation results: one JSON file per run, and the comparison of two runs.
 
-The file holds the run's parameters, per control the summarised arms, the
-values the decision rules read, both verdicts, and every call's metrics. Two
-files can be compared with :func:`compare_results` (``eval --compare
-OLD.json``): per control, the target error and pass rates of both runs.
+The file holds the run's parameters, per control the summarised arms, the values the decision rules read, both verdicts,
+and every call's metrics. Two files can be compared with :func:`compare_results` (``eval --compare OLD.json``): per
+control, the target error and pass rates of both runs.
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ def usage_to_dict(evaluation: EvalRun) -> dict[str, Any]:
     tokens = evaluation.tokens or {"prompt": 0, "completion": 0, "total": 0}
     usage: dict[str, Any] = {"model_requests": evaluation.model_requests, "caller_requests": evaluation.caller_requests,
                              "requests_per_call": round(evaluation.model_requests / calls, 2)}
-    if not getattr(evaluation, "tokens_reported", True):
+    if not evaluation.tokens_reported:
         estimate = round(evaluation.streamed_chars / CHARS_PER_TOKEN)
         return {**usage, "tokens": "not reported", "tokens_per_call": "not reported",
                 "completion_tokens_estimated": estimate,

@@ -1,13 +1,11 @@
 """Pre-declared decision rules: the benefit that keeps a control and the regression that stops a run.
 
-Rules are read from a YAML file (the bundled ``rules.yaml`` next to this module
-by default, see there for the format) before any call runs, so the verdict
-cannot be fitted to the numbers afterwards. Each toggled control uses its own
-entry, or ``default``. :func:`check_keep` states, condition by condition,
-whether the minimum benefit was met; :func:`check_stop` is consulted after
-every round of runs and names the regression that ended the run early;
-:func:`check_sample` says whether enough calls were run to decide (the
-rounds of a real-model run go on until it holds or the budget is spent).
+Rules are read from a YAML file (the bundled ``rules.yaml`` next to this module by default, see there for the format)
+before any call runs, so the verdict cannot be fitted to the numbers afterwards. Each toggled control uses its own
+entry, or ``default``. :func:`check_keep` states, condition by condition, whether the minimum benefit was met;
+:func:`check_stop` is consulted after every round of runs and names the regression that ended the run early;
+:func:`check_sample` says whether enough calls were run to decide (the rounds of a real-model run go on until it holds
+or the budget is spent).
 """
 
 from __future__ import annotations
@@ -22,20 +20,8 @@ from pipecat_harness.errors import InputError
 from pipecat_harness.eval.summary import Comparison
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
-__all__ = [
-    "BUNDLED_RULES",
-    "DecisionRules",
-    "KeepRule",
-    "RuleCheck",
-    "RuleVerdict",
-    "RulesError",
-    "SampleRule",
-    "StopRule",
-    "check_keep",
-    "check_sample",
-    "check_stop",
-    "load_rules",
-]
+__all__ = ["BUNDLED_RULES", "DecisionRules", "KeepRule", "RuleCheck", "RuleVerdict", "RulesError", "SampleRule",
+           "StopRule", "check_keep", "check_sample", "check_stop", "load_rules"]
 
 BUNDLED_RULES = Path(__file__).resolve().parent / "rules.yaml"
 

@@ -1,24 +1,19 @@
 """Run the A/B evaluation: every scenario with a control on and off, over seeded timing variants.
 
-The arms of a toggled control differ in that control only. Everything else is
-each scenario domain's preset: ``on`` is the preset's enabled controls plus the
-control, ``off`` the same minus it. ``all`` compares the preset's enabled
+The arms of a toggled control differ in that control only. Everything else is each scenario domain's preset: ``on`` is
+the preset's enabled controls plus the control, ``off`` the same minus it. ``all`` compares the preset's enabled
 controls against none.
 
-Runs proceed in rounds: round ``r`` runs timing variant ``r`` (see
-:mod:`pipecat_harness.eval.variation`) of every scenario in both arms of every
-toggled control; after each round the stop rules are checked and a control
-whose regression rule is met, or whose sample rule says enough calls were
-run, gets no further rounds. A :class:`Budget` (calls, model tokens, minutes)
-ends the run before a round that would exceed it; the run states why it ended.
+Runs proceed in rounds: round ``r`` runs timing variant ``r`` (see :mod:`pipecat_harness.eval.variation`) of every
+scenario in both arms of every toggled control; after each round the stop rules are checked and a control whose
+regression rule is met, or whose sample rule says enough calls were run, gets no further rounds. A :class:`Budget`
+(calls, model tokens, minutes) ends the run before a round that would exceed it; the run states why it ended.
 
-With a real model (:class:`~pipecat_harness.sim.model_arm.ModelArm`) every
-call's decisions come from the model through the bots' own Pipecat service;
-the calls are the same otherwise, and goal callers are played by the same
-caller model and seed in both arms, their lines shared through a cache. A call whose controls,
-scenario and variant were already run for another toggle is reused (the full
-preset arm is shared by every toggle), and calls run in a process pool since
-each one is a plain synchronous function driving its own virtual-time loop.
+With a real model (:class:`~pipecat_harness.sim.model_arm.ModelArm`) every call's decisions come from the model through
+the bots' own Pipecat service; the calls are the same otherwise, and goal callers are played by the same caller model
+and seed in both arms, their lines shared through a cache. A call whose controls, scenario and variant were already run
+for another toggle is reused (the full preset arm is shared by every toggle), and calls run in a process pool since each
+one is a plain synchronous function driving its own virtual-time loop.
 """
 
 from __future__ import annotations
@@ -110,8 +105,8 @@ def _quiet_worker() -> None:
 def run_call(job: CallJob) -> CallMetrics:
     """Run one call and measure it (the unit of work of the process pool).
 
-    A simulation that raises is returned as a failed call with its error, so
-    one broken scenario cannot take the evaluation down.
+    A simulation that raises is returned as a failed call with its error, so one broken scenario cannot take the
+    evaluation down.
     """
     from pipecat_harness.eval.metrics import measure_call
     from pipecat_harness.sim.goal_caller import GoalCallerSettings
@@ -134,12 +129,11 @@ def run_call(job: CallJob) -> CallMetrics:
         timeline = Timeline.load(result.trace_path) if result.trace_path else Timeline([])
         return measure_call(variant, result, timeline, arm="", run=job.run)
     except Exception as exc:  # a broken scenario is a failed call, reported with its reason
-        return CallMetrics(
-            scenario=variant.name, domain=variant.domain, arm="", run=job.run, controls=list(job.controls),
-            passed=False, expected="pass", stay_out_of_the_way="stay_out_of_the_way" in variant.tags,
-            input=InputWaiting(), tools=ToolChecks(), history=HistoryFidelity(),
-            wall_secs=round(time.perf_counter() - started, 3), error=f"{type(exc).__name__}: {exc}",
-        )
+        return CallMetrics(scenario=variant.name, domain=variant.domain, arm="", run=job.run,
+                           controls=list(job.controls), passed=False, expected="pass",
+                           stay_out_of_the_way="stay_out_of_the_way" in variant.tags, input=InputWaiting(),
+                           tools=ToolChecks(), history=HistoryFidelity(),
+                           wall_secs=round(time.perf_counter() - started, 3), error=f"{type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -218,8 +212,8 @@ class EvalRun:
         model_requests: Model requests over all calls simulated.
         tokens: Model tokens over all calls simulated (prompt, completion, total), as reported.
         caller_requests: Requests to the goal callers' model (cached lines excluded).
-        tokens_reported: Whether the model reported usage (``False``: a server that sends none in a
-            stream; ``tokens`` are then zeros, not measurements).
+        tokens_reported: Whether the model reported usage (``False``: a server that sends none in a stream; ``tokens``
+            are then zeros, not measurements).
         streamed_chars: Characters of text the model streamed over all calls.
     """
 
@@ -256,23 +250,11 @@ def _execute(jobs: Sequence[CallJob], workers: int, pool: ProcessPoolExecutor | 
     return results
 
 
-def run_evaluation(
-    scenarios: Sequence[Scenario],
-    toggles: Sequence[str],
-    rules: DecisionRules,
-    *,
-    runs: int = 1,
-    seed: int = 0,
-    out_dir: str | Path,
-    workers: int = 2,
-    progress: Callable[[str], None] | None = None,
-    call_done: Callable[[int, int], None] | None = None,
-    audio_turn_stop: str | None = None,
-    services: str = "scripted",
-    model: ModelArm | None = None,
-    caller_model: ModelArm | None = None,
-    budget: Budget | None = None,
-) -> EvalRun:
+def run_evaluation(scenarios: Sequence[Scenario], toggles: Sequence[str], rules: DecisionRules, *, runs: int = 1,
+                   seed: int = 0, out_dir: str | Path, workers: int = 2, progress: Callable[[str], None] | None = None,
+                   call_done: Callable[[int, int], None] | None = None, audio_turn_stop: str | None = None,
+                   services: str = "scripted", model: ModelArm | None = None, caller_model: ModelArm | None = None,
+                   budget: Budget | None = None) -> EvalRun:
     """Run the evaluation and return per-control results.
 
     Args:
@@ -283,8 +265,8 @@ def run_evaluation(
         seed: Seed of the timing variation (and of the model's and caller model's sampling).
         out_dir: Directory for the traces (and the goal callers' line cache).
         workers: Processes running calls in parallel.
-        progress: Called with a line after every round: calls, time, and per
-            control the business outcome of both arms and whether a stop rule is met.
+        progress: Called with a line after every round: calls, time, and per control the business outcome of both arms
+            and whether a stop rule is met.
         call_done: Called after every call with (calls done, calls in the round).
         audio_turn_stop: Run every call on audio (Piper, Silero VAD, Whisper) with this stop strategy.
         services: ``scripted`` or ``loopback`` / ``loopback-openai`` (see ``simulate --services``).
@@ -366,11 +348,10 @@ def run_evaluation(
         comparison = compare_arms(control, per_control[control]["on"], per_control[control]["off"],
                                   rounds_done[control])
         stop = check_stop(rules, comparison)
-        evaluation.results.append(ControlResult(
-            control, per_control[control]["on"] + per_control[control]["off"], comparison,
-            check_keep(rules, comparison), stop, stopped_early=rounds_done[control] < runs,
-            sample=check_sample(rules, comparison),
-        ))
+        evaluation.results.append(ControlResult(control, per_control[control]["on"] + per_control[control]["off"],
+                                                comparison, check_keep(rules, comparison), stop,
+                                                stopped_early=rounds_done[control] < runs,
+                                                sample=check_sample(rules, comparison)))
     calls = list(cache.values())
     evaluation.model_requests = sum(c.model_requests for c in calls)
     evaluation.caller_requests = sum(c.caller_requests for c in calls)

@@ -1,8 +1,7 @@
 """Aggregate per-call metrics into per-arm figures and one comparison per toggled control.
 
-Every figure is a :class:`Figure`: a count, the denominator it is a rate of, and
-the number of calls behind it (calls that had at least one opportunity for the
-error, e.g. an identifier pause or a write request). The figures of a control:
+Every figure is a :class:`Figure`: a count, the denominator it is a rate of, and the number of calls behind it (calls
+that had at least one opportunity for the error, e.g. an identifier pause or a write request). The figures of a control:
 
 ================ =============================================== ==============================================
 group            target error (benefit when lower with it on)    cost
@@ -203,10 +202,10 @@ def _rate(figure: Figure | None) -> float | None:
 def compare_arms(control: str, on_calls: list[CallMetrics], off_calls: list[CallMetrics], runs_done: int) -> Comparison:
     """Summarise both arms and compute the values the decision rules read.
 
-    Values: ``target_on``/``target_off`` (counts) and their rates, ``target_reduction``
-    (off minus on), ``target_reduction_rate`` (relative to off), ``pass_rate_on``/``off``,
-    ``pass_rate_drop`` (off minus on), one rate per cost figure (``<name>_rate`` for
-    figures, ``<name>_per_call`` for extras and totals), and ``out_of_the_way_rate``.
+    Values: ``target_on``/``target_off`` (counts) and their rates, ``target_reduction`` (off minus on),
+    ``target_reduction_rate`` (relative to off), ``pass_rate_on``/``off``, ``pass_rate_drop`` (off minus on), one rate
+    per cost figure (``<name>_rate`` for figures, ``<name>_per_call`` for extras and totals), and
+    ``out_of_the_way_rate``.
     """
     target, costs = CONTROL_TARGETS.get(control, ("failed_calls", ()))
     on, off = summarize_arm(on_calls, control), summarize_arm(off_calls, control)

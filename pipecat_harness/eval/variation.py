@@ -1,21 +1,17 @@
 """Seeded variation of a scenario's caller timing, so one script yields many different calls.
 
-A scripted call tests one timing. Real callers pause longer or shorter, speak
-faster or slower and barge in earlier or later, and a control that only works
-for the written timing earns nothing. :func:`vary_scenario` derives a copy of a
+A scripted call tests one timing. Real callers pause longer or shorter, speak faster or slower and barge in earlier or
+later, and a control that only works for the written timing earns nothing. :func:`vary_scenario` derives a copy of a
 scenario with, for run ``n``:
 
 * every pause inside a caller turn scaled by a factor in ``pause_scale``;
 * every barge-in (``after: bot_started``) delay scaled by ``barge_in_scale``;
 * every turn's reaction delay (``after: bot``/``start``) scaled by ``delay_scale``;
-* the caller's speaking rate (words per minute, and explicit segment
-  durations inversely) scaled by ``rate_scale``.
+* the caller's speaking rate (words per minute, and explicit segment durations inversely) scaled by ``rate_scale``.
 
-Run 0 is the scenario as written, so ``--runs 1`` reproduces the bundled
-expectations. The random stream is seeded by ``(seed, scenario name, run)``:
-both arms of a comparison get the identical variant, and any run can be
-reproduced on its own. The simulator is not touched: variants are ordinary
-``Scenario`` copies made with ``model_copy(update=...)``.
+Run 0 is the scenario as written, so ``--runs 1`` reproduces the bundled expectations. The random stream is seeded by
+``(seed, scenario name, run)``: both arms of a comparison get the identical variant, and any run can be reproduced on
+its own. The simulator is not touched: variants are ordinary ``Scenario`` copies made with ``model_copy(update=...)``.
 """
 
 from __future__ import annotations
@@ -27,8 +23,8 @@ from pipecat_harness.sim.scenario import CallerTurn, Scenario, SpeechSegment
 
 __all__ = ["TimingVariation", "vary_scenario"]
 
-# Pauses shorter than VAD's stop window are invisible to the pipeline; keep a
-# visible pause visible so a variant never silently removes the case under test.
+# Pauses shorter than VAD's stop window are invisible to the pipeline; keep a visible pause visible so a variant never
+# silently removes the case under test.
 _MIN_VISIBLE_PAUSE = 0.25
 
 

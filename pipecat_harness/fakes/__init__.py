@@ -1,9 +1,8 @@
 """Provider protocol fakes on loopback: Pipecat's own service classes run against them, offline.
 
-Like httpx's ``MockTransport``, they ship with the package for tests and for
-``pipecat-harness simulate --services loopback``. Each listens on 127.0.0.1
-and speaks its provider's wire protocol, reached through the service's
-documented base-URL option:
+Like httpx's ``MockTransport``, they ship with the package for tests and for ``pipecat-harness simulate --services
+loopback``. Each listens on 127.0.0.1 and speaks its provider's wire protocol, reached through the service's documented
+base-URL option:
 
 * :class:`GeminiFake` — ``GoogleLLMService(http_options=fake.http_options())``;
 * :class:`OpenAIChatFake` — ``OpenAILLMService(base_url=fake.base_url)``;
@@ -21,20 +20,6 @@ from pipecat_harness.fakes.gemini import GeminiFake, gemini_to_chat_messages
 from pipecat_harness.fakes.openai_chat import OpenAIChatFake, openai_to_chat_messages
 from pipecat_harness.fakes.server import Exchange, LoopbackServer
 
-__all__ = [
-    "ChatModel",
-    "ChatReply",
-    "ChatRequest",
-    "DeepgramFake",
-    "ElevenLabsFake",
-    "Exchange",
-    "GeminiFake",
-    "LoopbackServer",
-    "OpenAIChatFake",
-    "ReplyList",
-    "SynthesizedWord",
-    "as_chat_model",
-    "gemini_to_chat_messages",
-    "openai_to_chat_messages",
-    "serve_in_background",
-]
+__all__ = ["ChatModel", "ChatReply", "ChatRequest", "DeepgramFake", "ElevenLabsFake", "Exchange", "GeminiFake",
+           "LoopbackServer", "OpenAIChatFake", "ReplyList", "SynthesizedWord", "as_chat_model",
+           "gemini_to_chat_messages", "openai_to_chat_messages", "serve_in_background"]

@@ -1,8 +1,7 @@
 """Serving fakes from a thread of their own, for a bot that runs its own event loop.
 
-A bot under test (a FastAPI app in a test client, a runner in another task)
-owns its event loop; the fakes then serve from a background thread with a
-loop of theirs, reached over 127.0.0.1 like the real providers.
+A bot under test (a FastAPI app in a test client, a runner in another task) owns its event loop; the fakes then serve
+from a background thread with a loop of theirs, reached over 127.0.0.1 like the real providers.
 """
 
 from __future__ import annotations
@@ -11,22 +10,19 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 from pipecat_harness.fakes.server import LoopbackServer
 
 __all__ = ["serve_in_background"]
-
-F = TypeVar("F", bound=LoopbackServer)
 
 
 @contextmanager
 def serve_in_background(*fakes: LoopbackServer, timeout_secs: float = 10.0) -> Iterator[tuple[LoopbackServer, ...]]:
     """Start ``fakes`` on a background thread's loop; stop them on exit.
 
-    The fakes' ports are bound when the block starts, so their URLs can be
-    given to the services right away. Their logs may be read from the calling
-    thread (appends are atomic).
+    The fakes' ports are bound when the block starts, so their URLs can be given to the services right away. Their logs
+    may be read from the calling thread (appends are atomic).
     """
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="pipecat-harness-fakes", daemon=True)

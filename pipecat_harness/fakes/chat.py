@@ -1,10 +1,9 @@
 """What a model fake received and what it answers, independent of the provider's wire format.
 
-The LLM fakes convert the provider-format request they received into a
-:class:`ChatRequest` of OpenAI-shaped messages (the system instruction, if
-any, first as a ``system`` message; a directive a provider would have turned
-into a user message stays a user message), ask a :class:`ChatModel` for a
-:class:`ChatReply`, and stream that reply back in the provider's format.
+The LLM fakes convert the provider-format request they received into a :class:`ChatRequest` of OpenAI-shaped messages
+(the system instruction, if any, first as a ``system`` message; a directive a provider would have turned into a user
+message stays a user message), ask a :class:`ChatModel` for a :class:`ChatReply`, and stream that reply back in the
+provider's format.
 """
 
 from __future__ import annotations
@@ -23,12 +22,12 @@ class ChatRequest:
     Parameters:
         provider: Which fake received it.
         model: The model named in the request.
-        messages: The conversation, OpenAI-shaped (``system``/``user``/``assistant``/``tool``);
-            tool messages carry the tool ``name``.
+        messages: The conversation, OpenAI-shaped (``system``/``user``/``assistant``/``tool``); tool messages carry the
+            tool ``name``.
         tools: Names of the functions offered.
         raw: The request body exactly as received.
-        streaming: Whether the reply is asked for as a stream (Pipecat streams every model run of a
-            conversation; its out-of-band inference, such as context summarisation, asks for a whole reply).
+        streaming: Whether the reply is asked for as a stream (Pipecat streams every model run of a conversation; its
+            out-of-band inference, such as context summarisation, asks for a whole reply).
         max_tokens: The output token limit the request set, if any.
     """
 

@@ -1,24 +1,19 @@
 """Deepgram live transcription (``/v1/listen``) on loopback, for ``DeepgramSTTService(base_url=...)``.
 
-The service streams binary audio and sends ``KeepAlive``, ``Finalize`` and
-``CloseStream`` JSON messages; the fake answers ``Results`` messages shaped as
-the Deepgram SDK parses them (``channel.alternatives[0]`` with ``transcript``
-and timed ``words``, ``start``/``duration`` in audio seconds, ``is_final``,
-``speech_final``, ``from_finalize``), ``UtteranceEnd`` when the connection
-asked for ``utterance_end_ms``, and ``Metadata`` on ``CloseStream``.
+The service streams binary audio and sends ``KeepAlive``, ``Finalize`` and ``CloseStream`` JSON messages; the fake
+answers ``Results`` messages shaped as the Deepgram SDK parses them (``channel.alternatives[0]`` with ``transcript`` and
+timed ``words``, ``start``/``duration`` in audio seconds, ``is_final``, ``speech_final``, ``from_finalize``),
+``UtteranceEnd`` when the connection asked for ``utterance_end_ms``, and ``Metadata`` on ``CloseStream``.
 
-What the caller says comes from whoever drives the fake (the simulated
-caller's script, or a test), not from the audio, which is only counted:
+What the caller says comes from whoever drives the fake (the simulated caller's script, or a test), not from the audio,
+which is only counted:
 
 * :meth:`DeepgramFake.interim` — an interim hypothesis (``is_final: false``);
-* :meth:`DeepgramFake.expect_final` — the transcript the recogniser settles
-  on for the utterance under way; a ``Finalize`` received while one is
-  pending is answered, after ``finalize_delay_secs``, with that transcript
-  as ``is_final`` + ``from_finalize`` (Pipecat sends ``Finalize`` at the VAD
-  stop);
-* :meth:`DeepgramFake.final` — the endpointed final (``is_final`` +
-  ``speech_final``), or, when ``Finalize`` already delivered it, nothing
-  more than the empty ``from_finalize`` answer Deepgram gives.
+* :meth:`DeepgramFake.expect_final` — the transcript the recogniser settles on for the utterance under way; a
+  ``Finalize`` received while one is pending is answered, after ``finalize_delay_secs``, with that transcript as
+  ``is_final`` + ``from_finalize`` (Pipecat sends ``Finalize`` at the VAD stop);
+* :meth:`DeepgramFake.final` — the endpointed final (``is_final`` + ``speech_final``), or, when ``Finalize`` already
+  delivered it, nothing more than the empty ``from_finalize`` answer Deepgram gives.
 """
 
 from __future__ import annotations
@@ -68,7 +63,6 @@ class DeepgramFake(LoopbackServer):
         self._pending: str | None = None
         self._finalized = False
         self.connected = asyncio.Event()
-        self.keepalives = 0
         self.audio_bytes = 0
 
     @property
@@ -169,9 +163,7 @@ class DeepgramFake(LoopbackServer):
                 data = json.loads(message.data)
                 kind = str(data.get("type", "unknown"))
                 self.record("received", kind, data)
-                if kind == "KeepAlive":
-                    self.keepalives += 1
-                elif kind == "Finalize":
+                if kind == "Finalize":
                     self.spawn(self._answer_finalize())
                 elif kind == "CloseStream":
                     await self._send(stream, {

@@ -1,15 +1,12 @@
 """ElevenLabs multi-stream-input websocket on loopback, for ``ElevenLabsTTSService(url=...)``.
 
-``/v1/text-to-speech/{voice}/multi-stream-input?model_id=...&output_format=pcm_<rate>``
-takes the messages Pipecat sends: a context init (``{"text": " ",
-"context_id", "voice_settings"}``), text (``{"text", "context_id"}``),
-``flush``, keep-alives (``{"text": ""}``), ``close_context`` and
-``close_socket``. Each text is synthesized as silent 16-bit PCM whose
-length follows a speaking rate, streamed back as ``{"audio", "alignment":
-{"chars", "charStartTimesMs", "charDurationsMs"}, "contextId"}`` messages
-(one per word; alignment times restart at zero in each message and span
-exactly its audio), faster than real time by ``synthesis_speed``. A closed
-context gets ``{"isFinal": true}`` once its queued text is synthesized.
+``/v1/text-to-speech/{voice}/multi-stream-input?model_id=...&output_format=pcm_<rate>`` takes the messages Pipecat
+sends: a context init (``{"text": " ", "context_id", "voice_settings"}``), text (``{"text", "context_id"}``), ``flush``,
+keep-alives (``{"text": ""}``), ``close_context`` and ``close_socket``. Each text is synthesized as silent 16-bit PCM
+whose length follows a speaking rate, streamed back as ``{"audio", "alignment": {"chars", "charStartTimesMs",
+"charDurationsMs"}, "contextId"}`` messages (one per word; alignment times restart at zero in each message and span
+exactly its audio), faster than real time by ``synthesis_speed``. A closed context gets ``{"isFinal": true}`` once its
+queued text is synthesized.
 """
 
 from __future__ import annotations
@@ -58,15 +55,8 @@ class ElevenLabsFake(LoopbackServer):
         **kwargs: Passed to :class:`LoopbackServer`.
     """
 
-    def __init__(
-        self,
-        *,
-        words_per_minute: float = 165.0,
-        first_audio_secs: float = 0.2,
-        synthesis_speed: float = 4.0,
-        on_words: Callable[[str, list[SynthesizedWord]], None] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, words_per_minute: float = 165.0, first_audio_secs: float = 0.2, synthesis_speed: float = 4.0,
+                 on_words: Callable[[str, list[SynthesizedWord]], None] | None = None, **kwargs: Any) -> None:
         super().__init__("elevenlabs", **kwargs)
         self.words_per_minute = words_per_minute
         self.first_audio_secs = first_audio_secs
@@ -156,12 +146,10 @@ class ElevenLabsFake(LoopbackServer):
         if self._on_words is not None:
             self._on_words(context_id, [SynthesizedWord(w, base + s, base + e) for w, s, e, _ in words])
         if self.first_audio_secs and base == 0.0:
-            # Latency is paid once per context: later texts queue behind the first and
-            # are synthesized back to back.
+            # Latency is paid once per context: later texts queue behind the first and are synthesized back to back.
             await asyncio.sleep(self.first_audio_secs)
         for index, (word, start, end, span_end) in enumerate(words):
-            # The word, then a space carrying the pause after it: the message's
-            # alignment spans exactly its audio.
+            # The word, then a space carrying the pause after it: the message's alignment spans exactly its audio.
             chars = list(word) + ([" "] if index + 1 < len(words) or span_end > end else [])
             per_char = (end - start) / len(word)
             starts = [round(i * per_char * 1000) for i in range(len(word))]

@@ -1,18 +1,14 @@
 """Gemini ``streamGenerateContent`` on loopback, for ``GoogleLLMService(http_options=...)``.
 
-It speaks the REST protocol the google-genai SDK uses: ``POST
-/{version}/models/{model}:streamGenerateContent?alt=sse`` with the request's
-``contents`` (``user``/``model`` turns of ``text``, ``functionCall`` and
-``functionResponse`` parts), ``systemInstruction`` and ``tools``; the answer
-is a server-sent-event stream of ``GenerateContentResponse`` chunks: text
-deltas, then every function call of the turn as parts of one chunk (Pipecat
-runs them in parallel), then ``finishReason`` with ``usageMetadata``.
-``:generateContent`` answers the same reply in one response.
+It speaks the REST protocol the google-genai SDK uses: ``POST /{version}/models/{model}:streamGenerateContent?alt=sse``
+with the request's ``contents`` (``user``/``model`` turns of ``text``, ``functionCall`` and ``functionResponse`` parts),
+``systemInstruction`` and ``tools``; the answer is a server-sent-event stream of ``GenerateContentResponse`` chunks:
+text deltas, then every function call of the turn as parts of one chunk (Pipecat runs them in parallel), then
+``finishReason`` with ``usageMetadata``. ``:generateContent`` answers the same reply in one response.
 
-The reply is decided from the request converted to :class:`ChatRequest`:
-what Gemini would have read as system instruction is the leading system
-message; anything else, including a directive the adapter turned into a
-user turn, is a user message.
+The reply is decided from the request converted to :class:`ChatRequest`: what Gemini would have read as system
+instruction is the leading system message; anything else, including a directive the adapter turned into a user turn, is
+a user message.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from aiohttp import web
 
 from pipecat_harness.fakes.chat import ChatModel, ChatReply, ChatRequest, as_chat_model
 from pipecat_harness.fakes.server import LoopbackServer
-from pipecat_harness.fakes.stream import text_pieces
+from pipecat_harness.fakes.speech import text_pieces
 
 __all__ = ["GeminiFake", "gemini_to_chat_messages"]
 

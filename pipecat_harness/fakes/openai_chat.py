@@ -1,23 +1,17 @@
 """OpenAI-compatible chat completions on loopback, for ``OpenAILLMService(base_url=...)`` and the proxy.
 
-``POST /v1/chat/completions`` with ``stream: true`` answers a server-sent-event
-stream of ``chat.completion.chunk`` objects: a role delta, content deltas, one
-delta per tool call (``index``, ``id``, name, then the JSON arguments), a
-final chunk with ``finish_reason`` (``tool_calls`` or ``stop``), a usage
-chunk when ``stream_options.include_usage`` asks for it, and ``[DONE]``.
-Without ``stream`` the same reply comes back as one ``chat.completion``.
+``POST /v1/chat/completions`` with ``stream: true`` answers a server-sent-event stream of ``chat.completion.chunk``
+objects: a role delta, content deltas, one delta per tool call (``index``, ``id``, name, then the JSON arguments), a
+final chunk with ``finish_reason`` (``tool_calls`` or ``stop``), a usage chunk when ``stream_options.include_usage``
+asks for it, and ``[DONE]``. Without ``stream`` the same reply comes back as one ``chat.completion``.
 
-What the fake accepts is that of a named server (:data:`SERVERS`). The
-default, ``strict``, accepts only what every common OpenAI-compatible server
-accepts and answers anything else with a 400 naming the message: content
-parts only in user messages, ``content`` a string everywhere else (``null``
-and a missing content refused, even beside ``tool_calls``), the roles
-``system``, ``user``, ``assistant`` and ``tool``, ``response_format`` of
-``text`` or ``json_object``. ``openai`` accepts what OpenAI accepts
-(``developer``, parts anywhere, ``null`` content beside tool calls, JSON
-schemas). ``llama-cpp-python`` answers as that server's 0.3 releases do: a
-refused request is a 500, an assistant tool-call message without content a
-200 with an empty body, and a stream never carries usage.
+What the fake accepts is that of a named server (:data:`SERVERS`). The default, ``strict``, accepts only what every
+common OpenAI-compatible server accepts and answers anything else with a 400 naming the message: content parts only in
+user messages, ``content`` a string everywhere else (``null`` and a missing content refused, even beside
+``tool_calls``), the roles ``system``, ``user``, ``assistant`` and ``tool``, ``response_format`` of ``text`` or
+``json_object``. ``openai`` accepts what OpenAI accepts (``developer``, parts anywhere, ``null`` content beside tool
+calls, JSON schemas). ``llama-cpp-python`` answers as that server's 0.3 releases do: a refused request is a 500, an
+assistant tool-call message without content a 200 with an empty body, and a stream never carries usage.
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ from aiohttp import web
 
 from pipecat_harness.fakes.chat import ChatModel, ChatReply, ChatRequest, as_chat_model
 from pipecat_harness.fakes.server import LoopbackServer
-from pipecat_harness.fakes.stream import text_pieces
+from pipecat_harness.fakes.speech import text_pieces
 
 __all__ = ["SERVERS", "OpenAIChatFake", "openai_to_chat_messages", "refusal"]
 

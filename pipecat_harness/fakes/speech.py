@@ -1,10 +1,14 @@
-"""How long synthesized speech lasts: the layout the simulated voice and the TTS fake share."""
+"""How synthesized speech and streamed text are paced: the layout the simulated voice and the fakes share."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import AsyncIterator
 
-__all__ = ["PUNCTUATION_PAUSE", "speech_duration"]
+from pipecat_harness.fakes.chat import ChatReply
+
+__all__ = ["PUNCTUATION_PAUSE", "speech_duration", "text_pieces", "text_tokens"]
 
 #: Pause after a word ending in this punctuation, in seconds.
 PUNCTUATION_PAUSE = {".": 0.35, "?": 0.35, "!": 0.35, ",": 0.15, ";": 0.2, ":": 0.2}
@@ -13,8 +17,7 @@ PUNCTUATION_PAUSE = {".": 0.35, "?": 0.35, "!": 0.35, ",": 0.15, ";": 0.2, ":": 
 def speech_duration(text: str, words_per_minute: float) -> list[tuple[str, float, float]]:
     """Lay out ``text`` as ``(word, start, end)`` offsets at the given speaking rate.
 
-    Each word takes time proportional to its length (average word = 60/wpm s),
-    and punctuation after a word adds a pause.
+    Each word takes time proportional to its length (average word: 60/wpm s); punctuation after a word adds a pause.
     """
     words = text.split()
     if not words:
@@ -28,3 +31,16 @@ def speech_duration(text: str, words_per_minute: float) -> list[tuple[str, float
         layout.append((word, t, t + duration))
         t += duration + PUNCTUATION_PAUSE.get(word[-1], 0.0)
     return layout
+
+
+def text_tokens(text: str) -> list[str]:
+    """The streamed pieces of a reply: each word with the whitespace after it."""
+    return re.findall(r"\S+\s*", text)
+
+
+async def text_pieces(reply: ChatReply) -> AsyncIterator[str]:
+    """Yield the reply's text word by word (with trailing whitespace), ``token_secs`` apart."""
+    for index, piece in enumerate(text_tokens(reply.text)):
+        if index and reply.token_secs:
+            await asyncio.sleep(reply.token_secs)
+        yield piece

@@ -1,8 +1,8 @@
 """Per-turn grader: check every agent utterance against the tenant's facts, audit it, alert on it.
 
 * :class:`ConstraintList` / :class:`ConstraintStore`: a tenant's versioned facts.
-* :class:`RuleGrader` (deterministic, offline default), :class:`LLMGrader` (Gemini),
-  :class:`CombinedGrader`: ``grade(agent_utterance, caller_utterance=None)`` -> :class:`Verdict` list.
+* :class:`RuleGrader` (deterministic, offline default), :class:`LLMGrader` (Gemini), :class:`CombinedGrader`:
+  ``grade(agent_utterance, caller_utterance=None)`` -> :class:`Verdict` list.
 * :class:`TurnGrader`: the Pipecat observer grading committed assistant turns off the voice loop.
 * :class:`AuditRow`, :class:`WebhookAlerter`, :class:`SeverityPolicy`: rows, alerts, severity.
 * :class:`AuditStore`: the SQL audit store (the ``sqlite`` extra; imported on first use).
@@ -21,31 +21,10 @@ from pipecat_harness.grader.observer import TurnGrader
 from pipecat_harness.grader.rules import RuleGrader
 from pipecat_harness.grader.verdict import Grader, Verdict
 
-__all__ = [
-    "AuditRow",
-    "AuditStore",
-    "CalibrationReport",
-    "CombinedGrader",
-    "ConstraintError",
-    "ConstraintList",
-    "ConstraintStore",
-    "Grader",
-    "InMemoryOperations",
-    "LLMGrader",
-    "LabeledSet",
-    "OperationLedgerView",
-    "RuleGrader",
-    "SeverityPolicy",
-    "SucceededOperation",
-    "TurnGrader",
-    "Verdict",
-    "WebhookAlerter",
-    "alert_payload",
-    "evaluate",
-    "policy_statement",
-    "sign",
-    "verify_signature",
-]
+__all__ = ["AuditRow", "AuditStore", "CalibrationReport", "CombinedGrader", "ConstraintError", "ConstraintList",
+           "ConstraintStore", "Grader", "InMemoryOperations", "LLMGrader", "LabeledSet", "OperationLedgerView",
+           "RuleGrader", "SeverityPolicy", "SucceededOperation", "TurnGrader", "Verdict", "WebhookAlerter",
+           "alert_payload", "evaluate", "policy_statement", "sign", "verify_signature"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,10 +1,8 @@
 """Action claims ("I've updated your address") checked against the call's operation ledger.
 
-A claim that something was done is only true if a matching operation
-succeeded on this call. The grader reads the ledger through
-:class:`OperationLedgerView`, which the tool controls' ``OperationLedger``
-satisfies; :class:`InMemoryOperations` is a small stand-in for evaluation and
-tests.
+A claim that something was done is only true if a matching operation succeeded on this call. The grader reads the ledger
+through :class:`OperationLedgerView`, which the tool controls' ``OperationLedger`` satisfies;
+:class:`InMemoryOperations` is a small stand-in for evaluation and tests.
 """
 
 from __future__ import annotations
@@ -18,14 +16,8 @@ from typing import Protocol, runtime_checkable
 from pipecat_harness.grader.verdict import Verdict
 from pipecat_harness.numbers import stem, tokenize
 
-__all__ = [
-    "InMemoryOperations",
-    "OperationLedgerView",
-    "RecordedOperation",
-    "SucceededOperation",
-    "check_action_claim",
-    "find_action_claims",
-]
+__all__ = ["InMemoryOperations", "OperationLedgerView", "RecordedOperation", "SucceededOperation", "check_action_claim",
+           "find_action_claims"]
 
 
 @runtime_checkable
@@ -109,9 +101,8 @@ _GENERIC = {"order", "pending", "items", "item", "modify", "update", "issue", "g
 def find_action_claims(utterance: str, caller_utterance: str | None = None) -> list[tuple[str, set[str]]]:
     """Completion claims in an utterance, each with the action keys it names.
 
-    The keys come from the sentence ("address", "refund", "cancel"); when the
-    sentence names nothing ("Done, you're all set") they come from the
-    caller's request.
+    The keys come from the sentence ("address", "refund", "cancel"); when the sentence names nothing ("Done, you're all
+    set") they come from the caller's request.
     """
     claims: list[tuple[str, set[str]]] = []
     for sentence in re.split(r"(?<=[.!?])\s+", utterance.strip()):
@@ -123,8 +114,8 @@ def find_action_claims(utterance: str, caller_utterance: str | None = None) -> l
         done = [clause for clause in clauses if _claims_completion(clause)]
         if not done:
             continue
-        # Each completed clause names its own action ("cancelled, and the refund is on its way": two);
-        # a clause that names none ("that's taken care of") takes the sentence's, then the caller's.
+        # Each completed clause names its own action ("cancelled, and the refund is on its way": two); a clause that
+        # names none ("that's taken care of") takes the sentence's, then the caller's.
         keys: set[str] = set()
         for clause in done:
             keys |= _keys(clause)
@@ -194,11 +185,5 @@ def check_action_claim(claim: str, keys: set[str], succeeded: Sequence[Succeeded
                        f"{', '.join(ops)} succeeded on this call", 0.9)
     what = ", ".join(sorted(keys)) or "the requested action"
     done = ", ".join(names) or "none"
-    return Verdict(
-        "unsupported",
-        claim,
-        "action",
-        "ledger",
-        f"claimed {what} was done, but no matching operation succeeded (succeeded: {done})",
-        0.9,
-    )
+    return Verdict("unsupported", claim, "action", "ledger",
+                   f"claimed {what} was done, but no matching operation succeeded (succeeded: {done})", 0.9)

@@ -1,9 +1,8 @@
 """Alert payloads as on-call channels want them: Slack, Microsoft Teams, PagerDuty.
 
-Each formatter turns the design's payload (:func:`~pipecat_harness.grader.alerts.alert_payload`)
-into the body the channel's incoming webhook accepts, carrying the same evidence
-(agent and caller utterance, the violated constraint, the rationale) and the
-links into the console, so the on-call can triage without opening it.
+Each formatter turns the design's payload (:func:`~pipecat_harness.grader.alerts.alert_payload`) into the body the
+channel's incoming webhook accepts, carrying the same evidence (agent and caller utterance, the violated constraint, the
+rationale) and the links into the console, so the on-call can triage without opening it.
 """
 
 from __future__ import annotations
@@ -63,24 +62,19 @@ def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
 def teams_message(payload: dict[str, Any]) -> dict[str, Any]:
     """A Microsoft Teams incoming-webhook message carrying an Adaptive Card."""
     links = payload["links"]
-    facts = [
-        {"title": "Severity", "value": payload["severity"]},
-        {"title": "Tenant", "value": payload["tenant_id"]},
-        {"title": "Call", "value": f"{payload['call_id']} ({payload['turn_id']})"},
-        {"title": "Constraint", "value": f"{_refs(payload)} (list {payload['constraint_list_version']})"},
-        {"title": "Confidence", "value": f"{payload['confidence']:.2f}"},
-        {"title": "Recommended", "value": payload["recommended_action"]},
-    ]
+    facts = [{"title": "Severity", "value": payload["severity"]}, {"title": "Tenant", "value": payload["tenant_id"]},
+             {"title": "Call", "value": f"{payload['call_id']} ({payload['turn_id']})"},
+             {"title": "Constraint", "value": f"{_refs(payload)} (list {payload['constraint_list_version']})"},
+             {"title": "Confidence", "value": f"{payload['confidence']:.2f}"},
+             {"title": "Recommended", "value": payload["recommended_action"]}]
     body: list[dict[str, Any]] = [
         {"type": "TextBlock", "size": "Medium", "weight": "Bolder", "text": f"Grader flag: {payload['category']}"},
         {"type": "FactSet", "facts": facts},
     ]
     if payload.get("caller_utterance"):
         body.append({"type": "TextBlock", "wrap": True, "text": f"Caller: {payload['caller_utterance']}"})
-    body += [
-        {"type": "TextBlock", "wrap": True, "text": f"Agent: {payload['agent_utterance']}"},
-        {"type": "TextBlock", "wrap": True, "text": f"Rationale: {payload['rationale']}"},
-    ]
+    body += [{"type": "TextBlock", "wrap": True, "text": f"Agent: {payload['agent_utterance']}"},
+             {"type": "TextBlock", "wrap": True, "text": f"Rationale: {payload['rationale']}"}]
     card = {
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "type": "AdaptiveCard",

@@ -1,13 +1,11 @@
 """Alerts through the tool outbox: a queued alert survives a crash of the process that raised it.
 
 :class:`OutboxAlerter` appends each alert to an operation ledger's outbox
-(:meth:`~pipecat_harness.tools.ledger.OperationLedger.append_event`, once per
-audit row) before it returns, and an
-:class:`~pipecat_harness.tools.outbox.OutboxPublisher` delivers pending alerts
-to the webhook, signed, with the outbox's retries. A process killed after the
-append loses nothing: the next publisher on the same database delivers the
-alert. The alerts get an outbox of their own (a table prefix of their own) so
-that the tool gate's operation events never reach the alert webhook.
+(:meth:`~pipecat_harness.tools.ledger.OperationLedger.append_event`, once per audit row) before it returns, and an
+:class:`~pipecat_harness.tools.outbox.OutboxPublisher` delivers pending alerts to the webhook, signed, with the outbox's
+retries. A process killed after the append loses nothing: the next publisher on the same database delivers the alert.
+The alerts get an outbox of their own (a table prefix of their own) so that the tool gate's operation events never reach
+the alert webhook.
 """
 
 from __future__ import annotations
@@ -44,19 +42,9 @@ class OutboxAlerter:
         timeout_secs: Per-request timeout.
     """
 
-    def __init__(
-        self,
-        ledger: OperationLedger | str,
-        url: str,
-        secret: str,
-        *,
-        formatter: Formatter | None = None,
-        publish: bool = True,
-        max_attempts: int = 10,
-        retry_delay_secs: float = 0.5,
-        interval_secs: float = 1.0,
-        timeout_secs: float = 5.0,
-    ) -> None:
+    def __init__(self, ledger: OperationLedger | str, url: str, secret: str, *, formatter: Formatter | None = None,
+                 publish: bool = True, max_attempts: int = 10, retry_delay_secs: float = 0.5,
+                 interval_secs: float = 1.0, timeout_secs: float = 5.0) -> None:
         if not secret:
             raise ValueError("a webhook secret is required to sign alerts")
         self._owns_ledger = isinstance(ledger, str)
@@ -68,9 +56,8 @@ class OutboxAlerter:
         self.interval_secs = interval_secs
         self.timeout_secs = timeout_secs
         self.delivered: list[dict[str, Any]] = []
-        self.publisher = OutboxPublisher(
-            self.ledger, self._deliver, max_attempts=max_attempts, retry_delay_secs=retry_delay_secs
-        )
+        self.publisher = OutboxPublisher(self.ledger, self._deliver, max_attempts=max_attempts,
+                                         retry_delay_secs=retry_delay_secs)
         self._ready = False
 
     async def _prepare(self) -> None:

@@ -1,21 +1,16 @@
 """Alerts: severity of a verdict, the webhook payload, its HMAC signature, and delivery off the loop.
 
-The payload is the design's wire format, field for field (``event``
-``hallucination_grader.flag``, ``severity`` info | warn | critical,
-``constraint_ref`` as a list, ``links`` into the console's call view).
-The webhook body is JSON; the ``X-Harness-Signature`` header carries
-``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` so a receiver can
-check both origin and freshness with :func:`verify_signature`. Delivery runs in
-its own task with a bounded queue, retries with exponential backoff, and never
-makes the caller of :meth:`WebhookAlerter.send` wait. Each POST runs in an
-executor thread: the request's timeout is real time even on a simulated call's
-virtual clock, and no network I/O ever runs on the event loop. Whatever a
-receiver answers (garbage, a cut-off body, a huge header, a reset), each
-attempt ends delivered or failed and the task goes on: every queued alert is
-counted delivered or failed. The queue is in memory, so alerts still queued
-when the process dies are lost; the outbox alerter
-(:class:`~pipecat_harness.grader.alert_outbox.OutboxAlerter`) keeps them in a
-database instead, and is what the grader uses when it is configured.
+The payload is the design's wire format, field for field (``event`` ``hallucination_grader.flag``, ``severity`` info |
+warn | critical, ``constraint_ref`` as a list, ``links`` into the console's call view). The webhook body is JSON; the
+``X-Harness-Signature`` header carries ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` so a receiver can check
+both origin and freshness with :func:`verify_signature`. Delivery runs in its own task with a bounded queue, retries
+with exponential backoff, and never makes the caller of :meth:`WebhookAlerter.send` wait. Each POST runs in an executor
+thread: the request's timeout is real time even on a simulated call's virtual clock, and no network I/O ever runs on the
+event loop. Whatever a receiver answers (garbage, a cut-off body, a huge header, a reset), each attempt ends delivered
+or failed and the task goes on: every queued alert is counted delivered or failed. The queue is in memory, so alerts
+still queued when the process dies are lost; the outbox alerter
+(:class:`~pipecat_harness.grader.alert_outbox.OutboxAlerter`) keeps them in a database instead, and is what the grader
+uses when it is configured.
 """
 
 from __future__ import annotations
@@ -36,22 +31,9 @@ from loguru import logger
 
 from pipecat_harness.grader.audit_row import AuditRow
 
-__all__ = [
-    "ALERT_EVENT",
-    "PAYLOAD_FIELDS",
-    "SEVERITY_ORDER",
-    "SIGNATURE_HEADER",
-    "Alerter",
-    "SeverityPolicy",
-    "WebhookAlerter",
-    "WebhookStats",
-    "alert_payload",
-    "call_links",
-    "post_signed",
-    "sign",
-    "turn_ref",
-    "verify_signature",
-]
+__all__ = ["ALERT_EVENT", "PAYLOAD_FIELDS", "SEVERITY_ORDER", "SIGNATURE_HEADER", "Alerter", "SeverityPolicy",
+           "WebhookAlerter", "WebhookStats", "alert_payload", "call_links", "post_signed", "sign", "turn_ref",
+           "verify_signature"]
 
 SIGNATURE_HEADER = "X-Harness-Signature"
 SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
@@ -79,8 +61,8 @@ _RECOMMENDED = {
 class SeverityPolicy:
     """Maps a verdict to a severity.
 
-    ``unsupported`` claims in ``critical_categories`` are critical; other
-    unsupported and ``llm_flagged`` claims are warnings; the rest is info.
+    ``unsupported`` claims in ``critical_categories`` are critical; other unsupported and ``llm_flagged`` claims are
+    warnings; the rest is info.
 
     Args:
         critical_categories: Categories whose unsupported claims are critical.
@@ -206,17 +188,9 @@ class WebhookAlerter:
         formatter: Turns the design's payload into the webhook's body (Slack, Teams, PagerDuty...).
     """
 
-    def __init__(
-        self,
-        url: str,
-        secret: str,
-        *,
-        max_attempts: int = 4,
-        backoff_secs: float = 0.5,
-        timeout_secs: float = 5.0,
-        queue_size: int = 256,
-        formatter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    ) -> None:
+    def __init__(self, url: str, secret: str, *, max_attempts: int = 4, backoff_secs: float = 0.5,
+                 timeout_secs: float = 5.0, queue_size: int = 256,
+                 formatter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         if not secret:
             raise ValueError("a webhook secret is required to sign alerts")
         self.url = url

@@ -1,26 +1,22 @@
 """The SQL audit store: one row per verdict, supported ones included, plus the operator's review.
 
-The record itself (:class:`~pipecat_harness.grader.audit_row.AuditRow`) needs no
-database library; this module is the ``sqlite`` extra's.
+The record itself (:class:`~pipecat_harness.grader.audit_row.AuditRow`) needs no database library; this module is the
+``sqlite`` extra's.
 
-SQLAlchemy async Core, the same code for both backends: SQLite through
-``aiosqlite`` (the embedded default) and PostgreSQL through ``asyncpg`` (the
-shared backend for many processes)::
+SQLAlchemy async Core, the same code for both backends: SQLite through ``aiosqlite`` (the embedded default) and
+PostgreSQL through ``asyncpg`` (the shared backend for many processes)::
 
     store = AuditStore("sqlite+aiosqlite:///grader_audit.db")
     store = AuditStore("postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 
-A turn's rows are written while the call goes on, so on a SQLite file they go
-through one raw ``sqlite3`` connection on a thread of its own
-(:class:`~pipecat_harness.tools.sqlite_thread.SqliteThread`): the call's loop
-only hands the rows over. Measured with ``scripts/bench_grader.py``, the
-SQLAlchemy insert through ``aiosqlite`` (statement compilation and a thread hop
-per statement on the loop) was most of what grading added to the latency of
-the frames after a turn. Reads and reviews keep SQLAlchemy.
+A turn's rows are written while the call goes on, so on a SQLite file they go through one raw ``sqlite3`` connection on
+a thread of its own (:class:`~pipecat_harness.tools.sqlite_thread.SqliteThread`): the call's loop only hands the rows
+over. Measured with ``scripts/bench_grader.py``, the SQLAlchemy insert through ``aiosqlite`` (statement compilation and
+a thread hop per statement on the loop) was most of what grading added to the latency of the frames after a turn. Reads
+and reviews keep SQLAlchemy.
 
-The schema has one version, created with ``create_all``; it is not run through
-Alembic because there is nothing to migrate yet, and an Alembic environment
-(``env.py``, a versions folder, its configuration) for one ``CREATE TABLE``
+The schema has one version, created with ``create_all``; it is not run through Alembic because there is nothing to
+migrate yet, and an Alembic environment (``env.py``, a versions folder, its configuration) for one ``CREATE TABLE``
 would be larger than the table it manages. The first column change brings it.
 """
 
@@ -46,43 +42,37 @@ DEFAULT_AUDIT_URL = "sqlite+aiosqlite:///grader_audit.db"
 
 
 def _review_table(metadata: MetaData, name: str) -> Table:
-    return Table(
-        name,
-        metadata,
-        Column("id", Integer, primary_key=True, autoincrement=True),
-        Column("row_id", Integer, nullable=False, index=True),
-        Column("action", String(16), nullable=False),
-        Column("status", String(16), nullable=False),
-        Column("note", Text, nullable=False),
-        Column("actor", String(128), nullable=False),
-        Column("at", Float, nullable=False),
-    )
+    return Table(name, metadata,
+                 Column("id", Integer, primary_key=True, autoincrement=True),
+                 Column("row_id", Integer, nullable=False, index=True),
+                 Column("action", String(16), nullable=False),
+                 Column("status", String(16), nullable=False),
+                 Column("note", Text, nullable=False),
+                 Column("actor", String(128), nullable=False),
+                 Column("at", Float, nullable=False))
 
 
 def _table(metadata: MetaData, name: str) -> Table:
-    return Table(
-        name,
-        metadata,
-        Column("id", Integer, primary_key=True, autoincrement=True),
-        Column("created_at", Float, nullable=False),
-        Column("tenant", String(128), nullable=False, index=True),
-        Column("call_id", String(128), nullable=False, index=True),
-        Column("turn_id", Integer, nullable=False),
-        Column("utterance", Text, nullable=False),
-        Column("caller_utterance", Text),
-        Column("verdict", String(32), nullable=False, index=True),
-        Column("category", String(32), nullable=False),
-        Column("claim", Text, nullable=False),
-        Column("constraint_ref", String(256)),
-        Column("rationale", Text, nullable=False),
-        Column("confidence", Float, nullable=False),
-        Column("grader_model", String(128), nullable=False),
-        Column("constraints_version", String(128), nullable=False),
-        Column("severity", String(16), nullable=False),
-        Column("review_status", String(16), nullable=False),
-        Column("review_note", Text, nullable=False),
-        Column("reviewed_at", Float),
-    )
+    return Table(name, metadata,
+                 Column("id", Integer, primary_key=True, autoincrement=True),
+                 Column("created_at", Float, nullable=False),
+                 Column("tenant", String(128), nullable=False, index=True),
+                 Column("call_id", String(128), nullable=False, index=True),
+                 Column("turn_id", Integer, nullable=False),
+                 Column("utterance", Text, nullable=False),
+                 Column("caller_utterance", Text),
+                 Column("verdict", String(32), nullable=False, index=True),
+                 Column("category", String(32), nullable=False),
+                 Column("claim", Text, nullable=False),
+                 Column("constraint_ref", String(256)),
+                 Column("rationale", Text, nullable=False),
+                 Column("confidence", Float, nullable=False),
+                 Column("grader_model", String(128), nullable=False),
+                 Column("constraints_version", String(128), nullable=False),
+                 Column("severity", String(16), nullable=False),
+                 Column("review_status", String(16), nullable=False),
+                 Column("review_note", Text, nullable=False),
+                 Column("reviewed_at", Float))
 
 
 class AuditStore:
@@ -180,9 +170,8 @@ class AuditStore:
             query = query.where(self.table.c.tenant == tenant)
         return await self._select(query)
 
-    async def flagged(
-        self, *, limit: int = 200, status: str | None = None, tenants: Collection[str] | None = None
-    ) -> list[AuditRow]:
+    async def flagged(self, *, limit: int = 200, status: str | None = None,
+                      tenants: Collection[str] | None = None) -> list[AuditRow]:
         """Flagged rows (``unsupported``, ``llm_flagged``) newest first, optionally of one review status.
 
         Args:
@@ -226,9 +215,8 @@ class AuditStore:
             )
             if result.rowcount == 0:
                 raise KeyError(f"no audit row {row_id}")
-            await conn.execute(self.reviews.insert().values(
-                row_id=row_id, action=action, status=REVIEW_STATUS[action], note=note, actor=actor, at=now
-            ))
+            await conn.execute(self.reviews.insert().values(row_id=row_id, action=action, status=REVIEW_STATUS[action],
+                                                            note=note, actor=actor, at=now))
         row = await self.get(row_id)
         assert row is not None
         return row

@@ -6,12 +6,10 @@ A review says whether the grader's verdict on a row was right:
 * ``override``: it was not (a false flag; or a missed claim, on an unflagged row);
 * ``escalate``: the claim is a real problem (right for a flagged row, a miss for an unflagged one).
 
-:func:`calibrate` samples audited rows per tenant and ISO week, flagged and
-unflagged rows apart (flags are rare; a uniform sample would hold few), and
-estimates precision and recall from the reviewed rows of the sample, each
-weighted by how many rows of its tenant, week and stratum it stands for. The
-reliability table puts the grader's ``confidence`` next to how often verdicts
-of that confidence were right: the weekly check of the grader itself.
+:func:`calibrate` samples audited rows per tenant and ISO week, flagged and unflagged rows apart (flags are rare; a
+uniform sample would hold few), and estimates precision and recall from the reviewed rows of the sample, each weighted
+by how many rows of its tenant, week and stratum it stands for. The reliability table puts the grader's ``confidence``
+next to how often verdicts of that confidence were right: the weekly check of the grader itself.
 """
 
 from __future__ import annotations
@@ -121,9 +119,7 @@ class AuditCalibration:
         def pct(value: float | None) -> str:
             return "-" if value is None else f"{value:.1%}"
 
-        lines = [
-            f"{'tenant':<20}{'week':<10}{'audited':>8}{'sampled':>8}{'labeled':>8}{'precision':>11}{'recall':>8}"
-        ]
+        lines = [f"{'tenant':<20}{'week':<10}{'audited':>8}{'sampled':>8}{'labeled':>8}{'precision':>11}{'recall':>8}"]
         for score in [*self.weeks, self.total]:
             lines.append(
                 f"{score.tenant:<20}{score.week:<10}{score.audited:>8}{score.sampled:>8}{score.labeled:>8}"
@@ -145,15 +141,8 @@ def _week(stamp: float) -> str:
     return f"{year}-W{week:02d}"
 
 
-async def calibrate(
-    store: AuditStore,
-    *,
-    per_week: int = 50,
-    seed: int = 0,
-    tenant: str | None = None,
-    since: date | None = None,
-    until: date | None = None,
-) -> AuditCalibration:
+async def calibrate(store: AuditStore, *, per_week: int = 50, seed: int = 0, tenant: str | None = None,
+                    since: date | None = None, until: date | None = None) -> AuditCalibration:
     """Sample audited rows per tenant and week and score the grader against the operators' reviews.
 
     Args:

@@ -1,8 +1,7 @@
 """The audit record: one row per verdict, the operator's review actions, and the sink rows go to.
 
-Plain dataclasses with no database library behind them, so grading, alerts and
-the observer run on a base install; :class:`~pipecat_harness.grader.audit.AuditStore`
-(the ``sqlite`` extra) is the SQL sink.
+Plain dataclasses with no database library behind them, so grading, alerts and the observer run on a base install;
+:class:`~pipecat_harness.grader.audit.AuditStore` (the ``sqlite`` extra) is the SQL sink.
 """
 
 from __future__ import annotations

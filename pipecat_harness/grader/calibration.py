@@ -9,8 +9,8 @@ A labeled set is YAML or JSON::
       - {category: action, grounded: true, text: "I've updated your address.", operations: [modify_order_address]}
       - {category: capability, grounded: true, tenant: retail, text: "Let me pull up your order."}
 
-An ungrounded item is a positive: the grader should flag it (``unsupported``
-or ``llm_flagged``). A grounded item that gets flagged is a false flag.
+An ungrounded item is a positive: the grader should flag it (``unsupported`` or ``llm_flagged``). A grounded item that
+gets flagged is a false flag.
 """
 
 from __future__ import annotations
@@ -59,10 +59,6 @@ class LabeledSet:
     constraints: ConstraintList
     items: list[LabeledItem]
     tenants: dict[str, ConstraintList] = field(default_factory=dict)
-
-    def constraints_of(self, item: LabeledItem) -> ConstraintList:
-        """The facts an item was labeled against."""
-        return self.tenants[item.tenant] if item.tenant else self.constraints
 
     @classmethod
     def load(cls, path: str | Path) -> LabeledSet:
@@ -137,10 +133,8 @@ class CalibrationReport:
 
     def table(self) -> str:
         """The report as a plain-text table."""
-        lines = [
-            f"grader: {self.grader}",
-            f"{'category':<12}{'items':>6}{'precision':>11}{'recall':>8}{'false flags':>13}",
-        ]
+        lines = [f"grader: {self.grader}",
+                 f"{'category':<12}{'items':>6}{'precision':>11}{'recall':>8}{'false flags':>13}"]
         for name, score in [*self.scores.items(), ("all", self.total)]:
             count = score.tp + score.fp + score.fn + score.tn
             lines.append(
@@ -149,14 +143,13 @@ class CalibrationReport:
         return "\n".join(lines)
 
 
-async def evaluate(
-    make_grader: Callable[[ConstraintList, OperationLedgerView], Grader], labeled: LabeledSet
-) -> CalibrationReport:
+async def evaluate(make_grader: Callable[[ConstraintList, OperationLedgerView], Grader],
+                   labeled: LabeledSet) -> CalibrationReport:
     """Grade every labeled item and count flags per category.
 
     Args:
-        make_grader: Builds the grader from the constraints and an operation
-            ledger holding each item's ``operations`` under its own call id.
+        make_grader: Builds the grader from the constraints and an operation ledger holding each item's ``operations``
+            under its own call id.
         labeled: The labeled set.
     """
     ledger = InMemoryOperations()

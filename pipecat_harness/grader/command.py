@@ -27,45 +27,35 @@ _TENANT_TOKENS_ENV = "PIPECAT_HARNESS_CONSOLE_TENANT_TOKENS"
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``console`` and ``grader``."""
     console = subparsers.add_parser("console", help="serve the operator console of flagged turns")
-    console.add_argument(
-        "--audit-url",
-        default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
-        help="SQLAlchemy async URL of the audit store (default: %(default)s)",
-    )
+    console.add_argument("--audit-url", default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
+                         help="SQLAlchemy async URL of the audit store (default: %(default)s)")
     console.add_argument("--table", default="grader_audit", help="audit table name")
     console.add_argument("--recordings", default=None, help="directory of call recordings (<call id>.wav, .mp3...)")
     console.add_argument("--traces", default=None,
                          help="directory of call traces (<call id>.jsonl); call pages show the handoff summary")
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=port_number, default=8765)
-    console.add_argument(
-        "--token", default=os.environ.get(_TOKEN_ENV),
-        help=f"admin token, sees every tenant (default: ${_TOKEN_ENV}); optional with tenant tokens",
-    )
+    console.add_argument("--token", default=os.environ.get(_TOKEN_ENV),
+                         help=f"admin token, sees every tenant (default: ${_TOKEN_ENV}); optional with tenant tokens")
     console.set_defaults(func=_console)
 
     grader = subparsers.add_parser("grader", help="per-turn grader tools")
     actions = grader.add_subparsers(dest="grader_command", metavar="ACTION")
     evaluate_parser = actions.add_parser("eval", help="score a grader against a labeled set")
-    evaluate_parser.add_argument(
-        "file", nargs="?", default=str(LABELED_SET_PATH), help="labeled set (default: the shipped set)"
-    )
+    evaluate_parser.add_argument("file", nargs="?", default=str(LABELED_SET_PATH),
+                                 help="labeled set (default: the shipped set)")
     evaluate_parser.add_argument("--mode", choices=["rules", "llm", "combined"], default="rules")
     evaluate_parser.add_argument("--model", default="gemini-2.5-flash", help="Gemini model for llm/combined")
     evaluate_parser.add_argument("--show-misses", action="store_true", help="list the misjudged utterances")
     evaluate_parser.add_argument("--min-recall", type=float, default=None, help="exit 1 below this overall recall")
-    evaluate_parser.add_argument(
-        "--max-false-flags", type=float, default=None, help="exit 1 above this overall false-flag rate"
-    )
+    evaluate_parser.add_argument("--max-false-flags", type=float, default=None,
+                                 help="exit 1 above this overall false-flag rate")
     evaluate_parser.set_defaults(func=_eval)
-    calibrate_parser = actions.add_parser(
-        "calibrate", help="score the grader against operators' reviews of sampled audited turns"
-    )
-    calibrate_parser.add_argument(
-        "--audit-url",
-        default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
-        help="SQLAlchemy async URL of the audit store (default: %(default)s)",
-    )
+    calibrate_parser = actions.add_parser("calibrate",
+                                          help="score the grader against operators' reviews of sampled audited turns")
+    calibrate_parser.add_argument("--audit-url",
+                                  default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
+                                  help="SQLAlchemy async URL of the audit store (default: %(default)s)")
     calibrate_parser.add_argument("--table", default="grader_audit", help="audit table name")
     calibrate_parser.add_argument("--per-week", type=int, default=50,
                                   help="rows sampled per tenant, week and stratum (flagged/unflagged)")

@@ -1,15 +1,11 @@
 """Time conditions of policy claims: how much notice, how long since delivery, which side of a window.
 
-A policy with a window says what holds on one side of it: "free up to 24 hours
-before" makes rescheduling free with 24 hours' notice or more; "25 usd fee under
-24 hours notice" charges inside 24 hours and implies no fee outside;
-"returns within 30 days of delivery" allows returns inside 30 days. A claim
-either restates the rule (a *threshold*: "free as long as it's at least a day
-out", "a fee inside 48 hours"), which is only true with the same boundary, or
-states a *case* ("free even on the same day", "two days ahead is free"),
-which is true when the policy gives that outcome at that point. Words said
-about a moment ("the same day", "the night before", "the morning of") read as
-hours of notice.
+A policy with a window says what holds on one side of it: "free up to 24 hours before" makes rescheduling free with 24
+hours' notice or more; "25 usd fee under 24 hours notice" charges inside 24 hours and implies no fee outside; "returns
+within 30 days of delivery" allows returns inside 30 days. A claim either restates the rule (a *threshold*: "free as
+long as it's at least a day out", "a fee inside 48 hours"), which is only true with the same boundary, or states a
+*case* ("free even on the same day", "two days ahead is free"), which is true when the policy gives that outcome at that
+point. Words said about a moment ("the same day", "the night before", "the morning of") read as hours of notice.
 """
 
 from __future__ import annotations
@@ -31,17 +27,12 @@ _UNIT = {
 }  # fmt: skip
 _COUNT_WORDS = {"a": 1.0, "an": 1.0, "one": 1.0, "few": 3.0, "couple": 2.0, "several": 3.0}
 #: Moments said in words, as hours of notice.
-_MOMENTS = (
-    (r"\bsame (?:day|morning|afternoon)\b|\bday of\b|\bmorning of\b|\bthat (?:morning|day)\b", 4.0),
-    (r"\bnight before\b|\bevening before\b", 12.0),
-    (r"\blast[ -]minute\b|\ban hour before\b", 1.0),
-    (r"\bday before\b", 24.0),
-)
+_MOMENTS = ((r"\bsame (?:day|morning|afternoon)\b|\bday of\b|\bmorning of\b|\bthat (?:morning|day)\b", 4.0),
+            (r"\bnight before\b|\bevening before\b", 12.0), (r"\blast[ -]minute\b|\ban hour before\b", 1.0),
+            (r"\bday before\b", 24.0))
 _UNDER = ("under", "within", "inside", "less than", "fewer than", "late", "short notice", "have", "get", "got")
-_AT_LEAST = (
-    "at least", "more than", "or more", "as long as", "if", "with", "by", "as late as", "any time before",
-    "prior", "until", "up until", "in advance", "over", "beyond",
-)
+_AT_LEAST = ("at least", "more than", "or more", "as long as", "if", "with", "by", "as late as", "any time before",
+             "prior", "until", "up until", "in advance", "over", "beyond")
 _UNIVERSAL_RE = re.compile(r"\b(?:at all|always|anytime|any time|no matter when|whenever|no questions asked)\b")
 _POSITIVE_RE = re.compile(
     r"\bfree\b|\bno (?:charge|fee|cost|penalty)\b|\bnot charge\b|\bdon't charge\b|\bwon't charge\b|"

@@ -1,14 +1,12 @@
 """A tenant's facts: price list, hours, policies, capabilities and promotions.
 
-Loaded from YAML or JSON with a schema; every validation problem names the
-file and the field. Policy values are identifiers written in words
-(``no_cash_refunds_store_credit_only``); :func:`policy_statement` reads them
-as the statement an agent would say ("no cash refunds, store credit only").
+Loaded from YAML or JSON with a schema; every validation problem names the file and the field. Policy values are
+identifiers written in words (``no_cash_refunds_store_credit_only``); :func:`policy_statement` reads them as the
+statement an agent would say ("no cash refunds, store credit only").
 
-Lists are versioned: :class:`ConstraintStore` keeps every published change as
-a new, immutable version, and a list without an explicit ``version`` is
-identified by a hash of its content, so an audit row always says which facts
-the grader checked against.
+Lists are versioned: :class:`ConstraintStore` keeps every published change as a new, immutable version, and a list
+without an explicit ``version`` is identified by a hash of its content, so an audit row always says which facts the
+grader checked against.
 """
 
 from __future__ import annotations
@@ -27,18 +25,8 @@ from pipecat_harness.bundled import resolve_data_path
 from pipecat_harness.errors import InputError
 from pipecat_harness.validation import load_mapping_file
 
-__all__ = [
-    "WEEKDAYS",
-    "ConstraintError",
-    "ConstraintList",
-    "ConstraintStore",
-    "DayHours",
-    "Integration",
-    "PriceItem",
-    "Promotion",
-    "StaffMember",
-    "policy_statement",
-]
+__all__ = ["WEEKDAYS", "ConstraintError", "ConstraintList", "ConstraintStore", "DayHours", "Integration", "PriceItem",
+           "Promotion", "StaffMember", "policy_statement"]
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DAY_GROUPS = {
@@ -163,12 +151,11 @@ class ConstraintList(_Strict):
         version: Explicit version label; defaults to a hash of the content.
         timezone: IANA time zone of the hours.
         price_list: Priced services.
-        hours: Per weekday or weekday group (``mon_fri``, ``sat``, ``sun``):
-            ``"08:00-18:00"`` or ``"closed"``.
+        hours: Per weekday or weekday group (``mon_fri``, ``sat``, ``sun``): ``"08:00-18:00"`` or ``"closed"``.
         policies: Policy name -> identifier written in words.
         capabilities: What the agent can do (``book_appointment``, ``transfer_call``...).
-        integrations: Systems the agent can look records up in; what its
-            capabilities operate on (appointments, orders) counts as well.
+        integrations: Systems the agent can look records up in; what its capabilities operate on (appointments, orders)
+            counts as well.
         staff: People and teams a call can be transferred to.
         promotions: Current promotions.
     """
@@ -289,8 +276,8 @@ def _parse_hours(spec: str, key: str) -> DayHours:
 def policy_statement(identifier: str) -> str:
     """Read a policy identifier as a statement.
 
-    ``no_cash_refunds_store_credit_only`` -> ``"no cash refunds, store credit only"``;
-    ``free_up_to_24h_before`` -> ``"free up to 24 hours before"``.
+    ``no_cash_refunds_store_credit_only`` -> ``"no cash refunds, store credit only"``; ``free_up_to_24h_before`` ->
+    ``"free up to 24 hours before"``.
     """
     words = [w for w in re.split(r"[_\s\-]+", identifier.strip().lower()) if w]
     expanded: list[str] = []

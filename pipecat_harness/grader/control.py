@@ -44,15 +44,13 @@ def _alerter(settings: GraderSettings) -> Alerter | None:
         formatter = functools.partial(pagerduty_event, routing_key=key)
     from pipecat_harness.grader.alert_outbox import OutboxAlerter
 
-    return OutboxAlerter(
-        settings.alert_outbox_url or settings.audit_url, settings.webhook_url, secret, formatter=formatter,
-        max_attempts=settings.webhook_max_attempts, retry_delay_secs=settings.webhook_backoff_secs,
-    )
+    return OutboxAlerter(settings.alert_outbox_url or settings.audit_url, settings.webhook_url, secret,
+                         formatter=formatter, max_attempts=settings.webhook_max_attempts,
+                         retry_delay_secs=settings.webhook_backoff_secs)
 
 
-def build_grader(
-    settings: GraderSettings, constraints: ConstraintList, ledger: OperationLedgerView | None = None
-) -> Grader:
+def build_grader(settings: GraderSettings, constraints: ConstraintList,
+                 ledger: OperationLedgerView | None = None) -> Grader:
     """Build the grader the settings ask for (``rules``, ``llm`` or ``combined``)."""
     rules = RuleGrader(constraints, ledger)
     if settings.mode == "rules":
@@ -64,11 +62,10 @@ def build_grader(
 class GraderControl(HarnessControl):
     """Grades every committed assistant turn of the call against the tenant's constraint list.
 
-    Action claims are checked against the ledger of the tool gate control
-    when it is active and exposes one (an ``OperationLedgerView``); otherwise
-    against the tool results the observer saw succeed on this call, and the
-    operations the gate reported settled as succeeded later (a late reply or a
-    reconciliation of an outcome the model was told was unknown).
+    Action claims are checked against the ledger of the tool gate control when it is active and exposes one (an
+    ``OperationLedgerView``); otherwise against the tool results the observer saw succeed on this call, and the
+    operations the gate reported settled as succeeded later (a late reply or a reconciliation of an outcome the model
+    was told was unknown).
 
     Raises:
         ConfigError: No or an invalid constraint list is configured.

@@ -141,14 +141,8 @@ def check_hours(tokens: list[Token], sentence: str, constraints: ConstraintList)
     zone = next((_ZONES[w] for w in words if w in _ZONES), None)
     if zone is not None and zone != constraints.timezone:
         verdicts.append(
-            Verdict(
-                "unsupported",
-                sentence,
-                "hours",
-                "timezone",
-                f"hours are in {constraints.timezone}, the agent said {zone}",
-                0.85,
-            )
+            Verdict("unsupported", sentence, "hours", "timezone",
+                    f"hours are in {constraints.timezone}, the agent said {zone}", 0.85)
         )
     for segment in _segments(tokens):
         verdicts += _check_segment(segment, sentence, week)

@@ -1,11 +1,9 @@
 """``LLMGrader`` (Gemini through google-genai) and ``CombinedGrader`` (rules first, the model for the rest).
 
-The model gets the tenant's facts (policies read as statements), both
-utterances and the design's rules: filler, referrals to a human and "I can't
-help with that" are supported; numbers, times and promises are checked; when
-uncertain, say ``llm_flagged``. It answers in structured JSON at temperature 0.
-An answer that is not valid JSON, or a failed request, yields one
-``llm_flagged`` verdict saying so: a row is always written.
+The model gets the tenant's facts (policies read as statements), both utterances and the design's rules: filler,
+referrals to a human and "I can't help with that" are supported; numbers, times and promises are checked; when
+uncertain, say ``llm_flagged``. It answers in structured JSON at temperature 0. An answer that is not valid JSON, or a
+failed request, yields one ``llm_flagged`` verdict saying so: a row is always written.
 """
 
 from __future__ import annotations
@@ -68,9 +66,8 @@ class LLMGrader:
 
     Args:
         constraints: The tenant's facts.
-        client: A ``google.genai.Client`` (or anything with the same
-            ``client.aio.models.generate_content``); built from the
-            environment's ``GOOGLE_API_KEY`` when omitted.
+        client: A ``google.genai.Client`` (or anything with the same ``client.aio.models.generate_content``); built from
+            the environment's ``GOOGLE_API_KEY`` when omitted.
         model: Gemini model name.
     """
 
@@ -93,21 +90,12 @@ class LLMGrader:
     def _config(self) -> Any:
         from google.genai import types
 
-        return types.GenerateContentConfig(
-            temperature=0,
-            system_instruction=GRADER_PROMPT,
-            response_mime_type="application/json",
-            response_json_schema=VERDICT_JSON_SCHEMA,
-        )
+        return types.GenerateContentConfig(temperature=0, system_instruction=GRADER_PROMPT,
+                                           response_mime_type="application/json",
+                                           response_json_schema=VERDICT_JSON_SCHEMA)
 
-    async def grade(
-        self,
-        agent_utterance: str,
-        caller_utterance: str | None = None,
-        *,
-        call_id: str | None = None,
-        succeeded_operations: Sequence[str] = (),
-    ) -> list[Verdict]:
+    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None,
+                    succeeded_operations: Sequence[str] = ()) -> list[Verdict]:
         """Ask the model for one verdict per claim.
 
         Args:
@@ -125,9 +113,8 @@ class LLMGrader:
             }
         )
         try:
-            response = await self.client.aio.models.generate_content(
-                model=self.model, contents=contents, config=self._config()
-            )
+            response = await self.client.aio.models.generate_content(model=self.model, contents=contents,
+                                                                     config=self._config())
             text = getattr(response, "text", None) or ""
         except Exception as exc:  # a grader failure must never break the call; the row says why
             logger.warning(f"LLM grader request failed: {exc!r}")
@@ -156,14 +143,8 @@ class LLMGrader:
             raise ValueError(f"unknown verdict or category: {verdict!r}, {category!r}")
         confidence = min(1.0, max(0.0, float(item.get("confidence", 0.5))))
         ref = item.get("constraint_ref")
-        return Verdict(
-            cast(VerdictKind, verdict),
-            str(item.get("claim", "")),
-            cast(Category, category),
-            str(ref) if ref else None,
-            str(item.get("rationale", "")),
-            confidence,
-        )
+        return Verdict(cast(VerdictKind, verdict), str(item.get("claim", "")), cast(Category, category),
+                       str(ref) if ref else None, str(item.get("rationale", "")), confidence)
 
     @staticmethod
     def _flag(agent_utterance: str, rationale: str) -> Verdict:
@@ -173,13 +154,11 @@ class LLMGrader:
 class CombinedGrader:
     """Rules first; the model for every claim the rules cannot settle with confidence.
 
-    The model is asked when a rule verdict is ``out_of_scope`` or below
-    ``min_confidence`` (capability offers, policy conditions, availability:
-    see :data:`~pipecat_harness.grader.verdict.SETTLED_CONFIDENCE`), or when
-    the rules found no claim in an utterance that says a number or makes an
-    offer or a promise. The model's verdicts replace the unsettled ones; if it
-    returns none, the rules' stand. Action claims always stay with the rules
-    (only they can read the ledger).
+    The model is asked when a rule verdict is ``out_of_scope`` or below ``min_confidence`` (capability offers, policy
+    conditions, availability: see :data:`~pipecat_harness.grader.verdict.SETTLED_CONFIDENCE`), or when the rules found
+    no claim in an utterance that says a number or makes an offer or a promise. The model's verdicts replace the
+    unsettled ones; if it returns none, the rules' stand. Action claims always stay with the rules (only they can read
+    the ledger).
 
     Args:
         rules: The rule grader.
@@ -200,9 +179,8 @@ class CombinedGrader:
             if v.category != "action" and (v.verdict == "out_of_scope" or v.confidence < self.min_confidence)
         ]
 
-    async def grade(
-        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
-    ) -> list[Verdict]:
+    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *,
+                    call_id: str | None = None) -> list[Verdict]:
         """Grade with rules, then hand unsettled claims to the model."""
         verdicts = await self.rules.grade(agent_utterance, caller_utterance, call_id=call_id)
         unsettled = self.unsettled(verdicts)

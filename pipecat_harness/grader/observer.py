@@ -1,15 +1,12 @@
 """``TurnGrader``: a Pipecat observer that grades every committed assistant turn off the voice loop.
 
-It grades the text the assistant aggregator committed (``LLMContextAssistantTurnFrame``,
-i.e. what the caller heard, not what the model generated), with the caller's
-preceding turn (``LLMContextUserTurnFrame``) as context. Seeing a frame only
-queues a job: grading, audit writes and alerts run in the observer's own task.
-When the bounded queue is full, the turn gets a ``not_graded`` row instead of
-blocking the pipeline or vanishing.
+It grades the text the assistant aggregator committed (``LLMContextAssistantTurnFrame``, i.e. what the caller heard, not
+what the model generated), with the caller's preceding turn (``LLMContextUserTurnFrame``) as context. Seeing a frame
+only queues a job: grading, audit writes and alerts run in the observer's own task. When the bounded queue is full, the
+turn gets a ``not_graded`` row instead of blocking the pipeline or vanishing.
 
-It also keeps :attr:`TurnGrader.executed`, the tools whose results came back
-without an error on this call: the operation record action claims are checked
-against when no operation ledger is available.
+It also keeps :attr:`TurnGrader.executed`, the tools whose results came back without an error on this call: the
+operation record action claims are checked against when no operation ledger is available.
 """
 
 from __future__ import annotations
@@ -58,21 +55,9 @@ class TurnGrader(BaseObserver):
         close_resources: Close ``alerter`` and ``audit`` at cleanup (when they belong to this call).
     """
 
-    def __init__(
-        self,
-        grader: Grader,
-        *,
-        audit: AuditSink,
-        tenant: str,
-        call_id: str,
-        constraints_version: str,
-        severity: SeverityPolicy | None = None,
-        alerter: Alerter | None = None,
-        console_url: str | None = None,
-        queue_size: int = 256,
-        decisions: DecisionLog | None = None,
-        close_resources: bool = False,
-    ) -> None:
+    def __init__(self, grader: Grader, *, audit: AuditSink, tenant: str, call_id: str, constraints_version: str,
+                 severity: SeverityPolicy | None = None, alerter: Alerter | None = None, console_url: str | None = None,
+                 queue_size: int = 256, decisions: DecisionLog | None = None, close_resources: bool = False) -> None:
         super().__init__(observe_every_push=False)
         self.grader = grader
         self.audit = audit
@@ -171,22 +156,12 @@ class TurnGrader(BaseObserver):
             await self.audit.create_tables()
             self._tables_ready = True
         rows = [
-            AuditRow(
-                tenant=self.tenant,
-                call_id=self.call_id,
-                turn_id=job.turn_id,
-                utterance=job.utterance,
-                caller_utterance=job.caller_utterance,
-                verdict=verdict.verdict,
-                category=verdict.category,
-                claim=verdict.claim,
-                constraint_ref=verdict.constraint_ref,
-                rationale=verdict.rationale,
-                confidence=verdict.confidence,
-                grader_model=self.grader.model,
-                constraints_version=self.constraints_version,
-                severity=self.severity.severity(verdict.verdict, verdict.category),
-            )
+            AuditRow(tenant=self.tenant, call_id=self.call_id, turn_id=job.turn_id, utterance=job.utterance,
+                     caller_utterance=job.caller_utterance, verdict=verdict.verdict, category=verdict.category,
+                     claim=verdict.claim, constraint_ref=verdict.constraint_ref, rationale=verdict.rationale,
+                     confidence=verdict.confidence, grader_model=self.grader.model,
+                     constraints_version=self.constraints_version,
+                     severity=self.severity.severity(verdict.verdict, verdict.category))
             for verdict in verdicts
         ]
         await self.audit.write_many(rows)

@@ -42,17 +42,8 @@ _TOPIC_SYNONYMS = {
 _POLICY_TOPICS = {
     "refund", "reschedul", "cancel", "return", "warranty", "guarantee", "deposit", "price match", "financing",
 }  # fmt: skip
-_PAYMENT_TERMS = {
-    "cash",
-    "card",
-    "credit card",
-    "original payment",
-    "money back",
-    "full refund",
-    "check",
-    "store credit",
-    "gift card",
-}
+_PAYMENT_TERMS = {"cash", "card", "credit card", "original payment", "money back", "full refund", "check",
+                  "store credit", "gift card"}
 #: Payment terms that say a refund is meant even when the sentence does not say "refund".
 _TOPIC_NAMING_TERMS = {"cash", "store credit", "gift card", "money back", "full refund"}
 #: Ways of saying "the payment method the caller used", read as "original payment".
@@ -213,13 +204,11 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
     ref = f"policies.{policy.name}"
     said = f"policy is '{policy.statement}'"
     if any(not _negated_near(words, term) for term in payment & policy.denied):
-        return Verdict(
-            "unsupported", sentence, "policy", ref, f"offered {sorted(payment & policy.denied)[0]}; {said}", 0.9
-        )
+        return Verdict("unsupported", sentence, "policy", ref, f"offered {sorted(payment & policy.denied)[0]}; {said}",
+                       0.9)
     if policy.only and any(not _negated_near(words, t) for t in payment - policy.only - policy.denied):
-        return Verdict(
-            "unsupported", sentence, "policy", ref, f"offered {sorted(payment - policy.only)[0]}; {said}", 0.85
-        )
+        return Verdict("unsupported", sentence, "policy", ref, f"offered {sorted(payment - policy.only)[0]}; {said}",
+                       0.85)
     if topic == "pay" and policy.statement.find("time of service") >= 0:
         if deferred:
             return Verdict("unsupported", sentence, "policy", ref, f"offered to pay later; {said}", 0.8)
@@ -247,9 +236,8 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
     return None
 
 
-def _check_window(
-    policy: PolicyFacts, conditions: list[Condition], open_ended: bool, text: str, sentence: str, ref: str, said: str
-) -> Verdict | None:
+def _check_window(policy: PolicyFacts, conditions: list[Condition], open_ended: bool, text: str, sentence: str,
+                  ref: str, said: str) -> Verdict | None:
     """Judge what a claim says about the policy's time window (its conditions, or "whenever")."""
     window = policy.window_hours[0]
     inside = bool(policy.inside_window)

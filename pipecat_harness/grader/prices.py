@@ -88,8 +88,7 @@ def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
 
     Args:
         tokens: The sentence's tokens.
-        price_context: Whether bare numbers count as money (the sentence names a
-            service or a price word).
+        price_context: Whether bare numbers count as money (the sentence names a service or a price word).
     """
     words = {t.word for t in tokens}
     hours_context = bool(words & _HOURS_CUES) and not bool(words & {"cost", "costs", "price", "$"})
@@ -141,8 +140,8 @@ def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
 def find_services(tokens: list[Token], constraints: ConstraintList) -> list[tuple[int, PriceItem]]:
     """Services named in a sentence, with the token position of the mention.
 
-    A full name or alias matches; so does a word of the name that no other
-    service uses ("premium" for "premium detail").
+    A full name or alias matches; so does a word of the name that no other service uses ("premium" for "premium
+    detail").
     """
     stems = [stem(t.word) for t in tokens]
     mentions: list[tuple[int, int, PriceItem]] = []
@@ -166,9 +165,7 @@ def find_services(tokens: list[Token], constraints: ConstraintList) -> list[tupl
 
 
 @functools.lru_cache(maxsize=64)
-def _service_index(
-    price_list: tuple[PriceItem, ...],
-) -> list[tuple[PriceItem, list[tuple[str, ...]], frozenset[str]]]:
+def _service_index(price_list: tuple[PriceItem, ...]) -> list[tuple[PriceItem, list[tuple[str, ...]], frozenset[str]]]:
     """Per service: its names as stem sequences, and the stems no other service uses."""
     owners: dict[str, set[str]] = {}
     for item in price_list:
@@ -186,9 +183,8 @@ def _service_index(
 def _pair(amounts: list[Amount], services: list[tuple[int, PriceItem]]) -> list[PriceItem | None]:
     """The service each amount is about.
 
-    An amount belongs to the closest service named before it that has no
-    amount yet ("basic is $149, premium is $249"), else to the next service
-    named after it ("$99 for the interior detail, and $149 for the basic").
+    An amount belongs to the closest service named before it that has no amount yet ("basic is $149, premium is $249"),
+    else to the next service named after it ("$99 for the interior detail, and $149 for the basic").
     """
     taken: set[int] = set()
     paired: list[PriceItem | None] = []
@@ -207,20 +203,18 @@ def _pair(amounts: list[Amount], services: list[tuple[int, PriceItem]]) -> list[
     return paired
 
 
-def check_prices(
-    tokens: list[Token], sentence: str, constraints: ConstraintList, *, context: PriceItem | None = None,
-    asked: tuple[PriceItem, ...] = (),
-) -> list[Verdict]:
+def check_prices(tokens: list[Token], sentence: str, constraints: ConstraintList, *, context: PriceItem | None = None,
+                 asked: tuple[PriceItem, ...] = ()) -> list[Verdict]:
     """Check every amount said in a sentence against the price list and promotions.
 
     Args:
         tokens: The sentence's tokens.
         sentence: The sentence.
         constraints: The tenant's facts.
-        context: The service the previous sentence named ("Premium detail? That one's
-            two forty-nine."), used when this sentence names none.
-        asked: The services the caller's turn named ("How much for the basic and the
-            interior?"), used when the agent's reply names none ("That comes to 248").
+        context: The service the previous sentence named ("Premium detail? That one's two forty-nine."), used when this
+            sentence names none.
+        asked: The services the caller's turn named ("How much for the basic and the interior?"), used when the agent's
+            reply names none ("That comes to 248").
     """
     services = find_services(tokens, constraints) or ([(-1, context)] if context is not None else [])
     if not services and asked:
@@ -253,17 +247,14 @@ def _bound(tokens: list[Token], amount: Amount) -> str | None:
     return "upper" if {"under", "below"} & set(before[-2:]) or before[-2:] == ["less", "than"] else None
 
 
-def _check_amount(
-    amount: Amount, item: PriceItem | None, sentence: str, constraints: ConstraintList, *, bound: str | None = None
-) -> Verdict:
+def _check_amount(amount: Amount, item: PriceItem | None, sentence: str, constraints: ConstraintList, *,
+                  bound: str | None = None) -> Verdict:
     claim = sentence
     if item is not None and bound == "upper" and amount.high is None and item.currency.upper() == amount.currency:
         # "just under sixty": the listed price must be below the amount, and close to it.
         ok = 0.9 * amount.value <= item.amount < amount.value
-        return Verdict(
-            "supported" if ok else "unsupported", claim, "price", item.id,
-            f"said under {amount.spoken()}; {item.service} is listed at {item.amount:g}", 0.8,
-        )
+        return Verdict("supported" if ok else "unsupported", claim, "price", item.id,
+                       f"said under {amount.spoken()}; {item.service} is listed at {item.amount:g}", 0.8)
     if item is not None:
         listed = Amount(item.amount, item.currency.upper(), item.price_max)
         ref = item.id
@@ -275,9 +266,8 @@ def _check_amount(
         if _same(amount.value, listed.value) and _same(amount.high, listed.high):
             return Verdict("supported", claim, "price", ref, f"{item.service} is listed at {listed.spoken()}", 0.95)
         if amount.high is None and listed.high is not None and listed.value <= amount.value <= listed.high:
-            return Verdict(
-                "supported", claim, "price", ref, f"{amount.spoken()} is within the listed range {listed.spoken()}", 0.8
-            )
+            return Verdict("supported", claim, "price", ref,
+                           f"{amount.spoken()} is within the listed range {listed.spoken()}", 0.8)
         return Verdict("unsupported", claim, "price", ref, mismatch, 0.95)
     for candidate in constraints.price_list:
         said = (amount.value, amount.alternative)
@@ -289,24 +279,12 @@ def _check_amount(
                 or any(_same(amount.high, o.amount) or _same(amount.high, o.price_max) for o in constraints.price_list)
             )
         ):
-            return Verdict(
-                "supported",
-                claim,
-                "price",
-                candidate.id,
-                f"{amount.spoken()} is the listed price of {candidate.service}",
-                0.75,
-            )
+            return Verdict("supported", claim, "price", candidate.id,
+                           f"{amount.spoken()} is the listed price of {candidate.service}", 0.75)
     for promo in constraints.promotions:
         if promo.discount_usd is not None and amount.currency == "USD" and _same(amount.value, promo.discount_usd):
-            return Verdict(
-                "supported",
-                claim,
-                "price",
-                f"promotions.{promo.id}",
-                f"{amount.spoken()} off is the {promo.id} promotion",
-                0.8,
-            )
+            return Verdict("supported", claim, "price", f"promotions.{promo.id}",
+                           f"{amount.spoken()} off is the {promo.id} promotion", 0.8)
     near = _services_sharing_a_word(claim, constraints)
     return Verdict("unsupported", claim, "price", ",".join(i.id for i in near) or None,
                    f"no listed price or promotion is {amount.spoken()}"
@@ -330,14 +308,8 @@ def _check_percentages(tokens: list[Token], sentence: str, constraints: Constrai
         promo = next((p for p in constraints.promotions if _same(value, p.discount_percent)), None)
         if promo is not None:
             verdicts.append(
-                Verdict(
-                    "supported",
-                    sentence,
-                    "price",
-                    f"promotions.{promo.id}",
-                    f"{value:g}% off is the {promo.id} promotion",
-                    0.9,
-                )
+                Verdict("supported", sentence, "price", f"promotions.{promo.id}",
+                        f"{value:g}% off is the {promo.id} promotion", 0.9)
             )
         else:
             verdicts.append(

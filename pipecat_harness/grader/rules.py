@@ -1,10 +1,8 @@
 """``RuleGrader``: the deterministic, offline default grader.
 
-It splits an agent utterance into sentences, extracts price, hours, policy,
-capability and action claims, and checks each against the tenant's
-:class:`~pipecat_harness.grader.constraints.ConstraintList` (and, for action
-claims, the call's operation ledger). Filler, questions, referrals to a human
-and refusals make no claim and produce no verdict.
+It splits an agent utterance into sentences, extracts price, hours, policy, capability and action claims, and checks
+each against the tenant's :class:`~pipecat_harness.grader.constraints.ConstraintList` (and, for action claims, the
+call's operation ledger). Filler, questions, referrals to a human and refusals make no claim and produce no verdict.
 """
 
 from __future__ import annotations
@@ -28,8 +26,8 @@ class RuleGrader:
 
     Args:
         constraints: The tenant's facts.
-        ledger: Where action claims are checked; without one an action claim
-            is ``out_of_scope`` (nothing to check it against).
+        ledger: Where action claims are checked; without one an action claim is ``out_of_scope`` (nothing to check it
+            against).
     """
 
     model = "rules"
@@ -57,15 +55,13 @@ class RuleGrader:
             verdicts += check_capabilities(tokens, sentence, self.constraints, policy_claim=bool(policies))
         return _dedupe(verdicts)
 
-    async def grade(
-        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
-    ) -> list[Verdict]:
+    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *,
+                    call_id: str | None = None) -> list[Verdict]:
         """Grade every claim in an utterance.
 
         Args:
             agent_utterance: What the caller heard.
-            caller_utterance: The caller's preceding turn (names the action
-                behind "Done, you're all set").
+            caller_utterance: The caller's preceding turn (names the action behind "Done, you're all set").
             call_id: The call whose operation ledger backs action claims.
 
         Returns:
@@ -81,9 +77,8 @@ class RuleGrader:
         """Judge completion claims against the ledger of ``call_id``."""
         if self.ledger is None or call_id is None:
             return [
-                Verdict(
-                    "out_of_scope", claim, "action", "ledger", "no operation ledger to check the claim against", 0.5
-                )
+                Verdict("out_of_scope", claim, "action", "ledger", "no operation ledger to check the claim against",
+                        0.5)
                 for claim, _ in claims
             ]
         succeeded = await self.ledger.succeeded_operations(call_id)

@@ -16,8 +16,8 @@ Category = Literal["price", "hours", "policy", "capability", "action", "none"]
 
 CATEGORIES: tuple[str, ...] = ("price", "hours", "policy", "capability", "action")
 
-#: Rule verdicts below this confidence are not settled: capability offers, policy conditions, availability.
-#: The combined grader asks the model about them.
+#: Rule verdicts below this confidence are not settled: capability offers, policy conditions, availability. The combined
+#: grader asks the model about them.
 SETTLED_CONFIDENCE = 0.85
 
 #: Verdicts that need a human to look at the turn.
@@ -32,8 +32,8 @@ class Verdict:
         verdict: ``supported``, ``unsupported``, ``out_of_scope`` or ``llm_flagged``.
         claim: The claim as said ("the basic detail is $129").
         category: ``price``, ``hours``, ``policy``, ``capability`` or ``action``.
-        constraint_ref: The constraint checked (``px_basic``, ``policies.refund``,
-            ``hours.sat``, ``ledger``), or ``None``.
+        constraint_ref: The constraint checked (``px_basic``, ``policies.refund``, ``hours.sat``, ``ledger``), or
+            ``None``.
         rationale: Why, in one sentence.
         confidence: 0..1.
     """
@@ -62,9 +62,8 @@ class Grader(Protocol):
     #: Identifies the grader in audit rows (``rules``, ``gemini-2.5-flash``...).
     model: str
 
-    async def grade(
-        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
-    ) -> Sequence[Verdict]:
+    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *,
+                    call_id: str | None = None) -> Sequence[Verdict]:
         """Return one verdict per claim; an empty list when the utterance makes no claim.
 
         Args:

@@ -1,9 +1,8 @@
 """Recorded calls, replayed: a decision point under treatments, and a whole call as a scenario.
 
-:mod:`~pipecat_harness.replay.decision_point` rebuilds what the model received at
-one model request of a trace; :mod:`~pipecat_harness.replay.treatments` re-runs the
-model there with no intervention, a reminder appended to its system instruction, or
-a check's feedback returned at its tool call, and tabulates the next action;
+:mod:`~pipecat_harness.replay.decision_point` rebuilds what the model received at one model request of a trace;
+:mod:`~pipecat_harness.replay.treatments` re-runs the model there with no intervention, a reminder appended to its
+system instruction, or a check's feedback returned at its tool call, and tabulates the next action;
 :mod:`~pipecat_harness.replay.from_trace` turns a recorded call into a scenario.
 """
 
@@ -12,17 +11,5 @@ from pipecat_harness.replay.decision_point import DecisionPoint, ReplayError, de
 from pipecat_harness.replay.from_trace import scenario_from_trace
 from pipecat_harness.replay.treatments import TREATMENTS, ReplayTable, TreatmentResult, replay_decision
 
-__all__ = [
-    "TREATMENTS",
-    "DecisionPoint",
-    "NextAction",
-    "ReferenceAction",
-    "ReplayError",
-    "ReplayTable",
-    "ToolCall",
-    "TreatmentResult",
-    "decision_point",
-    "decision_points",
-    "replay_decision",
-    "scenario_from_trace",
-]
+__all__ = ["TREATMENTS", "DecisionPoint", "NextAction", "ReferenceAction", "ReplayError", "ReplayTable", "ToolCall",
+           "TreatmentResult", "decision_point", "decision_points", "replay_decision", "scenario_from_trace"]

@@ -1,8 +1,7 @@
 """The model's next action at a decision point, and the reference action a scorer compares it with.
 
-A reference is written ``tool:NAME`` (the action calls that tool), ``say:REGEX``
-(its text matches, case-insensitive) or ``no_tool:NAME`` (it does not call that
-tool), several joined with ``|`` meaning any of them. It is read by the scorer
+A reference is written ``tool:NAME`` (the action calls that tool), ``say:REGEX`` (its text matches, case-insensitive) or
+``no_tool:NAME`` (it does not call that tool), several joined with ``|`` meaning any of them. It is read by the scorer
 only; the model never sees it.
 """
 

@@ -2,29 +2,23 @@
 
 Caller side, from the ``caller`` and ``bot`` lanes of the trace:
 
-* every stretch of speech VAD heard (``speech_started`` .. ``speech_stopped``,
-  the stop moved back by the VAD's stop window) becomes a ``say`` segment of
-  that length with the text the recogniser returned (its finals joined), or a
+* every stretch of speech VAD heard (``speech_started`` .. ``speech_stopped``, the stop moved back by the VAD's stop
+  window) becomes a ``say`` segment of that length with the text the recogniser returned (its finals joined), or a
   ``silent`` segment when no transcript came;
 * the gaps between stretches of one caller turn are ``pause`` segments;
-* each turn starts as it did: ``after: bot_started`` with the recorded delay
-  when the caller spoke over the bot (a barge-in), ``after: bot`` with the
-  recorded silence after the bot's reply, ``after: start`` before the bot ever
-  spoke. A simulated trace names its turns (``caller_turn``); otherwise a new
-  turn starts whenever the bot spoke since the previous stretch.
+* each turn starts as it did: ``after: bot_started`` with the recorded delay when the caller spoke over the bot (a
+  barge-in), ``after: bot`` with the recorded silence after the bot's reply, ``after: start`` before the bot ever spoke.
+  A simulated trace names its turns (``caller_turn``); otherwise a new turn starts whenever the bot spoke since the
+  previous stretch.
 
-Model side: one decision per model request, in order, each firing once, keyed
-on what that request answered (the start of the call, the newest caller
-message word for word, or the results of a tool) and doing what the model did
-(its text, its tool calls). With a control switched the model may receive
-something it never received on the line; no recorded decision matches that,
-and the scripted model says its fallback, which is the honest answer of a
-recording. ``live_model=True`` leaves the decisions out, for a run with a real
-model (``eval --model``).
+Model side: one decision per model request, in order, each firing once, keyed on what that request answered (the start
+of the call, the newest caller message word for word, or the results of a tool) and doing what the model did (its text,
+its tool calls). With a control switched the model may receive something it never received on the line; no recorded
+decision matches that, and the scripted model says its fallback, which is the honest answer of a recording.
+``live_model=True`` leaves the decisions out, for a run with a real model (``eval --model``).
 
-The business side (database, tools, expectations) is not in a trace: it comes
-from the scenario the call was simulated from when that is known, else the
-retail demo with no expectations beyond the caller finishing.
+The business side (database, tools, expectations) is not in a trace: it comes from the scenario the call was simulated
+from when that is known, else the retail demo with no expectations beyond the caller finishing.
 """
 
 from __future__ import annotations

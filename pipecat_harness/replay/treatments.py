@@ -5,17 +5,16 @@ The treatments, as in the design's replay experiment:
 ``none``
     the recorded context as it was;
 ``reminder``
-    the same context with the check's rule, in words, appended to the LLM
-    service's system instruction (Pipecat's ``append_system_instruction``);
+    the same context with the check's rule, in words, appended to the LLM service's system instruction (Pipecat's
+    ``append_system_instruction``);
 ``feedback``
-    the same context; when the model's response makes a tool call the check
-    refuses, the check's tool result is returned at that call and the model is
-    asked again. The next action is its answer to the feedback (a response the
-    check lets through stands as it is).
+    the same context; when the model's response makes a tool call the check refuses, the check's tool result is returned
+    at that call and the model is asked again. The next action is its answer to the feedback (a response the check lets
+    through stands as it is).
 
-Every treatment gets ``samples`` fresh model sessions; sample *i* uses the same
-seed in every treatment, so the treatments differ in the treatment only. The
-reference action is read by the scorer alone: nothing of it reaches the model.
+Every treatment gets ``samples`` fresh model sessions; sample *i* uses the same seed in every treatment, so the
+treatments differ in the treatment only. The reference action is read by the scorer alone: nothing of it reaches the
+model.
 """
 
 from __future__ import annotations
@@ -214,18 +213,9 @@ async def _replay(source: ModelSource, point: DecisionPoint, treatments: Sequenc
     return results
 
 
-def replay_decision(
-    point: DecisionPoint,
-    source: ModelSource,
-    *,
-    treatments: Sequence[str] = TREATMENTS,
-    samples: int = 3,
-    check: ToolCheck,
-    reference: ReferenceAction | None = None,
-    write_tools: Iterable[str] = (),
-    trace: str = "",
-    timeout_secs: float = 60.0,
-) -> ReplayTable:
+def replay_decision(point: DecisionPoint, source: ModelSource, *, treatments: Sequence[str] = TREATMENTS,
+                    samples: int = 3, check: ToolCheck, reference: ReferenceAction | None = None,
+                    write_tools: Iterable[str] = (), trace: str = "", timeout_secs: float = 60.0) -> ReplayTable:
     """Run every treatment ``samples`` times at ``point`` and return the table.
 
     Args:

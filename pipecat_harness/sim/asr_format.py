@@ -1,19 +1,16 @@
 """How recognisers write what the caller said: formatting profiles for the simulated STT.
 
-Real recognisers do not return the words a script says; they return formatted
-text, and identifiers come out in the recogniser's own shapes. Two profiles
-model the two families the input controls meet:
+Real recognisers do not return the words a script says; they return formatted text, and identifiers come out in the
+recogniser's own shapes. Two profiles model the two families the input controls meet:
 
-* ``deepgram`` (Deepgram with ``smart_format``): digits said one by one become
-  one numeral ("two three seven" -> ``237``), ten digits become a phone number
-  (``415-555-0134``), sentences get capitals and end punctuation;
-* ``whisper`` (Whisper, as faster-whisper tiny.en writes it): every segment is a
-  sentence ending in a period; spoken letters and digits are joined with
-  hyphens (``W-237``, ``C-F-A-0-4-Y``), a run of two digits reads as a
-  decimal ("nine four" -> ``9.4``), a phone number's groups keep their dashes.
+* ``deepgram`` (Deepgram with ``smart_format``): digits said one by one become one numeral ("two three seven" ->
+  ``237``), ten digits become a phone number (``415-555-0134``), sentences get capitals and end punctuation;
+* ``whisper`` (Whisper, as faster-whisper tiny.en writes it): every segment is a sentence ending in a period; spoken
+  letters and digits are joined with hyphens (``W-237``, ``C-F-A-0-4-Y``), a run of two digits reads as a decimal ("nine
+  four" -> ``9.4``), a phone number's groups keep their dashes.
 
-``plain`` returns the text unchanged (the simulator's historical behaviour).
-The shapes follow what the project's audio corpus got back from Whisper tiny.en.
+``plain`` returns the text unchanged (the simulator's historical behaviour). The shapes follow what the project's audio
+corpus got back from Whisper tiny.en.
 """
 
 from __future__ import annotations
@@ -32,9 +29,8 @@ _EDGE_PUNCT = re.compile(r"^([\"'(]*)(.*?)([.,!?;:\"')]*)$")
 _UNAMBIGUOUS_DIGITS = {w: d for w, d in DIGIT_WORDS.items() if w not in ("o", "oh")}
 
 
-def format_transcript(
-    text: str, profile: AsrProfile | str, *, closes_segment: bool = True, opens_segment: bool = True
-) -> str:
+def format_transcript(text: str, profile: AsrProfile | str, *, closes_segment: bool = True,
+                      opens_segment: bool = True) -> str:
     """Write ``text`` the way a recogniser of ``profile`` would.
 
     Args:

@@ -1,26 +1,20 @@
 """The simulated caller: turns a scenario's caller script into timed frames.
 
-Speech becomes the frames a transport, VAD and streaming STT would produce:
-``VADUserStartedSpeakingFrame`` at onset, ``InterimTranscriptionFrame``s as
-words accumulate, ``VADUserStoppedSpeakingFrame`` once VAD's stop window has
-passed, and the final ``TranscriptionFrame`` after the ASR's finalisation
-latency. Speech with no transcript (a quiet "mm-hmm") produces VAD frames only.
-Frames are built at injection time so their wall-clock timestamps are current.
+Speech becomes the frames a transport, VAD and streaming STT would produce: ``VADUserStartedSpeakingFrame`` at onset,
+``InterimTranscriptionFrame``s as words accumulate, ``VADUserStoppedSpeakingFrame`` once VAD's stop window has passed,
+and the final ``TranscriptionFrame`` after the ASR's finalisation latency. Speech with no transcript (a quiet "mm-hmm")
+produces VAD frames only. Frames are built at injection time so their wall-clock timestamps are current.
 
-The caller's voice spec can make the STT behave like a streaming service:
-finals in several pieces (all but the last while the caller still speaks), the
-last piece answering ``Finalize`` a set delay *after* the VAD stop (as Deepgram
+The caller's voice spec can make the STT behave like a streaming service: finals in several pieces (all but the last
+while the caller still speaks), the last piece answering ``Finalize`` a set delay *after* the VAD stop (as Deepgram
 does), and text written in a recogniser's format (``asr_format``).
 
-The caller reacts to the bot: a turn can wait for the bot to finish a reply
-(``after: bot``) or barge in a set time after the bot starts (``after:
-bot_started``). A caller whose expected reply never comes hangs up.
+The caller reacts to the bot: a turn can wait for the bot to finish a reply (``after: bot``) or barge in a set time
+after the bot starts (``after: bot_started``). A caller whose expected reply never comes hangs up.
 
-With a recogniser (the Deepgram fake, when the call runs the bots' real
-services), the caller streams audio into the pipeline while it speaks and
-tells the recogniser what it is saying; the transcripts then come from
-Pipecat's ``DeepgramSTTService`` reading the fake's results, not from
-injected frames.
+With a recogniser (the Deepgram fake, when the call runs the bots' real services), the caller streams audio into the
+pipeline while it speaks and tells the recogniser what it is saying; the transcripts then come from Pipecat's
+``DeepgramSTTService`` reading the fake's results, not from injected frames.
 """
 
 from __future__ import annotations
@@ -53,8 +47,7 @@ __all__ = ["VAD_START_SECS", "VAD_STOP_SECS", "CallerEvent", "SimulatedCaller"]
 VAD_START_SECS = 0.2
 VAD_STOP_SECS = 0.2
 _USER_ID = "caller"
-# Loop timers within the clock resolution count as due without time advancing,
-# so waits shorter than this would spin.
+# Loop timers within the clock resolution count as due without time advancing, so waits shorter than this would spin.
 _EPSILON = 1e-6
 
 
@@ -86,8 +79,7 @@ _PIECE_LATENCY_SECS = 0.15
 def plan_turn(turn: CallerTurn, voice: CallerSpec) -> list[CallerEvent]:
     """Lay out one caller turn as timed VAD and transcript events.
 
-    Segments separated by a pause shorter than VAD's stop window are merged:
-    VAD would not have seen the gap.
+    Segments separated by a pause shorter than VAD's stop window are merged: VAD would not have seen the gap.
     """
     events: list[CallerEvent] = []
     segments = _merge_short_pauses(turn.speech)
@@ -209,15 +201,13 @@ class _BotState:
 class SimulatedCaller(BaseObserver):
     """Plays a caller script into a running ``PipelineWorker``.
 
-    It is also an observer: it watches the bot start and stop speaking to time
-    its turns.
+    It is also an observer: it watches the bot start and stop speaking to time its turns.
 
     Args:
         turns: The caller's turns.
         voice: How speech maps to frames (speaking rate, ASR latency).
-        recogniser: A live recogniser to drive instead of injecting transcripts
-            (``interim(text)``, ``expect_final(text)``, ``final(text)``, as
-            :class:`~pipecat_harness.fakes.DeepgramFake` offers).
+        recogniser: A live recogniser to drive instead of injecting transcripts (``interim(text)``,
+            ``expect_final(text)``, ``final(text)``, as :class:`~pipecat_harness.fakes.DeepgramFake` offers).
         sample_rate: Rate of the audio streamed while speaking (with a recogniser).
     """
 

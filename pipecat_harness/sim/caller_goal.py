@@ -1,8 +1,7 @@
 """A caller described by goal: who they are, why they call, what they know and when they cut in.
 
-Instead of a script of turns, a scenario may give ``caller_goal``; an LLM
-caller (see :mod:`pipecat_harness.sim.goal_caller`) then plays the part,
-reacting to what the bot actually said::
+Instead of a script of turns, a scenario may give ``caller_goal``; an LLM caller (see
+:mod:`pipecat_harness.sim.goal_caller`) then plays the part, reacting to what the bot actually said::
 
     caller_goal:
       persona: "A retired teacher, polite, a little hard of hearing."
@@ -14,9 +13,8 @@ reacting to what the bot actually said::
       interrupts: {after_secs: 4}
       max_turns: 6
 
-Identifiers are written the way callers say them, with ``...`` where the
-caller pauses (a pause of ``pause_secs``), so a goal caller splits an
-identifier across a pause exactly as a scripted one would.
+Identifiers are written the way callers say them, with ``...`` where the caller pauses (a pause of ``pause_secs``), so a
+goal caller splits an identifier across a pause exactly as a scripted one would.
 """
 
 from __future__ import annotations
@@ -88,20 +86,15 @@ class CallerGoal(_Strict):
 
     def instructions(self) -> str:
         """The caller model's system prompt: the goal, and how to write pauses and hang up."""
-        lines = [
-            "You are playing a caller on a phone line to a customer-service voice agent.",
-            f"Who you are: {self.persona}",
-            f"Why you are calling: {self.reason}",
-        ]
+        lines = ["You are playing a caller on a phone line to a customer-service voice agent.",
+                 f"Who you are: {self.persona}", f"Why you are calling: {self.reason}"]
         for fact in self.knows:
             lines.append(f"If asked for your {fact.what}, say exactly: {fact.say}")
         for unknown in self.does_not_know:
             lines.append(f"You do not know {unknown}; if asked, say you don't know it.")
-        lines += [
-            "Speak only your next line, as it would be said aloud: no stage directions, no quotes.",
-            "Write '...' where you pause. Keep each line short, like a real caller.",
-            "When your request is done or you give up, say goodbye and end your line with [hang up].",
-        ]
+        lines += ["Speak only your next line, as it would be said aloud: no stage directions, no quotes.",
+                  "Write '...' where you pause. Keep each line short, like a real caller.",
+                  "When your request is done or you give up, say goodbye and end your line with [hang up]."]
         return "\n".join(lines)
 
 

@@ -44,13 +44,12 @@ class CallerTurn(StrictModel):
     """A caller turn and when it starts.
 
     Parameters:
-        after: ``bot`` waits until the bot has spoken since the previous caller
-            turn and then stayed quiet for ``delay`` seconds; ``bot_started``
-            starts ``delay`` seconds after the bot starts speaking (a barge-in);
-            ``start`` starts ``delay`` seconds after the call starts.
+        after: ``bot`` waits until the bot has spoken since the previous caller turn and then stayed quiet for ``delay``
+            seconds; ``bot_started`` starts ``delay`` seconds after the bot starts speaking (a barge-in); ``start``
+            starts ``delay`` seconds after the call starts.
         delay: Seconds after the trigger.
-        wait: Longest wait in seconds for the trigger; then the caller gives up
-            and hangs up (the rest of the script is not spoken).
+        wait: Longest wait in seconds for the trigger; then the caller gives up and hangs up (the rest of the script is
+            not spoken).
         speech: The segments of the turn.
     """
 
@@ -76,8 +75,8 @@ class CallerSpec(StrictModel):
     asr_format: Literal["plain", "deepgram", "whisper"] = "plain"
     #: Finals per stretch of speech: all but the last arrive while the caller is still speaking.
     final_pieces: int = Field(default=1, ge=1, le=10)
-    #: When set, the last piece answers the STT's ``Finalize`` this long *after* the VAD stop
-    #: (Deepgram: 0.1-0.4 s); otherwise it arrives ``asr_final_secs`` after the speech ends.
+    #: When set, the last piece answers the STT's ``Finalize`` this long *after* the VAD stop (Deepgram: 0.1-0.4 s);
+    #: otherwise it arrives ``asr_final_secs`` after the speech ends.
     finalize_delay_secs: float | None = Field(default=None, ge=0, le=3)
     #: The STT's P99 time to final, announced in an ``STTMetadataFrame`` at the start of the call.
     stt_p99_secs: float | None = Field(default=None, gt=0, le=5)

@@ -1,21 +1,16 @@
 """Virtual time for simulated calls.
 
-A simulated call must keep the frame order and relative timing of a real call
-while running in a fraction of the wall time. Dividing durations by a factor
-changes frame order (many Pipecat constants cannot be scaled), so instead the
-event loop runs on virtual time: whenever nothing is runnable, the loop jumps
-straight to its next timer. Every Pipecat timer is an asyncio timer, so the
-whole pipeline follows. Three other clocks are made to follow the loop:
+A simulated call must keep the frame order and relative timing of a real call while running in a fraction of the wall
+time. Dividing durations by a factor changes frame order (many Pipecat constants cannot be scaled), so instead the event
+loop runs on virtual time: whenever nothing is runnable, the loop jumps straight to its next timer. Every Pipecat timer
+is an asyncio timer, so the whole pipeline follows. Three other clocks are made to follow the loop:
 
 * the pipeline clock (``LoopClock``, passed to ``PipelineWorker(clock=...)``);
-* ``time.time()`` (through ``time-machine``), which gates bot-speaking ticks,
-  VAD frame timestamps and metrics;
-* ``time.monotonic()`` inside the VAD controller and Smart Turn modules, which
-  mix it with ``asyncio.sleep``.
+* ``time.time()`` (through ``time-machine``), which gates bot-speaking ticks, VAD frame timestamps and metrics;
+* ``time.monotonic()`` inside the VAD controller and Smart Turn modules, which mix it with ``asyncio.sleep``.
 
-Work handed to executor threads freezes virtual time until it completes, which
-makes runs deterministic (model inference then takes zero virtual time); so do
-aiosqlite's thread and a Redis server's replies, which the loop holds for itself,
+Work handed to executor threads freezes virtual time until it completes, which makes runs deterministic (model inference
+then takes zero virtual time); so do aiosqlite's thread and a Redis server's replies, which the loop holds for itself,
 leaving the stores' own code a plain ``await``.
 """
 
@@ -30,6 +25,7 @@ import types
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future as ConcurrentFuture
 from typing import Any
+from unittest import mock
 
 import time_machine
 from pipecat.clocks.base_clock import BaseClock
@@ -40,10 +36,7 @@ __all__ = ["LoopClock", "VirtualTimeGuardError", "VirtualTimeLoop", "virtual_tim
 SIMULATION_EPOCH = _dt.datetime(2026, 1, 5, 9, 0, 0, tzinfo=_dt.UTC)
 
 # Modules that read time.monotonic() next to asyncio sleeps.
-_MONOTONIC_MODULES = (
-    "pipecat.audio.vad.vad_controller",
-    "pipecat.audio.turn.smart_turn.base_smart_turn",
-)
+_MONOTONIC_MODULES = ("pipecat.audio.vad.vad_controller", "pipecat.audio.turn.smart_turn.base_smart_turn")
 
 
 class VirtualTimeGuardError(RuntimeError):
@@ -54,19 +47,14 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """A selector event loop whose clock jumps to the next timer when idle.
 
     Args:
-        max_virtual_secs: Virtual time after which the loop refuses to advance
-            further (a scenario that never ends is an error, not a hang).
+        max_virtual_secs: Virtual time after which the loop refuses to advance further (a scenario that never ends is an
+            error, not a hang).
         max_wall_secs: Wall-clock budget for the whole run.
         on_advance: Called with the number of virtual seconds skipped.
     """
 
-    def __init__(
-        self,
-        *,
-        max_virtual_secs: float = 3600.0,
-        max_wall_secs: float = 120.0,
-        on_advance: Callable[[float], None] | None = None,
-    ) -> None:
+    def __init__(self, *, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0,
+                 on_advance: Callable[[float], None] | None = None) -> None:
         super().__init__(selectors.DefaultSelector())
         self._virtual_now = 0.0
         self._max_virtual_secs = max_virtual_secs
@@ -81,8 +69,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             if ready or timeout == 0:
                 return ready
             if self._pending_executor or timeout is None:
-                # A thread or real I/O must make progress: wait a real slice
-                # without advancing virtual time.
+                # A thread or real I/O must make progress: wait a real slice without advancing virtual time.
                 self._check_wall_budget()
                 return real_select(0.002)
             self._advance(timeout)
@@ -110,9 +97,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def _advance(self, seconds: float) -> None:
         if self._virtual_now + seconds > self._max_virtual_secs:
-            raise VirtualTimeGuardError(
-                f"simulated call exceeded {self._max_virtual_secs:.0f} s of virtual time"
-            )
+            raise VirtualTimeGuardError(f"simulated call exceeded {self._max_virtual_secs:.0f} s of virtual time")
         self._check_wall_budget()
         target = self._virtual_now + seconds
         scheduled = getattr(self, "_scheduled", None)
@@ -126,16 +111,14 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def _check_wall_budget(self) -> None:
         if time.perf_counter() - self._wall_started > self._max_wall_secs:
-            raise VirtualTimeGuardError(
-                f"simulated call exceeded {self._max_wall_secs:.0f} s of wall-clock time"
-            )
+            raise VirtualTimeGuardError(f"simulated call exceeded {self._max_wall_secs:.0f} s of wall-clock time")
 
 
 class LoopClock(BaseClock):
     """Pipeline clock reading the running event loop's time, in nanoseconds.
 
-    On a ``VirtualTimeLoop`` this is virtual time; on a normal loop it is
-    monotonic time, so the clock is safe to use in real calls too.
+    On a ``VirtualTimeLoop`` this is virtual time; on a normal loop it is monotonic time, so the clock is safe to use in
+    real calls too.
     """
 
     def __init__(self) -> None:
@@ -151,9 +134,7 @@ class LoopClock(BaseClock):
 
 
 @contextlib.contextmanager
-def virtual_time(
-    *, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0
-) -> Iterator[VirtualTimeLoop]:
+def virtual_time(*, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0) -> Iterator[VirtualTimeLoop]:
     """Create a virtual-time loop with the wall clock and monotonic readers following it.
 
     Use it with ``asyncio.Runner(loop_factory=lambda: loop)``::
@@ -165,45 +146,26 @@ def virtual_time(
     Yields:
         The loop to run the simulated call on.
     """
-    traveller = time_machine.travel(SIMULATION_EPOCH, tick=False)
-    coordinates = traveller.start()
-    loop = VirtualTimeLoop(
-        max_virtual_secs=max_virtual_secs,
-        max_wall_secs=max_wall_secs,
-        on_advance=coordinates.shift,
-    )
-    patched = _patch_monotonic(loop)
-    restore_aiosqlite = _track_aiosqlite_threads()
-    restore_redis = _hold_time_for_redis()
-    try:
+    with contextlib.ExitStack() as stack:
+        coordinates = stack.enter_context(time_machine.travel(SIMULATION_EPOCH, tick=False))
+        loop = VirtualTimeLoop(max_virtual_secs=max_virtual_secs, max_wall_secs=max_wall_secs,
+                               on_advance=coordinates.shift)
+        stack.callback(lambda: None if loop.is_closed() else loop.close())
+        _patch_monotonic(stack, loop)
+        _track_aiosqlite_threads(stack)
+        _hold_time_for_redis(stack)
         yield loop
-    finally:
-        restore_redis()
-        restore_aiosqlite()
-        for module, original in patched:
-            module.time = original  # type: ignore[attr-defined]
-        traveller.stop()
-        if not loop.is_closed():
-            loop.close()
 
 
-def _patch_monotonic(loop: VirtualTimeLoop) -> list[tuple[types.ModuleType, Any]]:
+def _patch_monotonic(stack: contextlib.ExitStack, loop: VirtualTimeLoop) -> None:
     import importlib
 
-    patched: list[tuple[types.ModuleType, Any]] = []
-    shim = types.SimpleNamespace(
-        **{name: getattr(time, name) for name in dir(time) if not name.startswith("__")}
-    )
+    shim = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("__")})
     shim.monotonic = loop.time
     shim.monotonic_ns = lambda: int(loop.time() * 1e9)
     for name in _MONOTONIC_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        patched.append((module, module.time))  # type: ignore[attr-defined]
-        module.time = shim  # type: ignore[attr-defined]
-    return patched
+        with contextlib.suppress(ImportError):
+            stack.enter_context(mock.patch.object(importlib.import_module(name), "time", shim))
 
 
 class _TrackedQueue:
@@ -224,42 +186,35 @@ class _TrackedQueue:
         return getattr(self._queue, name)
 
 
-def _track_aiosqlite_threads() -> Callable[[], None]:
+def _track_aiosqlite_threads(stack: contextlib.ExitStack) -> None:
     """Make aiosqlite's per-connection thread hold virtual time while it works.
 
-    aiosqlite completes futures from its own thread rather than through
-    ``run_in_executor``; without this a database call could let virtual time
-    jump past pending work.
+    aiosqlite completes futures from its own thread rather than through ``run_in_executor``; without this a database
+    call could let virtual time jump past pending work.
     """
     try:
         from aiosqlite import core
     except ImportError:
-        return lambda: None
+        return
     original_init = core.Connection.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         self._tx = _TrackedQueue(self._tx)
 
-    core.Connection.__init__ = init  # type: ignore[method-assign]
-
-    def restore() -> None:
-        core.Connection.__init__ = original_init  # type: ignore[method-assign]
-
-    return restore
+    stack.enter_context(mock.patch.object(core.Connection, "__init__", init))
 
 
-def _hold_time_for_redis() -> Callable[[], None]:
+def _hold_time_for_redis(stack: contextlib.ExitStack) -> None:
     """Make a Redis connect or reply hold virtual time until the server answers.
 
-    A loop waiting on a socket looks idle, so without this the clock would jump
-    to the next timer (a lock's lease, a work timeout) while Redis answers.
+    A loop waiting on a socket looks idle, so without this the clock would jump to the next timer (a lock's lease, a
+    work timeout) while Redis answers.
     """
     try:
         from redis.asyncio.connection import AbstractConnection
     except ImportError:
-        return lambda: None
-    originals = {name: getattr(AbstractConnection, name) for name in ("connect", "read_response")}
+        return
 
     def holding(original: Callable[..., Any]) -> Callable[..., Any]:
         async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -271,11 +226,5 @@ def _hold_time_for_redis() -> Callable[[], None]:
 
         return call
 
-    for name, original in originals.items():
-        setattr(AbstractConnection, name, holding(original))
-
-    def restore() -> None:
-        for name, original in originals.items():
-            setattr(AbstractConnection, name, original)
-
-    return restore
+    for name in ("connect", "read_response"):
+        stack.enter_context(mock.patch.object(AbstractConnection, name, holding(getattr(AbstractConnection, name))))

@@ -1,11 +1,9 @@
 """``pipecat-harness simulate``: run simulated calls offline and check their business outcomes.
 
-The output is made to read at a glance: one line per call while the run goes,
-the timeline of every call whose outcome is not the expected one, and a summary
-table at the end. ``--timeline`` prints every call's timeline.
-A scenario that cannot run (an invalid file, SQL that fails against the seed)
-is reported in one sentence and fails alone; the others still run, and the
-exit status is 2 (bad input) rather than 1 (an outcome not as expected).
+The output is made to read at a glance: one line per call while the run goes, the timeline of every call whose outcome
+is not the expected one, and a summary table at the end. ``--timeline`` prints every call's timeline. A scenario that
+cannot run (an invalid file, SQL that fails against the seed) is reported in one sentence and fails alone; the others
+still run, and the exit status is 2 (bad input) rather than 1 (an outcome not as expected).
 """
 
 from __future__ import annotations
@@ -63,9 +61,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
     parser.add_argument("--config", help="a HarnessConfig YAML file (default: each scenario domain's preset)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument(
-        "--controls", help=f"comma-separated controls to enable, the rest off ({', '.join(CONTROL_NAMES)})"
-    )
+    group.add_argument("--controls",
+                       help=f"comma-separated controls to enable, the rest off ({', '.join(CONTROL_NAMES)})")
     group.add_argument("--no-controls", action="store_true", help="run with every control off")
     parser.add_argument("--without", action="append", default=[], metavar="CONTROL", help="switch one control off")
     parser.add_argument("--services", choices=SIM_SERVICES, default="scripted",
@@ -173,7 +170,7 @@ def _simulate(args: argparse.Namespace) -> int:
         _print_error(str(exc))
         return 2
     audio = None
-    if getattr(args, "audio", False):
+    if args.audio:
         from pipecat_harness.sim.audio import AudioModeUnavailable
         from pipecat_harness.sim.audio.mode import AudioMode
 
@@ -234,9 +231,8 @@ def _print_summary(console: Console, rows: list[_Row], wall_secs: float, trace_d
             continue
         mark = "[green]as expected[/green]" if result.as_expected else "[red]NOT AS EXPECTED[/red]"
         outcome = "[green]pass[/green]" if result.passed else "[yellow]fail[/yellow]"
-        table.add_row(result.scenario, ", ".join(sorted(result.active_controls)) or "none", outcome,
-                      result.expected, mark, str(len(result.decisions)), f"{result.virtual_secs:.1f}",
-                      f"{result.wall_secs:.2f}")
+        table.add_row(result.scenario, ", ".join(sorted(result.active_controls)) or "none", outcome, result.expected,
+                      mark, str(len(result.decisions)), f"{result.virtual_secs:.1f}", f"{result.wall_secs:.2f}")
     console.print(table)
     results = [row.result for row in rows if row.result is not None]
     mismatched = [r for r in results if not r.as_expected]

@@ -1,14 +1,11 @@
 """A deterministic caller brain: plays a :class:`CallerGoal` from the conversation alone.
 
-Offline, the LLM caller talks to the loopback OpenAI-compatible fake and this
-brain answers there, over the same protocol a caller model would receive: the
-goal as system prompt, the bot's lines as ``user`` turns and the caller's own
-lines as ``assistant`` turns. Its policy is plain and repeatable: open with
-the reason for the call; give a known fact when the bot's last line asks for
-it (spelled with the pauses the goal gives); repeat its last line when the bot
-asks it to; say it does not know what it does not know; say goodbye and hang
-up once the bot offers to help with anything else (``done_when``); otherwise
-agree.
+Offline, the LLM caller talks to the loopback OpenAI-compatible fake and this brain answers there, over the same
+protocol a caller model would receive: the goal as system prompt, the bot's lines as ``user`` turns and the caller's own
+lines as ``assistant`` turns. Its policy is plain and repeatable: open with the reason for the call; give a known fact
+when the bot's last line asks for it (spelled with the pauses the goal gives); repeat its last line when the bot asks it
+to; say it does not know what it does not know; say goodbye and hang up once the bot offers to help with anything else
+(``done_when``); otherwise agree.
 """
 
 from __future__ import annotations

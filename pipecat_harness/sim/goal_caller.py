@@ -1,17 +1,13 @@
 """The LLM caller: a caller played from a goal, reacting to what the bot said.
 
-Each turn the caller waits for the bot (or cuts in once a reply has lasted
-``interrupts.after_secs``), asks its caller model for the next line given the
-conversation so far as the caller heard it, and speaks that line through the
-same frames a scripted turn produces (``...`` in the line becomes a pause). A
-line ending in ``[hang up]`` is its last.
+Each turn the caller waits for the bot (or cuts in once a reply has lasted ``interrupts.after_secs``), asks its caller
+model for the next line given the conversation so far as the caller heard it, and speaks that line through the same
+frames a scripted turn produces (``...`` in the line becomes a pause). A line ending in ``[hang up]`` is its last.
 
-The caller model is any OpenAI-compatible chat endpoint (``--caller-model``),
-sampled at temperature 0 with the evaluation's seed. Lines are cached per
-(seed, scenario, run, turn, conversation so far): both arms of a comparison
-that reach the same point of the call hear the same caller, even from a model
-that does not honour its seed. Offline the caller model is the loopback
-OpenAI-compatible fake answering from :class:`~pipecat_harness.sim.goal_brain.GoalBrain`.
+The caller model is any OpenAI-compatible chat endpoint (``--caller-model``), sampled at temperature 0 with the
+evaluation's seed. Lines are cached per (seed, scenario, run, turn, conversation so far): both arms of a comparison that
+reach the same point of the call hear the same caller, even from a model that does not honour its seed. Offline the
+caller model is the loopback OpenAI-compatible fake answering from :class:`~pipecat_harness.sim.goal_brain.GoalBrain`.
 """
 
 from __future__ import annotations
@@ -78,12 +74,11 @@ class CallerLines:
         self._scenario = scenario
         self._settings = settings
         self._model_name = model_name
-        # A blocking client run in an executor thread: the loop freezes virtual time until the line is back,
-        # while the client's own timeouts and retry back-off run on real time (on the call's loop they
-        # would wait on a clock that stands still).
+        # A blocking client run in an executor thread: the loop freezes virtual time until the line is back, while the
+        # client's own timeouts and retry back-off run on real time (on the call's loop they would wait on a clock that
+        # stands still).
         self._client = OpenAI(api_key=api_key, base_url=base_url, max_retries=2, timeout=60.0)
         self.requests = 0
-        self.cache_hits = 0
 
     def _key(self, turn: int, conversation: list[dict[str, str]]) -> str:
         label = self._settings.model.label if self._settings.model else _OFFLINE_MODEL
@@ -96,7 +91,6 @@ class CallerLines:
         key = self._key(turn, conversation)
         path = Path(self._settings.cache_dir) / f"{key}.json" if self._settings.cache_dir else None
         if path is not None and path.exists():
-            self.cache_hits += 1
             return str(json.loads(path.read_text(encoding="utf-8"))["line"])
         # The caller model's latency is not part of the call: on the virtual-time loop an executor freezes time.
         line = await asyncio.get_running_loop().run_in_executor(None, self._ask, conversation)

@@ -1,9 +1,8 @@
 """Ground truth for history fidelity: what was generated, heard and retained per assistant turn.
 
-In a simulation the true played audio of every TTS context is known, so each
-assistant turn can be scored: words of unplayed text the model's history still
-holds (the target error of history correction), and words the caller heard
-that history lost (its cost, which makes bots repeat themselves).
+In a simulation the true played audio of every TTS context is known, so each assistant turn can be scored: words of
+unplayed text the model's history still holds (the target error of history correction), and words the caller heard that
+history lost (its cost, which makes bots repeat themselves).
 """
 
 from __future__ import annotations
@@ -24,15 +23,6 @@ def normalize_words(text: str) -> list[str]:
     return [w for w in (re.sub(r"[^\w']", "", t).lower() for t in text.split()) if w]
 
 
-def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 @dataclass(frozen=True)
 class TurnPlayback:
     """One assistant turn scored against ground truth.
@@ -46,8 +36,8 @@ class TurnPlayback:
         played_removed: Heard words missing from history.
         interrupted: Whether playback stopped before the end because the caller barged in.
         retained_text: The history message matched to this turn.
-        call_ended: Playback was still going when the call hit its limit: not a barge-in, and what
-            history kept of it is not scored.
+        call_ended: Playback was still going when the call hit its limit: not a barge-in, and what history kept of it is
+            not scored.
     """
 
     context_id: str
@@ -69,11 +59,9 @@ def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]]
                      call_ended: bool = False) -> list[TurnPlayback]:
     """Score every TTS context of a call against the final history.
 
-    Each context is matched, in order, to the first unmatched assistant text
-    message that shares its first word; a context with no such message was
-    removed from history entirely. With ``call_ended`` (the call was stopped
-    at its time limit) a last context still playing is marked ``call_ended``
-    instead of interrupted.
+    Each context is matched, in order, to the first unmatched assistant text message that shares its first word; a
+    context with no such message was removed from history entirely. With ``call_ended`` (the call was stopped at its
+    time limit) a last context still playing is marked ``call_ended`` instead of interrupted.
     """
     assistant = [(message_text(m), normalize_words(message_text(m))) for m in messages
                  if m.get("role") == "assistant" and message_text(m).strip()]
@@ -93,18 +81,14 @@ def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]]
             used.add(match_index)
             cursor = match_index + 1
             retained_text = assistant[match_index][0]
-            retained = _common_prefix(assistant[match_index][1], generated)
+            kept = assistant[match_index][1]
+            retained = next((i for i, pair in enumerate(zip(kept, generated, strict=False)) if pair[0] != pair[1]),
+                            min(len(kept), len(generated)))
         turns.append(
-            TurnPlayback(
-                context_id=context_id,
-                generated_words=len(generated),
-                heard_words=len(heard),
-                retained_words=retained,
-                unplayed_retained=max(0, retained - len(heard)),
-                played_removed=max(0, len(heard) - retained),
-                interrupted=len(heard) < len(generated),
-                retained_text=retained_text,
-            )
+            TurnPlayback(context_id=context_id, generated_words=len(generated), heard_words=len(heard),
+                         retained_words=retained, unplayed_retained=max(0, retained - len(heard)),
+                         played_removed=max(0, len(heard) - retained), interrupted=len(heard) < len(generated),
+                         retained_text=retained_text)
         )
     if call_ended and turns and turns[-1].interrupted:
         turns[-1] = replace(turns[-1], interrupted=False, unplayed_retained=0, played_removed=0, call_ended=True)

@@ -1,18 +1,14 @@
 """A real model in a simulated call: the bots' own Pipecat LLM service, pointed at a provider.
 
-``--model gemini:<name>`` builds ``GoogleLLMService`` (the class ``bots/agent.py``
-runs) and ``--model openai:<name>`` builds ``OpenAILLMService`` for any
-OpenAI-compatible endpoint (``--base-url``; there an assistant tool-call
-message goes out with ``""`` for content, which every such server accepts). The scenario's system prompt,
-tools and business database are the same as with the scripted model; only
-the decisions now come from the model. Temperature and seed are fixed per
-evaluation and sent with every request, so they can be recorded beside the
-results.
+``--model gemini:<name>`` builds ``GoogleLLMService`` (the class ``bots/agent.py`` runs) and ``--model openai:<name>``
+builds ``OpenAILLMService`` for any OpenAI-compatible endpoint (``--base-url``; there an assistant tool-call message
+goes out with ``""`` for content, which every such server accepts). The scenario's system prompt, tools and business
+database are the same as with the scripted model; only the decisions now come from the model. Temperature and seed are
+fixed per evaluation and sent with every request, so they can be recorded beside the results.
 
-The key is read from the environment when the service is built (in the
-worker process), never stored in a result. Time in the simulated call stands
-still while a request is in flight (see :class:`~pipecat_harness.sim.model_meter.ModelMeter`):
-the caller hears the model's decisions, not its network latency.
+The key is read from the environment when the service is built (in the worker process), never stored in a result. Time
+in the simulated call stands still while a request is in flight (see
+:class:`~pipecat_harness.sim.model_meter.ModelMeter`): the caller hears the model's decisions, not its network latency.
 """
 
 from __future__ import annotations
@@ -38,8 +34,8 @@ _GEMINI_OPENAI_URL = "https://generativelanguage.googleapis.com/v1beta/openai/"
 def _compatible_openai_service() -> type:
     """``OpenAILLMService`` sending an assistant tool-call message's ``null`` content as ``""``.
 
-    OpenAI accepts ``null`` there; several OpenAI-compatible servers (llama-cpp-python's among
-    them) refuse the request, and the client's retries would then stand in for the model's answer.
+    OpenAI accepts ``null`` there; several OpenAI-compatible servers (llama-cpp-python's among them) refuse the request,
+    and the client's retries would then stand in for the model's answer.
     """
     from pipecat.services.openai.llm import OpenAILLMService
 
@@ -69,8 +65,8 @@ class ModelArm:
         base_url: API root (``None``: the provider's default endpoint).
         temperature: Sampling temperature sent with every request.
         seed: Sampling seed sent with every request.
-        max_tokens: Output limit sent with every request (``None``: the provider's default, which for
-            some servers is no limit at all).
+        max_tokens: Output limit sent with every request (``None``: the provider's default, which for some servers is no
+            limit at all).
     """
 
     provider: ModelProvider
@@ -82,8 +78,7 @@ class ModelArm:
 
     @classmethod
     def parse(cls, spec: str, *, base_url: str | None = None, temperature: float = 0.0, seed: int = 0,
-              env: Mapping[str, str] | None = None, option: str = "--model",
-              max_tokens: int | None = None) -> ModelArm:
+              env: Mapping[str, str] | None = None, option: str = "--model", max_tokens: int | None = None) -> ModelArm:
         """Read ``provider:name`` and check that the provider's key is set.
 
         Raises:

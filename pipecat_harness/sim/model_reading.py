@@ -1,9 +1,8 @@
 """How the scripted model reads a request: which decision's condition holds, and the templates it fills.
 
-A scripted decision fires on what the model received, read as a model reads
-it: a recogniser's formatting as the words said, Pipecat's late async-tool
-results as the tool results they are, and without the user turns a provider
-adapter made up.
+A scripted decision fires on what the model received, read as a model reads it: a recogniser's formatting as the words
+said, Pipecat's late async-tool results as the tool results they are, and without the user turns a provider adapter made
+up.
 """
 
 from __future__ import annotations
@@ -33,9 +32,8 @@ FILTERS = {
 def render_template(value: Any, variables: Mapping[str, str]) -> Any:
     """Fill ``{name}`` / ``{name|filter}`` placeholders in strings, lists and mappings.
 
-    A string that is exactly one placeholder keeps the filter's result type;
-    unknown variables render as an empty string (what a model that heard
-    nothing would pass).
+    A string that is exactly one placeholder keeps the filter's result type; unknown variables render as an empty string
+    (what a model that heard nothing would pass).
     """
     if isinstance(value, str):
         def substitute(match: re.Match[str]) -> str:
@@ -60,9 +58,8 @@ def message_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-# User turns a provider adapter adds on its own: Gemini's adapter copies the
-# system instruction into a user turn when the context has no text message
-# yet, and appends "." when the contents would end with a model turn.
+# User turns a provider adapter adds on its own: Gemini's adapter copies the system instruction into a user turn when
+# the context has no text message yet, and appends "." when the contents would end with a model turn.
 _ADAPTER_FILLERS = {"."}
 
 
@@ -81,10 +78,9 @@ def caller_view(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def as_model_reads(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The messages with Pipecat's async-tool results read as the tool results they are.
 
-    Pipecat delivers a result that arrives after the model moved on as a
-    ``developer`` message carrying its async-tool payload, which Gemini's
-    adapter sends as a user turn. A model reads either as that tool call's
-    result, never as the caller's words.
+    Pipecat delivers a result that arrives after the model moved on as a ``developer`` message carrying its async-tool
+    payload, which Gemini's adapter sends as a user turn. A model reads either as that tool call's result, never as the
+    caller's words.
     """
     read: list[Mapping[str, Any]] = []
     for message in messages:
@@ -147,10 +143,10 @@ _PATTERN_PAUSE = re.compile(r"(?<!\\),\??(?= )")
 def _read_user_turn(pattern: str, text: str) -> re.Match[str] | None:
     """Match a decision's ``user`` pattern against a turn the way a model reads it.
 
-    A model reads a recogniser's "W-4817. 420." as the words the caller said, and it reads the recogniser's
-    punctuation as no more than pauses: "Yusuf Rossi. zip code 1 9 1 2 2." is what "Yusuf Rossi, zip code one
-    nine one two two" says. The turn is tried as spoken words, as written, and last as spoken words with every
-    pause mark dropped against the pattern with its literal pause commas dropped.
+    A model reads a recogniser's "W-4817. 420." as the words the caller said, and it reads the recogniser's punctuation
+    as no more than pauses: "Yusuf Rossi. zip code 1 9 1 2 2." is what "Yusuf Rossi, zip code one nine one two two"
+    says. The turn is tried as spoken words, as written, and last as spoken words with every pause mark dropped against
+    the pattern with its literal pause commas dropped.
     """
     spoken = written_to_spoken(text)
     match = re.search(pattern, spoken, re.IGNORECASE) or re.search(pattern, text, re.IGNORECASE)
@@ -163,10 +159,9 @@ def _read_user_turn(pattern: str, text: str) -> re.Match[str] | None:
 def _recent_notes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """What the model was told outside the conversation since it last spoke.
 
-    The developer notes added since the newest assistant text, and the system
-    instruction, where the harness puts a note for the generation it concerns
-    when an LLM service is there to carry it (Gemini would read a developer
-    note as a caller turn).
+    The developer notes added since the newest assistant text, and the system instruction, where the harness puts a note
+    for the generation it concerns when an LLM service is there to carry it (Gemini would read a developer note as a
+    caller turn).
     """
     notes: list[str] = [message_text(m) for m in messages[:1] if m.get("role") == "system"]
     for message in reversed(messages):

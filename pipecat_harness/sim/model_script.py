@@ -47,17 +47,16 @@ class DecisionCondition(StrictModel):
 
     Parameters:
         start: The context has no user message yet (the bot speaks first).
-        user: Regular expression searched in the newest user message; named
-            groups become template variables.
+        user: Regular expression searched in the newest user message; named groups become template variables.
         tool: The newest messages are results of this tool.
         result: Regular expression searched in those tool results (JSON).
         said: Regular expression that must match some assistant message in history.
         not_said: Regular expression that must match no assistant message.
         last_said: Regular expression searched in the newest assistant text message.
-        system: Regular expression searched in the system instruction the model received (the prompt with
-            what was appended to it, e.g. a reminder).
-        note: Regular expression searched in the notes added to the context since the model last spoke
-            (``developer`` messages, such as an update on an earlier tool call whose outcome was unknown).
+        system: Regular expression searched in the system instruction the model received (the prompt with what was
+            appended to it, e.g. a reminder).
+        note: Regular expression searched in the notes added to the context since the model last spoke (``developer``
+            messages, such as an update on an earlier tool call whose outcome was unknown).
     """
 
     start: bool | None = None
@@ -123,9 +122,9 @@ class ModelDecision(StrictModel):
         tool_calls: Tool calls to make after the text.
         times: How many times the decision may fire.
         weight: Relative chance of the decision's own action when the model samples.
-        alternatives: Other actions the model may take instead. A model that samples (``replay --samples``,
-            one seed per sample) picks one action by weight; without a seed (``simulate``, ``eval``) the
-            decision's own action is taken, so calls stay deterministic.
+        alternatives: Other actions the model may take instead. A model that samples (``replay --samples``, one seed per
+            sample) picks one action by weight; without a seed (``simulate``, ``eval``) the decision's own action is
+            taken, so calls stay deterministic.
     """
 
     when: DecisionCondition = Field(default_factory=DecisionCondition)
@@ -159,8 +158,8 @@ class ModelScript(StrictModel):
         greeting: Shorthand for a first decision ``when: {start: true}``.
         decisions: The decisions, tried in order; the first that applies fires.
         fallback: What the model says when no decision applies.
-        summary: What the model answers when Pipecat asks it to summarise the context (scripted, like
-            everything it says).
+        summary: What the model answers when Pipecat asks it to summarise the context (scripted, like everything it
+            says).
         first_token_secs: Latency from the model call to the first token.
         token_secs: Time between streamed tokens.
     """

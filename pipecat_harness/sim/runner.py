@@ -1,21 +1,17 @@
 """Run a scenario as a complete call through a real Pipecat ``PipelineWorker``.
 
-The pipeline is the one a bot would run, minus the network: caller frames
-(VAD and transcripts) are injected at their times, the user aggregator decides
-turns with Pipecat's own strategies, the scripted LLM calls tools through
-Pipecat's function-calling path against a real SQLite business database, the
-simulated TTS produces audio of realistic length, and the simulated transport
-plays it on the clock so barge-ins land mid-sentence. The harness, built from
-a :class:`HarnessConfig`, places its controls as it would in production.
+The pipeline is the one a bot would run, minus the network: caller frames (VAD and transcripts) are injected at their
+times, the user aggregator decides turns with Pipecat's own strategies, the scripted LLM calls tools through Pipecat's
+function-calling path against a real SQLite business database, the simulated TTS produces audio of realistic length, and
+the simulated transport plays it on the clock so barge-ins land mid-sentence. The harness, built from a
+:class:`HarnessConfig`, places its controls as it would in production.
 
-Everything runs on a virtual-time event loop (see :mod:`pipecat_harness.sim.clock`):
-the same frame order and relative timing as real time, in a fraction of it.
+Everything runs on a virtual-time event loop (see :mod:`pipecat_harness.sim.clock`): the same frame order and relative
+timing as real time, in a fraction of it.
 
-The model may instead be a real one through the bots' Pipecat service
-(:mod:`pipecat_harness.sim.model_arm`), and the caller one described by goal
-and played by an LLM caller (:mod:`pipecat_harness.sim.goal_caller`). How the
-call is set up, what it produced and how its expectations are checked live in
-``call_setup``, ``call_result`` and ``call_checks``.
+The model may instead be a real one through the bots' Pipecat service (:mod:`pipecat_harness.sim.model_arm`), and the
+caller one described by goal and played by an LLM caller (:mod:`pipecat_harness.sim.goal_caller`). How the call is set
+up, what it produced and how its expectations are checked live in ``call_setup``, ``call_result`` and ``call_checks``.
 """
 
 from __future__ import annotations
@@ -77,20 +73,10 @@ _SAMPLE_RATE = 16000
 _PROVIDER_LANES = {"gemini": "model", "openai": "model", "elevenlabs": "bot", "deepgram": "caller"}
 
 
-async def simulate_call(
-    scenario: Scenario,
-    config: HarnessConfig,
-    *,
-    workdir: Path,
-    trace_path: Path | None,
-    call_id: str | None = None,
-    use_harness: bool = True,
-    observers: Sequence[BaseObserver] = (),
-    services: SimServices = "scripted",
-    audio: AudioMode | None = None,
-    model: ModelArm | None = None,
-    goal_caller: GoalCallerSettings | None = None,
-) -> CallResult:
+async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: Path, trace_path: Path | None,
+                        call_id: str | None = None, use_harness: bool = True, observers: Sequence[BaseObserver] = (),
+                        services: SimServices = "scripted", audio: AudioMode | None = None,
+                        model: ModelArm | None = None, goal_caller: GoalCallerSettings | None = None) -> CallResult:
     """Run one scenario on the running (virtual-time) loop and check its expectations.
 
     Args:
@@ -101,13 +87,13 @@ async def simulate_call(
         call_id: Call identifier (default: the scenario name).
         use_harness: ``False`` runs the same pipeline with no harness at all (a baseline).
         observers: Extra observers for the worker.
-        services: ``scripted`` (the simulator's own LLM and TTS, injected transcripts) or
-            ``loopback`` / ``loopback-openai`` (the bots' Deepgram, Gemini or OpenAI, and
-            ElevenLabs services against the protocol fakes).
-        audio: Voice the caller with Piper and recognise it with Silero VAD and Whisper
-            (``None``: the caller's transcript frames are injected directly). Scripted services only.
-        model: A real model answering instead of the scenario's scripted one (the bots' Pipecat
-            LLM service, see :mod:`pipecat_harness.sim.model_arm`); scripted TTS and caller frames.
+        services: ``scripted`` (the simulator's own LLM and TTS, injected transcripts) or ``loopback`` /
+            ``loopback-openai`` (the bots' Deepgram, Gemini or OpenAI, and ElevenLabs services against the protocol
+            fakes).
+        audio: Voice the caller with Piper and recognise it with Silero VAD and Whisper (``None``: the caller's
+            transcript frames are injected directly). Scripted services only.
+        model: A real model answering instead of the scenario's scripted one (the bots' Pipecat LLM service, see
+            :mod:`pipecat_harness.sim.model_arm`); scripted TTS and caller frames.
         goal_caller: How a ``caller_goal`` is played (default: the offline brain, seed 0, no cache).
 
     Raises:
@@ -274,20 +260,11 @@ async def simulate_call(
     return result
 
 
-def run_scenario(
-    scenario: Scenario,
-    config: HarnessConfig | None = None,
-    *,
-    controls: Iterable[str] | None = None,
-    trace_dir: str | Path | None = None,
-    max_wall_secs: float = 120.0,
-    use_harness: bool = True,
-    observers: Sequence[BaseObserver] = (),
-    services: SimServices = "scripted",
-    audio: AudioMode | None = None,
-    model: ModelArm | None = None,
-    goal_caller: GoalCallerSettings | None = None,
-) -> CallResult:
+def run_scenario(scenario: Scenario, config: HarnessConfig | None = None, *, controls: Iterable[str] | None = None,
+                 trace_dir: str | Path | None = None, max_wall_secs: float = 120.0, use_harness: bool = True,
+                 observers: Sequence[BaseObserver] = (), services: SimServices = "scripted",
+                 audio: AudioMode | None = None, model: ModelArm | None = None,
+                 goal_caller: GoalCallerSettings | None = None) -> CallResult:
     """Run one scenario on its own virtual-time loop and return the result.
 
     Args:

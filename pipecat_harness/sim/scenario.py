@@ -1,13 +1,12 @@
 """Scenario files: caller script, scripted model, business database, expected outcome.
 
-A scenario is a caller script with timing (:mod:`~pipecat_harness.sim.caller_script`),
-the model's scripted decisions (:mod:`~pipecat_harness.sim.model_script`), a
-business database (:mod:`~pipecat_harness.sim.scenario_business`), and what must
-hold at the end (:mod:`~pipecat_harness.sim.expectations`). This module puts
-them together and loads scenario files.
+A scenario is a caller script with timing (:mod:`~pipecat_harness.sim.caller_script`), the model's scripted decisions
+(:mod:`~pipecat_harness.sim.model_script`), a business database (:mod:`~pipecat_harness.sim.scenario_business`), and
+what must hold at the end (:mod:`~pipecat_harness.sim.expectations`). This module puts them together and loads scenario
+files.
 
-Scenarios are YAML. Every mapping rejects unknown keys, so a typo is an error
-that names the file and the field rather than a silently ignored setting::
+Scenarios are YAML. Every mapping rejects unknown keys, so a typo is an error that names the file and the field rather
+than a silently ignored setting::
 
     name: duplicate_refund
     control: tool_gate              # the control that addresses this failure
@@ -53,35 +52,11 @@ from pipecat_harness.sim.scenario_business import RETAIL_TOOL_NAMES, DatabaseSpe
 from pipecat_harness.sim.strict_model import StrictModel
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
-__all__ = [
-    "TEMPLATE_FILTERS",
-    "TEMPLATE_PATTERN",
-    "CallerGoal",
-    "CallerSpec",
-    "CallerTurn",
-    "ContextCheck",
-    "DecisionCondition",
-    "Expectations",
-    "HistoryCheck",
-    "ModelAction",
-    "ModelDecision",
-    "ModelScript",
-    "Scenario",
-    "ScenarioError",
-    "SpeechSegment",
-    "StateCheck",
-    "TTSSpec",
-    "TableSpec",
-    "ToolCallSpec",
-    "ToolFault",
-    "ToolSpec",
-    "bundled_scenario_names",
-    "bundled_scenario_paths",
-    "check_unique_names",
-    "load_scenario",
-    "load_scenarios",
-    "scenario_files",
-]
+__all__ = ["TEMPLATE_FILTERS", "TEMPLATE_PATTERN", "CallerGoal", "CallerSpec", "CallerTurn", "ContextCheck",
+           "DecisionCondition", "Expectations", "HistoryCheck", "ModelAction", "ModelDecision", "ModelScript",
+           "Scenario", "ScenarioError", "SpeechSegment", "StateCheck", "TTSSpec", "TableSpec", "ToolCallSpec",
+           "ToolFault", "ToolSpec", "bundled_scenario_names", "bundled_scenario_paths", "check_unique_names",
+           "load_scenario", "load_scenarios", "scenario_files"]
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -96,9 +71,8 @@ class ToolFault(StrictModel):
     Parameters:
         tool: Tool name.
         occurrence: Which execution of that tool is affected (1 = first).
-        kind: ``raise`` (the backend errors before writing), ``hang`` (never
-            returns), ``slow`` (returns after ``secs``), ``lost_reply`` (the
-            write happens, then the reply is lost and the call raises).
+        kind: ``raise`` (the backend errors before writing), ``hang`` (never returns), ``slow`` (returns after
+            ``secs``), ``lost_reply`` (the write happens, then the reply is lost and the call raises).
         secs: Delay for ``slow`` and ``lost_reply``.
         message: Error message for ``raise``/``lost_reply``.
     """
@@ -134,8 +108,8 @@ class Scenario(StrictModel):
         name: Unique name (used for trace file names).
         description: What the call exercises.
         domain: ``retail``, ``airline`` or ``telecom`` (selects the config preset).
-        control: The control that addresses the failure this scenario shows,
-            or ``None`` when the call must pass either way.
+        control: The control that addresses the failure this scenario shows, or ``None`` when the call must pass either
+            way.
         expect_without_control: Outcome expected with that control off.
         tags: Free labels (``stay_out_of_the_way`` marks calls where no control should act).
         database: The business database the tools act on and the expectations query.
@@ -145,14 +119,14 @@ class Scenario(StrictModel):
         model: The scripted model.
         faults: Backend faults injected under the tool layer.
         caller: The caller's turns, in order (a scripted caller).
-        caller_goal: The caller described by goal instead, played by an LLM caller
-            (see :mod:`pipecat_harness.sim.caller_goal`).
+        caller_goal: The caller described by goal instead, played by an LLM caller (see
+            :mod:`pipecat_harness.sim.caller_goal`).
         expect: What must hold at the end of the call.
         max_call_secs: Longest the call may last in simulated time.
-        tools: Demo tool sets the model can call (``retail``, ``callbacks``, ``policies``: the
-            ``lookup_policy`` read tool over the bundled policy fixtures).
-        harness: Settings of this call's harness on top of the domain preset
-            (``{"call_state": {"confirm_tools": ["schedule_callback"]}}``); switches are left to the command line.
+        tools: Demo tool sets the model can call (``retail``, ``callbacks``, ``policies``: the ``lookup_policy`` read
+            tool over the bundled policy fixtures).
+        harness: Settings of this call's harness on top of the domain preset (``{"call_state": {"confirm_tools":
+            ["schedule_callback"]}}``); switches are left to the command line.
     """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -233,8 +207,8 @@ def load_scenario(path: str | Path) -> Scenario:
     """Load and validate one scenario file.
 
     Raises:
-        ScenarioError: The file is missing, is not YAML, or fails validation;
-            the message names the file, the field and the problem.
+        ScenarioError: The file is missing, is not YAML, or fails validation; the message names the file, the field and
+            the problem.
     """
     path = Path(path)
     raw = load_mapping_file(path, what="scenario", error=ScenarioError)
@@ -259,8 +233,7 @@ def bundled_scenario_names() -> list[str]:
 def scenario_files(entries: Sequence[str | Path] | None = None) -> list[Path]:
     """The scenario files that ``entries`` name; none given means the bundled set.
 
-    An entry is a file, a directory (searched for ``*.yaml``) or the name of a
-    bundled scenario (``duplicate_refund``).
+    An entry is a file, a directory (searched for ``*.yaml``) or the name of a bundled scenario (``duplicate_refund``).
 
     Raises:
         ScenarioError: An entry is neither an existing path nor a bundled name.

@@ -1,8 +1,7 @@
 """A scenario's business: the database its tools act on and the tools its model may call.
 
-A scenario either runs on the retail demo (``database.seed: retail``, with the
-demo's tools) or brings its own tables and tools; both are validated when the
-file loads, so a typo is an error naming the field rather than a failed call.
+A scenario either runs on the retail demo (``database.seed: retail``, with the demo's tools) or brings its own tables
+and tools; both are validated when the file loads, so a typo is an error naming the field rather than a failed call.
 """
 
 from __future__ import annotations
@@ -53,8 +52,8 @@ class DatabaseSpec(StrictModel):
     """The business database: a named seed, the scenario's own tables, then extra SQL statements.
 
     Parameters:
-        seed: ``retail`` (the demo's customers, orders, items, returns and refunds, with its tools) or ``empty``
-            (no tables at all: declare your own).
+        seed: ``retail`` (the demo's customers, orders, items, returns and refunds, with its tools) or ``empty`` (no
+            tables at all: declare your own).
         tables: The scenario's own tables by name: columns and rows, created after the seed.
         sql: Statements run last (to adjust seeded rows); one that fails is reported with its index.
     """
@@ -81,10 +80,10 @@ class ToolSpec(StrictModel):
         write: Whether it changes business state (the tool gate guards writes; a barge-in never cancels one).
         parameters: JSON Schema of each argument, by name (``{booking: {type: string}}``).
         required: Arguments that must be given.
-        sql: The statement it runs, arguments bound by name (``:booking``). A ``SELECT`` returns its rows;
-            any other statement returns ``rows_changed`` and ``row_id``. Give ``sql`` or ``python``.
-        python: ``module:function`` called as ``function(db, arguments)`` (awaited when async); its return
-            value is the tool's result. ``db`` has ``query``, ``scalar`` and ``execute``.
+        sql: The statement it runs, arguments bound by name (``:booking``). A ``SELECT`` returns its rows; any other
+            statement returns ``rows_changed`` and ``row_id``. Give ``sql`` or ``python``.
+        python: ``module:function`` called as ``function(db, arguments)`` (awaited when async); its return value is the
+            tool's result. ``db`` has ``query``, ``scalar`` and ``execute``.
         result: Fields added to a ``sql`` tool's result (``{status: refunded}``).
     """
 

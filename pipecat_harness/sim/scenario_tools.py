@@ -1,11 +1,9 @@
 """The tools and tables a scenario declares, made real: SQLite tables, Pipecat tool schemas, async handlers.
 
-A scenario's ``database.tables`` are created (and their rows inserted) after
-the named seed; each of its ``tools`` becomes a Pipecat ``FunctionSchema`` in
-the model's context and a framework-free handler the harness registers like
-any bot's tool: a ``sql`` tool runs its statement with the arguments bound by
-name, a ``python`` tool calls ``module:function(db, arguments)``. With the
-``retail`` seed the retail demo's tools are offered as well.
+A scenario's ``database.tables`` are created (and their rows inserted) after the named seed; each of its ``tools``
+becomes a Pipecat ``FunctionSchema`` in the model's context and a framework-free handler the harness registers like any
+bot's tool: a ``sql`` tool runs its statement with the arguments bound by name, a ``python`` tool calls
+``module:function(db, arguments)``. With the ``retail`` seed the retail demo's tools are offered as well.
 """
 
 from __future__ import annotations
@@ -74,8 +72,8 @@ def _sql_handler(spec: ToolSpec, db: RetailDatabase) -> ToolHandler:
             cursor = await conn.execute(statement, bound)
             return {"rows_changed": cursor.rowcount, "row_id": cursor.lastrowid, **spec.result}
 
-        # Like the retail backend, a write is applied once per idempotency key of the tool gate, and the
-        # key is recorded with it, so a write of unknown outcome can be reconciled.
+        # Like the retail backend, a write is applied once per idempotency key of the tool gate, and the key is recorded
+        # with it, so a write of unknown outcome can be reconciled.
         operation = current_operation()
         if operation is None:
             return await db.apply_once(None, spec.name, "", apply)
@@ -146,9 +144,8 @@ class ScenarioTools:
     async def reconcile(self, record: OperationRecord) -> Reconciliation | None:
         """What became of a write of unknown outcome: applied (with its result) or not applied.
 
-        Retail writes and the scenario's SQL writes record their idempotency
-        key with the write; a Python tool records nothing, so its outcome stays
-        unknown (``None``) rather than being guessed.
+        Retail writes and the scenario's SQL writes record their idempotency key with the write; a Python tool records
+        nothing, so its outcome stays unknown (``None``) rather than being guessed.
         """
         if self._retail is not None and record.op_type not in self._own:
             return await self._retail.reconcile(record)
@@ -156,8 +153,8 @@ class ScenarioTools:
             return None
         result = await self._db.applied(record.idempotency_key)
         if result is None:
-            # Applied to nothing, and the gate takes it only once no request of the attempt is under way: the
-            # database applies each key once, so the retry under the same key cannot add a second.
+            # Applied to nothing, and the gate takes it only once no request of the attempt is under way: the database
+            # applies each key once, so the retry under the same key cannot add a second.
             return Reconciliation(OperationStatus.FAILED, error="the scenario's database has no record of this write",
                                   voided=record.attempt)
         return Reconciliation(OperationStatus.SUCCEEDED, result=result)

@@ -1,15 +1,13 @@
 """A scripted LLM service that answers from a scenario's decisions.
 
-It subclasses Pipecat's ``LLMService`` and goes through the same paths as a
-provider service: ``LLMFullResponseStartFrame``, streamed ``LLMTextFrame``s,
-``run_function_calls`` for tool calls (so ``FunctionCallInProgressFrame``,
-handler execution, ``FunctionCallResultFrame`` and the re-run of the model all
-happen as in production), then ``LLMFullResponseEndFrame``.
+It subclasses Pipecat's ``LLMService`` and goes through the same paths as a provider service:
+``LLMFullResponseStartFrame``, streamed ``LLMTextFrame``s, ``run_function_calls`` for tool calls (so
+``FunctionCallInProgressFrame``, handler execution, ``FunctionCallResultFrame`` and the re-run of the model all happen
+as in production), then ``LLMFullResponseEndFrame``.
 
-Which decision fires depends on what the model actually received: the newest
-user message, the newest tool results and the assistant history. A turn that
-reaches the model mid-identifier therefore produces a truncated lookup, and a
-history that lost what was said produces repeated speech.
+Which decision fires depends on what the model actually received: the newest user message, the newest tool results and
+the assistant history. A turn that reaches the model mid-identifier therefore produces a truncated lookup, and a history
+that lost what was said produces repeated speech.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import asyncio
 import copy
 import itertools
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -35,6 +32,7 @@ from pipecat.services.llm_service import FunctionCallFromLLM, LLMService
 from pipecat.services.settings import LLMSettings
 
 from pipecat_harness._pipecat import push_llm_text
+from pipecat_harness.fakes.speech import text_tokens
 from pipecat_harness.sim.model_reading import (
     as_model_reads,
     caller_view,
@@ -75,9 +73,9 @@ def context_messages(context: LLMContext) -> list[dict[str, Any]]:
 class ScriptedModel:
     """The decisions of a :class:`ModelScript`, applied to what a model received.
 
-    Shared by :class:`ScriptedLLMService` (inside the pipeline) and the
-    provider protocol fakes (:mod:`pipecat_harness.fakes`), which convert the
-    provider-format request they received into OpenAI-shaped messages first.
+    Shared by :class:`ScriptedLLMService` (inside the pipeline) and the provider protocol fakes
+    (:mod:`pipecat_harness.fakes`), which convert the provider-format request they received into OpenAI-shaped messages
+    first.
 
     Args:
         script: The scenario's model script.
@@ -140,9 +138,8 @@ class ScriptedModel:
 class ScriptedChatModel(ScriptedModel):
     """The scripted model behind a provider fake (a :class:`~pipecat_harness.fakes.ChatModel`).
 
-    It decides from the provider-format request the fake received, converted
-    to OpenAI-shaped messages, after the script's first-token latency (a
-    request abandoned while "thinking" consumes no decision).
+    It decides from the provider-format request the fake received, converted to OpenAI-shaped messages, after the
+    script's first-token latency (a request abandoned while "thinking" consumes no decision).
     """
 
     def __init__(self, script: ModelScript, *, seed: int | str | None = None) -> None:
@@ -154,9 +151,8 @@ class ScriptedChatModel(ScriptedModel):
         from pipecat_harness.fakes.chat import ChatReply
 
         if not request.streaming:
-            # Pipecat streams every model run of the conversation; only its
-            # out-of-band inference (run_inference: context summarisation)
-            # asks for a whole response, as the scripted service answers it.
+            # Pipecat streams every model run of the conversation; only its out-of-band inference (run_inference:
+            # context summarisation) asks for a whole response, as the scripted service answers it.
             summary = self.summarise(request.messages[1:] if request.system else request.messages,
                                      system_instruction=request.system or None, max_tokens=request.max_tokens)
             return ChatReply(text=summary or "")
@@ -176,17 +172,11 @@ class ScriptedChatModel(ScriptedModel):
         return self.calls
 
 
-def text_tokens(text: str) -> list[str]:
-    """The streamed pieces of a reply: each word with the whitespace after it."""
-    return re.findall(r"\S+\s*", text)
-
-
 class ScriptedLLMService(LLMService):
     """An ``LLMService`` whose replies come from a :class:`ModelScript`.
 
-    What the model "received" on each run is what an OpenAI-format provider
-    would: the service's system instruction as a leading system message,
-    then the context's messages.
+    What the model "received" on each run is what an OpenAI-format provider would: the service's system instruction as a
+    leading system message, then the context's messages.
 
     Args:
         script: The scenario's model script.
@@ -197,12 +187,10 @@ class ScriptedLLMService(LLMService):
 
     def __init__(self, script: ModelScript, *, system_instruction: str | None = None, seed: int | str | None = None,
                  **kwargs: Any) -> None:
-        settings = LLMSettings(
-            model="scripted", extra={}, system_instruction=system_instruction, temperature=None, max_tokens=None,
-            top_p=None, top_k=None, frequency_penalty=None, presence_penalty=None, seed=None,
-            filter_incomplete_user_turns=False, user_turn_completion_config=None,
-            use_provider_thinking_default=False,
-        )
+        settings = LLMSettings(model="scripted", extra={}, system_instruction=system_instruction, temperature=None,
+                               max_tokens=None, top_p=None, top_k=None, frequency_penalty=None, presence_penalty=None,
+                               seed=None, filter_incomplete_user_turns=False, user_turn_completion_config=None,
+                               use_provider_thinking_default=False)
         super().__init__(settings=settings, **kwargs)
         self._script = script
         self.model = ScriptedModel(script, seed=seed)
@@ -229,13 +217,9 @@ class ScriptedLLMService(LLMService):
         else:
             await self.push_frame(frame, direction)
 
-    async def run_inference(
-        self,
-        context: LLMContext,
-        max_tokens: int | None = None,
-        system_instruction: str | None = None,
-        response_schema: dict[str, Any] | None = None,
-    ) -> str | None:
+    async def run_inference(self, context: LLMContext, max_tokens: int | None = None,
+                            system_instruction: str | None = None,
+                            response_schema: dict[str, Any] | None = None) -> str | None:
         """Out-of-band inference (Pipecat's context summarisation): the script's summary."""
         return self.model.summarise(context_messages(context), system_instruction=system_instruction,
                                     max_tokens=max_tokens)
@@ -247,8 +231,8 @@ class ScriptedLLMService(LLMService):
             messages.insert(0, {"role": "system", "content": instruction})
         call = self.model.received(messages)
         await asyncio.sleep(self._script.first_token_secs)
-        # Chosen only once the first token is due: a generation interrupted
-        # while "thinking" consumes nothing and issues no tool call.
+        # Chosen only once the first token is due: a generation interrupted while "thinking" consumes nothing and issues
+        # no tool call.
         self.model.decide(call)
         for token in text_tokens(call.planned_text):
             await push_llm_text(self, token)

@@ -1,11 +1,9 @@
 """An output transport that plays audio on the event loop's clock.
 
-Pipecat's base output transport does not pace audio; concrete network
-transports sleep per chunk on ``time.monotonic``, which does not follow a
-virtual clock. This transport sleeps each chunk's duration on the loop, so a
-barge-in lands mid-sentence and Pipecat's own interruption path (queue reset,
-``BotStoppedSpeakingFrame``, partial assistant commit) runs as in a real call.
-It records how much of each TTS context's audio was written.
+Pipecat's base output transport does not pace audio; concrete network transports sleep per chunk on ``time.monotonic``,
+which does not follow a virtual clock. This transport sleeps each chunk's duration on the loop, so a barge-in lands
+mid-sentence and Pipecat's own interruption path (queue reset, ``BotStoppedSpeakingFrame``, partial assistant commit)
+runs as in a real call. It records how much of each TTS context's audio was written.
 """
 
 from __future__ import annotations
@@ -37,9 +35,8 @@ class SimulatedOutputTransport(BaseOutputTransport):
         params = TransportParams(audio_out_enabled=True, audio_out_sample_rate=sample_rate)
         super().__init__(params, **kwargs)
         self.ledger = ledger or SpeechLedger()
-        self.played_total_secs = 0.0
-        # The media sender re-chunks audio and drops context ids, so the bytes
-        # of each context are queued here in arrival order and consumed as written.
+        # The media sender re-chunks audio and drops context ids, so the bytes of each context are queued here in
+        # arrival order and consumed as written.
         self._pending: deque[list[Any]] = deque()
 
     async def start(self, frame: StartFrame) -> None:
@@ -59,7 +56,6 @@ class SimulatedOutputTransport(BaseOutputTransport):
         """Sleep for the chunk's duration, then count it as played."""
         bytes_per_sec = frame.sample_rate * frame.num_channels * 2
         await asyncio.sleep(len(frame.audio) / bytes_per_sec)
-        self.played_total_secs += len(frame.audio) / bytes_per_sec
         remaining = len(frame.audio)
         while remaining > 0 and self._pending:
             entry = self._pending[0]

@@ -1,17 +1,15 @@
 """A simulated TTS service producing silent audio of realistic duration.
 
-Speech duration follows a speaking rate (words per minute) with extra time at
-punctuation, so an interruption lands mid-sentence exactly where it would with
-a real voice. Two modes, as with real providers:
+Speech duration follows a speaking rate (words per minute) with extra time at punctuation, so an interruption lands
+mid-sentence exactly where it would with a real voice. Two modes, as with real providers:
 
-* ``word_timestamps=True``: like ElevenLabs or Cartesia websockets, it reports
-  each word's start time, and Pipecat releases word-level ``TTSTextFrame``s as
-  the audio plays;
-* ``word_timestamps=False``: like OpenAI or Deepgram TTS, Pipecat releases one
-  sentence-level ``TTSTextFrame`` after that sentence's audio.
+* ``word_timestamps=True``: like ElevenLabs or Cartesia websockets, it reports each word's start time, and Pipecat
+  releases word-level ``TTSTextFrame``s as the audio plays;
+* ``word_timestamps=False``: like OpenAI or Deepgram TTS, Pipecat releases one sentence-level ``TTSTextFrame`` after
+  that sentence's audio.
 
-Every word's true start and end offsets are kept in a :class:`SpeechLedger`,
-which the simulator uses as ground truth for what the caller heard.
+Every word's true start and end offsets are kept in a :class:`SpeechLedger`, which the simulator uses as ground truth
+for what the caller heard.
 """
 
 from __future__ import annotations
@@ -30,8 +28,6 @@ from pipecat_harness.fakes.speech import PUNCTUATION_PAUSE, speech_duration
 
 __all__ = ["SimulatedTTSService", "SpeechLedger", "SpokenWord", "speech_duration"]
 
-_PUNCTUATION_PAUSE = PUNCTUATION_PAUSE
-
 
 @dataclass(frozen=True)
 class SpokenWord:
@@ -46,8 +42,8 @@ class SpokenWord:
 class SpeechLedger:
     """Ground truth of synthesized and played speech, per TTS context.
 
-    The simulated TTS records words with offsets; the simulated transport
-    records how many seconds of each context's audio were actually written.
+    The simulated TTS records words with offsets; the simulated transport records how many seconds of each context's
+    audio were actually written.
     """
 
     words: dict[str, list[SpokenWord]] = field(default_factory=dict)
@@ -64,8 +60,7 @@ class SimulatedTTSService(TTSService):
     """TTS that yields silent 16-bit mono audio whose length matches the text.
 
     Args:
-        word_timestamps: Report word start times (word-level history) or not
-            (sentence-level history).
+        word_timestamps: Report word start times (word-level history) or not (sentence-level history).
         words_per_minute: Speaking rate.
         first_audio_secs: Latency before the first audio chunk of each sentence.
         chunk_secs: Duration of each audio frame yielded.
@@ -73,36 +68,18 @@ class SimulatedTTSService(TTSService):
         **kwargs: Passed to ``TTSService``.
     """
 
-    def __init__(
-        self,
-        *,
-        word_timestamps: bool = False,
-        words_per_minute: float = 165.0,
-        first_audio_secs: float = 0.2,
-        chunk_secs: float = 0.1,
-        ledger: SpeechLedger | None = None,
-        sample_rate: int = 16000,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            push_text_frames=not word_timestamps,
-            push_start_frame=True,
-            push_stop_frames=True,
-            sample_rate=sample_rate,
-            settings=TTSSettings(model="simulated", extra={}, voice="simulated", language=None),
-            **kwargs,
-        )
+    def __init__(self, *, word_timestamps: bool = False, words_per_minute: float = 165.0, first_audio_secs: float = 0.2,
+                 chunk_secs: float = 0.1, ledger: SpeechLedger | None = None, sample_rate: int = 16000,
+                 **kwargs: Any) -> None:
+        super().__init__(push_text_frames=not word_timestamps, push_start_frame=True, push_stop_frames=True,
+                         sample_rate=sample_rate,
+                         settings=TTSSettings(model="simulated", extra={}, voice="simulated", language=None), **kwargs)
         self._word_timestamps = word_timestamps
         self._wpm = words_per_minute
         self._first_audio_secs = first_audio_secs
         self._chunk_secs = chunk_secs
         self.ledger = ledger or SpeechLedger()
         self._offsets: dict[str, float] = {}
-
-    @property
-    def word_timestamps(self) -> bool:
-        """Whether this voice reports word timestamps."""
-        return self._word_timestamps
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Forget per-context offsets on interruption, then process as usual."""
@@ -117,7 +94,7 @@ class SimulatedTTSService(TTSService):
             return
         # Sentences of one turn share a context: their word times are cumulative.
         base = self._offsets.get(context_id, 0.0)
-        total = layout[-1][2] + _PUNCTUATION_PAUSE.get(layout[-1][0][-1], 0.0)
+        total = layout[-1][2] + PUNCTUATION_PAUSE.get(layout[-1][0][-1], 0.0)
         self._offsets[context_id] = base + total
         self.ledger.words.setdefault(context_id, []).extend(
             SpokenWord(word, base + start, base + end) for word, start, end in layout

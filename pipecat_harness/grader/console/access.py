@@ -1,16 +1,12 @@
 """Who may use the operator console, and which tenants' rows they see.
 
-A token belongs to one tenant (or a few); an optional admin token sees every
-tenant. A browser presents its token once (``?token=``) and from then on a
-session cookie that holds only a random session id and its signature, never
-the token: ``HttpOnly`` (scripts cannot read it), ``SameSite=Strict`` (other
-sites cannot make the browser send it) and ``Secure`` when the console is
-reached over TLS (directly or behind a proxy that says so in
-``X-Forwarded-Proto``). Tokens are compared in constant time, every one of
-them every time. Each token holds at most ``max_sessions`` sessions: opening
-one more closes that token's oldest, never another token's. A session's CSRF
-token (:meth:`ConsoleAccess.csrf_token`) is derived from its id and the
-console's key, so it lives and dies with the session.
+A token belongs to one tenant (or a few); an optional admin token sees every tenant. A browser presents its token once
+(``?token=``) and from then on a session cookie that holds only a random session id and its signature, never the token:
+``HttpOnly`` (scripts cannot read it), ``SameSite=Strict`` (other sites cannot make the browser send it) and ``Secure``
+when the console is reached over TLS (directly or behind a proxy that says so in ``X-Forwarded-Proto``). Tokens are
+compared in constant time, every one of them every time. Each token holds at most ``max_sessions`` sessions: opening one
+more closes that token's oldest, never another token's. A session's CSRF token (:meth:`ConsoleAccess.csrf_token`) is
+derived from its id and the console's key, so it lives and dies with the session.
 """
 
 from __future__ import annotations
@@ -81,15 +77,9 @@ class ConsoleAccess:
         ValueError: No token at all, an empty token, or a tenant token without a tenant.
     """
 
-    def __init__(
-        self,
-        tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
-        admin_tokens: Iterable[str] = (),
-        *,
-        session_ttl_secs: float = 8 * 3600.0,
-        max_sessions: int = 100,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, tenant_tokens: Mapping[str, str | Iterable[str]] | None = None, admin_tokens: Iterable[str] = (),
+                 *, session_ttl_secs: float = 8 * 3600.0, max_sessions: int = 100,
+                 clock: Callable[[], float] = time.time) -> None:
         self._tokens: list[tuple[bytes, Scope]] = []
         for token, tenants in (tenant_tokens or {}).items():
             names = frozenset([tenants] if isinstance(tenants, str) else tenants)
@@ -196,12 +186,5 @@ class ConsoleAccess:
 
     def set_cookie(self, response: Response, request: Request, scope: Scope) -> None:
         """Attach a new session cookie for ``scope`` to ``response``."""
-        response.set_cookie(
-            SESSION_COOKIE,
-            self.open_session(scope),
-            max_age=int(self.session_ttl_secs),
-            httponly=True,
-            samesite="strict",
-            secure=self.behind_tls(request),
-            path="/",
-        )
+        response.set_cookie(SESSION_COOKIE, self.open_session(scope), max_age=int(self.session_ttl_secs), httponly=True,
+                            samesite="strict", secure=self.behind_tls(request), path="/")

@@ -1,26 +1,20 @@
 """FastAPI app of the operator console.
 
-Pages (rendered on the server by :mod:`~pipecat_harness.grader.console.views`,
-no JavaScript needed):
+Pages (rendered on the server by :mod:`~pipecat_harness.grader.console.views`, no JavaScript needed):
 
-* ``/``: the queue of flagged claims, newest first, filterable by tenant,
-  severity, category, review status and date, each with acknowledge /
-  override / escalate (a note and who, kept in the row's history);
-* ``/t/<tenant>/calls/<call>``: the call's whole transcript as graded, the
-  flagged turns highlighted in place (``#turn_018``) with the rationale, the
-  constraint and the constraint list version, and the recording when
-  ``recordings`` holds ``<call>.wav`` (``.mp3``, ``.ogg``, ``.webm``); its
-  ``/transcript`` and ``/audio`` are the alert payload's other links;
+* ``/``: the queue of flagged claims, newest first, filterable by tenant, severity, category, review status and date,
+  each with acknowledge / override / escalate (a note and who, kept in the row's history);
+* ``/t/<tenant>/calls/<call>``: the call's whole transcript as graded, the flagged turns highlighted in place
+  (``#turn_018``) with the rationale, the constraint and the constraint list version, and the recording when
+  ``recordings`` holds ``<call>.wav`` (``.mp3``, ``.ogg``, ``.webm``); its ``/transcript`` and ``/audio`` are the alert
+  payload's other links;
 * ``/t/<tenant>``: the tenant's flag rate and out_of_scope rate per day, as a chart.
 
-Every request needs a console credential (see
-:mod:`~pipecat_harness.grader.console.access`): a token as
-``Authorization: Bearer ...``, or once as ``?token=...`` on any page, after
-which the browser holds a signed session cookie instead. A token sees and
-changes only its tenants' rows; another tenant's row or call answers 404, as a
-missing one does. The unsafe routes (``POST /rows/<id>/<action>``,
-``POST /logout``) refuse cross-origin and non-form requests and, from a
-session, need its CSRF token (see :mod:`~pipecat_harness.grader.console.csrf`).
+Every request needs a console credential (see :mod:`~pipecat_harness.grader.console.access`): a token as
+``Authorization: Bearer ...``, or once as ``?token=...`` on any page, after which the browser holds a signed session
+cookie instead. A token sees and changes only its tenants' rows; another tenant's row or call answers 404, as a missing
+one does. The unsafe routes (``POST /rows/<id>/<action>``, ``POST /logout``) refuse cross-origin and non-form requests
+and, from a session, need its CSRF token (see :mod:`~pipecat_harness.grader.console.csrf`).
 """
 
 from __future__ import annotations
@@ -55,17 +49,10 @@ _MAX_WHO_CHARS = 128
 _AUDIO_TYPES = {".wav": "audio/wav", ".mp3": "audio/mpeg", ".ogg": "audio/ogg", ".webm": "audio/webm"}
 
 
-def create_console_app(
-    store: AuditStore,
-    token: str | None = None,
-    *,
-    title: str = "Flagged turns",
-    tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
-    access: ConsoleAccess | None = None,
-    max_note_chars: int = DEFAULT_MAX_NOTE_CHARS,
-    recordings: str | Path | None = None,
-    traces: str | Path | None = None,
-) -> FastAPI:
+def create_console_app(store: AuditStore, token: str | None = None, *, title: str = "Flagged turns",
+                       tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
+                       access: ConsoleAccess | None = None, max_note_chars: int = DEFAULT_MAX_NOTE_CHARS,
+                       recordings: str | Path | None = None, traces: str | Path | None = None) -> FastAPI:
     """Build the console app over an audit store.
 
     Args:
@@ -76,8 +63,8 @@ def create_console_app(
         access: A ready :class:`ConsoleAccess` (instead of ``token`` and ``tenant_tokens``).
         max_note_chars: Longest review note.
         recordings: Directory of call recordings named by call id.
-        traces: Directory of call traces (``<call id>.jsonl``, as the harness writes them); a call's
-            page then shows its verified handoff summary.
+        traces: Directory of call traces (``<call id>.jsonl``, as the harness writes them); a call's page then shows its
+            verified handoff summary.
 
     Raises:
         ValueError: No token at all, or an empty one.
@@ -251,9 +238,8 @@ def create_console_app(
         who = form.get("who", [""])[0].strip()
         back = form.get("next", [""])[0]
         if len(note) > max_note_chars:
-            raise HTTPException(
-                status_code=413, detail=f"review note of {len(note)} characters exceeds the {max_note_chars} limit"
-            )
+            raise HTTPException(status_code=413,
+                                detail=f"review note of {len(note)} characters exceeds the {max_note_chars} limit")
         if len(who) > _MAX_WHO_CHARS:
             raise HTTPException(status_code=413, detail=f"who exceeds {_MAX_WHO_CHARS} characters")
         await ready()

@@ -1,17 +1,14 @@
 """Refusing cross-site requests to the console's unsafe routes (reviews, logout).
 
-``SameSite=Strict`` keeps other *sites* from sending the session cookie, but a
-page on another port of the same host, or on a sibling subdomain, is the same
-site. So every unsafe request must also:
+``SameSite=Strict`` keeps other *sites* from sending the session cookie, but a page on another port of the same host, or
+on a sibling subdomain, is the same site. So every unsafe request must also:
 
-* come from the console's own origin: a ``Sec-Fetch-Site`` other than
-  ``same-origin`` (or ``none``, the user's own navigation), or else an
-  ``Origin`` other than the console's, is refused;
-* carry a form-encoded body (``application/x-www-form-urlencoded``) if any;
-  other bodies are refused before they are parsed;
-* when authenticated by the session cookie, carry the session's CSRF token in
-  the form's ``csrf_token`` field (the console's own forms carry it). A
-  bearer-token request carries no cookie, so it needs no token.
+* come from the console's own origin: a ``Sec-Fetch-Site`` other than ``same-origin`` (or ``none``, the user's own
+  navigation), or else an ``Origin`` other than the console's, is refused;
+* carry a form-encoded body (``application/x-www-form-urlencoded``) if any; other bodies are refused before they are
+  parsed;
+* when authenticated by the session cookie, carry the session's CSRF token in the form's ``csrf_token`` field (the
+  console's own forms carry it). A bearer-token request carries no cookie, so it needs no token.
 """
 
 from __future__ import annotations
@@ -64,8 +61,8 @@ async def read_checked_form(request: Request, access: ConsoleAccess) -> dict[str
     """The form of an unsafe request that passed every check above.
 
     Raises:
-        HTTPException: 403 for a cross-origin request or a missing/wrong CSRF token, 415 for a body that is
-            not form-encoded, 413 for one beyond :data:`MAX_FORM_BYTES`.
+        HTTPException: 403 for a cross-origin request or a missing/wrong CSRF token, 415 for a body that is not
+            form-encoded, 413 for one beyond :data:`MAX_FORM_BYTES`.
     """
     _check_origin(request, access)
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()

@@ -1,9 +1,8 @@
 """The verified handoff summary on a call's console page.
 
-Each statement links to the records that support it (caller turn, tool
-result, ledger event); the records are listed under the summary with their
-excerpts, so every link lands on the record it names, on the same page,
-without JavaScript. Every value is escaped.
+Each statement links to the records that support it (caller turn, tool result, ledger event); the records are listed
+under the summary with their excerpts, so every link lands on the record it names, on the same page, without JavaScript.
+Every value is escaped.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Response headers every console page carries: a strict CSP, no framing, no sniffing, no caching, no referrer.
 
-Pages are rendered on the server and need no script; a view that does add an
-inline ``<script>`` must give it the per-response nonce,
-``<script nonce="{request.state.csp_nonce}">``, or the browser will not run it.
-Inline ``style`` is allowed (the page's stylesheet is inline); the call view's
-recording plays from the console itself (``media-src 'self'``).
+Pages are rendered on the server and need no script; a view that does add an inline ``<script>`` must give it the
+per-response nonce, ``<script nonce="{request.state.csp_nonce}">``, or the browser will not run it. Inline ``style`` is
+allowed (the page's stylesheet is inline); the call view's recording plays from the console itself (``media-src
+'self'``).
 """
 
 from __future__ import annotations

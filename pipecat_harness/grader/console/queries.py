@@ -1,7 +1,7 @@
 """What the console reads from the audit store: the queue with its filters, one call, a tenant's rates.
 
-Every query takes the tenants the viewer may see (``None``: all), so that
-access control decides scope in one place and no page can widen it.
+Every query takes the tenants the viewer may see (``None``: all), so that access control decides scope in one place and
+no page can widen it.
 """
 
 from __future__ import annotations
@@ -93,9 +93,8 @@ async def _select(store: AuditStore, query: Any) -> list[AuditRow]:
         return [AuditRow(**dict(r._mapping)) for r in (await conn.execute(query)).all()]
 
 
-async def flagged_rows(
-    store: AuditStore, filters: QueueFilter, visible: Collection[str] | None = None, *, limit: int = 200
-) -> list[AuditRow]:
+async def flagged_rows(store: AuditStore, filters: QueueFilter, visible: Collection[str] | None = None, *,
+                       limit: int = 200) -> list[AuditRow]:
     """Flagged rows matching the filters, newest first."""
     c = store.table.c
     conditions = [c.verdict.in_(sorted(FLAGGED)), *_scope(store, visible)]

@@ -1,11 +1,9 @@
 """HTML of the console's pages, rendered on the server from the Jinja2 templates in ``templates/``.
 
-No script and no style attribute: the pages work without JavaScript, carry the
-stylesheet (``static/console.css``) in one ``<style>`` element, which the
-console's Content-Security-Policy allows, and draw the tenant chart as inline
-SVG. Every value is escaped by the templates' autoescaping. Every form that
-changes something carries the viewer's session CSRF token (``csrf``; none for
-a bearer-token viewer, whose requests carry no cookie).
+No script and no style attribute: the pages work without JavaScript, carry the stylesheet (``static/console.css``) in
+one ``<style>`` element, which the console's Content-Security-Policy allows, and draw the tenant chart as inline SVG.
+Every value is escaped by the templates' autoescaping. Every form that changes something carries the viewer's session
+CSRF token (``csrf``; none for a bearer-token viewer, whose requests carry no cookie).
 """
 
 from __future__ import annotations
@@ -39,43 +37,28 @@ def _refs(row: AuditRow) -> str:
     return ", ".join(r.strip() for r in (row.constraint_ref or "none").split(","))
 
 
-_ENV = Environment(
-    loader=FileSystemLoader(_HERE / "templates"), autoescape=select_autoescape(["html"]),
-    trim_blocks=True, lstrip_blocks=True,
-)
-_ENV.filters.update(
-    when=_when, refs=_refs, urlpart=lambda value: quote(value, safe=""),
-    call_url=lambda row: call_links(row.tenant, row.call_id, row.turn_id)["operator_console"],
-)
-_ENV.globals.update(
-    stylesheet=_STYLESHEET, review_actions=REVIEW_STATUS, severities=_SEVERITIES, categories=CATEGORIES,
-    statuses=STATUSES,
-)
+_ENV = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=select_autoescape(["html"]),
+                   trim_blocks=True, lstrip_blocks=True)
+_ENV.filters.update(when=_when, refs=_refs, urlpart=lambda value: quote(value, safe=""),
+                    call_url=lambda row: call_links(row.tenant, row.call_id, row.turn_id)["operator_console"])
+_ENV.globals.update(stylesheet=_STYLESHEET, review_actions=REVIEW_STATUS, severities=_SEVERITIES, categories=CATEGORIES,
+                    statuses=STATUSES)
 
 
 def _render(template: str, **values: Any) -> str:
     return _ENV.get_template(template).render(**values)
 
 
-def queue_page(
-    rows: Sequence[AuditRow],
-    filters: QueueFilter,
-    tenants: Sequence[str],
-    history: dict[int, list[ReviewEvent]],
-    *,
-    title: str = "Flagged turns",
-    csrf: str = "",
-) -> str:
+def queue_page(rows: Sequence[AuditRow], filters: QueueFilter, tenants: Sequence[str],
+               history: dict[int, list[ReviewEvent]], *, title: str = "Flagged turns", csrf: str = "") -> str:
     """The queue: flagged claims newest first, filterable, each with its actions and a link to its call."""
     back = "/" + (f"?{urlencode(filters.params())}" if filters.params() else "")
     return _render("queue.html", title=title, rows=rows, filters=filters, tenants=tenants, history=history,
                    back=back, csrf=csrf)
 
 
-def call_page(
-    tenant: str, call_id: str, rows: Sequence[AuditRow], history: dict[int, list[ReviewEvent]], *, has_audio: bool,
-    handoff: str = "", csrf: str = "",
-) -> str:
+def call_page(tenant: str, call_id: str, rows: Sequence[AuditRow], history: dict[int, list[ReviewEvent]], *,
+              has_audio: bool, handoff: str = "", csrf: str = "") -> str:
     """One call: its handoff summary (when its trace is known), then the transcript as graded, flags in place.
 
     ``handoff`` is HTML (from :func:`~pipecat_harness.grader.console.handoff_view.handoff_section`).
@@ -120,8 +103,6 @@ def _chart(points: Sequence[RatePoint]) -> dict[str, Any]:
 
 def tenant_page(tenant: str, points: Sequence[RatePoint], *, csrf: str = "") -> str:
     """A tenant's flag rate and out_of_scope rate per day, as a chart and a table."""
-    return _render(
-        "tenant.html", title=f"Tenant {tenant}", points=points, chart=_chart(points),
-        turns=sum(p.turns for p in points), flagged=sum(p.flagged for p in points),
-        queue=f"/?{urlencode({'tenant': tenant})}", csrf=csrf,
-    )
+    return _render("tenant.html", title=f"Tenant {tenant}", points=points, chart=_chart(points),
+                   turns=sum(p.turns for p in points), flagged=sum(p.flagged for p in points),
+                   queue=f"/?{urlencode({'tenant': tenant})}", csrf=csrf)

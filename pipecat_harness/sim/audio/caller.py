@@ -1,9 +1,8 @@
 """The simulated caller on a phone line: the script voiced, streamed as 20 ms audio frames on the virtual clock.
 
-The line never goes quiet in the protocol sense: between turns it carries
-silence, as a real transport does, so Silero VAD, Whisper and Smart Turn see
-exactly the audio a bot would. Turn timing (waiting for the bot, barge-ins,
-hanging up) is the text-mode caller's.
+The line never goes quiet in the protocol sense: between turns it carries silence, as a real transport does, so Silero
+VAD, Whisper and Smart Turn see exactly the audio a bot would. Turn timing (waiting for the bot, barge-ins, hanging up)
+is the text-mode caller's.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ __all__ = ["FRAME_SECS", "AudioCaller", "turn_audio"]
 
 FRAME_SECS = 0.02
 _FRAME_BYTES = int(SAMPLE_RATE * FRAME_SECS) * 2
-#: Words per minute of Piper's joe voice at rate 1.0 (used to scale a script's speaking rate).
-PIPER_WORDS_PER_MINUTE = 165.0
 
 
 def turn_audio(turn: CallerTurn, voice: PiperCallerVoice, *, rate: float = 1.0) -> bytes:

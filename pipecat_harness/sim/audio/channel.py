@@ -2,9 +2,9 @@
 
 * ``clean``: the 16 kHz PCM as synthesised;
 * ``phone``: down to 8 kHz, μ-law encoded and decoded (what Twilio carries), back up to 16 kHz;
-* ``noise``: stationary noise shaped like speech (pink, band-limited) added at 15 dB SNR, the SNR taken over
-  the stretches where the caller speaks. The noise is seeded from the audio, so the same utterance always gets
-  the same noise.
+* ``noise``: stationary noise shaped like speech (pink, band-limited) added at 15 dB SNR, the SNR taken over the
+  stretches where the caller speaks. The noise is seeded from the audio, so the same utterance always gets the same
+  noise.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import hashlib
 
 import numpy as np
 
-from pipecat_harness.sim.audio.voice import SAMPLE_RATE
+from pipecat_harness.sim.audio.voice import SAMPLE_RATE, from_pcm, to_pcm
 
 __all__ = ["CHANNELS", "NOISE_SNR_DB", "through_channel"]
 
@@ -50,7 +50,7 @@ def through_channel(pcm: bytes, channel: str) -> bytes:
         raise ValueError(f"unknown channel {channel!r}; choose one of {', '.join(CHANNELS)}")
     if channel == "clean" or not pcm:
         return pcm
-    x = np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
+    x = from_pcm(pcm)
     if channel == "phone":
         import soxr
 
@@ -65,4 +65,4 @@ def through_channel(pcm: bytes, channel: str) -> bytes:
         speech_rms = float(np.sqrt(np.mean(speech**2))) if speech.size else 0.0
         seed = int(hashlib.sha256(pcm[:64000]).hexdigest()[:8], 16)
         y = x + _noise(len(x), seed) * speech_rms / (10 ** (NOISE_SNR_DB / 20))
-    return (np.clip(y, -1.0, 1.0) * 32767).astype(np.int16).tobytes()
+    return to_pcm(y)

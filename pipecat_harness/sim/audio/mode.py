@@ -25,8 +25,8 @@ class AudioMode:
         rate: Speaking-rate multiplier for the caller (``None``: from the scenario's words per minute).
         stt_latency_secs: Virtual seconds from the end of a segment to its transcript.
         cache_dir: Where synthesised audio and transcripts are kept (default: the user cache).
-        prompt: Whisper's ``initial_prompt`` (empty: none). A style prompt priming digits as digits was measured
-            on the bundled audio scenarios and lost more calls than it won (README, audio mode), so none is set.
+        prompt: Whisper's ``initial_prompt`` (empty: none). A style prompt priming digits as digits was measured on the
+            bundled audio scenarios and lost more calls than it won (README, audio mode), so none is set.
     """
 
     turn_stop: TurnStop = "speech_timeout"
@@ -48,8 +48,8 @@ class AudioMode:
         """Silero VAD and the Whisper recogniser, placed before the user aggregator.
 
         Args:
-            scenario: The call's scenario; its domain terms and customer names key the recogniser (``None``: a
-                cold recogniser).
+            scenario: The call's scenario; its domain terms and customer names key the recogniser (``None``: a cold
+                recogniser).
         """
         from pipecat.audio.vad.silero import SileroVADAnalyzer
         from pipecat.processors.audio.vad_processor import VADProcessor

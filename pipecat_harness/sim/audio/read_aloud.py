@@ -1,14 +1,11 @@
 """How a caller reads a line of the script aloud: a long string of digits in groups, as phone numbers are read.
 
-Nobody reads ten digits as one run: a caller says "four one five, five five
-five, zero one three four", with a short breath between the groups. Piper reads
-the words exactly as written, so the simulated caller's line is grouped first.
-The rule is the same for every script: a run of ten or more digit words is
-split into groups of three, the last group taking a leftover single digit (3-3-4).
-The pauses are commas, which Piper voices as 0.3-0.4 s of silence: longer than
-Silero's 0.2 s stop, so VAD hears the groups as separate stretches of speech, as
-it would a real caller's, and shorter than the 0.6 s speech timeout. Shorter runs
-(zip codes, the digits after a pause) are read as written.
+Nobody reads ten digits as one run: a caller says "four one five, five five five, zero one three four", with a short
+breath between the groups. Piper reads the words exactly as written, so the simulated caller's line is grouped first.
+The rule is the same for every script: a run of ten or more digit words is split into groups of three, the last group
+taking a leftover single digit (3-3-4). The pauses are commas, which Piper voices as 0.3-0.4 s of silence: longer than
+Silero's 0.2 s stop, so VAD hears the groups as separate stretches of speech, as it would a real caller's, and shorter
+than the 0.6 s speech timeout. Shorter runs (zip codes, the digits after a pause) are read as written.
 """
 
 from __future__ import annotations

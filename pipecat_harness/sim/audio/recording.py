@@ -1,11 +1,9 @@
 """What Silero VAD and Whisper tiny.en make of one caller utterance, recorded once and replayed per configuration.
 
-VAD and the recogniser do not depend on the stop strategy or on the input
-controls, so an utterance's audio goes through the real front end
-(``VADProcessor(SileroVADAnalyzer)`` and the cached Whisper service, in a
-``PipelineWorker`` on the virtual clock) once; the frames that reach the user
-aggregator are recorded with their times and cached. Each benchmark arm then
-replays them, with the audio for Smart Turn, into a real ``LLMUserAggregator``.
+VAD and the recogniser do not depend on the stop strategy or on the input controls, so an utterance's audio goes through
+the real front end (``VADProcessor(SileroVADAnalyzer)`` and the cached Whisper service, in a ``PipelineWorker`` on the
+virtual clock) once; the frames that reach the user aggregator are recorded with their times and cached. Each benchmark
+arm then replays them, with the audio for Smart Turn, into a real ``LLMUserAggregator``.
 """
 
 from __future__ import annotations
@@ -57,9 +55,7 @@ class Utterance:
         return [e.text for e in self.events if e.kind == "final"]
 
 
-def utterance_audio(
-    parts: list[str], pause: float, voice: Any, *, rate: float
-) -> tuple[bytes, list[float]]:
+def utterance_audio(parts: list[str], pause: float, voice: Any, *, rate: float) -> tuple[bytes, list[float]]:
     """The PCM of ``parts`` separated by ``pause`` seconds of silence (no trailing silence), and where each ends."""
     pcm = bytearray(bytes(int(0.3 * SAMPLE_RATE) * 2))  # the line is open before the caller speaks
     ends: list[float] = []

@@ -42,8 +42,8 @@ def replay(utterance: Utterance, pcm: bytes, *, turn_stop: str, hold_config: Any
         pcm: The utterance's audio (Smart Turn analyses it).
         turn_stop: ``speech_timeout`` or ``smart_turn``.
         hold_config: The identifier hold's config; ``None`` runs without the hold.
-        question: The agent's question the caller answers, sent first as Pipecat's assistant-turn frame (the
-            hold reads the slot from it); empty: none.
+        question: The agent's question the caller answers, sent first as Pipecat's assistant-turn frame (the hold reads
+            the slot from it); empty: none.
     """
     from pipecat_harness.sim.clock import virtual_time
 

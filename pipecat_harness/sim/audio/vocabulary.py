@@ -1,13 +1,10 @@
 """The words a deployment keys its recogniser with: the business's terms and the names it serves.
 
-A phone deployment does not send a recogniser cold audio: Deepgram takes
-``keyterm`` prompts, faster-whisper ``hotwords`` / ``initial_prompt``. Without
-them Whisper tiny.en hears "refund" as "rethought" and "Yusuf Rossi" as "use a
-frosty", and no rule downstream can recover the caller's words. The simulated
-deployment keys the recogniser the way a real one would: with its domain's
-vocabulary and the customer names in the call's business database (the names a
-CRM would supply). The caller's identifiers are never in it: those must be
-heard, not primed.
+A phone deployment does not send a recogniser cold audio: Deepgram takes ``keyterm`` prompts, faster-whisper
+``hotwords`` / ``initial_prompt``. Without them Whisper tiny.en hears "refund" as "rethought" and "Yusuf Rossi" as "use
+a frosty", and no rule downstream can recover the caller's words. The simulated deployment keys the recogniser the way a
+real one would: with its domain's vocabulary and the customer names in the call's business database (the names a CRM
+would supply). The caller's identifiers are never in it: those must be heard, not primed.
 """
 
 from __future__ import annotations
@@ -47,8 +44,8 @@ def recogniser_vocabulary(scenario: Any) -> str:
     """The hotwords for ``scenario``'s call: its domain's terms, then its customers' names.
 
     Returns:
-        One comma-separated string (faster-whisper's ``hotwords`` is a single string); empty when there is nothing
-        to key.
+        One comma-separated string (faster-whisper's ``hotwords`` is a single string); empty when there is nothing to
+        key.
     """
     terms = list(DOMAIN_TERMS.get(scenario.domain, ())) + _customer_names(scenario)
     return ", ".join(terms)
