@@ -49,7 +49,6 @@ from loguru import logger
 from pipecat_harness.business.proposal import Proposal, ProposalStatus
 from pipecat_harness.business.readback import material_arguments, unstated_arguments
 from pipecat_harness.business.replies import classify_reply, is_confirmation
-from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.canonical import request_hash
 from pipecat_harness.tools.policy import PolicyRule, PolicyVerdict, ToolRequest
 
@@ -295,7 +294,7 @@ class ConfirmationPolicy:
             return
         async with self._io:
             try:
-                document, version = await await_io(self.store.load(self.call_id))
+                document, version = await self.store.load(self.call_id)
                 if document is not None and version != self._version:
                     self._adopt(document)
                     self._version = version
@@ -314,13 +313,13 @@ class ConfirmationPolicy:
         async with self._io:
             document = self.to_document()
             try:
-                saved = await await_io(self.store.save(self.call_id, document, expected_version=self._version))
+                saved = await self.store.save(self.call_id, document, expected_version=self._version)
                 if saved:
                     self._version += 1
                     self._dirty = False
                     return True
                 self.conflicts.append(f"call {self.call_id!r}: proposals moved past version {self._version}")
-                stored, version = await await_io(self.store.load(self.call_id))
+                stored, version = await self.store.load(self.call_id)
                 if stored is not None:
                     self._adopt(stored)
                     self._version = version

@@ -25,7 +25,6 @@ from pipecat_harness.business.confirmation import Proposal
 from pipecat_harness.business.permissions import CustomerVerification
 from pipecat_harness.business.tool_results import user_safe_fields
 from pipecat_harness.state.call_state import CallState, CallStateStore, Provenance, VersionConflict
-from pipecat_harness.state.store import await_io
 
 __all__ = ["STATE_MESSAGE_MARK", "WorkingStateKeeper", "render_state"]
 
@@ -237,7 +236,7 @@ class WorkingStateKeeper:
                 def change(state: CallState, snap: dict[str, Any] = snapshot) -> None:
                     _replace(state, snap)
 
-                await await_io(self.store.update(self.state.call_id, change, expected_version=self._saved_version))
+                await self.store.update(self.state.call_id, change, expected_version=self._saved_version)
                 self._saved_version = snapshot["version"]
             except VersionConflict as exc:
                 self.refused.append(str(exc))

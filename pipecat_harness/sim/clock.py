@@ -153,7 +153,7 @@ def virtual_time(*, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120
         stack.callback(lambda: None if loop.is_closed() else loop.close())
         _patch_monotonic(stack, loop)
         _track_aiosqlite_threads(stack)
-        _hold_time_for_redis(stack)
+        _hold_time_for_store_io(stack)
         yield loop
 
 
@@ -205,16 +205,21 @@ def _track_aiosqlite_threads(stack: contextlib.ExitStack) -> None:
     stack.enter_context(mock.patch.object(core.Connection, "__init__", init))
 
 
-def _hold_time_for_redis(stack: contextlib.ExitStack) -> None:
-    """Make a Redis connect or reply hold virtual time until the server answers.
+# Store I/O whose reply arrives on a socket or from a thread: a loop waiting for it looks idle, so without a hold
+# the virtual clock would jump to the next timer (a tool's deadline, a lease, a connect timeout) while the
+# database or Redis answers. Production code awaits these plainly; only a simulated call holds the clock.
+_HELD_IO = (
+    ("redis.asyncio.connection", "AbstractConnection", ("connect", "read_response")),
+    ("pipecat_harness.tools.sqlite_thread", "SqliteThread", ("run",)),
+    ("pipecat_harness.tools.ledger_store", "PostgresStore", ("now", "insert", "update", "get", "select")),
+    ("pipecat_harness.tools.ledger", "OperationLedger", ("create_tables",)),
+    ("pipecat_harness.state.proposals", "SqlProposals", ("load", "save")),
+)
 
-    A loop waiting on a socket looks idle, so without this the clock would jump to the next timer (a lock's lease, a
-    work timeout) while Redis answers.
-    """
-    try:
-        from redis.asyncio.connection import AbstractConnection
-    except ImportError:
-        return
+
+def _hold_time_for_store_io(stack: contextlib.ExitStack) -> None:
+    """Make each of :data:`_HELD_IO`'s methods hold virtual time until its reply is in."""
+    import importlib
 
     def holding(original: Callable[..., Any]) -> Callable[..., Any]:
         async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -226,5 +231,10 @@ def _hold_time_for_redis(stack: contextlib.ExitStack) -> None:
 
         return call
 
-    for name in ("connect", "read_response"):
-        stack.enter_context(mock.patch.object(AbstractConnection, name, holding(getattr(AbstractConnection, name))))
+    for module_name, class_name, methods in _HELD_IO:
+        try:
+            owner = getattr(importlib.import_module(module_name), class_name)
+        except ImportError:  # an optional extra (Redis, the stores) that is not installed holds nothing
+            continue
+        for name in methods:
+            stack.enter_context(mock.patch.object(owner, name, holding(getattr(owner, name))))

@@ -10,29 +10,13 @@ the same operations across worker processes.
 from __future__ import annotations
 
 import abc
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["LockedRead", "NewestGate", "StateStore", "StoreError", "await_io", "parse_record"]
+__all__ = ["LockedRead", "NewestGate", "StateStore", "StoreError", "parse_record"]
 
 T = TypeVar("T")
-
-
-async def await_io(work: Awaitable[T]) -> T:
-    """Await store I/O; on a simulated call's virtual-time loop the clock stands still until it is done.
-
-    A virtual clock jumps to the next timer whenever the loop is idle, and a
-    loop waiting on a database or Redis reply looks idle: without holding the
-    clock, deadlines (a tool's timeout, a lock's lease) would pass in an instant.
-    On an ordinary loop this is a plain ``await``.
-    """
-    future = asyncio.ensure_future(work)
-    hold = getattr(asyncio.get_running_loop(), "hold_time_for", None)
-    if callable(hold):
-        hold(future)
-    return await future
 
 
 class StoreError(RuntimeError):

@@ -44,7 +44,6 @@ from pipecat_harness._pipecat import function_registry, replace_function_registr
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.errors import require_extra
-from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
@@ -279,9 +278,7 @@ class ToolGateControl(HarnessControl):
             return
         async with self._ledger_ready:
             if not self._ledger_created:
-                # Table set-up is database I/O: on a simulated call's virtual-time loop the clock
-                # stands still for it (await_io), or its connect timeout would pass at once.
-                await await_io(self.ledger.create_tables())
+                await self.ledger.create_tables()
                 self._ledger_created = True
 
     def _check_known(self, name: str, tool_call_id: str) -> None:

@@ -31,7 +31,6 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from pipecat_harness.state.store import await_io
 from pipecat_harness.tools.operation_state import ResourceBusy
 from pipecat_harness.tools.sqlite_thread import SqliteThread
 
@@ -288,7 +287,7 @@ class PostgresStore(LedgerStore):
                                                            reset=_keep_session)
         return self._pool
 
-    async def _insert_now(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
+    async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
         """See :class:`LedgerStore`."""
         pool = await self.pool()
         async with pool.acquire() as conn:
@@ -301,7 +300,7 @@ class PostgresStore(LedgerStore):
                 raise ResourceBusy(f"resource {values['resource']!r} has an unsettled operation")
             return row
 
-    async def _update_now(self, prefix: str, where: Where, changes: dict[str, Any],
+    async def update(self, prefix: str, where: Where, changes: dict[str, Any],
                      event: dict[str, Any] | None = None) -> bool:
         """See :class:`LedgerStore`."""
         sql, condition_params = self._update_parts(prefix, where, tuple(changes), event is not None)
@@ -320,39 +319,19 @@ class PostgresStore(LedgerStore):
                 raise ResourceBusy(f"the resource has an unsettled operation ({exc})") from exc
         return not status.endswith(" 0")
 
-    async def _get_now(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
+    async def get(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
         """See :class:`LedgerStore`."""
         pool = await self.pool()
         async with pool.acquire() as conn:
             row: Sequence[Any] | None = await conn.fetchrow(self._get_sql(prefix), tenant, key)
             return row
 
-    async def _select_now(self, prefix: str, where: Where, order: str = "created_at") -> list[Sequence[Any]]:
+    async def select(self, prefix: str, where: Where, order: str = "created_at") -> list[Sequence[Any]]:
         """See :class:`LedgerStore`."""
         condition, params = self._condition(where, 1)
         pool = await self.pool()
         async with pool.acquire() as conn:
             return list(await conn.fetch(self._select_sql(prefix, condition, order), *params))
-
-    # A simulated call's virtual clock jumps to the next timer whenever the loop looks idle, and a loop
-    # waiting on PostgreSQL looks idle; each statement holds the clock until its reply (await_io), or
-    # the connect timeout and the tool's deadline would pass in an instant. A plain await otherwise.
-    async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
-        """See :class:`LedgerStore`."""
-        return await await_io(self._insert_now(prefix, values))
-
-    async def update(self, prefix: str, where: Where, changes: dict[str, Any],
-                     event: dict[str, Any] | None = None) -> bool:
-        """See :class:`LedgerStore`."""
-        return await await_io(self._update_now(prefix, where, changes, event))
-
-    async def get(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
-        """See :class:`LedgerStore`."""
-        return await await_io(self._get_now(prefix, tenant, key))
-
-    async def select(self, prefix: str, where: Where, order: str = "created_at") -> list[Sequence[Any]]:
-        """See :class:`LedgerStore`."""
-        return await await_io(self._select_now(prefix, where, order))
 
     async def close(self) -> None:
         """See :class:`LedgerStore`."""

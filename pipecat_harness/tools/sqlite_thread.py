@@ -148,11 +148,6 @@ class SqliteThread:
             raise RuntimeError(f"the SQLite {self.name} {self.path!r} is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        # A simulated call's virtual clock must not jump ahead while the thread works (a lease or a
-        # tool deadline would pass in an instant); its loop offers hold_time_for for exactly this.
-        hold_time_for = getattr(loop, "hold_time_for", None)
-        if callable(hold_time_for):
-            hold_time_for(future)
         self._queue.put((future, work, transaction))
         return await future
 

@@ -70,4 +70,5 @@ def test_a_callback_number_read_in_groups_reaches_the_model_whole_and_unheld(tmp
     events = [json.loads(line) for line in result.trace_path.read_text(encoding="utf-8").splitlines()]
     sent = [e["text"] for e in events if e["kind"] == "submitted"]
     # The call itself fails earlier, on the recogniser ("zip code" heard as "the code"; README, audio mode).
-    assert [t for t in sent if re.fullmatch(r"415\W+555\W+(0134|zero one three four)\W*", t)], sent
+    # The last group comes out as "0134" or "0-134" depending on the CPU's float kernels: whole either way.
+    assert [t for t in sent if re.fullmatch(r"415\W+555\W+(0\W?134|zero one three four)\W*", t)], sent
