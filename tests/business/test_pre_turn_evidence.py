@@ -38,6 +38,7 @@ async def test_switched_on_it_adds_at_most_k_items_of_the_callers_tenant_before_
     placed = [(where, p) for where, p in control.processors() if isinstance(p, PreTurnEvidence)]
     assert [where for where, _ in placed] == [Placement.BEFORE_LLM]
     context = _context("How long do I have to return something?")
+    await placed[0][1].ensure_retriever()  # the build runs from the pipeline's start; a turn comes later
     await run_test(placed[0][1], frames_to_send=[LLMContextFrame(context)], expected_down_frames=[LLMContextFrame])
     [message] = _evidence_messages(context)
     # Tested without an LLM service downstream it is a system message; never the caller's (user) role.
@@ -109,6 +110,7 @@ async def test_with_an_llm_service_downstream_evidence_is_one_system_instruction
     control = _harness(pre_turn=True, limit=3, **NORTHWIND).control("call_state")
     llm = ScriptedLLMService(ModelScript(system="You are a support agent.", fallback="Okay."))
     context = _context("My blender arrived damaged. Can you approve a refund for it?")
+    await control.evidence.ensure_retriever()
     await run_test(Pipeline([control.evidence, llm]), frames_to_send=[LLMContextFrame(context)],
                    expected_down_frames=None)
     [received] = [call.messages for call in llm.calls]
