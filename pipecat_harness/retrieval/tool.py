@@ -12,7 +12,8 @@ passages that give the agent orders flagged. It is never a ``user`` message,
 which the model would read as the caller's words. If the call's state version
 moved while the search ran (the caller said something new, a tool result
 arrived), the evidence is dropped — and the previous turn's with it: stale
-context is worse than none.
+context is worse than none. A retriever the processor builds is built in the
+background from the pipeline's start and closed at its end.
 """
 
 from __future__ import annotations
@@ -241,7 +242,8 @@ class PreTurnEvidence(FrameProcessor):
                 task.add_done_callback(self._closing.discard)
             return
         if self._build_task is not None:
-            self._build_task.cancel()
+            with contextlib.suppress(RuntimeError):  # its loop is closed: the task cannot run again anyway
+                self._build_task.cancel()
             self._build_task = None
         if self._built is not None:  # no loop left: close on a short-lived one
             try:

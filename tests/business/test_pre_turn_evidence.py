@@ -204,3 +204,15 @@ async def test_harness_close_closes_the_retriever_it_built():
     for thread in opened:
         await asyncio.to_thread(thread.join, 5)
     assert not any(t.is_alive() for t in opened)
+
+
+def test_harness_close_after_the_calls_loop_ended_still_closes_the_retriever():
+    before = _index_threads()
+    harness = _harness(pre_turn=True, **NORTHWIND)
+    asyncio.run(harness.control("call_state").evidence.ensure_retriever())
+    opened = _index_threads() - before
+    assert opened
+    harness.close()  # no loop is running: the index is closed on a short-lived one
+    for thread in opened:
+        thread.join(5)
+    assert not any(t.is_alive() for t in opened)
