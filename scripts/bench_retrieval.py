@@ -1,5 +1,9 @@
 """Benchmark evidence retrieval: recall on the policy corpus, and latency at 20,000 documents.
 
+The default configuration is the harness config's (``RetrievalSettings()``:
+``retrieval.embeddings`` on, so lexical + embedding + sentence rerank), built
+the way a call builds it (:func:`~pipecat_harness.retrieval.prepare_corpus`).
+
 Part 1, on ``tests/retrieval/data/corpus.yaml`` (301 policies of 7 tenants
 with superseded, expired and future revisions), for the development questions
 (tuned on) and the held-out questions (only measured) separately, per
@@ -9,7 +13,8 @@ vector cached; fused without the rerank): recall@1 and recall@5, recall@5 on
 the questions that share no content word with their document, wrong-tenant,
 expired and superseded evidence (all must be 0), "no eligible evidence"
 answered where it is right, p50/p95 per stage against the design's 150 ms
-budget, with the question's embedding (``embed``, part of search) on its own.
+budget, with the question's embedding (``embed``, part of search) on its own,
+and for the default also recall at the config's pre-turn ``limit`` (k=3).
 Every configuration but the cached one searches cold (the question-vector
 cache emptied before each question). SQLite FTS5 and, when reachable,
 PostgreSQL at 127.0.0.1:5432.
@@ -36,13 +41,13 @@ import uuid
 from pathlib import Path
 from typing import cast
 
+from pipecat_harness.config.call_blocks import RetrievalSettings
 from pipecat_harness.retrieval import (
     EvidenceRetriever,
     PolicyDocument,
     SentenceReranker,
     VectorIndex,
-    load_default_embedder,
-    load_documents,
+    prepare_corpus,
 )
 from pipecat_harness.retrieval.labeled import AnswerSupportCase, RetrievalFigures, evaluate, load_answer_support
 from pipecat_harness.retrieval.terms import query_terms
@@ -91,7 +96,7 @@ async def _run(retriever: EvidenceRetriever, cases: list[AnswerSupportCase], rep
     return figures, at1
 
 
-async def recall(url: str, label: str, repeat: int, semantic: tuple[VectorIndex, SentenceReranker],
+async def recall(url: str, label: str, repeat: int, semantic: tuple[VectorIndex | None, SentenceReranker | None],
                  documents: list[PolicyDocument], *, full: bool) -> None:
     vectors, reranker = semantic
     lexical = await EvidenceRetriever.build(documents, url=url, table=f"bench_{uuid.uuid4().hex[:8]}", embedder=None)
@@ -105,7 +110,10 @@ async def recall(url: str, label: str, repeat: int, semantic: tuple[VectorIndex,
             _report("lexical (baseline)", figures, at1, None)
             default = EvidenceRetriever(documents, lexical.lexical, vectors=vectors, reranker=reranker)
             figures, at1 = await _run(default, cases, repeat)
-            _report("default: fused + rerank", figures, at1, baseline)
+            _report("default config", figures, at1, baseline)
+            k = RetrievalSettings().limit
+            at_k = await evaluate(cast(EvidenceRetriever, _Cold(default)), cases, k=k)
+            print(f"      recall@{k} (the pre-turn default limit) {at_k.recall:4.2f}")
             if not full:
                 continue
             figures, at1 = await _run(default, cases, repeat, cold=False)
@@ -139,7 +147,8 @@ async def scale(documents: list[PolicyDocument], size: int, repeat: int) -> None
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "index.db"
             started = time.perf_counter()
-            retriever = await EvidenceRetriever.build(grown, url=f"sqlite+aiosqlite:///{path}")
+            embedder = "default" if RetrievalSettings().embeddings else None
+            retriever = await EvidenceRetriever.build(grown, url=f"sqlite+aiosqlite:///{path}", embedder=embedder)
             built_s = time.perf_counter() - started
             try:
                 plain = _plain_fts(path, cases, repeat)
@@ -194,11 +203,11 @@ async def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    documents = load_documents(DATA / "corpus.yaml")
-    embedder = load_default_embedder()
-    vectors, reranker = VectorIndex(embedder), SentenceReranker(embedder)
-    vectors.add(documents)
-    reranker.add(documents)
+    settings = RetrievalSettings()
+    print(f"default config: retrieval.embeddings {str(settings.embeddings).lower()}, limit {settings.limit}")
+    prepared = prepare_corpus(DATA / "corpus.yaml", embeddings=settings.embeddings)
+    documents, vectors, reranker = prepared.documents, prepared.vectors, prepared.reranker
+    print(f"corpus: {len(documents)} documents, {len({d.tenant for d in documents})} tenants")
     await recall("sqlite+aiosqlite://", "SQLite FTS5", args.repeat, (vectors, reranker), documents, full=True)
     if args.postgres and await _reachable(args.postgres):
         await recall(args.postgres, "PostgreSQL full text", args.repeat, (vectors, reranker), documents, full=False)

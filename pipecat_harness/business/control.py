@@ -212,14 +212,18 @@ class CallStateControl(HarnessControl):
         return RetrievalScope.from_server_context(context, call_date=settings.call_date or dt.date.today())
 
     async def _build_retriever(self) -> EvidenceRetriever:
-        from pipecat_harness.retrieval import EvidenceRetriever, load_default_embedder, load_documents
+        """The call's retriever (started with the pipeline; the file's embeddings are shared by the process)."""
         from pipecat_harness.retrieval.labeled import DATA_DIR
+        from pipecat_harness.retrieval.prepared import build_file_retriever
 
         settings = self.harness.config.retrieval
-        documents = await asyncio.to_thread(load_documents, settings.documents or DATA_DIR / "policies.yaml")
-        embedder = await asyncio.to_thread(load_default_embedder) if settings.embeddings else None
-        return await EvidenceRetriever.build(documents, url=settings.index_url, embedder=embedder,
-                                             limit=settings.limit)
+        return await build_file_retriever(settings.documents or DATA_DIR / "policies.yaml", url=settings.index_url,
+                                          embeddings=settings.embeddings, limit=settings.limit)
+
+    def end_call(self) -> None:
+        """The call ended (``Harness.close``): stop building the retriever and close it."""
+        if self.evidence is not None:
+            self.evidence.end_call()
 
     def _on_evidence(self, evidence: Evidence | None, reason: str) -> None:
         cited = [item.source for item in evidence.items] if evidence is not None else []

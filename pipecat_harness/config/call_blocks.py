@@ -228,8 +228,11 @@ class RetrievalSettings(Block):
         budget_ms: Longest wait for evidence (the design's retrieval budget is 150 ms).
         documents: Policy documents file (YAML) to index; empty: the bundled policy fixtures.
         index_url: Database of the lexical index (``sqlite+aiosqlite://`` in memory, or PostgreSQL).
-        embeddings: Add embedding search (all-MiniLM-L6-v2 on onnxruntime; off: lexical only; pre-turn
-            evidence on with it exceeded its first-turn budget in tests, so it stays opt-in here).
+        embeddings: Add embedding search (on by default: all-MiniLM-L6-v2 int8 on onnxruntime, no PyTorch;
+            it finds paraphrases that share no word with their policy). The model loads and the documents
+            file is embedded in the background from the pipeline's start, once per process per file
+            version; a turn before that goes on without evidence. ``false``: lexical only. Without the
+            ``retrieval`` extra it is lexical only too, and the log says so once.
         tenant: Tenant whose policies apply when the server context names none.
         products: Products the caller may ask about (general policies always apply).
         call_date: Day checked against effective dates (empty: today).
@@ -240,7 +243,7 @@ class RetrievalSettings(Block):
     budget_ms: float = Field(default=150.0, gt=0, le=5000)
     documents: str = ""
     index_url: str = "sqlite+aiosqlite://"
-    embeddings: bool = False
+    embeddings: bool = True
     tenant: str = Field(default="", max_length=128)
     products: list[str] = Field(default_factory=list)
     call_date: dt.date | None = None

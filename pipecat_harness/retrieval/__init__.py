@@ -35,6 +35,7 @@ from pipecat_harness.retrieval.evidence import (
 )
 from pipecat_harness.retrieval.fusion import reciprocal_rank_fusion
 from pipecat_harness.retrieval.lexical import LexicalIndex, PostgresLexicalIndex, SqliteLexicalIndex, lexical_index
+from pipecat_harness.retrieval.prepared import PreparedCorpus, build_file_retriever, clear_prepared, prepare_corpus
 from pipecat_harness.retrieval.rerank import SentenceReranker
 from pipecat_harness.retrieval.retriever import EvidenceRetriever
 from pipecat_harness.retrieval.scope import RetrievalScope, ScopeError, eligible_documents, revision_token
@@ -57,19 +58,23 @@ __all__ = [
     "MiniLMEmbedder",
     "PolicyDocument",
     "PostgresLexicalIndex",
+    "PreparedCorpus",
     "RetrievalScope",
     "ScopeError",
     "SentenceReranker",
     "SqliteLexicalIndex",
     "StageTimings",
     "VectorIndex",
+    "build_file_retriever",
     "cache_key",
+    "clear_prepared",
     "eligible_documents",
     "lexical_index",
     "load_default_embedder",
     "load_documents",
     "looks_like_instruction",
     "parse_documents",
+    "prepare_corpus",
     "query_class",
     "query_terms",
     "reciprocal_rank_fusion",

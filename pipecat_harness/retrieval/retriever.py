@@ -78,6 +78,8 @@ class EvidenceRetriever:
         cache: EvidenceCache | None = None,
         rerank: bool = True,
         table: str = "harness_policy",
+        vectors: VectorIndex | None = None,
+        reranker: SentenceReranker | None = None,
         **kwargs: float,
     ) -> EvidenceRetriever:
         """Create and fill the indexes for ``documents``.
@@ -92,20 +94,25 @@ class EvidenceRetriever:
                 default: on the bundled labeled set it lifts recall@1 for about
                 0.1 ms per query; see ``scripts/bench_retrieval.py``).
             table: Table name prefix of the lexical index.
+            vectors: ``documents`` already embedded (shared, read-only; ``embedder`` is then not used).
+            reranker: Their sentence vectors, already embedded (with ``vectors``).
             **kwargs: ``limit``, ``candidates``, ``min_similarity``.
         """
         lexical = lexical_index(url, table=table)
-        await lexical.create()
-        await lexical.add(documents)
-        vectors = reranker = None
-        if embedder == "default":
-            embedder = await asyncio.to_thread(load_default_embedder)
-        if embedder is not None and not isinstance(embedder, str):
-            vectors = VectorIndex(embedder)
-            await asyncio.to_thread(vectors.add, documents)
-            if rerank:
-                reranker = SentenceReranker(embedder)
-                await asyncio.to_thread(reranker.add, documents)
+        try:
+            await lexical.create()
+            await lexical.add(documents)
+            if vectors is None and embedder == "default":
+                embedder = await asyncio.to_thread(load_default_embedder)
+            if vectors is None and embedder is not None and not isinstance(embedder, str):
+                vectors = VectorIndex(embedder)
+                await asyncio.to_thread(vectors.add, documents)
+                if rerank:
+                    reranker = SentenceReranker(embedder)
+                    await asyncio.to_thread(reranker.add, documents)
+        except BaseException:  # a failed or cancelled build leaves no open connection behind
+            await asyncio.shield(lexical.close())
+            raise
         return cls(
             documents, lexical, vectors=vectors, cache=cache, reranker=reranker,
             limit=int(kwargs.get("limit", 5)), candidates=int(kwargs.get("candidates", 20)),

@@ -12,12 +12,14 @@ passages that give the agent orders flagged. It is never a ``user`` message,
 which the model would read as the caller's words. If the call's state version
 moved while the search ran (the caller said something new, a tool result
 arrived), the evidence is dropped — and the previous turn's with it: stale
-context is worse than none.
+context is worse than none. A retriever the processor builds is built in the
+background from the pipeline's start and closed at its end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,7 +27,7 @@ from typing import Any
 
 from loguru import logger
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
-from pipecat.frames.frames import Frame, LLMContextFrame, StartFrame
+from pipecat.frames.frames import CancelFrame, EndFrame, Frame, LLMContextFrame, StartFrame
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
@@ -100,6 +102,15 @@ class PreTurnEvidence(FrameProcessor):
     most ``budget_secs`` while retrieval runs; a late or stale result is
     dropped and the frame goes on unchanged.
 
+    With ``build``, the retriever is built by a background task the pipeline's
+    ``StartFrame`` starts (never on the frame path: loading a model and
+    indexing take longer than a turn). A turn that comes before it is ready
+    waits for it only within ``budget_secs`` and otherwise goes on without
+    evidence ("dropped: retriever still building"). The ``EndFrame`` or
+    ``CancelFrame``, the processor's cleanup and :meth:`end_call` cancel the
+    build and close the retriever it built (a retriever passed in belongs to
+    the caller, who closes it).
+
     Args:
         retriever: The retriever (``None`` with ``build``: built when the pipeline starts).
         scope: Returns the call's scope.
@@ -107,8 +118,7 @@ class PreTurnEvidence(FrameProcessor):
         budget_secs: Longest wait for evidence (the design's retrieval budget).
         on_result: Called with ``(evidence or None, reason)`` for the trace.
         limit: Most evidence items added (``None``: as many as the retriever returns).
-        build: Builds the retriever (indexing takes longer than a turn's budget, so it
-            runs at the pipeline's start, not on the first turn).
+        build: Builds the retriever (started with the pipeline, in the background).
     """
 
     def __init__(
@@ -128,6 +138,9 @@ class PreTurnEvidence(FrameProcessor):
             raise ValueError("PreTurnEvidence needs a retriever or a function that builds one")
         self._retriever = retriever
         self._build = build
+        self._build_task: asyncio.Task[EvidenceRetriever | None] | None = None
+        self._built: EvidenceRetriever | None = None  # the retriever this processor built, closed at the end
+        self._closing: set[asyncio.Task[None]] = set()
         self._scope = scope
         self._state_version = state_version
         self._budget_secs = budget_secs
@@ -140,6 +153,11 @@ class PreTurnEvidence(FrameProcessor):
         """The retriever (``None`` until built)."""
         return self._retriever
 
+    @property
+    def building(self) -> bool:
+        """Whether the background build is running."""
+        return self._build_task is not None and not self._build_task.done()
+
     def use(self, retriever: EvidenceRetriever, scope: Callable[[], RetrievalScope] | None = None) -> None:
         """Search ``retriever`` (and, if given, within ``scope``) from now on; nothing is built."""
         self._retriever, self._build = retriever, None
@@ -147,41 +165,123 @@ class PreTurnEvidence(FrameProcessor):
             self._scope = scope
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
-        """Attach evidence to downstream context frames whose last message is the user's."""
+        """Start the build on the start, attach evidence to user turns, close at the end."""
         await super().process_frame(frame, direction)
         if isinstance(frame, StartFrame):
             llm = find_downstream(self, LLMService)
             self._instruction = InstructionEntry(llm) if llm is not None else None
-            await self.ensure_retriever()
+            self.start_build()
         elif isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
             await self.attach(frame.context)
         await self.push_frame(frame, direction)
+        if isinstance(frame, EndFrame | CancelFrame):
+            await self.close()
+
+    async def cleanup(self) -> None:
+        """Cancel the build and close the retriever built for the call."""
+        await super().cleanup()
+        await self.close()
+
+    def start_build(self) -> None:
+        """Start building the retriever in the background (once; nothing to do with a retriever given)."""
+        if self._retriever is None and self._build is not None and self._build_task is None:
+            build, self._build = self._build, None
+            self._build_task = asyncio.get_running_loop().create_task(
+                self._run_build(build), name="pre-turn-evidence-build")
+
+    async def _run_build(self, build: Callable[[], Awaitable[EvidenceRetriever]]) -> EvidenceRetriever | None:
+        try:
+            retriever = await build()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # bad documents or a broken index: the call goes on without evidence
+            logger.error(f"pre-turn evidence is off for this call: {type(exc).__name__}: {exc}")
+            self._report(None, f"off: the retriever could not be built ({type(exc).__name__}: {exc})")
+            return None
+        if self._retriever is None:
+            self._retriever = self._built = retriever
+        else:  # use() gave another retriever meanwhile: this one is not needed
+            await retriever.close()
+        return self._retriever
 
     async def ensure_retriever(self) -> EvidenceRetriever | None:
-        """Build the retriever if it is not there yet; a failure is logged and leaves the call without evidence."""
-        if self._retriever is None and self._build is not None:
-            build, self._build = self._build, None
+        """Wait for the retriever (starting its build if needed); ``None`` when it could not be built."""
+        self.start_build()
+        build = self._build_task
+        if build is not None and self._retriever is None:
             try:
-                self._retriever = await build()
-            except Exception as exc:  # bad documents or a missing extra: the call goes on without evidence
-                logger.error(f"pre-turn evidence is off for this call: {type(exc).__name__}: {exc}")
-                self._report(None, f"off: the retriever could not be built ({type(exc).__name__}: {exc})")
+                await asyncio.shield(build)
+            except asyncio.CancelledError:
+                if not build.cancelled():
+                    raise
         return self._retriever
+
+    async def close(self) -> None:
+        """Cancel a running build and close the retriever it built (idempotent)."""
+        task, self._build_task = self._build_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        built, self._built = self._built, None
+        if built is not None:
+            if self._retriever is built:
+                self._retriever = None
+            await built.close()
+
+    def end_call(self) -> None:
+        """The call ended (``Harness.close``, which is synchronous): cancel the build, close the retriever."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            if self._build_task is not None or self._built is not None:
+                task = loop.create_task(self.close(), name="pre-turn-evidence-close")
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+            return
+        if self._build_task is not None:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: the task cannot run again anyway
+                self._build_task.cancel()
+            self._build_task = None
+        if self._built is not None:  # no loop left: close on a short-lived one
+            try:
+                asyncio.run(self.close())
+            except Exception as exc:
+                logger.warning(f"pre-turn evidence retriever not closed: {type(exc).__name__}: {exc}")
 
     async def attach(self, context: Any) -> Evidence | None:
         """Retrieve for the context's last user message and give it to the model; returns what was given."""
         messages = context.get_messages()
         question = _last_user_text(messages)
-        retriever = self._retriever
-        if retriever is None:
+        if self._retriever is None and self._build_task is None:
             return None
         if not question:
             if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "user":
                 self._show(context, None)  # a new caller turn with no text: the last turn's evidence goes
             return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._budget_secs
+        retriever = self._retriever
+        build = self._build_task
+        if retriever is None and build is not None:
+            try:  # the build goes on whatever happens to this wait
+                await asyncio.wait_for(asyncio.shield(build), self._budget_secs)
+            except TimeoutError:
+                self._show(context, None)
+                self._report(None, "dropped: retriever still building")
+                return None
+            except asyncio.CancelledError:
+                if not build.cancelled():
+                    raise  # this turn was cancelled, not the build
+            retriever = self._retriever
+        if retriever is None:
+            return None
         version = self._state_version()
         try:
-            evidence = await asyncio.wait_for(retriever.retrieve(question, self._scope()), self._budget_secs)
+            evidence = await asyncio.wait_for(retriever.retrieve(question, self._scope()),
+                                              max(deadline - loop.time(), 0.0))
         except TimeoutError:
             self._show(context, None)
             self._report(None, f"dropped: retrieval exceeded its {self._budget_secs * 1000:.0f} ms budget")

@@ -87,4 +87,5 @@ async def test_the_default_build_and_the_harness_config_search_by_embedding(docu
         assert retriever.vectors is not None and retriever.reranker is not None
     finally:
         await retriever.close()
-    assert RetrievalSettings().embeddings is False  # pre-turn evidence opts in; the retriever itself embeds
+    assert RetrievalSettings().embeddings is True  # pre-turn evidence embeds by default, as the retriever does
+    assert RetrievalSettings(embeddings=False).embeddings is False  # the explicit opt-out
