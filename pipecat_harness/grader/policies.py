@@ -11,6 +11,7 @@ from pipecat_harness.grader.conditions import (
     anchor_conflict,
     claim_polarity,
     read_conditions,
+    unit_hours,
     universal,
     window_outcome,
 )
@@ -23,15 +24,8 @@ __all__ = ["PolicyFacts", "check_policies"]
 
 _TOPIC_SYNONYMS = {
     "refund": {"refund", "money back", "reimburse", "reimbursement", "cash back"},
-    "reschedul": {
-        "reschedul",
-        "move your appointment",
-        "moving your appointment",
-        "change your appointment",
-        "move it to",
-        "move the appointment",
-        "moving the appointment",
-    },
+    "reschedul": {"reschedul", "move your appointment", "moving your appointment", "change your appointment",
+                  "move it to", "move the appointment", "moving the appointment"},
     "cancel": {"cancel", "cancellation"},
     "return": {"return"},
     "pay": {"pay you", "pay at", "pay when", "pay the", "pay after", "pay later", "payment is", "payment due",
@@ -59,20 +53,6 @@ _DEFERRED_RE = re.compile(
 )
 _AT_SERVICE_RE = re.compile(r"\b(?:at|when|during)\b.{0,25}\b(?:visit|service|appointment|come in|arrive)\b")
 _OPEN_ENDED = {"anytime", "any time", "no questions asked", "whenever", "no matter when"}
-_UNIT_NORMAL = {
-    "h": "hours",
-    "hr": "hours",
-    "hrs": "hours",
-    "hour": "hours",
-    "day": "days",
-    "week": "weeks",
-    "minute": "minutes",
-    "min": "minutes",
-    "mins": "minutes",
-    "month": "months",
-    "year": "years",
-}
-_HOURS_PER = {"minutes": 1 / 60, "hours": 1.0, "days": 24.0, "weeks": 168.0, "months": 720.0, "years": 8760.0}
 
 
 @dataclass
@@ -117,7 +97,7 @@ def _durations(tokens: list[Token]) -> list[float]:
     for i, token in enumerate(tokens[:-1]):
         unit = tokens[i + 1].word
         if token.number is not None and unit in DURATION_UNITS:
-            hours.append(token.number.value * _HOURS_PER[_UNIT_NORMAL.get(unit, unit)])
+            hours.append(token.number.value * unit_hours(unit))
     return hours
 
 
