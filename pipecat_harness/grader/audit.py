@@ -25,6 +25,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Collection
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,14 @@ from pipecat_harness.grader.audit_row import REVIEW_STATUS, AuditRow, ReviewActi
 from pipecat_harness.grader.verdict import FLAGGED
 from pipecat_harness.tools.sqlite_thread import SqliteThread
 
-__all__ = ["DEFAULT_AUDIT_URL", "REVIEW_STATUS", "AuditRow", "AuditStore", "ReviewAction", "ReviewEvent"]
+__all__ = ["DEFAULT_AUDIT_URL", "REVIEW_STATUS", "AuditRow", "AuditStore", "ReviewAction", "ReviewEvent", "day_start"]
 
 DEFAULT_AUDIT_URL = "sqlite+aiosqlite:///grader_audit.db"
+
+
+def day_start(day: date) -> float:
+    """Unix time of the start of a UTC day."""
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
 
 
 def _review_table(metadata: MetaData, name: str) -> Table:
@@ -158,7 +164,7 @@ class AuditStore:
 
     async def get(self, row_id: int) -> AuditRow | None:
         """Return one row by id."""
-        rows = await self._select(select(self.table).where(self.table.c.id == row_id))
+        rows = await self.select(select(self.table).where(self.table.c.id == row_id))
         return rows[0] if rows else None
 
     async def rows(self, *, call_id: str | None = None, tenant: str | None = None) -> list[AuditRow]:
@@ -168,7 +174,7 @@ class AuditStore:
             query = query.where(self.table.c.call_id == call_id)
         if tenant is not None:
             query = query.where(self.table.c.tenant == tenant)
-        return await self._select(query)
+        return await self.select(query)
 
     async def flagged(self, *, limit: int = 200, status: str | None = None,
                       tenants: Collection[str] | None = None) -> list[AuditRow]:
@@ -184,7 +190,7 @@ class AuditStore:
             query = query.where(self.table.c.tenant.in_(sorted(tenants)))
         if status is not None:
             query = query.where(self.table.c.review_status == status)
-        return await self._select(query.order_by(self.table.c.id.desc()).limit(limit))
+        return await self.select(query.order_by(self.table.c.id.desc()).limit(limit))
 
     async def count(self) -> int:
         """Number of rows."""
@@ -233,7 +239,7 @@ class AuditStore:
                 found[event.row_id].append(event)
         return found
 
-    async def _select(self, query: Any) -> list[AuditRow]:
+    async def select(self, query: Any) -> list[AuditRow]:
+        """The rows a ``select(store.table)`` query finds."""
         async with self.engine.connect() as conn:
-            result = await conn.execute(query)
-            return [AuditRow(**dict(r._mapping)) for r in result]
+            return [AuditRow(**dict(r._mapping)) for r in (await conn.execute(query)).all()]
