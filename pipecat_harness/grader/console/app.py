@@ -29,12 +29,11 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi import Path as FastAPIPath
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from pipecat_harness.business.handoff import build_handoff
+from pipecat_harness.business.handoff import Handoff, build_handoff
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
 from pipecat_harness.grader.console import queries, views
 from pipecat_harness.grader.console.access import SESSION_COOKIE, ConsoleAccess, Scope
 from pipecat_harness.grader.console.csrf import read_checked_form
-from pipecat_harness.grader.console.handoff_view import handoff_section
 from pipecat_harness.grader.console.headers import install_security_headers
 from pipecat_harness.trace.timeline import Timeline
 
@@ -125,17 +124,14 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
                 return path
         return None
 
-    async def handoff(call_id: str) -> str:
-        if traces_dir is None:
-            return ""
-        path = traces_dir / f"{call_id}.jsonl"
-        if path.parent != traces_dir or not path.is_file():  # a call id never walks out of the directory
-            return handoff_section(None)
+    async def handoff(call_id: str) -> Handoff | str | None:
+        path = traces_dir / f"{call_id}.jsonl" if traces_dir is not None else None
+        if path is None or path.parent != traces_dir or not path.is_file():  # a call id never walks out of it
+            return None
         try:
-            summary = await asyncio.to_thread(lambda: build_handoff(Timeline.load(path)))
+            return await asyncio.to_thread(lambda: build_handoff(Timeline.load(path)))
         except Exception as exc:  # a damaged trace must not take the call page down with it
-            return handoff_section(None, f"The call's trace could not be read ({type(exc).__name__}).")
-        return handoff_section(summary)
+            return f"The call's trace could not be read ({type(exc).__name__})."
 
     async def call_rows(scope: Scope, tenant: str, call_id: str) -> list[AuditRow]:
         if not scope.allows(tenant):
