@@ -1,16 +1,10 @@
-"""Alerts: severity of a verdict, the webhook payload, its HMAC signature, and delivery off the loop.
+"""Alerts: severity of a verdict, the design's webhook payload, its HMAC signature, and delivery off the loop.
 
-The payload is the design's wire format, field for field (``event`` ``hallucination_grader.flag``, ``severity`` info |
-warn | critical, ``constraint_ref`` as a list, ``links`` into the console's call view). The webhook body is JSON; the
-``X-Harness-Signature`` header carries ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` so a receiver can check
-both origin and freshness with :func:`verify_signature`. Delivery runs in its own task with a bounded queue, retries
-with exponential backoff, and never makes the caller of :meth:`WebhookAlerter.send` wait. Each POST runs in an executor
-thread: the request's timeout is real time even on a simulated call's virtual clock, and no network I/O ever runs on the
-event loop. Whatever a receiver answers (garbage, a cut-off body, a huge header, a reset), each attempt ends delivered
-or failed and the task goes on: every queued alert is counted delivered or failed. The queue is in memory, so alerts
-still queued when the process dies are lost; the outbox alerter
-(:class:`~pipecat_harness.grader.alert_outbox.OutboxAlerter`) keeps them in a database instead, and is what the grader
-uses when it is configured.
+The ``X-Harness-Signature`` header is ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">``, checked for origin and
+freshness by :func:`verify_signature`. :class:`WebhookAlerter` delivers from a bounded in-memory queue in its own task,
+with exponential backoff, each POST in an executor thread (real-time timeouts, no network I/O on the loop); every queued
+alert ends delivered or failed whatever the receiver answers. Alerts still queued when the process dies are lost: the
+grader uses the outbox alerter (:class:`~pipecat_harness.grader.alert_outbox.OutboxAlerter`), which keeps them.
 """
 
 from __future__ import annotations

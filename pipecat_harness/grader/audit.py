@@ -1,23 +1,10 @@
-"""The SQL audit store: one row per verdict, supported ones included, plus the operator's review.
+"""The SQL audit store (the ``sqlite`` extra): one row per verdict, supported ones included, and the operator's review.
 
-The record itself (:class:`~pipecat_harness.grader.audit_row.AuditRow`) needs no database library; this module is the
-``sqlite`` extra's.
-
-SQLAlchemy async Core, the same code for both backends: SQLite through ``aiosqlite`` (the embedded default) and
-PostgreSQL through ``asyncpg`` (the shared backend for many processes)::
-
-    store = AuditStore("sqlite+aiosqlite:///grader_audit.db")
-    store = AuditStore("postgresql+asyncpg://postgres@127.0.0.1:5432/test")
-
-A turn's rows are written while the call goes on, so on a SQLite file they go through one raw ``sqlite3`` connection on
-a thread of its own (:class:`~pipecat_harness.tools.sqlite_thread.SqliteThread`): the call's loop only hands the rows
-over. Measured with ``scripts/bench_grader.py``, the SQLAlchemy insert through ``aiosqlite`` (statement compilation and
-a thread hop per statement on the loop) was most of what grading added to the latency of the frames after a turn. Reads
-and reviews keep SQLAlchemy.
-
-The schema has one version, created with ``create_all``; it is not run through Alembic because there is nothing to
-migrate yet, and an Alembic environment (``env.py``, a versions folder, its configuration) for one ``CREATE TABLE``
-would be larger than the table it manages. The first column change brings it.
+SQLAlchemy async Core for SQLite (``sqlite+aiosqlite:///grader_audit.db``) and PostgreSQL
+(``postgresql+asyncpg://...``). On a SQLite file a turn's rows are inserted through one ``sqlite3`` connection on a
+thread of its own (:class:`~pipecat_harness.tools.sqlite_thread.SqliteThread`): ``scripts/bench_grader.py`` measured
+SQLAlchemy's insert through ``aiosqlite`` as most of what grading added to the latency of the frames after a turn. The
+schema has one version, made by ``create_all``; Alembic comes with the first column change (nothing to migrate yet).
 """
 
 from __future__ import annotations
