@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from loguru import logger
+from tenacity import AsyncRetrying, RetryError, stop_after_attempt, wait_exponential
 
 from pipecat_harness.grader.audit_row import AuditRow
 
@@ -242,21 +243,24 @@ class WebhookAlerter:
     async def _deliver(self, payload: dict[str, Any]) -> None:
         body = json.dumps(self.formatter(payload) if self.formatter else payload, sort_keys=True).encode()
         delivery = _Delivery(payload)
-        for attempt in range(self.max_attempts):
-            if attempt:
-                await asyncio.sleep(self.backoff_secs * 2 ** (attempt - 1))
-            delivery.attempts += 1
-            self.stats.attempts += 1
-            try:
-                loop = asyncio.get_running_loop()
-                delivery.status = await loop.run_in_executor(None, self._post, body)
-                if 200 <= delivery.status < 300:
-                    self.stats.delivered.append(payload)
-                    return
-                delivery.error = f"HTTP {delivery.status}"
-            except Exception as exc:  # any answer at all (http.client's errors are not all OSErrors)
-                delivery.error = f"{type(exc).__name__}: {str(exc)[:200]}"
-        self._give_up(delivery)
+        try:
+            async for attempt in AsyncRetrying(stop=stop_after_attempt(self.max_attempts),
+                                               wait=wait_exponential(self.backoff_secs)):
+                with attempt:
+                    delivery.attempts += 1
+                    self.stats.attempts += 1
+                    try:
+                        delivery.status = await asyncio.get_running_loop().run_in_executor(None, self._post, body)
+                    except Exception as exc:  # any answer at all (http.client's errors are not all OSErrors)
+                        delivery.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                        raise
+                    if not 200 <= delivery.status < 300:
+                        delivery.error = f"HTTP {delivery.status}"
+                        raise RuntimeError(delivery.error)
+        except RetryError:
+            self._give_up(delivery)
+        else:
+            self.stats.delivered.append(payload)
 
     def _post(self, body: bytes) -> int:
         return post_signed(self.url, self.secret, body, self.timeout_secs)
