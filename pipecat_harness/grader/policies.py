@@ -53,7 +53,6 @@ _DEFERRED_RE = re.compile(
     r"monthly|bill you)"
 )
 _AT_SERVICE_RE = re.compile(r"\b(?:at|when|during)\b.{0,25}\b(?:visit|service|appointment|come in|arrive)\b")
-_OPEN_ENDED = {"anytime", "any time", "no questions asked", "whenever", "no matter when"}
 
 
 @dataclass
