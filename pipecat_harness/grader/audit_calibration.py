@@ -1,15 +1,9 @@
 """Calibration from production: operators' reviews of audited turns are the labels that check the grader.
 
-A review says whether the grader's verdict on a row was right:
-
-* ``acknowledge``: it was (a flag was a real problem; an unflagged claim was fine);
-* ``override``: it was not (a false flag; or a missed claim, on an unflagged row);
-* ``escalate``: the claim is a real problem (right for a flagged row, a miss for an unflagged one).
-
-:func:`calibrate` samples audited rows per tenant and ISO week, flagged and unflagged rows apart (flags are rare; a
-uniform sample would hold few), and estimates precision and recall from the reviewed rows of the sample, each weighted
-by how many rows of its tenant, week and stratum it stands for. The reliability table puts the grader's ``confidence``
-next to how often verdicts of that confidence were right: the weekly check of the grader itself.
+``acknowledge`` says the verdict was right, ``override`` that it was not, ``escalate`` that the claim is a real problem.
+:func:`calibrate` samples rows per tenant and ISO week, flagged and unflagged apart (flags are rare), and estimates
+precision and recall from the reviewed ones, each weighted by the rows of its stratum it stands for; the reliability
+table puts the stated ``confidence`` beside how often such verdicts were right.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """FastAPI app of the operator console.
 
-Pages (rendered on the server by :mod:`~pipecat_harness.grader.console.views`, no JavaScript needed):
+Pages: ``/``, the queue of flagged claims with acknowledge / override / escalate; ``/t/<tenant>/calls/<call>``, the
+call as graded with its flags in place (``#turn_018``), its handoff summary and recording (``/transcript`` and
+``/audio`` are the alert's other links); ``/t/<tenant>``, the tenant's daily flag and out_of_scope rates.
 
-* ``/``: the queue of flagged claims, newest first, filterable by tenant, severity, category, review status and date,
-  each with acknowledge / override / escalate (a note and who, kept in the row's history);
-* ``/t/<tenant>/calls/<call>``: the call's whole transcript as graded, the flagged turns highlighted in place
-  (``#turn_018``) with the rationale, the constraint and the constraint list version, and the recording when
-  ``recordings`` holds ``<call>.wav`` (``.mp3``, ``.ogg``, ``.webm``); its ``/transcript`` and ``/audio`` are the alert
-  payload's other links;
-* ``/t/<tenant>``: the tenant's flag rate and out_of_scope rate per day, as a chart.
-
-Every request needs a console credential (see :mod:`~pipecat_harness.grader.console.access`): a token as
-``Authorization: Bearer ...``, or once as ``?token=...`` on any page, after which the browser holds a signed session
-cookie instead. A token sees and changes only its tenants' rows; another tenant's row or call answers 404, as a missing
-one does. The unsafe routes (``POST /rows/<id>/<action>``, ``POST /logout``) refuse cross-origin and non-form requests
-and, from a session, need its CSRF token (see :mod:`~pipecat_harness.grader.console.csrf`).
+Every request needs a credential (:mod:`~pipecat_harness.grader.console.access`): ``Authorization: Bearer ...``, or
+``?token=...`` once, swapped for a session cookie. A token sees only its tenants' rows; another tenant's row answers
+404, as a missing one does. The unsafe routes refuse cross-origin and non-form requests; from a session they need its
+CSRF token (:mod:`~pipecat_harness.grader.console.csrf`).
 """
 
 from __future__ import annotations

@@ -29,16 +29,7 @@ class FilterError(ValueError):
 
 @dataclass(frozen=True)
 class QueueFilter:
-    """The queue's filters (all optional).
-
-    Parameters:
-        tenant: One tenant.
-        severity: ``info``, ``warning`` or ``critical``.
-        category: ``price``, ``hours``, ``policy``, ``capability`` or ``action``.
-        status: ``open``, ``acknowledged``, ``overridden`` or ``escalated``.
-        since: First day (UTC) included.
-        until: Last day (UTC) included.
-    """
+    """The queue's filters, all optional; ``since`` and ``until`` are UTC days, both included."""
 
     tenant: str | None = None
     severity: str | None = None
@@ -120,14 +111,7 @@ async def tenants(store: AuditStore, visible: Collection[str] | None = None) -> 
 
 @dataclass(frozen=True)
 class RatePoint:
-    """One day of a tenant's graded turns.
-
-    Parameters:
-        day: The UTC day.
-        turns: Assistant turns graded.
-        flagged: Turns with at least one flagged claim.
-        out_of_scope: Turns with at least one ``out_of_scope`` claim.
-    """
+    """One UTC day of a tenant's graded turns, and how many had a flagged or an ``out_of_scope`` claim."""
 
     day: date
     turns: int
