@@ -163,16 +163,17 @@ class AuditStore:
             query = query.where(self.table.c.tenant == tenant)
         return await self.select(query)
 
-    async def flagged(self, *, limit: int = 200, status: str | None = None,
+    async def flagged(self, *where: Any, limit: int = 200, status: str | None = None,
                       tenants: Collection[str] | None = None) -> list[AuditRow]:
-        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, optionally of one review status.
+        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, at most ``limit``.
 
         Args:
+            where: Further conditions on :attr:`table`'s columns.
             limit: Most rows returned.
             status: Only rows with this review status.
             tenants: Only rows of these tenants (``None``: every tenant; empty: none).
         """
-        query = select(self.table).where(self.table.c.verdict.in_(sorted(FLAGGED)))
+        query = select(self.table).where(self.table.c.verdict.in_(sorted(FLAGGED)), *where)
         if tenants is not None:
             query = query.where(self.table.c.tenant.in_(sorted(tenants)))
         if status is not None:

@@ -78,16 +78,13 @@ async def flagged_rows(store: AuditStore, filters: QueueFilter, visible: Collect
                        limit: int = 200) -> list[AuditRow]:
     """Flagged rows matching the filters, newest first."""
     c = store.table.c
-    conditions = [c.verdict.in_(sorted(FLAGGED)), *_scope(store, visible)]
-    for column, value in ((c.tenant, filters.tenant), (c.severity, filters.severity),
-                          (c.category, filters.category), (c.review_status, filters.status)):
-        if value is not None:
-            conditions.append(column == value)
+    where = [column == value for column, value in ((c.tenant, filters.tenant), (c.severity, filters.severity),
+                                                   (c.category, filters.category)) if value is not None]
     if filters.since is not None:
-        conditions.append(c.created_at >= day_start(filters.since))
+        where.append(c.created_at >= day_start(filters.since))
     if filters.until is not None:
-        conditions.append(c.created_at < day_start(filters.until + timedelta(days=1)))
-    return await store.select(select(store.table).where(and_(*conditions)).order_by(c.id.desc()).limit(limit))
+        where.append(c.created_at < day_start(filters.until + timedelta(days=1)))
+    return await store.flagged(*where, limit=limit, status=filters.status, tenants=visible)
 
 
 async def call_rows(store: AuditStore, tenant: str, call_id: str, visible: Collection[str] | None = None) -> list[
