@@ -290,15 +290,10 @@ def _check_percentages(tokens: list[Token], sentence: str, constraints: Constrai
             continue
         value = token.number.value
         promo = next((p for p in constraints.promotions if _same(value, p.discount_percent)), None)
-        if promo is not None:
-            verdicts.append(
-                Verdict("supported", sentence, "price", f"promotions.{promo.id}",
-                        f"{value:g}% off is the {promo.id} promotion", 0.9)
-            )
-        else:
-            verdicts.append(
-                Verdict("unsupported", sentence, "price", "promotions", f"no promotion gives {value:g}% off", 0.85)
-            )
+        verdicts.append(
+            Verdict("supported", sentence, "price", f"promotions.{promo.id}", f"{value:g}% off is the {promo.id} "
+                    "promotion", 0.9) if promo is not None else
+            Verdict("unsupported", sentence, "price", "promotions", f"no promotion gives {value:g}% off", 0.85))
     return verdicts
 
 
