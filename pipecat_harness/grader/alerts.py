@@ -243,6 +243,8 @@ class WebhookAlerter:
     async def _deliver(self, payload: dict[str, Any]) -> None:
         body = json.dumps(self.formatter(payload) if self.formatter else payload, sort_keys=True).encode()
         delivery = _Delivery(payload)
+        if self.max_attempts < 1:
+            return self._give_up(delivery)  # no attempt allowed, as configured
         try:
             async for attempt in AsyncRetrying(stop=stop_after_attempt(self.max_attempts),
                                                wait=wait_exponential(self.backoff_secs)):
