@@ -127,10 +127,12 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
             return f"The call's trace could not be read ({type(exc).__name__})."
 
     async def call_rows(scope: Scope, tenant: str, call_id: str) -> list[AuditRow]:
-        if not scope.allows(tenant):
-            return []
+        """The call's rows; 404 when it has none the scope may see (another tenant's call is a missing one)."""
         await ready()
-        return await queries.call_rows(store, tenant, call_id, scope.tenants)
+        rows = await queries.call_rows(store, tenant, call_id, scope.tenants) if scope.allows(tenant) else []
+        if not rows:
+            raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
+        return rows
 
     @app.get("/", response_class=HTMLResponse)
     async def page(request: Request) -> Response:
@@ -168,18 +170,13 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
         if isinstance(scope, Response):
             return scope
         rows = await call_rows(scope, tenant, call_id)
-        if not rows:
-            raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
         history = await store.history([r.id for r in rows if r.id is not None])
         return HTMLResponse(views.call_page(tenant, call_id, rows, history, has_audio=recording(call_id) is not None,
                                             handoff=await handoff(call_id), csrf=access.csrf_token(request)))
 
     @app.get("/t/{tenant}/calls/{call_id}/transcript")
     async def transcript(request: Request, tenant: str, call_id: str) -> Response:
-        rows = await call_rows(require(request), tenant, call_id)
-        if not rows:
-            raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
-        turns = {r.turn_id: r for r in rows}
+        turns = {r.turn_id: r for r in await call_rows(require(request), tenant, call_id)}
         if "application/json" in request.headers.get("accept", ""):
             return JSONResponse([{"turn_id": t, "caller": r.caller_utterance, "agent": r.utterance}
                                  for t, r in sorted(turns.items())])
@@ -192,8 +189,7 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
 
     @app.get("/t/{tenant}/calls/{call_id}/audio")
     async def audio(request: Request, tenant: str, call_id: str) -> Response:
-        if not await call_rows(require(request), tenant, call_id):
-            raise HTTPException(status_code=404, detail=f"no call {call_id!r} for {tenant!r}")
+        await call_rows(require(request), tenant, call_id)  # 404 unless the viewer may see the call
         path = recording(call_id)
         if path is None:
             raise HTTPException(status_code=404, detail=f"no recording of call {call_id!r}")
