@@ -152,11 +152,9 @@ class TurnGrader(BaseObserver):
         if not self._tables_ready:
             await self.audit.create_tables()
             self._tables_ready = True
-        rows = [
+        rows = [  # a row holds every field of its verdict
             AuditRow(tenant=self.tenant, call_id=self.call_id, turn_id=job.turn_id, utterance=job.utterance,
-                     caller_utterance=job.caller_utterance, verdict=verdict.verdict, category=verdict.category,
-                     claim=verdict.claim, constraint_ref=verdict.constraint_ref, rationale=verdict.rationale,
-                     confidence=verdict.confidence, grader_model=self.grader.model,
+                     caller_utterance=job.caller_utterance, **verdict.to_dict(), grader_model=self.grader.model,
                      constraints_version=self.constraints_version,
                      severity=self.severity.severity(verdict.verdict, verdict.category))
             for verdict in verdicts
