@@ -16,7 +16,7 @@ _CURRENCY_AFTER = {
     "dollar": "USD", "dollars": "USD", "bucks": "USD", "usd": "USD", "euro": "EUR", "euros": "EUR",
     "eur": "EUR", "pound": "GBP", "pounds": "GBP", "gbp": "GBP",
 }  # fmt: skip
-_SYMBOL = {"USD": "$", "EUR": "€", "GBP": "£"}
+_SYMBOL = {code: sign for sign, code in _CURRENCY_BEFORE.items() if not sign.isalpha()}  # "USD" -> "$"
 DURATION_UNITS = {
     "minute", "minutes", "min", "mins", "hour", "hours", "h", "hr", "hrs", "day", "days", "week", "weeks",
     "month", "months", "year", "years",
