@@ -15,6 +15,8 @@ __all__ = ["FORMATTERS", "Formatter", "pagerduty_event", "slack_message", "teams
 Formatter = Callable[[dict[str, Any]], dict[str, Any]]
 """Turns the design's payload into a channel's webhook body."""
 
+#: The console links every channel's message carries, with their titles (PagerDuty takes the first two).
+_LINKS = (("operator_console", "Open in console"), ("transcript", "Transcript"), ("audio", "Audio"))
 _PAGERDUTY_SEVERITY = {"critical": "critical", "warn": "warning", "info": "info"}
 
 
@@ -50,11 +52,8 @@ def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
                 f"*Rationale:* {payload['rationale']}\n*Constraint:* `{_refs(payload)}` "
                 f"(list {payload['constraint_list_version']})\n*Recommended:* {payload['recommended_action']}")}},
             {"type": "actions", "elements": [
-                {"type": "button", "text": {"type": "plain_text", "text": "Open in console"},
-                 "url": links["operator_console"]},
-                {"type": "button", "text": {"type": "plain_text", "text": "Transcript"}, "url": links["transcript"]},
-                {"type": "button", "text": {"type": "plain_text", "text": "Audio"}, "url": links["audio"]},
-            ]},
+                {"type": "button", "text": {"type": "plain_text", "text": title}, "url": links[key]}
+                for key, title in _LINKS]},
         ],
     }
 
@@ -80,11 +79,7 @@ def teams_message(payload: dict[str, Any]) -> dict[str, Any]:
         "type": "AdaptiveCard",
         "version": "1.4",
         "body": body,
-        "actions": [
-            {"type": "Action.OpenUrl", "title": "Open in console", "url": links["operator_console"]},
-            {"type": "Action.OpenUrl", "title": "Transcript", "url": links["transcript"]},
-            {"type": "Action.OpenUrl", "title": "Audio", "url": links["audio"]},
-        ],
+        "actions": [{"type": "Action.OpenUrl", "title": title, "url": links[key]} for key, title in _LINKS],
     }
     return {
         "type": "message",
@@ -108,10 +103,7 @@ def pagerduty_event(payload: dict[str, Any], routing_key: str = "") -> dict[str,
             "class": payload["category"],
             "custom_details": payload,
         },
-        "links": [
-            {"href": links["operator_console"], "text": "Open in console"},
-            {"href": links["transcript"], "text": "Transcript"},
-        ],
+        "links": [{"href": links[key], "text": title} for key, title in _LINKS[:2]],
     }
 
 

@@ -1,11 +1,8 @@
-"""Alerts through the tool outbox: a queued alert survives a crash of the process that raised it.
+"""Alerts through an outbox of their own (table prefix :data:`ALERT_TABLE_PREFIX`): a queued alert survives a crash.
 
-:class:`OutboxAlerter` appends each alert to an operation ledger's outbox
-(:meth:`~pipecat_harness.tools.ledger.OperationLedger.append_event`, once per audit row) before it returns, and an
-:class:`~pipecat_harness.tools.outbox.OutboxPublisher` delivers pending alerts to the webhook, signed, with the outbox's
-retries. A process killed after the append loses nothing: the next publisher on the same database delivers the alert.
-The alerts get an outbox of their own (a table prefix of their own) so that the tool gate's operation events never reach
-the alert webhook.
+:class:`OutboxAlerter` appends each alert to the ledger's outbox before it returns, once per audit row; an
+:class:`~pipecat_harness.tools.outbox.OutboxPublisher` delivers it, signed, with the outbox's retries, and the next
+publisher on the same database delivers what a killed process left. The tool gate's events never reach the webhook.
 """
 
 from __future__ import annotations

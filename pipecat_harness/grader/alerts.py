@@ -1,16 +1,10 @@
-"""Alerts: severity of a verdict, the webhook payload, its HMAC signature, and delivery off the loop.
+"""Alerts: severity of a verdict, the design's webhook payload, its HMAC signature, and delivery off the loop.
 
-The payload is the design's wire format, field for field (``event`` ``hallucination_grader.flag``, ``severity`` info |
-warn | critical, ``constraint_ref`` as a list, ``links`` into the console's call view). The webhook body is JSON; the
-``X-Harness-Signature`` header carries ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` so a receiver can check
-both origin and freshness with :func:`verify_signature`. Delivery runs in its own task with a bounded queue, retries
-with exponential backoff, and never makes the caller of :meth:`WebhookAlerter.send` wait. Each POST runs in an executor
-thread: the request's timeout is real time even on a simulated call's virtual clock, and no network I/O ever runs on the
-event loop. Whatever a receiver answers (garbage, a cut-off body, a huge header, a reset), each attempt ends delivered
-or failed and the task goes on: every queued alert is counted delivered or failed. The queue is in memory, so alerts
-still queued when the process dies are lost; the outbox alerter
-(:class:`~pipecat_harness.grader.alert_outbox.OutboxAlerter`) keeps them in a database instead, and is what the grader
-uses when it is configured.
+The ``X-Harness-Signature`` header is ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">``, checked for origin and
+freshness by :func:`verify_signature`. :class:`WebhookAlerter` delivers from a bounded in-memory queue in its own task,
+with exponential backoff, each POST in an executor thread (real-time timeouts, no network I/O on the loop); every queued
+alert ends delivered or failed whatever the receiver answers. Alerts still queued when the process dies are lost: the
+grader uses the outbox alerter (:class:`~pipecat_harness.grader.alert_outbox.OutboxAlerter`), which keeps them.
 """
 
 from __future__ import annotations
@@ -28,6 +22,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from loguru import logger
+from tenacity import AsyncRetrying, RetryError, stop_after_attempt, wait_exponential
 
 from pipecat_harness.grader.audit_row import AuditRow
 
@@ -248,21 +243,26 @@ class WebhookAlerter:
     async def _deliver(self, payload: dict[str, Any]) -> None:
         body = json.dumps(self.formatter(payload) if self.formatter else payload, sort_keys=True).encode()
         delivery = _Delivery(payload)
-        for attempt in range(self.max_attempts):
-            if attempt:
-                await asyncio.sleep(self.backoff_secs * 2 ** (attempt - 1))
-            delivery.attempts += 1
-            self.stats.attempts += 1
-            try:
-                loop = asyncio.get_running_loop()
-                delivery.status = await loop.run_in_executor(None, self._post, body)
-                if 200 <= delivery.status < 300:
-                    self.stats.delivered.append(payload)
-                    return
-                delivery.error = f"HTTP {delivery.status}"
-            except Exception as exc:  # any answer at all (http.client's errors are not all OSErrors)
-                delivery.error = f"{type(exc).__name__}: {str(exc)[:200]}"
-        self._give_up(delivery)
+        if self.max_attempts < 1:
+            return self._give_up(delivery)  # no attempt allowed, as configured
+        try:
+            async for attempt in AsyncRetrying(stop=stop_after_attempt(self.max_attempts),
+                                               wait=wait_exponential(self.backoff_secs)):
+                with attempt:
+                    delivery.attempts += 1
+                    self.stats.attempts += 1
+                    try:
+                        delivery.status = await asyncio.get_running_loop().run_in_executor(None, self._post, body)
+                    except Exception as exc:  # any answer at all (http.client's errors are not all OSErrors)
+                        delivery.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                        raise
+                    if not 200 <= delivery.status < 300:
+                        delivery.error = f"HTTP {delivery.status}"
+                        raise RuntimeError(delivery.error)
+        except RetryError:
+            self._give_up(delivery)
+        else:
+            self.stats.delivered.append(payload)
 
     def _post(self, body: bytes) -> int:
         return post_signed(self.url, self.secret, body, self.timeout_secs)

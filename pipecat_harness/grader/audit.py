@@ -1,23 +1,10 @@
-"""The SQL audit store: one row per verdict, supported ones included, plus the operator's review.
+"""The SQL audit store (the ``sqlite`` extra): one row per verdict, supported ones included, and the operator's review.
 
-The record itself (:class:`~pipecat_harness.grader.audit_row.AuditRow`) needs no database library; this module is the
-``sqlite`` extra's.
-
-SQLAlchemy async Core, the same code for both backends: SQLite through ``aiosqlite`` (the embedded default) and
-PostgreSQL through ``asyncpg`` (the shared backend for many processes)::
-
-    store = AuditStore("sqlite+aiosqlite:///grader_audit.db")
-    store = AuditStore("postgresql+asyncpg://postgres@127.0.0.1:5432/test")
-
-A turn's rows are written while the call goes on, so on a SQLite file they go through one raw ``sqlite3`` connection on
-a thread of its own (:class:`~pipecat_harness.tools.sqlite_thread.SqliteThread`): the call's loop only hands the rows
-over. Measured with ``scripts/bench_grader.py``, the SQLAlchemy insert through ``aiosqlite`` (statement compilation and
-a thread hop per statement on the loop) was most of what grading added to the latency of the frames after a turn. Reads
-and reviews keep SQLAlchemy.
-
-The schema has one version, created with ``create_all``; it is not run through Alembic because there is nothing to
-migrate yet, and an Alembic environment (``env.py``, a versions folder, its configuration) for one ``CREATE TABLE``
-would be larger than the table it manages. The first column change brings it.
+SQLAlchemy async Core for SQLite (``sqlite+aiosqlite:///grader_audit.db``) and PostgreSQL
+(``postgresql+asyncpg://...``). On a SQLite file a turn's rows are inserted through one ``sqlite3`` connection on a
+thread of its own (:class:`~pipecat_harness.tools.sqlite_thread.SqliteThread`): ``scripts/bench_grader.py`` measured
+SQLAlchemy's insert through ``aiosqlite`` as most of what grading added to the latency of the frames after a turn. The
+schema has one version, made by ``create_all``; Alembic comes with the first column change (nothing to migrate yet).
 """
 
 from __future__ import annotations
@@ -25,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Collection
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +24,14 @@ from pipecat_harness.grader.audit_row import REVIEW_STATUS, AuditRow, ReviewActi
 from pipecat_harness.grader.verdict import FLAGGED
 from pipecat_harness.tools.sqlite_thread import SqliteThread
 
-__all__ = ["DEFAULT_AUDIT_URL", "REVIEW_STATUS", "AuditRow", "AuditStore", "ReviewAction", "ReviewEvent"]
+__all__ = ["DEFAULT_AUDIT_URL", "REVIEW_STATUS", "AuditRow", "AuditStore", "ReviewAction", "ReviewEvent", "day_start"]
 
 DEFAULT_AUDIT_URL = "sqlite+aiosqlite:///grader_audit.db"
+
+
+def day_start(day: date) -> float:
+    """Unix time of the start of a UTC day."""
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
 
 
 def _review_table(metadata: MetaData, name: str) -> Table:
@@ -158,7 +151,7 @@ class AuditStore:
 
     async def get(self, row_id: int) -> AuditRow | None:
         """Return one row by id."""
-        rows = await self._select(select(self.table).where(self.table.c.id == row_id))
+        rows = await self.select(select(self.table).where(self.table.c.id == row_id))
         return rows[0] if rows else None
 
     async def rows(self, *, call_id: str | None = None, tenant: str | None = None) -> list[AuditRow]:
@@ -168,23 +161,24 @@ class AuditStore:
             query = query.where(self.table.c.call_id == call_id)
         if tenant is not None:
             query = query.where(self.table.c.tenant == tenant)
-        return await self._select(query)
+        return await self.select(query)
 
-    async def flagged(self, *, limit: int = 200, status: str | None = None,
+    async def flagged(self, *where: Any, limit: int = 200, status: str | None = None,
                       tenants: Collection[str] | None = None) -> list[AuditRow]:
-        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, optionally of one review status.
+        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, at most ``limit``.
 
         Args:
+            where: Further conditions on :attr:`table`'s columns.
             limit: Most rows returned.
             status: Only rows with this review status.
             tenants: Only rows of these tenants (``None``: every tenant; empty: none).
         """
-        query = select(self.table).where(self.table.c.verdict.in_(sorted(FLAGGED)))
+        query = select(self.table).where(self.table.c.verdict.in_(sorted(FLAGGED)), *where)
         if tenants is not None:
             query = query.where(self.table.c.tenant.in_(sorted(tenants)))
         if status is not None:
             query = query.where(self.table.c.review_status == status)
-        return await self._select(query.order_by(self.table.c.id.desc()).limit(limit))
+        return await self.select(query.order_by(self.table.c.id.desc()).limit(limit))
 
     async def count(self) -> int:
         """Number of rows."""
@@ -233,7 +227,7 @@ class AuditStore:
                 found[event.row_id].append(event)
         return found
 
-    async def _select(self, query: Any) -> list[AuditRow]:
+    async def select(self, query: Any) -> list[AuditRow]:
+        """The rows a ``select(store.table)`` query finds."""
         async with self.engine.connect() as conn:
-            result = await conn.execute(query)
-            return [AuditRow(**dict(r._mapping)) for r in result]
+            return [AuditRow(**dict(r._mapping)) for r in (await conn.execute(query)).all()]

@@ -1,15 +1,9 @@
 """Calibration from production: operators' reviews of audited turns are the labels that check the grader.
 
-A review says whether the grader's verdict on a row was right:
-
-* ``acknowledge``: it was (a flag was a real problem; an unflagged claim was fine);
-* ``override``: it was not (a false flag; or a missed claim, on an unflagged row);
-* ``escalate``: the claim is a real problem (right for a flagged row, a miss for an unflagged one).
-
-:func:`calibrate` samples audited rows per tenant and ISO week, flagged and unflagged rows apart (flags are rare; a
-uniform sample would hold few), and estimates precision and recall from the reviewed rows of the sample, each weighted
-by how many rows of its tenant, week and stratum it stands for. The reliability table puts the grader's ``confidence``
-next to how often verdicts of that confidence were right: the weekly check of the grader itself.
+``acknowledge`` says the verdict was right, ``override`` that it was not, ``escalate`` that the claim is a real problem.
+:func:`calibrate` samples rows per tenant and ISO week, flagged and unflagged apart (flags are rare), and estimates
+precision and recall from the reviewed ones, each weighted by the rows of its stratum it stands for; the reliability
+table puts the stated ``confidence`` beside how often such verdicts were right.
 """
 
 from __future__ import annotations
@@ -21,8 +15,9 @@ from datetime import UTC, date, datetime, timedelta
 
 from sqlalchemy import and_, select
 
-from pipecat_harness.grader.audit import AuditStore
+from pipecat_harness.grader.audit import AuditStore, day_start
 from pipecat_harness.grader.audit_row import AuditRow, ReviewEvent
+from pipecat_harness.grader.calibration import CategoryScore, share
 
 __all__ = ["AuditCalibration", "Bin", "WeekScore", "calibrate", "label"]
 
@@ -38,31 +33,6 @@ def label(row: AuditRow, review: ReviewEvent) -> bool:
 
 
 @dataclass
-class _Counts:
-    tp: float = 0.0
-    fp: float = 0.0
-    fn: float = 0.0
-    tn: float = 0.0
-
-    def add(self, flagged: bool, ungrounded: bool, weight: float) -> None:
-        if flagged:
-            if ungrounded:
-                self.tp += weight
-            else:
-                self.fp += weight
-        elif ungrounded:
-            self.fn += weight
-        else:
-            self.tn += weight
-
-    def precision(self) -> float | None:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
-
-    def recall(self) -> float | None:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
-
-
-@dataclass
 class WeekScore:
     """One tenant's week: rows audited, sampled and labeled, and the weighted estimates."""
 
@@ -71,17 +41,17 @@ class WeekScore:
     audited: int = 0
     sampled: int = 0
     labeled: int = 0
-    counts: _Counts = field(default_factory=_Counts)
+    counts: CategoryScore = field(default_factory=CategoryScore)
 
     @property
     def precision(self) -> float | None:
         """Estimated share of flags that were real problems (``None`` without a labeled flag)."""
-        return self.counts.precision()
+        return share(self.counts.tp, self.counts.fp)
 
     @property
     def recall(self) -> float | None:
         """Estimated share of real problems that were flagged (``None`` without a labeled problem)."""
-        return self.counts.recall()
+        return share(self.counts.tp, self.counts.fn)
 
 
 @dataclass
@@ -158,13 +128,10 @@ async def calibrate(store: AuditStore, *, per_week: int = 50, seed: int = 0, ten
     if tenant is not None:
         conditions.append(c.tenant == tenant)
     if since is not None:
-        conditions.append(c.created_at >= datetime(since.year, since.month, since.day, tzinfo=UTC).timestamp())
+        conditions.append(c.created_at >= day_start(since))
     if until is not None:
-        end = until + timedelta(days=1)
-        conditions.append(c.created_at < datetime(end.year, end.month, end.day, tzinfo=UTC).timestamp())
-    async with store.engine.connect() as conn:
-        result = await conn.execute(select(store.table).where(and_(*conditions)).order_by(c.id))
-        rows = [AuditRow(**dict(r._mapping)) for r in result.all()]
+        conditions.append(c.created_at < day_start(until + timedelta(days=1)))
+    rows = await store.select(select(store.table).where(and_(*conditions)).order_by(c.id))
     strata: dict[tuple[str, str, bool], list[AuditRow]] = defaultdict(list)
     for row in rows:
         strata[(row.tenant, _week(row.created_at), row.flagged)].append(row)
@@ -190,8 +157,8 @@ async def calibrate(store: AuditStore, *, per_week: int = 50, seed: int = 0, ten
         weight = population / len(reviewed) if reviewed else 0.0
         for row, review in reviewed:
             ungrounded = label(row, review)
-            score.counts.add(row.flagged, ungrounded, weight)
-            total.counts.add(row.flagged, ungrounded, weight)
+            score.counts.add(not ungrounded, row.flagged, weight)
+            total.counts.add(not ungrounded, row.flagged, weight)
             right = ungrounded == row.flagged
             bucket = next(b for b in bins if b.low <= row.confidence < b.high)
             bucket.rows += 1

@@ -1,7 +1,6 @@
-"""The audit record: one row per verdict, the operator's review actions, and the sink rows go to.
+"""The audit record (one row per verdict), the operator's review actions, and the sink rows go to.
 
-Plain dataclasses with no database library behind them, so grading, alerts and the observer run on a base install;
-:class:`~pipecat_harness.grader.audit.AuditStore` (the ``sqlite`` extra) is the SQL sink.
+Plain dataclasses, so grading runs on a base install; :class:`~pipecat_harness.grader.audit.AuditStore` is the SQL sink.
 """
 
 from __future__ import annotations
@@ -21,28 +20,11 @@ REVIEW_STATUS: dict[str, str] = {"acknowledge": "acknowledged", "override": "ove
 
 @dataclass
 class AuditRow:
-    """One graded claim of one assistant turn (or a turn that could not be graded).
+    """One graded claim of one assistant turn (1-based ``turn_id``), or a turn that could not be graded.
 
-    Parameters:
-        tenant: Tenant whose facts were checked.
-        call_id: The call.
-        turn_id: The assistant turn within the call (1-based).
-        utterance: What the caller heard.
-        caller_utterance: The caller's preceding turn.
-        verdict: ``supported``, ``unsupported``, ``out_of_scope``, ``llm_flagged`` or ``not_graded``.
-        category: ``price``, ``hours``, ``policy``, ``capability``, ``action`` or ``none``.
-        claim: The claim judged.
-        constraint_ref: The constraint it was checked against.
-        rationale: Why.
-        confidence: 0..1.
-        grader_model: ``rules``, a model name, or ``rules+<model>``.
-        constraints_version: Version of the constraint list used.
-        severity: ``critical``, ``warning`` or ``info``.
-        review_status: ``open``, ``acknowledged``, ``overridden`` or ``escalated``.
-        review_note: The operator's note.
-        created_at: Unix time the row was written.
-        reviewed_at: Unix time of the last review action.
-        id: Row id, set once written.
+    The verdict fields are a :class:`~pipecat_harness.grader.verdict.Verdict`'s; ``utterance`` is what the caller heard,
+    ``grader_model`` is ``rules``, a model or ``rules+<model>``; ``review_status`` is ``open`` or what the last review
+    left (:data:`REVIEW_STATUS`); times are Unix times; ``id`` is set once written.
     """
 
     tenant: str
@@ -77,17 +59,7 @@ class AuditRow:
 
 @dataclass(frozen=True)
 class ReviewEvent:
-    """One operator action on an audit row: who did what, when, and why.
-
-    Parameters:
-        row_id: The audit row.
-        action: ``acknowledge``, ``override`` or ``escalate``.
-        status: The review status it left the row in.
-        note: The operator's note.
-        actor: Who acted.
-        at: Unix time of the action.
-        id: Event id.
-    """
+    """One operator action on an audit row (``acknowledge``...): who, when, why, and the status it left."""
 
     row_id: int
     action: str

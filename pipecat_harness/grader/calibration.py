@@ -27,7 +27,7 @@ from pipecat_harness.grader.constraints import ConstraintError, ConstraintList
 from pipecat_harness.grader.verdict import CATEGORIES, Grader, Verdict
 from pipecat_harness.validation import load_mapping_file
 
-__all__ = ["LABELED_SET_PATH", "CalibrationReport", "CategoryScore", "LabeledItem", "LabeledSet", "evaluate"]
+__all__ = ["LABELED_SET_PATH", "CalibrationReport", "CategoryScore", "LabeledItem", "LabeledSet", "evaluate", "share"]
 
 #: The labeled set shipped with the package.
 LABELED_SET_PATH = Path(__file__).resolve().parent / "data" / "labeled_detailing.yaml"
@@ -88,38 +88,45 @@ class LabeledSet:
         return cls(constraints, items, tenants)
 
 
+def share(part: float, rest: float) -> float | None:
+    """``part / (part + rest)``, or ``None`` when both are zero."""
+    return part / (part + rest) if part + rest else None
+
+
 @dataclass
 class CategoryScore:
-    """Flag counts for one category."""
+    """Flag counts for one category (weighted, so floats, when estimated from a sample)."""
 
-    tp: int = 0
-    fp: int = 0
-    fn: int = 0
-    tn: int = 0
+    tp: float = 0
+    fp: float = 0
+    fn: float = 0
+    tn: float = 0
 
     @property
     def precision(self) -> float:
         """Flagged items that were really ungrounded (1.0 when nothing was flagged)."""
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+        found = share(self.tp, self.fp)
+        return 1.0 if found is None else found
 
     @property
     def recall(self) -> float:
         """Ungrounded items that were flagged (1.0 when there were none)."""
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+        found = share(self.tp, self.fn)
+        return 1.0 if found is None else found
 
     @property
     def false_flag_rate(self) -> float:
         """Grounded items that were flagged."""
-        return self.fp / (self.fp + self.tn) if self.fp + self.tn else 0.0
+        return share(self.fp, self.tn) or 0.0
 
-    def add(self, grounded: bool, flagged: bool) -> None:
-        """Count one item."""
+    def add(self, grounded: bool, flagged: bool, weight: float = 1) -> None:
+        """Count one item (``weight``: how many items it stands for)."""
         if grounded:
-            self.fp += flagged
-            self.tn += not flagged
+            self.fp += flagged * weight
+            self.tn += (not flagged) * weight
         else:
-            self.tp += flagged
-            self.fn += not flagged
+            self.tp += flagged * weight
+            self.fn += (not flagged) * weight
 
 
 @dataclass

@@ -1,24 +1,13 @@
 """Capability claims: what the agent offers to do, checked against what the tenant can do.
 
-Five kinds of offer, each checked against a different part of the constraint list:
-
-* an action ("I can book that", "let me waive the fee"): the ``capabilities``;
-* a transfer to a named person or team ("I can put you through to Dave"): a
-  transfer capability and the ``staff`` list. A referral to "someone" or "a
-  manager" names nobody and is supported, as the design says;
-* a look-up of a record ("I'll pull up your payment history from our billing
-  system"): the ``integrations`` and what the capabilities operate on;
-* a message ("I'll text you a code"): a send capability with the same channel
-  and the same kind of message;
-* a callback at a time ("someone will call you back at four"): a callback
-  capability (a callback without a time is a referral);
-
-and one the rules cannot check at all, an availability claim ("we have an
-opening at three"), which is ``out_of_scope``. Capability verdicts carry a
-confidence below :data:`~pipecat_harness.grader.verdict.SETTLED_CONFIDENCE`:
-reading an offer from words is never certain, so the combined grader asks the
-model about every one. Offers are judged clause by clause: "I can't transfer calls, but I
-can book you now" refuses one thing and offers another.
+An offered action ("let me waive the fee") is checked against the ``capabilities``; a transfer to a named person or
+team against a transfer capability and the ``staff`` (a referral to "someone" or "a manager" names nobody, so is fine);
+a look-up ("I'll pull up your billing history") against the ``integrations`` and what the capabilities operate on; a
+message ("I'll text you a code") against a send capability of that channel and kind; a callback at a time against a
+callback capability. An availability claim ("we have an opening at three") is ``out_of_scope``. Reading an offer from
+words is never certain, so these verdicts sit below
+:data:`~pipecat_harness.grader.verdict.SETTLED_CONFIDENCE` and the combined grader asks the model about each. Offers are
+judged clause by clause: "I can't transfer calls, but I can book you now" refuses one thing and offers another.
 """
 
 from __future__ import annotations
@@ -28,7 +17,7 @@ from collections.abc import Iterable
 
 from pipecat_harness.grader.constraints import ConstraintList
 from pipecat_harness.grader.prices import find_services
-from pipecat_harness.grader.verdict import Verdict
+from pipecat_harness.grader.verdict import Verdict, VerdictKind
 from pipecat_harness.numbers import Token, negated, read_numbers, stem, tokenize
 
 __all__ = ["check_capabilities", "readable_records"]
@@ -184,44 +173,46 @@ def _original_clauses(sentence: str) -> list[str]:
     return [c.strip() for c in re.split(r",?\s*\bbut\b|;|\bhowever\b", sentence, flags=re.IGNORECASE) if c.strip()]
 
 
+def _verdict(kind: VerdictKind, sentence: str, ref: str, why: str, confidence: float = 0.8) -> Verdict:
+    return Verdict(kind, sentence, "capability", ref, why, confidence)
+
+
+def _can(sentence: str, cap: str) -> Verdict:
+    return _verdict("supported", sentence, f"capabilities.{cap}", f"the agent can {cap}")
+
+
+def _cannot(sentence: str, constraints: ConstraintList, what: str) -> Verdict:
+    return _verdict("unsupported", sentence, "capabilities",
+                    f"{what}; capabilities are {', '.join(constraints.capabilities) or 'none'}")
+
+
 def check_capabilities(
     tokens: list[Token], sentence: str, constraints: ConstraintList, *, policy_claim: bool = False
 ) -> list[Verdict]:
     """Check what a sentence offers to do against the tenant's capabilities, staff and integrations.
 
-    Args:
-        tokens: The sentence's tokens.
-        sentence: The sentence as said.
-        constraints: The tenant's facts.
-        policy_claim: The sentence states a policy; "we"-offers in it ("we'll
-            issue store credit") describe the policy rather than offer an action.
+    ``policy_claim``: the sentence states a policy, so its "we"-offers ("we'll issue store credit") describe the
+    policy rather than offer an action.
     """
-    words = [t.word for t in tokens]
-    text = " ".join(words)
-    is_question = sentence.rstrip().endswith("?")
-    if is_question and not re.search(r"\b(?:like me to|want me to|shall i|should i)\b", text):
+    text = " ".join(t.word for t in tokens)
+    if sentence.rstrip().endswith("?") and not re.search(r"\b(?:like me to|want me to|shall i|should i)\b", text):
         return []
     verdicts: list[Verdict] = []
     originals = _original_clauses(sentence)
     for index, clause in enumerate(_clauses(text)):
-        clause_words = clause.split()
-        if negated(clause_words):
-            continue
-        original = originals[index] if index < len(originals) else sentence
-        verdicts += _check_clause(clause, original, sentence, constraints, policy_claim)
+        if not negated(clause.split()):
+            original = originals[index] if index < len(originals) else sentence
+            verdicts += _check_clause(clause, original, sentence, constraints, policy_claim)
     return verdicts
 
 
 def _check_clause(
     clause: str, original: str, sentence: str, constraints: ConstraintList, policy_claim: bool
 ) -> list[Verdict]:
-    verdicts: list[Verdict] = []
     callback = _check_callback(clause, sentence, constraints)
     transfer = _check_transfer(original, sentence, constraints)
-    if callback is not None:
-        verdicts.append(callback)
-    if transfer is not None:
-        verdicts.append(transfer)
+    verdicts = [v for v in (callback, transfer) if v is not None]
+    handled = bool(verdicts)  # a callback or transfer is not also an offer of an action
     sent = _SENT_RE.search(clause) or _RECEIVE_RE.search(clause)
     if sent is not None:
         verb = stem(sent.groupdict().get("verb") or "get")
@@ -232,21 +223,16 @@ def _check_clause(
     for match in _OFFER_RE.finditer(clause):
         if match.group("verb3"):
             verdict = _check_offered_service(match.group("object"), sentence, constraints)
+        elif policy_claim and match.group("subject") == "we":
+            continue
         else:
-            verb = match.group("verb") or match.group("verb2")
-            rest = clause[match.end() :]
-            if policy_claim and match.group("subject") == "we":
-                continue
-            verdict = _check_offer(verb, rest, sentence, constraints, handled=callback is not None or transfer
-                                   is not None)
+            verdict = _check_offer(match.group("verb") or match.group("verb2"), clause[match.end() :], sentence,
+                                   constraints, handled=handled)
         if verdict is not None:
             verdicts.append(verdict)
-    availability = _AVAILABILITY_RE.search(clause)
-    if availability and not verdicts:
-        verdicts.append(
-            Verdict("out_of_scope", sentence, "capability", "availability",
-                    "availability is not in the constraint list; the rules cannot check it", 0.5)
-        )
+    if not verdicts and _AVAILABILITY_RE.search(clause):
+        verdicts.append(_verdict("out_of_scope", sentence, "availability",
+                                 "availability is not in the constraint list; the rules cannot check it", 0.5))
     return verdicts
 
 
@@ -255,9 +241,8 @@ def _check_offer(verb: str, rest: str, sentence: str, constraints: ConstraintLis
     rest_words = rest.split()
     if verb_stem in _LOOKUP_VERBS or verb in _LOOKUP_VERBS:
         return _check_lookup(rest_words, sentence, constraints)
-    if verb_stem in _MESSAGE_VERBS or verb in _MESSAGE_VERBS:
-        return _check_message(verb_stem, rest_words, sentence, constraints)
-    if verb in _INFORMAL_SEND_VERBS and _channel_of(verb_stem, rest_words[:10]) is not None:
+    if (verb_stem in _MESSAGE_VERBS or verb in _MESSAGE_VERBS
+            or (verb in _INFORMAL_SEND_VERBS and _channel_of(verb_stem, rest_words[:10]) is not None)):
         return _check_message(verb_stem, rest_words, sentence, constraints)
     if handled or verb_stem in _TRANSFER_VERBS or "callback" in rest_words:
         return None
@@ -270,34 +255,22 @@ def _check_offer(verb: str, rest: str, sentence: str, constraints: ConstraintLis
     if verb in _NEUTRAL_VERBS or verb_stem in _NEUTRAL_VERBS or verb_stem not in _ACTION_VERBS:
         return None
     covering = _ACTION_VERBS[verb_stem]
-    for cap, parts in _capability_parts(constraints).items():
-        if covering & parts:
-            return Verdict("supported", sentence, "capability", f"capabilities.{cap}", f"the agent can {cap}", 0.8)
-    return Verdict(
-        "unsupported",
-        sentence,
-        "capability",
-        "capabilities",
-        f"offered to {verb}; capabilities are {', '.join(constraints.capabilities) or 'none'}",
-        0.8,
-    )
+    cap = next((c for c, parts in _capability_parts(constraints).items() if covering & parts), None)
+    return _can(sentence, cap) if cap is not None else _cannot(sentence, constraints, f"offered to {verb}")
 
 
 def _check_offered_service(obj: str, sentence: str, constraints: ConstraintList) -> Verdict | None:
     policy = r"\b(?:payment plan|financing|installments?|warranty|guarantee|price match|money[- ]back|refunds?)"
     if re.search(policy, obj) or re.search(policy, sentence, re.IGNORECASE):
         return None  # a policy, checked as one
-    tokens = read_numbers(tokenize(obj))
-    services = find_services(tokens, constraints)
+    services = find_services(read_numbers(tokenize(obj)), constraints)
     if services:
         item = services[0][1]
-        return Verdict("supported", sentence, "capability", item.id, f"{item.service} is a listed service", 0.8)
+        return _verdict("supported", sentence, item.id, f"{item.service} is a listed service")
     if not obj.strip() or (obj.split()[0] in {"that", "this", "it", "not", "have", "a"} and len(obj.split()) < 2):
         return None
-    return Verdict(
-        "unsupported", sentence, "capability", "price_list", f"offered '{obj.strip()}', which is not a listed service",
-        0.75,
-    )
+    return _verdict("unsupported", sentence, "price_list",
+                    f"offered '{obj.strip()}', which is not a listed service", 0.75)
 
 
 def _check_lookup(rest: list[str], sentence: str, constraints: ConstraintList) -> Verdict | None:
@@ -310,17 +283,14 @@ def _check_lookup(rest: list[str], sentence: str, constraints: ConstraintList) -
     unknown = [w for w in named if _root(w) not in readable and w not in _GENERIC_SYSTEM]
     if unknown:
         systems = ", ".join(i.system for i in constraints.integrations) or "none"
-        return Verdict(
-            "unsupported", sentence, "capability", "integrations",
-            f"offered to look up {' '.join(unknown)}; the agent can read {systems} and what its capabilities use",
-            0.8,
-        )
+        return _verdict("unsupported", sentence, "integrations", f"offered to look up {' '.join(unknown)}; the agent "
+                        f"can read {systems} and what its capabilities use")
     ref = next(
         (f"integrations.{i.id}" for i in constraints.integrations
          if set(_stems(named)) & (_stems(tokenize(i.system)) | _stems(w for r in i.records for w in tokenize(r)))),
         "capabilities",
     )
-    return Verdict("supported", sentence, "capability", ref, f"the agent can look up {' '.join(named)}", 0.8)
+    return _verdict("supported", sentence, ref, f"the agent can look up {' '.join(named)}")
 
 
 def _message_capabilities(constraints: ConstraintList) -> list[tuple[str, str | None, set[str]]]:
@@ -328,11 +298,9 @@ def _message_capabilities(constraints: ConstraintList) -> list[tuple[str, str | 
     found = []
     for cap in constraints.capabilities:
         parts = cap.split("_")
-        if not ({"send", "text", "sms", "email", "notify", "message"} & set(parts)):
-            continue
-        channel = next((_CHANNELS[p] for p in parts if p in _CHANNELS), None)
-        objects = {stem(p) for p in parts if p not in _CHANNELS and p not in {"send", "notify"}}
-        found.append((cap, channel, objects))
+        if {"send", "text", "sms", "email", "notify", "message"} & set(parts):
+            channel = next((_CHANNELS[p] for p in parts if p in _CHANNELS), None)
+            found.append((cap, channel, {stem(p) for p in parts if p not in _CHANNELS and p not in {"send", "notify"}}))
     return found
 
 
@@ -348,8 +316,7 @@ def _check_message(verb_stem: str, rest: list[str], sentence: str, constraints: 
                    channel_only: bool = False) -> Verdict | None:
     """A send against the send capabilities: the same channel, and (for an offer) the same kind of message.
 
-    A send said as done (``channel_only``) is checked for its channel only: what it sent is the
-    operation's business, checked against the ledger as an action claim.
+    A send said as done (``channel_only``) is checked for its channel only: what it sent is an action claim.
     """
     window = rest[:10]
     channel = _channel_of(verb_stem, window)
@@ -361,25 +328,16 @@ def _check_message(verb_stem: str, rest: list[str], sentence: str, constraints: 
         cap_objects = {"confirmation" if o.startswith("confirm") else o for o in cap_objects}
         if (cap_channel is None or channel is None or cap_channel == channel) and (
                 channel_only or objects <= cap_objects):
-            return Verdict("supported", sentence, "capability", f"capabilities.{cap}", f"the agent can {cap}", 0.8)
-    what = " ".join(sorted(objects)) or "a message"
+            return _can(sentence, cap)
     by = f" by {channel}" if channel else ""
-    return Verdict(
-        "unsupported", sentence, "capability", "capabilities",
-        f"offered to send {what}{by}; capabilities are {', '.join(constraints.capabilities) or 'none'}", 0.8,
-    )
+    return _cannot(sentence, constraints, f"offered to send {' '.join(sorted(objects)) or 'a message'}{by}")
 
 
 def _check_callback(clause: str, sentence: str, constraints: ConstraintList) -> Verdict | None:
     if not _CALLBACK_RE.search(clause) or not _TIME_RE.search(clause):
         return None  # "let me have someone call you back" is a referral
     cap = next((c for c in constraints.capabilities if "callback" in c or ("call" in c and "back" in c)), None)
-    if cap is not None:
-        return Verdict("supported", sentence, "capability", f"capabilities.{cap}", f"the agent can {cap}", 0.8)
-    return Verdict(
-        "unsupported", sentence, "capability", "capabilities",
-        f"promised a callback at a time; capabilities are {', '.join(constraints.capabilities) or 'none'}", 0.8,
-    )
+    return _can(sentence, cap) if cap is not None else _cannot(sentence, constraints, "promised a callback at a time")
 
 
 def _names(target: str) -> list[str]:
@@ -406,35 +364,30 @@ def _check_transfer(original: str, sentence: str, constraints: ConstraintList) -
          if w in _TEAM_WORDS and i and target_words[i - 1] not in _REFERRAL_WORDS),
         None,
     )
-    role_words = []
-    for word in target_words[:5]:
-        if word in {"for", "who", "who'll", "that", "right", "now", "so", "and"}:
-            break
-        if word not in {"a", "an", "the", "our", "your", "one", "of"}:
-            role_words.append(word)
     can_transfer = next((c for c in constraints.capabilities if "transfer" in c or "connect" in c), None)
     if not names and team is None:
+        role_words = []
+        for word in target_words[:5]:
+            if word in {"for", "who", "who'll", "that", "right", "now", "so", "and"}:
+                break
+            if word not in {"a", "an", "the", "our", "your", "one", "of"}:
+                role_words.append(word)
         role = " ".join(role_words)
         staff = next((s for s in constraints.staff if role and s.role and s.role.lower() in role), None)
         if can_transfer and staff is not None:
-            return Verdict("supported", sentence, "capability", f"staff.{staff.id}",
-                           f"calls can be transferred to the {staff.role} ({staff.name})", 0.8)
+            return _verdict("supported", sentence, f"staff.{staff.id}",
+                            f"calls can be transferred to the {staff.role} ({staff.name})")
         return None  # a referral to "someone" or "a manager" names nobody
     said = names[0] if names else team or ""
     if can_transfer is None:
-        return Verdict(
-            "unsupported", sentence, "capability", "capabilities",
-            f"offered a transfer to {said}; the agent has no transfer capability", 0.8,
-        )
+        return _verdict("unsupported", sentence, "capabilities",
+                        f"offered a transfer to {said}; the agent has no transfer capability")
     for member in constraints.staff:
         known = {member.name.lower().replace(".", ""), *member.name.lower().replace(".", "").split()} - _TITLES
         if (names and all(n in known or n.split()[-1] in known for n in names)) or (
             not names and team is not None and (team in member.name.lower() or team.split()[0] in member.role.lower())
         ):
-            return Verdict("supported", sentence, "capability", f"staff.{member.id}",
-                           f"calls can be transferred to {member.name}", 0.8)
+            return _verdict("supported", sentence, f"staff.{member.id}", f"calls can be transferred to {member.name}")
     listed = ", ".join(s.name for s in constraints.staff) or "nobody"
-    return Verdict(
-        "unsupported", sentence, "capability", "staff",
-        f"offered a transfer to {said}, who is not on the staff list ({listed})", 0.8,
-    )
+    return _verdict("unsupported", sentence, "staff",
+                    f"offered a transfer to {said}, who is not on the staff list ({listed})")

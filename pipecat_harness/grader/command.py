@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 
 from pipecat_harness.cli import port_number
@@ -22,14 +23,13 @@ __all__ = ["add_parser"]
 
 _TOKEN_ENV = "PIPECAT_HARNESS_CONSOLE_TOKEN"
 _TENANT_TOKENS_ENV = "PIPECAT_HARNESS_CONSOLE_TENANT_TOKENS"
+_TENANT_TOKENS = TypeAdapter(dict[str, str | list[str]])
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register ``console`` and ``grader``."""
     console = subparsers.add_parser("console", help="serve the operator console of flagged turns")
-    console.add_argument("--audit-url", default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
-                         help="SQLAlchemy async URL of the audit store (default: %(default)s)")
-    console.add_argument("--table", default="grader_audit", help="audit table name")
+    _audit_arguments(console)
     console.add_argument("--recordings", default=None, help="directory of call recordings (<call id>.wav, .mp3...)")
     console.add_argument("--traces", default=None,
                          help="directory of call traces (<call id>.jsonl); call pages show the handoff summary")
@@ -53,10 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     evaluate_parser.set_defaults(func=_eval)
     calibrate_parser = actions.add_parser("calibrate",
                                           help="score the grader against operators' reviews of sampled audited turns")
-    calibrate_parser.add_argument("--audit-url",
-                                  default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
-                                  help="SQLAlchemy async URL of the audit store (default: %(default)s)")
-    calibrate_parser.add_argument("--table", default="grader_audit", help="audit table name")
+    _audit_arguments(calibrate_parser)
     calibrate_parser.add_argument("--per-week", type=int, default=50,
                                   help="rows sampled per tenant, week and stratum (flagged/unflagged)")
     calibrate_parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
@@ -69,12 +66,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     grader.set_defaults(func=lambda args: (grader.print_help(), 2)[1])
 
 
-def _tenant_tokens() -> dict[str, str | list[str]] | None:
-    """Tenant tokens from ``$PIPECAT_HARNESS_CONSOLE_TENANT_TOKENS`` (``{"<token>": "<tenant>", ...}``).
+def _audit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--audit-url", default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
+                        help="SQLAlchemy async URL of the audit store (default: %(default)s)")
+    parser.add_argument("--table", default="grader_audit", help="audit table name")
 
-    Raises:
-        ValueError: The variable is not such a JSON object.
-    """
+
+def _tenant_tokens() -> dict[str, str | list[str]] | None:
+    """Tenant tokens from ``$PIPECAT_HARNESS_CONSOLE_TENANT_TOKENS``; ``ValueError`` when it is not such JSON."""
     raw = os.environ.get(_TENANT_TOKENS_ENV)
     if not raw:
         return None
@@ -82,12 +81,11 @@ def _tenant_tokens() -> dict[str, str | list[str]] | None:
         value = json.loads(raw)
     except ValueError as exc:
         raise ValueError(f"${_TENANT_TOKENS_ENV} is not JSON: {exc}") from exc
-    if not isinstance(value, dict) or not all(
-        isinstance(t, str) and (isinstance(n, str) or (isinstance(n, list) and all(isinstance(x, str) for x in n)))
-        for t, n in value.items()
-    ):
-        raise ValueError(f'${_TENANT_TOKENS_ENV} must be a JSON object {{"<token>": "<tenant>" or ["<tenant>", ...]}}')
-    return value
+    try:
+        return _TENANT_TOKENS.validate_python(value, strict=True)
+    except ValidationError:
+        raise ValueError(
+            f'${_TENANT_TOKENS_ENV} must be a JSON object {{"<token>": "<tenant>" or ["<tenant>", ...]}}') from None
 
 
 def _console(args: argparse.Namespace) -> int:
@@ -106,12 +104,10 @@ def _console(args: argparse.Namespace) -> int:
     from pipecat_harness.grader.console import create_console_app
 
     store = AuditStore(args.audit_url, table_name=args.table)
-    if args.recordings and not os.path.isdir(args.recordings):
-        print(f"console: --recordings {args.recordings!r} is not a directory", file=sys.stderr)
-        return 2
-    if args.traces and not os.path.isdir(args.traces):
-        print(f"console: --traces {args.traces!r} is not a directory", file=sys.stderr)
-        return 2
+    for flag, directory in (("--recordings", args.recordings), ("--traces", args.traces)):
+        if directory and not os.path.isdir(directory):
+            print(f"console: {flag} {directory!r} is not a directory", file=sys.stderr)
+            return 2
     try:
         app = create_console_app(store, args.token, tenant_tokens=tenant_tokens, recordings=args.recordings,
                                  traces=args.traces)

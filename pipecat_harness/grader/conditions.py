@@ -16,7 +16,8 @@ from typing import Literal
 
 from pipecat_harness.numbers import Token
 
-__all__ = ["Condition", "anchor_conflict", "claim_polarity", "read_conditions", "universal", "window_outcome"]
+__all__ = ["Condition", "anchor_conflict", "claim_polarity", "read_conditions", "unit_hours", "universal",
+           "window_outcome"]
 
 _HOURS_PER = {"minute": 1 / 60, "hour": 1.0, "day": 24.0, "week": 168.0, "month": 720.0, "year": 8760.0}
 _UNIT = {
@@ -64,6 +65,11 @@ class Condition:
     hours: float
     kind: Literal["case", "at_least", "under"]
     boundary_given: bool = True
+
+
+def unit_hours(word: str) -> float:
+    """Hours in one of a duration unit's words ("days" -> 24); ``KeyError`` for other words."""
+    return _HOURS_PER[_UNIT[word]]
 
 
 def _kind(before: str, after: str) -> Literal["case", "at_least", "under"]:

@@ -1,12 +1,8 @@
-"""A tenant's facts: price list, hours, policies, capabilities and promotions.
+"""A tenant's facts (price list, hours, policies, capabilities, promotions), loaded from YAML or JSON with a schema.
 
-Loaded from YAML or JSON with a schema; every validation problem names the file and the field. Policy values are
-identifiers written in words (``no_cash_refunds_store_credit_only``); :func:`policy_statement` reads them as the
-statement an agent would say ("no cash refunds, store credit only").
-
-Lists are versioned: :class:`ConstraintStore` keeps every published change as a new, immutable version, and a list
-without an explicit ``version`` is identified by a hash of its content, so an audit row always says which facts the
-grader checked against.
+Policy values are identifiers written in words, read by :func:`policy_statement`. :class:`ConstraintStore` keeps every
+published list as a new, immutable version; a list without a ``version`` is named by a hash of its content, so an audit
+row always says which facts the grader checked against.
 """
 
 from __future__ import annotations
@@ -52,18 +48,7 @@ class _Strict(BaseModel):
 
 
 class PriceItem(_Strict):
-    """One priced service.
-
-    Parameters:
-        id: Stable reference used in verdicts (``px_basic``).
-        service: What the caller would call it ("basic detail").
-        price_usd: Price in US dollars (the design's shape).
-        price: Price in ``currency`` (alternative to ``price_usd``).
-        price_max: Upper end when the list gives a range ("from 149 to 199").
-        currency: ISO code of ``price``.
-        aliases: Other names for the service.
-        duration_minutes: How long the service takes, when listed.
-    """
+    """One priced service: exactly one of ``price_usd`` or ``price`` (in ``currency``); ``price_max`` ends a range."""
 
     id: str = Field(min_length=1)
     service: str = Field(min_length=1)
@@ -104,13 +89,7 @@ class Promotion(_Strict):
 
 
 class Integration(_Strict):
-    """A business system the agent is connected to, and the records it can read there.
-
-    Parameters:
-        id: Stable reference used in verdicts (``int_orders``).
-        system: What the agent would call it ("order system").
-        records: Kinds of record the agent can look up there ("orders", "shipping address").
-    """
+    """A business system the agent can read ("order system"), and the kinds of record it reads there ("orders")."""
 
     id: str = Field(min_length=1)
     system: str = Field(min_length=1)
@@ -118,13 +97,7 @@ class Integration(_Strict):
 
 
 class StaffMember(_Strict):
-    """A person or team calls can be transferred to (with a transfer capability).
-
-    Parameters:
-        id: Stable reference used in verdicts (``staff_maria``).
-        name: How the agent would name them ("Maria", "Dr. Patel", "billing team").
-        role: Their role ("office manager"), also a way to name them.
-    """
+    """A person or team calls can be transferred to, by ``name`` ("Dr. Patel", "billing team") or ``role``."""
 
     id: str = Field(min_length=1)
     name: str = Field(min_length=1)
@@ -146,18 +119,9 @@ class DayHours(_Strict):
 class ConstraintList(_Strict):
     """One version of a tenant's facts.
 
-    Parameters:
-        tenant: Tenant identifier.
-        version: Explicit version label; defaults to a hash of the content.
-        timezone: IANA time zone of the hours.
-        price_list: Priced services.
-        hours: Per weekday or weekday group (``mon_fri``, ``sat``, ``sun``): ``"08:00-18:00"`` or ``"closed"``.
-        policies: Policy name -> identifier written in words.
-        capabilities: What the agent can do (``book_appointment``, ``transfer_call``...).
-        integrations: Systems the agent can look records up in; what its capabilities operate on (appointments, orders)
-            counts as well.
-        staff: People and teams a call can be transferred to.
-        promotions: Current promotions.
+    ``timezone`` is the IANA zone of the ``hours``, given per weekday or group (``mon_fri``, ``sat``) as
+    ``"08:00-18:00"`` or ``"closed"``; ``policies`` map a name to an identifier written in words; ``capabilities`` are
+    what the agent can do (``book_appointment``, ``transfer_call``).
     """
 
     tenant: str = "default"

@@ -87,17 +87,11 @@ class GraderControl(HarnessControl):
         self.audit = AuditStore(settings.audit_url)
         self.alerter = _alerter(settings)
         self.turn_grader = TurnGrader(
-            self.grader,
-            audit=self.audit,
-            tenant=settings.tenant or self.constraints.tenant,
-            call_id=harness.call_id,
+            self.grader, audit=self.audit, tenant=settings.tenant or self.constraints.tenant, call_id=harness.call_id,
             constraints_version=self.constraints.version_id,
             severity=SeverityPolicy(frozenset(settings.critical_categories), settings.alert_min_severity),
-            alerter=self.alerter,
-            console_url=settings.console_url,
-            queue_size=settings.queue_size,
-            decisions=harness.decisions,
-            close_resources=True,
+            alerter=self.alerter, console_url=settings.console_url, queue_size=settings.queue_size,
+            decisions=harness.decisions, close_resources=True,
         )
         harness.decisions.add_listener(self._on_decision)
 

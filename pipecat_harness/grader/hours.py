@@ -11,23 +11,16 @@ from pipecat_harness.numbers import Token, negated
 
 __all__ = ["check_hours", "find_days"]
 
-_DAY_WORDS = {
-    "monday": "mon", "mondays": "mon", "mon": "mon", "tuesday": "tue", "tuesdays": "tue", "tue": "tue",
-    "wednesday": "wed", "wednesdays": "wed", "wed": "wed", "thursday": "thu", "thursdays": "thu", "thu": "thu",
-    "friday": "fri", "fridays": "fri", "fri": "fri", "saturday": "sat", "saturdays": "sat", "sat": "sat",
-    "sunday": "sun", "sundays": "sun", "sun": "sun",
-}  # fmt: skip
+_DAY_WORDS = {form: name[:3] for name in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+              for form in (name, name + "s", name[:3])}
 _GROUP_WORDS = {
     "weekdays": WEEKDAYS[:5], "weekday": WEEKDAYS[:5], "weekends": WEEKDAYS[5:], "weekend": WEEKDAYS[5:],
     "daily": WEEKDAYS, "everyday": WEEKDAYS,
 }  # fmt: skip
-_ZONES = {
-    "eastern": "America/New_York", "est": "America/New_York", "edt": "America/New_York", "et": "America/New_York",
-    "central": "America/Chicago", "cst": "America/Chicago", "cdt": "America/Chicago",
-    "mountain": "America/Denver", "mst": "America/Denver", "mdt": "America/Denver",
-    "pacific": "America/Los_Angeles", "pst": "America/Los_Angeles", "pdt": "America/Los_Angeles",
-    "utc": "UTC", "gmt": "UTC",
-}  # fmt: skip
+_ZONES = {word: zone for zone, words in (
+    ("America/New_York", "eastern est edt et"), ("America/Chicago", "central cst cdt"),
+    ("America/Denver", "mountain mst mdt"), ("America/Los_Angeles", "pacific pst pdt"), ("UTC", "utc gmt"),
+) for word in words.split()}
 _OPEN_WORDS = {"open", "opens", "opening"}
 _CLOSE_WORDS = {"close", "closes", "closing", "shut", "shuts"}
 _HOURS_CUES = _OPEN_WORDS | _CLOSE_WORDS | {"closed", "hours", "until", "till", "til", "twentyfourseven"}

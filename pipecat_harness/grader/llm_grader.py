@@ -1,9 +1,7 @@
 """``LLMGrader`` (Gemini through google-genai) and ``CombinedGrader`` (rules first, the model for the rest).
 
-The model gets the tenant's facts (policies read as statements), both utterances and the design's rules: filler,
-referrals to a human and "I can't help with that" are supported; numbers, times and promises are checked; when
-uncertain, say ``llm_flagged``. It answers in structured JSON at temperature 0. An answer that is not valid JSON, or a
-failed request, yields one ``llm_flagged`` verdict saying so: a row is always written.
+The model gets the tenant's facts (policies read as statements), both utterances and :data:`GRADER_PROMPT`, and answers
+in structured JSON at temperature 0. An invalid answer or a failed request yields one ``llm_flagged`` verdict saying so.
 """
 
 from __future__ import annotations
@@ -154,16 +152,9 @@ class LLMGrader:
 class CombinedGrader:
     """Rules first; the model for every claim the rules cannot settle with confidence.
 
-    The model is asked when a rule verdict is ``out_of_scope`` or below ``min_confidence`` (capability offers, policy
-    conditions, availability: see :data:`~pipecat_harness.grader.verdict.SETTLED_CONFIDENCE`), or when the rules found
-    no claim in an utterance that says a number or makes an offer or a promise. The model's verdicts replace the
-    unsettled ones; if it returns none, the rules' stand. Action claims always stay with the rules (only they can read
-    the ledger).
-
-    Args:
-        rules: The rule grader.
-        llm: The model grader.
-        min_confidence: Rule verdicts below this go to the model.
+    The model is asked when a rule verdict is ``out_of_scope`` or below ``min_confidence``, or when the rules found no
+    claim in an utterance that says a number, an offer or a promise. Its verdicts replace the unsettled ones (if it
+    returns none, the rules' stand). Action claims stay with the rules: only they read the ledger.
     """
 
     def __init__(self, rules: RuleGrader, llm: LLMGrader, *, min_confidence: float = SETTLED_CONFIDENCE) -> None:

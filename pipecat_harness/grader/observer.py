@@ -1,12 +1,9 @@
 """``TurnGrader``: a Pipecat observer that grades every committed assistant turn off the voice loop.
 
-It grades the text the assistant aggregator committed (``LLMContextAssistantTurnFrame``, i.e. what the caller heard, not
-what the model generated), with the caller's preceding turn (``LLMContextUserTurnFrame``) as context. Seeing a frame
-only queues a job: grading, audit writes and alerts run in the observer's own task. When the bounded queue is full, the
-turn gets a ``not_graded`` row instead of blocking the pipeline or vanishing.
-
-It also keeps :attr:`TurnGrader.executed`, the tools whose results came back without an error on this call: the
-operation record action claims are checked against when no operation ledger is available.
+It grades what the caller heard (``LLMContextAssistantTurnFrame``), with the caller's turn before it as context. A frame
+only queues a job; grading, audit writes and alerts run in the observer's own task, and a full queue gives the turn a
+``not_graded`` row instead of blocking the pipeline. :attr:`TurnGrader.executed` keeps the tools that succeeded on the
+call, for action claims when no operation ledger is available.
 """
 
 from __future__ import annotations
@@ -155,11 +152,9 @@ class TurnGrader(BaseObserver):
         if not self._tables_ready:
             await self.audit.create_tables()
             self._tables_ready = True
-        rows = [
+        rows = [  # a row holds every field of its verdict
             AuditRow(tenant=self.tenant, call_id=self.call_id, turn_id=job.turn_id, utterance=job.utterance,
-                     caller_utterance=job.caller_utterance, verdict=verdict.verdict, category=verdict.category,
-                     claim=verdict.claim, constraint_ref=verdict.constraint_ref, rationale=verdict.rationale,
-                     confidence=verdict.confidence, grader_model=self.grader.model,
+                     caller_utterance=job.caller_utterance, **verdict.to_dict(), grader_model=self.grader.model,
                      constraints_version=self.constraints_version,
                      severity=self.severity.severity(verdict.verdict, verdict.category))
             for verdict in verdicts
@@ -175,20 +170,11 @@ class TurnGrader(BaseObserver):
     def _record(self, row: AuditRow, reason: str) -> None:
         if self.decisions is None:
             return
-        self.decisions.record(
-            "grader",
-            "flagged" if row.flagged else "not_graded",
-            {
-                "audit_row": row.id,
-                "assistant_turn": row.turn_id,
-                "verdict": row.verdict,
-                "category": row.category,
-                "severity": row.severity,
-                "constraint_ref": row.constraint_ref,
-                "rationale": row.rationale,
-                "reason": reason,
-            },
-        )
+        self.decisions.record("grader", "flagged" if row.flagged else "not_graded", {
+            "audit_row": row.id, "assistant_turn": row.turn_id, "verdict": row.verdict, "category": row.category,
+            "severity": row.severity, "constraint_ref": row.constraint_ref, "rationale": row.rationale,
+            "reason": reason,
+        })
 
 
 def _succeeded(frame: FunctionCallResultFrame) -> bool:

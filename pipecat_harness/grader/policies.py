@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipecat_harness.grader.conditions import (
@@ -11,27 +12,21 @@ from pipecat_harness.grader.conditions import (
     anchor_conflict,
     claim_polarity,
     read_conditions,
+    unit_hours,
     universal,
     window_outcome,
 )
 from pipecat_harness.grader.constraints import ConstraintList, policy_statement
 from pipecat_harness.grader.prices import DURATION_UNITS, find_amounts
-from pipecat_harness.grader.verdict import Verdict
+from pipecat_harness.grader.verdict import Verdict, VerdictKind
 from pipecat_harness.numbers import Token, negated, read_numbers, stem, tokenize
 
 __all__ = ["PolicyFacts", "check_policies"]
 
 _TOPIC_SYNONYMS = {
     "refund": {"refund", "money back", "reimburse", "reimbursement", "cash back"},
-    "reschedul": {
-        "reschedul",
-        "move your appointment",
-        "moving your appointment",
-        "change your appointment",
-        "move it to",
-        "move the appointment",
-        "moving the appointment",
-    },
+    "reschedul": {"reschedul", "move your appointment", "moving your appointment", "change your appointment",
+                  "move it to", "move the appointment", "moving the appointment"},
     "cancel": {"cancel", "cancellation"},
     "return": {"return"},
     "pay": {"pay you", "pay at", "pay when", "pay the", "pay after", "pay later", "payment is", "payment due",
@@ -58,21 +53,6 @@ _DEFERRED_RE = re.compile(
     r"monthly|bill you)"
 )
 _AT_SERVICE_RE = re.compile(r"\b(?:at|when|during)\b.{0,25}\b(?:visit|service|appointment|come in|arrive)\b")
-_OPEN_ENDED = {"anytime", "any time", "no questions asked", "whenever", "no matter when"}
-_UNIT_NORMAL = {
-    "h": "hours",
-    "hr": "hours",
-    "hrs": "hours",
-    "hour": "hours",
-    "day": "days",
-    "week": "weeks",
-    "minute": "minutes",
-    "min": "minutes",
-    "mins": "minutes",
-    "month": "months",
-    "year": "years",
-}
-_HOURS_PER = {"minutes": 1 / 60, "hours": 1.0, "days": 24.0, "weeks": 168.0, "months": 720.0, "years": 8760.0}
 
 
 @dataclass
@@ -117,7 +97,7 @@ def _durations(tokens: list[Token]) -> list[float]:
     for i, token in enumerate(tokens[:-1]):
         unit = tokens[i + 1].word
         if token.number is not None and unit in DURATION_UNITS:
-            hours.append(token.number.value * _HOURS_PER[_UNIT_NORMAL.get(unit, unit)])
+            hours.append(token.number.value * unit_hours(unit))
     return hours
 
 
@@ -203,41 +183,43 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
         return Verdict("unsupported", sentence, "policy", None, f"the list has no {topic} policy", 0.75)
     ref = f"policies.{policy.name}"
     said = f"policy is '{policy.statement}'"
+
+    def judge(kind: VerdictKind, why: str, confidence: float) -> Verdict:
+        return Verdict(kind, sentence, "policy", ref, why, confidence)
+
     if any(not _negated_near(words, term) for term in payment & policy.denied):
-        return Verdict("unsupported", sentence, "policy", ref, f"offered {sorted(payment & policy.denied)[0]}; {said}",
-                       0.9)
+        return judge("unsupported", f"offered {sorted(payment & policy.denied)[0]}; {said}", 0.9)
     if policy.only and any(not _negated_near(words, t) for t in payment - policy.only - policy.denied):
-        return Verdict("unsupported", sentence, "policy", ref, f"offered {sorted(payment - policy.only)[0]}; {said}",
-                       0.85)
+        return judge("unsupported", f"offered {sorted(payment - policy.only)[0]}; {said}", 0.85)
     if topic == "pay" and policy.statement.find("time of service") >= 0:
         if deferred:
-            return Verdict("unsupported", sentence, "policy", ref, f"offered to pay later; {said}", 0.8)
+            return judge("unsupported", f"offered to pay later; {said}", 0.8)
         if _AT_SERVICE_RE.search(text) or "time of service" in text:
-            return Verdict("supported", sentence, "policy", ref, f"consistent with the {said}", 0.8)
+            return judge("supported", f"consistent with the {said}", 0.8)
     amounts = [a.value for a in find_amounts(tokens, price_context=fee)] if fee else []
     if amounts and policy.amounts and not all(any(abs(a - b) < 0.005 for b in policy.amounts) for a in amounts):
-        return Verdict("unsupported", sentence, "policy", ref, f"stated a different amount; {said}", 0.9)
+        return judge("unsupported", f"stated a different amount; {said}", 0.9)
     if policy.window_hours and policy.inside_window is not None:
-        verdict = _check_window(policy, conditions, open_ended, text, sentence, ref, said)
+        verdict = _check_window(policy, conditions, open_ended, text, said, judge)
         if verdict is not None:
             return verdict
     elif conditions and not payment:
-        return Verdict("unsupported", sentence, "policy", ref, f"stated a time limit; {said}", 0.75)
+        return judge("unsupported", f"stated a time limit; {said}", 0.75)
     if amounts and policy.amounts:
-        return Verdict("supported", sentence, "policy", ref, f"amount matches; {said}", 0.9)
+        return judge("supported", f"amount matches; {said}", 0.9)
     if open_ended and (policy.window_hours or policy.denied or policy.only):
-        return Verdict("unsupported", sentence, "policy", ref, f"promised no limit; {said}", 0.85)
+        return judge("unsupported", f"promised no limit; {said}", 0.85)
     if fee and not is_negated and policy.free:
-        return Verdict("unsupported", sentence, "policy", ref, f"mentioned a fee; {said}", 0.8)
+        return judge("unsupported", f"mentioned a fee; {said}", 0.8)
     if payment or ("free" in words and policy.free) or (fee and is_negated and policy.free):
-        return Verdict("supported", sentence, "policy", ref, f"consistent with the {said}", 0.85)
+        return judge("supported", f"consistent with the {said}", 0.85)
     if "free" in words and not policy.free:
-        return Verdict("unsupported", sentence, "policy", ref, f"said free; {said}", 0.8)
+        return judge("unsupported", f"said free; {said}", 0.8)
     return None
 
 
-def _check_window(policy: PolicyFacts, conditions: list[Condition], open_ended: bool, text: str, sentence: str,
-                  ref: str, said: str) -> Verdict | None:
+def _check_window(policy: PolicyFacts, conditions: list[Condition], open_ended: bool, text: str, said: str,
+                  judge: Callable[[VerdictKind, str, float], Verdict]) -> Verdict | None:
     """Judge what a claim says about the policy's time window (its conditions, or "whenever")."""
     window = policy.window_hours[0]
     inside = bool(policy.inside_window)
@@ -245,10 +227,9 @@ def _check_window(policy: PolicyFacts, conditions: list[Condition], open_ended: 
     polarity = claim_polarity(text)
     conflict = anchor_conflict(text, policy.statement)
     if conflict is not None and conditions:
-        return Verdict("unsupported", sentence, "policy", ref,
-                       f"counted the window from {conflict[0]}, not {conflict[1]}; {said}", 0.8)
+        return judge("unsupported", f"counted the window from {conflict[0]}, not {conflict[1]}; {said}", 0.8)
     if open_ended and polarity is not None and not conditions:
-        return Verdict("unsupported", sentence, "policy", ref, f"said it holds at any time; {said}", 0.8)
+        return judge("unsupported", f"said it holds at any time; {said}", 0.8)
     for condition in conditions:
         if condition.kind == "case":
             if polarity is None:
@@ -256,16 +237,14 @@ def _check_window(policy: PolicyFacts, conditions: list[Condition], open_ended: 
             expected = window_outcome(window, inside, good_inside, condition.hours)
             if polarity != expected:
                 when = f"{condition.hours:g} hours"
-                return Verdict("unsupported", sentence, "policy", ref,
-                               f"the condition fails at {when} (the claim says the opposite); {said}", 0.8)
-            return Verdict("supported", sentence, "policy", ref, f"the condition holds at that time; {said}", 0.8)
+                return judge("unsupported", f"the condition fails at {when} (the claim says the opposite); {said}", 0.8)
+            return judge("supported", f"the condition holds at that time; {said}", 0.8)
         if condition.boundary_given and abs(condition.hours - window) > max(0.5, window * 0.02):
-            return Verdict("unsupported", sentence, "policy", ref,
-                           f"stated a {condition.hours:g}-hour limit; {said}", 0.8)
+            return judge("unsupported", f"stated a {condition.hours:g}-hour limit; {said}", 0.8)
         if polarity is None:
-            return Verdict("supported", sentence, "policy", ref, f"time window matches; {said}", 0.8)
+            return judge("supported", f"time window matches; {said}", 0.8)
         side = window - 0.001 if condition.kind == "under" else window + 0.001
         if polarity != window_outcome(window, inside, good_inside, side):
-            return Verdict("unsupported", sentence, "policy", ref, f"turned the time window around; {said}", 0.8)
-        return Verdict("supported", sentence, "policy", ref, f"time window matches; {said}", 0.8)
+            return judge("unsupported", f"turned the time window around; {said}", 0.8)
+        return judge("supported", f"time window matches; {said}", 0.8)
     return None

@@ -16,7 +16,7 @@ _CURRENCY_AFTER = {
     "dollar": "USD", "dollars": "USD", "bucks": "USD", "usd": "USD", "euro": "EUR", "euros": "EUR",
     "eur": "EUR", "pound": "GBP", "pounds": "GBP", "gbp": "GBP",
 }  # fmt: skip
-_SYMBOL = {"USD": "$", "EUR": "€", "GBP": "£"}
+_SYMBOL = {code: sign for sign, code in _CURRENCY_BEFORE.items() if not sign.isalpha()}  # "USD" -> "$"
 DURATION_UNITS = {
     "minute", "minutes", "min", "mins", "hour", "hours", "h", "hr", "hrs", "day", "days", "week", "weeks",
     "month", "months", "year", "years",
@@ -35,14 +35,9 @@ _PERCENT_WORDS = {"%", "percent"}
 
 @dataclass(frozen=True)
 class Amount:
-    """A money amount said in a sentence.
+    """A money amount said at token ``position`` (``value`` to ``high`` for a range; ``USD`` when no currency is said).
 
-    Parameters:
-        value: The amount (the low end of a range).
-        currency: ISO code (``USD`` when said without a currency in a price context).
-        high: The high end of a range, if one was said.
-        position: Token index, to pair amounts with the services named near them.
-        alternative: The other reading of two spoken groups ("twelve ninety-nine": 12.99).
+    ``alternative`` is the other reading of two spoken groups ("twelve ninety-nine": 1299 or 12.99).
     """
 
     value: float
@@ -84,12 +79,7 @@ def _kind(tokens: list[Token], i: int, hours_context: bool) -> str:
 
 
 def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
-    """Money amounts in a sentence, ranges joined ("between 100 and 150 dollars").
-
-    Args:
-        tokens: The sentence's tokens.
-        price_context: Whether bare numbers count as money (the sentence names a service or a price word).
-    """
+    """Money amounts in a sentence, ranges joined ("between 100 and 150"); bare numbers count with ``price_context``."""
     words = {t.word for t in tokens}
     hours_context = bool(words & _HOURS_CUES) and not bool(words & {"cost", "costs", "price", "$"})
     found: list[tuple[int, float, str | None]] = []
@@ -207,14 +197,8 @@ def check_prices(tokens: list[Token], sentence: str, constraints: ConstraintList
                  asked: tuple[PriceItem, ...] = ()) -> list[Verdict]:
     """Check every amount said in a sentence against the price list and promotions.
 
-    Args:
-        tokens: The sentence's tokens.
-        sentence: The sentence.
-        constraints: The tenant's facts.
-        context: The service the previous sentence named ("Premium detail? That one's two forty-nine."), used when this
-            sentence names none.
-        asked: The services the caller's turn named ("How much for the basic and the interior?"), used when the agent's
-            reply names none ("That comes to 248").
+    When the sentence names no service, the amounts are about ``context`` (the service the previous sentence named:
+    "Premium detail? That one's two forty-nine."), else about ``asked`` (the services the caller's turn named).
     """
     services = find_services(tokens, constraints) or ([(-1, context)] if context is not None else [])
     if not services and asked:
@@ -306,15 +290,10 @@ def _check_percentages(tokens: list[Token], sentence: str, constraints: Constrai
             continue
         value = token.number.value
         promo = next((p for p in constraints.promotions if _same(value, p.discount_percent)), None)
-        if promo is not None:
-            verdicts.append(
-                Verdict("supported", sentence, "price", f"promotions.{promo.id}",
-                        f"{value:g}% off is the {promo.id} promotion", 0.9)
-            )
-        else:
-            verdicts.append(
-                Verdict("unsupported", sentence, "price", "promotions", f"no promotion gives {value:g}% off", 0.85)
-            )
+        verdicts.append(
+            Verdict("supported", sentence, "price", f"promotions.{promo.id}", f"{value:g}% off is the {promo.id} "
+                    "promotion", 0.9) if promo is not None else
+            Verdict("unsupported", sentence, "price", "promotions", f"no promotion gives {value:g}% off", 0.85))
     return verdicts
 
 

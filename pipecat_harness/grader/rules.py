@@ -1,8 +1,7 @@
 """``RuleGrader``: the deterministic, offline default grader.
 
-It splits an agent utterance into sentences, extracts price, hours, policy, capability and action claims, and checks
-each against the tenant's :class:`~pipecat_harness.grader.constraints.ConstraintList` (and, for action claims, the
-call's operation ledger). Filler, questions, referrals to a human and refusals make no claim and produce no verdict.
+Per sentence, price, hours, policy and capability claims are checked against the tenant's constraint list, and action
+claims against the call's operation ledger. Filler, questions, referrals to a human and refusals produce no verdict.
 """
 
 from __future__ import annotations
@@ -86,11 +85,7 @@ class RuleGrader:
 
 
 def _dedupe(verdicts: list[Verdict]) -> list[Verdict]:
-    seen: set[tuple[str, str, str | None, str]] = set()
-    unique = []
-    for verdict in verdicts:
-        key = (verdict.verdict, verdict.category, verdict.constraint_ref, verdict.claim)
-        if key not in seen:
-            seen.add(key)
-            unique.append(verdict)
-    return unique
+    unique: dict[tuple[str, str, str | None, str], Verdict] = {}
+    for v in verdicts:
+        unique.setdefault((v.verdict, v.category, v.constraint_ref, v.claim), v)
+    return list(unique.values())

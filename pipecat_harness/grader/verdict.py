@@ -26,16 +26,9 @@ FLAGGED: frozenset[str] = frozenset({"unsupported", "llm_flagged"})
 
 @dataclass(frozen=True)
 class Verdict:
-    """A grader's judgement of one claim in an agent utterance.
+    """A grader's judgement of one claim as said, against a constraint (``px_basic``, ``policies.refund``, ``ledger``).
 
-    Parameters:
-        verdict: ``supported``, ``unsupported``, ``out_of_scope`` or ``llm_flagged``.
-        claim: The claim as said ("the basic detail is $129").
-        category: ``price``, ``hours``, ``policy``, ``capability`` or ``action``.
-        constraint_ref: The constraint checked (``px_basic``, ``policies.refund``, ``hours.sat``, ``ledger``), or
-            ``None``.
-        rationale: Why, in one sentence.
-        confidence: 0..1.
+    ``rationale`` says why in one sentence; ``confidence`` is 0..1.
     """
 
     verdict: VerdictKind

@@ -1,20 +1,13 @@
 """FastAPI app of the operator console.
 
-Pages (rendered on the server by :mod:`~pipecat_harness.grader.console.views`, no JavaScript needed):
+Pages: ``/``, the queue of flagged claims with acknowledge / override / escalate; ``/t/<tenant>/calls/<call>``, the
+call as graded with its flags in place (``#turn_018``), its handoff summary and recording (``/transcript`` and
+``/audio`` are the alert's other links); ``/t/<tenant>``, the tenant's daily flag and out_of_scope rates.
 
-* ``/``: the queue of flagged claims, newest first, filterable by tenant, severity, category, review status and date,
-  each with acknowledge / override / escalate (a note and who, kept in the row's history);
-* ``/t/<tenant>/calls/<call>``: the call's whole transcript as graded, the flagged turns highlighted in place
-  (``#turn_018``) with the rationale, the constraint and the constraint list version, and the recording when
-  ``recordings`` holds ``<call>.wav`` (``.mp3``, ``.ogg``, ``.webm``); its ``/transcript`` and ``/audio`` are the alert
-  payload's other links;
-* ``/t/<tenant>``: the tenant's flag rate and out_of_scope rate per day, as a chart.
-
-Every request needs a console credential (see :mod:`~pipecat_harness.grader.console.access`): a token as
-``Authorization: Bearer ...``, or once as ``?token=...`` on any page, after which the browser holds a signed session
-cookie instead. A token sees and changes only its tenants' rows; another tenant's row or call answers 404, as a missing
-one does. The unsafe routes (``POST /rows/<id>/<action>``, ``POST /logout``) refuse cross-origin and non-form requests
-and, from a session, need its CSRF token (see :mod:`~pipecat_harness.grader.console.csrf`).
+Every request needs a credential (:mod:`~pipecat_harness.grader.console.access`): ``Authorization: Bearer ...``, or
+``?token=...`` once, swapped for a session cookie. A token sees only its tenants' rows; another tenant's row answers
+404, as a missing one does. The unsafe routes refuse cross-origin and non-form requests; from a session they need its
+CSRF token (:mod:`~pipecat_harness.grader.console.csrf`).
 """
 
 from __future__ import annotations
@@ -29,12 +22,11 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi import Path as FastAPIPath
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from pipecat_harness.business.handoff import build_handoff
+from pipecat_harness.business.handoff import Handoff, build_handoff
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
 from pipecat_harness.grader.console import queries, views
 from pipecat_harness.grader.console.access import SESSION_COOKIE, ConsoleAccess, Scope
 from pipecat_harness.grader.console.csrf import read_checked_form
-from pipecat_harness.grader.console.handoff_view import handoff_section
 from pipecat_harness.grader.console.headers import install_security_headers
 from pipecat_harness.trace.timeline import Timeline
 
@@ -125,23 +117,22 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
                 return path
         return None
 
-    async def handoff(call_id: str) -> str:
-        if traces_dir is None:
-            return ""
-        path = traces_dir / f"{call_id}.jsonl"
-        if path.parent != traces_dir or not path.is_file():  # a call id never walks out of the directory
-            return handoff_section(None)
+    async def handoff(call_id: str) -> Handoff | str | None:
+        path = traces_dir / f"{call_id}.jsonl" if traces_dir is not None else None
+        if path is None or path.parent != traces_dir or not path.is_file():  # a call id never walks out of it
+            return None
         try:
-            summary = await asyncio.to_thread(lambda: build_handoff(Timeline.load(path)))
+            return await asyncio.to_thread(lambda: build_handoff(Timeline.load(path)))
         except Exception as exc:  # a damaged trace must not take the call page down with it
-            return handoff_section(None, f"The call's trace could not be read ({type(exc).__name__}).")
-        return handoff_section(summary)
+            return f"The call's trace could not be read ({type(exc).__name__})."
 
     async def call_rows(scope: Scope, tenant: str, call_id: str) -> list[AuditRow]:
-        if not scope.allows(tenant):
-            return []
+        """The call's rows; 404 when it has none the scope may see (another tenant's call is a missing one)."""
         await ready()
-        return await queries.call_rows(store, tenant, call_id, scope.tenants)
+        rows = await queries.call_rows(store, tenant, call_id, scope.tenants) if scope.allows(tenant) else []
+        if not rows:
+            raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
+        return rows
 
     @app.get("/", response_class=HTMLResponse)
     async def page(request: Request) -> Response:
@@ -179,18 +170,13 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
         if isinstance(scope, Response):
             return scope
         rows = await call_rows(scope, tenant, call_id)
-        if not rows:
-            raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
         history = await store.history([r.id for r in rows if r.id is not None])
         return HTMLResponse(views.call_page(tenant, call_id, rows, history, has_audio=recording(call_id) is not None,
                                             handoff=await handoff(call_id), csrf=access.csrf_token(request)))
 
     @app.get("/t/{tenant}/calls/{call_id}/transcript")
     async def transcript(request: Request, tenant: str, call_id: str) -> Response:
-        rows = await call_rows(require(request), tenant, call_id)
-        if not rows:
-            raise HTTPException(status_code=404, detail=f"no graded turns of call {call_id!r} for {tenant!r}")
-        turns = {r.turn_id: r for r in rows}
+        turns = {r.turn_id: r for r in await call_rows(require(request), tenant, call_id)}
         if "application/json" in request.headers.get("accept", ""):
             return JSONResponse([{"turn_id": t, "caller": r.caller_utterance, "agent": r.utterance}
                                  for t, r in sorted(turns.items())])
@@ -203,8 +189,7 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
 
     @app.get("/t/{tenant}/calls/{call_id}/audio")
     async def audio(request: Request, tenant: str, call_id: str) -> Response:
-        if not await call_rows(require(request), tenant, call_id):
-            raise HTTPException(status_code=404, detail=f"no call {call_id!r} for {tenant!r}")
+        await call_rows(require(request), tenant, call_id)  # 404 unless the viewer may see the call
         path = recording(call_id)
         if path is None:
             raise HTTPException(status_code=404, detail=f"no recording of call {call_id!r}")

@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
 from sqlalchemy import and_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
+from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore, day_start
 from pipecat_harness.grader.verdict import CATEGORIES, FLAGGED
 
 __all__ = ["STATUSES", "FilterError", "QueueFilter", "RatePoint", "call_rows", "flagged_rows", "tenant_rates",
@@ -30,16 +29,7 @@ class FilterError(ValueError):
 
 @dataclass(frozen=True)
 class QueueFilter:
-    """The queue's filters (all optional).
-
-    Parameters:
-        tenant: One tenant.
-        severity: ``info``, ``warning`` or ``critical``.
-        category: ``price``, ``hours``, ``policy``, ``capability`` or ``action``.
-        status: ``open``, ``acknowledged``, ``overridden`` or ``escalated``.
-        since: First day (UTC) included.
-        until: Last day (UTC) included.
-    """
+    """The queue's filters, all optional; ``since`` and ``until`` are UTC days, both included."""
 
     tenant: str | None = None
     severity: str | None = None
@@ -80,33 +70,21 @@ class QueueFilter:
         return {k: v for k, v in values.items() if v}
 
 
-def _start(day: date) -> float:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-
-
 def _scope(store: AuditStore, visible: Collection[str] | None) -> list[ColumnElement[bool]]:
     return [] if visible is None else [store.table.c.tenant.in_(sorted(visible))]
-
-
-async def _select(store: AuditStore, query: Any) -> list[AuditRow]:
-    async with store.engine.connect() as conn:
-        return [AuditRow(**dict(r._mapping)) for r in (await conn.execute(query)).all()]
 
 
 async def flagged_rows(store: AuditStore, filters: QueueFilter, visible: Collection[str] | None = None, *,
                        limit: int = 200) -> list[AuditRow]:
     """Flagged rows matching the filters, newest first."""
     c = store.table.c
-    conditions = [c.verdict.in_(sorted(FLAGGED)), *_scope(store, visible)]
-    for column, value in ((c.tenant, filters.tenant), (c.severity, filters.severity),
-                          (c.category, filters.category), (c.review_status, filters.status)):
-        if value is not None:
-            conditions.append(column == value)
+    where = [column == value for column, value in ((c.tenant, filters.tenant), (c.severity, filters.severity),
+                                                   (c.category, filters.category)) if value is not None]
     if filters.since is not None:
-        conditions.append(c.created_at >= _start(filters.since))
+        where.append(c.created_at >= day_start(filters.since))
     if filters.until is not None:
-        conditions.append(c.created_at < _start(filters.until + timedelta(days=1)))
-    return await _select(store, select(store.table).where(and_(*conditions)).order_by(c.id.desc()).limit(limit))
+        where.append(c.created_at < day_start(filters.until + timedelta(days=1)))
+    return await store.flagged(*where, limit=limit, status=filters.status, tenants=visible)
 
 
 async def call_rows(store: AuditStore, tenant: str, call_id: str, visible: Collection[str] | None = None) -> list[
@@ -115,7 +93,7 @@ async def call_rows(store: AuditStore, tenant: str, call_id: str, visible: Colle
     """Every row of one call, in turn order (the call's transcript as graded)."""
     c = store.table.c
     query = select(store.table).where(and_(c.tenant == tenant, c.call_id == call_id, *_scope(store, visible)))
-    return await _select(store, query.order_by(c.turn_id, c.id))
+    return await store.select(query.order_by(c.turn_id, c.id))
 
 
 async def tenants(store: AuditStore, visible: Collection[str] | None = None) -> list[str]:
@@ -130,14 +108,7 @@ async def tenants(store: AuditStore, visible: Collection[str] | None = None) -> 
 
 @dataclass(frozen=True)
 class RatePoint:
-    """One day of a tenant's graded turns.
-
-    Parameters:
-        day: The UTC day.
-        turns: Assistant turns graded.
-        flagged: Turns with at least one flagged claim.
-        out_of_scope: Turns with at least one ``out_of_scope`` claim.
-    """
+    """One UTC day of a tenant's graded turns, and how many had a flagged or an ``out_of_scope`` claim."""
 
     day: date
     turns: int
@@ -163,7 +134,7 @@ async def tenant_rates(store: AuditStore, tenant: str, *, days: int = 30, today:
     first = last - timedelta(days=days - 1)
     c = store.table.c
     query = select(c.created_at, c.call_id, c.turn_id, c.verdict).where(
-        and_(c.tenant == tenant, c.created_at >= _start(first), c.created_at < _start(last + timedelta(days=1)))
+        and_(c.tenant == tenant, c.created_at >= day_start(first), c.created_at < day_start(last + timedelta(days=1)))
     )
     turns: dict[tuple[str, int], tuple[date, set[str]]] = {}
     async with store.engine.connect() as conn:

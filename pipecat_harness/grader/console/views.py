@@ -8,6 +8,7 @@ CSRF token (``csrf``; none for a bearer-token viewer, whose requests carry no co
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
+from pipecat_harness.business.handoff import SECTIONS, Handoff, Link
 from pipecat_harness.grader.alerts import call_links
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, ReviewEvent
 from pipecat_harness.grader.console.queries import STATUSES, QueueFilter, RatePoint
@@ -42,7 +44,8 @@ _ENV = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=sele
 _ENV.filters.update(when=_when, refs=_refs, urlpart=lambda value: quote(value, safe=""),
                     call_url=lambda row: call_links(row.tenant, row.call_id, row.turn_id)["operator_console"])
 _ENV.globals.update(stylesheet=_STYLESHEET, review_actions=REVIEW_STATUS, severities=_SEVERITIES, categories=CATEGORIES,
-                    statuses=STATUSES)
+                    statuses=STATUSES, record_kinds={"caller_turn": "Caller turn", "tool_result": "Tool result",
+                                                     "ledger_event": "Ledger event"})
 
 
 def _render(template: str, **values: Any) -> str:
@@ -57,11 +60,30 @@ def queue_page(rows: Sequence[AuditRow], filters: QueueFilter, tenants: Sequence
                    back=back, csrf=csrf)
 
 
-def call_page(tenant: str, call_id: str, rows: Sequence[AuditRow], history: dict[int, list[ReviewEvent]], *,
-              has_audio: bool, handoff: str = "", csrf: str = "") -> str:
-    """One call: its handoff summary (when its trace is known), then the transcript as graded, flags in place.
+def _handoff(handoff: Handoff | str | None) -> dict[str, Any] | None:
+    """The handoff section's lines, each with its links, and the records they link to (every one listed once)."""
+    if handoff is None:
+        return None
+    if isinstance(handoff, str) or not handoff.lines:
+        return {"problem": handoff if isinstance(handoff, str) else "Nothing verified to hand off."}
+    records: dict[str, Link] = {}
+    lines = []
+    for section in SECTIONS:
+        for line in (line for line in handoff.lines if line.section == section):
+            links = [("rec-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{link.kind}-{link.ref}").strip("-"), link)
+                     for link in line.links]
+            for anchor, link in links:
+                records.setdefault(anchor, link)
+            lines.append((section, line, links))
+    return {"lines": lines, "records": sorted(records.items(), key=lambda item: item[1].t)}
 
-    ``handoff`` is HTML (from :func:`~pipecat_harness.grader.console.handoff_view.handoff_section`).
+
+def call_page(tenant: str, call_id: str, rows: Sequence[AuditRow], history: dict[int, list[ReviewEvent]], *,
+              has_audio: bool, handoff: Handoff | str | None = None, csrf: str = "") -> str:
+    """One call: its verified handoff summary, then the transcript as graded, flags in place.
+
+    ``handoff``: the call's summary, why its trace could not be read, or ``None`` (no trace known: no section). Each
+    statement links to the records supporting it (caller turn, tool result, ledger event), listed under the summary.
     """
     links = call_links(tenant, call_id)
     by_turn: dict[int, list[AuditRow]] = {}
@@ -78,7 +100,7 @@ def call_page(tenant: str, call_id: str, rows: Sequence[AuditRow], history: dict
     return _render(
         "call.html", title=f"Call {call_id}", tenant=tenant, links=links, back=links["operator_console"],
         versions=sorted({r.constraints_version for r in rows}), has_audio=has_audio, turns=turns, history=history,
-        handoff=Markup(handoff), csrf=csrf,  # escaped by handoff_section
+        handoff=_handoff(handoff), csrf=csrf,
     )
 
 
