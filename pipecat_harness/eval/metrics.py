@@ -1,19 +1,4 @@
-"""Everything the evaluation measures about one call, from its ``CallResult`` and its trace.
-
-:class:`CallMetrics` gathers, for one call in one arm:
-
-* **business outcome**: ``CallResult.passed`` (every expected business-state check held and the caller got through the
-  script);
-* **input waiting**: see :mod:`pipecat_harness.eval.identifier_splits`;
-* **tool checks**: see :mod:`pipecat_harness.eval.tool_checks`;
-* **history correction**, from ``CallResult.playback`` (the simulator's ground truth of what each assistant turn
-  generated, what the caller heard and what history kept): assistant turns interrupted; turns and words of **unplayed
-  text retained** (the target error); turns and words of **played text removed**; and **repeated speech**, model replies
-  identical (after normalising case and spacing) to an earlier reply in the same call;
-* **interaction costs**: see :mod:`pipecat_harness.eval.interaction`;
-* the decisions each control took (counts by ``control/action``), so a control that fired can be told from a control
-  that changed the outcome.
-"""
+"""Everything the evaluation measures about one call, from its ``CallResult`` and its trace."""
 
 from __future__ import annotations
 

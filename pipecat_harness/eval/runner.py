@@ -1,19 +1,8 @@
 """Run the A/B evaluation: every scenario with a control on and off, over seeded timing variants.
 
-The arms of a toggled control differ in that control only. Everything else is each scenario domain's preset: ``on`` is
-the preset's enabled controls plus the control, ``off`` the same minus it. ``all`` compares the preset's enabled
-controls against none.
-
-Runs proceed in rounds: round ``r`` runs timing variant ``r`` (see :mod:`pipecat_harness.eval.variation`) of every
-scenario in both arms of every toggled control; after each round the stop rules are checked and a control whose
-regression rule is met, or whose sample rule says enough calls were run, gets no further rounds. A :class:`Budget`
-(calls, model tokens, minutes) ends the run before a round that would exceed it; the run states why it ended.
-
-With a real model (:class:`~pipecat_harness.sim.model_arm.ModelArm`) every call's decisions come from the model through
-the bots' own Pipecat service; the calls are the same otherwise, and goal callers are played by the same caller model
-and seed in both arms, their lines shared through a cache. A call whose controls, scenario and variant were already run
-for another toggle is reused (the full preset arm is shared by every toggle), and calls run in a process pool since each
-one is a plain synchronous function driving its own virtual-time loop.
+``on`` is the domain preset's enabled controls plus the control, ``off`` the same minus it (``all``: the preset against
+none). Round ``r`` runs timing variant ``r``; after each round a control whose stop or sample rule is met gets no more
+rounds, and a :class:`Budget` ends the run before a round that would exceed it. Identical calls are run once and shared.
 """
 
 from __future__ import annotations

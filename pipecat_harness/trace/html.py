@@ -1,16 +1,4 @@
-"""Render call timelines as self-contained HTML (no server, no scripts, no external assets).
-
-A call is drawn twice: as swimlanes on one time axis (see
-:mod:`pipecat_harness.trace.swimlanes`), where a glance shows where the caller
-and the bot overlapped, where a turn was held and where a tool ran; and as a
-table with one column per record and one for the controls: what the caller
-said and what was submitted, what the model received and generated, what tools
-were requested and executed, what was played and what history kept, and which
-control decided what on which evidence. Marks in the swimlanes link to their
-rows. Nothing is clipped: every cell and tooltip carries the full text.
-``pipecat-harness trace html FILE`` writes one page per trace; the evaluation
-report embeds the same view per call.
-"""
+"""Render call timelines as self-contained HTML (no server, no scripts, no external assets)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The HTML views' Jinja2 templates: shipped in the package, every value autoescaped.
-
-A view's module computes what to show (rows, marks, geometry); its template, under the package's ``templates/``
-directory, says how it is marked up. Rendered fragments are :class:`~markupsafe.Markup`, so a fragment placed in
-another template is not escaped twice.
-"""
+"""The HTML views' Jinja2 templates: shipped in the package, every value autoescaped."""
 
 from __future__ import annotations
 

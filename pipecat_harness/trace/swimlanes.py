@@ -1,13 +1,4 @@
-"""A call drawn as swimlanes on one time axis (inline SVG: no scripts, no external assets).
-
-Each lane answers one question about the call at a glance: when the caller
-spoke and what the recogniser made of it, when a turn was held, when the model
-ran, which tools ran and how they ended, what bot audio played, where the
-caller interrupted, and what history kept of each reply against what was
-generated. Every mark has its full details as a tooltip (hover) and links to
-its row in the table view below it (click). The history decisions are also
-laid out as generated / heard / kept text side by side, uncut.
-"""
+"""A call drawn as swimlanes on one time axis (inline SVG: no scripts, no external assets)."""
 
 from __future__ import annotations
 

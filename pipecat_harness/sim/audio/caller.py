@@ -1,9 +1,4 @@
-"""The simulated caller on a phone line: the script voiced, streamed as 20 ms audio frames on the virtual clock.
-
-The line never goes quiet in the protocol sense: between turns it carries silence, as a real transport does, so Silero
-VAD, Whisper and Smart Turn see exactly the audio a bot would. Turn timing (waiting for the bot, barge-ins, hanging up)
-is the text-mode caller's.
-"""
+"""The simulated caller on a phone line: the script voiced, streamed as 20 ms audio frames on the virtual clock."""
 
 from __future__ import annotations
 

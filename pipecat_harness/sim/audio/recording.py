@@ -1,10 +1,4 @@
-"""What Silero VAD and Whisper tiny.en make of one caller utterance, recorded once and replayed per configuration.
-
-VAD and the recogniser do not depend on the stop strategy or on the input controls, so an utterance's audio goes through
-the real front end (``VADProcessor(SileroVADAnalyzer)`` and the cached Whisper service, in a ``PipelineWorker`` on the
-virtual clock) once; the frames that reach the user aggregator are recorded with their times and cached. Each benchmark
-arm then replays them, with the audio for Smart Turn, into a real ``LLMUserAggregator``.
-"""
+"""What Silero VAD and Whisper tiny.en make of one caller utterance, recorded once and replayed per configuration."""
 
 from __future__ import annotations
 
