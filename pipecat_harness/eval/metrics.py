@@ -65,17 +65,12 @@ class CallMetrics:
     """The measured figures of one simulated call.
 
     Parameters:
-        scenario: Scenario name.
-        domain: Scenario domain.
         arm: ``on`` or ``off``.
         run: Run index (0 = the scenario as written).
         controls: Controls active in the call.
         passed: Business outcome.
         expected: Outcome the scenario states for those controls.
         stay_out_of_the_way: The scenario is tagged as one where no control should act.
-        input: Input-waiting figures.
-        tools: Tool-check figures.
-        history: History-fidelity figures.
         interaction: Interaction costs from the call's timeline (latency, yielding, talking over, requests).
         decisions: Decision counts by ``control/action``.
         virtual_secs: Simulated call length.

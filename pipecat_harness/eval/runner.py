@@ -130,7 +130,6 @@ class ControlResult:
     """The evaluation of one toggled control.
 
     Parameters:
-        control: The toggled control.
         calls: Every measured call of both arms.
         comparison: Both arms summarised.
         keep: Whether the minimum benefit was met.
@@ -186,17 +185,14 @@ class EvalRun:
     """A whole evaluation run.
 
     Parameters:
-        scenarios: Scenario names.
         runs: Rounds asked for (the most that run).
         seed: Seed of the timing variation, and of the model and caller model.
-        rules_source: The rules file.
         results: Per control.
         wall_secs: Wall time of the run.
         calls_simulated: Calls run (shared arms counted once).
         model: The real model and its sampling (``None``: the scripted model).
         caller_model: The model that played goal callers (``None``: the offline brain).
         budget: What the run could spend.
-        rounds_done: Rounds run.
         ended: Why the run ended.
         model_requests: Model requests over all calls simulated.
         tokens: Model tokens over all calls simulated (prompt, completion, total), as reported.

@@ -49,7 +49,6 @@ class ChatReply:
     """What the model answers: streamed text, then tool calls (all in one response, run in parallel).
 
     Parameters:
-        text: The reply text.
         tool_calls: ``{"id", "name", "arguments"}`` dictionaries.
         token_secs: Pause between streamed text pieces.
         sent_text: Text written to the service so far (filled in by the fake).

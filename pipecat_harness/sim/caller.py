@@ -187,7 +187,6 @@ class SimulatedCaller(BaseObserver):
     It is also an observer: it watches the bot start and stop speaking to time its turns.
 
     Args:
-        turns: The caller's turns.
         voice: How speech maps to frames (speaking rate, ASR latency).
         recogniser: A live recogniser to drive instead of injecting transcripts (``interim(text)``,
             ``expect_final(text)``, ``final(text)``, as :class:`~pipecat_harness.fakes.DeepgramFake` offers).

@@ -115,7 +115,6 @@ class GoalCaller(SimulatedCaller):
     Create with :meth:`start` (it starts the offline caller model when no model is given); :meth:`stop` after.
 
     Args:
-        goal: The caller's goal.
         lines: Where its lines come from.
         voice: How speech maps to frames.
         fake: The loopback caller model to stop afterwards, if one was started.

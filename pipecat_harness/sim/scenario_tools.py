@@ -97,7 +97,6 @@ class ScenarioTools:
     """The tools of one simulated call: the scenario's own, plus the retail demo's on the retail seed.
 
     Args:
-        scenario: The scenario.
         db: The call's business database.
         with_retail: Offer the retail tools too on the retail seed (the call pipeline adds them itself).
 

@@ -34,9 +34,7 @@ class AudioCaller(SimulatedCaller):
     """Speaks a caller script as audio into a running ``PipelineWorker``.
 
     Args:
-        turns: The caller's turns.
         spec: The caller's voice spec (its speaking rate scales Piper's).
-        voice: The Piper voice.
         rate: Speaking-rate multiplier on top of the spec's (1.0: Piper's own pace).
     """
 
