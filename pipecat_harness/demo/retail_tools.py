@@ -284,40 +284,32 @@ class RetailTools:
 
     async def book_callback(self, args: Mapping[str, Any]) -> Any:
         """Book a specialist's callback (the backend accepts several; keeping one is the caller's business)."""
-        return await _book_callback(self, args)
+        day = _day(args)
+        if not day:
+            return {"error": "say which day"}
+
+        async def apply(conn: aiosqlite.Connection) -> Any:
+            cursor = await conn.execute("INSERT INTO callbacks (day) VALUES (?)", (day,))
+            return {"callback_id": cursor.lastrowid, "day": day, "status": "callback booked"}
+
+        return await self._apply("book_callback", args, apply)
 
     async def reschedule_callback(self, args: Mapping[str, Any]) -> Any:
         """Move the booked callback to another day."""
-        return await _reschedule_callback(self, args)
+        day = _day(args)
+
+        async def apply(conn: aiosqlite.Connection) -> Any:
+            async with conn.execute(
+                "SELECT callback_id FROM callbacks WHERE status = 'booked' ORDER BY callback_id DESC LIMIT 1"
+            ) as cursor:
+                booked = await cursor.fetchone()
+            if booked is None:
+                return {"error": "no callback is booked; book one instead"}
+            await conn.execute("UPDATE callbacks SET day = ? WHERE callback_id = ?", (day, booked[0]))
+            return {"callback_id": booked[0], "day": day, "status": "callback rescheduled"}
+
+        return await self._apply("reschedule_callback", args, apply)
 
 
 def _day(arguments: Mapping[str, Any]) -> str:
     return str(arguments.get("day", "")).strip().capitalize()
-
-
-async def _book_callback(tools: RetailTools, args: Mapping[str, Any]) -> Any:
-    day = _day(args)
-    if not day:
-        return {"error": "say which day"}
-
-    async def apply(conn: aiosqlite.Connection) -> Any:
-        cursor = await conn.execute("INSERT INTO callbacks (day) VALUES (?)", (day,))
-        return {"callback_id": cursor.lastrowid, "day": day, "status": "callback booked"}
-
-    return await tools._apply("book_callback", args, apply)
-
-
-async def _reschedule_callback(tools: RetailTools, args: Mapping[str, Any]) -> Any:
-    day = _day(args)
-
-    async def apply(conn: aiosqlite.Connection) -> Any:
-        async with conn.execute(
-            "SELECT callback_id FROM callbacks WHERE status = 'booked' ORDER BY callback_id DESC LIMIT 1"
-        ) as cursor:
-            booked = await cursor.fetchone()
-        if booked is None:
-            return {"error": "no callback is booked; book one instead"}
-        await conn.execute("UPDATE callbacks SET day = ? WHERE callback_id = ?", (day, booked[0]))
-        return {"callback_id": booked[0], "day": day, "status": "callback rescheduled"}
-
-    return await tools._apply("reschedule_callback", args, apply)
