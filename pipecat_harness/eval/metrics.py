@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS
 from pipecat_harness.eval.identifier_splits import InputWaiting, measure_input_waiting
 from pipecat_harness.eval.interaction import InteractionCosts, measure_interaction
@@ -118,12 +120,7 @@ class CallMetrics:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> CallMetrics:
         """Rebuild from :meth:`to_dict` output (e.g. a results file)."""
-        data = dict(raw)
-        data["input"] = InputWaiting(**data["input"])
-        data["tools"] = ToolChecks(**data["tools"])
-        data["history"] = HistoryFidelity(**data["history"])
-        data["interaction"] = InteractionCosts(**data.get("interaction", {}))
-        return cls(**data)
+        return TypeAdapter(cls).validate_python(raw)
 
 
 def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, arm: str, run: int) -> CallMetrics:
