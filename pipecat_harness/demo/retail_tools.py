@@ -1,21 +1,11 @@
 """Retail demo tools over :class:`RetailDatabase`, registered through Pipecat function calling.
 
-Each tool is a plain async function of an arguments mapping that returns a
-JSON-serialisable result, so the same handlers serve Pipecat's
-``llm.register_function`` (through :func:`pipecat_function`), the tool gate and
-the proxy. Business errors (unknown order, wrong status) are returned as
-``{"error": ...}`` results (definitive: nothing was applied); an exception
-means the backend failed and the write may or may not have happened.
-
-The lookups answer with the customer's record fields they matched (so the
-harness can check a verification against the record, not against what the
-model asked), and every write on an order refuses an order that does not
-belong to the trusted ``customer_id`` when the server context carries one.
-
-Writes carry the gate's idempotency key (:func:`current_operation`) to the
-database, which applies each key once and remembers its result
-(:meth:`RetailDatabase.apply_once`); :meth:`RetailTools.reconcile` answers
-what became of an operation of unknown outcome from the same records.
+Each tool is an async function of an arguments mapping returning a JSON-serialisable result, so the same handlers serve
+``llm.register_function``, the tool gate and the proxy. A business error is an ``{"error": ...}`` result (nothing was
+applied); an exception means the backend failed and the write may or may not have happened. Lookups answer with the
+record fields they matched; a write refuses an order the trusted ``customer_id`` does not own. Writes carry the gate's
+idempotency key to the database, which applies each key once (:meth:`RetailDatabase.apply_once`);
+:meth:`RetailTools.reconcile` answers what became of an operation of unknown outcome.
 """
 
 from __future__ import annotations
