@@ -1,10 +1,4 @@
-"""The ``pipecat-harness`` command.
-
-Each subcommand lives next to the code it drives and registers itself through an ``add_parser(subparsers)`` function in
-the module named in :data:`COMMANDS`. Only the module of the command being run is imported: ``--help`` and ``simulate``
-work from a wheel installed without extras, and a command whose extra is missing says which one to install instead of
-printing a traceback.
-"""
+"""The ``pipecat-harness`` command."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Reference pages generated from the models themselves, so they cannot drift from the code.
-
-:func:`config_reference` documents :class:`~pipecat_harness.config.HarnessConfig` (every block and field: type, default,
-environment variable, what it does); :func:`scenario_reference` documents the scenario model (every field: type,
-default, example). Descriptions come from the models' Google-style docstrings (``Parameters:`` or ``Args:`` sections) or
-the ``#:`` comment above a field, the same text the API docs show. ``python -m pipecat_harness.reference DIR`` writes
-both pages as Markdown; a test keeps the checked-in ``docs/`` in step.
-"""
+"""Reference pages generated from the models themselves, so they cannot drift from the code."""
 
 from __future__ import annotations
 

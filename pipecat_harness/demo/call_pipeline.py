@@ -1,11 +1,4 @@
-"""The retail agent's pipeline, defined once for the bots and the simulator.
-
-``bots/agent.py`` builds it on a real transport with the provider services;
-``pipecat-harness simulate`` builds the same thing on a simulated transport,
-with either the scripted services or the provider services against the
-loopback fakes. Only the ends differ: what feeds the pipeline and what plays
-its audio.
-"""
+"""The retail agent's pipeline, defined once for the bots and the simulator."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Callback booking over the demo database: a write that must be confirmed by the caller first.
-
-``schedule_callback`` books a callback for a day, time and timezone; it is
-the tool of the design's callback example ("Book the callback for Thursday at
-six." ... "Sorry, make it Friday."). The table lives in the same SQLite file
-as the retail demo's.
-"""
+"""Callback booking over the demo database: a write that must be confirmed by the caller first."""
 
 from __future__ import annotations
 

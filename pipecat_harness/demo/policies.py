@@ -1,9 +1,6 @@
 """Policy look-up over the bundled policy fixtures: the read tool a demo call can use.
 
-The scope is fixed by this trusted code (the demo line belongs to tenant
-``northwind``; the call date is the fixtures' reference date), never by the
-model. The fixtures include a document that tries to instruct the agent to
-approve refunds, which is what the injection scenario exercises.
+The scope (tenant ``northwind``, the fixtures' reference date) is fixed by this trusted code, never by the model.
 """
 
 from __future__ import annotations

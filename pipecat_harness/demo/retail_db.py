@@ -1,9 +1,4 @@
-"""The retail demo's business database: customers, orders, items, returns, refunds.
-
-Writes are real SQL writes on SQLite (through ``aiosqlite`` so no call blocks
-the event loop). Simulated calls seed a fresh database per call and check the
-scenario's expected final state against it with plain SQL.
-"""
+"""The retail demo's business database: customers, orders, items, returns, refunds."""
 
 from __future__ import annotations
 

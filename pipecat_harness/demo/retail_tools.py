@@ -1,21 +1,11 @@
 """Retail demo tools over :class:`RetailDatabase`, registered through Pipecat function calling.
 
-Each tool is a plain async function of an arguments mapping that returns a
-JSON-serialisable result, so the same handlers serve Pipecat's
-``llm.register_function`` (through :func:`pipecat_function`), the tool gate and
-the proxy. Business errors (unknown order, wrong status) are returned as
-``{"error": ...}`` results (definitive: nothing was applied); an exception
-means the backend failed and the write may or may not have happened.
-
-The lookups answer with the customer's record fields they matched (so the
-harness can check a verification against the record, not against what the
-model asked), and every write on an order refuses an order that does not
-belong to the trusted ``customer_id`` when the server context carries one.
-
-Writes carry the gate's idempotency key (:func:`current_operation`) to the
-database, which applies each key once and remembers its result
-(:meth:`RetailDatabase.apply_once`); :meth:`RetailTools.reconcile` answers
-what became of an operation of unknown outcome from the same records.
+Each tool is an async function of an arguments mapping returning a JSON-serialisable result, so the same handlers serve
+``llm.register_function``, the tool gate and the proxy. A business error is an ``{"error": ...}`` result (nothing was
+applied); an exception means the backend failed and the write may or may not have happened. Lookups answer with the
+record fields they matched; a write refuses an order the trusted ``customer_id`` does not own. Writes carry the gate's
+idempotency key to the database, which applies each key once (:meth:`RetailDatabase.apply_once`);
+:meth:`RetailTools.reconcile` answers what became of an operation of unknown outcome.
 """
 
 from __future__ import annotations
@@ -284,40 +274,32 @@ class RetailTools:
 
     async def book_callback(self, args: Mapping[str, Any]) -> Any:
         """Book a specialist's callback (the backend accepts several; keeping one is the caller's business)."""
-        return await _book_callback(self, args)
+        day = _day(args)
+        if not day:
+            return {"error": "say which day"}
+
+        async def apply(conn: aiosqlite.Connection) -> Any:
+            cursor = await conn.execute("INSERT INTO callbacks (day) VALUES (?)", (day,))
+            return {"callback_id": cursor.lastrowid, "day": day, "status": "callback booked"}
+
+        return await self._apply("book_callback", args, apply)
 
     async def reschedule_callback(self, args: Mapping[str, Any]) -> Any:
         """Move the booked callback to another day."""
-        return await _reschedule_callback(self, args)
+        day = _day(args)
+
+        async def apply(conn: aiosqlite.Connection) -> Any:
+            async with conn.execute(
+                "SELECT callback_id FROM callbacks WHERE status = 'booked' ORDER BY callback_id DESC LIMIT 1"
+            ) as cursor:
+                booked = await cursor.fetchone()
+            if booked is None:
+                return {"error": "no callback is booked; book one instead"}
+            await conn.execute("UPDATE callbacks SET day = ? WHERE callback_id = ?", (day, booked[0]))
+            return {"callback_id": booked[0], "day": day, "status": "callback rescheduled"}
+
+        return await self._apply("reschedule_callback", args, apply)
 
 
 def _day(arguments: Mapping[str, Any]) -> str:
     return str(arguments.get("day", "")).strip().capitalize()
-
-
-async def _book_callback(tools: RetailTools, args: Mapping[str, Any]) -> Any:
-    day = _day(args)
-    if not day:
-        return {"error": "say which day"}
-
-    async def apply(conn: aiosqlite.Connection) -> Any:
-        cursor = await conn.execute("INSERT INTO callbacks (day) VALUES (?)", (day,))
-        return {"callback_id": cursor.lastrowid, "day": day, "status": "callback booked"}
-
-    return await tools._apply("book_callback", args, apply)
-
-
-async def _reschedule_callback(tools: RetailTools, args: Mapping[str, Any]) -> Any:
-    day = _day(args)
-
-    async def apply(conn: aiosqlite.Connection) -> Any:
-        async with conn.execute(
-            "SELECT callback_id FROM callbacks WHERE status = 'booked' ORDER BY callback_id DESC LIMIT 1"
-        ) as cursor:
-            booked = await cursor.fetchone()
-        if booked is None:
-            return {"error": "no callback is booked; book one instead"}
-        await conn.execute("UPDATE callbacks SET day = ? WHERE callback_id = ?", (day, booked[0]))
-        return {"callback_id": booked[0], "day": day, "status": "callback rescheduled"}
-
-    return await tools._apply("reschedule_callback", args, apply)

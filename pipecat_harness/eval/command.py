@@ -1,16 +1,7 @@
 """``pipecat-harness eval``: switch one control at a time over many simulated calls and report benefit and cost.
 
-Example::
-
-    pipecat-harness eval --toggle all
-    pipecat-harness eval --toggle identifier_hold --toggle tool_gate --runs 3 --seed 7
-    pipecat-harness eval pipecat_harness/scenarios/duplicate_refund.yaml --toggle tool_gate --compare old.json
-    GOOGLE_API_KEY=... pipecat-harness eval --toggle tool_gate --model gemini:gemini-2.5-flash --budget-calls 200
-
-Writes, under ``--out`` (default ``eval-results/``): ``results.json`` (machine readable, for comparing runs),
-``report.html`` (tables and every call's timeline, opens from disk) and ``traces/`` (one JSONL timeline per call). Shows
-a progress bar of the calls and one line per round. Exits 0 when no stop rule is met, 1 whenever one is (in any round,
-also with ``--runs 1``), 2 on bad input (including ``--compare`` with a run over other scenarios).
+Writes ``results.json``, ``report.html`` and ``traces/`` under ``--out``. Exits 0 when no stop rule is met, 1 when one
+is (in any round), 2 on bad input (including ``--compare`` with a run over other scenarios).
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The HTML report of an evaluation run: summary tables, rule verdicts, and every call's timeline.
-
-The page is one self-contained file (inline CSS, no scripts, no server). Per toggled control it shows the same table as
-the terminal, the decision rules with which conditions were met, and per call (scenario × run × arm) a collapsible
-timeline of the four records and the control decisions, read from the call's trace file.
-"""
+"""The HTML report of an evaluation run: summary tables, rule verdicts, and every call's timeline."""
 
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
 """Interaction costs of a call, from its timeline: what the caller feels beside whether the task got done.
 
-Measured from the ``caller`` and ``bot`` lanes of any trace (simulated or from a bot on a real line), so the figures
-need no knowledge of the controls:
+Measured from the ``caller`` and ``bot`` lanes of any trace (simulated or real), knowing nothing of the controls:
 
-* **response latency**: from the end of the caller's speech (VAD's stop, moved back by its stop window) to the bot's
-  first audio after it, once per stretch of caller speech the bot answered;
+* **response latency**: from the end of the caller's speech (VAD's stop less its stop window) to the bot's first audio
+  after it, once per stretch of caller speech the bot answered;
 * **barge-ins**: caller speech starting while the bot speaks; the bot **yielded** when its audio stopped within
-  :data:`YIELD_WINDOW_SECS` of the caller starting, the **yield latency** is that delay;
-* **talking over the caller**: seconds of bot audio while the caller speaks, and how many replies the bot *started*
-  while the caller was speaking;
-* **model requests**: model inputs sent in the call (each one a provider request, whatever caused it);
-* **added waiting** is the input controls' added wait (:mod:`pipecat_harness.eval.identifier_splits`), shown beside
-  these.
+  :data:`YIELD_WINDOW_SECS`, and that delay is the **yield latency**;
+* **talking over the caller**: seconds of bot audio while the caller speaks, and replies the bot *started* then;
+* **model requests**: model inputs sent in the call.
 
-Per arm, the table also gives the pass rate of each domain and their equal-weight mean (each domain counts once, however
-many calls it has), as the benchmark the design reports does.
+Per arm the table also gives each domain's pass rate and their equal-weight mean.
 """
 
 from __future__ import annotations

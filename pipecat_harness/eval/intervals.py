@@ -1,9 +1,4 @@
-"""The uncertainty of a rate: the 95 % Wilson score interval of a count out of a number of trials.
-
-Wilson's interval stays inside [0, 1] and is informative at 0/n and n/n, where the normal approximation collapses to a
-point; that matters here, since most evaluation rates sit at 0 or 1 on a few dozen calls. The formula is short and the
-project's dependencies include no statistics package, so it lives here.
-"""
+"""The uncertainty of a rate: the 95 % Wilson score interval of a count out of a number of trials."""
 
 from __future__ import annotations
 

@@ -1,25 +1,12 @@
-"""Everything the evaluation measures about one call, from its ``CallResult`` and its trace.
-
-:class:`CallMetrics` gathers, for one call in one arm:
-
-* **business outcome**: ``CallResult.passed`` (every expected business-state check held and the caller got through the
-  script);
-* **input waiting**: see :mod:`pipecat_harness.eval.identifier_splits`;
-* **tool checks**: see :mod:`pipecat_harness.eval.tool_checks`;
-* **history correction**, from ``CallResult.playback`` (the simulator's ground truth of what each assistant turn
-  generated, what the caller heard and what history kept): assistant turns interrupted; turns and words of **unplayed
-  text retained** (the target error); turns and words of **played text removed**; and **repeated speech**, model replies
-  identical (after normalising case and spacing) to an earlier reply in the same call;
-* **interaction costs**: see :mod:`pipecat_harness.eval.interaction`;
-* the decisions each control took (counts by ``control/action``), so a control that fired can be told from a control
-  that changed the outcome.
-"""
+"""Everything the evaluation measures about one call, from its ``CallResult`` and its trace."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS
 from pipecat_harness.eval.identifier_splits import InputWaiting, measure_input_waiting
@@ -80,17 +67,12 @@ class CallMetrics:
     """The measured figures of one simulated call.
 
     Parameters:
-        scenario: Scenario name.
-        domain: Scenario domain.
         arm: ``on`` or ``off``.
         run: Run index (0 = the scenario as written).
         controls: Controls active in the call.
         passed: Business outcome.
         expected: Outcome the scenario states for those controls.
         stay_out_of_the_way: The scenario is tagged as one where no control should act.
-        input: Input-waiting figures.
-        tools: Tool-check figures.
-        history: History-fidelity figures.
         interaction: Interaction costs from the call's timeline (latency, yielding, talking over, requests).
         decisions: Decision counts by ``control/action``.
         virtual_secs: Simulated call length.
@@ -138,12 +120,7 @@ class CallMetrics:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> CallMetrics:
         """Rebuild from :meth:`to_dict` output (e.g. a results file)."""
-        data = dict(raw)
-        data["input"] = InputWaiting(**data["input"])
-        data["tools"] = ToolChecks(**data["tools"])
-        data["history"] = HistoryFidelity(**data["history"])
-        data["interaction"] = InteractionCosts(**data.get("interaction", {}))
-        return cls(**data)
+        return TypeAdapter(cls).validate_python(raw)
 
 
 def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, arm: str, run: int) -> CallMetrics:

@@ -1,14 +1,4 @@
-"""The ``eval`` options of a real-model run: the model, the caller model and the budget.
-
-Example::
-
-    GOOGLE_API_KEY=... pipecat-harness eval --toggle tool_gate --model gemini:gemini-2.5-flash
-        --rules my-rules.yaml --budget-calls 200 --budget-tokens 2000000   (one line)
-
-``--model`` replaces every scenario's scripted model with a real one (through the bots' Pipecat service);
-``--caller-model`` plays the scenarios that describe their caller by goal (default: the offline brain). With a budget
-and no ``--runs``, rounds go on until each control's stop or sample rule is met or the budget would be passed.
-"""
+"""The ``eval`` options of a real-model run: the model, the caller model and the budget."""
 
 from __future__ import annotations
 

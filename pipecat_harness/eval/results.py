@@ -1,9 +1,4 @@
-"""Machine-readable evaluation results: one JSON file per run, and the comparison of two runs.
-
-The file holds the run's parameters, per control the summarised arms, the values the decision rules read, both verdicts,
-and every call's metrics. Two files can be compared with :func:`compare_results` (``eval --compare OLD.json``): per
-control, the target error and pass rates of both runs.
-"""
+"""Machine-readable evaluation results: one JSON file per run, and the comparison of two runs."""
 
 from __future__ import annotations
 

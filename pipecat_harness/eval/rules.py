@@ -1,11 +1,6 @@
 """Pre-declared decision rules: the benefit that keeps a control and the regression that stops a run.
 
-Rules are read from a YAML file (the bundled ``rules.yaml`` next to this module by default, see there for the format)
-before any call runs, so the verdict cannot be fitted to the numbers afterwards. Each toggled control uses its own
-entry, or ``default``. :func:`check_keep` states, condition by condition, whether the minimum benefit was met;
-:func:`check_stop` is consulted after every round of runs and names the regression that ended the run early;
-:func:`check_sample` says whether enough calls were run to decide (the rounds of a real-model run go on until it holds
-or the budget is spent).
+Read from YAML (the bundled ``rules.yaml`` by default) before any call runs, so a verdict cannot be fitted afterwards.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Run the A/B evaluation: every scenario with a control on and off, over seeded timing variants.
 
-The arms of a toggled control differ in that control only. Everything else is each scenario domain's preset: ``on`` is
-the preset's enabled controls plus the control, ``off`` the same minus it. ``all`` compares the preset's enabled
-controls against none.
-
-Runs proceed in rounds: round ``r`` runs timing variant ``r`` (see :mod:`pipecat_harness.eval.variation`) of every
-scenario in both arms of every toggled control; after each round the stop rules are checked and a control whose
-regression rule is met, or whose sample rule says enough calls were run, gets no further rounds. A :class:`Budget`
-(calls, model tokens, minutes) ends the run before a round that would exceed it; the run states why it ended.
-
-With a real model (:class:`~pipecat_harness.sim.model_arm.ModelArm`) every call's decisions come from the model through
-the bots' own Pipecat service; the calls are the same otherwise, and goal callers are played by the same caller model
-and seed in both arms, their lines shared through a cache. A call whose controls, scenario and variant were already run
-for another toggle is reused (the full preset arm is shared by every toggle), and calls run in a process pool since each
-one is a plain synchronous function driving its own virtual-time loop.
+``on`` is the domain preset's enabled controls plus the control, ``off`` the same minus it (``all``: the preset against
+none). Round ``r`` runs timing variant ``r``; after each round a control whose stop or sample rule is met gets no more
+rounds, and a :class:`Budget` ends the run before a round that would exceed it. Identical calls are run once and shared.
 """
 
 from __future__ import annotations
@@ -141,7 +130,6 @@ class ControlResult:
     """The evaluation of one toggled control.
 
     Parameters:
-        control: The toggled control.
         calls: Every measured call of both arms.
         comparison: Both arms summarised.
         keep: Whether the minimum benefit was met.
@@ -197,17 +185,14 @@ class EvalRun:
     """A whole evaluation run.
 
     Parameters:
-        scenarios: Scenario names.
         runs: Rounds asked for (the most that run).
         seed: Seed of the timing variation, and of the model and caller model.
-        rules_source: The rules file.
         results: Per control.
         wall_secs: Wall time of the run.
         calls_simulated: Calls run (shared arms counted once).
         model: The real model and its sampling (``None``: the scripted model).
         caller_model: The model that played goal callers (``None``: the offline brain).
         budget: What the run could spend.
-        rounds_done: Rounds run.
         ended: Why the run ended.
         model_requests: Model requests over all calls simulated.
         tokens: Model tokens over all calls simulated (prompt, completion, total), as reported.

@@ -1,9 +1,4 @@
-"""The terminal tables of an evaluation: one per toggled control, with sample sizes.
-
-Each cell reads ``count/of = rate [low, high] · n calls``: ``count`` errors out of ``of`` opportunities, the 95 % Wilson
-interval of the rate, in ``n`` calls that had an opportunity. The rows are the four groups (business outcome, input
-waiting, tool checks, history correction); the control's target error and costs are marked.
-"""
+"""The terminal tables of an evaluation: one per toggled control, with sample sizes."""
 
 from __future__ import annotations
 

@@ -1,24 +1,19 @@
 """Ground truth for tool checks: duplicate writes executed, prevented, and false blocks.
 
-Measured per call from the trace's tool lane (every write the model requested, with its arguments and result) and the
-tool gate's decisions (which requests it refused, by ``tool_call_id``):
+Measured per call from the trace's tool lane and the tool gate's decisions (by ``tool_call_id``):
 
-* a write request **executed** unless the gate refused it (``not_executed``, ``blocked``, or a refusal with an
-  unknown-outcome reason); a write that timed out under the gate was still forwarded, so it executed;
-* it **succeeded** unless its result is an error (a raised handler, a ``failed`` status or an ``error`` field). A write
-  whose outcome the model was told is unknown counts as possibly executed, until the gate settles it: the status the
-  ledger settled it at (a late reply or a reconciliation, recorded as the gate's ``reconciled`` decision under the
-  operation's key) replaces what the model heard, so a timed-out write reconciled as not applied neither executed nor
-  makes its retry a duplicate;
-* a request is a **duplicate** when an earlier request of the same tool with the same arguments (canonical JSON, order
-  ids normalised) executed and succeeded. A retry after a failure is not a duplicate.
+* a write request **executed** unless the gate refused it (``not_executed``, ``blocked``, or an unknown-outcome
+  refusal); a write that timed out under the gate was forwarded, so it executed;
+* it **succeeded** unless its result is an error (a raised handler, a ``failed`` status or an ``error`` field); a write
+  of unknown outcome takes the status the gate later settled it at (its ``reconciled`` decision), so one reconciled as
+  not applied neither executed nor makes its retry a duplicate;
+* it is a **duplicate** when an earlier request of the same tool and arguments (canonical JSON, order ids normalised)
+  executed and succeeded; a retry after a failure is not.
 
-Then: **duplicate writes executed** is the target error; a refused duplicate is a **duplicate prevented**; a refusal for
-a schema, policy or unknown-tool reason is a **disallowed action prevented**; a different write held because an earlier
-write on the same resource was still in flight or of unknown outcome (the gate's ``conflict`` refusal) is **held until
-settled**; a refusal of a request that was none of these is a **false block**. The costs that follow a check are counted
-from the same trace: **lookups** (read-tool requests) and **follow-up questions** (model replies asking the caller
-something); the evaluation reports their difference between the arms.
+A refused duplicate is a **duplicate prevented**; a schema, policy or unknown-tool refusal a **disallowed action
+prevented**; a ``conflict`` refusal (an earlier write on the resource unsettled) **held until settled**; any other
+refusal a **false block**. Costs: **lookups** (read-tool requests) and **follow-up questions** (replies asking the
+caller something), reported as the difference between the arms.
 """
 
 from __future__ import annotations

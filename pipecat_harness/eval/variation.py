@@ -1,17 +1,9 @@
 """Seeded variation of a scenario's caller timing, so one script yields many different calls.
 
-A scripted call tests one timing. Real callers pause longer or shorter, speak faster or slower and barge in earlier or
-later, and a control that only works for the written timing earns nothing. :func:`vary_scenario` derives a copy of a
-scenario with, for run ``n``:
-
-* every pause inside a caller turn scaled by a factor in ``pause_scale``;
-* every barge-in (``after: bot_started``) delay scaled by ``barge_in_scale``;
-* every turn's reaction delay (``after: bot``/``start``) scaled by ``delay_scale``;
-* the caller's speaking rate (words per minute, and explicit segment durations inversely) scaled by ``rate_scale``.
-
-Run 0 is the scenario as written, so ``--runs 1`` reproduces the bundled expectations. The random stream is seeded by
-``(seed, scenario name, run)``: both arms of a comparison get the identical variant, and any run can be reproduced on
-its own. The simulator is not touched: variants are ordinary ``Scenario`` copies made with ``model_copy(update=...)``.
+For run ``n``, :func:`vary_scenario` scales every pause inside a caller turn (``pause_scale``), every barge-in delay
+(``barge_in_scale``), every reaction delay after the bot or the start (``delay_scale``) and the caller's speaking rate
+(``rate_scale``). Run 0 is the scenario as written, so ``--runs 1`` reproduces the bundled expectations. The stream is
+seeded by ``(seed, scenario name, run)``: both arms get the identical variant, and any run reproduces on its own.
 """
 
 from __future__ import annotations

@@ -1,16 +1,4 @@
-"""Provider protocol fakes on loopback: Pipecat's own service classes run against them, offline.
-
-Like httpx's ``MockTransport``, they ship with the package for tests and for ``pipecat-harness simulate --services
-loopback``. Each listens on 127.0.0.1 and speaks its provider's wire protocol, reached through the service's documented
-base-URL option:
-
-* :class:`GeminiFake` — ``GoogleLLMService(http_options=fake.http_options())``;
-* :class:`OpenAIChatFake` — ``OpenAILLMService(base_url=fake.base_url)``;
-* :class:`DeepgramFake` — ``DeepgramSTTService(base_url=fake.base_url)``;
-* :class:`ElevenLabsFake` — ``ElevenLabsTTSService(url=fake.url)``.
-
-Every message exchanged is kept in the fake's ``log``.
-"""
+"""Provider protocol fakes on loopback: Pipecat's own service classes run against them, offline."""
 
 from pipecat_harness.fakes.background import serve_in_background
 from pipecat_harness.fakes.chat import ChatModel, ChatReply, ChatRequest, ReplyList, as_chat_model

@@ -1,8 +1,4 @@
-"""Serving fakes from a thread of their own, for a bot that runs its own event loop.
-
-A bot under test (a FastAPI app in a test client, a runner in another task) owns its event loop; the fakes then serve
-from a background thread with a loop of theirs, reached over 127.0.0.1 like the real providers.
-"""
+"""Serving fakes from a thread of their own, for a bot that runs its own event loop."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""What a model fake received and what it answers, independent of the provider's wire format.
-
-The LLM fakes convert the provider-format request they received into a :class:`ChatRequest` of OpenAI-shaped messages
-(the system instruction, if any, first as a ``system`` message; a directive a provider would have turned into a user
-message stays a user message), ask a :class:`ChatModel` for a :class:`ChatReply`, and stream that reply back in the
-provider's format.
-"""
+"""What a model fake received and what it answers, independent of the provider's wire format."""
 
 from __future__ import annotations
 
@@ -55,7 +49,6 @@ class ChatReply:
     """What the model answers: streamed text, then tool calls (all in one response, run in parallel).
 
     Parameters:
-        text: The reply text.
         tool_calls: ``{"id", "name", "arguments"}`` dictionaries.
         token_secs: Pause between streamed text pieces.
         sent_text: Text written to the service so far (filled in by the fake).

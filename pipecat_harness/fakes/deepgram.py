@@ -1,19 +1,12 @@
 """Deepgram live transcription (``/v1/listen``) on loopback, for ``DeepgramSTTService(base_url=...)``.
 
-The service streams binary audio and sends ``KeepAlive``, ``Finalize`` and ``CloseStream`` JSON messages; the fake
-answers ``Results`` messages shaped as the Deepgram SDK parses them (``channel.alternatives[0]`` with ``transcript`` and
-timed ``words``, ``start``/``duration`` in audio seconds, ``is_final``, ``speech_final``, ``from_finalize``),
-``UtteranceEnd`` when the connection asked for ``utterance_end_ms``, and ``Metadata`` on ``CloseStream``.
-
-What the caller says comes from whoever drives the fake (the simulated caller's script, or a test), not from the audio,
-which is only counted:
-
-* :meth:`DeepgramFake.interim` — an interim hypothesis (``is_final: false``);
-* :meth:`DeepgramFake.expect_final` — the transcript the recogniser settles on for the utterance under way; a
-  ``Finalize`` received while one is pending is answered, after ``finalize_delay_secs``, with that transcript as
-  ``is_final`` + ``from_finalize`` (Pipecat sends ``Finalize`` at the VAD stop);
-* :meth:`DeepgramFake.final` — the endpointed final (``is_final`` + ``speech_final``), or, when ``Finalize`` already
-  delivered it, nothing more than the empty ``from_finalize`` answer Deepgram gives.
+The service streams binary audio and ``KeepAlive``/``Finalize``/``CloseStream`` messages; the fake answers ``Results``
+as the Deepgram SDK parses them (``channel.alternatives[0]`` with timed ``words``, ``is_final``, ``speech_final``,
+``from_finalize``), ``UtteranceEnd`` when ``utterance_end_ms`` was asked for, and ``Metadata`` on ``CloseStream``. The
+words come from whoever drives the fake, not from the audio: :meth:`DeepgramFake.interim` sends an interim;
+:meth:`DeepgramFake.expect_final` sets the transcript a ``Finalize`` is answered with (``is_final`` + ``from_finalize``,
+after ``finalize_delay_secs``); :meth:`DeepgramFake.final` sends the endpointed final, or only the empty
+``from_finalize`` answer when ``Finalize`` already delivered it.
 """
 
 from __future__ import annotations

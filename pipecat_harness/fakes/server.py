@@ -1,9 +1,4 @@
-"""A loopback HTTP and websocket server that a protocol fake runs on.
-
-Each fake is an aiohttp application bound to ``127.0.0.1`` on a free port, started and stopped on the running event loop
-(so on a simulated call's virtual-time loop its timers follow virtual time). Everything a fake exchanges with the
-service under test is kept in :attr:`LoopbackServer.log`, in order, for tests and for the call's trace.
-"""
+"""A loopback HTTP and websocket server that a protocol fake runs on."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Recorded calls, replayed: a decision point under treatments, and a whole call as a scenario.
-
-:mod:`~pipecat_harness.replay.decision_point` rebuilds what the model received at one model request of a trace;
-:mod:`~pipecat_harness.replay.treatments` re-runs the model there with no intervention, a reminder appended to its
-system instruction, or a check's feedback returned at its tool call, and tabulates the next action;
-:mod:`~pipecat_harness.replay.from_trace` turns a recorded call into a scenario.
-"""
+"""Recorded calls, replayed: a decision point under treatments, and a whole call as a scenario."""
 
 from pipecat_harness.replay.actions import NextAction, ReferenceAction, ToolCall
 from pipecat_harness.replay.decision_point import DecisionPoint, ReplayError, decision_point, decision_points

@@ -22,8 +22,6 @@ class ToolCall:
     """One tool call the model made.
 
     Parameters:
-        name: The tool.
-        arguments: Its arguments.
         tool_call_id: The model's id of the call.
     """
 
@@ -47,7 +45,6 @@ class NextAction:
     """What the model did in one response: its text, then its tool calls.
 
     Parameters:
-        text: The generated text.
         tool_calls: The tool calls, in order.
     """
 

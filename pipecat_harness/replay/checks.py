@@ -1,14 +1,6 @@
 """The checks whose feedback a replay returns at the model's tool call.
 
-A check is the harness's real :class:`~pipecat_harness.tools.gate.ToolGate`, optionally with extra policy rules built
-from the decision point. Before the proposed call is judged, the gate is brought to the state the call had reached:
-every tool call in the recorded context is put through it again (its recorded result is the handler's answer, nothing
-executes), with a new turn at every user message. A proposed call the gate refuses gets the gate's tool result (what the
-model would have received) as feedback; nothing the gate forwards is executed in a replay.
-
-``inspect_orders`` is the design's experimental order-inspection check: it blocks a change to an order whose details the
-model has not retrieved yet and lists the orders the caller named that are still to retrieve. Its reminder is the same
-rule in words, which is what the ``reminder`` treatment appends to the system instruction.
+The gate is first brought to the call's state by replaying the recorded tool calls through it (nothing executes).
 """
 
 from __future__ import annotations

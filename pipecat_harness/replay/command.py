@@ -1,16 +1,7 @@
 r"""``pipecat-harness replay TRACE``: re-run the model at a recorded decision point under treatments.
 
-Example::
-
-    pipecat-harness replay bundled:cancel_two_orders --list
-    pipecat-harness replay bundled:cancel_two_orders --at 2 --check inspect_orders \\
-        --treatment none,reminder,feedback --samples 9 --expect "tool:get_order_details|say:why"
-    pipecat-harness replay traces/call.jsonl --at 5 --model gemini:gemini-2.5-flash --samples 3
-
-The scripted model (the default) is the one of the scenario the call was simulated from (found by the name in the trace,
-or ``--scenario FILE``); it varies between samples only where a decision lists ``alternatives``. A real model (``--model
-gemini:NAME`` / ``openai:NAME``) runs through Pipecat's service class with ``--temperature`` and the seed ``--seed`` +
-sample. Exit status 0, or 2 on bad input.
+The scripted model is the scenario's the call was simulated from (by name, or ``--scenario FILE``); ``--model`` runs a
+real one through Pipecat's service class. Exit status 0, or 2 on bad input.
 """
 
 from __future__ import annotations

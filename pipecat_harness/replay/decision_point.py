@@ -1,10 +1,4 @@
-"""A decision point: one model request of a recorded call, rebuilt from the trace.
-
-The trace logs each model input as a delta (see :mod:`pipecat_harness.trace.recorder`); :meth:`Timeline.model_context`
-rebuilds the full message list. The system instruction and the tools offered are logged when they change, so the latest
-ones logged at or before a request are the ones it was sent with. The *recorded action* is what the model produced after
-that request: the text it generated and the tool calls it requested before the next request.
-"""
+"""A decision point: one model request of a recorded call, rebuilt from the trace."""
 
 from __future__ import annotations
 

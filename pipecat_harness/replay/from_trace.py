@@ -1,24 +1,15 @@
 """Turn a recorded call into a scenario: the caller side exactly, the model side as recorded decisions.
 
-Caller side, from the ``caller`` and ``bot`` lanes of the trace:
+Caller side, from the ``caller`` and ``bot`` lanes: every stretch of speech VAD heard (its stop moved back by the stop
+window) is a ``say`` segment with the recogniser's finals joined, or ``silent`` without a transcript; gaps inside a turn
+are ``pause`` segments; a turn starts ``after: bot_started`` when the caller spoke over the bot, ``after: bot`` after
+the bot's reply, ``after: start`` before the bot spoke. Turns are the trace's ``caller_turn`` events, or else a new turn
+whenever the bot spoke since the previous stretch.
 
-* every stretch of speech VAD heard (``speech_started`` .. ``speech_stopped``, the stop moved back by the VAD's stop
-  window) becomes a ``say`` segment of that length with the text the recogniser returned (its finals joined), or a
-  ``silent`` segment when no transcript came;
-* the gaps between stretches of one caller turn are ``pause`` segments;
-* each turn starts as it did: ``after: bot_started`` with the recorded delay when the caller spoke over the bot (a
-  barge-in), ``after: bot`` with the recorded silence after the bot's reply, ``after: start`` before the bot ever spoke.
-  A simulated trace names its turns (``caller_turn``); otherwise a new turn starts whenever the bot spoke since the
-  previous stretch.
-
-Model side: one decision per model request, in order, each firing once, keyed on what that request answered (the start
-of the call, the newest caller message word for word, or the results of a tool) and doing what the model did (its text,
-its tool calls). With a control switched the model may receive something it never received on the line; no recorded
-decision matches that, and the scripted model says its fallback, which is the honest answer of a recording.
-``live_model=True`` leaves the decisions out, for a run with a real model (``eval --model``).
-
-The business side (database, tools, expectations) is not in a trace: it comes from the scenario the call was simulated
-from when that is known, else the retail demo with no expectations beyond the caller finishing.
+Model side: one decision per model request, firing once, keyed on what it answered (the start, the newest caller message
+word for word, or a tool's results) and doing what the model did. Input the model never received on the line matches no
+decision, and the scripted model says its fallback. ``live_model=True`` leaves the decisions out. The business side
+comes from the source scenario when known, else the retail demo with no expectations beyond the caller finishing.
 """
 
 from __future__ import annotations

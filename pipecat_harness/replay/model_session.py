@@ -1,11 +1,4 @@
-"""Ask a Pipecat LLM service for its next action on a given context, without executing anything.
-
-The service runs in a two-processor pipeline (the service, then a collector) on a ``PipelineWorker``, so a provider
-service goes through its own adapter, streaming and function-calling path exactly as in a bot. Tool calls are caught by
-a catch-all handler that answers nothing and asks for no new inference: the collector records each call from the
-``FunctionCallsStartedFrame``; the response is complete at ``LLMFullResponseEndFrame``. One session can be asked several
-times (a treatment's follow-up request after the check's feedback).
-"""
+"""Ask a Pipecat LLM service for its next action on a given context, without executing anything."""
 
 from __future__ import annotations
 

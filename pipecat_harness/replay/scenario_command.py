@@ -1,12 +1,6 @@
 """``pipecat-harness scenario from-trace TRACE``: write the scenario a recorded call becomes.
 
-Example::
-
-    pipecat-harness scenario from-trace traces/duplicate_refund.jsonl -o duplicate_refund_replayed.yaml
-    pipecat-harness simulate duplicate_refund_replayed.yaml --without tool_gate
-
-The business side comes from ``--scenario FILE`` or, for a simulated call, the bundled scenario the trace names. Exit
-status 0, or 2 on bad input.
+The business side comes from ``--scenario FILE`` or the bundled scenario the trace names. Exit 0, or 2 on bad input.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Re-run the model at a decision point under treatments and tabulate its next action.
 
-The treatments, as in the design's replay experiment:
-
-``none``
-    the recorded context as it was;
-``reminder``
-    the same context with the check's rule, in words, appended to the LLM service's system instruction (Pipecat's
-    ``append_system_instruction``);
-``feedback``
-    the same context; when the model's response makes a tool call the check refuses, the check's tool result is returned
-    at that call and the model is asked again. The next action is its answer to the feedback (a response the check lets
-    through stands as it is).
-
-Every treatment gets ``samples`` fresh model sessions; sample *i* uses the same seed in every treatment, so the
-treatments differ in the treatment only. The reference action is read by the scorer alone: nothing of it reaches the
-model.
+``none``: the recorded context; ``reminder``: the check's rule in words appended to the system instruction (Pipecat's
+``append_system_instruction``); ``feedback``: when the response makes a tool call the check refuses, the check's tool
+result is returned there and the model asked again (its answer is the next action). Sample *i* uses the same seed in
+every treatment. The reference action is read by the scorer alone: nothing of it reaches the model.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The expectations of a scenario, checked against the end of its call.
-
-Business state is queried from the call's database; history limits read the playback ground truth; context expectations
-read the model's final context.
-"""
+"""The expectations of a scenario, checked against the end of its call."""
 
 from __future__ import annotations
 

@@ -46,7 +46,6 @@ class CallResult:
     """The outcome of one simulated call.
 
     Parameters:
-        scenario: The scenario's name.
         passed: Whether every expectation held (the business outcome matched).
         expected: The outcome expected with the active controls (``pass``/``fail``).
         checks: Each expectation and whether it held.

@@ -1,21 +1,4 @@
-"""The simulated caller: turns a scenario's caller script into timed frames.
-
-Speech becomes the frames a transport, VAD and streaming STT would produce: ``VADUserStartedSpeakingFrame`` at onset,
-``InterimTranscriptionFrame``s as words accumulate, ``VADUserStoppedSpeakingFrame`` once VAD's stop window has passed,
-and the final ``TranscriptionFrame`` after the ASR's finalisation latency. Speech with no transcript (a quiet "mm-hmm")
-produces VAD frames only. Frames are built at injection time so their wall-clock timestamps are current.
-
-The caller's voice spec can make the STT behave like a streaming service: finals in several pieces (all but the last
-while the caller still speaks), the last piece answering ``Finalize`` a set delay *after* the VAD stop (as Deepgram
-does), and text written in a recogniser's format (``asr_format``).
-
-The caller reacts to the bot: a turn can wait for the bot to finish a reply (``after: bot``) or barge in a set time
-after the bot starts (``after: bot_started``). A caller whose expected reply never comes hangs up.
-
-With a recogniser (the Deepgram fake, when the call runs the bots' real services), the caller streams audio into the
-pipeline while it speaks and tells the recogniser what it is saying; the transcripts then come from Pipecat's
-``DeepgramSTTService`` reading the fake's results, not from injected frames.
-"""
+"""The simulated caller: turns a scenario's caller script into timed frames."""
 
 from __future__ import annotations
 
@@ -204,7 +187,6 @@ class SimulatedCaller(BaseObserver):
     It is also an observer: it watches the bot start and stop speaking to time its turns.
 
     Args:
-        turns: The caller's turns.
         voice: How speech maps to frames (speaking rate, ASR latency).
         recogniser: A live recogniser to drive instead of injecting transcripts (``interim(text)``,
             ``expect_final(text)``, ``final(text)``, as :class:`~pipecat_harness.fakes.DeepgramFake` offers).

@@ -1,21 +1,4 @@
-"""A caller described by goal: who they are, why they call, what they know and when they cut in.
-
-Instead of a script of turns, a scenario may give ``caller_goal``; an LLM caller (see
-:mod:`pipecat_harness.sim.goal_caller`) then plays the part, reacting to what the bot actually said::
-
-    caller_goal:
-      persona: "A retired teacher, polite, a little hard of hearing."
-      reason: "The thermostat from my last order arrived broken and I want a refund."
-      knows:
-        - what: order number
-          say: "W two three seven ... eight one five six"   # "..." is a pause
-      does_not_know: [the card the order was paid with]
-      interrupts: {after_secs: 4}
-      max_turns: 6
-
-Identifiers are written the way callers say them, with ``...`` where the caller pauses (a pause of ``pause_secs``), so a
-goal caller splits an identifier across a pause exactly as a scripted one would.
-"""
+"""A caller described by goal: who they are, why they call, what they know and when they cut in."""
 
 from __future__ import annotations
 

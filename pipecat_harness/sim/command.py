@@ -1,9 +1,7 @@
 """``pipecat-harness simulate``: run simulated calls offline and check their business outcomes.
 
-The output is made to read at a glance: one line per call while the run goes, the timeline of every call whose outcome
-is not the expected one, and a summary table at the end. ``--timeline`` prints every call's timeline. A scenario that
-cannot run (an invalid file, SQL that fails against the seed) is reported in one sentence and fails alone; the others
-still run, and the exit status is 2 (bad input) rather than 1 (an outcome not as expected).
+A scenario that cannot run is reported in one sentence and fails alone; the exit status is then 2 (bad input) rather
+than 1 (an outcome not as expected).
 """
 
 from __future__ import annotations

@@ -25,11 +25,7 @@ _STOPWORDS = {"the", "a", "an", "my", "your", "with", "was", "were", "that", "th
 
 
 class GoalBrain:
-    """A :class:`~pipecat_harness.fakes.ChatModel` answering as the caller of ``goal``.
-
-    Args:
-        goal: The caller's goal.
-    """
+    """A :class:`~pipecat_harness.fakes.ChatModel` answering as the caller of ``goal``."""
 
     def __init__(self, goal: CallerGoal) -> None:
         self.goal = goal

@@ -1,13 +1,7 @@
 """The LLM caller: a caller played from a goal, reacting to what the bot said.
 
-Each turn the caller waits for the bot (or cuts in once a reply has lasted ``interrupts.after_secs``), asks its caller
-model for the next line given the conversation so far as the caller heard it, and speaks that line through the same
-frames a scripted turn produces (``...`` in the line becomes a pause). A line ending in ``[hang up]`` is its last.
-
-The caller model is any OpenAI-compatible chat endpoint (``--caller-model``), sampled at temperature 0 with the
-evaluation's seed. Lines are cached per (seed, scenario, run, turn, conversation so far): both arms of a comparison that
-reach the same point of the call hear the same caller, even from a model that does not honour its seed. Offline the
-caller model is the loopback OpenAI-compatible fake answering from :class:`~pipecat_harness.sim.goal_brain.GoalBrain`.
+Lines are cached per (seed, scenario, run, turn, conversation so far), so both arms of a comparison that reach the same
+point hear the same caller, even from a model that ignores its seed. A line ending in ``[hang up]`` is the last.
 """
 
 from __future__ import annotations
@@ -121,7 +115,6 @@ class GoalCaller(SimulatedCaller):
     Create with :meth:`start` (it starts the offline caller model when no model is given); :meth:`stop` after.
 
     Args:
-        goal: The caller's goal.
         lines: Where its lines come from.
         voice: How speech maps to frames.
         fake: The loopback caller model to stop afterwards, if one was started.

@@ -1,9 +1,4 @@
-"""Ground truth for history fidelity: what was generated, heard and retained per assistant turn.
-
-In a simulation the true played audio of every TTS context is known, so each assistant turn can be scored: words of
-unplayed text the model's history still holds (the target error of history correction), and words the caller heard that
-history lost (its cost, which makes bots repeat themselves).
-"""
+"""Ground truth for history fidelity: what was generated, heard and retained per assistant turn."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The bots' provider services in a simulated call, against the protocol fakes on loopback.
-
-``DeepgramSTTService``, ``GoogleLLMService`` and ``ElevenLabsTTSService`` (or ``OpenAILLMService`` for the
-OpenAI-compatible path) run unmodified, pointed at :mod:`pipecat_harness.fakes` through their base-URL options. The
-Gemini (or OpenAI) fake answers from the scenario's scripted model, which decides from the provider-format request it
-received; the ElevenLabs fake reports every word it lays out to the call's ground-truth ledger; the Deepgram fake is
-driven by the simulated caller (its script is the recogniser's output).
-"""
+"""The bots' provider services in a simulated call, against the protocol fakes on loopback."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """A real model in a simulated call: the bots' own Pipecat LLM service, pointed at a provider.
 
-``--model gemini:<name>`` builds ``GoogleLLMService`` (the class ``bots/agent.py`` runs) and ``--model openai:<name>``
-builds ``OpenAILLMService`` for any OpenAI-compatible endpoint (``--base-url``; there an assistant tool-call message
-goes out with ``""`` for content, which every such server accepts). The scenario's system prompt, tools and business
-database are the same as with the scripted model; only the decisions now come from the model. Temperature and seed are
-fixed per evaluation and sent with every request, so they can be recorded beside the results.
-
-The key is read from the environment when the service is built (in the worker process), never stored in a result. Time
-in the simulated call stands still while a request is in flight (see
-:class:`~pipecat_harness.sim.model_meter.ModelMeter`): the caller hears the model's decisions, not its network latency.
+The key is read from the environment when the service is built (in the worker), never stored in a result.
 """
 
 from __future__ import annotations

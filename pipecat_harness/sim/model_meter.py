@@ -1,15 +1,9 @@
 """Counting what a call asks of its model, from the frames Pipecat's LLM service pushes.
 
-Every response the service starts is one request; the tokens are the ones the provider reported in its usage metadata
-(Pipecat's ``LLMUsageMetricsData``, with ``enable_usage_metrics``); the text is what the service streamed. This works
-the same for the scripted service, the loopback fakes and a real model.
-
-For a model reached over the network the meter also freezes the call's virtual time from the moment the service takes a
-context until its response ends (or it starts calling tools, whose handlers may wait on the simulated clock): otherwise
-the virtual clock would leap over the request to the next timer, and the caller would give up before the answer arrived.
-A request that streams nothing for ``max_hold_secs`` of real time (the wait starts again with every streamed text frame,
-so a slow but live stream holds to its end) lets virtual time run again, so the service's own timeouts and retries
-(virtual timers) apply to a provider that stopped answering.
+A request is a response the service starts; tokens are the provider's usage metadata; text is what was streamed. For a
+networked model the meter also freezes virtual time from the context to the response's end (or its first tool call),
+so the caller does not give up before the answer; a request that streams nothing for ``max_hold_secs`` of real time
+lets virtual time run again, so the service's own timeouts apply.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""How the scripted model reads a request: which decision's condition holds, and the templates it fills.
-
-A scripted decision fires on what the model received, read as a model reads it: a recogniser's formatting as the words
-said, Pipecat's late async-tool results as the tool results they are, and without the user turns a provider adapter made
-up.
-"""
+"""How the scripted model reads a request: which decision's condition holds, and the templates it fills."""
 
 from __future__ import annotations
 

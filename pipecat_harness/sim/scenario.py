@@ -1,29 +1,4 @@
-"""Scenario files: caller script, scripted model, business database, expected outcome.
-
-A scenario is a caller script with timing (:mod:`~pipecat_harness.sim.caller_script`), the model's scripted decisions
-(:mod:`~pipecat_harness.sim.model_script`), a business database (:mod:`~pipecat_harness.sim.scenario_business`), and
-what must hold at the end (:mod:`~pipecat_harness.sim.expectations`). This module puts them together and loads scenario
-files.
-
-Scenarios are YAML. Every mapping rejects unknown keys, so a typo is an error that names the file and the field rather
-than a silently ignored setting::
-
-    name: duplicate_refund
-    control: tool_gate              # the control that addresses this failure
-    expect_without_control: fail    # what happens when that control is off
-    model:
-      greeting: "Thanks for calling, how can I help?"
-      decisions:
-        - when: {user: "refund"}
-          tool_calls:
-            - {name: issue_refund, args: {order_id: "#W2378156", amount_usd: 45, reason: damaged}}
-            - {name: issue_refund, args: {order_id: "#W2378156", amount_usd: 45, reason: damaged}}
-    caller:
-      - speech: [{say: "I'd like a refund for the thermostat"}]
-    expect:
-      state:
-        - {sql: "SELECT count(*) FROM refunds", equals: 1}
-"""
+"""Scenario files: caller script, scripted model, business database, expected outcome."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""A scenario's business: the database its tools act on and the tools its model may call.
-
-A scenario either runs on the retail demo (``database.seed: retail``, with the demo's tools) or brings its own tables
-and tools; both are validated when the file loads, so a typo is an error naming the field rather than a failed call.
-"""
+"""A scenario's business: the database its tools act on and the tools its model may call."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The tools and tables a scenario declares, made real: SQLite tables, Pipecat tool schemas, async handlers.
-
-A scenario's ``database.tables`` are created (and their rows inserted) after the named seed; each of its ``tools``
-becomes a Pipecat ``FunctionSchema`` in the model's context and a framework-free handler the harness registers like any
-bot's tool: a ``sql`` tool runs its statement with the arguments bound by name, a ``python`` tool calls
-``module:function(db, arguments)``. With the ``retail`` seed the retail demo's tools are offered as well.
-"""
+"""The tools and tables a scenario declares, made real: SQLite tables, Pipecat tool schemas, async handlers."""
 
 from __future__ import annotations
 
@@ -103,7 +97,6 @@ class ScenarioTools:
     """The tools of one simulated call: the scenario's own, plus the retail demo's on the retail seed.
 
     Args:
-        scenario: The scenario.
         db: The call's business database.
         with_retail: Offer the retail tools too on the retail seed (the call pipeline adds them itself).
 

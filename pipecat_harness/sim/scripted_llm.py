@@ -1,14 +1,4 @@
-"""A scripted LLM service that answers from a scenario's decisions.
-
-It subclasses Pipecat's ``LLMService`` and goes through the same paths as a provider service:
-``LLMFullResponseStartFrame``, streamed ``LLMTextFrame``s, ``run_function_calls`` for tool calls (so
-``FunctionCallInProgressFrame``, handler execution, ``FunctionCallResultFrame`` and the re-run of the model all happen
-as in production), then ``LLMFullResponseEndFrame``.
-
-Which decision fires depends on what the model actually received: the newest user message, the newest tool results and
-the assistant history. A turn that reaches the model mid-identifier therefore produces a truncated lookup, and a history
-that lost what was said produces repeated speech.
-"""
+"""A scripted LLM service that answers from a scenario's decisions."""
 
 from __future__ import annotations
 

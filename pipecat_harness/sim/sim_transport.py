@@ -1,9 +1,7 @@
 """An output transport that plays audio on the event loop's clock.
 
-Pipecat's base output transport does not pace audio; concrete network transports sleep per chunk on ``time.monotonic``,
-which does not follow a virtual clock. This transport sleeps each chunk's duration on the loop, so a barge-in lands
-mid-sentence and Pipecat's own interruption path (queue reset, ``BotStoppedSpeakingFrame``, partial assistant commit)
-runs as in a real call. It records how much of each TTS context's audio was written.
+Each chunk sleeps its duration on the loop (not ``time.monotonic``), so a barge-in lands mid-sentence and Pipecat's own
+interruption path runs as in a real call.
 """
 
 from __future__ import annotations

@@ -1,16 +1,4 @@
-"""A simulated TTS service producing silent audio of realistic duration.
-
-Speech duration follows a speaking rate (words per minute) with extra time at punctuation, so an interruption lands
-mid-sentence exactly where it would with a real voice. Two modes, as with real providers:
-
-* ``word_timestamps=True``: like ElevenLabs or Cartesia websockets, it reports each word's start time, and Pipecat
-  releases word-level ``TTSTextFrame``s as the audio plays;
-* ``word_timestamps=False``: like OpenAI or Deepgram TTS, Pipecat releases one sentence-level ``TTSTextFrame`` after
-  that sentence's audio.
-
-Every word's true start and end offsets are kept in a :class:`SpeechLedger`, which the simulator uses as ground truth
-for what the caller heard.
-"""
+"""A simulated TTS service producing silent audio of realistic duration."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""Render call timelines as self-contained HTML (no server, no scripts, no external assets).
-
-A call is drawn twice: as swimlanes on one time axis (see
-:mod:`pipecat_harness.trace.swimlanes`), where a glance shows where the caller
-and the bot overlapped, where a turn was held and where a tool ran; and as a
-table with one column per record and one for the controls: what the caller
-said and what was submitted, what the model received and generated, what tools
-were requested and executed, what was played and what history kept, and which
-control decided what on which evidence. Marks in the swimlanes link to their
-rows. Nothing is clipped: every cell and tooltip carries the full text.
-``pipecat-harness trace html FILE`` writes one page per trace; the evaluation
-report embeds the same view per call.
-"""
+"""Render call timelines as self-contained HTML (no server, no scripts, no external assets)."""
 
 from __future__ import annotations
 
@@ -21,7 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from pipecat_harness.trace.render import render
+from pipecat_harness.trace.render import render, template_text
 from pipecat_harness.trace.show import describe_event
 from pipecat_harness.trace.swimlanes import SWIMLANE_CSS, history_panel_html, swimlanes_html
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
@@ -49,23 +37,7 @@ TIMELINE_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
 _OMITTED = {"asr_interim", "played_text", "user_turn_started", "user_turn_stopped", "decision_outcome",
             "speech_started", "speech_stopped"}
 
-PAGE_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem;color:#1d232a;background:#fafbfc}
-h1{font-size:1.4rem}h2{font-size:1.15rem;margin-top:2rem}h3{font-size:1rem}
-table{border-collapse:collapse;margin:.5rem 0 1rem}
-th,td{border:1px solid #d5dbe1;padding:.25rem .45rem;vertical-align:top;font-size:.82rem;text-align:left}
-th{background:#eef1f4}
-.timeline td{max-width:26rem;overflow-wrap:anywhere}
-.timeline td.t{text-align:right;white-space:nowrap;color:#5a6570;font-variant-numeric:tabular-nums}
-.lane-caller{background:#e8f4fb}.lane-model{background:#f4ecfa}.lane-tool{background:#fdf6e3}
-.lane-bot{background:#eaf7ec}.lane-control{background:#fdecea;font-weight:600}.lane-call{color:#5a6570}
-.kind{display:block;font-size:.7rem;color:#5a6570;font-weight:normal}
-.pass{color:#17702e;font-weight:600}.fail{color:#b3261e;font-weight:600}
-.target{font-weight:700}.cost{font-style:italic}
-details{margin:.3rem 0;border:1px solid #d5dbe1;background:#fff;padding:.3rem .6rem}
-summary{cursor:pointer}
-.meta{color:#5a6570;font-size:.85rem}
-"""
+PAGE_CSS = template_text("pipecat_harness.trace", "page.css")
 
 
 def _cell_text(event: TraceEvent) -> str:

@@ -1,19 +1,15 @@
-"""The HTML views' Jinja2 templates: shipped in the package, every value autoescaped.
-
-A view's module computes what to show (rows, marks, geometry); its template, under the package's ``templates/``
-directory, says how it is marked up. Rendered fragments are :class:`~markupsafe.Markup`, so a fragment placed in
-another template is not escaped twice.
-"""
+"""The HTML views' Jinja2 templates: shipped in the package, every value autoescaped."""
 
 from __future__ import annotations
 
 from functools import cache
+from importlib.resources import files
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-__all__ = ["render"]
+__all__ = ["render", "template_text"]
 
 
 @cache
@@ -30,3 +26,8 @@ def _environment(package: str) -> Environment:
 def render(package: str, name: str, **context: Any) -> Markup:
     """Render template ``name`` of ``package`` (e.g. ``"pipecat_harness.trace"``) with ``context``."""
     return Markup(_environment(package).get_template(name).render(**context))
+
+
+def template_text(package: str, name: str) -> str:
+    """The text of template ``name`` of ``package`` as written (a stylesheet the pages inline)."""
+    return files(package).joinpath("templates", name).read_text(encoding="utf-8")

@@ -1,13 +1,4 @@
-"""A call drawn as swimlanes on one time axis (inline SVG: no scripts, no external assets).
-
-Each lane answers one question about the call at a glance: when the caller
-spoke and what the recogniser made of it, when a turn was held, when the model
-ran, which tools ran and how they ended, what bot audio played, where the
-caller interrupted, and what history kept of each reply against what was
-generated. Every mark has its full details as a tooltip (hover) and links to
-its row in the table view below it (click). The history decisions are also
-laid out as generated / heard / kept text side by side, uncut.
-"""
+"""A call drawn as swimlanes on one time axis (inline SVG: no scripts, no external assets)."""
 
 from __future__ import annotations
 
@@ -15,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pipecat_harness.trace.render import render
+from pipecat_harness.trace.render import render, template_text
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
 __all__ = ["SWIMLANES", "SWIMLANE_CSS", "history_panel_html", "swimlanes_html"]
@@ -31,26 +22,7 @@ SWIMLANES: tuple[str, ...] = (
     "history kept / generated",
 )
 
-SWIMLANE_CSS = """
-.swimlanes{display:block;width:100%;max-width:1400px;height:auto;background:#fff;border:1px solid #d5dbe1;
-margin:.5rem 0}
-.swimlanes text{font-family:system-ui,sans-serif;font-size:11px;fill:#1d232a}
-.swimlanes .lane-label{font-weight:600;fill:#3a4550}
-.swimlanes .axis{stroke:#9aa5b1;stroke-width:1}.swimlanes .tick{fill:#5a6570;font-size:10px}
-.swimlanes .row{fill:#f6f8fa}.swimlanes a:hover rect{stroke:#1d232a;stroke-width:1.5}
-.swimlanes .speech{fill:#7cc4ea}.swimlanes .asr{fill:#2f7fb3}.swimlanes .hold{fill:#f2b84b}
-.swimlanes .model{fill:#b48ad8}.swimlanes .tool-ok{fill:#43a35a}.swimlanes .tool-error{fill:#d2463c}
-.swimlanes .tool-skipped{fill:#9aa5b1}.swimlanes .audio{fill:#5fbf73}
-.swimlanes .audio-cut{fill:#5fbf73;stroke:#d2463c;stroke-width:1.5}
-.swimlanes .generated{fill:#e6e9ed;stroke:#9aa5b1;stroke-dasharray:3 2}.swimlanes .kept{fill:#2e8b57}
-.swimlanes .kept-unheard{fill:#d2463c}.swimlanes .interrupt{stroke:#d2463c;stroke-width:1.5;stroke-dasharray:4 3}
-.swimlanes .bar-text{fill:#fff;font-size:10px;pointer-events:none}.swimlanes .dark-text{fill:#1d232a;font-size:10px}
-.legend{font-size:.75rem;color:#5a6570;margin:.2rem 0 .6rem}.legend span{display:inline-block;margin-right:.8rem}
-.legend i{display:inline-block;width:.8rem;height:.6rem;margin-right:.25rem;vertical-align:middle}
-.history-panel{table-layout:fixed;width:100%;max-width:1400px}.history-panel td{max-width:none}
-.history-panel th:nth-child(1){width:4rem}.history-panel th:nth-child(2){width:9rem}
-.timeline tr:target td{outline:2px solid #d2463c;background:#fff6d6}
-"""
+SWIMLANE_CSS = template_text("pipecat_harness.trace", "swimlanes.css")
 
 _LABEL_W = 170.0
 _WIDTH = 1300.0

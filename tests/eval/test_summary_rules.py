@@ -80,3 +80,13 @@ def test_bad_rules_files_give_clear_errors(tmp_path: Path) -> None:
 def test_bundled_rules_cover_the_call_path_controls() -> None:
     rules = load_rules()
     assert {"identifier_hold", "tool_gate", "history", "spelling", "silent_reply", "all"} <= set(rules.controls)
+
+
+def test_call_metrics_come_back_from_their_results_file_form() -> None:
+    import json
+
+    call = _call("on", dup=1, decisions={"tool_gate/not_executed": 1})
+    raw = json.loads(json.dumps(call.to_dict()))
+    assert CallMetrics.from_dict(raw) == call
+    del raw["interaction"]  # results written before interaction costs were measured
+    assert CallMetrics.from_dict(raw).interaction == type(call.interaction)()

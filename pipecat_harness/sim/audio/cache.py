@@ -1,9 +1,4 @@
-"""A content-addressed disk cache for synthesised caller audio and its transcripts.
-
-Synthesis is deterministic (see ``voice``), so the audio cache saves time, not reproducibility: a clean cache makes the
-same bytes again. Audio is keyed by voice, synthesis marker, speaking rate and text; transcripts by a hash of the audio
-segment the recogniser heard.
-"""
+"""A content-addressed disk cache for synthesised caller audio and its transcripts."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The simulated caller on a phone line: the script voiced, streamed as 20 ms audio frames on the virtual clock.
-
-The line never goes quiet in the protocol sense: between turns it carries silence, as a real transport does, so Silero
-VAD, Whisper and Smart Turn see exactly the audio a bot would. Turn timing (waiting for the bot, barge-ins, hanging up)
-is the text-mode caller's.
-"""
+"""The simulated caller on a phone line: the script voiced, streamed as 20 ms audio frames on the virtual clock."""
 
 from __future__ import annotations
 
@@ -39,9 +34,7 @@ class AudioCaller(SimulatedCaller):
     """Speaks a caller script as audio into a running ``PipelineWorker``.
 
     Args:
-        turns: The caller's turns.
         spec: The caller's voice spec (its speaking rate scales Piper's).
-        voice: The Piper voice.
         rate: Speaking-rate multiplier on top of the spec's (1.0: Piper's own pace).
     """
 

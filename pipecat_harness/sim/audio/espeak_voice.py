@@ -1,7 +1,4 @@
-"""A second caller voice: Debian's ``espeak-ng`` (formant synthesis, deterministic), at 16 kHz, cached like Piper's.
-
-It sounds nothing like Piper's neural voice: a recogniser or a rule tuned on one is tested on the other.
-"""
+"""A second caller voice: Debian's ``espeak-ng`` (formant synthesis, deterministic), at 16 kHz, cached like Piper's."""
 
 from __future__ import annotations
 

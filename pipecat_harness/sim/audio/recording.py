@@ -1,16 +1,12 @@
-"""What Silero VAD and Whisper tiny.en make of one caller utterance, recorded once and replayed per configuration.
-
-VAD and the recogniser do not depend on the stop strategy or on the input controls, so an utterance's audio goes through
-the real front end (``VADProcessor(SileroVADAnalyzer)`` and the cached Whisper service, in a ``PipelineWorker`` on the
-virtual clock) once; the frames that reach the user aggregator are recorded with their times and cached. Each benchmark
-arm then replays them, with the audio for Smart Turn, into a real ``LLMUserAggregator``.
-"""
+"""What Silero VAD and Whisper tiny.en make of one caller utterance, recorded once and replayed per configuration."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from pipecat_harness.sim.audio.cache import AudioCache, digest
@@ -90,12 +86,7 @@ def record_utterance(parts: list[str], pause: float, *, rate: float, cache: Audi
     speech, ends = utterance_audio(parts, pause, voice, rate=rate)
     pcm, path = _front_end_path(speech, cache, stt_latency_secs)
     duration = len(speech) / (2 * SAMPLE_RATE) + TRAILING_SILENCE_SECS
-    if path.exists():
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return Utterance(ends, duration, [RecordedEvent(**e) for e in data["events"]])
-    events = _run_front_end(pcm, cache, stt_latency_secs, "tiny.en")
-    cache.directory.joinpath("front_end").mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"parts": parts, "events": [asdict(e) for e in events]}), encoding="utf-8")
+    events = _cached_events(path, parts, lambda: _run_front_end(pcm, cache, stt_latency_secs, "tiny.en"))
     return Utterance(ends, duration, events)
 
 
@@ -117,13 +108,17 @@ def record_line(parts: list[str], pause: float, *, voice: Any, rate: float, chan
     line = through_channel(speech + bytes(int(TRAILING_SILENCE_SECS * SAMPLE_RATE) * 2), channel)
     front = line[: len(speech) + int(_FRONT_END_TAIL_SECS * SAMPLE_RATE) * 2]
     path = cache.directory / "front_end" / f"{digest('front-end-v3', model_id, f'{latency:.3f}', front)}.json"
+    events = _cached_events(path, parts, lambda: _run_front_end(front, cache, latency, recogniser))
+    return Utterance(ends, duration, events), line
+
+
+def _cached_events(path: Path, parts: list[str], run: Callable[[], list[RecordedEvent]]) -> list[RecordedEvent]:
     if path.exists():
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return Utterance(ends, duration, [RecordedEvent(**e) for e in data["events"]]), line
-    events = _run_front_end(front, cache, latency, recogniser)
+        return [RecordedEvent(**e) for e in json.loads(path.read_text(encoding="utf-8"))["events"]]
+    events = run()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"parts": parts, "events": [asdict(e) for e in events]}), encoding="utf-8")
-    return Utterance(ends, duration, events), line
+    return events
 
 
 def _run_front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float, recogniser: str) -> list[RecordedEvent]:

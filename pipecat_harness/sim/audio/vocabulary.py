@@ -1,11 +1,4 @@
-"""The words a deployment keys its recogniser with: the business's terms and the names it serves.
-
-A phone deployment does not send a recogniser cold audio: Deepgram takes ``keyterm`` prompts, faster-whisper
-``hotwords`` / ``initial_prompt``. Without them Whisper tiny.en hears "refund" as "rethought" and "Yusuf Rossi" as "use
-a frosty", and no rule downstream can recover the caller's words. The simulated deployment keys the recogniser the way a
-real one would: with its domain's vocabulary and the customer names in the call's business database (the names a CRM
-would supply). The caller's identifiers are never in it: those must be heard, not primed.
-"""
+"""The words a deployment keys its recogniser with: the business's terms and the names it serves."""
 
 from __future__ import annotations
 
