@@ -21,7 +21,7 @@ from pipecat_harness.input.hold_budget import required_stop_timeout
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
 from pipecat_harness.input.silent_reply import SilentReplyGuard
-from pipecat_harness.input.spelling import SpellingNormalizer, SpellingRules
+from pipecat_harness.input.spelling import SpellingNormalizer
 
 if TYPE_CHECKING:
     from pipecat_harness.config import IdentifierHoldSettings
@@ -109,16 +109,8 @@ class SpellingControl(HarnessControl):
 
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
-        settings = harness.config.spelling
         self.normalizer = SpellingNormalizer(
-            SpellingRules(
-                as_in=settings.as_in,
-                spelled_letter_marks=settings.spelled_letter_marks,
-                letter_digit_runs=settings.letter_digit_runs,
-                dotted_letters=settings.dotted_letters,
-                split_connectors=settings.split_connectors,
-                number_readings=settings.number_readings,
-            ),
+            harness.config.spelling,
             on_rewrite=self._on_decision,
         )
 
