@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pipecat_harness.spoken import DIGIT_WORDS
 
@@ -79,12 +79,7 @@ class Token:
     """One word, symbol or number in an utterance."""
 
     word: str
-    number: NumberToken | None = field(default=None)
-
-    @property
-    def is_number(self) -> bool:
-        """Whether the token is a number."""
-        return self.number is not None
+    number: NumberToken | None = None
 
 
 def split_sentences(text: str) -> list[str]:
