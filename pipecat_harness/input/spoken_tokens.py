@@ -15,14 +15,13 @@ from typing import Literal
 
 from pipecat_harness.input.identifier_formats import EMAIL_FORMAT, IDENTIFIER_CUES
 from pipecat_harness.numbers import TENS_WORDS, UNIT_WORDS
-from pipecat_harness.spoken import CONNECTOR_WORDS, DIGIT_WORDS, NATO_WORDS
+from pipecat_harness.spoken import CONNECTOR_WORDS, DIGIT_WORDS, MULTIPLIER_WORDS, NATO_WORDS
 
 __all__ = ["FILLER_WORDS", "MULTIPLIER_WORDS", "Piece", "PieceKind", "tokenize"]
 
 PieceKind = Literal["digit", "letter", "connector", "written", "multiplier", "word", "at"]
 
 FILLER_WORDS = frozenset({"um", "uh", "uhm", "umm", "er", "erm", "hmm", "ah", "eh"})
-MULTIPLIER_WORDS = {"double": 2, "triple": 3}
 #: Connector words that are ordinary words too often to count when they end a turn.
 _WEAK_CONNECTORS = frozenset({"point", "period", "minus", "pound", "hash"})
 _AMBIGUOUS_DIGITS = frozenset({"o", "oh"})
