@@ -109,10 +109,7 @@ class SpellingControl(HarnessControl):
 
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
-        self.normalizer = SpellingNormalizer(
-            harness.config.spelling,
-            on_rewrite=self._on_decision,
-        )
+        self.normalizer = SpellingNormalizer(harness.config.spelling, on_rewrite=self._on_decision)
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The normalizer, between STT and the user aggregator."""
@@ -134,14 +131,8 @@ class SilentReplyControl(HarnessControl):
 
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
-        settings = harness.config.silent_reply
-        self.guard = SilentReplyGuard(
-            window_secs=settings.window_secs,
-            max_reasks=settings.max_reasks,
-            prompt=settings.prompt,
-            infer_from_assistant=settings.infer_from_assistant,
-            on_decision=self._on_decision,
-        )
+        settings = harness.config.silent_reply.model_dump(exclude={"enabled"})  # the guard's own arguments
+        self.guard = SilentReplyGuard(**settings, on_decision=self._on_decision)
 
     def expect_confirmation(self, pending: bool | None = True) -> None:
         """Tell the guard a confirmation is (or is no longer) pending."""
