@@ -8,7 +8,8 @@ keeping the spoken grouping (``one forty-nine`` is the groups ``[1, 49]``),
 so a caller of this module can read the same words as a price (149) or a
 time (1:49) depending on context. It is the package's spoken-number reader:
 the grader, the read-back check of confirmations, the simulator and the
-input's identifier pieces read numbers with it, from the one digit-word table in :mod:`pipecat_harness.spoken`.
+input's identifier pieces read numbers with it, from the one digit-word
+table in :mod:`pipecat_harness.spoken`.
 """
 
 from __future__ import annotations
@@ -19,17 +20,8 @@ from dataclasses import dataclass
 
 from pipecat_harness.spoken import DIGIT_WORDS
 
-__all__ = [
-    "TENS_WORDS",
-    "UNIT_WORDS",
-    "NumberToken",
-    "Token",
-    "negated",
-    "read_numbers",
-    "split_sentences",
-    "stem",
-    "tokenize",
-]
+__all__ = ["TENS_WORDS", "UNIT_WORDS", "NumberToken", "Token", "negated", "read_numbers", "split_sentences", "stem",
+           "tokenize"]
 
 # The digit words are the package's one table (pipecat_harness.spoken.DIGIT_WORDS); a lone "o" is a letter here.
 #: Number words 0-19 and their values; the input's identifier pieces read these tables too.
