@@ -20,7 +20,7 @@ from pipecat.services.llm_service import LLMService
 
 from pipecat_harness._pipecat import appended_system_instructions, recompose_system_instruction
 
-__all__ = ["InstructionEntry"]
+__all__ = ["InstructionEntry", "is_marked", "show_marked"]
 
 
 class _Entry(str):
@@ -57,3 +57,24 @@ class InstructionEntry:
             entries.append(new)
         self._entry = new
         recompose_system_instruction(self.llm)
+
+
+def is_marked(message: Any, mark: str) -> bool:
+    """Whether a context message's text starts with ``mark``."""
+    content = message.get("content") if isinstance(message, dict) else None
+    return isinstance(content, str) and content.startswith(mark)
+
+
+def show_marked(context: Any, entry: InstructionEntry | None, text: str | None, mark: str) -> None:
+    """Give the model ``text`` as ``entry``, or with no LLM service as the context's last system message.
+
+    Context messages starting with ``mark`` (an earlier text) leave the context either way.
+    """
+    messages = context.get_messages()
+    kept = [m for m in messages if not is_marked(m, mark)]
+    if entry is not None:
+        entry.set(text)
+    elif text is not None:
+        kept.append({"role": "system", "content": text})
+    if len(kept) != len(messages) or (entry is None and text is not None):
+        context.set_messages(kept)

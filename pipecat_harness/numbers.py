@@ -7,31 +7,35 @@ turns runs of number words or digits into :class:`NumberToken` values while
 keeping the spoken grouping (``one forty-nine`` is the groups ``[1, 49]``),
 so a caller of this module can read the same words as a price (149) or a
 time (1:49) depending on context. It is the package's spoken-number reader:
-the grader, the read-back check of confirmations and the simulator read
-numbers with it, from the one digit-word table in :mod:`pipecat_harness.spoken`.
+the grader, the read-back check of confirmations, the simulator and the
+input's identifier pieces read numbers with it, from the one digit-word
+table in :mod:`pipecat_harness.spoken`.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pipecat_harness.spoken import DIGIT_WORDS
 
-__all__ = ["NumberToken", "Token", "negated", "read_numbers", "split_sentences", "stem", "tokenize"]
+__all__ = ["TENS_WORDS", "UNIT_WORDS", "NumberToken", "Token", "negated", "read_numbers", "split_sentences", "stem",
+           "tokenize"]
 
 # The digit words are the package's one table (pipecat_harness.spoken.DIGIT_WORDS); a lone "o" is a letter here.
-_UNITS = {word: int(digit) for word, digit in DIGIT_WORDS.items() if len(word) > 1} | {
+#: Number words 0-19 and their values; the input's identifier pieces read these tables too.
+UNIT_WORDS = {word: int(digit) for word, digit in DIGIT_WORDS.items() if len(word) > 1} | {
     "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
     "seventeen": 17, "eighteen": 18, "nineteen": 19,
 }  # fmt: skip
-_TENS = {
+#: Tens words and their values ("fourty" is a misspelling a model writes).
+TENS_WORDS = {
     "twenty": 20, "thirty": 30, "forty": 40, "fourty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
     "eighty": 80, "ninety": 90,
 }  # fmt: skip
 _SCALES = {"hundred": 100, "thousand": 1000}
-_NUMBER_WORDS = set(_UNITS) | set(_TENS) | set(_SCALES)
+_NUMBER_WORDS = set(UNIT_WORDS) | set(TENS_WORDS) | set(_SCALES)
 
 _NEGATIONS = {
     "no", "not", "don't", "doesn't", "didn't", "can't", "cannot", "won't", "isn't", "aren't", "wasn't",
@@ -67,12 +71,7 @@ class Token:
     """One word, symbol or number in an utterance."""
 
     word: str
-    number: NumberToken | None = field(default=None)
-
-    @property
-    def is_number(self) -> bool:
-        """Whether the token is a number."""
-        return self.number is not None
+    number: NumberToken | None = None
 
 
 def split_sentences(text: str) -> list[str]:
@@ -146,13 +145,13 @@ def _small(words: list[str], i: int) -> tuple[int, int] | None:
     if i >= len(words):
         return None
     word = words[i]
-    if word in _TENS:
-        value = _TENS[word]
-        if i + 1 < len(words) and words[i + 1] in _UNITS and 0 < _UNITS[words[i + 1]] < 10:
-            return value + _UNITS[words[i + 1]], i + 2
+    if word in TENS_WORDS:
+        value = TENS_WORDS[word]
+        if i + 1 < len(words) and words[i + 1] in UNIT_WORDS and 0 < UNIT_WORDS[words[i + 1]] < 10:
+            return value + UNIT_WORDS[words[i + 1]], i + 2
         return value, i + 1
-    if word in _UNITS:
-        return _UNITS[word], i + 1
+    if word in UNIT_WORDS:
+        return UNIT_WORDS[word], i + 1
     return None
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "DIGIT_HOMOPHONES",
     "DIGIT_WORDS",
     "LETTER_HOMOPHONES",
+    "MULTIPLIER_WORDS",
     "NATO_WORDS",
     "spoken_to_identifier",
     "written_to_spoken",
@@ -35,7 +36,8 @@ CONNECTOR_WORDS = {
     "dash": "-", "hyphen": "-", "minus": "-", "underscore": "_", "dot": ".", "period": ".",
     "point": ".", "at": "@", "slash": "/", "hash": "#", "pound": "#",
 }
-_MULTIPLIERS = {"double": 2, "triple": 3}
+#: Words that repeat the next character ("double seven").
+MULTIPLIER_WORDS = {"double": 2, "triple": 3}
 
 
 def spoken_to_identifier(text: str) -> str:
@@ -58,8 +60,8 @@ def spoken_to_identifier(text: str) -> str:
     while i < len(tokens):
         token = tokens[i]
         lower = token.lower()
-        if lower in _MULTIPLIERS:
-            repeat = _MULTIPLIERS[lower]
+        if lower in MULTIPLIER_WORDS:
+            repeat = MULTIPLIER_WORDS[lower]
             i += 1
             continue
         if i + 2 < len(tokens) and tokens[i + 1].lower() == "as" and tokens[i + 2].lower() == "in":

@@ -45,7 +45,7 @@ from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingSt
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.errors import require_extra
-from pipecat_harness.instruction import InstructionEntry
+from pipecat_harness.instruction import InstructionEntry, show_marked
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
 from pipecat_harness.state.proposals import ProposalStore, SqlProposals, StateStoreProposals
@@ -87,13 +87,7 @@ class StateRenderer(FrameProcessor):
             llm = find_downstream(self, LLMService)
             self._instruction = InstructionEntry(llm) if llm is not None else None
         if isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
-            rendered = render_state(self._keeper.state)
-            messages = [m for m in frame.context.get_messages() if not _is_state_message(m)]
-            if self._instruction is None:
-                messages.append({"role": "system", "content": rendered})
-            else:
-                self._instruction.set(rendered)
-            frame.context.set_messages(messages)
+            show_marked(frame.context, self._instruction, render_state(self._keeper.state), STATE_MESSAGE_MARK)
         await self.push_frame(frame, direction)
 
 
@@ -105,11 +99,6 @@ def _proposal_store(harness: ControlHost, redis: StateStore | None) -> ProposalS
     if gate.ledger_url:
         return SqlProposals(gate.ledger_url, table_prefix=gate.ledger_table_prefix)
     return None
-
-
-def _is_state_message(message: Any) -> bool:
-    content = message.get("content") if isinstance(message, dict) else None
-    return isinstance(content, str) and content.startswith(STATE_MESSAGE_MARK)
 
 
 class CallStateControl(HarnessControl):

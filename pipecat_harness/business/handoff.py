@@ -198,14 +198,13 @@ def build_handoff(timeline: Timeline) -> Handoff:
     _requests(records, candidates)
     _verified(records, candidates)
     _operations(records, candidates)
-    lines = [line for line in candidates if line.links and all(link is not None for link in line.links)]
+    lines = [line for line in candidates if line.links]
     return Handoff(records.call_id, lines, dropped=len(candidates) - len(lines))
 
 
 def _link_list(*links: Link | None) -> list[Link]:
-    found = [link for link in links if link is not None]
-    # A statement whose every support failed to resolve gets no links and is dropped.
-    return found
+    """The links that resolved (a statement left with none is dropped)."""
+    return [link for link in links if link is not None]
 
 
 def _requests(records: _Records, out: list[HandoffLine]) -> None:

@@ -43,10 +43,14 @@ def identity_rule(verified: Callable[[], bool], tools: Iterable[str], *, name: s
     def check(request: ToolRequest) -> PolicyVerdict | None:
         if verified():
             return None
-        return PolicyVerdict("clarify", f"{request.name} changes the caller's account: verify the caller's "
-                                        "identity first (look them up by email, or by name and zip code)")
+        return _verify_first(request)
 
     return PolicyRule(name, check, tools=frozenset(tools))
+
+
+def _verify_first(request: ToolRequest) -> PolicyVerdict:
+    return PolicyVerdict("clarify", f"{request.name} changes the caller's account: verify the caller's identity "
+                                    "first (look them up by email, or by name and zip code)")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -131,8 +135,7 @@ class CustomerVerification:
     def check(self, request: ToolRequest) -> PolicyVerdict | None:
         """Hold a write until a customer is verified; refuse one on a record they do not own."""
         if self.customer is None:
-            return PolicyVerdict("clarify", f"{request.name} changes the caller's account: verify the caller's "
-                                            "identity first (look them up by email, or by name and zip code)")
+            return _verify_first(request)
         for name in self.record_fields:
             if name not in request.arguments:
                 continue

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from pydantic import TypeAdapter, ValidationError
+
 from pipecat_harness.tools.canonical import request_hash
+from pipecat_harness.validation import describe_validation_error
 
 __all__ = ["Proposal", "ProposalStatus"]
 
 ProposalStatus = Literal["awaiting_confirmation", "confirmed", "superseded", "declined", "expired"]
-_STATUSES = ("awaiting_confirmation", "confirmed", "superseded", "declined", "expired")
 
 
 @dataclass
@@ -24,7 +26,7 @@ class Proposal:
         arguments: The request's final arguments (as the gate would run them).
         request_hash: Canonical hash of tool and arguments.
         proposed_turn: Caller turn during which the model proposed it.
-        status: ``awaiting_confirmation``, ``confirmed`` or ``superseded``.
+        status: Where it stands (:data:`ProposalStatus`).
         confirmed_turn: The caller turn that confirmed it.
         confirmed_text: What the caller said then.
         superseded_by: Id of the proposal that replaced it.
@@ -52,18 +54,12 @@ class Proposal:
     readback: str = ""
     closed_turn: int | None = None
     closed_text: str = ""
-    history: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return {
-            "proposal_id": self.proposal_id, "tool": self.tool, "arguments": dict(self.arguments),
-            "status": self.status, "proposed_turn": self.proposed_turn, "confirmed_turn": self.confirmed_turn,
-            "confirmed_text": self.confirmed_text, "superseded_by": self.superseded_by,
-            "correction_turn": self.correction_turn, "correction_text": self.correction_text,
-            "changed_by": self.changed_by, "readback": self.readback, "closed_turn": self.closed_turn,
-            "closed_text": self.closed_text,
-        }
+        """JSON-serialisable form (without the hash, which :meth:`from_dict` recomputes)."""
+        data = asdict(self)
+        del data["request_hash"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Proposal:
@@ -73,22 +69,13 @@ class Proposal:
             ValueError: A field is missing or has the wrong type.
         """
         try:
-            tool, arguments = str(data["tool"]), dict(data["arguments"])
-            status = str(data["status"])
-            if status not in _STATUSES:
-                raise ValueError(f"unknown proposal status {status!r}")
-            return cls(
-                str(data["proposal_id"]), tool, arguments, request_hash(tool, arguments), int(data["proposed_turn"]),
-                status,  # type: ignore[arg-type]
-                _optional_int(data.get("confirmed_turn")), str(data.get("confirmed_text") or ""),
-                data.get("superseded_by"), _optional_int(data.get("correction_turn")),
-                str(data.get("correction_text") or ""), str(data.get("changed_by") or ""),
-                str(data.get("readback") or ""), _optional_int(data.get("closed_turn")),
-                str(data.get("closed_text") or ""),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a proposal record ({type(exc).__name__}: {exc})") from exc
+            proposal = _PROPOSAL.validate_python({**data, "request_hash": ""})
+        except ValidationError as exc:
+            raise ValueError(f"not a proposal record: {describe_validation_error(exc)}") from exc
+        except TypeError as exc:
+            raise ValueError(f"not a proposal record: {exc}") from exc
+        proposal.request_hash = request_hash(proposal.tool, proposal.arguments)
+        return proposal
 
 
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+_PROPOSAL: TypeAdapter[Proposal] = TypeAdapter(Proposal)

@@ -68,7 +68,7 @@ def spoken_values(text: str) -> set[float]:
         if len(groups) == 2:
             values.update({round(groups[0] + groups[1] / 100, 2), float(groups[0] * 100 + groups[1])})
         # "forty two dollars and fifty cents"
-        rest = [t for t in tokens[index + 1:index + 4]]
+        rest = tokens[index + 1:index + 4]
         words = [t.word for t in rest]
         if words and words[0] in _DOLLARS:
             cents = next((t.number for t in rest[1:] if t.number is not None), None)

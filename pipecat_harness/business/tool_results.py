@@ -24,6 +24,7 @@ from pipecat_harness.tools.result import ALREADY_DONE, GateResult, GateStatus
 __all__ = [
     "DEFAULT_INTERNAL_FIELDS",
     "RenderedStatus",
+    "parsed_json",
     "render_operation_result",
     "user_safe_fields",
 ]
@@ -56,10 +57,11 @@ def user_safe_fields(value: Any, hidden: Iterable[str] = DEFAULT_INTERNAL_FIELDS
     way, so a handler that returns ``json.dumps(record)`` leaks nothing either.
     """
     names = frozenset(hidden)
-    return _safe(_parsed(value), names)
+    return _safe(parsed_json(value), names)
 
 
-def _parsed(value: Any) -> Any:
+def parsed_json(value: Any) -> Any:
+    """``value`` parsed when it is JSON text holding an object or a list, else as it is."""
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
             return json.loads(value)

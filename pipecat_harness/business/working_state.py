@@ -23,8 +23,8 @@ from loguru import logger
 
 from pipecat_harness.business.confirmation import Proposal
 from pipecat_harness.business.permissions import CustomerVerification
-from pipecat_harness.business.tool_results import user_safe_fields
-from pipecat_harness.state.call_state import CallState, CallStateStore, Provenance, VersionConflict
+from pipecat_harness.business.tool_results import parsed_json, user_safe_fields
+from pipecat_harness.state.call_state import CallState, CallStateStore, Fact, Provenance, VersionConflict
 
 __all__ = ["STATE_MESSAGE_MARK", "WorkingStateKeeper", "render_state"]
 
@@ -133,8 +133,7 @@ class WorkingStateKeeper:
         """An executed tool's result: the business snapshot, and facts a trusted backend established."""
         provenance = Provenance("tool", turn_id, f"{tool} {tool_call_id}")
         if self.verification is not None:
-            parsed = _parsed(result)
-            verified = self.verification.observe(tool, dict(arguments or {}), parsed)
+            verified = self.verification.observe(tool, dict(arguments or {}), parsed_json(result))
             customer = verified or ""
         else:
             verified = "yes" if tool in self.identity_tools and _succeeded(result) else None
@@ -203,8 +202,8 @@ class WorkingStateKeeper:
             }
             key = f"confirm:{proposal.tool}"
             if proposal.status == "awaiting_confirmation":
-                state.pending[key] = _fact(proposal.proposal_id, Provenance("model", proposal.proposed_turn,
-                                                                            proposal.tool))
+                proposed = Provenance("model", proposal.proposed_turn, proposal.tool)
+                state.pending[key] = Fact(proposal.proposal_id, proposed)
             elif state.pending.get(key) and state.pending[key].value == proposal.proposal_id:
                 del state.pending[key]
             if proposal.status == "confirmed" and proposal.confirmed_turn is not None:
@@ -264,21 +263,6 @@ def _replace(state: CallState, snapshot: dict[str, Any]) -> None:
         setattr(state, name, getattr(fresh, name))
     # The store advances the version itself; keep it equal to the in-process version.
     state.version = fresh.version - 1
-
-
-def _fact(value: Any, provenance: Provenance) -> Any:
-    from pipecat_harness.state.call_state import Fact
-
-    return Fact(value, provenance)
-
-
-def _parsed(result: Any) -> Any:
-    if isinstance(result, str) and result[:1] == "{":
-        try:
-            return json.loads(result)
-        except ValueError:
-            return result
-    return result
 
 
 def _succeeded(result: Any) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -55,15 +55,7 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (for decisions and traces)."""
-        return {
-            "updates": [
-                {"question_id": u.question_id, "outcome": u.outcome, "location": u.location, "note": u.note}
-                for u in self.updates
-            ],
-            "locations": list(self.locations),
-            "unexpected_topics": list(self.unexpected_topics),
-            "analyzer": self.analyzer,
-        }
+        return asdict(self)
 
 
 class Analyzer(abc.ABC):

@@ -9,7 +9,7 @@ partner when both are open. Computing a directive never changes the state;
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pipecat_harness.checklist.model import Checklist, Question
@@ -55,15 +55,7 @@ class Directive:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (stored as ``state.last_directive``)."""
-        return {
-            "kind": self.kind,
-            "targets": list(self.targets),
-            "instruction": self.instruction,
-            "wording": self.wording,
-            "ask_keys": list(self.ask_keys),
-            "step": self.step,
-            "end_call": self.end_call,
-        }
+        return {**asdict(self), "targets": list(self.targets), "ask_keys": list(self.ask_keys)}
 
 
 def _lower_first(text: str) -> str:

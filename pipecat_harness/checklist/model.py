@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pipecat_harness.bundled import bundled_path, resolve_data_path
+from pipecat_harness.bundled import BUNDLED_PREFIX, resolve_data_path
 from pipecat_harness.errors import InputError
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
@@ -193,8 +193,4 @@ def bundled_checklist(name: str = "site_check_in") -> Checklist:
     Raises:
         ChecklistError: No bundled checklist with that name.
     """
-    try:
-        path = bundled_path("checklist", name)
-    except InputError as exc:
-        raise ChecklistError(str(exc)) from exc
-    return _parse(load_mapping_file(path, what="checklist", error=ChecklistError), f"bundled:{name}")
+    return load_checklist(BUNDLED_PREFIX + name.removeprefix(BUNDLED_PREFIX))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+from pipecat_harness.errors import missing_extra_message
+
 __all__ = ["check_database_url", "require_module"]
 
 # The async drivers a database URL may name, with the module and extra each needs.
@@ -15,8 +17,7 @@ def require_module(module: str, extra: str, what: str) -> None:
     try:
         importlib.import_module(module)
     except ModuleNotFoundError:
-        raise ValueError(f"{what} needs the '{extra}' extra ({module} is not installed); "
-                         f"install it with: pip install \"pipecat-harness[{extra}]\"") from None
+        raise ValueError(missing_extra_message(what, module, extra)) from None
 
 
 def check_database_url(url: str) -> str:

@@ -21,7 +21,7 @@ from pipecat_harness.input.hold_budget import required_stop_timeout
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
 from pipecat_harness.input.identifier_hold import IdentifierHoldStopStrategy
 from pipecat_harness.input.silent_reply import SilentReplyGuard
-from pipecat_harness.input.spelling import SpellingNormalizer, SpellingRules
+from pipecat_harness.input.spelling import SpellingNormalizer
 
 if TYPE_CHECKING:
     from pipecat_harness.config import IdentifierHoldSettings
@@ -109,18 +109,7 @@ class SpellingControl(HarnessControl):
 
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
-        settings = harness.config.spelling
-        self.normalizer = SpellingNormalizer(
-            SpellingRules(
-                as_in=settings.as_in,
-                spelled_letter_marks=settings.spelled_letter_marks,
-                letter_digit_runs=settings.letter_digit_runs,
-                dotted_letters=settings.dotted_letters,
-                split_connectors=settings.split_connectors,
-                number_readings=settings.number_readings,
-            ),
-            on_rewrite=self._on_decision,
-        )
+        self.normalizer = SpellingNormalizer(harness.config.spelling, on_rewrite=self._on_decision)
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The normalizer, between STT and the user aggregator."""
@@ -142,14 +131,8 @@ class SilentReplyControl(HarnessControl):
 
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
-        settings = harness.config.silent_reply
-        self.guard = SilentReplyGuard(
-            window_secs=settings.window_secs,
-            max_reasks=settings.max_reasks,
-            prompt=settings.prompt,
-            infer_from_assistant=settings.infer_from_assistant,
-            on_decision=self._on_decision,
-        )
+        settings = harness.config.silent_reply.model_dump(exclude={"enabled"})  # the guard's own arguments
+        self.guard = SilentReplyGuard(**settings, on_decision=self._on_decision)
 
     def expect_confirmation(self, pending: bool | None = True) -> None:
         """Tell the guard a confirmation is (or is no longer) pending."""

@@ -13,7 +13,7 @@ domains they are named after (retail, airline, telecom).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = [
@@ -173,7 +173,6 @@ class IdentifierHoldConfig:
     extra_wait_secs: float = 2.5
     max_hold_secs: float = 6.0
     max_chars: int = 400
-    cue_words: frozenset[str] = field(default_factory=frozenset)
     expected: IdentifierFormat | None = None
     slot_wait_secs: float = 2.5
 
@@ -210,10 +209,3 @@ class IdentifierHoldConfig:
     def longest_wait_secs(self) -> float:
         """The longest wait of one hold round (what the turn watchdog must leave room for)."""
         return max(self.extra_wait_secs, self.slot_wait_secs)
-
-    def all_cues(self) -> frozenset[str]:
-        """Cue words of every format plus the generic identifier cues."""
-        cues: set[str] = set(self.cue_words)
-        for fmt in self.formats:
-            cues |= fmt.cues
-        return frozenset(cues)

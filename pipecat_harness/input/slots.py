@@ -27,7 +27,14 @@ from dataclasses import replace
 from typing import Any
 
 from pipecat_harness.input.identifier_formats import ALL_FORMATS, KNOWN_TLDS, IdentifierFormat, IdentifierHoldConfig
-from pipecat_harness.spoken import DIGIT_HOMOPHONES, DIGIT_WORDS, LETTER_HOMOPHONES, NATO_WORDS, written_to_spoken
+from pipecat_harness.spoken import (
+    DIGIT_HOMOPHONES,
+    DIGIT_WORDS,
+    LETTER_HOMOPHONES,
+    MULTIPLIER_WORDS,
+    NATO_WORDS,
+    written_to_spoken,
+)
 
 __all__ = ["SPELLED_NAME", "expected_format", "expecting", "formats_from_tools", "read_slot", "slot_decision"]
 
@@ -40,7 +47,6 @@ _SLOT_KINDS = {"order_id": "alnum", "reservation_code": "alnum", "user_id": "aln
 _CORRECTIONS = re.compile(r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s+mean|sorry|no\s+no)\b[,.]?",
                           re.IGNORECASE)
 _AS_IN = re.compile(r"\b(?:as|is|s|and)\s+in\s+([A-Z]?[a-z]+)", re.IGNORECASE)
-_MULTIPLIERS = {"double": 2, "triple": 3}
 #: Words a caller says between the symbols of an identifier; any other word there is the recogniser's.
 _GLUE = frozenset("in and then is it's that's its it um uh er so okay ok yeah no dash hyphen space the".split())
 #: This many stray words inside the identifier: the recogniser damaged it, and waiting cannot repair it.
@@ -156,8 +162,8 @@ def _read(text: str, fmt: IdentifierFormat) -> tuple[str, int]:
             elif kind != "digits":
                 out.append(token[1:])
             continue
-        if token.lower() in _MULTIPLIERS:
-            repeat = _MULTIPLIERS[token.lower()]
+        if token.lower() in MULTIPLIER_WORDS:
+            repeat = MULTIPLIER_WORDS[token.lower()]
             continue
         symbols = _symbols(token, kind, out[-1][-1] if out else "")
         if not symbols:

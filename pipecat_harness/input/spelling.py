@@ -38,6 +38,7 @@ from typing import Any
 from pipecat.frames.frames import Frame, TranscriptionFrame
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from pipecat_harness.config.call_blocks import SpellingSettings
 from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES
 
 __all__ = ["SpellingNormalizer", "SpellingResult", "SpellingRules", "normalize_spelling"]
@@ -57,17 +58,8 @@ _NUMBER_READING = re.compile(
 _CUE_WORDS = 4
 
 
-@dataclass(frozen=True)
-class SpellingRules:
-    """Which rewrites are on."""
-
-    as_in: bool = True
-    spelled_letter_marks: bool = True
-    letter_digit_runs: bool = True
-    dotted_letters: bool = True
-    split_connectors: bool = True
-    number_readings: bool = True
-
+#: Which rewrites are on: the ``spelling`` settings block itself (``enabled`` is the control's switch).
+SpellingRules = SpellingSettings
 
 @dataclass(frozen=True)
 class SpellingResult:

@@ -2,8 +2,9 @@
 
 Spoken and written forms map to the same pieces: "seven" and "7" are both a
 digit, "at" and "@" both a connector, "W as in whiskey" and "whiskey" both the
-letter W. The word tables are shared with the simulator (:mod:`pipecat_harness.spoken`),
-so the rules and the scripted model read identifiers the same way.
+letter W. The word tables are shared with the simulator (:mod:`pipecat_harness.spoken`)
+and the grader's number reader (:mod:`pipecat_harness.numbers`), so the rules, the
+scripted model and the grader read the same words the same way.
 """
 
 from __future__ import annotations
@@ -13,36 +14,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipecat_harness.input.identifier_formats import EMAIL_FORMAT, IDENTIFIER_CUES
-from pipecat_harness.spoken import CONNECTOR_WORDS, DIGIT_WORDS, NATO_WORDS
+from pipecat_harness.numbers import TENS_WORDS, UNIT_WORDS
+from pipecat_harness.spoken import CONNECTOR_WORDS, DIGIT_WORDS, MULTIPLIER_WORDS, NATO_WORDS
 
 __all__ = ["FILLER_WORDS", "MULTIPLIER_WORDS", "Piece", "PieceKind", "tokenize"]
 
 PieceKind = Literal["digit", "letter", "connector", "written", "multiplier", "word", "at"]
 
 FILLER_WORDS = frozenset({"um", "uh", "uhm", "umm", "er", "erm", "hmm", "ah", "eh"})
-MULTIPLIER_WORDS = {"double": 2, "triple": 3}
-_TEENS = {
-    "ten": "10",
-    "eleven": "11",
-    "twelve": "12",
-    "thirteen": "13",
-    "fourteen": "14",
-    "fifteen": "15",
-    "sixteen": "16",
-    "seventeen": "17",
-    "eighteen": "18",
-    "nineteen": "19",
-}
-_TENS = {
-    "twenty": "2",
-    "thirty": "3",
-    "forty": "4",
-    "fifty": "5",
-    "sixty": "6",
-    "seventy": "7",
-    "eighty": "8",
-    "ninety": "9",
-}
 #: Connector words that are ordinary words too often to count when they end a turn.
 _WEAK_CONNECTORS = frozenset({"point", "period", "minus", "pound", "hash"})
 _AMBIGUOUS_DIGITS = frozenset({"o", "oh"})
@@ -94,10 +73,8 @@ def _word_pieces(word: str) -> list[Piece]:
         return [Piece("multiplier", str(MULTIPLIER_WORDS[lower]), word)]
     if lower in DIGIT_WORDS and lower not in _AMBIGUOUS_DIGITS:
         return [Piece("digit", DIGIT_WORDS[lower], word)]
-    if lower in _TEENS:
-        return [Piece("digit", _TEENS[lower], word, as_number=True)]
-    if lower in _TENS:
-        return [Piece("digit", _TENS[lower] + "0", word, as_number=True)]
+    if UNIT_WORDS.get(lower, 0) >= 10 or lower in TENS_WORDS:  # "twelve", "forty"
+        return [Piece("digit", str(UNIT_WORDS.get(lower) or TENS_WORDS[lower]), word, as_number=True)]
     if lower in NATO_WORDS:
         return [Piece("letter", NATO_WORDS[lower], word)]
     if lower == "at":
@@ -108,8 +85,8 @@ def _word_pieces(word: str) -> list[Piece]:
         return [Piece("letter", lower.upper(), word)]
     if "-" in lower:
         parts = lower.split("-")
-        if len(parts) == 2 and parts[0] in _TENS and parts[1] in DIGIT_WORDS:
-            return [Piece("digit", _TENS[parts[0]] + DIGIT_WORDS[parts[1]], word, as_number=True)]
+        if len(parts) == 2 and parts[0] in TENS_WORDS and parts[1] in DIGIT_WORDS:
+            return [Piece("digit", str(TENS_WORDS[parts[0]])[0] + DIGIT_WORDS[parts[1]], word, as_number=True)]
     return [Piece("word", lower, word)]
 
 
@@ -163,7 +140,7 @@ def _merge_tens(pieces: list[Piece]) -> list[Piece]:
             previous is not None
             and previous.kind == "digit"
             and previous.as_number
-            and previous.word.lower() in _TENS
+            and previous.word.lower() in TENS_WORDS
             and piece.kind == "digit"
             and len(piece.text) == 1
             and piece.word.lower() in DIGIT_WORDS

@@ -14,8 +14,10 @@ turns only), so a document cannot grant an operation.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from pydantic import TypeAdapter
 
 from pipecat_harness.retrieval.directives import looks_like_instruction
 from pipecat_harness.retrieval.documents import PolicyDocument
@@ -74,18 +76,15 @@ class EvidenceItem:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (dates as ISO text)."""
-        data = asdict(self)
-        data["effective_from"] = self.effective_from.isoformat()
-        data["effective_to"] = self.effective_to.isoformat() if self.effective_to else None
-        return data
+        return _ITEM.dump_python(self, mode="json")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvidenceItem:
         """Rebuild from :meth:`to_dict` output."""
-        values = dict(data)
-        values["effective_from"] = dt.date.fromisoformat(values["effective_from"])
-        values["effective_to"] = dt.date.fromisoformat(values["effective_to"]) if values["effective_to"] else None
-        return cls(**values)
+        return _ITEM.validate_python(data)
+
+
+_ITEM: TypeAdapter[EvidenceItem] = TypeAdapter(EvidenceItem)
 
 
 @dataclass

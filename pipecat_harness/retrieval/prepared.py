@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import threading
 from pathlib import Path
+from typing import Any
 
 from loguru import logger
 
@@ -127,9 +128,7 @@ async def build_file_retriever(
     embeddings: bool = True,
     rerank: bool = True,
     table: str = "harness_policy",
-    limit: int = 5,
-    candidates: int = 20,
-    min_similarity: float = 0.3,
+    **kwargs: Any,
 ) -> EvidenceRetriever:
     """A retriever over the documents of ``path``: the prepared corpus (off the loop) plus this call's lexical index.
 
@@ -139,11 +138,8 @@ async def build_file_retriever(
         embeddings: Add embedding search (lexical only when the extra is missing).
         rerank: Add the sentence reranker with embedding search.
         table: Table name prefix of the lexical index.
-        limit: Evidence items returned.
-        candidates: Candidates each search contributes to fusion.
-        min_similarity: Lowest cosine similarity an embedding hit needs on its own.
+        **kwargs: :class:`EvidenceRetriever`'s ``limit``, ``candidates`` and ``min_similarity``.
     """
     prepared = await asyncio.to_thread(prepare_corpus, path, embeddings=embeddings, rerank=rerank)
     return await EvidenceRetriever.build(prepared.documents, url=url, embedder=None, table=table,
-                                         vectors=prepared.vectors, reranker=prepared.reranker, limit=limit,
-                                         candidates=candidates, min_similarity=min_similarity)
+                                         vectors=prepared.vectors, reranker=prepared.reranker, **kwargs)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -80,7 +80,7 @@ class EvidenceRetriever:
         table: str = "harness_policy",
         vectors: VectorIndex | None = None,
         reranker: SentenceReranker | None = None,
-        **kwargs: float,
+        **kwargs: Any,
     ) -> EvidenceRetriever:
         """Create and fill the indexes for ``documents``.
 
@@ -113,11 +113,7 @@ class EvidenceRetriever:
         except BaseException:  # a failed or cancelled build leaves no open connection behind
             await asyncio.shield(lexical.close())
             raise
-        return cls(
-            documents, lexical, vectors=vectors, cache=cache, reranker=reranker,
-            limit=int(kwargs.get("limit", 5)), candidates=int(kwargs.get("candidates", 20)),
-            min_similarity=float(kwargs.get("min_similarity", 0.3)),
-        )
+        return cls(documents, lexical, vectors=vectors, cache=cache, reranker=reranker, **kwargs)
 
     @property
     def documents(self) -> list[PolicyDocument]:

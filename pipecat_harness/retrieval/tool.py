@@ -32,7 +32,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 
 from pipecat_harness.control import find_downstream
-from pipecat_harness.instruction import InstructionEntry
+from pipecat_harness.instruction import InstructionEntry, is_marked, show_marked
 from pipecat_harness.retrieval.evidence import Evidence
 from pipecat_harness.retrieval.retriever import EvidenceRetriever
 from pipecat_harness.retrieval.scope import RetrievalScope
@@ -302,15 +302,7 @@ class PreTurnEvidence(FrameProcessor):
         return evidence
 
     def _show(self, context: Any, text: str | None) -> None:
-        """Put ``text`` in the instruction entry (or the trailing system message), replacing the last turn's."""
-        messages = context.get_messages()
-        kept = [m for m in messages if not _is_evidence_message(m)]
-        if self._instruction is not None:
-            self._instruction.set(text)
-        elif text is not None:
-            kept.append({"role": "system", "content": text})
-        if len(kept) != len(messages) or (self._instruction is None and text is not None):
-            context.set_messages(kept)
+        show_marked(context, self._instruction, text, EVIDENCE_MESSAGE_MARK)
 
     def _report(self, evidence: Evidence | None, reason: str) -> None:
         if self._on_result is not None:
@@ -319,7 +311,7 @@ class PreTurnEvidence(FrameProcessor):
 
 def _last_user_text(messages: list[Any]) -> str:
     for message in reversed(messages):
-        if not isinstance(message, dict) or _is_evidence_message(message):
+        if not isinstance(message, dict) or is_marked(message, EVIDENCE_MESSAGE_MARK):
             continue
         if message.get("role") != "user":
             return ""
@@ -331,7 +323,3 @@ def _last_user_text(messages: list[Any]) -> str:
         return ""
     return ""
 
-
-def _is_evidence_message(message: Any) -> bool:
-    content = message.get("content") if isinstance(message, dict) else None
-    return isinstance(content, str) and content.startswith(EVIDENCE_MESSAGE_MARK)

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipecat_harness.state.store import LockedRead, NewestGate, StateStore, StoreError
+from pipecat_harness.state.store import LockedRead, NewestGate, StateStore, dump_json
 
 __all__ = ["MemoryStateStore"]
 
@@ -102,11 +102,7 @@ class MemoryStateStore(StateStore):
 
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
         """Store ``value`` as its JSON text (read back as a JSON round-tripped copy)."""
-        try:
-            stored = _Json(json.dumps(value))
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from exc
-        self._put(key, stored, ttl_secs)
+        self._put(key, _Json(dump_json(key, value)), ttl_secs)
 
     async def set_json_fenced(
         self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str

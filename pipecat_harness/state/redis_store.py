@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pipecat_harness.state.store import LockedRead, NewestGate, StateStore, StoreError
+from pipecat_harness.state.store import LockedRead, NewestGate, StateStore, StoreError, dump_json
 
 __all__ = ["RedisStateStore"]
 
@@ -69,6 +69,11 @@ return out
 
 def _ms(secs: float) -> int:
     return max(1, int(secs * 1000))
+
+
+def _ttl_arg(secs: float | None) -> str:
+    """A lifetime as a script argument: milliseconds, or empty for none."""
+    return "" if secs is None else str(_ms(secs))
 
 
 def _decoded(key: str, raw: str | None) -> Any | None:
@@ -131,7 +136,7 @@ class RedisStateStore(StateStore):
             names.append(self._key(gate.key))
             mode = "offer" if gate.offer else "check"
             stamp = repr(float(gate.stamp))
-            stamp_ttl = "" if gate.ttl_secs is None else str(_ms(gate.ttl_secs))
+            stamp_ttl = _ttl_arg(gate.ttl_secs)
         reply = await self._acquire_and_read(keys=names, args=[token, str(_ms(ttl_secs)), mode, stamp, stamp_ttl])
         if not int(reply[0]):
             return LockedRead(acquired=False, superseded=bool(int(reply[1])))
@@ -140,23 +145,14 @@ class RedisStateStore(StateStore):
 
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
         """Store ``value`` as JSON."""
-        try:
-            raw = json.dumps(value)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from exc
-        await self._redis.set(self._key(key), raw, px=None if ttl_secs is None else _ms(ttl_secs))
+        await self._redis.set(self._key(key), dump_json(key, value), px=None if ttl_secs is None else _ms(ttl_secs))
 
     async def set_json_fenced(
         self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str
     ) -> bool:
         """Store ``value`` only while ``token`` holds ``lock_key``, in one script."""
-        try:
-            raw = json.dumps(value)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from exc
-        ttl = "" if ttl_secs is None else str(_ms(ttl_secs))
         keys = [self._key(key), self._key(lock_key)]
-        return bool(await self._set_fenced(keys=keys, args=[raw, token, ttl]))
+        return bool(await self._set_fenced(keys=keys, args=[dump_json(key, value), token, _ttl_arg(ttl_secs)]))
 
     async def delete(self, key: str) -> None:
         """Remove ``key``."""
@@ -164,8 +160,7 @@ class RedisStateStore(StateStore):
 
     async def offer_newest(self, key: str, stamp: float, *, ttl_secs: float | None = None) -> bool:
         """Keep the largest stamp atomically."""
-        ttl = "" if ttl_secs is None else str(_ms(ttl_secs))
-        return bool(await self._offer(keys=[self._key(key)], args=[repr(float(stamp)), ttl]))
+        return bool(await self._offer(keys=[self._key(key)], args=[repr(float(stamp)), _ttl_arg(ttl_secs)]))
 
     async def newest(self, key: str) -> float | None:
         """Return the newest stamp."""

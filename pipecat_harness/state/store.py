@@ -10,17 +10,30 @@ the same operations across worker processes.
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["LockedRead", "NewestGate", "StateStore", "StoreError", "parse_record"]
+__all__ = ["LockedRead", "NewestGate", "StateStore", "StoreError", "dump_json", "parse_record"]
 
 T = TypeVar("T")
 
 
 class StoreError(RuntimeError):
     """The backing store failed or returned something that is not valid state."""
+
+
+def dump_json(key: str, value: Any) -> str:
+    """``value`` as JSON text.
+
+    Raises:
+        StoreError: ``value`` is not JSON-serialisable.
+    """
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"value for {key!r} is not JSON-serialisable: {exc}") from exc
 
 
 def parse_record(raw: Any | None, parse: Callable[[Any], T], default: Callable[[], T], *, label: str) -> T:
