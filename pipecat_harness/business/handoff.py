@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
-__all__ = ["Handoff", "HandoffLine", "Link", "build_handoff", "handoff_html"]
+__all__ = ["Handoff", "HandoffLine", "Link", "build_handoff"]
 
 Section = Literal["Requested", "Proposed", "Verified", "Operation", "Pending", "Caller correction", "Agent change"]
 SECTIONS: tuple[Section, ...] = ("Requested", "Proposed", "Verified", "Operation", "Pending", "Caller correction",
@@ -286,24 +286,3 @@ def _held_before_running(operation: dict[str, Any]) -> bool:
     reason = str(operation.get("reason") or "")
     return "awaiting_confirmation" in reason or "read back" in reason or "verify the caller" in reason \
         or "look up" in reason
-
-
-def handoff_html(timeline: Timeline) -> str:
-    """The summary as an HTML section (empty when the call has nothing verified to hand off)."""
-    from html import escape
-
-    handoff = build_handoff(timeline)
-    if not handoff.lines:
-        return ""
-    rows = []
-    for section in SECTIONS:
-        for line in handoff.lines:
-            if line.section != section:
-                continue
-            # Each link jumps to its event's row in the page's timeline table (``e<index>``).
-            links = " ".join(f"<a class=\"link\" href=\"#e{link.index}\" title=\"{escape(link.quote)}\">"
-                             f"{escape(link.label())}</a>" if link.index >= 0 else
-                             f"<span class=\"link\" title=\"{escape(link.quote)}\">{escape(link.label())}</span>"
-                             for link in line.links)
-            rows.append(f"<tr><th>{escape(section)}</th><td>{escape(line.text)}</td><td>{links}</td></tr>")
-    return f"<section class=\"handoff\"><h2>Handoff summary</h2><table>{''.join(rows)}</table></section>"

@@ -19,6 +19,7 @@ __all__ = [
     "TIMELINE_COLUMNS",
     "add_html_parser",
     "call_header_html",
+    "handoff_html",
     "html_page",
     "timeline_html",
     "timeline_table_html",
@@ -104,13 +105,23 @@ def write_trace_html(trace: str | Path, output: str | Path | None = None, *, ful
     timeline = Timeline.load(trace)
     output = Path(output) if output is not None else trace.with_suffix(".html")
     title = f"call timeline: {timeline.call.get('call_id') or trace.stem}"
-    from pipecat_harness.business.handoff import handoff_html
-
-    body = (Markup("<h1>{}</h1>").format(title) + call_header_html(timeline) + Markup(handoff_html(timeline))
+    body = (Markup("<h1>{}</h1>").format(title) + call_header_html(timeline) + handoff_html(timeline)
             + timeline_html(timeline, full=full))
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(html_page(title, body), encoding="utf-8")
     return output
+
+
+def handoff_html(timeline: Timeline) -> Markup:
+    """The call's handoff summary as an HTML section (empty when nothing verified is to hand off).
+
+    Each link jumps to its event's row in the page's timeline table (``e<index>``).
+    """
+    from pipecat_harness.business.handoff import SECTIONS, build_handoff
+
+    lines = build_handoff(timeline).lines
+    ordered = [line for section in SECTIONS for line in lines if line.section == section]
+    return render("pipecat_harness.trace", "handoff_section.html", lines=ordered) if ordered else Markup("")
 
 
 def add_html_parser(trace_subparsers: Any) -> None:
