@@ -229,13 +229,25 @@ class PlaybackTracker(FrameProcessor):
 
     async def inspect_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Record what a frame going downstream says was played (the frame goes on unchanged)."""
-        if direction == FrameDirection.DOWNSTREAM:
-            await self._track(frame)
+        if direction != FrameDirection.DOWNSTREAM:
+            return
+        if not isinstance(frame, OutputAudioRawFrame):
+            self._track(frame)
+            return
+        # Audio, most of what passes: a sum, no call. Audio with no reply playing is the chunk that was
+        # being written when an interruption arrived; it never opens a reply of its own.
+        reply = self.replies[-1] if self.replies else None
+        if reply is None or reply.state != "playing" or not frame.audio:
+            return
+        reply.written_secs += len(frame.audio) / (frame.sample_rate * max(1, frame.num_channels) * 2)
+        if self._mark_message is not None and reply.written_secs - reply.last_mark_secs >= self._mark_interval:
+            name = self.mark_now()
+            if name is not None:
+                await self.push_frame(OutputTransportMessageUrgentFrame(message=self._mark_message(name)),
+                                      FrameDirection.UPSTREAM)
 
-    async def _track(self, frame: Frame) -> None:
-        if isinstance(frame, OutputAudioRawFrame):  # most of what passes
-            await self._on_audio(frame)
-        elif isinstance(frame, LLMFullResponseStartFrame):
+    def _track(self, frame: Frame) -> None:
+        if isinstance(frame, LLMFullResponseStartFrame):
             reply = self.current
             if reply is not None and reply.response_frame_id is None and _nothing_played(reply):
                 # The TTS's start for this reply overtook the response start (it was
@@ -284,19 +296,6 @@ class PlaybackTracker(FrameProcessor):
         match = match or (pending[0] if pending else None)
         if match is not None:
             match.played_through = True
-
-    async def _on_audio(self, frame: OutputAudioRawFrame) -> None:
-        # Audio with no reply playing is the chunk that was being written when
-        # an interruption arrived; it never opens a reply of its own.
-        reply = self.current
-        if reply is None or not frame.audio:
-            return
-        reply.written_secs += len(frame.audio) / float(frame.sample_rate * max(1, frame.num_channels) * 2)
-        if self._mark_message is not None and reply.written_secs - reply.last_mark_secs >= self._mark_interval:
-            name = self.mark_now()
-            if name is not None:
-                await self.push_frame(OutputTransportMessageUrgentFrame(message=self._mark_message(name)),
-                                      FrameDirection.UPSTREAM)
 
 
 def _nothing_played(reply: ReplyPlayback) -> bool:

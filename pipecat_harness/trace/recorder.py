@@ -26,11 +26,11 @@ context; :meth:`~pipecat_harness.trace.timeline.Timeline.model_context` rebuilds
 Given the placed pipeline (:meth:`TraceRecorder.listen`, which ``Harness.place``
 calls), it is no worker observer at all: it takes the model inputs from the LLM
 as it starts on them, the played audio and text from the output transport as it
-pushes them, and every other frame it records from the push of the processor
-that first pushes it. A worker observer is given every processed frame and
-every push of every processor through its own queue and task, which cost the
-voice loop more than the recording does; used as a plain observer (a pipeline
-it was not placed in), it records the same from first pushes.
+pushes them, and every other frame from its first push by the transport or a
+processor before it (what is pushed after it goes upstream through it, or is
+what it played). A worker observer gets every push through its own queue
+and task, which cost the loop more than the recording; as a plain observer (of a
+pipeline it was not placed in), it records the same from first pushes.
 
 The LLM service's system instruction (``system``) and the tools offered
 (``tools``, their JSON schemas) are logged on the first model input and again
@@ -89,6 +89,9 @@ _RECORDED: tuple[type[Frame], ...] = (
     FunctionCallCancelFrame, BotStartedSpeakingFrame, BotStoppedSpeakingFrame, InterruptionFrame,
     LLMContextAssistantTurnFrame, ErrorFrame,
 )
+
+#: Per frame class, whether it is one of :data:`_RECORDED` (a look-up costs a push less than the tuple's checks).
+_RECORDED_KINDS: dict[type[Frame], bool] = {}
 
 
 def _dumps(value: Any) -> str:
@@ -212,8 +215,8 @@ class TraceRecorder(BaseObserver):
         Once listening, the recorder is not to be added to the worker's observers.
 
         Args:
-            processors: The pipeline's processors, each one that pushes frames (the LLM service and the
-                output transport among them).
+            processors: The pipeline's processors in order, the LLM service and the output transport among them
+                (those after the transport are not listened to).
             entry: The processor frames queued into the pipeline reach first, if ``processors`` may pass
                 some of them by.
 
@@ -226,9 +229,9 @@ class TraceRecorder(BaseObserver):
             return self.listening
         llm.add_event_handler("on_before_process_frame", self._on_llm_frame)
         output.add_event_handler("on_before_push_frame", self._on_output_push)
-        for processor in processors:
+        for processor in processors[:processors.index(output)]:
             # A TTS service first pushes none of the frames recorded here, only audio and the text spoken.
-            if processor is not output and not isinstance(processor, TTSService):
+            if not isinstance(processor, TTSService):
                 processor.add_event_handler("on_before_push_frame", self._on_push)
         if entry is not None:
             entry.add_event_handler("on_before_process_frame", self._on_push)
@@ -238,7 +241,11 @@ class TraceRecorder(BaseObserver):
         return True
 
     def _on_push(self, processor: FrameProcessor, frame: Frame) -> None:
-        if not isinstance(frame, _RECORDED):
+        kind = type(frame)
+        recorded = _RECORDED_KINDS.get(kind)
+        if recorded is None:
+            recorded = _RECORDED_KINDS.setdefault(kind, issubclass(kind, _RECORDED))
+        if not recorded:
             return
         seen = self._seen
         if frame.id in seen or frame.broadcast_sibling_id in seen:
