@@ -218,9 +218,6 @@ class PlaybackTracker(FrameProcessor):
         self.replies.append(reply)
         return reply
 
-    def _reply_for_output(self) -> ReplyPlayback:
-        return self.current or self._open()
-
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Record what the transport played, then pass every frame on."""
         await super().process_frame(frame, direction)
@@ -265,7 +262,7 @@ class PlaybackTracker(FrameProcessor):
             self._on_spoken_text(frame)
         elif isinstance(frame, AggregatedTextFrame):
             if frame.text.strip():
-                reply = self._reply_for_output()
+                reply = self.current or self._open()
                 reply.segments.append(SpokenSegment(frame.text, frame.id, reply.written_secs))
         elif isinstance(frame, TTSStoppedFrame):
             reply = self.current

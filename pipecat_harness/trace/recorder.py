@@ -270,14 +270,11 @@ class TraceRecorder(BaseObserver):
     def _on_output_push(self, output: FrameProcessor, frame: Frame) -> None:
         # Audio and spoken text leave the transport downstream only.
         if isinstance(frame, OutputAudioRawFrame):
-            self._note_played(_clock_secs(output), frame)
+            self._played.append((_clock_secs(output), len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
         elif isinstance(frame, TTSTextFrame):
             self.add("bot", "played_text", t=_clock_secs(output), text=frame.text)
         else:
             self._on_push(output, frame)
-
-    def _note_played(self, t: float, frame: OutputAudioRawFrame) -> None:
-        self._played.append((t, len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
 
     def _played_since(self, start: float, end: float) -> float:
         secs = sum(s for t, s in self._played if start <= t <= end)
@@ -338,7 +335,7 @@ class TraceRecorder(BaseObserver):
             return
         if isinstance(frame, OutputAudioRawFrame):
             if isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM:
-                self._note_played(self._now, frame)
+                self._played.append((self._now, len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
             return
         if isinstance(frame, TTSTextFrame):
             if isinstance(data.source, BaseOutputTransport):
