@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipecat.frames.frames import (
     CancelFrame,
@@ -107,14 +107,11 @@ class _Acts:
         return issubclass(kind, self.frames)
 
 
-class _Route:
-    """How a group handles one kind of frame in one direction."""
+class _Route(NamedTuple):
+    """How a group handles one kind of frame in one direction (never empty, so always true)."""
 
-    __slots__ = ("entry", "inspectors")
-
-    def __init__(self, inspectors: tuple[Any, ...], entry: FrameProcessor | None) -> None:
-        self.inspectors = inspectors
-        self.entry = entry
+    inspectors: tuple[Any, ...]
+    entry: FrameProcessor | None
 
 
 class TurnBoundaryProcessor(FrameProcessor):
@@ -278,8 +275,7 @@ class PlacementGroup(BasePipeline):
         await super().setup(setup)
         mark_setup_finished(self)
         self._observer, self._clock = setup.observer, setup.clock
-        if isinstance(setup.observer, WorkerObserver):
-            self._watchers = worker_observers(setup.observer)
+        self._watchers = worker_observers(setup.observer) if isinstance(setup.observer, WorkerObserver) else None
         set_neighbours(self.members[0], previous=self.previous)
         set_neighbours(self.members[-1], following=self.next)
         inner = setup
@@ -316,13 +312,12 @@ class PlacementGroup(BasePipeline):
     async def _pass_on(self, frame: Frame, direction: FrameDirection) -> None:
         """Push a frame no member acts on to the group's neighbour.
 
-        Observers see the push as they see any other: it is a frame's repeated
-        push (the frame was pushed into the group), so when no observer of the
-        worker observes repeated pushes, none is reported. What is left out is
-        what Pipecat's ``push_frame`` spends on a processor that did something
-        with the frame: the group's own push events (nobody listens to a
-        group's) and a trace-log line formatted for every frame, audio
-        included, whether or not trace logging is on.
+        Observers see the push as they see any other (a repeated push: none is
+        reported when no observer of the worker wants those). What is left out is
+        what Pipecat's ``push_frame`` spends on a processor that did something with
+        the frame: the group's own push events (nobody listens to a group's) and a
+        trace-log line formatted for every frame, audio included, whether or not
+        trace logging is on.
         """
         if self._push_listened:
             await self.push_frame(frame, direction)

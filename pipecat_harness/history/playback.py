@@ -244,44 +244,37 @@ class PlaybackTracker(FrameProcessor):
                                       FrameDirection.UPSTREAM)
 
     def _track(self, frame: Frame) -> None:
+        reply = self.current
         if isinstance(frame, LLMFullResponseStartFrame):
-            reply = self.current
-            if reply is not None and reply.response_frame_id is None and _nothing_played(reply):
-                # The TTS's start for this reply overtook the response start (it was
-                # queued behind the previous reply's audio): one reply, not two.
+            if reply is not None and reply.response_frame_id is None and not (
+                    reply.written_secs > 0 or reply.segments or reply.word_times):
+                # The TTS's start for this reply overtook the response start (it was queued behind
+                # the previous reply's audio) and nothing of it played yet: one reply, not two.
                 reply.response_frame_id = frame.id
             else:
                 self._open(response_frame_id=frame.id)
         elif isinstance(frame, TTSStartedFrame):
-            reply = self.current
             if reply is None or (reply.context_id is not None and reply.context_id != frame.context_id):
                 reply = self._open()
             reply.context_id = frame.context_id
             self._apply_receipts(reply)
         elif isinstance(frame, TTSTextFrame):
-            self._on_spoken_text(frame)
+            if reply is not None:
+                self._on_spoken_text(frame, reply)
         elif isinstance(frame, AggregatedTextFrame):
             if frame.text.strip():
-                reply = self.current or self._open()
+                reply = reply or self._open()
                 reply.segments.append(SpokenSegment(frame.text, frame.id, reply.written_secs))
-        elif isinstance(frame, TTSStoppedFrame):
-            reply = self.current
-            if reply is not None and reply.context_id in (None, frame.context_id):
-                reply.state = "finished"
-        elif isinstance(frame, LLMFullResponseEndFrame):
-            reply = self.current
-            if reply is not None:
-                reply.state = "finished"
-        elif isinstance(frame, InterruptionFrame):
-            reply = self.current
-            if reply is not None:
-                reply.state = "interrupted"
-                self.complete(reply)
-
-    def _on_spoken_text(self, frame: TTSTextFrame) -> None:
-        reply = self.current
-        if reply is None:
+        elif reply is None:
             return
+        elif isinstance(frame, LLMFullResponseEndFrame) or (
+                isinstance(frame, TTSStoppedFrame) and reply.context_id in (None, frame.context_id)):
+            reply.state = "finished"
+        elif isinstance(frame, InterruptionFrame):
+            reply.state = "interrupted"
+            self.complete(reply)
+
+    def _on_spoken_text(self, frame: TTSTextFrame, reply: ReplyPlayback) -> None:
         if frame.pts:
             if reply.first_word_pts is None:
                 reply.first_word_pts = frame.pts
@@ -293,8 +286,3 @@ class PlaybackTracker(FrameProcessor):
         match = match or (pending[0] if pending else None)
         if match is not None:
             match.played_through = True
-
-
-def _nothing_played(reply: ReplyPlayback) -> bool:
-    """Whether a reply has no audio, text or words yet (it only opened)."""
-    return reply.written_secs <= 0 and not reply.segments and not reply.word_times

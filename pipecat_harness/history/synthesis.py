@@ -118,15 +118,10 @@ class SynthesisObserver(BaseObserver):
 
     def _note_tts(self, _tts: FrameProcessor, frame: Frame) -> None:
         # Audio and sentence text go downstream only; a stop seen twice completes a sentence once.
-        if isinstance(frame, TTSAudioRawFrame):  # most of what a TTS pushes: checked first, summed in place
+        if isinstance(frame, TTSAudioRawFrame):  # most of what a TTS pushes: checked first
             segment = self._segment_of_context.get(frame.context_id)  # type: ignore[arg-type]
-            if segment is None:
-                return
-            secs = len(frame.audio) / (frame.sample_rate * max(1, frame.num_channels) * 2)
-            if segment in self._audio:
-                self._audio[segment] += secs
-            else:
-                self.note_synthesized(segment, secs)
+            if segment is not None:
+                self.note_synthesized(segment, len(frame.audio) / (frame.sample_rate * max(1, frame.num_channels) * 2))
         elif isinstance(frame, TTSTextFrame):
             # Sentence-level text is pushed right after the sentence's audio.
             if frame.segment_id is not None and not frame.pts:

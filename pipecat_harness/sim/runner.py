@@ -85,8 +85,7 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
         workdir: Where the call's business database is created.
         trace_path: JSONL timeline to write (``None``: no trace).
         call_id: Call identifier (default: the scenario name).
-        use_harness: ``False`` runs the same pipeline with no harness at all (a baseline: no control is
-            built, nothing placed, no trace).
+        use_harness: ``False``: the same pipeline with no control built or placed and no trace (a baseline).
         observers: Extra observers for the worker.
         services: ``scripted`` (the simulator's own LLM and TTS, injected transcripts) or ``loopback`` /
             ``loopback-openai`` (the bots' Deepgram, Gemini or OpenAI, and ElevenLabs services against the protocol

@@ -40,6 +40,7 @@ was given (``pipecat-harness replay``).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,17 +91,16 @@ _RECORDED: tuple[type[Frame], ...] = (
     LLMContextAssistantTurnFrame, ErrorFrame,
 )
 
-#: Per frame class, whether it is one of :data:`_RECORDED` (a look-up costs a push less than the tuple's checks).
-_RECORDED_KINDS: dict[type[Frame], bool] = {}
 
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, default=str, ensure_ascii=False)
+@functools.cache
+def _recorded(kind: type[Frame]) -> bool:
+    """Whether frames of this class are among :data:`_RECORDED` (cached: a push pays one look-up)."""
+    return issubclass(kind, _RECORDED)
 
 
 def _jsonable(value: Any) -> Any:
     try:
-        return json.loads(_dumps(value))
+        return json.loads(json.dumps(value, default=str, ensure_ascii=False))
     except (TypeError, ValueError):
         return str(value)
 
@@ -241,11 +241,7 @@ class TraceRecorder(BaseObserver):
         return True
 
     def _on_push(self, processor: FrameProcessor, frame: Frame) -> None:
-        kind = type(frame)
-        recorded = _RECORDED_KINDS.get(kind)
-        if recorded is None:
-            recorded = _RECORDED_KINDS.setdefault(kind, issubclass(kind, _RECORDED))
-        if not recorded:
+        if not _recorded(type(frame)):
             return
         seen = self._seen
         if frame.id in seen or frame.broadcast_sibling_id in seen:
@@ -344,7 +340,7 @@ class TraceRecorder(BaseObserver):
         # Broadcast frames travel as one copy per direction: record the downstream one.
         if not data.first_push or data.direction != FrameDirection.DOWNSTREAM:
             return
-        if isinstance(frame, _RECORDED):
+        if _recorded(type(frame)):
             self._record_first_push(frame, data.source)
 
     def _record_first_push(self, frame: Frame, source: FrameProcessor) -> None:
