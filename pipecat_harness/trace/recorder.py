@@ -40,7 +40,6 @@ was given (``pipecat-harness replay``).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -92,10 +91,13 @@ _RECORDED: tuple[type[Frame], ...] = (
 )
 
 
-@functools.cache
+_RECORDED_KINDS: dict[type[Frame], bool] = {}
+
+
 def _recorded(kind: type[Frame]) -> bool:
     """Whether frames of this class are among :data:`_RECORDED` (cached: a push pays one look-up)."""
-    return issubclass(kind, _RECORDED)
+    hit = _RECORDED_KINDS.get(kind)
+    return _RECORDED_KINDS.setdefault(kind, issubclass(kind, _RECORDED)) if hit is None else hit
 
 
 def _jsonable(value: Any) -> Any:
