@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
+from pipecat.observers.base_observer import BaseObserver
 from pipecat.pipeline.base_pipeline import BasePipeline
+from pipecat.pipeline.worker_observer import WorkerObserver
 from pipecat.processors.frame_processor import FrameProcessor, FrameProcessorSetup
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "stt_user_id",
     "turn_analyzer",
     "user_aggregator_params",
+    "worker_observers",
 ]
 
 _MISSING = object()
@@ -163,3 +166,9 @@ async def setup_members(pipeline: BasePipeline, members: Sequence[FrameProcessor
 async def cleanup_members(pipeline: BasePipeline, members: Sequence[FrameProcessor]) -> None:
     """``BasePipeline._cleanup_processors``: clean up processors a pipeline contains."""
     await _read(pipeline, "_cleanup_processors")(members)
+
+
+def worker_observers(observer: WorkerObserver) -> list[BaseObserver]:
+    """``WorkerObserver._observers``: the observers a worker's pushes reach (``add_observer`` appends to it)."""
+    observers: list[BaseObserver] = _read(observer, "_observers")
+    return observers

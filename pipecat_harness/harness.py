@@ -198,8 +198,7 @@ class Harness:
         processors of one placement stand in the list as one
         :class:`~pipecat_harness.placement.PlacementGroup` (one hop for every
         frame that passes; :func:`~pipecat_harness.placement.flatten` lists its members).
-        The trace recorder, if any, then takes model inputs from the
-        ``LLMService`` and playback from the ``BaseOutputTransport`` directly
+        The trace recorder, if any, then listens to the processors directly
         (:meth:`~pipecat_harness.trace.recorder.TraceRecorder.listen`).
 
         Then checks that every active control can act (see
@@ -211,19 +210,17 @@ class Harness:
             IntegrationError: Under ``strict``, an active control cannot act.
         """
         placed: dict[Placement, list[FrameProcessor]] = {p: [] for p in Placement}
-        for control in self.controls:
-            for placement, processor in control.processors():
-                placed[placement].append(processor)
+        for placement, processor in (item for control in self.controls for item in control.processors()):
+            placed[placement].append(processor)
         placed[Placement.BEFORE_LLM].insert(0, TurnBoundaryProcessor(self._on_user_turn, decisions=self.decisions))
         if self._advise_turn_strategies:
             advisor = TurnStrategyAdvisor(self._wrap_recommended, self._turn_strategy_defaults)
             placed[Placement.BEFORE_USER_AGGREGATOR].append(advisor)
 
-        for processor in processors:
-            if isinstance(processor, LLMService):
-                # Start-up is where an undeclared tool must fail, loudly, not mid-call.
-                context = next((p.context for p in processors if isinstance(p, LLMUserAggregator)), None)
-                self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
+        for processor in (p for p in processors if isinstance(p, LLMService)):
+            # Start-up is where an undeclared tool must fail, loudly, not mid-call.
+            context = next((p.context for p in processors if isinstance(p, LLMUserAggregator)), None)
+            self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
         self._check_integration(processors)
         owners = ", ".join(sorted({c.name for c in self.controls})) or "the harness"
         result = insert_placed(processors, placed, owners, grouped=self.grouped)

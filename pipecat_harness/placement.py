@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipecat.frames.frames import (
     CancelFrame,
@@ -46,6 +46,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.observers.base_observer import BaseObserver, FrameProcessed, FramePushed, ProcessorSetUp
 from pipecat.pipeline.base_pipeline import BasePipeline
+from pipecat.pipeline.worker_observer import WorkerObserver
 from pipecat.processors.aggregators.llm_response_universal import LLMAssistantAggregator, LLMUserAggregator
 from pipecat.processors.frame_processor import FrameCallback, FrameDirection, FrameProcessor, FrameProcessorSetup
 from pipecat.transports.base_output import BaseOutputTransport
@@ -59,6 +60,7 @@ from pipecat_harness._pipecat import (
     mark_setup_started,
     set_neighbours,
     setup_members,
+    worker_observers,
 )
 from pipecat_harness.control import Placement
 from pipecat_harness.decisions import DecisionLog
@@ -105,14 +107,11 @@ class _Acts:
         return issubclass(kind, self.frames)
 
 
-class _Route:
-    """How a group handles one kind of frame in one direction."""
+class _Route(NamedTuple):
+    """How a group handles one kind of frame in one direction (never empty, so always true)."""
 
-    __slots__ = ("entry", "inspectors")
-
-    def __init__(self, inspectors: tuple[Any, ...], entry: FrameProcessor | None) -> None:
-        self.inspectors = inspectors
-        self.entry = entry
+    inspectors: tuple[Any, ...]
+    entry: FrameProcessor | None
 
 
 class TurnBoundaryProcessor(FrameProcessor):
@@ -209,6 +208,9 @@ class PlacementGroup(BasePipeline):
         self._upstream_routes: dict[type[Frame], _Route] = {}
         self._observer: BaseObserver | None = None
         self._clock: Any = None
+        # The worker's observers, and whether one of them observes repeated pushes (read again when one is added).
+        self._watchers: list[BaseObserver] | None = None
+        self._watched = (-1, True)
 
     def add_event_handler(self, event_name: str, handler: Any) -> None:
         """Add an event handler; one on the group's own pushes makes it push every frame as Pipecat does."""
@@ -219,10 +221,6 @@ class PlacementGroup(BasePipeline):
         return f"PlacementGroup({self.placement.value}: {', '.join(type(m).__name__ for m in self.members)})"
 
     def _route(self, direction: FrameDirection, kind: type[Frame]) -> _Route:
-        routes = self._downstream_routes if direction == FrameDirection.DOWNSTREAM else self._upstream_routes
-        route = routes.get(kind)
-        if route is not None:
-            return route
         order = range(len(self.members))
         if direction == FrameDirection.UPSTREAM:
             order = order[::-1]
@@ -238,7 +236,7 @@ class PlacementGroup(BasePipeline):
             entry = self.members[i]
             break
         route = _Route(tuple(inspectors), entry)
-        routes[kind] = route
+        (self._downstream_routes if direction == FrameDirection.DOWNSTREAM else self._upstream_routes)[kind] = route
         return route
 
     @property
@@ -277,6 +275,7 @@ class PlacementGroup(BasePipeline):
         await super().setup(setup)
         mark_setup_finished(self)
         self._observer, self._clock = setup.observer, setup.clock
+        self._watchers = worker_observers(setup.observer) if isinstance(setup.observer, WorkerObserver) else None
         set_neighbours(self.members[0], previous=self.previous)
         set_neighbours(self.members[-1], following=self.next)
         inner = setup
@@ -301,7 +300,8 @@ class PlacementGroup(BasePipeline):
             first = self.members[0] if direction == FrameDirection.DOWNSTREAM else self.members[-1]
             await first.queue_frame(frame, direction, callback)
             return
-        route = self._route(direction, type(frame))
+        routes = self._downstream_routes if direction == FrameDirection.DOWNSTREAM else self._upstream_routes
+        route = routes.get(type(frame)) or self._route(direction, type(frame))
         for inspect in route.inspectors:
             await inspect(frame, direction)
         if route.entry is not None:
@@ -312,11 +312,12 @@ class PlacementGroup(BasePipeline):
     async def _pass_on(self, frame: Frame, direction: FrameDirection) -> None:
         """Push a frame no member acts on to the group's neighbour.
 
-        Observers see the push as they see any other; what is left out is what
-        Pipecat's ``push_frame`` spends on a processor that did something with
-        the frame: the group's own push events (nobody listens to a group's) and
-        a trace-log line formatted for every frame, audio included, whether or
-        not trace logging is on.
+        Observers see the push as they see any other (a repeated push: none is
+        reported when no observer of the worker wants those). What is left out is
+        what Pipecat's ``push_frame`` spends on a processor that did something with
+        the frame: the group's own push events (nobody listens to a group's) and a
+        trace-log line formatted for every frame, audio included, whether or not
+        trace logging is on.
         """
         if self._push_listened:
             await self.push_frame(frame, direction)
@@ -326,7 +327,7 @@ class PlacementGroup(BasePipeline):
             return
         try:
             observer = self._observer
-            if observer is not None:
+            if observer is not None and self._repeats_watched():
                 await observer.on_push_frame(FramePushed(
                     source=self, destination=destination, frame=frame, direction=direction,
                     timestamp=self._clock.get_time(),
@@ -335,6 +336,14 @@ class PlacementGroup(BasePipeline):
         except Exception as exc:  # as Pipecat's push: the cause downstream cannot be attributed
             await self.push_error(error_msg=f"Uncaught exception: {exc}", exception=exc,
                                   category=ErrorCategory.UNKNOWN)
+
+    def _repeats_watched(self) -> bool:
+        watchers = self._watchers
+        if watchers is None:  # not a worker's observer: it may want every push
+            return True
+        if self._watched[0] != len(watchers):
+            self._watched = (len(watchers), any(o.observe_every_push for o in watchers))
+        return self._watched[1]
 
 
 def flatten(processors: Iterable[FrameProcessor]) -> list[FrameProcessor]:

@@ -1,7 +1,8 @@
 """What the harness costs a simulated call: wall time harness / bare, and trace size per call-minute.
 
 Both arms run the same calls on virtual time, interleaved so that machine
-noise hits both alike: the bare arm is the same pipeline with no harness, the
+noise hits both alike, each from a collected heap: the bare arm is the same
+pipeline with no harness (no control built, nothing placed, no trace), the
 harness arm the pipeline as ``Harness.place`` assembles it, once without and
 once with the trace. Only calls in which the harness changes nothing the
 pipeline carries are compared (the same number of distinct frames in both
@@ -22,6 +23,7 @@ call-minute for a 1-minute and a ``--trace-minutes`` call.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -85,6 +87,7 @@ def run(scenario: Scenario, arm: str, trace_dir: Path) -> tuple[int, float, floa
     """One call in one arm: distinct frames, wall seconds, CPU seconds and call seconds."""
     counter = FrameCounter()
     Harness.grouped = arm != "harness-ungrouped"
+    gc.collect()  # every call starts on a collected heap: no arm pays for the garbage the one before left
     cpu = time.process_time()
     try:
         result = run_scenario(

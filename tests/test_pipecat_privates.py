@@ -10,7 +10,9 @@ import inspect
 
 import pytest
 from pipecat.frames.frames import Frame, LLMTextFrame
+from pipecat.observers.base_observer import BaseObserver
 from pipecat.pipeline.base_pipeline import BasePipeline
+from pipecat.pipeline.worker_observer import WorkerObserver
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.processors.aggregators.llm_response_universal import LLMContextAggregatorPair, LLMUserAggregatorParams
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
@@ -128,12 +130,21 @@ def test_a_pipeline_sets_up_and_cleans_up_contained_processors():
     assert list(inspect.signature(BasePipeline._cleanup_processors).parameters) == ["self", "processors"]
 
 
+def test_worker_observers_are_the_list_add_observer_extends():
+    first, later = BaseObserver(), BaseObserver()
+    worker_observer = WorkerObserver(observers=[first])
+    observers = _pipecat.worker_observers(worker_observer)
+    worker_observer.add_observer(later)
+    assert observers == [first, later]
+
+
 @pytest.mark.parametrize(("call", "owner", "attribute"), [
     (lambda o: _pipecat.function_registry(o), LLM, "_functions"),
     (lambda o: _pipecat.appended_system_instructions(o), LLM, "_appended_system_instructions"),
     (lambda o: _pipecat.base_system_instruction(o), LLM, "_base_system_instruction"),
     (lambda o: _pipecat.in_direct_mode(o), FrameProcessor, "_enable_direct_mode"),
     (lambda o: _pipecat.set_neighbours(o, following=None), FrameProcessor, "_next"),
+    (lambda o: _pipecat.worker_observers(o), WorkerObserver, "_observers"),
 ])
 def test_a_moved_internal_is_named_in_the_error(call, owner, attribute):
     instance = owner()

@@ -10,6 +10,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.observers.base_observer import BaseObserver, FramePushed
 from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker_observer import WorkerObserver
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.tests.utils import run_test
 
@@ -131,3 +132,29 @@ async def test_a_frame_inspected_first_still_reaches_the_next_member_that_acts_o
     inspector, rewriter = Inspector("inspector"), Seen("rewriter", handled=(TextFrame,))
     await run_test(PlacementGroup(Placement.BEFORE_LLM, [inspector, rewriter]), frames_to_send=[TextFrame("a")])
     assert inspector.inspected == ["TextFrame"] and "TextFrame" in rewriter.kinds
+
+
+async def test_a_frame_passing_by_is_not_reported_when_no_observer_watches_repeated_pushes(monkeypatch) -> None:
+    class FirstPushes(BaseObserver):
+        def __init__(self) -> None:
+            super().__init__(observe_every_push=False)
+            self.kinds: list[str] = []
+
+        async def on_push_frame(self, data: FramePushed) -> None:
+            self.kinds.append(type(data.frame).__name__)
+
+    reported: list[str] = []
+    report = WorkerObserver.on_push_frame
+
+    async def spy(self: WorkerObserver, data: FramePushed) -> None:
+        reported.append(data.source.name)
+        await report(self, data)
+
+    monkeypatch.setattr(WorkerObserver, "on_push_frame", spy)
+    group = PlacementGroup(Placement.AFTER_ASSISTANT_AGGREGATOR, [Seen("member", handled=(TextFrame,))])
+    first = FirstPushes()
+    down, _ = await run_test(Pipeline([Seen("before"), group, Seen("after")]), frames_to_send=[_audio(), _audio()],
+                             observers=[first])
+    assert [type(f) for f in down] == [TTSAudioRawFrame, TTSAudioRawFrame]
+    assert first.kinds.count("TTSAudioRawFrame") == 2  # each frame's first push, as before
+    assert group.name not in reported and reported.count("after") >= 2

@@ -218,9 +218,6 @@ class PlaybackTracker(FrameProcessor):
         self.replies.append(reply)
         return reply
 
-    def _reply_for_output(self) -> ReplyPlayback:
-        return self.current or self._open()
-
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Record what the transport played, then pass every frame on."""
         await super().process_frame(frame, direction)
@@ -229,50 +226,55 @@ class PlaybackTracker(FrameProcessor):
 
     async def inspect_frame(self, frame: Frame, direction: FrameDirection) -> None:
         """Record what a frame going downstream says was played (the frame goes on unchanged)."""
-        if direction == FrameDirection.DOWNSTREAM:
-            await self._track(frame)
+        if direction != FrameDirection.DOWNSTREAM:
+            return
+        if not isinstance(frame, OutputAudioRawFrame):
+            self._track(frame)
+            return
+        # Audio, most of what passes: a sum, no call. Audio with no reply playing is the chunk that was
+        # being written when an interruption arrived; it never opens a reply of its own.
+        reply = self.replies[-1] if self.replies else None
+        if reply is None or reply.state != "playing" or not frame.audio:
+            return
+        reply.written_secs += len(frame.audio) / (frame.sample_rate * max(1, frame.num_channels) * 2)
+        if self._mark_message is not None and reply.written_secs - reply.last_mark_secs >= self._mark_interval:
+            name = self.mark_now()
+            if name is not None:
+                await self.push_frame(OutputTransportMessageUrgentFrame(message=self._mark_message(name)),
+                                      FrameDirection.UPSTREAM)
 
-    async def _track(self, frame: Frame) -> None:
-        if isinstance(frame, OutputAudioRawFrame):  # most of what passes
-            await self._on_audio(frame)
-        elif isinstance(frame, LLMFullResponseStartFrame):
-            reply = self.current
-            if reply is not None and reply.response_frame_id is None and _nothing_played(reply):
-                # The TTS's start for this reply overtook the response start (it was
-                # queued behind the previous reply's audio): one reply, not two.
+    def _track(self, frame: Frame) -> None:
+        reply = self.current
+        if isinstance(frame, LLMFullResponseStartFrame):
+            if reply is not None and reply.response_frame_id is None and not (
+                    reply.written_secs > 0 or reply.segments or reply.word_times):
+                # The TTS's start for this reply overtook the response start (it was queued behind
+                # the previous reply's audio) and nothing of it played yet: one reply, not two.
                 reply.response_frame_id = frame.id
             else:
                 self._open(response_frame_id=frame.id)
         elif isinstance(frame, TTSStartedFrame):
-            reply = self.current
             if reply is None or (reply.context_id is not None and reply.context_id != frame.context_id):
                 reply = self._open()
             reply.context_id = frame.context_id
             self._apply_receipts(reply)
         elif isinstance(frame, TTSTextFrame):
-            self._on_spoken_text(frame)
+            if reply is not None:
+                self._on_spoken_text(frame, reply)
         elif isinstance(frame, AggregatedTextFrame):
             if frame.text.strip():
-                reply = self._reply_for_output()
+                reply = reply or self._open()
                 reply.segments.append(SpokenSegment(frame.text, frame.id, reply.written_secs))
-        elif isinstance(frame, TTSStoppedFrame):
-            reply = self.current
-            if reply is not None and reply.context_id in (None, frame.context_id):
-                reply.state = "finished"
-        elif isinstance(frame, LLMFullResponseEndFrame):
-            reply = self.current
-            if reply is not None:
-                reply.state = "finished"
-        elif isinstance(frame, InterruptionFrame):
-            reply = self.current
-            if reply is not None:
-                reply.state = "interrupted"
-                self.complete(reply)
-
-    def _on_spoken_text(self, frame: TTSTextFrame) -> None:
-        reply = self.current
-        if reply is None:
+        elif reply is None:
             return
+        elif isinstance(frame, LLMFullResponseEndFrame) or (
+                isinstance(frame, TTSStoppedFrame) and reply.context_id in (None, frame.context_id)):
+            reply.state = "finished"
+        elif isinstance(frame, InterruptionFrame):
+            reply.state = "interrupted"
+            self.complete(reply)
+
+    def _on_spoken_text(self, frame: TTSTextFrame, reply: ReplyPlayback) -> None:
         if frame.pts:
             if reply.first_word_pts is None:
                 reply.first_word_pts = frame.pts
@@ -284,21 +286,3 @@ class PlaybackTracker(FrameProcessor):
         match = match or (pending[0] if pending else None)
         if match is not None:
             match.played_through = True
-
-    async def _on_audio(self, frame: OutputAudioRawFrame) -> None:
-        # Audio with no reply playing is the chunk that was being written when
-        # an interruption arrived; it never opens a reply of its own.
-        reply = self.current
-        if reply is None or not frame.audio:
-            return
-        reply.written_secs += len(frame.audio) / float(frame.sample_rate * max(1, frame.num_channels) * 2)
-        if self._mark_message is not None and reply.written_secs - reply.last_mark_secs >= self._mark_interval:
-            name = self.mark_now()
-            if name is not None:
-                await self.push_frame(OutputTransportMessageUrgentFrame(message=self._mark_message(name)),
-                                      FrameDirection.UPSTREAM)
-
-
-def _nothing_played(reply: ReplyPlayback) -> bool:
-    """Whether a reply has no audio, text or words yet (it only opened)."""
-    return reply.written_secs <= 0 and not reply.segments and not reply.word_times

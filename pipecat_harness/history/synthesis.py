@@ -61,15 +61,9 @@ class SynthesisObserver(BaseObserver):
         itself, so what the services produced is noted before any processor
         after them sees it.
         """
-        llm.add_event_handler("on_before_push_frame", self._on_llm_push)
-        tts.add_event_handler("on_before_push_frame", self._on_tts_push)
+        llm.add_event_handler("on_before_push_frame", self._note_llm)
+        tts.add_event_handler("on_before_push_frame", self._note_tts)
         self.listening = True
-
-    def _on_llm_push(self, _llm: FrameProcessor, frame: Frame) -> None:
-        self._note_llm(frame)
-
-    def _on_tts_push(self, _tts: FrameProcessor, frame: Frame) -> None:
-        self._note_tts(frame)
 
     def generated_text(self, response_frame_id: int) -> str:
         """The text the LLM streamed for the response opened by that ``LLMFullResponseStartFrame``."""
@@ -109,11 +103,11 @@ class SynthesisObserver(BaseObserver):
         if data.direction != FrameDirection.DOWNSTREAM or self.listening:
             return
         if isinstance(data.source, LLMService):
-            self._note_llm(data.frame)
+            self._note_llm(data.source, data.frame)
         elif isinstance(data.source, TTSService):
-            self._note_tts(data.frame)
+            self._note_tts(data.source, data.frame)
 
-    def _note_llm(self, frame: Frame) -> None:
+    def _note_llm(self, _llm: FrameProcessor, frame: Frame) -> None:
         # Both are only ever pushed downstream, so a push needs no direction to be placed.
         if isinstance(frame, LLMFullResponseStartFrame):
             self._current_response = frame.id
@@ -122,9 +116,13 @@ class SynthesisObserver(BaseObserver):
         elif isinstance(frame, LLMTextFrame) and self._current_response is not None:
             self.note_generated(self._current_response, frame.text)
 
-    def _note_tts(self, frame: Frame) -> None:
+    def _note_tts(self, _tts: FrameProcessor, frame: Frame) -> None:
         # Audio and sentence text go downstream only; a stop seen twice completes a sentence once.
-        if isinstance(frame, TTSTextFrame):
+        if isinstance(frame, TTSAudioRawFrame):  # most of what a TTS pushes: checked first
+            segment = self._segment_of_context.get(frame.context_id)  # type: ignore[arg-type]
+            if segment is not None:
+                self.note_synthesized(segment, len(frame.audio) / (frame.sample_rate * max(1, frame.num_channels) * 2))
+        elif isinstance(frame, TTSTextFrame):
             # Sentence-level text is pushed right after the sentence's audio.
             if frame.segment_id is not None and not frame.pts:
                 self.note_complete(frame.segment_id)
@@ -139,9 +137,6 @@ class SynthesisObserver(BaseObserver):
                     self._segment_of_context.pop(next(iter(self._segment_of_context)))
         elif isinstance(frame, TTSStoppedFrame) and frame.context_id in self._segment_of_context:
             self.note_complete(self._segment_of_context[frame.context_id])
-        elif isinstance(frame, TTSAudioRawFrame) and frame.context_id in self._segment_of_context:
-            secs = len(frame.audio) / float(frame.sample_rate * max(1, frame.num_channels) * 2)
-            self.note_synthesized(self._segment_of_context[frame.context_id], secs)
 
     @staticmethod
     def _trim(entries: OrderedDict[int, Any]) -> None:

@@ -85,7 +85,7 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
         workdir: Where the call's business database is created.
         trace_path: JSONL timeline to write (``None``: no trace).
         call_id: Call identifier (default: the scenario name).
-        use_harness: ``False`` runs the same pipeline with no harness at all (a baseline).
+        use_harness: ``False``: the same pipeline with no control built or placed and no trace (a baseline).
         observers: Extra observers for the worker.
         services: ``scripted`` (the simulator's own LLM and TTS, injected transcripts) or ``loopback`` /
             ``loopback-openai`` (the bots' Deepgram, Gemini or OpenAI, and ElevenLabs services against the protocol
@@ -110,6 +110,8 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
     db = await create_database(scenario, workdir)
     own = ScenarioTools(scenario, db, with_retail=False)
     config = scenario_config(scenario, config)
+    if not use_harness:  # a baseline builds no control at all, not controls left unplaced
+        config, trace_path = config.only(), None
     harness = Harness(
         config.model_copy(update={"trace": config.trace.model_copy(update={"enabled": trace_path is not None})}),
         call_id=call_id or scenario.name,
@@ -176,7 +178,7 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
         pipeline,
         params=PipelineParams(audio_out_sample_rate=_SAMPLE_RATE, audio_in_sample_rate=_SAMPLE_RATE,
                               enable_usage_metrics=True),
-        observers=[caller, meter, *(harness.observers() if use_harness else []), *observers],
+        observers=[caller, meter, *harness.observers(), *observers],
         clock=LoopClock(),
         enable_rtvi=False,
         idle_timeout_secs=None,
@@ -237,7 +239,7 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
         model_usage=usage,
         caller_requests=caller.requests if isinstance(caller, GoalCaller) else 0,
     )
-    if harness.recorder is not None and use_harness:
+    if harness.recorder is not None:
         for entry in caller.log:
             harness.recorder.add("caller", entry["event"], t=entry["t"], turn=entry["turn"],
                                  **({"said": entry["said"]} if "said" in entry else {}))

@@ -26,11 +26,11 @@ context; :meth:`~pipecat_harness.trace.timeline.Timeline.model_context` rebuilds
 Given the placed pipeline (:meth:`TraceRecorder.listen`, which ``Harness.place``
 calls), it is no worker observer at all: it takes the model inputs from the LLM
 as it starts on them, the played audio and text from the output transport as it
-pushes them, and every other frame it records from the push of the processor
-that first pushes it. A worker observer is given every processed frame and
-every push of every processor through its own queue and task, which cost the
-voice loop more than the recording does; used as a plain observer (a pipeline
-it was not placed in), it records the same from first pushes.
+pushes them, and every other frame from its first push by the transport or a
+processor before it (what is pushed after it goes upstream through it, or is
+what it played). A worker observer gets every push through its own queue
+and task, which cost the loop more than the recording; as a plain observer (of a
+pipeline it was not placed in), it records the same from first pushes.
 
 The LLM service's system instruction (``system``) and the tools offered
 (``tools``, their JSON schemas) are logged on the first model input and again
@@ -91,13 +91,18 @@ _RECORDED: tuple[type[Frame], ...] = (
 )
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, default=str, ensure_ascii=False)
+_RECORDED_KINDS: dict[type[Frame], bool] = {}
+
+
+def _recorded(kind: type[Frame]) -> bool:
+    """Whether frames of this class are among :data:`_RECORDED` (cached: a push pays one look-up)."""
+    hit = _RECORDED_KINDS.get(kind)
+    return _RECORDED_KINDS.setdefault(kind, issubclass(kind, _RECORDED)) if hit is None else hit
 
 
 def _jsonable(value: Any) -> Any:
     try:
-        return json.loads(_dumps(value))
+        return json.loads(json.dumps(value, default=str, ensure_ascii=False))
     except (TypeError, ValueError):
         return str(value)
 
@@ -212,8 +217,8 @@ class TraceRecorder(BaseObserver):
         Once listening, the recorder is not to be added to the worker's observers.
 
         Args:
-            processors: The pipeline's processors, each one that pushes frames (the LLM service and the
-                output transport among them).
+            processors: The pipeline's processors in order, the LLM service and the output transport among them
+                (those after the transport are not listened to).
             entry: The processor frames queued into the pipeline reach first, if ``processors`` may pass
                 some of them by.
 
@@ -226,9 +231,9 @@ class TraceRecorder(BaseObserver):
             return self.listening
         llm.add_event_handler("on_before_process_frame", self._on_llm_frame)
         output.add_event_handler("on_before_push_frame", self._on_output_push)
-        for processor in processors:
+        for processor in processors[:processors.index(output)]:
             # A TTS service first pushes none of the frames recorded here, only audio and the text spoken.
-            if processor is not output and not isinstance(processor, TTSService):
+            if not isinstance(processor, TTSService):
                 processor.add_event_handler("on_before_push_frame", self._on_push)
         if entry is not None:
             entry.add_event_handler("on_before_process_frame", self._on_push)
@@ -238,7 +243,7 @@ class TraceRecorder(BaseObserver):
         return True
 
     def _on_push(self, processor: FrameProcessor, frame: Frame) -> None:
-        if not isinstance(frame, _RECORDED):
+        if not _recorded(type(frame)):
             return
         seen = self._seen
         if frame.id in seen or frame.broadcast_sibling_id in seen:
@@ -263,14 +268,11 @@ class TraceRecorder(BaseObserver):
     def _on_output_push(self, output: FrameProcessor, frame: Frame) -> None:
         # Audio and spoken text leave the transport downstream only.
         if isinstance(frame, OutputAudioRawFrame):
-            self._note_played(_clock_secs(output), frame)
+            self._played.append((_clock_secs(output), len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
         elif isinstance(frame, TTSTextFrame):
             self.add("bot", "played_text", t=_clock_secs(output), text=frame.text)
         else:
             self._on_push(output, frame)
-
-    def _note_played(self, t: float, frame: OutputAudioRawFrame) -> None:
-        self._played.append((t, len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
 
     def _played_since(self, start: float, end: float) -> float:
         secs = sum(s for t, s in self._played if start <= t <= end)
@@ -331,7 +333,7 @@ class TraceRecorder(BaseObserver):
             return
         if isinstance(frame, OutputAudioRawFrame):
             if isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM:
-                self._note_played(self._now, frame)
+                self._played.append((self._now, len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
             return
         if isinstance(frame, TTSTextFrame):
             if isinstance(data.source, BaseOutputTransport):
@@ -340,7 +342,7 @@ class TraceRecorder(BaseObserver):
         # Broadcast frames travel as one copy per direction: record the downstream one.
         if not data.first_push or data.direction != FrameDirection.DOWNSTREAM:
             return
-        if isinstance(frame, _RECORDED):
+        if _recorded(type(frame)):
             self._record_first_push(frame, data.source)
 
     def _record_first_push(self, frame: Frame, source: FrameProcessor) -> None:
