@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -363,7 +362,7 @@ class CallStateControl(HarnessControl):
         recorder = self.harness.recorder
         if recorder is None:
             return
-        # A copy: the trace encodes it off the loop, after the state moved on.
-        snapshot = copy.deepcopy(state.to_dict())
-        snapshot.pop("history", None)  # the conversation is on the caller and bot lanes already
+        # A new structure the trace can encode off the loop after the state moved on, without the
+        # conversation (it is on the caller and bot lanes already).
+        snapshot = state.to_dict(exclude={"history"})
         recorder.add("control", "call_state", reason=reason, turn_id=self.harness.decisions.turn_id, state=snapshot)

@@ -111,9 +111,9 @@ class CallState:
         self.business = dict(snapshot)
         self.business_provenance = provenance
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return _STATE.dump_python(self, mode="json")
+    def to_dict(self, *, exclude: set[str] | None = None) -> dict[str, Any]:
+        """JSON-serialisable form (a new structure each call), without the fields in ``exclude``."""
+        return _STATE.dump_python(self, mode="json", exclude=exclude)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallState:
