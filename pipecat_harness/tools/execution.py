@@ -12,7 +12,7 @@ import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from loguru import logger
 
@@ -25,9 +25,11 @@ __all__ = [
     "current_operation",
     "describe_error",
     "reports_error",
-    "run_with_deadline",
+    "spawn",
     "start_handler",
 ]
+
+T = TypeVar("T")
 
 _current_operation: contextvars.ContextVar[OperationRecord | None] = contextvars.ContextVar(
     "_current_operation", default=None
@@ -39,13 +41,30 @@ def current_operation() -> OperationRecord | None:
     return _current_operation.get()
 
 
+def spawn(work: Awaitable[T]) -> tuple[asyncio.Future[T], asyncio.Future[None]]:
+    """Run ``work`` in its own task; also return a future resolved as it ends.
+
+    That future wakes a waiter one turn of the loop sooner than a callback on
+    the task would, and awaiting or cancelling it leaves the task alone.
+    """
+    ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def run() -> T:
+        try:
+            return await work
+        finally:
+            if not ended.done():
+                ended.set_result(None)
+    return asyncio.ensure_future(run()), ended
+
+
 def start_handler(
     handler: Callable[[Any], Awaitable[Any]], arguments: Any, operation: OperationRecord
-) -> asyncio.Future[Any]:
-    """Start ``handler`` in its own task with ``operation`` visible to it through :func:`current_operation`."""
+) -> tuple[asyncio.Future[Any], asyncio.Future[None]]:
+    """Start ``handler`` (see :func:`spawn`) with ``operation`` visible to it through :func:`current_operation`."""
     token = _current_operation.set(operation)
     try:
-        return asyncio.ensure_future(handler(arguments))
+        return spawn(handler(arguments))
     finally:
         _current_operation.reset(token)
 
@@ -90,36 +109,32 @@ def _settled(task: asyncio.Future[Any]) -> HandlerOutcome:
     return HandlerOutcome(task, value=task.result())
 
 
-async def run_with_deadline(run: Callable[[], Awaitable[Any]], timeout_secs: float | None) -> HandlerOutcome:
-    """Run ``run()`` in its own task and wait at most ``timeout_secs`` for it.
-
-    The task is not cancelled when the deadline passes; the caller decides.
-    """
-    return await await_deadline(asyncio.ensure_future(run()), timeout_secs)
-
-
-async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None) -> HandlerOutcome:
+async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None,
+                         ended: asyncio.Future[None] | None = None) -> HandlerOutcome:
     """Wait at most ``timeout_secs`` for a running handler task (which is never cancelled here).
 
-    Cancelling the waiter leaves the task running. One future and one timer
+    Cancelling the waiter leaves the task running. ``ended``: the future
+    :func:`spawn` gave with the task (awaited once). One future and one timer
     instead of :func:`asyncio.wait`'s bookkeeping: this is on every write's path.
     """
     if not task.done():
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
+        waiter: asyncio.Future[None] = ended or loop.create_future()
 
         def wake(_: Any = None) -> None:
             if not waiter.done():
                 waiter.set_result(None)
 
-        task.add_done_callback(wake)
+        if ended is None:
+            task.add_done_callback(wake)
         timer = loop.call_later(timeout_secs, wake) if timeout_secs is not None else None
         try:
             await waiter
         finally:
             if timer is not None:
                 timer.cancel()
-            task.remove_done_callback(wake)
+            if ended is None:
+                task.remove_done_callback(wake)
         if not task.done():
             return HandlerOutcome(task, timed_out=True)
     return _settled(task)

@@ -14,7 +14,8 @@ tells the model at its next generation (:meth:`Settlements.take_settled`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from loguru import logger
@@ -28,6 +29,11 @@ from pipecat_harness.tools.store_calls import retrying
 __all__ = ["GateReporter", "Settlements"]
 
 S = OperationStatus
+
+
+def _expire(answer: asyncio.Future[Any]) -> None:
+    if not answer.done():
+        answer.set_result(None)
 
 
 class GateReporter(Protocol):
@@ -81,17 +87,18 @@ class Settlements:
         self._unseen_commits: dict[str, OperationRecord] = {}
 
     async def _finish(self, name: str, record: OperationRecord, task: asyncio.Future[Any],
-                      warnings: tuple[str, ...], decision: Any, evidence: dict[str, Any]) -> GateResult:
+                      ended: asyncio.Future[None], warnings: tuple[str, ...], decision: Any,
+                      evidence: dict[str, Any]) -> GateResult:
         key = record.idempotency_key
         try:
-            outcome = await await_deadline(task, self.timeout_secs)
+            outcome = await await_deadline(task, self.timeout_secs, ended)
         except asyncio.CancelledError:
             # Cancelled from outside (Pipecat's own deadline, the call ending): the model was told the call did
             # not complete; the handler goes on, and its outcome settles the operation and is told next time.
-            self._follow(record, task, "the call was cancelled while the tool ran")
+            await self._follow(record, task, "the call was cancelled while the tool ran")
             raise
         if outcome.timed_out:
-            self._follow(record, task, f"no reply within {self.timeout_secs:g}s")
+            await self._follow(record, task, f"no reply within {self.timeout_secs:g}s")
             return self._unknown(name, key, warnings, decision, evidence, "timeout", (
                 f"outcome unknown: no reply within {self.timeout_secs:g}s; the action may or may not have happened"))
         stored = await self._record_outcome(record, outcome)
@@ -121,7 +128,11 @@ class Settlements:
         The write goes on in the background (retried) whatever happens to the caller; if the caller stopped
         waiting, its settlement is told at the next generation.
         """
-        answer: asyncio.Future[OperationRecord] = asyncio.get_running_loop().create_future()
+        if self.operations.inline:  # an in-process store never suspends: recorded in place
+            with contextlib.suppress(Exception):  # if it failed: in the background, retried, as on a ledger
+                return await self._settle_outcome(record, outcome)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[OperationRecord | None] = loop.create_future()  # None: not in time
 
         async def settle() -> None:
             stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=self.settle_retry_secs)
@@ -131,14 +142,18 @@ class Settlements:
                 self._note_settled(stored, "ledger_retry")
 
         self._late.watch(settle())
+        timer = None if self.timeout_secs is None else loop.call_later(self.timeout_secs, _expire, answer)
         try:
-            return await asyncio.wait_for(answer, self.timeout_secs)
+            stored = await answer
         except asyncio.CancelledError:
             self._told_unknown.add(record.idempotency_key)
             raise
-        except TimeoutError:
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if stored is None:
             self._told_unknown.add(record.idempotency_key)
-            return None
+        return stored
 
     async def _settle_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord:
         if outcome.exception is not None:
@@ -169,16 +184,28 @@ class Settlements:
 
     # -- late replies, reconciliation, recovery --------------------------------
 
-    def _follow(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
-        """Record the operation as unknown, then follow its handler until it returns (never cancelling it)."""
-        self._told_unknown.add(record.idempotency_key)
-        self._late.watch(self._late_reply(record, task, reason))
+    async def _follow(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
+        """Record the operation as unknown, then follow its handler until it returns (never cancelling it).
 
-    async def _late_reply(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
+        An inline store records it in place (it never suspends), so the next call already reads it unknown,
+        as it would after a ledger's write queued first.
+        """
+        self._told_unknown.add(record.idempotency_key)
+        marked = None
+        if self.operations.inline:
+            with contextlib.suppress(Exception):  # else in the background, retried
+                marked = await self._mark_unknown(record, reason)
+        self._late.watch(self._late_reply(marked or record, task, reason, marked is not None))
+
+    def _mark_unknown(self, record: OperationRecord, reason: str) -> Awaitable[OperationRecord]:
+        return self.operations.settle(record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until)
+
+    async def _late_reply(self, record: OperationRecord, task: asyncio.Future[Any], reason: str,
+                          marked: bool) -> None:
         within = self.settle_retry_secs
         try:
-            record = await retrying(lambda: self.operations.settle(
-                record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until), within_secs=within)
+            if not marked:
+                record = await retrying(lambda: self._mark_unknown(record, reason), within_secs=within)
         except Exception as exc:  # its outcome below is written all the same
             logger.warning(f"could not record {record.idempotency_key} as unknown: {exc}")
         outcome = await await_deadline(task, None)
