@@ -42,11 +42,7 @@ def current_operation() -> OperationRecord | None:
 
 
 def spawn(work: Awaitable[T]) -> tuple[asyncio.Future[T], asyncio.Future[None]]:
-    """Run ``work`` in its own task; also return a future resolved as it ends.
-
-    That future wakes a waiter one turn of the loop sooner than a callback on
-    the task would, and awaiting or cancelling it leaves the task alone.
-    """
+    """Run ``work`` in a task; also a future resolved as it ends (a turn of the loop sooner than the task)."""
     ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def run() -> T:
@@ -125,16 +121,14 @@ async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None,
             if not waiter.done():
                 waiter.set_result(None)
 
-        if ended is None:
-            task.add_done_callback(wake)
+        task.add_done_callback(wake)
         timer = loop.call_later(timeout_secs, wake) if timeout_secs is not None else None
         try:
             await waiter
         finally:
             if timer is not None:
                 timer.cancel()
-            if ended is None:
-                task.remove_done_callback(wake)
+            task.remove_done_callback(wake)
         if not task.done():
             return HandlerOutcome(task, timed_out=True)
     return _settled(task)

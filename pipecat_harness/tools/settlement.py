@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from loguru import logger
@@ -187,25 +187,22 @@ class Settlements:
     async def _follow(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
         """Record the operation as unknown, then follow its handler until it returns (never cancelling it).
 
-        An inline store records it in place (it never suspends), so the next call already reads it unknown,
-        as it would after a ledger's write queued first.
+        An inline store records it in place, so the next call reads it unknown (as after a ledger's queued write).
         """
         self._told_unknown.add(record.idempotency_key)
         marked = None
         if self.operations.inline:
             with contextlib.suppress(Exception):  # else in the background, retried
-                marked = await self._mark_unknown(record, reason)
-        self._late.watch(self._late_reply(marked or record, task, reason, marked is not None))
-
-    def _mark_unknown(self, record: OperationRecord, reason: str) -> Awaitable[OperationRecord]:
-        return self.operations.settle(record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until)
+                marked = await self.operations.settle(record, S.OUTCOME_UNKNOWN, error=reason,
+                                                      lease_until=record.lease_until)
+        self._late.watch(self._late_reply(record, task, reason, marked))
 
     async def _late_reply(self, record: OperationRecord, task: asyncio.Future[Any], reason: str,
-                          marked: bool) -> None:
+                          marked: OperationRecord | None) -> None:
         within = self.settle_retry_secs
         try:
-            if not marked:
-                record = await retrying(lambda: self._mark_unknown(record, reason), within_secs=within)
+            record = marked if marked is not None else await retrying(lambda: self.operations.settle(
+                record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until), within_secs=within)
         except Exception as exc:  # its outcome below is written all the same
             logger.warning(f"could not record {record.idempotency_key} as unknown: {exc}")
         outcome = await await_deadline(task, None)
