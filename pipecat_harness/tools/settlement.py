@@ -125,24 +125,31 @@ class Settlements:
     async def _record_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord | None:
         """Settle the handler's outcome; ``None`` if the ledger did not take it within the deadline.
 
-        The write goes on in the background (retried) whatever happens to the caller; if the caller stopped
-        waiting, its settlement is told at the next generation.
+        Written in place first. If that fails, the write goes on in the background (retried) whatever happens
+        to the caller; so does it, written again, if the deadline passed or the caller was cancelled (the
+        compare-and-set makes it a no-op if the first landed). If the caller stopped waiting, its settlement
+        is told at the next generation.
         """
-        if self.operations.inline:  # an in-process store never suspends: recorded in place
-            with contextlib.suppress(Exception):  # if it failed: in the background, retried, as on a ledger
-                return await self._settle_outcome(record, outcome)
         loop = asyncio.get_running_loop()
+        deadline = None if self.timeout_secs is None else loop.time() + self.timeout_secs
+        limit = asyncio.timeout_at(deadline)
+        try:
+            if self.operations.inline:  # an in-process store never suspends: nothing can come in between
+                return await self._settle_outcome(record, outcome)
+            async with limit:
+                return await self._settle_outcome(record, outcome)
+        except asyncio.CancelledError:
+            self._told_unknown.add(record.idempotency_key)
+            self._late.watch(self._settle_again(record, outcome, None))
+            raise
+        except Exception:
+            if limit.expired():
+                self._told_unknown.add(record.idempotency_key)
+                self._late.watch(self._settle_again(record, outcome, None))
+                return None
         answer: asyncio.Future[OperationRecord | None] = loop.create_future()  # None: not in time
-
-        async def settle() -> None:
-            stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=self.settle_retry_secs)
-            if not answer.done():
-                answer.set_result(stored)
-            elif stored.status != S.OUTCOME_UNKNOWN:
-                self._note_settled(stored, "ledger_retry")
-
-        self._late.watch(settle())
-        timer = None if self.timeout_secs is None else loop.call_later(self.timeout_secs, _expire, answer)
+        self._late.watch(self._settle_again(record, outcome, answer))
+        timer = None if deadline is None else loop.call_at(deadline, _expire, answer)
         try:
             stored = await answer
         except asyncio.CancelledError:
@@ -154,6 +161,14 @@ class Settlements:
         if stored is None:
             self._told_unknown.add(record.idempotency_key)
         return stored
+
+    async def _settle_again(self, record: OperationRecord, outcome: HandlerOutcome,
+                            answer: asyncio.Future[OperationRecord | None] | None) -> None:
+        stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=self.settle_retry_secs)
+        if answer is not None and not answer.done():
+            answer.set_result(stored)
+        elif stored.status != S.OUTCOME_UNKNOWN:
+            self._note_settled(stored, "ledger_retry")
 
     async def _settle_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord:
         if outcome.exception is not None:
