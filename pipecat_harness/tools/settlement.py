@@ -31,11 +31,6 @@ __all__ = ["GateReporter", "Settlements"]
 S = OperationStatus
 
 
-def _expire(answer: asyncio.Future[Any]) -> None:
-    if not answer.done():
-        answer.set_result(None)
-
-
 class GateReporter(Protocol):
     """How the write runner records decisions (implemented by the gate)."""
 
@@ -123,51 +118,34 @@ class Settlements:
         return result
 
     async def _record_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord | None:
-        """Settle the handler's outcome; ``None`` if the ledger did not take it within the deadline.
+        """Settle the handler's outcome (retried); ``None`` if the ledger did not take it within the deadline.
 
-        Written in place first. If that fails, the write goes on in the background (retried) whatever happens
-        to the caller; so does it, written again, if the deadline passed or the caller was cancelled (the
-        compare-and-set makes it a no-op if the first landed). If the caller stopped waiting, its settlement
-        is told at the next generation.
+        If the deadline passes or the caller is cancelled, it is written again in the background (the
+        compare-and-set makes that a no-op if the first write landed) and told at the next generation.
         """
-        loop = asyncio.get_running_loop()
-        deadline = None if self.timeout_secs is None else loop.time() + self.timeout_secs
-        limit = asyncio.timeout_at(deadline)
-        try:
-            if self.operations.inline:  # an in-process store never suspends: nothing can come in between
+        if self.operations.inline:  # an in-process store never suspends: nothing can come in between
+            with contextlib.suppress(Exception):  # if it failed: retried as below
                 return await self._settle_outcome(record, outcome)
+        limit = asyncio.timeout(self.timeout_secs)
+        try:
             async with limit:
-                return await self._settle_outcome(record, outcome)
+                return await retrying(lambda: self._settle_outcome(record, outcome),
+                                      within_secs=self.settle_retry_secs)
         except asyncio.CancelledError:
             self._told_unknown.add(record.idempotency_key)
-            self._late.watch(self._settle_again(record, outcome, None))
+            self._late.watch(self._settle_again(record, outcome))
             raise
-        except Exception:
+        except Exception as exc:
+            self._told_unknown.add(record.idempotency_key)
             if limit.expired():
-                self._told_unknown.add(record.idempotency_key)
-                self._late.watch(self._settle_again(record, outcome, None))
-                return None
-        answer: asyncio.Future[OperationRecord | None] = loop.create_future()  # None: not in time
-        self._late.watch(self._settle_again(record, outcome, answer))
-        timer = None if deadline is None else loop.call_at(deadline, _expire, answer)
-        try:
-            stored = await answer
-        except asyncio.CancelledError:
-            self._told_unknown.add(record.idempotency_key)
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-        if stored is None:
-            self._told_unknown.add(record.idempotency_key)
-        return stored
+                self._late.watch(self._settle_again(record, outcome))
+            else:
+                logger.warning(f"could not record the outcome of {record.idempotency_key}: {exc}")
+            return None
 
-    async def _settle_again(self, record: OperationRecord, outcome: HandlerOutcome,
-                            answer: asyncio.Future[OperationRecord | None] | None) -> None:
+    async def _settle_again(self, record: OperationRecord, outcome: HandlerOutcome) -> None:
         stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=self.settle_retry_secs)
-        if answer is not None and not answer.done():
-            answer.set_result(stored)
-        elif stored.status != S.OUTCOME_UNKNOWN:
+        if stored.status != S.OUTCOME_UNKNOWN:
             self._note_settled(stored, "ledger_retry")
 
     async def _settle_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord:
