@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -26,7 +27,6 @@ __all__ = [
     "describe_error",
     "reports_error",
     "spawn",
-    "start_handler",
 ]
 
 T = TypeVar("T")
@@ -41,26 +41,27 @@ def current_operation() -> OperationRecord | None:
     return _current_operation.get()
 
 
-def spawn(work: Awaitable[T]) -> tuple[asyncio.Future[T], asyncio.Future[None]]:
-    """Run ``work`` in a task; also a future resolved as it ends (a turn of the loop sooner than the task)."""
+def spawn(start: Callable[[], Awaitable[T]], operation: OperationRecord | None = None,
+          ) -> tuple[asyncio.Future[T], asyncio.Future[None]]:
+    """Run ``start()`` in a task, with ``operation`` as its :func:`current_operation`.
+
+    Also returns a future resolved as it ends: a turn of the loop sooner than the task, and awaiting or
+    cancelling it leaves the task alone.
+    """
     ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    async def run() -> T:
+    async def run(work: Awaitable[T]) -> T:
         try:
             return await work
         finally:
             if not ended.done():
                 ended.set_result(None)
-    return asyncio.ensure_future(run()), ended
-
-
-def start_handler(
-    handler: Callable[[Any], Awaitable[Any]], arguments: Any, operation: OperationRecord
-) -> tuple[asyncio.Future[Any], asyncio.Future[None]]:
-    """Start ``handler`` (see :func:`spawn`) with ``operation`` visible to it through :func:`current_operation`."""
     token = _current_operation.set(operation)
     try:
-        return spawn(handler(arguments))
+        work = start()
+        if not inspect.isawaitable(work):  # as asyncio.ensure_future would, before anything runs
+            raise TypeError("An asyncio.Future, a coroutine or an awaitable is required")
+        return asyncio.ensure_future(run(work)), ended
     finally:
         _current_operation.reset(token)
 
@@ -114,21 +115,20 @@ async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None,
     instead of :func:`asyncio.wait`'s bookkeeping: this is on every write's path.
     """
     if not task.done():
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = ended or loop.create_future()
+        waiter = ended or asyncio.get_running_loop().create_future()
 
         def wake(_: Any = None) -> None:
             if not waiter.done():
                 waiter.set_result(None)
 
-        task.add_done_callback(wake)
-        timer = loop.call_later(timeout_secs, wake) if timeout_secs is not None else None
+        if ended is None:  # a callback left on the task after a cancellation is harmless
+            task.add_done_callback(wake)
+        timer = None if timeout_secs is None else asyncio.get_running_loop().call_later(timeout_secs, wake)
         try:
             await waiter
         finally:
             if timer is not None:
                 timer.cancel()
-            task.remove_done_callback(wake)
         if not task.done():
             return HandlerOutcome(task, timed_out=True)
     return _settled(task)

@@ -37,8 +37,7 @@ class Operations(Protocol):
     """The operation store the gate uses."""
 
     ledger: OperationLedger | None
-    #: ``start``, ``claim`` and ``settle`` never suspend (an in-process store): the gate awaits them in place,
-    #: as nothing (no deadline, no cancellation) can come between such a write and its caller.
+    #: ``start``, ``claim`` and ``settle`` never suspend (an in-process store): awaited in place, no task.
     inline: bool
 
     def now(self) -> float:

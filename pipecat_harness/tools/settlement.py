@@ -2,9 +2,9 @@
 
 :class:`Settlements` is the half of :class:`~pipecat_harness.tools.writes.WriteRunner`
 that runs after the handler began. A handler's outcome is written with
-retries off the loop (:func:`~pipecat_harness.tools.store_calls.retrying`);
-the caller waits for it at most the tool's deadline, and past it the outcome
-is ``outcome_unknown`` to the model. A handler that misses its deadline, or
+retries (:func:`~pipecat_harness.tools.store_calls.retrying`) for at most the
+tool's deadline; past it (or if the caller is cancelled) it is written again
+off the loop, and the outcome is ``outcome_unknown`` to the model. A handler that misses its deadline, or
 whose caller is cancelled, is followed until it returns (never cancelled)
 and keeps its lease until then; its reply settles the operation. Whatever the
 model was told was unknown and then settled is handed, once, to whoever

@@ -4,10 +4,10 @@
   exponential back-off (tenacity) for a bounded time; a state-machine refusal
   is not retried.
 * :func:`owned` runs a write that may make the gate the owner of a record
-  (start, claim) in its own task: the caller waits at most the tool's
-  deadline; if it is cancelled or gives up, ``abandon`` is handed the
-  write still under way, to undo what it commits, so nothing is left
-  ``executing`` with no handler behind it.
+  (start, claim) in its own task (in place if ``inline``: it never suspends):
+  the caller waits at most the tool's deadline; if it is cancelled or gives
+  up, ``abandon`` is handed the write still under way, to undo what it
+  commits, so nothing is left ``executing`` with no handler behind it.
 """
 
 from __future__ import annotations
@@ -57,15 +57,13 @@ async def owned(write: Awaitable[T], timeout_secs: float | None,
                 abandon: Callable[[asyncio.Future[T]], Any], *, inline: bool = False) -> T:
     """Run a write that may make the caller an owner, waiting at most ``timeout_secs``.
 
-    An ``inline`` write (it never suspends) is awaited in place: nothing can come between it and the caller.
-
     Raises:
         StoreTimeout: No answer in time (``abandon`` is handed the write, still running).
         asyncio.CancelledError: The caller was cancelled (likewise).
     """
     if inline:
         return await write
-    task, ended = spawn(write)
+    task, ended = spawn(lambda: write)
     try:
         outcome = await await_deadline(task, timeout_secs, ended)
     except asyncio.CancelledError:

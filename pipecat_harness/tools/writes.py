@@ -33,7 +33,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from pipecat_harness.tools.execution import start_handler
+from pipecat_harness.tools.execution import spawn
 from pipecat_harness.tools.identity import OperationIdentity
 from pipecat_harness.tools.operation_state import OperationRecord, OperationStatus, ResourceBusy
 from pipecat_harness.tools.operations import Operations
@@ -116,7 +116,7 @@ class WriteRunner(Settlements):
                     assert record is not None
                     finished: asyncio.Future[GateResult] = asyncio.get_running_loop().create_future()
                     self._running[key] = finished
-                    task, ended = start_handler(handler, arguments, record)
+                    task, ended = spawn(lambda: handler(arguments), record)
                     evidence["forwarded"] = True  # from here on, a failure of the gate is an unknown outcome
                     self._handlers.add(task)
                     task.add_done_callback(self._handler_returned)
@@ -159,7 +159,6 @@ class WriteRunner(Settlements):
                                         result=previous.result, key=key)
         return self.reporter.refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "outcome_unknown",
                                     "not executed: the same request is still of unknown outcome", key=key)
-
 
     async def _begin(self, name: str, identity: OperationIdentity, evidence: dict[str, Any],
                      should_proceed: Callable[[], bool] | None) -> tuple[GateResult | None, OperationRecord | None]:
