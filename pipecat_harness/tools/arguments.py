@@ -172,17 +172,10 @@ def _check_text(text: str) -> None:
 
 
 def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if value is None:
-        return "null"
-    return type(value).__name__
+    for kinds, name in ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list | tuple, "an array")):
+        if isinstance(value, kinds):
+            return name
+    return "null" if value is None else type(value).__name__
 
 
 def attach_server_context(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from loguru import logger
 
@@ -25,9 +26,10 @@ __all__ = [
     "current_operation",
     "describe_error",
     "reports_error",
-    "run_with_deadline",
-    "start_handler",
+    "spawn",
 ]
+
+T = TypeVar("T")
 
 _current_operation: contextvars.ContextVar[OperationRecord | None] = contextvars.ContextVar(
     "_current_operation", default=None
@@ -39,13 +41,27 @@ def current_operation() -> OperationRecord | None:
     return _current_operation.get()
 
 
-def start_handler(
-    handler: Callable[[Any], Awaitable[Any]], arguments: Any, operation: OperationRecord
-) -> asyncio.Future[Any]:
-    """Start ``handler`` in its own task with ``operation`` visible to it through :func:`current_operation`."""
+def spawn(start: Callable[[], Awaitable[T]], operation: OperationRecord | None = None,
+          ) -> tuple[asyncio.Future[T], asyncio.Future[None]]:
+    """Run ``start()`` in a task, with ``operation`` as its :func:`current_operation`.
+
+    Also returns a future resolved as it ends: a turn of the loop sooner than the task, and awaiting or
+    cancelling it leaves the task alone.
+    """
+    ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def run(work: Awaitable[T]) -> T:
+        try:
+            return await work
+        finally:
+            if not ended.done():
+                ended.set_result(None)
     token = _current_operation.set(operation)
     try:
-        return asyncio.ensure_future(handler(arguments))
+        work = start()
+        if not inspect.isawaitable(work):  # as asyncio.ensure_future would, before anything runs
+            raise TypeError("An asyncio.Future, a coroutine or an awaitable is required")
+        return asyncio.ensure_future(run(work)), ended
     finally:
         _current_operation.reset(token)
 
@@ -90,36 +106,29 @@ def _settled(task: asyncio.Future[Any]) -> HandlerOutcome:
     return HandlerOutcome(task, value=task.result())
 
 
-async def run_with_deadline(run: Callable[[], Awaitable[Any]], timeout_secs: float | None) -> HandlerOutcome:
-    """Run ``run()`` in its own task and wait at most ``timeout_secs`` for it.
-
-    The task is not cancelled when the deadline passes; the caller decides.
-    """
-    return await await_deadline(asyncio.ensure_future(run()), timeout_secs)
-
-
-async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None) -> HandlerOutcome:
+async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None,
+                         ended: asyncio.Future[None] | None = None) -> HandlerOutcome:
     """Wait at most ``timeout_secs`` for a running handler task (which is never cancelled here).
 
-    Cancelling the waiter leaves the task running. One future and one timer
+    Cancelling the waiter leaves the task running. ``ended``: the future
+    :func:`spawn` gave with the task (awaited once). One future and one timer
     instead of :func:`asyncio.wait`'s bookkeeping: this is on every write's path.
     """
     if not task.done():
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
+        waiter = ended or asyncio.get_running_loop().create_future()
 
         def wake(_: Any = None) -> None:
             if not waiter.done():
                 waiter.set_result(None)
 
-        task.add_done_callback(wake)
-        timer = loop.call_later(timeout_secs, wake) if timeout_secs is not None else None
+        if ended is None:  # a callback left on the task after a cancellation is harmless
+            task.add_done_callback(wake)
+        timer = None if timeout_secs is None else asyncio.get_running_loop().call_later(timeout_secs, wake)
         try:
             await waiter
         finally:
             if timer is not None:
                 timer.cancel()
-            task.remove_done_callback(wake)
         if not task.done():
             return HandlerOutcome(task, timed_out=True)
     return _settled(task)

@@ -37,6 +37,8 @@ class Operations(Protocol):
     """The operation store the gate uses."""
 
     ledger: OperationLedger | None
+    #: ``start``, ``claim`` and ``settle`` never suspend (an in-process store): awaited in place, no task.
+    inline: bool
 
     def now(self) -> float:
         """The time leases are written and compared on."""
@@ -80,6 +82,7 @@ class MemoryOperations:
     """Operations held in process memory (the gate's default)."""
 
     ledger: OperationLedger | None = None
+    inline = True
 
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
@@ -189,6 +192,8 @@ class MemoryOperations:
 
 class LedgerOperations:
     """Operations recorded in an :class:`OperationLedger` (survive restarts, shared by processes)."""
+
+    inline = False
 
     def __init__(self, ledger: OperationLedger, tenant: str) -> None:
         self.ledger: OperationLedger | None = ledger

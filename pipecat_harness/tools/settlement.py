@@ -2,9 +2,9 @@
 
 :class:`Settlements` is the half of :class:`~pipecat_harness.tools.writes.WriteRunner`
 that runs after the handler began. A handler's outcome is written with
-retries off the loop (:func:`~pipecat_harness.tools.store_calls.retrying`);
-the caller waits for it at most the tool's deadline, and past it the outcome
-is ``outcome_unknown`` to the model. A handler that misses its deadline, or
+retries (:func:`~pipecat_harness.tools.store_calls.retrying`) for at most the
+tool's deadline; past it (or if the caller is cancelled) it is written again
+off the loop, and the outcome is ``outcome_unknown`` to the model. A handler that misses its deadline, or
 whose caller is cancelled, is followed until it returns (never cancelled)
 and keeps its lease until then; its reply settles the operation. Whatever the
 model was told was unknown and then settled is handed, once, to whoever
@@ -14,6 +14,7 @@ tells the model at its next generation (:meth:`Settlements.take_settled`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -81,17 +82,18 @@ class Settlements:
         self._unseen_commits: dict[str, OperationRecord] = {}
 
     async def _finish(self, name: str, record: OperationRecord, task: asyncio.Future[Any],
-                      warnings: tuple[str, ...], decision: Any, evidence: dict[str, Any]) -> GateResult:
+                      ended: asyncio.Future[None], warnings: tuple[str, ...], decision: Any,
+                      evidence: dict[str, Any]) -> GateResult:
         key = record.idempotency_key
         try:
-            outcome = await await_deadline(task, self.timeout_secs)
+            outcome = await await_deadline(task, self.timeout_secs, ended)
         except asyncio.CancelledError:
             # Cancelled from outside (Pipecat's own deadline, the call ending): the model was told the call did
             # not complete; the handler goes on, and its outcome settles the operation and is told next time.
-            self._follow(record, task, "the call was cancelled while the tool ran")
+            await self._follow(record, task, "the call was cancelled while the tool ran")
             raise
         if outcome.timed_out:
-            self._follow(record, task, f"no reply within {self.timeout_secs:g}s")
+            await self._follow(record, task, f"no reply within {self.timeout_secs:g}s")
             return self._unknown(name, key, warnings, decision, evidence, "timeout", (
                 f"outcome unknown: no reply within {self.timeout_secs:g}s; the action may or may not have happened"))
         stored = await self._record_outcome(record, outcome)
@@ -116,29 +118,35 @@ class Settlements:
         return result
 
     async def _record_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord | None:
-        """Settle the handler's outcome; ``None`` if the ledger did not take it within the deadline.
+        """Settle the handler's outcome (retried); ``None`` if the ledger did not take it within the deadline.
 
-        The write goes on in the background (retried) whatever happens to the caller; if the caller stopped
-        waiting, its settlement is told at the next generation.
+        If the deadline passes or the caller is cancelled, it is written again in the background (the
+        compare-and-set makes that a no-op if the first write landed) and told at the next generation.
         """
-        answer: asyncio.Future[OperationRecord] = asyncio.get_running_loop().create_future()
-
-        async def settle() -> None:
-            stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=self.settle_retry_secs)
-            if not answer.done():
-                answer.set_result(stored)
-            elif stored.status != S.OUTCOME_UNKNOWN:
-                self._note_settled(stored, "ledger_retry")
-
-        self._late.watch(settle())
+        if self.operations.inline:  # an in-process store never suspends: nothing can come in between
+            with contextlib.suppress(Exception):  # if it failed: retried as below
+                return await self._settle_outcome(record, outcome)
+        limit = asyncio.timeout(self.timeout_secs)
         try:
-            return await asyncio.wait_for(answer, self.timeout_secs)
+            async with limit:
+                return await retrying(lambda: self._settle_outcome(record, outcome),
+                                      within_secs=self.settle_retry_secs)
         except asyncio.CancelledError:
             self._told_unknown.add(record.idempotency_key)
+            self._late.watch(self._settle_again(record, outcome))
             raise
-        except TimeoutError:
+        except Exception as exc:
             self._told_unknown.add(record.idempotency_key)
+            if limit.expired():
+                self._late.watch(self._settle_again(record, outcome))
+            else:
+                logger.warning(f"could not record the outcome of {record.idempotency_key}: {exc}")
             return None
+
+    async def _settle_again(self, record: OperationRecord, outcome: HandlerOutcome) -> None:
+        stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=self.settle_retry_secs)
+        if stored.status != S.OUTCOME_UNKNOWN:
+            self._note_settled(stored, "ledger_retry")
 
     async def _settle_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord:
         if outcome.exception is not None:
@@ -169,15 +177,24 @@ class Settlements:
 
     # -- late replies, reconciliation, recovery --------------------------------
 
-    def _follow(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
-        """Record the operation as unknown, then follow its handler until it returns (never cancelling it)."""
-        self._told_unknown.add(record.idempotency_key)
-        self._late.watch(self._late_reply(record, task, reason))
+    async def _follow(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
+        """Record the operation as unknown, then follow its handler until it returns (never cancelling it).
 
-    async def _late_reply(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
+        An inline store records it in place, so the next call reads it unknown (as after a ledger's queued write).
+        """
+        self._told_unknown.add(record.idempotency_key)
+        marked = None
+        if self.operations.inline:
+            with contextlib.suppress(Exception):  # else in the background, retried
+                marked = await self.operations.settle(record, S.OUTCOME_UNKNOWN, error=reason,
+                                                      lease_until=record.lease_until)
+        self._late.watch(self._late_reply(record, task, reason, marked))
+
+    async def _late_reply(self, record: OperationRecord, task: asyncio.Future[Any], reason: str,
+                          marked: OperationRecord | None) -> None:
         within = self.settle_retry_secs
         try:
-            record = await retrying(lambda: self.operations.settle(
+            record = marked if marked is not None else await retrying(lambda: self.operations.settle(
                 record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until), within_secs=within)
         except Exception as exc:  # its outcome below is written all the same
             logger.warning(f"could not record {record.idempotency_key} as unknown: {exc}")

@@ -4,10 +4,10 @@
   exponential back-off (tenacity) for a bounded time; a state-machine refusal
   is not retried.
 * :func:`owned` runs a write that may make the gate the owner of a record
-  (start, claim) in its own task: the caller waits at most the tool's
-  deadline; if it is cancelled or gives up, ``abandon`` is handed the
-  write still under way, to undo what it commits, so nothing is left
-  ``executing`` with no handler behind it.
+  (start, claim) in its own task (in place if ``inline``: it never suspends):
+  the caller waits at most the tool's deadline; if it is cancelled or gives
+  up, ``abandon`` is handed the write still under way, to undo what it
+  commits, so nothing is left ``executing`` with no handler behind it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from pipecat_harness.tools.execution import await_deadline
+from pipecat_harness.tools.execution import await_deadline, spawn
 from pipecat_harness.tools.operation_state import IdempotencyConflict, InvalidTransition, ResourceBusy
 
 __all__ = ["StoreTimeout", "owned", "retrying", "transient"]
@@ -54,16 +54,18 @@ async def retrying(write: Callable[[], Awaitable[T]], *, within_secs: float) -> 
 
 
 async def owned(write: Awaitable[T], timeout_secs: float | None,
-                abandon: Callable[[asyncio.Future[T]], Any]) -> T:
+                abandon: Callable[[asyncio.Future[T]], Any], *, inline: bool = False) -> T:
     """Run a write that may make the caller an owner, waiting at most ``timeout_secs``.
 
     Raises:
         StoreTimeout: No answer in time (``abandon`` is handed the write, still running).
         asyncio.CancelledError: The caller was cancelled (likewise).
     """
-    task = asyncio.ensure_future(write)
+    if inline:
+        return await write
+    task, ended = spawn(lambda: write)
     try:
-        outcome = await await_deadline(task, timeout_secs)
+        outcome = await await_deadline(task, timeout_secs, ended)
     except asyncio.CancelledError:
         abandon(task)
         raise

@@ -33,7 +33,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from pipecat_harness.tools.execution import start_handler
+from pipecat_harness.tools.execution import spawn
 from pipecat_harness.tools.identity import OperationIdentity
 from pipecat_harness.tools.operation_state import OperationRecord, OperationStatus, ResourceBusy
 from pipecat_harness.tools.operations import Operations
@@ -116,7 +116,7 @@ class WriteRunner(Settlements):
                     assert record is not None
                     finished: asyncio.Future[GateResult] = asyncio.get_running_loop().create_future()
                     self._running[key] = finished
-                    task = start_handler(handler, arguments, record)
+                    task, ended = spawn(lambda: handler(arguments), record)
                     evidence["forwarded"] = True  # from here on, a failure of the gate is an unknown outcome
                     self._handlers.add(task)
                     task.add_done_callback(self._handler_returned)
@@ -130,7 +130,7 @@ class WriteRunner(Settlements):
             decision = self.reporter.record("forwarded", {**evidence, "attempt": record.attempt,
                                                           "warnings": list(warnings)})
         try:
-            result = await self._finish(name, record, task, warnings, decision, evidence)
+            result = await self._finish(name, record, task, ended, warnings, decision, evidence)
         except BaseException:
             finished.set_result(GateResult(GateStatus.OUTCOME_UNKNOWN, name, write=True, idempotency_key=key,
                                            reason="not executed again: the same request's outcome is unknown",
@@ -160,7 +160,6 @@ class WriteRunner(Settlements):
         return self.reporter.refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "outcome_unknown",
                                     "not executed: the same request is still of unknown outcome", key=key)
 
-
     async def _begin(self, name: str, identity: OperationIdentity, evidence: dict[str, Any],
                      should_proceed: Callable[[], bool] | None) -> tuple[GateResult | None, OperationRecord | None]:
         key = identity.key
@@ -180,7 +179,8 @@ class WriteRunner(Settlements):
             record, created = await owned(
                 self.operations.start(key, name, identity.request_hash, identity.scope, self.owner,
                                       self.operations.now() + self.lease_secs, slot),
-                self.timeout_secs, lambda task: self._never_left(task, lambda started: started[1] and started[0]))
+                self.timeout_secs, lambda task: self._never_left(task, lambda started: started[1] and started[0]),
+                inline=self.operations.inline)
         except ResourceBusy:
             return self._busy(name, identity, evidence), None
         if created:
@@ -207,7 +207,8 @@ class WriteRunner(Settlements):
                 try:
                     claimed = await owned(
                         self.operations.claim(record, self.owner, self.operations.now() + self.lease_secs),
-                        self.timeout_secs, lambda task: self._never_left(task, lambda mine: mine))
+                        self.timeout_secs, lambda task: self._never_left(task, lambda mine: mine),
+                        inline=self.operations.inline)
                 except ResourceBusy:
                     return self._busy(name, identity, evidence), None
                 if claimed is not None:
