@@ -76,11 +76,12 @@ def build_upstream(
     raise ValueError(f"unknown upstream {kind!r}; choose scripted, openai or gemini")
 
 
+# Rendered only when the level lets the line through: below it a decision costs no JSON encoding.
+_DECISIONS = logger.opt(lazy=True)
+
+
 def _log_decision(action: str, evidence: dict[str, Any]) -> None:
-    # Rendered only when the level lets the line through: below it a decision costs no JSON encoding.
-    logger.opt(lazy=True).info(
-        "checklist {} {}", lambda: action, lambda: json.dumps(evidence, default=str)[:1000]
-    )
+    _DECISIONS.info("checklist {} {}", lambda: action, lambda: json.dumps(evidence, default=str)[:1000])
 
 
 def is_loopback(host: str) -> bool:
