@@ -149,20 +149,24 @@ class Checklist(_Model):
         """All questions in asking order."""
         return [q for s in self.sections for q in s.questions]
 
+    @cached_property
+    def _by_id(self) -> dict[str, Question]:
+        return {q.id: q for q in self.questions}
+
     def question(self, question_id: str) -> Question:
         """Return the question with ``question_id``.
 
         Raises:
             KeyError: No such question.
         """
-        for question in self.questions:
-            if question.id == question_id:
-                return question
-        raise KeyError(f"checklist {self.name!r} has no question {question_id!r}")
+        try:
+            return self._by_id[question_id]
+        except KeyError:
+            raise KeyError(f"checklist {self.name!r} has no question {question_id!r}") from None
 
     def has_question(self, question_id: str) -> bool:
         """Whether ``question_id`` names a question."""
-        return any(q.id == question_id for q in self.questions)
+        return question_id in self._by_id
 
 
 def _parse(raw: Any, source: str) -> Checklist:

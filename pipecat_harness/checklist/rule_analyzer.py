@@ -157,11 +157,12 @@ class RuleAnalyzer(Analyzer):
             _PHRASES[id(checklist)] = cached
         return cached[1]
 
-    def _mentions(self, checklist: Checklist, words: list[str], index: dict[str, list[int]]) -> list[_Mention]:
+    @staticmethod
+    def _mentions(known: _Phrases, words: list[str], index: dict[str, list[int]]) -> list[_Mention]:
         found: dict[str, _Mention] = {}
         taken: set[int] = set()
         # Only phrases that can match are tried, in the same longest-first order as the full list.
-        for phrase, question_id in self._phrases_of(checklist).topics_in(index):
+        for phrase, question_id in known.topics_in(index):
             size = len(phrase)
             for start in _phrase_positions(words, phrase, index):
                 span = set(range(start, start + size))
@@ -172,8 +173,8 @@ class RuleAnalyzer(Analyzer):
                     found[question_id] = _Mention(question_id, start, _negated_at(words, start))
         return sorted(found.values(), key=lambda m: m.start)
 
-    def _locations(self, checklist: Checklist, words: list[str], index: dict[str, list[int]]) -> list[str]:
-        known = self._phrases_of(checklist)
+    @staticmethod
+    def _locations(known: _Phrases, words: list[str], index: dict[str, list[int]]) -> list[str]:
         if index.keys().isdisjoint(known.location_first_words):
             return []  # most clauses name no place
         hits = []
@@ -188,6 +189,7 @@ class RuleAnalyzer(Analyzer):
     async def analyze(self, checklist: Checklist, state: ChecklistState, utterance: str) -> Analysis:
         """Analyse one utterance against the last directive and the checklist keywords."""
         analysis = Analysis(analyzer=self.name)
+        known = self._phrases_of(checklist)
         last = state.last_directive or {}
         last_kind = last.get("kind")
         last_targets = [split_key(k) for k in last.get("targets", [])] if last_kind not in ("topic", "closing") else []
@@ -200,7 +202,7 @@ class RuleAnalyzer(Analyzer):
             cue = None
             if sentence_text.startswith(_TOPIC_CUE_PREFIXES):
                 cue = next(c for c in _TOPIC_CUES if sentence_text.startswith(c + " "))
-            if cue is not None and not self._mentions(checklist, sentence_words, _word_index(sentence_words)):
+            if cue is not None and not self._mentions(known, sentence_words, _word_index(sentence_words)):
                 cue_pattern = r"^\W*" + r"\W+".join(re.escape(w) for w in cue.split()) + r"\W*"
                 topic = re.sub(cue_pattern, "", sentence.strip(), flags=re.IGNORECASE).strip()
                 if len(_words(topic)) >= 2:
@@ -211,7 +213,7 @@ class RuleAnalyzer(Analyzer):
                 if not words:
                     continue
                 index = _word_index(words)
-                locations = self._locations(checklist, words, index)
+                locations = self._locations(known, words, index)
                 for mentioned in locations:
                     if mentioned not in analysis.locations:
                         analysis.locations.append(mentioned)
@@ -220,7 +222,7 @@ class RuleAnalyzer(Analyzer):
                 location: str | None = (
                     locations[0] if len(locations) == 1 else (None if locations else sentence_location)
                 )
-                mentions = self._mentions(checklist, words, index)
+                mentions = self._mentions(known, words, index)
                 for mention in mentions:
                     if (mention.question_id, location) in seen:
                         continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import ipaddress
 import json
 import os
@@ -75,11 +76,12 @@ def build_upstream(
     raise ValueError(f"unknown upstream {kind!r}; choose scripted, openai or gemini")
 
 
+# Rendered only when the level lets the line through: below it a decision costs no JSON encoding.
+_DECISIONS = logger.opt(lazy=True)
+
+
 def _log_decision(action: str, evidence: dict[str, Any]) -> None:
-    # Rendered only when the level lets the line through: below it a decision costs no JSON encoding.
-    logger.opt(lazy=True).info(
-        "checklist {} {}", lambda: action, lambda: json.dumps(evidence, default=str)[:1000]
-    )
+    _DECISIONS.info("checklist {} {}", lambda: action, lambda: json.dumps(evidence, default=str)[:1000])
 
 
 def is_loopback(host: str) -> bool:
@@ -158,13 +160,22 @@ def _config(args: argparse.Namespace) -> HarnessConfig:
     return config.model_copy(update={"proxy": proxy})
 
 
+def _freeze_startup_heap() -> None:
+    # What the imports and the application built lives as long as the process: out of the collector's
+    # reach, a full collection scans only the requests' objects (about 100 000 objects, ~90 ms, before).
+    gc.collect()
+    gc.freeze()
+
+
 def _app(args: argparse.Namespace, config: HarnessConfig) -> Any:
     """The application (raises ``ValueError`` for an unusable upstream)."""
     upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model, settings=config.proxy)
     service = build_service(config, upstream, with_checklist=not args.no_checklist)
-    return create_app(
+    app = create_app(
         service, retell_greeting=args.retell_greeting, auth=build_auth(config.proxy), limits=build_limits(config.proxy)
     )
+    app.router.on_startup.append(_freeze_startup_heap)
+    return app
 
 
 def _credentials(config: HarnessConfig) -> list[str]:

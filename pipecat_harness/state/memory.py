@@ -25,6 +25,8 @@ class _Json(str):
 
 
 def _copy_out(value: Any) -> Any:
+    if value is None:
+        return None
     return json.loads(value) if isinstance(value, _Json) else copy.deepcopy(value)
 
 
