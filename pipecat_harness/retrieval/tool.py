@@ -207,13 +207,21 @@ class PreTurnEvidence(FrameProcessor):
     async def ensure_retriever(self) -> EvidenceRetriever | None:
         """Wait for the retriever (starting its build if needed); ``None`` when it could not be built."""
         self.start_build()
+        return await self._built_within(None)
+
+    async def _built_within(self, timeout_secs: float | None) -> EvidenceRetriever | None:
+        """The retriever, waiting at most ``timeout_secs`` for a running build (which goes on whatever happens).
+
+        Raises:
+            TimeoutError: The build is still running.
+        """
         build = self._build_task
         if build is not None and self._retriever is None:
             try:
-                await asyncio.shield(build)
+                await asyncio.wait_for(asyncio.shield(build), timeout_secs)
             except asyncio.CancelledError:
                 if not build.cancelled():
-                    raise
+                    raise  # this wait was cancelled, not the build
         return self._retriever
 
     async def close(self) -> None:
@@ -263,19 +271,12 @@ class PreTurnEvidence(FrameProcessor):
             return None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._budget_secs
-        retriever = self._retriever
-        build = self._build_task
-        if retriever is None and build is not None:
-            try:  # the build goes on whatever happens to this wait
-                await asyncio.wait_for(asyncio.shield(build), self._budget_secs)
-            except TimeoutError:
-                self._show(context, None)
-                self._report(None, "dropped: retriever still building")
-                return None
-            except asyncio.CancelledError:
-                if not build.cancelled():
-                    raise  # this turn was cancelled, not the build
-            retriever = self._retriever
+        try:
+            retriever = await self._built_within(self._budget_secs)
+        except TimeoutError:
+            self._show(context, None)
+            self._report(None, "dropped: retriever still building")
+            return None
         if retriever is None:
             return None
         version = self._state_version()
