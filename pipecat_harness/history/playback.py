@@ -40,6 +40,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
+from pipecat_harness.audio import audio_frame_secs
 from pipecat_harness.history.estimator import DEFAULT_BIAS, DEFAULT_CHARS_PER_SEC, HeardPrefix
 from pipecat_harness.history.marks import format_mark, parse_mark
 from pipecat_harness.history.reply import (
@@ -231,12 +232,12 @@ class PlaybackTracker(FrameProcessor):
         if not isinstance(frame, OutputAudioRawFrame):
             self._track(frame)
             return
-        # Audio, most of what passes: a sum, no call. Audio with no reply playing is the chunk that was
+        # Audio, most of what passes: a sum, no coroutine. Audio with no reply playing is the chunk that was
         # being written when an interruption arrived; it never opens a reply of its own.
         reply = self.replies[-1] if self.replies else None
         if reply is None or reply.state != "playing" or not frame.audio:
             return
-        reply.written_secs += len(frame.audio) / (frame.sample_rate * max(1, frame.num_channels) * 2)
+        reply.written_secs += audio_frame_secs(frame)
         if self._mark_message is not None and reply.written_secs - reply.last_mark_secs >= self._mark_interval:
             name = self.mark_now()
             if name is not None:

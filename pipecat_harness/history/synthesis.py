@@ -37,7 +37,10 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.llm_service import LLMService
 from pipecat.services.tts_service import TTSService
 
+from pipecat_harness.audio import audio_frame_secs
+
 __all__ = ["SynthesisObserver"]
+
 
 _MAX_ENTRIES = 512
 
@@ -121,7 +124,7 @@ class SynthesisObserver(BaseObserver):
         if isinstance(frame, TTSAudioRawFrame):  # most of what a TTS pushes: checked first
             segment = self._segment_of_context.get(frame.context_id)  # type: ignore[arg-type]
             if segment is not None:
-                self.note_synthesized(segment, len(frame.audio) / (frame.sample_rate * max(1, frame.num_channels) * 2))
+                self.note_synthesized(segment, audio_frame_secs(frame))
         elif isinstance(frame, TTSTextFrame):
             # Sentence-level text is pushed right after the sentence's audio.
             if frame.segment_id is not None and not frame.pts:

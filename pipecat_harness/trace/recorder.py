@@ -75,6 +75,7 @@ from pipecat.services.llm_service import LLMService
 from pipecat.services.tts_service import TTSService
 from pipecat.transports.base_output import BaseOutputTransport
 
+from pipecat_harness.audio import audio_frame_secs
 from pipecat_harness.decisions import ControlDecision, DecisionLog
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 from pipecat_harness.trace.writer import TraceWriter, encode_record
@@ -268,7 +269,7 @@ class TraceRecorder(BaseObserver):
     def _on_output_push(self, output: FrameProcessor, frame: Frame) -> None:
         # Audio and spoken text leave the transport downstream only.
         if isinstance(frame, OutputAudioRawFrame):
-            self._played.append((_clock_secs(output), len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
+            self._played.append((_clock_secs(output), audio_frame_secs(frame)))
         elif isinstance(frame, TTSTextFrame):
             self.add("bot", "played_text", t=_clock_secs(output), text=frame.text)
         else:
@@ -333,7 +334,7 @@ class TraceRecorder(BaseObserver):
             return
         if isinstance(frame, OutputAudioRawFrame):
             if isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM:
-                self._played.append((self._now, len(frame.audio) / (frame.sample_rate * frame.num_channels * 2)))
+                self._played.append((self._now, audio_frame_secs(frame)))
             return
         if isinstance(frame, TTSTextFrame):
             if isinstance(data.source, BaseOutputTransport):
