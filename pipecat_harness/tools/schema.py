@@ -1,91 +1,50 @@
-"""Validation of tool arguments against the JSON-Schema subset tool definitions use.
+"""Validation of tool arguments against the tool's JSON Schema (Draft 2020-12, with ``jsonschema``).
 
-Supported keywords: ``type`` (one or a list), ``properties``, ``required``,
-``additionalProperties`` (boolean or schema), ``items``, ``enum``, ``const``,
-``minimum``/``maximum``, ``exclusiveMinimum``/``exclusiveMaximum``,
-``minLength``/``maxLength``, ``minItems``/``maxItems``, ``pattern``. Unknown
-keywords are ignored, as JSON Schema prescribes.
+A tool's ``parameters`` schema is compiled once into a validator and kept
+while the schema object lives; each problem is reported as ``<field path>:
+<what is wrong>`` (``arguments`` for the object itself), so the model reads
+which argument to fix. ``format`` is checked for the formats ``jsonschema``
+knows without extra packages (``date``, ``email``, ``uuid``, ...); a schema
+that is not valid JSON Schema refuses every call with one sentence saying so.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
 __all__ = ["schema_of", "validate_arguments"]
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list, tuple),
-    "string": (str,),
-    "boolean": (bool,),
-    "null": (type(None),),
-    "number": (int, float),
-    "integer": (int,),
-}
+#: Compiled validators by schema identity; each entry keeps its schema alive, so an id is never reused while cached.
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Draft202012Validator | str]] = {}
+_MAX_VALIDATORS = 256
 
 
-def _is_type(value: Any, name: str) -> bool:
-    if name in ("number", "integer") and isinstance(value, bool):
-        return False
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    if name == "object":
-        return isinstance(value, Mapping)
-    return isinstance(value, _TYPES.get(name, (object,)))
+def _validator(schema: Mapping[str, Any]) -> Draft202012Validator | str:
+    """The compiled validator of ``schema``, or the sentence saying why the schema is not valid."""
+    cached = _VALIDATORS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    compiled: Draft202012Validator | str
+    try:
+        Draft202012Validator.check_schema(schema)
+        compiled = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    except SchemaError as exc:
+        compiled = f"the tool's parameters schema is not valid JSON Schema ({exc.message})"
+    if len(_VALIDATORS) >= _MAX_VALIDATORS:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, compiled)
+    return compiled
 
 
-def _check(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
-    where = path or "arguments"
-    wanted = schema.get("type")
-    if wanted is not None:
-        names = [wanted] if isinstance(wanted, str) else list(wanted)
-        if not any(_is_type(value, n) for n in names):
-            errors.append(f"{where}: expected {' or '.join(names)}, got {type(value).__name__}")
-            return
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{where}: {value!r} is not one of {schema['enum']!r}")
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{where}: must be {schema['const']!r}")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        for key, ok, text in (
-            ("minimum", lambda b: value >= b, ">="),
-            ("maximum", lambda b: value <= b, "<="),
-            ("exclusiveMinimum", lambda b: value > b, ">"),
-            ("exclusiveMaximum", lambda b: value < b, "<"),
-        ):
-            if key in schema and not ok(schema[key]):
-                errors.append(f"{where}: must be {text} {schema[key]}")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{where}: shorter than {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{where}: longer than {schema['maxLength']} characters")
-        if "pattern" in schema and re.search(schema["pattern"], value) is None:
-            errors.append(f"{where}: does not match {schema['pattern']!r}")
-    if isinstance(value, list | tuple):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(f"{where}: fewer than {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{where}: more than {schema['maxItems']} items")
-        if isinstance(schema.get("items"), Mapping):
-            for index, item in enumerate(value):
-                _check(item, schema["items"], f"{path}[{index}]", errors)
-    if isinstance(value, Mapping):
-        properties: Mapping[str, Any] = schema.get("properties") or {}
-        for key in schema.get("required") or []:
-            if key not in value:
-                errors.append(f"{where}: missing required field '{key}'")
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            child = f"{path}.{key}" if path else str(key)
-            if key in properties:
-                _check(item, properties[key], child, errors)
-            elif extra is False:
-                errors.append(f"{where}: unexpected field '{key}'")
-            elif isinstance(extra, Mapping):
-                _check(item, extra, child, errors)
+def _where(path: Any) -> str:
+    where = ""
+    for part in path:
+        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+    return where or "arguments"
 
 
 def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
@@ -95,9 +54,11 @@ def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) 
         arguments: The parsed arguments object.
         schema: A JSON Schema of type ``object`` (a tool's ``parameters``).
     """
-    errors: list[str] = []
-    _check(arguments, schema, "", errors)
-    return errors
+    validator = _validator(schema)
+    if isinstance(validator, str):
+        return [validator]
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{_where(error.absolute_path)}: {error.message}" for error in errors]
 
 
 def schema_of(tool: Any) -> dict[str, Any]:

@@ -118,13 +118,36 @@ def test_schema_validation_reports_each_problem():
     problems = validate_arguments(
         {"order_id": "W1", "amount_usd": True, "item_ids": [1], "reason": "bored", "note": "x"}, schema
     )
-    text = "; ".join(problems)
-    for fragment in ("order_id: does not match", "amount_usd: expected number, got bool",
-                     "item_ids[0]: expected string", "reason: 'bored' is not one of", "unexpected field 'note'"):
-        assert fragment in text
+    assert problems == [  # one per problem, with the path of the argument to fix
+        "arguments: Additional properties are not allowed ('note' was unexpected)",
+        "amount_usd: True is not of type 'number'",
+        "item_ids[0]: 1 is not of type 'string'",
+        "order_id: 'W1' does not match '^#W\\\\d+$'",
+        "reason: 'bored' is not one of ['damaged item', 'wrong item']",
+    ]
     assert validate_arguments({}, schema) == [
-        "arguments: missing required field 'order_id'", "arguments: missing required field 'amount_usd'"]
-    assert validate_arguments({"order_id": "#W1", "amount_usd": 0}, schema) == ["amount_usd: must be > 0"]
+        "arguments: 'order_id' is a required property", "arguments: 'amount_usd' is a required property"]
+    assert validate_arguments({"order_id": "#W1", "amount_usd": 0}, schema) == [
+        "amount_usd: 0 is less than or equal to the minimum of 0"]
+
+
+def test_schema_validation_is_full_json_schema():
+    schema = {
+        "type": "object",
+        "$defs": {"money": {"type": "number", "minimum": 0}},
+        "properties": {
+            "amount": {"$ref": "#/$defs/money"},
+            "when": {"type": "string", "format": "date"},
+            "contact": {"oneOf": [{"type": "string", "format": "email"}, {"type": "integer"}]},
+            "lines": {"type": "array", "items": {"type": "object", "properties": {"sku": {"type": "string"}}}},
+        },
+    }
+    ok = {"amount": 3, "when": "2026-12-02", "contact": "a@example.com", "lines": [{"sku": "x"}]}
+    assert validate_arguments(ok, schema) == []
+    bad = validate_arguments({"amount": -1, "when": "tomorrow", "contact": "nobody", "lines": [{"sku": 7}]}, schema)
+    assert [problem.split(":")[0] for problem in bad] == ["amount", "contact", "lines[0].sku", "when"]
+    assert validate_arguments({"a": 1}, {"type": "thing"})[0].startswith(
+        "the tool's parameters schema is not valid JSON Schema")
 
 
 def test_schema_of_reads_pipecat_and_openai_definitions():

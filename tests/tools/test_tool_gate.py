@@ -201,7 +201,10 @@ async def test_schema_validation_and_unknown_tools(backend, sink):
     schema = {"type": "object", "properties": {"amount_usd": {"type": "number"}}, "required": ["amount_usd"]}
     gate = ToolGate(write_tools={"issue_refund"}, schemas={"issue_refund": schema}, decisions=sink)
     invalid = await gate.call("issue_refund", {"amount_usd": "lots"}, backend.refund)
-    assert invalid.status == "blocked" and "amount_usd: expected number, got str" in invalid.reason
+    assert invalid.status == "blocked" and "amount_usd: 'lots' is not of type 'number'" in invalid.reason
+    broken = ToolGate(write_tools={"issue_refund"}, schemas={"issue_refund": {"type": "amount"}}, decisions=sink)
+    refused = await broken.call("issue_refund", {"amount_usd": 5}, backend.refund)
+    assert refused.status == "blocked" and "parameters schema is not valid JSON Schema" in refused.reason
     unknown = await gate.call("delete_account", {}, backend.refund)
     assert unknown.status == "blocked" and unknown.reason_kind == "unknown_tool"
     assert backend.calls == []
