@@ -12,6 +12,15 @@ rather than written with an older layout.
 Additive changes only: columns and indexes are added, never dropped or
 rewritten, so processes of the old and new version can share a database
 while a deployment rolls over.
+
+Why not Alembic: the ledger's tables sit in the application's own database
+under a table prefix (several ledgers may share one database), and every
+worker brings them up to date itself when it opens the ledger, racing the
+other workers. Alembic keeps one version table per migration environment and
+runs its scripts from a deploy step (``alembic upgrade``) with an ``env.py``
+the application would have to ship; for additive changes, SQLAlchemy's
+inspector and one version row per prefix do the same in this module. The
+first change that rewrites or drops a column will bring Alembic in.
 """
 
 from __future__ import annotations
