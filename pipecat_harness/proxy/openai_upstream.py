@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -45,7 +45,8 @@ DRAIN_SECS = 5.0
 
 # The C scanner behind ``json.loads``, called directly: what ``loads`` adds around it (type checks, a
 # decoder method, a whitespace match) costs twice the scan of a token's event.
-_scan = json.JSONDecoder().scan_once
+# (``scan_once`` is set by ``JSONDecoder.__init__``; the stubs do not declare it.)
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _json_value(text: str) -> Any:
