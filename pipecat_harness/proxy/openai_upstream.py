@@ -30,6 +30,7 @@ import aiohttp
 import httpx
 
 from pipecat_harness.proxy.upstream import ToolCallDelta, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
+from pipecat_harness.proxy.watchdog import Watchdog
 
 __all__ = ["DRAIN_SECS", "IDLE_CONNECTION_SECS", "MAX_LINE_BYTES", "OpenAICompatibleUpstream", "render_openai_messages"]
 
@@ -137,6 +138,18 @@ def _chunks(data: bytes | str) -> list[UpstreamChunk]:
     return chunks
 
 
+def _stop_read_timer(response: aiohttp.ClientResponse) -> None:
+    """End aiohttp's ``sock_read`` timer of a response whose headers are in (it bounded the wait for them).
+
+    Left on, it reschedules a timer for every network segment of the body, a
+    token each; the body's reads are bounded by one :class:`Watchdog` instead.
+    The connection's next request sets its own ``sock_read`` again.
+    """
+    connection = response.connection
+    if connection is not None and connection.protocol is not None:
+        connection.protocol.read_timeout = None
+
+
 async def _drain(response: aiohttp.ClientResponse) -> None:
     """Read what follows the finish chunk, then hand the connection back to the pool."""
     try:
@@ -169,7 +182,7 @@ class OpenAICompatibleUpstream(Upstream):
         model: Model name; overrides the one the platform asked for when set.
         mark_cacheable: Send the system prompt as blocks, the base block marked ``cache_control``.
         system_blocks: Send the system prompt as text blocks (for providers that want parts).
-        timeout_secs: Longest wait to connect and between two reads of the stream.
+        timeout_secs: Longest wait to connect, for the response headers and between two reads of the stream.
         extra_body: Extra JSON fields sent with every request (gateway-specific options).
         headers: Extra HTTP headers.
         session: An existing ``aiohttp.ClientSession`` (default: one created on first use).
@@ -197,6 +210,7 @@ class OpenAICompatibleUpstream(Upstream):
         self.client = client
         self._owns_session = session is None
         self.timeout = aiohttp.ClientTimeout(total=None, connect=timeout_secs, sock_read=timeout_secs)
+        self.read_timeout_secs = timeout_secs
         self.headers = {
             "Authorization": f"Bearer {api_key}",
             "Accept": "text/event-stream",
@@ -255,23 +269,39 @@ class OpenAICompatibleUpstream(Upstream):
                     raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {response.status}: {detail}")
                 # One read per network segment, split into lines here: an event is one line and a blank
                 # one, and reading them a line at a time costs two awaits and two buffer scans per token.
+                _stop_read_timer(response)
+                content = response.content
+                watchdog = Watchdog(self.read_timeout_secs)
                 pending = b""
-                async for piece in response.content.iter_any():
-                    *lines, pending = (pending + piece).split(b"\n") if pending else piece.split(b"\n")
-                    for line in lines:
-                        if not line.startswith(b"data:"):
-                            continue
-                        data = line[5:].strip()
-                        if data == b"[DONE]":
-                            complete = True
-                            return
-                        for chunk in _chunks(data):
-                            complete = chunk.finish_reason is not None
-                            yield chunk
-                            if complete:
+                try:
+                    while True:
+                        watchdog.wait(self.read_timeout_secs)
+                        try:
+                            piece = await content.readany()
+                        except asyncio.CancelledError:
+                            watchdog.raise_if_expired()
+                            raise
+                        finally:
+                            watchdog.waiting = False
+                        if not piece:
+                            break
+                        *lines, pending = (pending + piece).split(b"\n") if pending else piece.split(b"\n")
+                        for line in lines:
+                            if not line.startswith(b"data:"):
+                                continue
+                            data = line[5:].strip()
+                            if data == b"[DONE]":
+                                complete = True
                                 return
-                    if len(pending) > MAX_LINE_BYTES:
-                        raise UpstreamError(f"OpenAI-compatible upstream sent a line over {MAX_LINE_BYTES} bytes")
+                            for chunk in _chunks(data):
+                                complete = chunk.finish_reason is not None
+                                yield chunk
+                                if complete:
+                                    return
+                        if len(pending) > MAX_LINE_BYTES:
+                            raise UpstreamError(f"OpenAI-compatible upstream sent a line over {MAX_LINE_BYTES} bytes")
+                finally:
+                    watchdog.cancel()
             finally:
                 if complete and not response.content.at_eof():
                     self._background(_drain(response))
