@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pipecat_harness.checklist.analysis import Analysis, Analyzer, ItemUpdate, Outcome
 from pipecat_harness.checklist.model import Checklist
@@ -27,21 +28,70 @@ _WORD = re.compile(r"[a-z0-9']+")
 
 _NEGATIONS = {"no", "not", "none", "nothing", "never", "without", "zero", "nope", "nah", "nor", "neither"}
 _SCOPE_BREAKERS = {
-    "with", "about", "regarding", "from", "after", "during", "on", "in", "at", "for", "to", "since",
-    "because", "if", "when", "while", "that", "which", "who",
+    "with",
+    "about",
+    "regarding",
+    "from",
+    "after",
+    "during",
+    "on",
+    "in",
+    "at",
+    "for",
+    "to",
+    "since",
+    "because",
+    "if",
+    "when",
+    "while",
+    "that",
+    "which",
+    "who",
 }
 _RESETS_AFTER_CONJUNCTION = {
-    "a", "an", "one", "the", "some", "two", "three", "several", "we", "they", "there", "it", "i", "he", "she",
+    "a",
+    "an",
+    "one",
+    "the",
+    "some",
+    "two",
+    "three",
+    "several",
+    "we",
+    "they",
+    "there",
+    "it",
+    "i",
+    "he",
+    "she",
 }
 _YES = {"yes", "yeah", "yep", "yup", "sure", "correct", "indeed", "actually"}
 _POSITIVE_OPENERS = (
-    "we had", "there was", "there were", "we did", "one", "a couple", "a few", "two", "three", "just one",
+    "we had",
+    "there was",
+    "there were",
+    "we did",
+    "one",
+    "a couple",
+    "a few",
+    "two",
+    "three",
+    "just one",
 )
 _TOPIC_CUES = (
-    "by the way", "also", "oh and", "another thing", "one more thing", "i should mention", "i wanted to mention",
-    "separately", "unrelated",
+    "by the way",
+    "also",
+    "oh and",
+    "another thing",
+    "one more thing",
+    "i should mention",
+    "i wanted to mention",
+    "separately",
+    "unrelated",
 )
 _TOPIC_CUE_PREFIXES = tuple(cue + " " for cue in _TOPIC_CUES)
+# A sentence can open with a cue only when its first word opens one: most sentences are not tokenised whole.
+_TOPIC_CUE_FIRST_WORDS = frozenset(cue.split()[0] for cue in _TOPIC_CUES)
 
 
 def _is_negation(word: str) -> bool:
@@ -52,8 +102,13 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("’", "'"))
 
 
-@dataclass(frozen=True)
-class _Mention:
+def _opens_with_cue_word(text: str) -> bool:
+    """Whether the first of :func:`_words` of ``text`` is the first word of a topic cue."""
+    first = _WORD.search(text.lower().replace("’", "'"))
+    return first is not None and first.group() in _TOPIC_CUE_FIRST_WORDS
+
+
+class _Mention(NamedTuple):
     question_id: str
     start: int
     negated: bool
@@ -197,11 +252,13 @@ class RuleAnalyzer(Analyzer):
         seen: set[tuple[str, str | None]] = set()
         for sentence in _SENTENCE.split(utterance):
             sentence_location: str | None = None
-            sentence_words = _words(sentence)
-            sentence_text = " ".join(sentence_words)
             cue = None
-            if sentence_text.startswith(_TOPIC_CUE_PREFIXES):
-                cue = next(c for c in _TOPIC_CUES if sentence_text.startswith(c + " "))
+            sentence_words: list[str] = []
+            if _opens_with_cue_word(sentence):
+                sentence_words = _words(sentence)
+                sentence_text = " ".join(sentence_words)
+                if sentence_text.startswith(_TOPIC_CUE_PREFIXES):
+                    cue = next(c for c in _TOPIC_CUES if sentence_text.startswith(c + " "))
             if cue is not None and not self._mentions(known, sentence_words, _word_index(sentence_words)):
                 cue_pattern = r"^\W*" + r"\W+".join(re.escape(w) for w in cue.split()) + r"\W*"
                 topic = re.sub(cue_pattern, "", sentence.strip(), flags=re.IGNORECASE).strip()
