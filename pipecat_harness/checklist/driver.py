@@ -26,6 +26,7 @@ __all__ = ["ChecklistDriver", "DecidedTurn", "DecisionSink"]
 
 
 _RULES_UNLESS_RULES = object()
+_RULE_ANALYSIS = RuleAnalyzer.analyze
 
 DecisionSink = Callable[[str, dict[str, Any]], Any]
 """Called with ``(action, evidence)`` for every decision the driver takes."""
@@ -187,11 +188,24 @@ class ChecklistDriver:
             self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
             return DecidedTurn(self, None)
         try:
-            async with asyncio.timeout(self.lock.work_timeout_secs):
-                return await self._decide(held, call_id, user_turns, issue)
+            if not self._analysis_never_waits():
+                async with asyncio.timeout(self.lock.work_timeout_secs):
+                    return await self._decide(held, call_id, user_turns, issue)
+            return await self._decide(held, call_id, user_turns, issue)
         except BaseException:
             await held.release()
             raise
+
+    def _analysis_never_waits(self) -> bool:
+        """Whether deciding cannot wait on anything: the stock rule analysis, with no fallback or a rule one.
+
+        Then the work deadline (a timer per turn) has nothing to bound: the
+        decision runs through without waiting, a backlog in bounded steps.
+        """
+        fallback = self.fallback_analyzer
+        return type(self.analyzer).analyze is _RULE_ANALYSIS and (
+            fallback is None or type(fallback).analyze is _RULE_ANALYSIS
+        )
 
     async def _decide(self, held: HeldLock, call_id: str, user_turns: Sequence[str], issue: bool) -> DecidedTurn:
         state = self._parsed(call_id, held.values[0])

@@ -9,6 +9,7 @@ from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.model import bundled_checklist
 from pipecat_harness.checklist.progress import ItemStatus
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
+from pipecat_harness.state.coordination import CallLock
 from pipecat_harness.state.redis_store import RedisStateStore
 from pipecat_harness.state.store import StateStore, StoreError
 from tests.state.worker_processes import spawn_worker, start_together
@@ -162,3 +163,14 @@ async def test_state_with_a_lone_surrogate_is_saved_escaped(any_store: StateStor
     state = await driver.load("call-surrogate")
     assert state.analyzed_turns == 1
     assert any("\udc00" in note for item in state.items.values() for note in item.notes)
+
+
+async def test_an_analyzer_that_waits_is_bounded_by_the_work_deadline(any_store: StateStore):
+    lock = CallLock(any_store, ttl_secs=1.0, work_timeout_secs=0.05)
+    driver = ChecklistDriver(
+        bundled_checklist(WALK["checklist"]), any_store, analyzer=CountingAnalyzer(delay=1.0), lock=lock
+    )
+    with pytest.raises(TimeoutError):
+        await driver.sync("call-slow", [WALK["turns"][0]["say"]])
+    driver.analyzer = RuleAnalyzer()  # the lock was released with the timeout: the next turn goes through
+    assert (await driver.sync("call-slow", [WALK["turns"][0]["say"]])).kind == WALK["turns"][0]["next"]
