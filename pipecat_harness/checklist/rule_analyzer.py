@@ -102,10 +102,10 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("’", "'"))
 
 
-def _opens_with_cue_word(text: str) -> bool:
-    """Whether the first of :func:`_words` of ``text`` is the first word of a topic cue."""
+def _first_word(text: str) -> str | None:
+    """The first of :func:`_words` of ``text`` (``None``: it has no words)."""
     first = _WORD.search(text.lower().replace("’", "'"))
-    return first is not None and first.group() in _TOPIC_CUE_FIRST_WORDS
+    return None if first is None else first.group()
 
 
 class _Mention(NamedTuple):
@@ -248,13 +248,17 @@ class RuleAnalyzer(Analyzer):
         last = state.last_directive or {}
         last_kind = last.get("kind")
         last_targets = [split_key(k) for k in last.get("targets", [])] if last_kind not in ("topic", "closing") else []
+        target_ids = {q for q, _ in last_targets}
         addressed = False
         seen: set[tuple[str, str | None]] = set()
         for sentence in _SENTENCE.split(utterance):
+            first = _first_word(sentence)
+            if first is None:
+                continue  # no clause of it has a word to analyse
             sentence_location: str | None = None
             cue = None
             sentence_words: list[str] = []
-            if _opens_with_cue_word(sentence):
+            if first in _TOPIC_CUE_FIRST_WORDS:
                 sentence_words = _words(sentence)
                 sentence_text = " ".join(sentence_words)
                 if sentence_text.startswith(_TOPIC_CUE_PREFIXES):
@@ -285,14 +289,10 @@ class RuleAnalyzer(Analyzer):
                         continue
                     seen.add((mention.question_id, location))
                     outcome: Outcome = "denied" if mention.negated else "reported"
-                    if (
-                        outcome == "reported"
-                        and last_kind == "follow_up"
-                        and any(q == mention.question_id for q, _ in last_targets)
-                    ):
+                    if outcome == "reported" and last_kind == "follow_up" and mention.question_id in target_ids:
                         outcome = "detail"
                     analysis.updates.append(ItemUpdate(mention.question_id, outcome, location, clause.strip()))
-                    addressed = addressed or any(q == mention.question_id for q, _ in last_targets)
+                    addressed = addressed or mention.question_id in target_ids
                 if mentions:
                     continue
                 if addressed or not last_targets:
