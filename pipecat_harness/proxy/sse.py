@@ -11,8 +11,8 @@ are bytes, ready for the socket.
 from __future__ import annotations
 
 import json
+import secrets
 import time
-import uuid
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -50,11 +50,12 @@ class ChunkWriter:
     """
 
     def __init__(self, model: str) -> None:
-        self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        self.id = f"chatcmpl-{secrets.token_hex(12)}"
         self.created = int(time.time())
         self.model = model or "pipecat-harness-proxy"
-        head = _dumps({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model})
-        self._head = f'data: {head[:-1]},"choices":[{{"index":0,"delta":'
+        # What _dumps gives for {"id", "object", "created", "model"} without its closing brace (the id is hex).
+        head = f'{{"id":"{self.id}","object":"chat.completion.chunk","created":{self.created},"model":'
+        self._head = f'data: {head}{_json_string(self.model)},"choices":[{{"index":0,"delta":'
         self._text_head = self._head + '{"content":'
 
     def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
