@@ -12,6 +12,7 @@ scheduling conflicts, but a compliance update came in").
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -166,9 +167,17 @@ class _Phrases:
 
     def topics_in(self, index: dict[str, list[int]]) -> list[tuple[list[str], str]]:
         """The topic phrases whose first word occurs in a clause (its :func:`_word_index`), longest first."""
-        positions = sorted(p for word in index for p in self.topics_by_first_word.get(word, ()))
+        positions: list[int] = []
+        by_first = self.topics_by_first_word
+        for word in index:
+            starting = by_first.get(word)
+            if starting:
+                positions.extend(starting)
+        positions.sort()
         return [self.topics[p] for p in positions]
 
+
+_START = operator.itemgetter(1)  # a _Mention's start
 
 # Per checklist, by identity (the checklist kept alongside, so a reused id is not mistaken for it).
 _PHRASES: dict[int, tuple[Checklist, _Phrases]] = {}
@@ -219,14 +228,22 @@ class RuleAnalyzer(Analyzer):
         # Only phrases that can match are tried, in the same longest-first order as the full list.
         for phrase, question_id in known.topics_in(index):
             size = len(phrase)
-            for start in _phrase_positions(words, phrase, index):
-                span = set(range(start, start + size))
-                if span & taken:
-                    continue
-                taken |= span
+            starts = index[phrase[0]]  # topics_in gives only phrases whose first word is in the clause
+            if size > 1:
+                starts = [i for i in starts if words[i : i + size] == phrase]
+            for start in starts:
+                if size == 1:
+                    if start in taken:
+                        continue
+                    taken.add(start)
+                else:
+                    span = set(range(start, start + size))
+                    if span & taken:
+                        continue
+                    taken |= span
                 if question_id not in found:
                     found[question_id] = _Mention(question_id, start, _negated_at(words, start))
-        return sorted(found.values(), key=lambda m: m.start)
+        return sorted(found.values(), key=_START)
 
     @staticmethod
     def _locations(known: _Phrases, words: list[str], index: dict[str, list[int]]) -> list[str]:
