@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -54,8 +54,16 @@ class Analysis:
     analyzer: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form (for decisions and traces)."""
-        return asdict(self)
+        """JSON-serialisable form (for decisions and traces; what ``dataclasses.asdict`` gives, built directly)."""
+        return {
+            "updates": [
+                {"question_id": u.question_id, "outcome": u.outcome, "location": u.location, "note": u.note}
+                for u in self.updates
+            ],
+            "locations": list(self.locations),
+            "unexpected_topics": list(self.unexpected_topics),
+            "analyzer": self.analyzer,
+        }
 
 
 class Analyzer(abc.ABC):

@@ -9,7 +9,7 @@ partner when both are open. Computing a directive never changes the state;
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pipecat_harness.checklist.model import Checklist, Question
@@ -54,8 +54,16 @@ class Directive:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form (stored as ``state.last_directive``)."""
-        return {**asdict(self), "targets": list(self.targets), "ask_keys": list(self.ask_keys)}
+        """JSON-serialisable form (stored as ``state.last_directive``; the fields in declaration order)."""
+        return {
+            "kind": self.kind,
+            "targets": list(self.targets),
+            "instruction": self.instruction,
+            "wording": self.wording,
+            "ask_keys": list(self.ask_keys),
+            "step": self.step,
+            "end_call": self.end_call,
+        }
 
 
 def _lower_first(text: str) -> str:

@@ -26,6 +26,7 @@ __all__ = ["ChecklistDriver", "DecidedTurn", "DecisionSink"]
 
 
 _RULES_UNLESS_RULES = object()
+_RULE_ANALYSIS = RuleAnalyzer.analyze
 
 DecisionSink = Callable[[str, dict[str, Any]], Any]
 """Called with ``(action, evidence)`` for every decision the driver takes."""
@@ -43,6 +44,9 @@ class ChecklistDriver:
         debounce_secs: Wait for a newer utterance before analysing (0: none).
         lock: The per-call lock (default: a 1 s lease renewed while up to 10 s of work runs).
         on_decision: Receives every decision.
+        decisions_wanted: Whether ``on_decision`` takes decisions right now (a log below its
+            level does not); while it says no, a turn's decision records are not even built.
+            Default: whenever ``on_decision`` is set.
         state_ttl_secs: How long a call's state is kept after its last change.
         max_turns_per_sync: Most caller turns one sync analyses; a longer backlog is
             worked off over the following turns, oldest first (bounded work per request).
@@ -58,6 +62,7 @@ class ChecklistDriver:
         debounce_secs: float = 0.0,
         lock: CallLock | None = None,
         on_decision: DecisionSink | None = None,
+        decisions_wanted: Callable[[], bool] | None = None,
         state_ttl_secs: float = 6 * 3600.0,
         max_turns_per_sync: int = 25,
     ) -> None:
@@ -70,15 +75,22 @@ class ChecklistDriver:
         self.debouncer = TranscriptDebouncer(store, delay_secs=debounce_secs)
         self.lock = lock or CallLock(store)
         self.on_decision = on_decision
+        self._decisions_wanted = decisions_wanted
         self.state_ttl_secs = state_ttl_secs
         self.max_turns_per_sync = max_turns_per_sync
 
     def _key(self, call_id: str) -> str:
         return f"checklist:{self.checklist.name}:{call_id}"
 
+    def wants_decisions(self) -> bool:
+        """Whether a decision passed to :meth:`record` now would reach anyone."""
+        if self.on_decision is None:
+            return False
+        return self._decisions_wanted is None or self._decisions_wanted()
+
     def record(self, action: str, evidence: dict[str, Any]) -> None:
-        """Pass a decision to ``on_decision`` (if any)."""
-        if self.on_decision is not None:
+        """Pass a decision to ``on_decision`` (if any, and if it wants decisions now)."""
+        if self.on_decision is not None and (self._decisions_wanted is None or self._decisions_wanted()):
             self.on_decision(action, evidence)
 
     async def load(self, call_id: str) -> ChecklistState:
@@ -98,7 +110,7 @@ class ChecklistDriver:
     async def save(self, state: ChecklistState) -> None:
         """Store the call's state, bumping its version (inside the call's lock: only while it is still held)."""
         state.version += 1
-        await self.lock.write(self._key(state.call_id), state.to_dict(), ttl_secs=self.state_ttl_secs)
+        await self.lock.write(self._key(state.call_id), state.to_json(), ttl_secs=self.state_ttl_secs)
 
     async def reset(self, call_id: str) -> None:
         """Forget a call's state."""
@@ -176,11 +188,24 @@ class ChecklistDriver:
             self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
             return DecidedTurn(self, None)
         try:
-            async with asyncio.timeout(self.lock.work_timeout_secs):
-                return await self._decide(held, call_id, user_turns, issue)
+            if not self._analysis_never_waits():
+                async with asyncio.timeout(self.lock.work_timeout_secs):
+                    return await self._decide(held, call_id, user_turns, issue)
+            return await self._decide(held, call_id, user_turns, issue)
         except BaseException:
             await held.release()
             raise
+
+    def _analysis_never_waits(self) -> bool:
+        """Whether deciding cannot wait on anything: the stock rule analysis, with no fallback or a rule one.
+
+        Then the work deadline (a timer per turn) has nothing to bound: the
+        decision runs through without waiting, a backlog in bounded steps.
+        """
+        fallback = self.fallback_analyzer
+        return type(self.analyzer).analyze is _RULE_ANALYSIS and (
+            fallback is None or type(fallback).analyze is _RULE_ANALYSIS
+        )
 
     async def _decide(self, held: HeldLock, call_id: str, user_turns: Sequence[str], issue: bool) -> DecidedTurn:
         state = self._parsed(call_id, held.values[0])
@@ -256,12 +281,13 @@ class DecidedTurn:
         if held is None:
             return
         try:
-            for action, evidence in self._records:
-                self._driver.record(action, evidence())
+            if self._records and self._driver.wants_decisions():
+                for action, evidence in self._records:
+                    self._driver.record(action, evidence())
             if self._state is not None:
                 self._state.version += 1
                 await held.write(
-                    self._driver._key(self._state.call_id), self._state.to_dict(), ttl_secs=self._driver.state_ttl_secs
+                    self._driver._key(self._state.call_id), self._state.to_json(), ttl_secs=self._driver.state_ttl_secs
                 )
         finally:
             await held.release()

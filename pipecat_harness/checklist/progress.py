@@ -8,13 +8,16 @@ worker process can pick up the call where another left it.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from pipecat_harness.checklist.analysis import Analysis, ItemUpdate
 from pipecat_harness.checklist.model import Checklist, Question
+from pipecat_harness.state.store import JsonText
 from pipecat_harness.validation import describe_validation_error
 
 __all__ = ["ChecklistState", "ItemState", "ItemStatus", "apply_analysis", "item_key", "split_key"]
@@ -123,6 +126,14 @@ class ChecklistState:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
         return _STATE.dump_python(self, mode="json")
+
+    def to_json(self) -> JsonText:
+        """:meth:`to_dict` as JSON text, encoded in one pass (what a store writes as it is)."""
+        try:
+            return JsonText(_STATE.dump_json(self).decode())
+        except PydanticSerializationError:
+            # Text with a lone surrogate (a caller's words can carry one) has no UTF-8 form; escaped, it has.
+            return JsonText(json.dumps(self.to_dict()))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChecklistState:

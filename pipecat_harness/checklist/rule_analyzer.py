@@ -12,8 +12,10 @@ scheduling conflicts, but a compliance update came in").
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pipecat_harness.checklist.analysis import Analysis, Analyzer, ItemUpdate, Outcome
 from pipecat_harness.checklist.model import Checklist
@@ -27,21 +29,70 @@ _WORD = re.compile(r"[a-z0-9']+")
 
 _NEGATIONS = {"no", "not", "none", "nothing", "never", "without", "zero", "nope", "nah", "nor", "neither"}
 _SCOPE_BREAKERS = {
-    "with", "about", "regarding", "from", "after", "during", "on", "in", "at", "for", "to", "since",
-    "because", "if", "when", "while", "that", "which", "who",
+    "with",
+    "about",
+    "regarding",
+    "from",
+    "after",
+    "during",
+    "on",
+    "in",
+    "at",
+    "for",
+    "to",
+    "since",
+    "because",
+    "if",
+    "when",
+    "while",
+    "that",
+    "which",
+    "who",
 }
 _RESETS_AFTER_CONJUNCTION = {
-    "a", "an", "one", "the", "some", "two", "three", "several", "we", "they", "there", "it", "i", "he", "she",
+    "a",
+    "an",
+    "one",
+    "the",
+    "some",
+    "two",
+    "three",
+    "several",
+    "we",
+    "they",
+    "there",
+    "it",
+    "i",
+    "he",
+    "she",
 }
 _YES = {"yes", "yeah", "yep", "yup", "sure", "correct", "indeed", "actually"}
 _POSITIVE_OPENERS = (
-    "we had", "there was", "there were", "we did", "one", "a couple", "a few", "two", "three", "just one",
+    "we had",
+    "there was",
+    "there were",
+    "we did",
+    "one",
+    "a couple",
+    "a few",
+    "two",
+    "three",
+    "just one",
 )
 _TOPIC_CUES = (
-    "by the way", "also", "oh and", "another thing", "one more thing", "i should mention", "i wanted to mention",
-    "separately", "unrelated",
+    "by the way",
+    "also",
+    "oh and",
+    "another thing",
+    "one more thing",
+    "i should mention",
+    "i wanted to mention",
+    "separately",
+    "unrelated",
 )
 _TOPIC_CUE_PREFIXES = tuple(cue + " " for cue in _TOPIC_CUES)
+# A sentence can open with a cue only when its first word opens one: most sentences are not tokenised whole.
+_TOPIC_CUE_FIRST_WORDS = frozenset(cue.split()[0] for cue in _TOPIC_CUES)
 
 
 def _is_negation(word: str) -> bool:
@@ -52,8 +103,13 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("’", "'"))
 
 
-@dataclass(frozen=True)
-class _Mention:
+def _first_word(text: str) -> str | None:
+    """The first of :func:`_words` of ``text`` (``None``: it has no words)."""
+    first = _WORD.search(text.lower().replace("’", "'"))
+    return None if first is None else first.group()
+
+
+class _Mention(NamedTuple):
     question_id: str
     start: int
     negated: bool
@@ -111,9 +167,17 @@ class _Phrases:
 
     def topics_in(self, index: dict[str, list[int]]) -> list[tuple[list[str], str]]:
         """The topic phrases whose first word occurs in a clause (its :func:`_word_index`), longest first."""
-        positions = sorted(p for word in index for p in self.topics_by_first_word.get(word, ()))
+        positions: list[int] = []
+        by_first = self.topics_by_first_word
+        for word in index:
+            starting = by_first.get(word)
+            if starting:
+                positions.extend(starting)
+        positions.sort()
         return [self.topics[p] for p in positions]
 
+
+_START = operator.itemgetter(1)  # a _Mention's start
 
 # Per checklist, by identity (the checklist kept alongside, so a reused id is not mistaken for it).
 _PHRASES: dict[int, tuple[Checklist, _Phrases]] = {}
@@ -164,14 +228,22 @@ class RuleAnalyzer(Analyzer):
         # Only phrases that can match are tried, in the same longest-first order as the full list.
         for phrase, question_id in known.topics_in(index):
             size = len(phrase)
-            for start in _phrase_positions(words, phrase, index):
-                span = set(range(start, start + size))
-                if span & taken:
-                    continue
-                taken |= span
+            starts = index[phrase[0]]  # topics_in gives only phrases whose first word is in the clause
+            if size > 1:
+                starts = [i for i in starts if words[i : i + size] == phrase]
+            for start in starts:
+                if size == 1:
+                    if start in taken:
+                        continue
+                    taken.add(start)
+                else:
+                    span = set(range(start, start + size))
+                    if span & taken:
+                        continue
+                    taken |= span
                 if question_id not in found:
                     found[question_id] = _Mention(question_id, start, _negated_at(words, start))
-        return sorted(found.values(), key=lambda m: m.start)
+        return sorted(found.values(), key=_START)
 
     @staticmethod
     def _locations(known: _Phrases, words: list[str], index: dict[str, list[int]]) -> list[str]:
@@ -193,15 +265,21 @@ class RuleAnalyzer(Analyzer):
         last = state.last_directive or {}
         last_kind = last.get("kind")
         last_targets = [split_key(k) for k in last.get("targets", [])] if last_kind not in ("topic", "closing") else []
+        target_ids = {q for q, _ in last_targets}
         addressed = False
         seen: set[tuple[str, str | None]] = set()
         for sentence in _SENTENCE.split(utterance):
+            first = _first_word(sentence)
+            if first is None:
+                continue  # no clause of it has a word to analyse
             sentence_location: str | None = None
-            sentence_words = _words(sentence)
-            sentence_text = " ".join(sentence_words)
             cue = None
-            if sentence_text.startswith(_TOPIC_CUE_PREFIXES):
-                cue = next(c for c in _TOPIC_CUES if sentence_text.startswith(c + " "))
+            sentence_words: list[str] = []
+            if first in _TOPIC_CUE_FIRST_WORDS:
+                sentence_words = _words(sentence)
+                sentence_text = " ".join(sentence_words)
+                if sentence_text.startswith(_TOPIC_CUE_PREFIXES):
+                    cue = next(c for c in _TOPIC_CUES if sentence_text.startswith(c + " "))
             if cue is not None and not self._mentions(known, sentence_words, _word_index(sentence_words)):
                 cue_pattern = r"^\W*" + r"\W+".join(re.escape(w) for w in cue.split()) + r"\W*"
                 topic = re.sub(cue_pattern, "", sentence.strip(), flags=re.IGNORECASE).strip()
@@ -228,14 +306,10 @@ class RuleAnalyzer(Analyzer):
                         continue
                     seen.add((mention.question_id, location))
                     outcome: Outcome = "denied" if mention.negated else "reported"
-                    if (
-                        outcome == "reported"
-                        and last_kind == "follow_up"
-                        and any(q == mention.question_id for q, _ in last_targets)
-                    ):
+                    if outcome == "reported" and last_kind == "follow_up" and mention.question_id in target_ids:
                         outcome = "detail"
                     analysis.updates.append(ItemUpdate(mention.question_id, outcome, location, clause.strip()))
-                    addressed = addressed or any(q == mention.question_id for q, _ in last_targets)
+                    addressed = addressed or mention.question_id in target_ids
                 if mentions:
                     continue
                 if addressed or not last_targets:

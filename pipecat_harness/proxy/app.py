@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
@@ -135,9 +135,49 @@ class EventStreamResponse(StreamingResponse):
         """Send one chunk; one ending with ``data: [DONE]`` (nothing follows it) ends the body in the same write."""
         if not isinstance(chunk, bytes | memoryview):
             chunk = chunk.encode(self.charset)
-        last = chunk[-len(DONE_EVENT):] == DONE_EVENT
+        last = chunk[-len(DONE_EVENT) :] == DONE_EVENT
         await send({"type": "http.response.body", "body": chunk, "more_body": not last})
         return last
+
+
+class _ChatEventStream(EventStreamResponse):
+    """One turn's SSE answer, its events written as the service's chunks come (no generator of events between).
+
+    The role event goes out with the first chunk, in one write: nothing is
+    written to the platform before the model request has been sent. The
+    finish event goes out with ``data: [DONE]``, in the last write.
+    """
+
+    def __init__(self, service: ProxyService, request: UpstreamRequest, call_id: str) -> None:
+        super().__init__(
+            (), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
+        self.service = service
+        self.request = request
+        self.call_id = call_id
+
+    async def _stream_from_first_chunk(self, send: Any) -> None:
+        writer = ChunkWriter(self.request.model)
+        opening = writer.role()
+        last = b""
+        started = False
+        async for chunk in self.service.stream(self.request, call_id=self.call_id):
+            events = opening
+            opening = b""
+            if chunk.text:
+                events += writer.text(chunk.text)
+            if chunk.tool_calls:
+                events += writer.tool_calls(chunk.tool_calls)
+            if chunk.finish_reason is not None:
+                last += events + writer.finish(chunk.finish_reason)
+            elif events:
+                if not started:
+                    started = True
+                    await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+                await send({"type": "http.response.body", "body": events, "more_body": True})
+        if not started:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": opening + last + DONE_EVENT, "more_body": False})
 
 
 def _chat_turn(raw: bytes, limits: ProxyLimits) -> ChatTurnRequest:
@@ -161,26 +201,6 @@ def _conversation_update(raw: bytes, limits: ProxyLimits) -> ConversationUpdate 
 
 def _error(exc: RequestError) -> JSONResponse:
     return JSONResponse(exc.to_body(), status_code=exc.status)
-
-
-async def _sse(service: ProxyService, request: UpstreamRequest, call_id: str) -> AsyncIterator[bytes]:
-    writer = ChunkWriter(request.model)
-    # The role event goes out with the first chunk, in one write: nothing is written to the
-    # platform before the model request has been sent.
-    opening = writer.role()
-    last = b""
-    async for chunk in service.stream(request, call_id=call_id):
-        events = opening
-        opening = b""
-        if chunk.text:
-            events += writer.text(chunk.text)
-        if chunk.tool_calls:
-            events += writer.tool_calls(chunk.tool_calls)
-        if chunk.finish_reason is not None:
-            last += events + writer.finish(chunk.finish_reason)  # the stream's end: sent with [DONE], in one write
-        elif events:
-            yield events
-    yield opening + last + DONE_EVENT
 
 
 async def _collect(service: ProxyService, request: UpstreamRequest, call_id: str) -> dict[str, Any]:
@@ -222,8 +242,12 @@ class ProxyApp(FastAPI):
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Serve ``POST .../chat/completions`` directly, anything else through FastAPI."""
         handler = self.chat_handler
-        if (handler is not None and scope["type"] == "http" and scope["method"] == "POST"
-                and scope["path"].endswith("/chat/completions")):
+        if (
+            handler is not None
+            and scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].endswith("/chat/completions")
+        ):
             scope["app"] = self
             response = await handler(Request(scope, receive))
             await response(scope, receive, send)
@@ -269,11 +293,7 @@ def create_app(
         prepared = await service.prepare(turn.call_id, turn.messages)
         if not turn.stream:
             return JSONResponse(await _collect(service, prepared.request, turn.call_id))
-        return EventStreamResponse(
-            _sse(service, prepared.request, turn.call_id),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return _ChatEventStream(service, prepared.request, turn.call_id)
 
     app.chat_handler = chat_completions
     app.add_api_route("/chat/completions", chat_completions, methods=["POST"])

@@ -65,7 +65,9 @@ def build_upstream(
         if not url:
             raise ValueError("--upstream openai needs --upstream-url (e.g. http://127.0.0.1:8001/v1)")
         return OpenAICompatibleUpstream(
-            url, api_key=os.environ.get(api_key_env, "not-needed"), model=model,
+            url,
+            api_key=os.environ.get(api_key_env, "not-needed"),
+            model=model,
             system_blocks=settings.upstream_system_blocks if settings else False,
             mark_cacheable=settings.upstream_cache_control if settings else False,
         )
@@ -79,9 +81,18 @@ def build_upstream(
 # Rendered only when the level lets the line through: below it a decision costs no JSON encoding.
 _DECISIONS = logger.opt(lazy=True)
 
+# The lowest level the command's log sink writes (set with the sink; 0 until then: every level).
+_SINK_LEVEL = {"no": 0}
+_INFO_NO = logger.level("INFO").no
+
 
 def _log_decision(action: str, evidence: dict[str, Any]) -> None:
     _DECISIONS.info("checklist {} {}", lambda: action, lambda: json.dumps(evidence, default=str)[:1000])
+
+
+def _decisions_logged() -> bool:
+    """Whether decision lines (``INFO``) get through the sink: below it, a turn's records are not built."""
+    return _SINK_LEVEL["no"] <= _INFO_NO
 
 
 def is_loopback(host: str) -> bool:
@@ -122,7 +133,9 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
     driver = None
     if with_checklist:
         store = create_store(
-            settings.store, redis_url=settings.redis_url, prefix=settings.key_prefix,
+            settings.store,
+            redis_url=settings.redis_url,
+            prefix=settings.key_prefix,
             memory_max_keys=settings.memory_max_keys,
         )
         driver = ChecklistDriver(
@@ -132,6 +145,7 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
             debounce_secs=settings.debounce_secs,
             lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
             on_decision=_log_decision,
+            decisions_wanted=_decisions_logged,
             state_ttl_secs=settings.state_ttl_secs,
         )
     policy = ModelPolicy.from_settings(config.proxy)
@@ -191,6 +205,7 @@ def _configure_logging(level: str, config: HarnessConfig) -> None:
 
     logger.remove()
     logger.add(sys.stderr, level=level.upper(), enqueue=True)
+    _SINK_LEVEL["no"] = logger.level(level.upper()).no
     install_loguru_redaction(_credentials(config))
 
 
@@ -222,8 +237,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"pipecat-harness proxy: --workers must be at least 1, not {args.workers}")
         return 2
     if args.workers > 1 and not args.no_checklist and config.checklist.store != "redis":
-        print("pipecat-harness proxy: --workers above 1 needs --store redis: each call's checklist state must be "
-              "shared by the workers that serve its turns")
+        print(
+            "pipecat-harness proxy: --workers above 1 needs --store redis: each call's checklist state must be "
+            "shared by the workers that serve its turns"
+        )
         return 2
     try:
         app = _app(args, config)
@@ -233,7 +250,10 @@ def _run(args: argparse.Namespace) -> int:
     _configure_logging(args.log_level, config)
     # Access lines cost a log record per request on the serving path; --access-log turns them on.
     options: dict[str, Any] = {
-        "host": args.host, "port": args.port, "log_level": args.log_level, "access_log": args.access_log,
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "access_log": args.access_log,
         "log_config": uvicorn_log_config(_credentials(config)),
     }
     if args.workers == 1:
@@ -263,6 +283,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--retell-greeting", default="", help="first agent line on a Retell call")
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--access-log", action="store_true", help="log one line per request")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="worker processes sharing the port (above 1 needs --store redis)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="worker processes sharing the port (above 1 needs --store redis)"
+    )
     parser.set_defaults(func=_run)

@@ -60,12 +60,16 @@ class ProxyLimits:
     max_json_depth: int = 64
     max_json_containers: int = 20_000
 
-    def check_shape(self, raw: bytes) -> None:
+    def check_shape(self, raw: bytes) -> int:
         """Refuse, before parsing, a body that cannot be within the limits (byte counts run at C speed).
 
         Every message carries a ``"role"`` key, and every array or object
         starts with ``[`` or ``{``; counting them bounds the work a parse
         would do, so a 10,000-turn body costs a millisecond, not a parse.
+
+        Returns:
+            The count of ``[`` and ``{`` bytes: at least as many as the body has arrays and objects,
+            so at least as deep as they nest.
 
         Raises:
             RequestError: 413 naming ``max_messages`` or ``max_json_containers``.
@@ -85,6 +89,7 @@ class ProxyLimits:
                 "(proxy.max_json_containers)",
                 "too_many_containers",
             )
+        return containers
 
     def check_messages(self, messages: Sequence[Mapping[str, Any]], where: str = "messages") -> None:
         """Refuse too many messages or too much text.
@@ -104,8 +109,7 @@ class ProxyLimits:
             if total > self.max_total_chars:
                 raise RequestError(
                     413,
-                    f"{where} carries more than {self.max_total_chars} characters of content "
-                    "(proxy.max_total_chars)",
+                    f"{where} carries more than {self.max_total_chars} characters of content (proxy.max_total_chars)",
                     "too_much_text",
                 )
 
@@ -132,7 +136,8 @@ def check_call_id(call_id: str, limits: ProxyLimits) -> str:
         )
     if not CALL_ID_PATTERN.fullmatch(call_id):
         raise RequestError(
-            400, "call id may contain only letters, digits and . _ : - (and must start with a letter or digit)",
+            400,
+            "call id may contain only letters, digits and . _ : - (and must start with a letter or digit)",
             "invalid_call_id",
         )
     return call_id
@@ -165,24 +170,27 @@ def decode_json(raw: bytes | str, limits: ProxyLimits) -> Any:
     """
     if not raw.strip():
         raise RequestError(400, "request body is empty; expected a JSON object", "empty_body")
-    limits.check_shape(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
+    containers = limits.check_shape(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
     try:
         value = json.loads(raw)
     except RecursionError as exc:
         raise RequestError(
-            400, f"request JSON is nested deeper than {limits.max_json_depth} levels (proxy.max_json_depth)",
+            400,
+            f"request JSON is nested deeper than {limits.max_json_depth} levels (proxy.max_json_depth)",
             "too_deep",
         ) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(400, f"request body is not valid JSON: {exc}", "malformed_json") from exc
-    check_depth(value, limits.max_json_depth)
+    if containers > limits.max_json_depth:  # fewer arrays and objects than the limit cannot nest deeper than it
+        check_depth(value, limits.max_json_depth)
     encoded = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     if _SURROGATE_ESCAPE.search(encoded):
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as exc:
             raise RequestError(
-                400, "request JSON contains a lone UTF-16 surrogate (\\ud800-\\udfff); it is not valid Unicode",
+                400,
+                "request JSON contains a lone UTF-16 surrogate (\\ud800-\\udfff); it is not valid Unicode",
                 "invalid_unicode",
             ) from exc
     return value

@@ -1,6 +1,6 @@
 """Upstream: any OpenAI-compatible chat-completions endpoint, streamed over aiohttp.
 
-The SSE stream is parsed directly (one ``json.loads`` per event) rather than
+The SSE stream is parsed directly (one pass of the C JSON scanner per event) rather than
 through a typed SDK: on the voice path every millisecond before the first
 token counts, and at a hundred concurrent streams per-chunk model building
 dominated the proxy's own cost. The client is aiohttp (Pipecat's own HTTP
@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
 import httpx
 
 from pipecat_harness.proxy.upstream import ToolCallDelta, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
+from pipecat_harness.proxy.watchdog import Watchdog
 
 __all__ = ["DRAIN_SECS", "IDLE_CONNECTION_SECS", "MAX_LINE_BYTES", "OpenAICompatibleUpstream", "render_openai_messages"]
 
@@ -42,6 +43,26 @@ MAX_LINE_BYTES = 2 << 20
 
 #: Longest background read of what follows the finish chunk before the connection is closed instead.
 DRAIN_SECS = 5.0
+
+# The C scanner behind ``json.loads``, called directly: what ``loads`` adds around it (type checks, a
+# decoder method, a whitespace match) costs twice the scan of a token's event.
+# (``scan_once`` is set by ``JSONDecoder.__init__``; the stubs do not declare it.)
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _json_value(text: str) -> Any:
+    """The JSON value ``text`` holds (it has no surrounding whitespace).
+
+    Raises:
+        ValueError: ``text`` is not one JSON value.
+    """
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError("expecting a JSON value") from None
+    if end != len(text):
+        raise ValueError(f"extra data after the JSON value at {end}")
+    return value
 
 
 def _system_message(request: UpstreamRequest, *, mark_cacheable: bool, system_blocks: bool) -> list[dict[str, Any]]:
@@ -99,7 +120,7 @@ def _chunks(data: bytes | str) -> list[UpstreamChunk]:
         UpstreamError: The payload is not a chunk object, or reports an error.
     """
     try:
-        event = json.loads(data if isinstance(data, str) else data.decode())  # a str: no encoding detection
+        event = _json_value(data if isinstance(data, str) else data.decode())
     except ValueError as exc:
         raise UpstreamError(f"OpenAI-compatible upstream sent a malformed event: {data[:200]!r}") from exc
     if not isinstance(event, dict):
@@ -115,6 +136,18 @@ def _chunks(data: bytes | str) -> list[UpstreamChunk]:
         if text or calls or finish:
             chunks.append(UpstreamChunk(text=text, tool_calls=calls, finish_reason=finish))
     return chunks
+
+
+def _stop_read_timer(response: aiohttp.ClientResponse) -> None:
+    """End aiohttp's ``sock_read`` timer of a response whose headers are in (it bounded the wait for them).
+
+    Left on, it reschedules a timer for every network segment of the body, a
+    token each; the body's reads are bounded by one :class:`Watchdog` instead.
+    The connection's next request sets its own ``sock_read`` again.
+    """
+    connection = response.connection
+    if connection is not None and connection.protocol is not None:
+        connection.protocol.read_timeout = None
 
 
 async def _drain(response: aiohttp.ClientResponse) -> None:
@@ -149,7 +182,7 @@ class OpenAICompatibleUpstream(Upstream):
         model: Model name; overrides the one the platform asked for when set.
         mark_cacheable: Send the system prompt as blocks, the base block marked ``cache_control``.
         system_blocks: Send the system prompt as text blocks (for providers that want parts).
-        timeout_secs: Longest wait to connect and between two reads of the stream.
+        timeout_secs: Longest wait to connect, for the response headers and between two reads of the stream.
         extra_body: Extra JSON fields sent with every request (gateway-specific options).
         headers: Extra HTTP headers.
         session: An existing ``aiohttp.ClientSession`` (default: one created on first use).
@@ -177,6 +210,7 @@ class OpenAICompatibleUpstream(Upstream):
         self.client = client
         self._owns_session = session is None
         self.timeout = aiohttp.ClientTimeout(total=None, connect=timeout_secs, sock_read=timeout_secs)
+        self.read_timeout_secs = timeout_secs
         self.headers = {
             "Authorization": f"Bearer {api_key}",
             "Accept": "text/event-stream",
@@ -235,23 +269,39 @@ class OpenAICompatibleUpstream(Upstream):
                     raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {response.status}: {detail}")
                 # One read per network segment, split into lines here: an event is one line and a blank
                 # one, and reading them a line at a time costs two awaits and two buffer scans per token.
+                _stop_read_timer(response)
+                content = response.content
+                watchdog = Watchdog(self.read_timeout_secs)
                 pending = b""
-                async for piece in response.content.iter_any():
-                    *lines, pending = (pending + piece).split(b"\n") if pending else piece.split(b"\n")
-                    for line in lines:
-                        if not line.startswith(b"data:"):
-                            continue
-                        data = line[5:].strip()
-                        if data == b"[DONE]":
-                            complete = True
-                            return
-                        for chunk in _chunks(data):
-                            complete = chunk.finish_reason is not None
-                            yield chunk
-                            if complete:
+                try:
+                    while True:
+                        watchdog.wait(self.read_timeout_secs)
+                        try:
+                            piece = await content.readany()
+                        except asyncio.CancelledError:
+                            watchdog.raise_if_expired()
+                            raise
+                        finally:
+                            watchdog.waiting = False
+                        if not piece:
+                            break
+                        *lines, pending = (pending + piece).split(b"\n") if pending else piece.split(b"\n")
+                        for line in lines:
+                            if not line.startswith(b"data:"):
+                                continue
+                            data = line[5:].strip()
+                            if data == b"[DONE]":
+                                complete = True
                                 return
-                    if len(pending) > MAX_LINE_BYTES:
-                        raise UpstreamError(f"OpenAI-compatible upstream sent a line over {MAX_LINE_BYTES} bytes")
+                            for chunk in _chunks(data):
+                                complete = chunk.finish_reason is not None
+                                yield chunk
+                                if complete:
+                                    return
+                        if len(pending) > MAX_LINE_BYTES:
+                            raise UpstreamError(f"OpenAI-compatible upstream sent a line over {MAX_LINE_BYTES} bytes")
+                finally:
+                    watchdog.cancel()
             finally:
                 if complete and not response.content.at_eof():
                     self._background(_drain(response))

@@ -113,7 +113,7 @@ def _validate_messages(messages: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
         raise RequestError(400, f"{where} must be a non-empty list of message objects", "invalid_messages")
     for index, message in enumerate(messages):
-        if not isinstance(message, Mapping):
+        if type(message) is not dict and not isinstance(message, Mapping):  # exact type first: no ABC check
             raise RequestError(400, f"{where}[{index}] must be an object", "invalid_messages")
         role = message.get("role")
         if role not in ALLOWED_ROLES:

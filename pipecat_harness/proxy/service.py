@@ -24,6 +24,7 @@ from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.quiet_window import QuietWindow
 from pipecat_harness.proxy.tool_stream import CompletedToolCalls, DroppedCall
 from pipecat_harness.proxy.upstream import SystemPrompt, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
+from pipecat_harness.proxy.watchdog import Watchdog
 from pipecat_harness.tools.arguments import DEFAULT_MAX_ARGUMENT_BYTES
 
 __all__ = ["PreparedTurn", "ProxyService", "snapshot_stamp"]
@@ -46,47 +47,6 @@ class _Split:
     removed: int
     ignored: int
     dropped_parts: list[str]
-
-
-class _Watchdog:
-    """The wait for the upstream's next chunk, with one timer per stream.
-
-    ``asyncio.timeout`` around every chunk schedules and cancels a timer per
-    token; here a wait only moves a deadline, and the timer, when it fires
-    early, re-arms itself for the deadline. Past the deadline while a chunk
-    is awaited, the task is cancelled and the wait raises ``TimeoutError``.
-    """
-
-    def __init__(self, secs: float) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.task = asyncio.current_task()
-        self.deadline = self.loop.time() + secs
-        self.waiting = False
-        self.expired = False
-        self.handle = self.loop.call_at(self.deadline, self._check)
-
-    def wait(self, secs: float) -> None:
-        """A chunk is awaited from now, for at most ``secs``."""
-        self.deadline = self.loop.time() + secs
-        self.waiting = True
-
-    def _check(self) -> None:
-        now = self.loop.time()
-        if self.waiting and now >= self.deadline and self.task is not None:
-            self.expired = True
-            self.task.cancel()
-            return
-        self.handle = self.loop.call_at(max(self.deadline, now + 0.05), self._check)
-
-    def raise_if_expired(self) -> None:
-        """Turn the watchdog's own cancellation into ``TimeoutError``."""
-        if self.expired and self.task is not None and self.task.uncancel() == 0:
-            self.expired = False
-            raise TimeoutError("no upstream chunk in time") from None
-
-    def cancel(self) -> None:
-        """Stop the timer (the stream is over)."""
-        self.handle.cancel()
 
 
 @dataclass
@@ -297,7 +257,7 @@ class ProxyService:
         iterator = aiter(self.upstream.stream(request))
         first = True
         calls = CompletedToolCalls(max_bytes=self.max_tool_argument_bytes)
-        watchdog = _Watchdog(self.first_token_timeout_secs)
+        watchdog = Watchdog(self.first_token_timeout_secs)
         try:
             while True:
                 try:

@@ -3,15 +3,17 @@
 Every chunk of one completion shares its id, timestamp and model, so the
 writer renders that frame once and each text event is the frame around the
 JSON string of its text: one ``json.dumps`` of a short string per token
-rather than of a whole chunk object. The events are bytes, ready for the
-socket.
+rather than of a whole chunk object (the string's JSON form comes straight
+from the C encoder, the frame's head and tail are rendered once). The events
+are bytes, ready for the socket.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
-import uuid
+from json.encoder import encode_basestring
 from typing import Any
 
 from pipecat_harness.proxy.upstream import ToolCallDelta
@@ -19,6 +21,10 @@ from pipecat_harness.proxy.upstream import ToolCallDelta
 __all__ = ["DONE_EVENT", "ChunkWriter", "sse_event"]
 
 DONE_EVENT = b"data: [DONE]\n\n"
+
+# What ``json.dumps(text, ensure_ascii=False)`` returns for a string, without the encoder object it builds per call.
+_json_string = encode_basestring
+_TEXT_TAIL = '},"finish_reason":null}]}\n\n'
 
 
 def _dumps(value: Any) -> str:
@@ -44,11 +50,13 @@ class ChunkWriter:
     """
 
     def __init__(self, model: str) -> None:
-        self.id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        self.id = f"chatcmpl-{secrets.token_hex(12)}"
         self.created = int(time.time())
         self.model = model or "pipecat-harness-proxy"
-        head = _dumps({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model})
-        self._head = f"data: {head[:-1]},\"choices\":[{{\"index\":0,\"delta\":"
+        # What _dumps gives for {"id", "object", "created", "model"} without its closing brace (the id is hex).
+        head = f'{{"id":"{self.id}","object":"chat.completion.chunk","created":{self.created},"model":'
+        self._head = f'data: {head}{_json_string(self.model)},"choices":[{{"index":0,"delta":'
+        self._text_head = self._head + '{"content":'
 
     def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         """A ``chat.completion.chunk`` object."""
@@ -62,7 +70,7 @@ class ChunkWriter:
 
     def _event(self, delta: str, finish_reason: str | None = None) -> bytes:
         finish = "null" if finish_reason is None else _dumps(finish_reason)
-        return _utf8(f"{self._head}{delta},\"finish_reason\":{finish}}}]}}\n\n")
+        return _utf8(f'{self._head}{delta},"finish_reason":{finish}}}]}}\n\n')
 
     def role(self) -> bytes:
         """The opening event announcing the assistant role."""
@@ -70,7 +78,7 @@ class ChunkWriter:
 
     def text(self, text: str) -> bytes:
         """A text delta event."""
-        return self._event(f'{{"content":{_dumps(text)}}}')
+        return _utf8(self._text_head + _json_string(text) + _TEXT_TAIL)
 
     def tool_calls(self, calls: tuple[ToolCallDelta, ...]) -> bytes:
         """A ``delta.tool_calls`` event."""

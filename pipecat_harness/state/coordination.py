@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
-import uuid
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -74,9 +74,7 @@ class CallLock:
         self.store = store
         self.ttl_secs = ttl_secs
         self.work_timeout_secs = work_timeout_secs
-        self.acquire_timeout_secs = (
-            max(3 * ttl_secs, 2.0) if acquire_timeout_secs is None else acquire_timeout_secs
-        )
+        self.acquire_timeout_secs = max(3 * ttl_secs, 2.0) if acquire_timeout_secs is None else acquire_timeout_secs
         self.poll_secs = poll_secs
 
     async def run(self, call_id: str, work: Callable[[], Awaitable[T]]) -> T:
@@ -140,7 +138,7 @@ class CallLock:
             LockTimeout: The lock was not obtained within ``acquire_timeout_secs``.
         """
         key = f"lock:{call_id}"
-        token = uuid.uuid4().hex
+        token = secrets.token_hex(16)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_secs
         while True:

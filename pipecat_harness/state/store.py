@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["LockedRead", "NewestGate", "StateStore", "StoreError", "dump_json", "parse_record"]
+__all__ = ["JsonText", "LockedRead", "NewestGate", "StateStore", "StoreError", "dump_json", "parse_record"]
 
 T = TypeVar("T")
 
@@ -24,12 +24,25 @@ class StoreError(RuntimeError):
     """The backing store failed or returned something that is not valid state."""
 
 
+class JsonText(str):
+    """A value already in its JSON form, written to a store as it is.
+
+    A record that can encode itself in one pass (a pydantic adapter's
+    ``dump_json``) passes this to ``set_json`` instead of a dictionary the
+    store would encode again; reads give back the decoded value either way.
+    """
+
+    __slots__ = ()
+
+
 def dump_json(key: str, value: Any) -> str:
-    """``value`` as JSON text.
+    """``value`` as JSON text (a :class:`JsonText` as it is).
 
     Raises:
         StoreError: ``value`` is not JSON-serialisable.
     """
+    if isinstance(value, JsonText):
+        return value
     try:
         return json.dumps(value)
     except (TypeError, ValueError) as exc:

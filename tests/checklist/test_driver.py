@@ -9,6 +9,7 @@ from pipecat_harness.checklist.driver import ChecklistDriver
 from pipecat_harness.checklist.model import bundled_checklist
 from pipecat_harness.checklist.progress import ItemStatus
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
+from pipecat_harness.state.coordination import CallLock
 from pipecat_harness.state.redis_store import RedisStateStore
 from pipecat_harness.state.store import StateStore, StoreError
 from tests.state.worker_processes import spawn_worker, start_together
@@ -124,3 +125,52 @@ async def test_worker_processes_analyse_each_turn_exactly_once(redis_store: Redi
     assert int(await redis_store._redis.get(redis_store.prefix + "analyzer_calls")) == 3
     assert state.status("scheduling_conflicts") == ItemStatus.DENIED
     assert state.status("compliance_updates") == ItemStatus.ANSWERED
+
+
+async def test_decision_records_are_not_built_while_the_sink_does_not_want_them(any_store: StateStore):
+    decisions: list[tuple[str, dict]] = []
+    wanted = {"now": False}
+    analysis_dicts: list[int] = []
+
+    class WatchedAnalyzer(RuleAnalyzer):
+        async def analyze(self, checklist, state, utterance) -> Analysis:
+            analysis = await super().analyze(checklist, state, utterance)
+            original = analysis.to_dict
+            analysis.to_dict = lambda: analysis_dicts.append(1) or original()  # type: ignore[method-assign]
+            return analysis
+
+    driver = ChecklistDriver(
+        bundled_checklist(WALK["checklist"]),
+        any_store,
+        analyzer=WatchedAnalyzer(),
+        on_decision=lambda a, e: decisions.append((a, e)),
+        decisions_wanted=lambda: wanted["now"],
+    )
+    turns = [WALK["turns"][0]["say"]]
+    quiet = await driver.sync("call-quiet", turns)
+    assert decisions == [] and analysis_dicts == []
+    assert (await driver.load("call-quiet")).analyzed_turns == 1  # the state is saved all the same
+    wanted["now"] = True
+    turns.append(WALK["turns"][1]["say"])
+    loud = await driver.sync("call-quiet", turns)
+    assert [a for a, _ in decisions] == ["analyzed", "directed"] and analysis_dicts == [1]
+    assert decisions[1][1]["directive"] == loud.to_dict() and quiet.kind == WALK["turns"][0]["next"]
+
+
+async def test_state_with_a_lone_surrogate_is_saved_escaped(any_store: StateStore):
+    driver = ChecklistDriver(bundled_checklist(WALK["checklist"]), any_store)
+    await driver.sync("call-surrogate", ["No incidents \udc00 at all."])
+    state = await driver.load("call-surrogate")
+    assert state.analyzed_turns == 1
+    assert any("\udc00" in note for item in state.items.values() for note in item.notes)
+
+
+async def test_an_analyzer_that_waits_is_bounded_by_the_work_deadline(any_store: StateStore):
+    lock = CallLock(any_store, ttl_secs=1.0, work_timeout_secs=0.05)
+    driver = ChecklistDriver(
+        bundled_checklist(WALK["checklist"]), any_store, analyzer=CountingAnalyzer(delay=1.0), lock=lock
+    )
+    with pytest.raises(TimeoutError):
+        await driver.sync("call-slow", [WALK["turns"][0]["say"]])
+    driver.analyzer = RuleAnalyzer()  # the lock was released with the timeout: the next turn goes through
+    assert (await driver.sync("call-slow", [WALK["turns"][0]["say"]])).kind == WALK["turns"][0]["next"]

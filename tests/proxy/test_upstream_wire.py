@@ -14,7 +14,7 @@ from pipecat_harness.proxy.app import create_app
 from pipecat_harness.proxy.command import build_service
 from pipecat_harness.proxy.openai_upstream import OpenAICompatibleUpstream
 from pipecat_harness.proxy.service import DEFAULT_FALLBACK, ProxyService
-from pipecat_harness.proxy.upstream import Upstream, UpstreamChunk, UpstreamRequest
+from pipecat_harness.proxy.upstream import SystemPrompt, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 
 
 def _turn(call_id: str, text: str = "Hello there.") -> dict:
@@ -215,3 +215,24 @@ async def test_a_stall_between_chunks_ends_in_the_fallback_and_the_task_is_not_l
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
     await asyncio.sleep(0)  # still runnable: no cancellation left pending for this task
+
+
+async def test_a_body_stalled_past_the_upstreams_read_timeout_is_an_upstream_error():
+    # Headers and the first token arrive; the rest comes after the upstream's own read bound (0.1 s).
+    opening = _chunk({"role": "assistant"})
+    tail = _chunk({}, "stop") + b"data: [DONE]\n\n"
+    body = opening + _chunk({"content": "Hello"})
+    async with RawUpstream(body, cuts=(len(opening),), tail=tail, tail_delay_secs=0.6) as server:
+        upstream = OpenAICompatibleUpstream(f"http://127.0.0.1:{server.port}/v1", timeout_secs=0.1)
+        request = UpstreamRequest(system=SystemPrompt("base"), messages=[{"role": "user", "content": "Hi"}])
+        seen: list[str] = []
+        with pytest.raises(UpstreamError, match="TimeoutError"):
+            async for chunk in upstream.stream(request):
+                seen.append(chunk.text)
+        assert seen == ["Hello"]
+        task = asyncio.current_task()
+        assert task is not None and task.cancelling() == 0
+        # Through the service (whose own waits are longer) the stall is heard as the fallback.
+        service = ProxyService(upstream, first_token_timeout_secs=5.0, chunk_timeout_secs=5.0)
+        assert await _relay(service, _turn("stalled")) == "Hello " + DEFAULT_FALLBACK
+        await upstream.aclose()
