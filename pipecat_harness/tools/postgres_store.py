@@ -9,8 +9,7 @@ statement itself, and a write makes two. A connection goes back to the pool
 when a statement fails or is cancelled (the pool waits for a cancellation
 to finish and replaces a broken connection), when a caller is waiting for
 one, and when the store closes; one the server dropped while kept is handed
-back when next taken (or was taken back by ``asyncpg`` as it closed, which
-leaves the store's handle on it unusable). The pool's size stays the bound.
+back the same way when next taken. The pool's size stays the bound.
 """
 
 from __future__ import annotations
@@ -83,15 +82,10 @@ class PostgresStore(LedgerStore):
 
     async def _take(self) -> Any:
         """A connection: a kept one if there is one, else from the pool."""
-        import asyncpg
-
         while self._kept:
             conn = self._kept.pop()
-            try:
-                if not conn.is_closed():
-                    return conn
-            except asyncpg.InterfaceError:  # it was lost, and asyncpg took it back into the pool already
-                continue
+            if not conn.is_closed():
+                return conn
             await self._give_back(conn)  # the server or the network dropped it: the pool replaces it
         pool = self._pool if self._pool is not None else await self.pool()
         self._waiting += 1
