@@ -212,7 +212,7 @@ def _track_aiosqlite_threads(stack: contextlib.ExitStack) -> None:
 _HELD_IO = (
     ("redis.asyncio.connection", "AbstractConnection", ("connect", "read_response")),
     ("pipecat_harness.tools.sqlite_thread", "SqliteThread", ("submit",)),  # run() too: it awaits submit()
-    ("pipecat_harness.tools.postgres_store", "PostgresStore", ("now", "insert", "update", "get", "select")),
+    ("pipecat_harness.tools.ledger_store", "PostgresStore", ("now", "insert", "update", "get", "select")),
     ("pipecat_harness.tools.ledger", "OperationLedger", ("create_tables",)),
     ("pipecat_harness.state.proposals", "SqlProposals", ("load", "save")),
 )

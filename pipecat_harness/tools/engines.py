@@ -30,14 +30,12 @@ import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipecat_harness.tools.ledger_store import LedgerStore, SqliteStore, is_memory_sqlite
-from pipecat_harness.tools.postgres_store import PostgresStore
+from pipecat_harness.tools.ledger_store import LedgerStore, is_memory_sqlite, make_store
 from pipecat_harness.tools.storage import make_engine
 
-__all__ = ["SharedEngine", "acquire_engine", "is_memory_sqlite", "make_store", "release_engine", "shared_engine_for"]
+__all__ = ["SharedEngine", "acquire_engine", "is_memory_sqlite", "release_engine", "shared_engine_for"]
 
 
 @dataclass
@@ -126,21 +124,3 @@ async def release_engine(url: str, shared: SharedEngine) -> None:
     await shared.engine.dispose()
     if shared.private_dir is not None:
         shutil.rmtree(shared.private_dir, ignore_errors=True)
-
-
-def make_store(url: str) -> LedgerStore:
-    """The store for a SQLAlchemy ledger URL of a file SQLite database or of PostgreSQL.
-
-    Raises:
-        ValueError: An in-memory SQLite URL (the engine layer gives those a private file) or another database.
-    """
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        if is_memory_sqlite(url):
-            raise ValueError(f"ledger URL {url!r}: an in-memory SQLite database cannot be shared by the ledger's "
-                             "connections; pass a file URL or the default URL")
-        return SqliteStore(parsed.database or "")
-    if parsed.get_backend_name() == "postgresql":
-        dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-        return PostgresStore(dsn)
-    raise ValueError(f"ledger URL {url!r}: only SQLite and PostgreSQL ledgers are supported")

@@ -10,8 +10,7 @@ unit:
 * SQLite: the whole transaction runs in one hop on a dedicated writer thread
   with a raw ``sqlite3`` connection (:class:`SqliteThread`); reads use a
   second thread, which WAL never blocks.
-* PostgreSQL (:mod:`pipecat_harness.tools.postgres_store`): one statement per
-  transition on an ``asyncpg`` pool (the update
+* PostgreSQL: one statement per transition on an ``asyncpg`` pool (the update
   and its outbox row are one ``WITH … UPDATE … RETURNING`` + ``INSERT``, so one
   round trip commits both); ``asyncpg`` prepares and caches each statement per
   connection. Settling commits are asynchronous (see :meth:`PostgresStore.update`):
@@ -39,13 +38,12 @@ from pipecat_harness.tools.sqlite_thread import SqliteThread
 __all__ = [
     "OP_COLUMNS",
     "OUTBOX_COLUMNS",
-    "PG_OUTBOX_TYPES",
     "LedgerStore",
+    "PostgresStore",
     "SqliteStore",
     "Where",
     "is_memory_sqlite",
-    "op_row",
-    "outbox_row",
+    "make_store",
 ]
 
 #: The operations table's columns, in the order every row is read.
@@ -54,11 +52,9 @@ OP_COLUMNS = ("tenant", "idempotency_key", "scope", "attempt", "op_type", "reque
 #: The outbox table's columns, in insert order.
 OUTBOX_COLUMNS = ("event_id", "seq", "tenant", "idempotency_key", "event_type", "payload", "created_at",
                   "published_at", "attempts", "last_error", "claimed_by", "claimed_until")
-#: A row's values in column order, from a mapping of them.
-op_row = itemgetter(*OP_COLUMNS)
-outbox_row = itemgetter(*OUTBOX_COLUMNS)
-#: The outbox columns' PostgreSQL types (an insert from a ``SELECT`` of parameters names them).
-PG_OUTBOX_TYPES = ("varchar", "integer", "varchar", "varchar", "varchar", "text", "double precision",
+_op_row = itemgetter(*OP_COLUMNS)
+_outbox_row = itemgetter(*OUTBOX_COLUMNS)
+_PG_OUTBOX_TYPES = ("varchar", "integer", "varchar", "varchar", "varchar", "text", "double precision",
                     "double precision", "integer", "text", "varchar", "double precision")
 
 Where = Sequence[tuple[str, str, Any]]
@@ -203,7 +199,7 @@ class SqliteStore(LedgerStore):
     def insert_soon(self, prefix: str, values: dict[str, Any]) -> asyncio.Future[Sequence[Any] | None]:
         """See :class:`LedgerStore`: the writer thread's own future (no task)."""
         insert, get = self._insert_sql(prefix), self._get_sql(prefix)
-        params = op_row(values)
+        params = _op_row(values)
         ident = (values["tenant"], values["idempotency_key"])
 
         def work(conn: sqlite3.Connection) -> Sequence[Any] | None:
@@ -227,7 +223,7 @@ class SqliteStore(LedgerStore):
             if key not in self._sql:
                 slots = ", ".join("?" for _ in OUTBOX_COLUMNS)
                 self._sql[key] = f"INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES ({slots})"
-            outbox = (self._sql[key], outbox_row(event))
+            outbox = (self._sql[key], _outbox_row(event))
 
         def work(conn: sqlite3.Connection) -> bool:
             try:
@@ -256,9 +252,138 @@ class SqliteStore(LedgerStore):
         await asyncio.gather(self._writer.close(), self._reader.close())
 
 
+class PostgresStore(LedgerStore):
+    """PostgreSQL through one ``asyncpg`` pool per process and event loop.
+
+    Args:
+        dsn: A ``postgresql://`` DSN.
+        max_connections: Largest pool size (calls beyond it wait for a connection).
+    """
+
+    def __init__(self, dsn: str, *, max_connections: int = 10) -> None:
+        super().__init__()
+        self.dsn = dsn
+        self.max_connections = max_connections
+        self._pool: Any = None
+        self._opening = asyncio.Lock()
+
+    clock_sql = "extract(epoch from clock_timestamp())::float8"
+
+    def _ph(self, n: int) -> str:
+        return f"${n}"
+
+    async def now(self) -> float:
+        """See :class:`LedgerStore`."""
+        pool = await self.pool()
+        async with pool.acquire() as conn:
+            return float(await conn.fetchval(f"SELECT {self.clock_sql}"))
+
+    def _with_event(self, prefix: str, update: str, used: int) -> str:
+        # A settling change commits without waiting for the WAL flush (the statement's own
+        # transaction only). A database-server crash can lose the last few hundred
+        # milliseconds of such commits; the record is then back to ``executing`` under its
+        # owner, and recovery and reconciliation settle it as after a worker crash. The
+        # insert that starts an operation, before any handler runs, stays synchronous.
+        selected = ", ".join(f"${used + 1 + i}::{kind}" for i, kind in enumerate(_PG_OUTBOX_TYPES))
+        return (f"WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+                f"changed AS ({update} RETURNING 1) INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) "
+                f"SELECT {selected} FROM changed, relaxed")
+
+    async def pool(self) -> Any:
+        """The pool, opened on first use."""
+        if self._pool is None:
+            async with self._opening:
+                if self._pool is None:
+                    import asyncpg
+
+                    self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.max_connections,
+                                                           reset=_keep_session)
+        return self._pool
+
+    async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
+        """See :class:`LedgerStore`."""
+        pool = await self.pool()
+        async with pool.acquire() as conn:
+            status = await conn.execute(self._insert_sql(prefix), *_op_row(values))
+            if status.endswith(" 1"):
+                return None
+            row: Sequence[Any] | None = await conn.fetchrow(self._get_sql(prefix), values["tenant"],
+                                                            values["idempotency_key"])
+            if row is None:
+                raise ResourceBusy(f"resource {values['resource']!r} has an unsettled operation")
+            return row
+
+    async def update(self, prefix: str, where: Where, changes: dict[str, Any],
+                     event: dict[str, Any] | None = None) -> bool:
+        """See :class:`LedgerStore`."""
+        sql, condition_params = self._update_parts(prefix, where, tuple(changes), event is not None)
+        params = [*changes.values(), *condition_params]
+        if event is not None:
+            params += _outbox_row(event)
+        import asyncpg
+
+        pool = await self.pool()
+        async with pool.acquire() as conn:
+            try:
+                status: str = await conn.execute(sql, *params)
+            except asyncpg.UniqueViolationError as exc:
+                if "resource" not in str(exc):
+                    raise
+                raise ResourceBusy(f"the resource has an unsettled operation ({exc})") from exc
+        return not status.endswith(" 0")
+
+    async def get(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
+        """See :class:`LedgerStore`."""
+        pool = await self.pool()
+        async with pool.acquire() as conn:
+            row: Sequence[Any] | None = await conn.fetchrow(self._get_sql(prefix), tenant, key)
+            return row
+
+    async def select(self, prefix: str, where: Where, order: str = "created_at") -> list[Sequence[Any]]:
+        """See :class:`LedgerStore`."""
+        condition, params = self._condition(where, 1)
+        pool = await self.pool()
+        async with pool.acquire() as conn:
+            return list(await conn.fetch(self._select_sql(prefix, condition, order), *params))
+
+    async def close(self) -> None:
+        """See :class:`LedgerStore`."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+
+async def _keep_session(_connection: Any) -> None:
+    """Nothing to reset when a connection goes back to the pool.
+
+    asyncpg's default reset is a round trip per release (``RESET ALL``,
+    ``UNLISTEN *``...), doubling the statements of a write. The store leaves no
+    session state behind: its one setting (``synchronous_commit``) is local to
+    a statement's own transaction, and it never listens, locks or keeps cursors.
+    """
+
+
 def is_memory_sqlite(url: str) -> bool:
     """Whether a ledger URL names an in-memory SQLite database."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return False
     return (parsed.database or "") in ("", ":memory:") or parsed.query.get("mode") == "memory"
+
+
+def make_store(url: str) -> LedgerStore:
+    """The store for a SQLAlchemy ledger URL of a file SQLite database or of PostgreSQL.
+
+    Raises:
+        ValueError: An in-memory SQLite URL (the engine layer gives those a private file) or another database.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if is_memory_sqlite(url):
+            raise ValueError(f"ledger URL {url!r}: an in-memory SQLite database cannot be shared by the ledger's "
+                             "connections; pass a file URL or the default URL")
+        return SqliteStore(parsed.database or "")
+    if parsed.get_backend_name() == "postgresql":
+        dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+        return PostgresStore(dsn)
+    raise ValueError(f"ledger URL {url!r}: only SQLite and PostgreSQL ledgers are supported")
