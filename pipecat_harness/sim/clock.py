@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import inspect
 import selectors
 import time
 import types
@@ -210,7 +211,7 @@ def _track_aiosqlite_threads(stack: contextlib.ExitStack) -> None:
 # database or Redis answers. Production code awaits these plainly; only a simulated call holds the clock.
 _HELD_IO = (
     ("redis.asyncio.connection", "AbstractConnection", ("connect", "read_response")),
-    ("pipecat_harness.tools.sqlite_thread", "SqliteThread", ("run",)),
+    ("pipecat_harness.tools.sqlite_thread", "SqliteThread", ("submit",)),  # run() too: it awaits submit()
     ("pipecat_harness.tools.ledger_store", "PostgresStore", ("now", "insert", "update", "get", "select")),
     ("pipecat_harness.tools.ledger", "OperationLedger", ("create_tables",)),
     ("pipecat_harness.state.proposals", "SqlProposals", ("load", "save")),
@@ -222,6 +223,16 @@ def _hold_time_for_store_io(stack: contextlib.ExitStack) -> None:
     import importlib
 
     def holding(original: Callable[..., Any]) -> Callable[..., Any]:
+        if not inspect.iscoroutinefunction(original):  # returns a future, resolved from another thread
+            def hand(self: Any, *args: Any, **kwargs: Any) -> Any:
+                work = original(self, *args, **kwargs)
+                loop = asyncio.get_running_loop()
+                if isinstance(loop, VirtualTimeLoop):
+                    loop.hold_time_for(work)
+                return work
+
+            return hand
+
         async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
             work = asyncio.ensure_future(original(self, *args, **kwargs))
             loop = asyncio.get_running_loop()

@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipecat_harness.tools.engines import acquire_engine, release_engine, shared_engine_for
-from pipecat_harness.tools.ledger_reads import record_of
+from pipecat_harness.tools.ledger_reads import insert_answer
 from pipecat_harness.tools.ledger_recovery import LedgerRecovery
 from pipecat_harness.tools.ledger_store import LedgerStore
 from pipecat_harness.tools.migrations import migrate, schema_table
@@ -71,8 +71,6 @@ __all__ = [
 
 S = OperationStatus
 _EVENT_STATES = frozenset({S.SUCCEEDED, S.FAILED, S.OUTCOME_UNKNOWN, S.CANCELLED})
-
-
 _ENCODER = json.JSONEncoder(default=str, sort_keys=True)  # built once: json.dumps with options builds one per call
 
 
@@ -156,18 +154,18 @@ class OperationLedger(LedgerRecovery):
             "owner": owner, "lease_until": lease_until, "resource": resource,
         }
 
-    async def _insert(self, values: dict[str, Any]) -> tuple[OperationRecord, bool]:
-        row = await self.store.insert(self.table_prefix, values)
-        if row is None:
-            return OperationRecord(**{**values, "status": OperationStatus(values["status"]), "result": None}), True
-        existing = record_of(row)
-        if existing.request_hash != values["request_hash"] or existing.op_type != values["op_type"]:
-            raise IdempotencyConflict(
-                f"idempotency key {values['idempotency_key']!r} of tenant {values['tenant']!r} was used for a "
-                f"different request ({existing.op_type} {existing.request_hash[:12]}); refusing "
-                f"{values['op_type']} {values['request_hash'][:12]}"
-            )
-        return existing, False
+    def _insert(self, values: dict[str, Any]) -> asyncio.Future[tuple[OperationRecord, bool]]:
+        """The insert, begun at once; its future is resolved when it has run, whoever still waits for it."""
+        answer: asyncio.Future[tuple[OperationRecord, bool]] = asyncio.get_running_loop().create_future()
+
+        def answered(inserted: asyncio.Future[Any]) -> None:
+            try:
+                if not answer.done():  # else an awaiting task was cancelled; the insert ran (or not) all the same
+                    answer.set_result(insert_answer(values, inserted.result()))
+            except (Exception, asyncio.CancelledError) as exc:
+                answer.set_exception(exc)
+        self.store.insert_soon(self.table_prefix, values).add_done_callback(answered)
+        return answer
 
     async def prepare(
         self,
@@ -190,7 +188,7 @@ class OperationLedger(LedgerRecovery):
         return await self._insert(self._values(tenant, idempotency_key, op_type, request_hash, scope, S.PREPARED,
                                                attempt, "", 0.0))
 
-    async def start(
+    def start(
         self,
         tenant: str,
         idempotency_key: str,
@@ -201,17 +199,19 @@ class OperationLedger(LedgerRecovery):
         owner: str = "",
         lease_until: float = 0.0,
         resource: str = "",
-    ) -> tuple[OperationRecord, bool]:
+    ) -> asyncio.Future[tuple[OperationRecord, bool]]:
         """Create the record directly in ``executing`` state, owned by ``owner``, or return the existing one.
 
         One transaction for a new operation; when the key exists the stored
         record is returned untouched and the caller decides (see :meth:`claim`).
+        Begun at once: the future is resolved when the insert has run, waited for or not, so a caller that stops
+        waiting still learns whether it created the record.
 
         Raises:
             IdempotencyConflict: The key exists with a different request hash or operation type.
         """
-        return await self._insert(self._values(tenant, idempotency_key, op_type, request_hash, scope, S.EXECUTING,
-                                               1, owner, lease_until, resource))
+        return self._insert(self._values(tenant, idempotency_key, op_type, request_hash, scope, S.EXECUTING,
+                                         1, owner, lease_until, resource))
 
     async def transition(
         self,

@@ -10,10 +10,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipecat_harness.tools.ledger_store import LedgerStore, Where
-from pipecat_harness.tools.operation_state import OperationRecord, OperationStatus
+from pipecat_harness.tools.operation_state import IdempotencyConflict, OperationRecord, OperationStatus
 from pipecat_harness.tools.storage import LedgerTables
 
-__all__ = ["LedgerReads", "record_of"]
+__all__ = ["LedgerReads", "insert_answer", "record_of"]
 
 
 def _loads(text: str | None) -> Any:
@@ -30,6 +30,30 @@ def record_of(row: Sequence[Any]) -> OperationRecord:
         attempt=attempt, created_at=created_at, updated_at=updated_at, owner=owner or "",
         lease_until=lease_until or 0.0, resource=resource or "",
     )
+
+
+def insert_answer(values: dict[str, Any], row: Sequence[Any] | None) -> tuple[OperationRecord, bool]:
+    """The record an insert of ``values`` leaves, and whether it created it (``row``: the one already stored).
+
+    A created record is built without running the dataclass's ``__init__``, as
+    :meth:`OperationRecord.changed` does (every write makes one): its fields are the columns.
+
+    Raises:
+        IdempotencyConflict: The stored record is of a different request hash or operation type.
+    """
+    if row is None:
+        record = object.__new__(OperationRecord)
+        record.__dict__.update(values)
+        record.__dict__["status"] = OperationStatus(values["status"])
+        return record, True
+    existing = record_of(row)
+    if existing.request_hash != values["request_hash"] or existing.op_type != values["op_type"]:
+        raise IdempotencyConflict(
+            f"idempotency key {values['idempotency_key']!r} of tenant {values['tenant']!r} was used for a "
+            f"different request ({existing.op_type} {existing.request_hash[:12]}); refusing "
+            f"{values['op_type']} {values['request_hash'][:12]}"
+        )
+    return existing, False
 
 
 class LedgerReads:

@@ -27,6 +27,7 @@ import asyncio
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -51,6 +52,8 @@ OP_COLUMNS = ("tenant", "idempotency_key", "scope", "attempt", "op_type", "reque
 #: The outbox table's columns, in insert order.
 OUTBOX_COLUMNS = ("event_id", "seq", "tenant", "idempotency_key", "event_type", "payload", "created_at",
                   "published_at", "attempts", "last_error", "claimed_by", "claimed_until")
+_op_row = itemgetter(*OP_COLUMNS)
+_outbox_row = itemgetter(*OUTBOX_COLUMNS)
 _PG_OUTBOX_TYPES = ("varchar", "integer", "varchar", "varchar", "varchar", "text", "double precision",
                     "double precision", "integer", "text", "varchar", "double precision")
 
@@ -114,11 +117,13 @@ class LedgerStore(ABC):
                               f"WHERE tenant = {self._ph(1)} AND idempotency_key = {self._ph(2)}")
         return self._sql[key]
 
-    def _update_parts(self, prefix: str, where: Where, changes: Sequence[str],
+    def _update_parts(self, prefix: str, where: Where, changes: tuple[str, ...],
                       event: bool = False) -> tuple[str, list[Any]]:
         """The update's SQL (built once per shape: every write issues one) and its condition's parameters."""
-        shape = ("update", prefix, tuple(changes), tuple((c, op) for c, op, _ in where), event)
+        shape = (prefix, changes, *[(c, op) for c, op, _ in where], event)
         sql = self._sql.get(shape)
+        if sql is not None and not any(op == "prefix" for _, op, _ in where):
+            return sql, [value for _, _, value in where]
         condition, params = self._condition(where, len(changes) + 1)
         if sql is None:
             sets = ", ".join(f"{column} = {self._ph(i + 1)}" for i, column in enumerate(changes))
@@ -142,6 +147,10 @@ class LedgerStore(ABC):
         Raises:
             ResourceBusy: Another unsettled operation holds the row's resource.
         """
+
+    def insert_soon(self, prefix: str, values: dict[str, Any]) -> asyncio.Future[Sequence[Any] | None]:
+        """:meth:`insert`, begun at once and carried on whoever waits for it (the default: in a task)."""
+        return asyncio.ensure_future(self.insert(prefix, values))
 
     @abstractmethod
     async def update(self, prefix: str, where: Where, changes: dict[str, Any],
@@ -170,7 +179,7 @@ class SqliteStore(LedgerStore):
     def __init__(self, path: str) -> None:
         super().__init__()
         self.path = path
-        self._writer = SqliteThread(path)
+        self._writer = SqliteThread(path, checkpoints=True)
         self._reader = SqliteThread(path)
 
     clock_sql = "(julianday('now') - 2440587.5) * 86400.0"
@@ -185,8 +194,12 @@ class SqliteStore(LedgerStore):
 
     async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
         """See :class:`LedgerStore`."""
+        return await self.insert_soon(prefix, values)
+
+    def insert_soon(self, prefix: str, values: dict[str, Any]) -> asyncio.Future[Sequence[Any] | None]:
+        """See :class:`LedgerStore`: the writer thread's own future (no task)."""
         insert, get = self._insert_sql(prefix), self._get_sql(prefix)
-        params = tuple(values[c] for c in OP_COLUMNS)
+        params = _op_row(values)
         ident = (values["tenant"], values["idempotency_key"])
 
         def work(conn: sqlite3.Connection) -> Sequence[Any] | None:
@@ -197,7 +210,7 @@ class SqliteStore(LedgerStore):
                 raise ResourceBusy(f"resource {values['resource']!r} has an unsettled operation")
             return row
 
-        return await self._writer.run(work)
+        return self._writer.submit(work)
 
     async def update(self, prefix: str, where: Where, changes: dict[str, Any],
                      event: dict[str, Any] | None = None) -> bool:
@@ -210,7 +223,7 @@ class SqliteStore(LedgerStore):
             if key not in self._sql:
                 slots = ", ".join("?" for _ in OUTBOX_COLUMNS)
                 self._sql[key] = f"INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES ({slots})"
-            outbox = (self._sql[key], tuple(event[c] for c in OUTBOX_COLUMNS))
+            outbox = (self._sql[key], _outbox_row(event))
 
         def work(conn: sqlite3.Connection) -> bool:
             try:
@@ -291,7 +304,7 @@ class PostgresStore(LedgerStore):
         """See :class:`LedgerStore`."""
         pool = await self.pool()
         async with pool.acquire() as conn:
-            status = await conn.execute(self._insert_sql(prefix), *(values[c] for c in OP_COLUMNS))
+            status = await conn.execute(self._insert_sql(prefix), *_op_row(values))
             if status.endswith(" 1"):
                 return None
             row: Sequence[Any] | None = await conn.fetchrow(self._get_sql(prefix), values["tenant"],
@@ -306,7 +319,7 @@ class PostgresStore(LedgerStore):
         sql, condition_params = self._update_parts(prefix, where, tuple(changes), event is not None)
         params = [*changes.values(), *condition_params]
         if event is not None:
-            params += [event[c] for c in OUTBOX_COLUMNS]
+            params += _outbox_row(event)
         import asyncpg
 
         pool = await self.pool()

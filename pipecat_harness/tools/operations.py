@@ -11,6 +11,7 @@ the ledger's (database) time, or this process's clock in memory.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipecat_harness.tools.operation_state import (
@@ -43,9 +44,12 @@ class Operations(Protocol):
     def now(self) -> float:
         """The time leases are written and compared on."""
 
-    async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
-                    lease_until: float, resource: str = "") -> tuple[OperationRecord, bool]:
+    def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
+              lease_until: float, resource: str = "") -> Awaitable[tuple[OperationRecord, bool]]:
         """Create the operation ``executing`` under ``owner``, or return the stored one (``False``).
+
+        A future, if the store returns one, is begun already and resolved whether or not it is waited for
+        (:func:`~pipecat_harness.tools.store_calls.owned` then needs no task of its own).
 
         Raises:
             ResourceBusy: Another operation on ``resource`` is executing or of unknown outcome.
@@ -204,11 +208,11 @@ class LedgerOperations:
         """See :class:`Operations`."""
         return self._ledger.clock()
 
-    async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
-                    lease_until: float, resource: str = "") -> tuple[OperationRecord, bool]:
-        """See :class:`Operations`."""
-        return await self._ledger.start(self.tenant, key, op_type, request_hash, scope=scope, owner=owner,
-                                        lease_until=lease_until, resource=resource)
+    def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
+              lease_until: float, resource: str = "") -> Awaitable[tuple[OperationRecord, bool]]:
+        """See :class:`Operations` (the ledger's future)."""
+        return self._ledger.start(self.tenant, key, op_type, request_hash, scope=scope, owner=owner,
+                                  lease_until=lease_until, resource=resource)
 
     async def get(self, key: str) -> OperationRecord | None:
         """See :class:`Operations`."""

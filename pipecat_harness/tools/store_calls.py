@@ -4,10 +4,12 @@
   exponential back-off (tenacity) for a bounded time; a state-machine refusal
   is not retried.
 * :func:`owned` runs a write that may make the gate the owner of a record
-  (start, claim) in its own task (in place if ``inline``: it never suspends):
-  the caller waits at most the tool's deadline; if it is cancelled or gives
-  up, ``abandon`` is handed the write still under way, to undo what it
-  commits, so nothing is left ``executing`` with no handler behind it.
+  (start, claim) in its own task (in place if ``inline``: it never suspends;
+  none if the store handed a future, begun already and resolved whether or
+  not anyone waits): the caller waits at most the tool's deadline; if it is
+  cancelled or gives up, ``abandon`` is handed the write still under way, to
+  undo what it commits, so nothing is left ``executing`` with no handler
+  behind it.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ async def owned(write: Awaitable[T], timeout_secs: float | None,
     """
     if inline:
         return await write
-    task, ended = spawn(lambda: write)
+    task, ended = (write, None) if isinstance(write, asyncio.Future) else spawn(lambda: write)
     try:
         outcome = await await_deadline(task, timeout_secs, ended)
     except asyncio.CancelledError:
