@@ -90,7 +90,7 @@ class ChecklistDriver:
 
     def record(self, action: str, evidence: dict[str, Any]) -> None:
         """Pass a decision to ``on_decision`` (if any, and if it wants decisions now)."""
-        if self.on_decision is not None and (self._decisions_wanted is None or self._decisions_wanted()):
+        if self.on_decision is not None and self.wants_decisions():
             self.on_decision(action, evidence)
 
     async def load(self, call_id: str) -> ChecklistState:
