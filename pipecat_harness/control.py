@@ -9,8 +9,10 @@ A control may contribute to any of four places, and only to those:
 * read-only observers (``observers``).
 
 It is told of each submitted user turn (``on_user_turn``) before the model
-runs for it. Every hook has a do-nothing default, so a control implements only
-what it needs.
+runs for it, and meets the one collaborator another control provides, the
+tool gate, through ``bind_gate``: it never looks other controls up by name.
+Every hook has a do-nothing default, so a control implements only what it
+needs.
 """
 
 from __future__ import annotations
@@ -75,10 +77,6 @@ class ControlHost(Protocol):
     decisions: DecisionLog
     recorder: TraceRecorder | None
     write_tools: set[str]
-    controls: list[HarnessControl]
-
-    def control(self, name: str) -> HarnessControl | None:
-        """The active control with that name."""
 
 
 class HarnessControl:
@@ -97,6 +95,9 @@ class HarnessControl:
     def record(self, action: str, evidence: dict[str, Any] | None = None) -> Any:
         """Record a decision of this control in the call's decision log."""
         return self.harness.decisions.record(self.name, action, evidence)
+
+    def bind_gate(self, gate: HarnessControl) -> None:
+        """Meet the call's tool gate (called once every control is built, when the gate is active)."""
 
     def wrap_stop_strategies(self, strategies: list[Any]) -> list[Any]:
         """Return the user-turn stop strategies to use instead of ``strategies``."""

@@ -139,6 +139,10 @@ class Harness:
             module_name, _, class_name = CONTROL_FACTORIES[name].partition(":")
             factory = getattr(import_or_name_extra(module_name, f"control {name!r}"), class_name)
             controls.append(factory(self))
+        self._gate = cast("ToolGateControl | None", next((c for c in controls if c.name == "tool_gate"), None))
+        if self._gate is not None:
+            for control in controls:
+                control.bind_gate(self._gate)
         return controls
 
     def user_params(self, params: LLMUserAggregatorParams | None = None) -> LLMUserAggregatorParams:
@@ -231,7 +235,7 @@ class Harness:
         return result
 
     def _check_integration(self, processors: list[FrameProcessor]) -> None:
-        problems = integration_problems(self, processors, self._user_params)
+        problems = integration_problems(self.controls, processors, self._user_params, gated=self._gate is not None)
         if problems and self.strict:
             raise IntegrationError("; ".join(problems))
         for problem in problems:
@@ -275,7 +279,7 @@ class Harness:
                 resource is held while an earlier one is in flight or unknown.
             **options: Passed to ``llm.register_function``.
         """
-        gate_control = self._tool_gate()
+        gate_control = self._gate
         declared = gate_control.declared_write(name) if gate_control is not None else None
         if write is None and name in self.write_tools:
             write = True
@@ -345,18 +349,15 @@ class Harness:
         for name, item in list(function_registry(llm).items()):
             if name in self.write_tools and item.cancel_on_interruption:
                 item.cancel_on_interruption = False  # a barge-in must not cancel a write
-        gate_control = self._tool_gate()
+        gate_control = self._gate
         if gate_control is None:
             return
         for name in [name for name in function_registry(llm) if name is not None] + advertised_handler_names(tools):
             if gate_control.declared_write(name) is None:
                 raise gate_control.undeclared_error(name)
 
-    def _tool_gate(self) -> ToolGateControl | None:
-        return cast("ToolGateControl | None", self.control("tool_gate"))
-
     def _attach(self, llm: Any) -> None:
-        control = self._tool_gate()
+        control = self._gate
         if control is not None:
             control.attach(llm)
         else:

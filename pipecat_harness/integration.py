@@ -20,7 +20,7 @@ from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.services.llm_service import LLMService
 
 from pipecat_harness._pipecat import function_registry, user_aggregator_params
-from pipecat_harness.control import ControlHost, HarnessControl
+from pipecat_harness.control import HarnessControl
 from pipecat_harness.errors import InputError
 
 __all__ = ["IntegrationError", "advertised_handler_names", "integration_problems"]
@@ -34,17 +34,18 @@ def _wraps_stop_strategies(control: HarnessControl) -> bool:
     return type(control).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies
 
 
-def integration_problems(harness: ControlHost, processors: Sequence[FrameProcessor],
-                         user_params: Any | None) -> list[str]:
+def integration_problems(controls: Sequence[HarnessControl], processors: Sequence[FrameProcessor],
+                         user_params: Any | None, *, gated: bool) -> list[str]:
     """What keeps an active control from acting in this pipeline, one sentence (with the fix) per problem.
 
     Args:
-        harness: The harness.
+        controls: The call's active controls.
+        gated: Whether the tool gate is one of them.
         processors: The bot's processors, as given to :meth:`Harness.place`.
         user_params: The params :meth:`Harness.user_params` returned, or ``None`` if it was never called.
     """
     problems: list[str] = []
-    stop_controls = sorted(c.name for c in harness.controls if _wraps_stop_strategies(c))
+    stop_controls = sorted(c.name for c in controls if _wraps_stop_strategies(c))
     aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
     if stop_controls and aggregator is not None:
         applied = user_params is not None and user_aggregator_params(aggregator) is user_params
@@ -55,7 +56,7 @@ def integration_problems(harness: ControlHost, processors: Sequence[FrameProcess
             )
     # Registered tools are gated (or refused as undeclared) by the tool gate itself when the pipeline is
     # placed; what remains to check is a gate left with nothing to act on.
-    if harness.control("tool_gate") is not None:
+    if gated:
         llms = [p for p in processors if isinstance(p, LLMService)]
         registered = [name for llm in llms for name in function_registry(llm) if name is not None]
         if llms and not registered:

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from pipecat_harness.control import ControlHost
     from pipecat_harness.retrieval import Evidence, EvidenceRetriever, RetrievalScope
     from pipecat_harness.retrieval.tool import PreTurnEvidence
+    from pipecat_harness.tools.control import ToolGateControl
 
 __all__ = ["CallStateControl", "StateRenderer"]
 
@@ -131,6 +132,7 @@ class CallStateControl(HarnessControl):
         self._heard_from_history = harness.config.history.enabled
         self._saves: set[asyncio.Task[bool]] = set()
         self._rules_installed = False
+        self._gate: ToolGateControl | None = None
         self.summary_guard: SummaryGuard | None = None
         self.renderer = StateRenderer(self.keeper) if settings.render else None
         self.evidence = self._pre_turn_evidence()
@@ -192,8 +194,7 @@ class CallStateControl(HarnessControl):
         from pipecat_harness.retrieval import RetrievalScope
 
         settings = self.harness.config.retrieval
-        gate = getattr(self.harness.control("tool_gate"), "gate", None)
-        context = dict(getattr(gate, "server_context", {}) or {})
+        context = dict(self._gate.gate.server_context if self._gate is not None else {})
         context.setdefault("tenant_id", settings.tenant or self.harness.config.tool_gate.tenant)
         context.setdefault("products", settings.products)
         context["identity_verified"] = self.keeper.identity_verified
@@ -277,22 +278,24 @@ class CallStateControl(HarnessControl):
         recorded.__name__ = getattr(handler, "__name__", name)
         return recorded
 
+    def bind_gate(self, gate: HarnessControl) -> None:
+        """Check writes against confirmation and identity through ``gate``, and render its results."""
+        from pipecat_harness.tools.control import ToolGateControl
+
+        if isinstance(gate, ToolGateControl):
+            self._gate = gate
+
     def _install_rules(self) -> None:
-        if self._rules_installed:
+        if self._rules_installed or self._gate is None:
             return
-        gate_control = self.harness.control("tool_gate")
-        if gate_control is None:
-            return
-        gate = getattr(gate_control, "gate", None)
-        if gate is None:
-            return
+        gate_control, gate = self._gate, self._gate.gate
         if self.confirmation is not None or self.verified_tools:
             # One rule: a write the verified customer may not make is refused before any confirmation is
             # judged, so a proposal is never marked confirmed for a write that then does not run.
             gate.policies.add(PolicyRule("confirmation", self._check_write))
         self._log_opt_outs()
         if self.harness.config.call_state.tool_results == "operation" or self.confirmation is not None:
-            gate_control.hook = self  # type: ignore[attr-defined]
+            gate_control.hook = self
         self._rules_installed = True
 
     def _check_write(self, request: ToolRequest) -> PolicyVerdict | None:
