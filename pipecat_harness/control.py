@@ -28,6 +28,7 @@ from pipecat.services.llm_service import FunctionCallParams
 if TYPE_CHECKING:
     from pipecat_harness.config import HarnessConfig
     from pipecat_harness.decisions import DecisionLog
+    from pipecat_harness.events import CallEvents
     from pipecat_harness.trace.recorder import TraceRecorder
 
 __all__ = [
@@ -75,6 +76,7 @@ class ControlHost(Protocol):
     config: HarnessConfig
     call_id: str
     decisions: DecisionLog
+    events: CallEvents
     recorder: TraceRecorder | None
     write_tools: set[str]
 

@@ -35,6 +35,7 @@ from pipecat_harness.config import HarnessConfig
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, ToolHandler, pipecat_function
 from pipecat_harness.decisions import DecisionLog
 from pipecat_harness.errors import import_or_name_extra
+from pipecat_harness.events import CallEvents
 from pipecat_harness.integration import IntegrationError, advertised_handler_names, integration_problems
 from pipecat_harness.observer_group import ObserverGroup
 from pipecat_harness.placement import TurnBoundaryProcessor, flatten, insert_placed
@@ -104,6 +105,7 @@ class Harness:
         self._user_params: LLMUserAggregatorParams | None = None
         self.call_id = call_id or uuid.uuid4().hex[:12]
         self.decisions = DecisionLog(self.call_id)
+        self.events = CallEvents()
         self.write_tools = set(self.config.tool_gate.write_tools) | set(write_tools)
         self.recorder: TraceRecorder | None = None
         if self.config.trace.enabled:

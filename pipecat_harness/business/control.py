@@ -42,8 +42,8 @@ from pipecat_harness.business.permissions import CustomerVerification
 from pipecat_harness.business.tool_results import render_operation_result
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK, WorkingStateKeeper, render_state
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement, find_downstream
-from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.errors import require_extra
+from pipecat_harness.events import GateDecided, ReplyDelivered
 from pipecat_harness.instruction import InstructionEntry, show_marked
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
@@ -136,7 +136,8 @@ class CallStateControl(HarnessControl):
         self.summary_guard: SummaryGuard | None = None
         self.renderer = StateRenderer(self.keeper) if settings.render else None
         self.evidence = self._pre_turn_evidence()
-        harness.decisions.add_listener(self._on_decision)
+        harness.events.subscribe(GateDecided, self._on_gate)
+        harness.events.subscribe(ReplyDelivered, self._on_reply)
 
     def _needs_confirmation(self, tool: str) -> bool:
         settings = self.harness.config.call_state
@@ -325,18 +326,15 @@ class CallStateControl(HarnessControl):
         return render_operation_result(result, hidden_fields=self.hidden_result_fields, proposal_id=proposal,
                                        operation_id=self.keeper.operation_id)
 
-    def _on_decision(self, kind: str, decision: ControlDecision) -> None:
-        evidence = dict(decision.evidence or {})
-        if decision.control == "tool_gate":
-            self.keeper.gate_decision(decision.action, evidence, decision.outcome if kind != "decision" else None,
-                                      decision.turn_id)
-        elif decision.control == "history" and kind == "decision" and "generated_text" in evidence:
-            heard = str(evidence.get("retained_text", evidence.get("heard_text", "")))
-            self.keeper.assistant_delivery(
-                generated=str(evidence.get("generated_text", "")), heard=heard,
-                full=decision.action == "played_in_full", turn_id=decision.turn_id,
-            )
-            self._heard(decision.turn_id, str(evidence.get("heard_text", heard)))
+    def _on_gate(self, event: GateDecided) -> None:
+        decision = event.decision
+        self.keeper.gate_decision(decision.action, dict(decision.evidence or {}),
+                                  decision.outcome if event.outcome else None, decision.turn_id)
+
+    def _on_reply(self, event: ReplyDelivered) -> None:
+        self.keeper.assistant_delivery(generated=event.generated, heard=event.retained, full=event.full,
+                                       turn_id=event.turn_id)
+        self._heard(event.turn_id, event.heard)
 
     def _on_assistant_turn(self, _aggregator: Any, message: Any) -> None:
         """Without the history control, the committed reply is taken as what the caller heard."""

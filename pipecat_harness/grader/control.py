@@ -9,7 +9,7 @@ from pipecat.observers.base_observer import BaseObserver
 
 from pipecat_harness.config import ConfigError, GraderSettings
 from pipecat_harness.control import HarnessControl
-from pipecat_harness.decisions import ControlDecision
+from pipecat_harness.events import GateDecided
 from pipecat_harness.grader.actions import OperationLedgerView
 from pipecat_harness.grader.alert_formats import FORMATTERS, pagerduty_event
 from pipecat_harness.grader.alerts import Alerter, SeverityPolicy
@@ -93,24 +93,24 @@ class GraderControl(HarnessControl):
             alerter=self.alerter, console_url=settings.console_url, queue_size=settings.queue_size,
             decisions=harness.decisions, close_resources=True,
         )
-        harness.decisions.add_listener(self._on_decision)
+        self._gate_ledger: OperationLedgerView | None = None
+        harness.events.subscribe(GateDecided, self._on_gate)
 
-    def _on_decision(self, kind: str, decision: ControlDecision) -> None:
-        evidence = decision.evidence or {}
-        if (decision.control == "tool_gate" and decision.action == "reconciled" and kind == "decision"
-                and evidence.get("status") == "succeeded" and evidence.get("tool")):
+    def _on_gate(self, event: GateDecided) -> None:
+        decision, evidence = event.decision, event.decision.evidence or {}
+        if (decision.action == "reconciled" and not event.outcome and evidence.get("status") == "succeeded"
+                and evidence.get("tool")):
             self.turn_grader.executed.record(self.harness.call_id, str(evidence["tool"]))
 
-    def _ledger(self) -> OperationLedgerView | None:
-        for control in getattr(self.harness, "controls", []):
-            ledger = getattr(control, "ledger", None)
-            if isinstance(ledger, OperationLedgerView):
-                return ledger
-        return None
+    def bind_gate(self, gate: HarnessControl) -> None:
+        """Check action claims against the tool gate's ledger, when it keeps one."""
+        ledger = getattr(gate, "ledger", None)
+        if isinstance(ledger, OperationLedgerView):
+            self._gate_ledger = ledger
 
     def observers(self) -> list[BaseObserver]:
         """The turn grader (connected to the tool ledger, now that every control is built)."""
         rules = self.grader.rules if isinstance(self.grader, CombinedGrader) else self.grader
         if isinstance(rules, RuleGrader) and rules.ledger is None:
-            rules.ledger = self._ledger() or self.turn_grader.executed
+            rules.ledger = self._gate_ledger or self.turn_grader.executed
         return [self.turn_grader]

@@ -24,6 +24,7 @@ from pipecat.services.llm_service import LLMService
 from pipecat.services.tts_service import TTSService
 
 from pipecat_harness.control import HarnessControl, Placement
+from pipecat_harness.events import ReplyDelivered
 from pipecat_harness.history.corrector import CorrectionPolicy, HistoryCorrector
 from pipecat_harness.history.playback import PlaybackTracker
 
@@ -74,4 +75,9 @@ class HistoryControl(HarnessControl):
             self.tracker.observer.listen(llm, tts)
 
     def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
-        self.record(action, evidence)
+        decision = self.record(action, evidence)
+        if "generated_text" in evidence:
+            heard = str(evidence.get("retained_text", evidence.get("heard_text", "")))
+            self.harness.events.publish(ReplyDelivered(
+                turn_id=decision.turn_id, generated=str(evidence["generated_text"]),
+                heard=str(evidence.get("heard_text", heard)), retained=heard, full=action == "played_in_full"))

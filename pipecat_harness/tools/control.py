@@ -44,6 +44,7 @@ from pipecat_harness._pipecat import function_registry, replace_function_registr
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import ControlDecision
 from pipecat_harness.errors import require_extra
+from pipecat_harness.events import GateDecided
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
@@ -87,10 +88,11 @@ class _DecisionAdapter:
         self._control = control
 
     def record(self, action: str, evidence: dict[str, Any]) -> ControlDecision:
-        return self._control.record(action, evidence)  # type: ignore[no-any-return]
+        return self._control.record(action, evidence)
 
     def outcome(self, decision: ControlDecision, outcome: dict[str, Any]) -> None:
         self._control.harness.decisions.set_outcome(decision, outcome)
+        self._control.harness.events.publish(GateDecided(decision, outcome=True))
 
 
 class ToolGateControl(HarnessControl):
@@ -134,6 +136,12 @@ class ToolGateControl(HarnessControl):
         self._wrapped: set[str] = set()
         self._entry_cache: dict[str, tuple[Any, PipecatHandler]] = {}
         self.hook: GateHook | None = None
+
+    def record(self, action: str, evidence: dict[str, Any] | None = None) -> ControlDecision:
+        """Record a gate decision and publish it as :class:`~pipecat_harness.events.GateDecided`."""
+        decision: ControlDecision = super().record(action, evidence)
+        self.harness.events.publish(GateDecided(decision))
+        return decision
 
     #: How often the sweeper settles what this call left behind (a crashed process's records, unknown outcomes).
     sweep_interval_secs = 30.0

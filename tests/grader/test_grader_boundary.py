@@ -95,6 +95,7 @@ async def test_recall_and_false_flags_on_the_boundary_sets(name, min_recall, max
 
 async def test_without_a_ledger_a_write_settled_later_counts_as_done():
     from pipecat_harness.config import HarnessConfig
+    from pipecat_harness.events import GateDecided
     from pipecat_harness.harness import Harness
 
     config = HarnessConfig(grader={"constraints_path": "bundled:retail"}).only("grader")
@@ -104,9 +105,11 @@ async def test_without_a_ledger_a_write_settled_later_counts_as_done():
     claim = "Good news: your refund went through after all, I've refunded the thermostat."
     assert any(v.flagged for v in await grader.grade(claim, call_id="c-late"))
     # The gate reports the operation the model was told was unknown as settled: succeeded.
-    harness.decisions.record("tool_gate", "reconciled", {"tool": "issue_refund", "idempotency_key": "k1",
-                                                         "status": "succeeded", "source": "late_reply"})
+    harness.events.publish(GateDecided(harness.decisions.record(
+        "tool_gate", "reconciled", {"tool": "issue_refund", "idempotency_key": "k1", "status": "succeeded",
+                                    "source": "late_reply"})))
     assert not any(v.flagged for v in await grader.grade(claim, call_id="c-late"))
-    harness.decisions.record("tool_gate", "reconciled", {"tool": "cancel_pending_order", "idempotency_key": "k2",
-                                                         "status": "failed", "source": "reconciler"})
+    harness.events.publish(GateDecided(harness.decisions.record(
+        "tool_gate", "reconciled", {"tool": "cancel_pending_order", "idempotency_key": "k2", "status": "failed",
+                                    "source": "reconciler"})))
     assert any(v.flagged for v in await grader.grade("I've cancelled the order.", call_id="c-late"))
