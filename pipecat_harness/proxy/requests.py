@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, Required
+
+from pydantic import ConfigDict, Field, StrictFloat, StrictInt, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict
 
 __all__ = [
     "ALLOWED_ROLES",
@@ -109,37 +112,64 @@ def _call_id(body: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _validate_messages(messages: Any, where: str) -> list[dict[str, Any]]:
-    if not isinstance(messages, list) or not messages:
-        raise RequestError(400, f"{where} must be a non-empty list of message objects", "invalid_messages")
-    for index, message in enumerate(messages):
-        if type(message) is not dict and not isinstance(message, Mapping):  # exact type first: no ABC check
-            raise RequestError(400, f"{where}[{index}] must be an object", "invalid_messages")
-        role = message.get("role")
-        if role not in ALLOWED_ROLES:
-            raise RequestError(
-                400,
-                f"{where}[{index}].role {role!r} is not one of {sorted(ALLOWED_ROLES)}",
-                "unknown_role",
-            )
-        content = message.get("content")
-        if content is not None and not isinstance(content, str | list):
-            raise RequestError(
-                400, f"{where}[{index}].content must be a string, a list of parts or null", "invalid_messages"
-            )
-    # The body was parsed for this request alone: its message objects are used as they are, not copied.
-    return messages
+@with_config(ConfigDict(extra="allow"))
+class _Message(TypedDict, total=False):
+    role: Required[Literal["system", "developer", "user", "assistant", "tool", "function"]]
+    content: str | list[Any] | None
+
+
+@with_config(ConfigDict(extra="allow"))
+class _ChatBody(TypedDict, total=False):
+    """The fields of a chat-completions body the proxy reads (the rest pass through untouched)."""
+
+    messages: Required[Annotated[list[_Message], Field(min_length=1)]]
+    max_tokens: Annotated[StrictInt, Field(gt=0)] | None
+    max_completion_tokens: Annotated[StrictInt, Field(gt=0)] | None
+    temperature: StrictFloat | StrictInt | None
+    tools: list[dict[str, Any]] | None
+
+
+_CHAT_BODY = TypeAdapter(_ChatBody)
+
+#: Per top-level field (and ``messages[i].<field>``), the error code and what the field must be.
+_FIELD_ERRORS = {
+    "messages": ("invalid_messages", "must be a non-empty list of message objects"),
+    "content": ("invalid_messages", "must be a string, a list of parts or null"),
+    "max_tokens": ("invalid_max_tokens", "must be a positive integer"),
+    "max_completion_tokens": ("invalid_max_tokens", "must be a positive integer"),
+    "temperature": ("invalid_temperature", "must be a number"),
+    "tools": ("invalid_tools", "must be a list of OpenAI tool objects"),
+}
+
+
+def _request_error(error: ValidationError, body: Mapping[str, Any]) -> RequestError:
+    """The first problem pydantic found, as the proxy's one-sentence 400 naming the field."""
+    first = error.errors(include_url=False)[0]
+    loc = first["loc"]
+    if loc[0] == "messages" and len(loc) >= 3 and loc[2] == "role":
+        role = body["messages"][loc[1]].get("role")
+        return RequestError(400, f"messages[{loc[1]}].role {role!r} is not one of {sorted(ALLOWED_ROLES)}",
+                            "unknown_role")
+    if loc[0] == "messages" and len(loc) == 2:
+        return RequestError(400, f"messages[{loc[1]}] must be an object", "invalid_messages")
+    field_name = str(loc[2]) if loc[0] == "messages" and len(loc) >= 3 else str(loc[0])
+    where = f"messages[{loc[1]}].{field_name}" if field_name != loc[0] else field_name
+    code, must = _FIELD_ERRORS.get(field_name, ("invalid_request", f"is invalid: {first['msg']}"))
+    return RequestError(400, f"{where} {must}", code)
 
 
 def parse_chat_request(body: Any) -> ChatTurnRequest:
-    """Validate a chat-completions body as Vapi sends it.
+    """Validate a chat-completions body as Vapi sends it (its fields through a pydantic ``TypedDict``).
 
     Raises:
         RequestError: 400 naming the missing or invalid field.
     """
     if not isinstance(body, Mapping):
         raise RequestError(400, "request body must be a JSON object", "invalid_body")
-    messages = _validate_messages(body.get("messages"), "messages")
+    try:
+        _CHAT_BODY.validate_python(body)
+    except ValidationError as exc:
+        raise _request_error(exc, body) from None
     call_id = _call_id(body)
     if call_id is None:
         raise RequestError(
@@ -148,24 +178,16 @@ def parse_chat_request(body: Any) -> ChatTurnRequest:
             "'destructured'), or metadata.call_id",
             "missing_call_id",
         )
-    tools = body.get("tools") or []
-    if not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools):
-        raise RequestError(400, "tools must be a list of OpenAI tool objects", "invalid_tools")
-    max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
-    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens <= 0):
-        raise RequestError(400, "max_tokens must be a positive integer", "invalid_max_tokens")
-    temperature = body.get("temperature")
-    if temperature is not None and (not isinstance(temperature, int | float) or isinstance(temperature, bool)):
-        raise RequestError(400, "temperature must be a number", "invalid_temperature")
-    metadata = body.get("metadata")
+    # The body was parsed for this request alone: its message objects are used as they are, not copied.
+    temperature, metadata = body.get("temperature"), body.get("metadata")
     return ChatTurnRequest(
         call_id=call_id,
-        messages=messages,
+        messages=body["messages"],
         model=str(body.get("model") or ""),
         temperature=None if temperature is None else float(temperature),
-        max_tokens=max_tokens,
+        max_tokens=body.get("max_tokens", body.get("max_completion_tokens")),
         stream=bool(body.get("stream", True)),
-        tools=[dict(t) for t in tools],
+        tools=[dict(t) for t in body.get("tools") or []],
         tool_choice=body.get("tool_choice"),
         metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
     )
