@@ -179,10 +179,10 @@ class TraceRecorder(BaseObserver):
         self._full_context_next = True
         self._now = 0.0
         self._generated: list[str] | None = None
-        # (time, seconds) of each audio chunk the transport played; summed per bot turn by time,
-        # so chunks noted as pushed and turns noted as observed (later) still meet.
-        self._played: list[tuple[float, float]] = []
-        self._speaking_since = 0.0
+        # Seconds of audio the transport played in the call, and that sum when the bot last started speaking:
+        # frames are noted in the order they were pushed, so a turn's audio is the difference.
+        self._played_secs = 0.0
+        self._played_at_start = 0.0
         self._bot_speaking = False
         self.listening = False
         self._clock_of: FrameProcessor | None = None
@@ -269,16 +269,11 @@ class TraceRecorder(BaseObserver):
     def _on_output_push(self, output: FrameProcessor, frame: Frame) -> None:
         # Audio and spoken text leave the transport downstream only.
         if isinstance(frame, OutputAudioRawFrame):
-            self._played.append((_clock_secs(output), audio_frame_secs(frame)))
+            self._played_secs += audio_frame_secs(frame)
         elif isinstance(frame, TTSTextFrame):
             self.add("bot", "played_text", t=_clock_secs(output), text=frame.text)
         else:
             self._on_push(output, frame)
-
-    def _played_since(self, start: float, end: float) -> float:
-        secs = sum(s for t, s in self._played if start <= t <= end)
-        self._played = [(t, s) for t, s in self._played if t > end]
-        return secs
 
     def request_full_context(self) -> None:
         """Log the next model input whole rather than as the messages new since the last one."""
@@ -334,7 +329,7 @@ class TraceRecorder(BaseObserver):
             return
         if isinstance(frame, OutputAudioRawFrame):
             if isinstance(data.source, BaseOutputTransport) and data.direction == FrameDirection.DOWNSTREAM:
-                self._played.append((self._now, audio_frame_secs(frame)))
+                self._played_secs += audio_frame_secs(frame)
             return
         if isinstance(frame, TTSTextFrame):
             if isinstance(data.source, BaseOutputTransport):
@@ -380,12 +375,12 @@ class TraceRecorder(BaseObserver):
         elif isinstance(frame, FunctionCallCancelFrame):
             self.add("tool", "tool_cancelled", name=frame.function_name, tool_call_id=frame.tool_call_id)
         elif isinstance(frame, BotStartedSpeakingFrame):
-            self._speaking_since = self._now
+            self._played_at_start = self._played_secs
             self._bot_speaking = True
             self.add("bot", "bot_started_speaking")
         elif isinstance(frame, BotStoppedSpeakingFrame):
             self._bot_speaking = False
-            played = self._played_since(self._speaking_since, self._now)
+            played = self._played_secs - self._played_at_start
             self.add("bot", "bot_stopped_speaking", played_secs=round(played, 3))
         elif isinstance(frame, InterruptionFrame):
             self.add("bot", "interruption", bot_speaking=self._bot_speaking)

@@ -23,7 +23,7 @@ from loguru import logger
 __all__ = ["BATCH_SECS", "TraceWriter", "encode_record"]
 
 #: Longest a written line waits in memory before it reaches the file.
-BATCH_SECS = 0.05
+BATCH_SECS = 0.5
 
 _CLOSE = object()
 
