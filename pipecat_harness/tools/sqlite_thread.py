@@ -11,10 +11,7 @@ The loop never blocks on the database.
 
 Units queued while one runs are taken together and their futures resolved
 in one wake-up of the loop, so throughput grows with concurrency instead of
-paying a wake-up per unit. On Linux the thread wakes each loop through an
-``eventfd`` of its own that the loop reads (one write and one read per
-wake-up) rather than ``call_soon_threadsafe``, whose self-pipe costs the loop
-two reads and an exception each time: a write makes two hops.
+paying a wake-up per unit.
 
 WAL checkpoints (copying committed pages into the database file, with an
 ``fsync`` of each file under ``synchronous=NORMAL``) ran on the writer,
@@ -34,9 +31,7 @@ Commits, their durability and the journal settings are unchanged.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import os
 import queue
 import sqlite3
 import threading
@@ -74,55 +69,9 @@ def _passive_checkpoint(conn: sqlite3.Connection) -> int:
     return int(row[1]) if row is not None else 0
 
 
-_Outcomes = list[tuple["asyncio.Future[Any]", Any, "BaseException | None"]]
-
-
-def _resolve_all(outcomes: _Outcomes) -> None:
+def _resolve_all(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
     for future, result, error in outcomes:
         _resolve(future, result, error)
-
-
-class _Waker:
-    """How the thread wakes one event loop: an ``eventfd`` the loop reads, and the outcomes it then resolves."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self.outcomes: collections.deque[_Outcomes] = collections.deque()
-        try:
-            loop.add_reader(self.fd, self.ready)
-        except BaseException:  # a loop without file readers: call_soon_threadsafe, as before
-            os.close(self.fd)
-            raise
-
-    def wake(self, outcomes: _Outcomes) -> None:
-        """From the thread: hand the loop its outcomes (queued before the wake-up, so none is ever missed)."""
-        self.outcomes.append(outcomes)
-        os.eventfd_write(self.fd, 1)
-
-    def ready(self) -> None:
-        """On the loop: resolve what the thread handed over."""
-        with contextlib.suppress(BlockingIOError):
-            os.eventfd_read(self.fd)
-        while self.outcomes:
-            _resolve_all(self.outcomes.popleft())
-
-    def close(self) -> None:
-        """On the loop, once the thread has ended: resolve what is left and close the ``eventfd``."""
-        if not self.loop.is_closed():
-            self.loop.remove_reader(self.fd)
-            self.ready()
-        os.close(self.fd)
-
-
-def _waker_for(loop: asyncio.AbstractEventLoop) -> _Waker | None:
-    """An ``eventfd`` waker for ``loop``, or ``None`` where there is none (not Linux, a loop without readers)."""
-    if not hasattr(os, "eventfd"):
-        return None
-    try:
-        return _Waker(loop)
-    except (NotImplementedError, OSError, RuntimeError):
-        return None
 
 
 class SqliteThread:
@@ -146,7 +95,6 @@ class SqliteThread:
         self._commits = 0
         self._checkpointing = False  # a background checkpoint is queued or running
         self._wal_frames = 0  # the WAL's frames as the last checkpoint found them
-        self._wakers: dict[asyncio.AbstractEventLoop, _Waker | None] = {}  # None: that loop has no readers
         self._thread = threading.Thread(target=self._serve, name=f"{name}-sqlite", daemon=True)
         self._thread.start()
         self._closed = False
@@ -183,8 +131,9 @@ class SqliteThread:
             while True:
                 item = self._queue.get()
                 batch: list[_Unit | None] = [item]
-                while len(batch) < 64 and not self._queue.empty():  # only this thread takes from the queue
-                    batch.append(self._queue.get_nowait())
+                with contextlib.suppress(queue.Empty):
+                    while len(batch) < 64:
+                        batch.append(self._queue.get_nowait())
                 outcomes: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, Any]]] = {}
                 stop = False
                 for unit in batch:
@@ -200,10 +149,6 @@ class SqliteThread:
                     if transaction and error is None:
                         self._commits += 1
                 for loop, done in outcomes.items():
-                    waker = self._wakers.get(loop)
-                    if waker is not None:
-                        waker.wake(done)
-                        continue
                     with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
                         loop.call_soon_threadsafe(_resolve_all, done)
                 if stop:
@@ -270,10 +215,7 @@ class SqliteThread:
         """
         if self._closed:
             raise RuntimeError(f"the SQLite {self.name} {self.path!r} is closed")
-        loop = asyncio.get_running_loop()
-        if loop not in self._wakers:
-            self._wakers[loop] = _waker_for(loop)
-        future: asyncio.Future[T] = loop.create_future()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._queue.put((future, work, transaction))
         return future
 
@@ -283,20 +225,7 @@ class SqliteThread:
             return
         self._closed = True
         self._queue.put(None)
-        await self._ended()
-        if self._checkpointer is not None:  # the writer's thread told it to end as it ended
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        if self._checkpointer is not None:
             self._checkpointer._closed = True
-            await self._checkpointer._ended()
-
-    async def _ended(self) -> None:
-        """Wait for the thread to end, then close its wakers (nothing writes to them any more)."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._thread.join)
-        wakers, self._wakers = self._wakers, {}
-        for waker in wakers.values():
-            if waker is None:
-                continue
-            if waker.loop is loop or waker.loop.is_closed():
-                waker.close()
-            else:
-                waker.loop.call_soon_threadsafe(waker.close)
+            await asyncio.get_running_loop().run_in_executor(None, self._checkpointer._thread.join)
