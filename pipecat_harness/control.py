@@ -140,6 +140,9 @@ class HarnessControl:
     def on_user_turn(self, turn_id: int, text: str) -> None:
         """Called when a user turn is submitted, before the model runs for it."""
 
+    def end_call(self) -> None:
+        """Called by :meth:`Harness.close` when the call ends (stop starting work, let running work settle)."""
+
 
 _P = TypeVar("_P", bound=FrameProcessor)
 

@@ -390,9 +390,7 @@ class Harness:
     def close(self) -> None:
         """End the call's controls (the tool gate starts no more writes) and flush the trace."""
         for control in self.controls:
-            end_call = getattr(control, "end_call", None)
-            if callable(end_call):
-                end_call()
+            control.end_call()
         if self.recorder is not None:
             self.recorder.close()
 
