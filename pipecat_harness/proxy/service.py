@@ -74,11 +74,6 @@ def _system_text(content: Any) -> str:
     return ""
 
 
-async def _finish_when(opened: asyncio.Event, turn: DecidedTurn) -> None:
-    await opened.wait()
-    await turn.finish()
-
-
 class ProxyService:
     """Prompt building and upstream streaming for the proxy.
 
@@ -120,6 +115,8 @@ class ProxyService:
         # Per call, the state saves still running behind a directive already given (see directive_for).
         self._pending_saves: dict[str, set[asyncio.Task[Any]]] = {}
         self._quiet = quiet or QuietWindow()
+        # Each open quiet window's task and the turns it finishes when the window opens.
+        self._held: dict[asyncio.Event, tuple[asyncio.Task[None], list[tuple[str, DecidedTurn]]]] = {}
 
     def _record(self, action: str, evidence: dict[str, Any]) -> None:
         if self.driver is not None:
@@ -131,10 +128,10 @@ class ProxyService:
         The directive is decided in this task, so with the in-process store
         nothing waits between the request's arrival and the model request.
         Saving the state, passing on the decisions and releasing the call's
-        lock run in a task of their own once no other turn has arrived for a
-        few milliseconds (:class:`QuietWindow`): after this turn's model
-        request and after those of the turns arriving with it. :meth:`stream`
-        waits for it before its last chunk.
+        lock wait until no other turn has arrived for a few milliseconds
+        (:class:`QuietWindow`): after this turn's model request and after
+        those of the turns arriving with it; one task does it for all the
+        turns of a window. :meth:`stream` waits for it before its last chunk.
         """
         if self.driver is None:
             return None
@@ -148,24 +145,41 @@ class ProxyService:
             self._driver_error(call_id, exc)
             return None
         if turn.pending:
-            finish = asyncio.create_task(_finish_when(self._quiet.hold(), turn))
-            self._pending_saves.setdefault(call_id, set()).add(finish)
-            finish.add_done_callback(lambda task: self._saved(call_id, task))
+            self._hold(call_id, turn)
         return directive
+
+    def _hold(self, call_id: str, turn: DecidedTurn) -> None:
+        """Leave the turn's save to the task of the quiet window it arrived in (one task per window)."""
+        window = self._quiet.hold()
+        held = self._held.get(window)
+        if held is None:
+            turns: list[tuple[str, DecidedTurn]] = []
+            held = self._held[window] = (asyncio.create_task(self._finish_window(window, turns)), turns)
+        held[1].append((call_id, turn))
+        self._pending_saves.setdefault(call_id, set()).add(held[0])
+
+    async def _finish_window(self, window: asyncio.Event, turns: list[tuple[str, DecidedTurn]]) -> None:
+        """Once ``window`` opens, finish the turns held in it, all at once."""
+        finishing = asyncio.current_task()
+        try:
+            await window.wait()
+            results = await asyncio.gather(*(turn.finish() for _, turn in turns), return_exceptions=True)
+            for (call_id, _), result in zip(turns, results, strict=True):
+                if isinstance(result, Exception):
+                    # The directive already went out; the turns are analysed again next time.
+                    self._driver_error(call_id, result)
+        finally:
+            self._held.pop(window, None)
+            for call_id, _ in turns:
+                pending = self._pending_saves.get(call_id)
+                if pending is not None:
+                    pending.discard(finishing)  # type: ignore[arg-type]
+                    if not pending:
+                        del self._pending_saves[call_id]
 
     def _driver_error(self, call_id: str, exc: BaseException) -> None:
         logger.warning(f"checklist state unavailable for call {call_id}: {exc}")
         self._record("driver_error", {"call_id": call_id, "error": f"{type(exc).__name__}: {exc}"})
-
-    def _saved(self, call_id: str, task: asyncio.Task[Any]) -> None:
-        pending = self._pending_saves.get(call_id)
-        if pending is not None:
-            pending.discard(task)
-            if not pending:
-                del self._pending_saves[call_id]
-        if not task.cancelled() and task.exception() is not None:
-            # The directive already went out; the turns are analysed again next time.
-            self._driver_error(call_id, task.exception())  # type: ignore[arg-type]
 
     async def settled(self, call_id: str) -> None:
         """Wait until the checklist state of the call's turns so far is saved."""
