@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,8 +133,17 @@ class ProxyService:
         those of the turns arriving with it; one task does it for all the
         turns of a window. :meth:`stream` waits for it before its last chunk.
         """
+        directive, window = await self._decide(call_id, turns, issue)
+        if window is not None:
+            self._quiet.sent(window)  # no model request of this service waits for it
+        return directive
+
+    async def _decide(
+        self, call_id: str, turns: Sequence[str], issue: bool
+    ) -> tuple[Directive | None, asyncio.Event | None]:
+        """The directive, and the quiet window holding the turn's save (``None``: nothing held)."""
         if self.driver is None:
-            return None
+            return None, None
         try:
             turn = await self.driver.begin(call_id, turns, stamp=snapshot_stamp(len(turns)), issue=issue)
             directive = turn.directive
@@ -143,12 +152,10 @@ class ProxyService:
         except Exception as exc:
             # The caller must still get an answer; the model goes without a directive this turn.
             self._driver_error(call_id, exc)
-            return None
-        if turn.pending:
-            self._hold(call_id, turn)
-        return directive
+            return None, None
+        return directive, self._hold(call_id, turn) if turn.pending else None
 
-    def _hold(self, call_id: str, turn: DecidedTurn) -> None:
+    def _hold(self, call_id: str, turn: DecidedTurn) -> asyncio.Event:
         """Leave the turn's save to the task of the quiet window it arrived in (one task per window)."""
         window = self._quiet.hold()
         held = self._held.get(window)
@@ -157,6 +164,18 @@ class ProxyService:
             held = self._held[window] = (asyncio.create_task(self._finish_window(window, turns)), turns)
         held[1].append((call_id, turn))
         self._pending_saves.setdefault(call_id, set()).add(held[0])
+        return window
+
+    def _sent_once(self, window: asyncio.Event) -> Callable[[], None]:
+        reported = False
+
+        def sent() -> None:
+            nonlocal reported
+            if not reported:
+                reported = True
+                self._quiet.sent(window)
+
+        return sent
 
     async def _finish_window(self, window: asyncio.Event, turns: list[tuple[str, DecidedTurn]]) -> None:
         """Once ``window`` opens, finish the turns held in it, all at once."""
@@ -236,7 +255,7 @@ class ProxyService:
             split = await asyncio.to_thread(self._split, messages)
         else:
             split = self._split(messages)
-        directive = await self.directive_for(call_id, split.turns)
+        directive, window = await self._decide(call_id, split.turns, True)
         # Recorded once this task waits, as the state save is: after the model request has gone out.
         loop = asyncio.get_running_loop()
         if split.removed:
@@ -264,6 +283,8 @@ class ProxyService:
             model=policy.model,
             temperature=policy.temperature,
         )
+        if window is not None:
+            request.sent = self._sent_once(window)
         return PreparedTurn(request=request, directive=directive)
 
     async def stream(self, request: UpstreamRequest, *, call_id: str = "") -> AsyncIterator[UpstreamChunk]:
@@ -278,6 +299,8 @@ class ProxyService:
                     watchdog.wait(self.first_token_timeout_secs if first else self.chunk_timeout_secs)
                     try:
                         chunk = await anext(iterator)
+                        if first:
+                            request.sent()  # (if the upstream has not said so already)
                     except StopAsyncIteration:
                         # A cut stream, or a 200 with an empty body: not an answer.
                         raise UpstreamError("the upstream stream ended without a finish reason") from None
@@ -316,6 +339,7 @@ class ProxyService:
                 elif chunk.text:
                     yield chunk  # a text chunk without a finish goes on as it came
         finally:
+            request.sent()
             watchdog.cancel()
             closer = getattr(iterator, "aclose", None)
             if closer is not None:
