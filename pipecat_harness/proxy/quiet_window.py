@@ -5,9 +5,9 @@ waits for the CPU work of every turn ahead of it on the event loop. Saving a
 turn's checklist state is needed only before that turn's answer ends, so it
 should not run between two other turns' arrival and their model requests.
 A quiet window holds such work until every turn held in it has its model
-request out and no new turn has arrived for ``quiet_secs`` (or, under a
-steady stream of turns, until the oldest held work has waited
-``max_wait_secs``), then lets all of it start together. Arrivals alone are
+request out and has had it out for ``quiet_secs`` without a new turn
+arriving (or, under a steady stream of turns, until the oldest held work has
+waited ``max_wait_secs``), then lets all of it start together. Arrivals alone are
 not enough: under a burst the model requests go out some milliseconds after
 the last turn has been decided (new upstream connections take several turns
 of the loop), and the held work would run in between.
@@ -24,8 +24,8 @@ class QuietWindow:
     """Gate for deferrable work on one event loop.
 
     Args:
-        quiet_secs: How long no new turn must arrive (once every held turn's model request is out)
-            before held work starts.
+        quiet_secs: How long every held turn's model request must have been out, with no new
+            turn arriving, before held work starts.
         max_wait_secs: Longest any work is held, however busy the loop stays.
 
     Raises:
@@ -48,13 +48,13 @@ class QuietWindow:
         Pass the event to :meth:`sent` once the turn's model request is out
         (until then the window stays shut, for at most ``max_wait_secs``).
         """
-        loop = asyncio.get_running_loop()
         if self._open is None:
+            loop = asyncio.get_running_loop()
             self._open = asyncio.Event()
             self._first_at = loop.time()
             self._unsent = 0
+            self._timer = loop.call_at(self._first_at + self.max_wait_secs, self._due)
         self._unsent += 1
-        self._arm(loop)
         return self._open
 
     def sent(self, window: asyncio.Event) -> None:
@@ -62,13 +62,12 @@ class QuietWindow:
         if window is self._open and self._unsent:
             self._unsent -= 1
             if not self._unsent:
-                self._arm(asyncio.get_running_loop())
-
-    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        now = loop.time()
-        self._timer = loop.call_at(min(now + self.quiet_secs, self._first_at + self.max_wait_secs), self._due)
+                # Quiet from now on unless another turn arrives (it holds the window until its own request is out).
+                loop = asyncio.get_running_loop()
+                if self._timer is not None:
+                    self._timer.cancel()
+                due = min(loop.time() + self.quiet_secs, self._first_at + self.max_wait_secs)
+                self._timer = loop.call_at(due, self._due)
 
     def _due(self) -> None:
         self._timer = None
