@@ -258,10 +258,13 @@ class OpenAICompatibleUpstream(Upstream):
         body = json.dumps(self._body(request), ensure_ascii=False).encode("utf-8", "backslashreplace")
         try:
             if self.client is not None:
-                async for chunk in self._stream_httpx(body):
+                async for chunk in self._stream_httpx(body, request.sent):
                     yield chunk
                 return
-            response = await self._session().post(self.url, data=body, headers=self.headers)
+            try:
+                response = await self._session().post(self.url, data=body, headers=self.headers)
+            finally:
+                request.sent()
             complete = False
             try:
                 if response.status >= 400:
@@ -310,11 +313,14 @@ class OpenAICompatibleUpstream(Upstream):
         except (aiohttp.ClientError, httpx.HTTPError, TimeoutError) as exc:
             raise UpstreamError(f"OpenAI-compatible upstream failed: {type(exc).__name__}: {exc}") from exc
 
-    async def _stream_httpx(self, body: bytes) -> AsyncIterator[UpstreamChunk]:
+    async def _stream_httpx(self, body: bytes, sent: Callable[[], None]) -> AsyncIterator[UpstreamChunk]:
         assert self.client is not None
-        reply = await self.client.send(
-            self.client.build_request("POST", self.url, content=body, headers=self.headers), stream=True
-        )
+        try:
+            reply = await self.client.send(
+                self.client.build_request("POST", self.url, content=body, headers=self.headers), stream=True
+            )
+        finally:
+            sent()
         complete = False
         try:
             if reply.status_code >= 400:

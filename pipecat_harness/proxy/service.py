@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,11 +74,6 @@ def _system_text(content: Any) -> str:
     return ""
 
 
-async def _finish_when(opened: asyncio.Event, turn: DecidedTurn) -> None:
-    await opened.wait()
-    await turn.finish()
-
-
 class ProxyService:
     """Prompt building and upstream streaming for the proxy.
 
@@ -120,6 +115,8 @@ class ProxyService:
         # Per call, the state saves still running behind a directive already given (see directive_for).
         self._pending_saves: dict[str, set[asyncio.Task[Any]]] = {}
         self._quiet = quiet or QuietWindow()
+        # Each open quiet window's task and the turns it finishes when the window opens.
+        self._held: dict[asyncio.Event, tuple[asyncio.Task[None], list[tuple[str, DecidedTurn]]]] = {}
 
     def _record(self, action: str, evidence: dict[str, Any]) -> None:
         if self.driver is not None:
@@ -131,13 +128,22 @@ class ProxyService:
         The directive is decided in this task, so with the in-process store
         nothing waits between the request's arrival and the model request.
         Saving the state, passing on the decisions and releasing the call's
-        lock run in a task of their own once no other turn has arrived for a
-        few milliseconds (:class:`QuietWindow`): after this turn's model
-        request and after those of the turns arriving with it. :meth:`stream`
-        waits for it before its last chunk.
+        lock wait until no other turn has arrived for a few milliseconds
+        (:class:`QuietWindow`): after this turn's model request and after
+        those of the turns arriving with it; one task does it for all the
+        turns of a window. :meth:`stream` waits for it before its last chunk.
         """
+        directive, window = await self._decide(call_id, turns, issue)
+        if window is not None:
+            self._quiet.sent(window)  # no model request of this service waits for it
+        return directive
+
+    async def _decide(
+        self, call_id: str, turns: Sequence[str], issue: bool
+    ) -> tuple[Directive | None, asyncio.Event | None]:
+        """The directive, and the quiet window holding the turn's save (``None``: nothing held)."""
         if self.driver is None:
-            return None
+            return None, None
         try:
             turn = await self.driver.begin(call_id, turns, stamp=snapshot_stamp(len(turns)), issue=issue)
             directive = turn.directive
@@ -146,26 +152,53 @@ class ProxyService:
         except Exception as exc:
             # The caller must still get an answer; the model goes without a directive this turn.
             self._driver_error(call_id, exc)
-            return None
-        if turn.pending:
-            finish = asyncio.create_task(_finish_when(self._quiet.hold(), turn))
-            self._pending_saves.setdefault(call_id, set()).add(finish)
-            finish.add_done_callback(lambda task: self._saved(call_id, task))
-        return directive
+            return None, None
+        return directive, self._hold(call_id, turn) if turn.pending else None
+
+    def _hold(self, call_id: str, turn: DecidedTurn) -> asyncio.Event:
+        """Leave the turn's save to the task of the quiet window it arrived in (one task per window)."""
+        window = self._quiet.hold()
+        held = self._held.get(window)
+        if held is None:
+            turns: list[tuple[str, DecidedTurn]] = []
+            held = self._held[window] = (asyncio.create_task(self._finish_window(window, turns)), turns)
+        held[1].append((call_id, turn))
+        self._pending_saves.setdefault(call_id, set()).add(held[0])
+        return window
+
+    def _sent_once(self, window: asyncio.Event) -> Callable[[], None]:
+        reported = False
+
+        def sent() -> None:
+            nonlocal reported
+            if not reported:
+                reported = True
+                self._quiet.sent(window)
+
+        return sent
+
+    async def _finish_window(self, window: asyncio.Event, turns: list[tuple[str, DecidedTurn]]) -> None:
+        """Once ``window`` opens, finish the turns held in it, all at once."""
+        finishing = asyncio.current_task()
+        try:
+            await window.wait()
+            results = await asyncio.gather(*(turn.finish() for _, turn in turns), return_exceptions=True)
+            for (call_id, _), result in zip(turns, results, strict=True):
+                if isinstance(result, Exception):
+                    # The directive already went out; the turns are analysed again next time.
+                    self._driver_error(call_id, result)
+        finally:
+            self._held.pop(window, None)
+            for call_id, _ in turns:
+                pending = self._pending_saves.get(call_id)
+                if pending is not None:
+                    pending.discard(finishing)  # type: ignore[arg-type]
+                    if not pending:
+                        del self._pending_saves[call_id]
 
     def _driver_error(self, call_id: str, exc: BaseException) -> None:
         logger.warning(f"checklist state unavailable for call {call_id}: {exc}")
         self._record("driver_error", {"call_id": call_id, "error": f"{type(exc).__name__}: {exc}"})
-
-    def _saved(self, call_id: str, task: asyncio.Task[Any]) -> None:
-        pending = self._pending_saves.get(call_id)
-        if pending is not None:
-            pending.discard(task)
-            if not pending:
-                del self._pending_saves[call_id]
-        if not task.cancelled() and task.exception() is not None:
-            # The directive already went out; the turns are analysed again next time.
-            self._driver_error(call_id, task.exception())  # type: ignore[arg-type]
 
     async def settled(self, call_id: str) -> None:
         """Wait until the checklist state of the call's turns so far is saved."""
@@ -222,16 +255,20 @@ class ProxyService:
             split = await asyncio.to_thread(self._split, messages)
         else:
             split = self._split(messages)
-        directive = await self.directive_for(call_id, split.turns)
-        # Recorded once this task waits, as the state save is: after the model request has gone out.
-        loop = asyncio.get_running_loop()
-        if split.removed:
-            loop.call_soon(self._record, "stripped_directives", {"call_id": call_id, "messages": split.removed})
-        if split.ignored:
-            loop.call_soon(self._record, "ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
+        directive, window = await self._decide(call_id, split.turns, True)
         if split.dropped_parts:
             logger.info(f"call {call_id}: content parts not sent upstream: {sorted(set(split.dropped_parts))}")
-            loop.call_soon(self._record, "dropped_content_parts", {"call_id": call_id, "types": split.dropped_parts})
+        if self.driver is not None and self.driver.wants_decisions():
+            # Recorded once this task waits, as the state save is: after the model request has gone out.
+            loop = asyncio.get_running_loop()
+            if split.removed:
+                loop.call_soon(self._record, "stripped_directives", {"call_id": call_id, "messages": split.removed})
+            if split.ignored:
+                loop.call_soon(self._record, "ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
+            if split.dropped_parts:
+                loop.call_soon(
+                    self._record, "dropped_content_parts", {"call_id": call_id, "types": split.dropped_parts}
+                )
         policy = self.policy
         base_parts = [policy.base_prompt] if policy.base_prompt else []
         if self.driver is not None:
@@ -250,6 +287,8 @@ class ProxyService:
             model=policy.model,
             temperature=policy.temperature,
         )
+        if window is not None:
+            request.sent = self._sent_once(window)
         return PreparedTurn(request=request, directive=directive)
 
     async def stream(self, request: UpstreamRequest, *, call_id: str = "") -> AsyncIterator[UpstreamChunk]:
@@ -264,6 +303,8 @@ class ProxyService:
                     watchdog.wait(self.first_token_timeout_secs if first else self.chunk_timeout_secs)
                     try:
                         chunk = await anext(iterator)
+                        if first:
+                            request.sent()  # (if the upstream has not said so already)
                     except StopAsyncIteration:
                         # A cut stream, or a 200 with an empty body: not an answer.
                         raise UpstreamError("the upstream stream ended without a finish reason") from None
@@ -302,6 +343,7 @@ class ProxyService:
                 elif chunk.text:
                     yield chunk  # a text chunk without a finish goes on as it came
         finally:
+            request.sent()
             watchdog.cancel()
             closer = getattr(iterator, "aclose", None)
             if closer is not None:

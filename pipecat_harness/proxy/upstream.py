@@ -9,7 +9,7 @@ tool-call fragments keyed by index, and a finish reason at the end.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,9 @@ class UpstreamRequest:
         max_tokens: Output limit.
         model: Model name from the operator's policy (an upstream's own model setting wins).
         temperature: Sampling temperature from the policy.
+        sent: Called by the upstream once the request is out (its response has started); the proxy
+            holds work that can wait until then. An upstream that does not call it is taken to
+            have sent the request when its first chunk arrives.
     """
 
     system: SystemPrompt
@@ -58,6 +61,7 @@ class UpstreamRequest:
     max_tokens: int | None = None
     model: str = ""
     temperature: float = 0.0
+    sent: Callable[[], None] = field(default=lambda: None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

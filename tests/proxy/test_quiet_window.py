@@ -29,8 +29,30 @@ async def test_a_busy_loop_holds_work_no_longer_than_the_longest_wait():
     assert held.is_set()
 
 
-async def test_a_quiet_moment_lets_the_work_start():
+async def test_a_quiet_moment_once_the_model_requests_are_out_lets_the_work_start():
     window = QuietWindow(quiet_secs=0.01, max_wait_secs=30)
+    held = window.hold()
+    window.sent(held)
+    await asyncio.wait_for(held.wait(), timeout=10)
+
+
+async def test_work_waits_for_every_held_turns_model_request():
+    window = QuietWindow(quiet_secs=0.005, max_wait_secs=30)
+    first, second = window.hold(), window.hold()
+    window.sent(first)
+    await asyncio.sleep(0.05)  # quiet, but one model request is still to go out
+    assert not first.is_set()
+    window.sent(second)
+    await asyncio.wait_for(first.wait(), timeout=10)
+    window.sent(first)  # a late or repeated report for a window already open changes nothing
+    later = window.hold()
+    await asyncio.sleep(0.02)
+    assert not later.is_set()
+    window.release()
+
+
+async def test_a_model_request_that_never_reports_holds_work_no_longer_than_the_longest_wait():
+    window = QuietWindow(quiet_secs=0.005, max_wait_secs=0.05)
     held = window.hold()
     await asyncio.wait_for(held.wait(), timeout=10)
 
