@@ -67,8 +67,9 @@ FAULTS = ["ok", "ok", "ok", "raise_before", "raise_after", "error", "refuse", "l
 def backend_create(path: Path) -> None:
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("CREATE TABLE applications (session TEXT, request INTEGER, key TEXT, fencing TEXT, pid INTEGER)")
-        db.execute("CREATE TABLE voided (fencing TEXT PRIMARY KEY)")
+        db.execute("CREATE TABLE applications (session TEXT, request INTEGER, key TEXT, fencing TEXT, pid INTEGER, "
+                   "at REAL)")
+        db.execute("CREATE TABLE voided (fencing TEXT PRIMARY KEY, at REAL)")
 
 
 def backend_apply(path: str, session: str, request: int, key: str, fencing: str) -> bool:
@@ -78,7 +79,8 @@ def backend_apply(path: str, session: str, request: int, key: str, fencing: str)
         if db.execute("SELECT 1 FROM voided WHERE fencing = ?", (fencing,)).fetchone():
             db.execute("ROLLBACK")
             return False
-        db.execute("INSERT INTO applications VALUES (?, ?, ?, ?, ?)", (session, request, key, fencing, os.getpid()))
+        db.execute("INSERT INTO applications VALUES (?, ?, ?, ?, ?, ?)",
+                   (session, request, key, fencing, os.getpid(), time.time()))
         db.execute("COMMIT")
         return True
 
@@ -90,7 +92,7 @@ def backend_lookup_or_void(path: str, key: str, fencing: str) -> bool:
         if db.execute("SELECT 1 FROM applications WHERE key = ?", (key,)).fetchone():
             db.execute("ROLLBACK")
             return True
-        db.execute("INSERT OR IGNORE INTO voided VALUES (?)", (fencing,))
+        db.execute("INSERT OR IGNORE INTO voided VALUES (?, ?)", (fencing, time.time()))
         db.execute("COMMIT")
         return False
 
@@ -524,10 +526,24 @@ async def check(ledger_url: str, prefix: str, backend: Path, sessions: list[str]
                 figures.applied_not_succeeded += times > 0 and not succeeded
                 if times > 0 and not succeeded:
                     print(f"  applied but {record and record.status}: {record}", file=sys.stderr)
+                    explain_application(backend, session, index, key)
                 figures.succeeded_not_applied += succeeded and times == 0
         await drain_events(ledger, figures)
     finally:
         await ledger.close()
+
+
+def explain_application(backend: str, session: str, request: int, key: str) -> None:
+    """For a record the check refused: which attempts the backend applied and voided, and when."""
+    with contextlib.closing(sqlite3.connect(backend, timeout=60)) as db:
+        applied = list(db.execute("SELECT fencing, pid, at FROM applications WHERE session = ? AND request = ?",
+                                  (session, request)))
+        voided = list(db.execute("SELECT fencing, at FROM voided WHERE fencing LIKE ? ESCAPE '!'",
+                                 (key.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "#%",)))
+    for fencing, pid, at in applied:
+        print(f"    applied {fencing} by pid {pid} at {at:.3f}", file=sys.stderr)
+    for fencing, at in voided:
+        print(f"    voided {fencing} at {at:.3f}", file=sys.stderr)
 
 
 async def drain_events(ledger: Any, figures: Figures) -> None:
