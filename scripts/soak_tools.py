@@ -115,6 +115,7 @@ def make_reconciler(path: str) -> Any:
 
 async def worker_main(ledger_url: str, prefix: str, backend: str, skew: str = "0") -> None:
     from pipecat_harness.tools import OperationLedger, OperationRefused, ToolGate, current_operation
+    from pipecat_harness.tools.store_calls import retrying
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
@@ -231,12 +232,8 @@ async def worker_main(ledger_url: str, prefix: str, backend: str, skew: str = "0
             task.print_stack(limit=20, file=sys.stderr)
 
     loop.add_signal_handler(signal.SIGUSR1, dump)
-    for _ in range(150):  # a restart during a database outage waits for the database
-        try:
-            await ledger.create_tables()
-            break
-        except OSError:
-            await asyncio.sleep(0.2)
+    # A restart during a database outage waits for the database (a refused or a dropped connection alike).
+    await retrying(ledger.create_tables, within_secs=30)
     sweeping = asyncio.create_task(sweeper())
     send({"ready": os.getpid()})
     while line := await reader.readline():
@@ -533,7 +530,7 @@ async def check(ledger_url: str, prefix: str, backend: Path, sessions: list[str]
         await ledger.close()
 
 
-def explain_application(backend: str, session: str, request: int, key: str) -> None:
+def explain_application(backend: str | Path, session: str, request: int, key: str) -> None:
     """For a record the check refused: which attempts the backend applied and voided, and when."""
     with contextlib.closing(sqlite3.connect(backend, timeout=60)) as db:
         applied = list(db.execute("SELECT fencing, pid, at FROM applications WHERE session = ? AND request = ?",
