@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Required
+from typing import Annotated, Any, Literal, Required, get_args
 
 from pydantic import ConfigDict, Field, StrictFloat, StrictInt, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
@@ -30,7 +30,8 @@ __all__ = [
     "parse_retell_event",
 ]
 
-ALLOWED_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+ALLOWED_ROLES = frozenset(get_args(_Role))
 
 
 class RequestError(ValueError):
@@ -114,7 +115,7 @@ def _call_id(body: Mapping[str, Any]) -> str | None:
 
 @with_config(ConfigDict(extra="allow"))
 class _Message(TypedDict, total=False):
-    role: Required[Literal["system", "developer", "user", "assistant", "tool", "function"]]
+    role: Required[_Role]
     content: str | list[Any] | None
 
 
@@ -152,8 +153,10 @@ def _request_error(error: ValidationError, body: Mapping[str, Any]) -> RequestEr
                             "unknown_role")
     if loc[0] == "messages" and len(loc) == 2:
         return RequestError(400, f"messages[{loc[1]}] must be an object", "invalid_messages")
-    field_name = str(loc[2]) if loc[0] == "messages" and len(loc) >= 3 else str(loc[0])
-    where = f"messages[{loc[1]}].{field_name}" if field_name != loc[0] else field_name
+    if loc[0] == "messages" and len(loc) >= 3:
+        field_name, where = str(loc[2]), f"messages[{loc[1]}].{loc[2]}"
+    else:
+        field_name = where = str(loc[0])
     code, must = _FIELD_ERRORS.get(field_name, ("invalid_request", f"is invalid: {first['msg']}"))
     return RequestError(400, f"{where} {must}", code)
 

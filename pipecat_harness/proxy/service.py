@@ -261,14 +261,11 @@ class ProxyService:
         if self.driver is not None and self.driver.wants_decisions():
             # Recorded once this task waits, as the state save is: after the model request has gone out.
             loop = asyncio.get_running_loop()
-            if split.removed:
-                loop.call_soon(self._record, "stripped_directives", {"call_id": call_id, "messages": split.removed})
-            if split.ignored:
-                loop.call_soon(self._record, "ignored_platform_prompt", {"call_id": call_id, "messages": split.ignored})
-            if split.dropped_parts:
-                loop.call_soon(
-                    self._record, "dropped_content_parts", {"call_id": call_id, "types": split.dropped_parts}
-                )
+            for action, field_name, value in (("stripped_directives", "messages", split.removed),
+                                              ("ignored_platform_prompt", "messages", split.ignored),
+                                              ("dropped_content_parts", "types", split.dropped_parts)):
+                if value:
+                    loop.call_soon(self._record, action, {"call_id": call_id, field_name: value})
         policy = self.policy
         base_parts = [policy.base_prompt] if policy.base_prompt else []
         if self.driver is not None:

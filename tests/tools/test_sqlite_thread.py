@@ -1,7 +1,9 @@
-"""The ledger's SQLite writer leaves WAL checkpoints to a thread of their own, and the WAL still starts over."""
+"""The SQLite thread: answers reach every loop that waits, and the ledger's writer leaves WAL checkpoints to a thread
+of their own while the WAL still starts over."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -58,3 +60,22 @@ async def test_past_the_wal_limit_the_writer_checkpoints_and_the_wal_starts_over
         await writer.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 200
+
+
+def test_every_loop_that_uses_a_thread_gets_its_answers(tmp_path: Path):
+    thread = SqliteThread(str(tmp_path / "ledger.db"))
+
+    async def select(n: int) -> int:
+        return int(await thread.run(lambda c: c.execute("SELECT ?", (n,)).fetchone()[0], transaction=False))
+
+    async def many() -> list[int]:  # queued together: answered in batches
+        return list(await asyncio.gather(*(select(n) for n in range(200))))
+
+    assert asyncio.run(many()) == list(range(200))  # a first loop, closed afterwards
+
+    async def then_close() -> int:
+        answer = await select(7)
+        await thread.close()
+        return answer
+
+    assert asyncio.run(then_close()) == 7  # a second loop, on which the thread closes
