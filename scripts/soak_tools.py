@@ -128,6 +128,7 @@ async def worker_main(ledger_url: str, prefix: str, backend: str, skew: str = "0
     live: Counter[str] = Counter()  # idempotency keys whose handler (or its thread) is running here
     began: dict[str, str] = {}  # call → fencing key of the attempt its handler began
     wire: dict[str, asyncio.Future[bool]] = {}
+    failures: Counter[str] = Counter()
 
     def send(message: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(message) + "\n")
@@ -222,14 +223,23 @@ async def worker_main(ledger_url: str, prefix: str, backend: str, skew: str = "0
     async def sweeper() -> None:  # what the Pipecat control's sweeper does, for every call of this worker
         while True:
             await asyncio.sleep(SWEEP_SECS)
-            with contextlib.suppress(Exception):
+            try:
                 await ledger.recover(TENANT, grace_secs=TIMEOUT_SECS)
                 for gate in list(gates.values()):
                     await gate.reconcile_pending()
+            except Exception as exc:  # an outage: the next sweep tries again
+                failures[type(exc).__name__] += 1
 
-    def dump() -> None:  # kill -USR1 <worker>: where every task of this worker waits
+    def dump() -> None:  # kill -USR1 <worker>: where every task of this worker waits, and why sweeps failed
+        print(f"worker {os.getpid()}: sweeps failed {dict(failures)}", file=sys.stderr)
         for task in asyncio.all_tasks():
-            task.print_stack(limit=20, file=sys.stderr)
+            frames: list[str] = []
+            awaited: Any = task.get_coro()
+            while awaited is not None and hasattr(awaited, "cr_frame"):
+                if awaited.cr_frame is not None:
+                    frames.append(f"{awaited.cr_code.co_name}:{awaited.cr_frame.f_lineno}")
+                awaited = awaited.cr_await
+            print(f"  task {' > '.join(frames)} waits on {awaited!r}"[:400], file=sys.stderr)
 
     loop.add_signal_handler(signal.SIGUSR1, dump)
     # A restart during a database outage waits for the database (a refused or a dropped connection alike).
@@ -649,6 +659,17 @@ def hold_sqlite_lock(path: str, secs: float) -> None:
         db.execute("COMMIT")
 
 
+def explain_orphan(record: Any, now: float, workers: list[Worker]) -> None:
+    """For a record executing with no live handler: its fields, and where its owner's tasks wait."""
+    print(f"  orphan {record.idempotency_key} attempt {record.attempt} version {record.version} owner "
+          f"{record.owner} lease {record.lease_until - now:+.2f} s updated {record.updated_at - now:+.2f} s",
+          file=sys.stderr)
+    for worker in workers:  # every worker's sweeper could have recovered it
+        if worker.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                worker.proc.send_signal(signal.SIGUSR1)
+
+
 async def watch_live(ledger: Any, workers: list[Worker], figures: Figures, orphans: set[str]) -> None:
     """While workers run: an ``executing`` record with no live handler for long is counted (once)."""
     from pipecat_harness.tools import OperationStatus
@@ -697,6 +718,7 @@ async def watch_live(ledger: Any, workers: list[Worker], figures: Figures, orpha
             if now - first_seen.setdefault(key, now) > ORPHAN_SECS and key not in orphans:
                 orphans.add(key)
                 figures.live_orphans += 1
+                explain_orphan(next(r for r in idle if r.idempotency_key == key), ledger.clock(), workers)
 
 
 async def soak(database: str, schedules: int, seed: int, workdir: Path) -> Figures | None:

@@ -30,6 +30,8 @@ process and by the ledger's unique claim of the resource across processes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +75,7 @@ class WriteRunner(Settlements):
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._running: dict[str, asyncio.Future[GateResult]] = {}
         self._handlers: set[asyncio.Future[Any]] = set()
+        self._handler_keys: Counter[str] = Counter()  # keys with a handler of this gate still running
         self._closed = False
 
     # -- one write -----------------------------------------------------------
@@ -119,7 +122,8 @@ class WriteRunner(Settlements):
                     task, ended = spawn(lambda: handler(arguments), record)
                     evidence["forwarded"] = True  # from here on, a failure of the gate is an unknown outcome
                     self._handlers.add(task)
-                    task.add_done_callback(self._handler_returned)
+                    self._handler_keys[key] += 1
+                    task.add_done_callback(lambda done: self._handler_returned(done, key))
         finally:
             self._unlock(key, users)
         if running is not None:
@@ -142,8 +146,11 @@ class WriteRunner(Settlements):
         finished.set_result(result)
         return result
 
-    def _handler_returned(self, task: asyncio.Future[Any]) -> None:
+    def _handler_returned(self, task: asyncio.Future[Any], key: str) -> None:
         self._handlers.discard(task)
+        self._handler_keys[key] -= 1
+        if not self._handler_keys[key]:
+            del self._handler_keys[key]
         if self._closed and not self._handlers:
             release_owner(self.owner)
 
@@ -183,6 +190,9 @@ class WriteRunner(Settlements):
                 inline=self.operations.inline)
         except ResourceBusy:
             return self._busy(name, identity, evidence), None
+        except Exception:
+            await self._settle_lost(key, 1)
+            raise
         if created:
             return None, record
         for _ in range(4):
@@ -211,6 +221,9 @@ class WriteRunner(Settlements):
                         inline=self.operations.inline)
                 except ResourceBusy:
                     return self._busy(name, identity, evidence), None
+                except Exception:
+                    await self._settle_lost(key, record.attempt + 1)
+                    raise
                 if claimed is not None:
                     return None, claimed
             record = await self.operations.get(key) or record
@@ -232,6 +245,21 @@ class WriteRunner(Settlements):
                 await retrying(lambda: self.operations.settle(record, S.FAILED, error=_NEVER_LEFT),
                                within_secs=self.settle_retry_secs)
         self._late.watch(settle())
+
+    async def _settle_lost(self, key: str, attempt: int) -> None:
+        """A start or claim failed, but may have committed (its answer lost with the connection): if so, settle it.
+
+        Run under the key's lock, so no other call of this gate starts the key meanwhile; executing at
+        ``attempt`` under this gate's owner with no handler of the key running here, the record is that write.
+        Bounded by the tool's deadline; if the ledger cannot say, the lease and the sweeper settle it.
+        """
+        if self.operations.inline:
+            return
+        with contextlib.suppress(Exception):
+            stored = await self._bounded(self.operations.get(key))
+            if stored is not None and stored.status == S.EXECUTING and stored.owner == self.owner \
+                    and stored.attempt == attempt and not self._handler_keys[key]:
+                await self._bounded(self.operations.settle(stored, S.FAILED, error=_NEVER_LEFT))
 
     def _busy(self, name: str, identity: OperationIdentity, evidence: dict[str, Any]) -> GateResult:
         return self.reporter.refuse(

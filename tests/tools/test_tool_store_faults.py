@@ -155,3 +155,42 @@ async def test_a_cancel_anywhere_in_the_gates_own_writes_leaves_nothing_executin
     assert all("before its handler started" in (r.error or "") for r in never_left)
     retried = await gate.call("issue_refund", {**REFUND, "amount_usd": 0}, refund)
     assert retried.status in ("executed", "not_executed")
+
+
+async def test_a_start_or_claim_whose_answer_is_lost_after_it_committed_is_settled_not_left_executing(ledger):
+    gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="lost-answer", timeout_secs=0.5)
+    ran: list[int] = []
+
+    async def refund(args: Any) -> Any:
+        ran.append(1)
+        return {"error": "card declined"} if len(ran) == 1 else {"status": "refunded"}
+
+    def losing(write: Any) -> Any:
+        def lost(*args: Any, **kwargs: Any) -> Any:
+            async def commit_then_drop() -> Any:
+                await write(*args, **kwargs)  # the database commits it ...
+                raise ConnectionResetError("connection reset by peer")  # ... and the answer never arrives
+            return asyncio.ensure_future(commit_then_drop())
+        return lost
+
+    real_start = ledger.start
+    ledger.start = losing(real_start)
+    first = await gate.call("issue_refund", REFUND, refund)
+    ledger.start = real_start
+    assert first.status == "not_executed" and first.reason_kind == "store_error" and not ran
+    await gate.writes.late_replies.wait()
+    [record] = await ledger.records()
+    assert record.status == OperationStatus.FAILED and "before its handler started" in (record.error or "")
+
+    failed = await gate.call("issue_refund", REFUND, refund)  # runs at once (not "being carried out"), and fails
+    assert failed.status == "failed" and ran == [1]
+    real_claim = ledger.claim
+    ledger.claim = losing(real_claim)
+    lost = await gate.call("issue_refund", REFUND, refund)
+    ledger.claim = real_claim
+    assert lost.status == "not_executed" and ran == [1]
+    await gate.writes.late_replies.wait()
+    [record] = await ledger.records()
+    assert record.status == OperationStatus.FAILED and record.attempt == 3 and "before its handler" in record.error
+    again = await gate.call("issue_refund", REFUND, refund)
+    assert again.status == "executed" and ran == [1, 1]
