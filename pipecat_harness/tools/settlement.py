@@ -194,12 +194,19 @@ class Settlements:
                           marked: OperationRecord | None) -> None:
         within = self.settle_retry_secs
         try:
-            record = marked if marked is not None else await retrying(lambda: self.operations.settle(
-                record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until), within_secs=within)
+            if marked is None:
+                marked = await retrying(lambda: self.operations.settle(
+                    record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until), within_secs=within)
         except Exception as exc:  # its outcome below is written all the same
             logger.warning(f"could not record {record.idempotency_key} as unknown: {exc}")
+        # A settle answers with the stored record, which may be a later attempt (this one was voided and the
+        # operation started again meanwhile): the handler's outcome is evidence about its own attempt only.
+        if marked is not None and marked.attempt == record.attempt:
+            record = marked
         outcome = await await_deadline(task, None)
         stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=within)
+        if stored.attempt != record.attempt:
+            return
         if stored.status == S.OUTCOME_UNKNOWN:
             await retrying(lambda: self.operations.release(stored), within_secs=within)
             return

@@ -194,3 +194,52 @@ async def test_a_start_or_claim_whose_answer_is_lost_after_it_committed_is_settl
     assert record.status == OperationStatus.FAILED and record.attempt == 3 and "before its handler" in record.error
     again = await gate.call("issue_refund", REFUND, refund)
     assert again.status == "executed" and ran == [1, 1]
+
+
+async def test_a_late_reply_of_a_voided_attempt_never_settles_the_next_attempt(ledger):
+    from pipecat_harness.tools import OperationRefused, Reconciliation
+
+    url = ledger.engine.url.render_as_string(hide_password=False)
+    other = OperationLedger(url, table_prefix=ledger.table_prefix)
+    b_running, let_a_reply, let_b_reply = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def void(record: Any) -> Any:  # the backend never saw attempt 1: voided, so its late request is refused
+        return Reconciliation(OperationStatus.FAILED, error="voided", voided=record.attempt)
+
+    try:
+        first = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="moved-on", timeout_secs=0.05,
+                         reconciler=void)
+        first.writes.lease_secs = 0.1  # the owner lives on, its lease runs out: another process takes over
+        second = ToolGate(write_tools={"issue_refund"}, ledger=other, session_id="moved-on", timeout_secs=1.0,
+                          reconciler=void)
+        real_settle = ledger.settle
+
+        async def slow_settle(*args: Any, **kwargs: Any) -> Any:  # the first gate's ledger answers late
+            await b_running.wait()
+            return await real_settle(*args, **kwargs)
+
+        ledger.settle = slow_settle
+
+        async def refund_a(args: Any) -> Any:
+            await let_a_reply.wait()
+            raise OperationRefused("the backend voided this attempt")
+
+        async def refund_b(args: Any) -> Any:
+            b_running.set()
+            await let_b_reply.wait()
+            return {"status": "refunded"}
+
+        assert (await first.call("issue_refund", REFUND, refund_a)).status == "outcome_unknown"
+        await asyncio.sleep(0.2)
+        second_call = asyncio.create_task(second.call("issue_refund", REFUND, refund_b))
+        await b_running.wait()
+        await asyncio.sleep(0.05)  # the first gate's late "unknown" lands on attempt 2's record
+        let_a_reply.set()
+        await first.writes.late_replies.wait()
+        let_b_reply.set()
+        assert (await second_call).status == "executed"
+        ledger.settle = real_settle
+        [record] = await ledger.records()
+        assert record.status == OperationStatus.SUCCEEDED and record.attempt == 2
+    finally:
+        await other.close()
