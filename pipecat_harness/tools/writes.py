@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,16 @@ from pipecat_harness.tools.store_calls import owned, retrying
 __all__ = ["GateReporter", "WriteRunner"]
 
 S = OperationStatus
+
+def _created(started: tuple[OperationRecord, bool]) -> OperationRecord | None:
+    """A start's record if the start created it."""
+    return started[0] if started[1] else None
+
+
+def _mine(claimed: OperationRecord | None) -> OperationRecord | None:
+    """A claim's record (``None``: another worker had it)."""
+    return claimed
+
 
 _NEVER_LEFT = "not executed: the call was cancelled (or the ledger was too slow) before its handler started"
 
@@ -186,7 +197,8 @@ class WriteRunner(Settlements):
             record, created = await owned(
                 self.operations.start(key, name, identity.request_hash, identity.scope, self.owner,
                                       self.operations.now() + self.lease_secs, slot),
-                self.timeout_secs, lambda task: self._never_left(task, lambda started: started[1] and started[0]),
+                self.timeout_secs,
+                functools.partial(self._never_left, mine=_created, key=key, attempt=1),
                 inline=self.operations.inline)
         except ResourceBusy:
             return self._busy(name, identity, evidence), None
@@ -214,15 +226,16 @@ class WriteRunner(Settlements):
                 return refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "duplicate", ALREADY_DONE,
                               result=record.result, key=key), None
             if record.retryable:
+                attempt = record.attempt + 1
                 try:
                     claimed = await owned(
                         self.operations.claim(record, self.owner, self.operations.now() + self.lease_secs),
-                        self.timeout_secs, lambda task: self._never_left(task, lambda mine: mine),
+                        self.timeout_secs, functools.partial(self._never_left, mine=_mine, key=key, attempt=attempt),
                         inline=self.operations.inline)
                 except ResourceBusy:
                     return self._busy(name, identity, evidence), None
                 except Exception:
-                    await self._settle_lost(key, record.attempt + 1)
+                    await self._settle_lost(key, attempt)
                     raise
                 if claimed is not None:
                     return None, claimed
@@ -234,12 +247,18 @@ class WriteRunner(Settlements):
         """A ledger write of the gate's own, waited for at most the tool's deadline."""
         return await asyncio.wait_for(write, self.timeout_secs)
 
-    def _never_left(self, write: asyncio.Future[Any], mine: Callable[[Any], Any]) -> None:
+    def _never_left(self, write: asyncio.Future[Any], mine: Callable[[Any], Any], key: str, attempt: int) -> None:
         """The caller gave up on a start or claim: if it commits, its handler never ran; settle it, off the loop."""
         async def settle() -> None:
             try:
                 record = mine(await write)
-            except Exception:  # nothing was committed
+            except Exception:  # it failed, yet may have committed: read back under the key's lock
+                lock, users = self._lock(key)
+                try:
+                    async with lock:
+                        await self._settle_lost(key, attempt)
+                finally:
+                    self._unlock(key, users)
                 return
             if record:
                 await retrying(lambda: self.operations.settle(record, S.FAILED, error=_NEVER_LEFT),

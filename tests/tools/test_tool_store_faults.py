@@ -6,6 +6,7 @@ import sqlite3
 import time
 from typing import Any
 
+import pytest
 from pipecat.frames.frames import LLMContextFrame
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -157,21 +158,29 @@ async def test_a_cancel_anywhere_in_the_gates_own_writes_leaves_nothing_executin
     assert retried.status in ("executed", "not_executed")
 
 
-async def test_a_start_or_claim_whose_answer_is_lost_after_it_committed_is_settled_not_left_executing(ledger):
-    gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="lost-answer", timeout_secs=0.5)
+def _losing(write: Any, after_secs: float = 0.0) -> Any:
+    """``write`` that commits (after ``after_secs``) and then loses its answer with the connection."""
+    def lost(*args: Any, **kwargs: Any) -> Any:
+        async def commit_then_drop() -> Any:
+            await asyncio.sleep(after_secs)
+            await write(*args, **kwargs)  # the database commits it ...
+            raise ConnectionResetError("connection reset by peer")  # ... and the answer never arrives
+        return asyncio.ensure_future(commit_then_drop())
+    return lost
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["waited-for", "given-up-on"])
+async def test_a_start_or_claim_whose_answer_is_lost_after_it_committed_is_settled_not_left_executing(ledger, late):
+    gate = ToolGate(write_tools={"issue_refund"}, ledger=ledger, session_id="lost-answer", timeout_secs=0.3)
     ran: list[int] = []
+    after = 0.5 if late else 0.0  # past the tool's deadline: the caller gave up before the write failed
 
     async def refund(args: Any) -> Any:
         ran.append(1)
         return {"error": "card declined"} if len(ran) == 1 else {"status": "refunded"}
 
     def losing(write: Any) -> Any:
-        def lost(*args: Any, **kwargs: Any) -> Any:
-            async def commit_then_drop() -> Any:
-                await write(*args, **kwargs)  # the database commits it ...
-                raise ConnectionResetError("connection reset by peer")  # ... and the answer never arrives
-            return asyncio.ensure_future(commit_then_drop())
-        return lost
+        return _losing(write, after)
 
     real_start = ledger.start
     ledger.start = losing(real_start)
