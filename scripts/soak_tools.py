@@ -40,6 +40,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -670,8 +671,13 @@ def explain_orphan(record: Any, now: float, workers: list[Worker]) -> None:
                 worker.proc.send_signal(signal.SIGUSR1)
 
 
-async def watch_live(ledger: Any, workers: list[Worker], figures: Figures, orphans: set[str]) -> None:
-    """While workers run: an ``executing`` record with no live handler for long is counted (once)."""
+async def watch_live(ledger: Any, workers: list[Worker], figures: Figures, orphans: set[str],
+                     reachable_since: Callable[[], float | None]) -> None:
+    """While workers run: an ``executing`` record with no live handler for long is counted (once).
+
+    Long means for ``ORPHAN_SECS`` with the database reachable throughout (``reachable_since``: when the last
+    outage ended, ``None`` during one): while it refuses, nobody can settle anything.
+    """
     from pipecat_harness.tools import OperationStatus
     from pipecat_harness.tools.owners import owner_gone
 
@@ -713,9 +719,13 @@ async def watch_live(ledger: Any, workers: list[Worker], figures: Figures, orpha
         for key in list(first_seen):
             if key not in current:
                 del first_seen[key]
+        reachable = reachable_since()
         for key in current:
             # A settle may be under way or retried, a dead owner's record waits for its grace and the sweeper.
-            if now - first_seen.setdefault(key, now) > ORPHAN_SECS and key not in orphans:
+            since = first_seen.setdefault(key, now)
+            if reachable is None:
+                continue
+            if now - max(since, reachable) > ORPHAN_SECS and key not in orphans:
                 orphans.add(key)
                 figures.live_orphans += 1
                 explain_orphan(next(r for r in idle if r.idempotency_key == key), ledger.clock(), workers)
@@ -749,18 +759,26 @@ async def soak(database: str, schedules: int, seed: int, workdir: Path) -> Figur
     orphans: set[str] = set()
     out = asyncio.Lock()
 
+    outage_ended = [0.0]
+
     async def outage(figures: Figures, secs: float) -> None:
         if out.locked():
             return
         async with out:
             figures.outages += 1
-            if proxy is not None:
-                await proxy.refuse(secs)
-            else:
-                await asyncio.to_thread(hold_sqlite_lock, url.split("///", 1)[1], secs)
+            try:
+                if proxy is not None:
+                    await proxy.refuse(secs)
+                else:
+                    await asyncio.to_thread(hold_sqlite_lock, url.split("///", 1)[1], secs)
+            finally:
+                outage_ended[0] = time.monotonic()
+
+    def reachable_since() -> float | None:
+        return None if out.locked() else outage_ended[0]
 
     started = time.perf_counter()
-    live = asyncio.create_task(watch_live(ledger, workers, figures, orphans))
+    live = asyncio.create_task(watch_live(ledger, workers, figures, orphans, reachable_since))
     try:
         batch = 50
         for first in range(0, schedules, batch):
