@@ -29,6 +29,7 @@ from pipecat_harness.tools.store_calls import retrying
 __all__ = ["GateReporter", "Settlements"]
 
 S = OperationStatus
+_UNSETTLED = (S.EXECUTING, S.OUTCOME_UNKNOWN)
 
 
 class GateReporter(Protocol):
@@ -145,7 +146,7 @@ class Settlements:
 
     async def _settle_again(self, record: OperationRecord, outcome: HandlerOutcome) -> None:
         stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=self.settle_retry_secs)
-        if stored.status != S.OUTCOME_UNKNOWN:
+        if stored.status not in _UNSETTLED:  # a later attempt's outcome (this one voided) is the operation's too
             self._note_settled(stored, "ledger_retry")
 
     async def _settle_outcome(self, record: OperationRecord, outcome: HandlerOutcome) -> OperationRecord:
@@ -205,12 +206,10 @@ class Settlements:
             record = marked
         outcome = await await_deadline(task, None)
         stored = await retrying(lambda: self._settle_outcome(record, outcome), within_secs=within)
-        if stored.attempt != record.attempt:
-            return
-        if stored.status == S.OUTCOME_UNKNOWN:
+        if stored.attempt == record.attempt and stored.status == S.OUTCOME_UNKNOWN:
             await retrying(lambda: self.operations.release(stored), within_secs=within)
-            return
-        self._note_settled(stored, "late_reply")
+        elif stored.status not in _UNSETTLED:  # a later attempt's outcome is the operation's too
+            self._note_settled(stored, "late_reply")
 
     def _note_settled(self, record: OperationRecord, source: str) -> None:
         if record.idempotency_key in self._told_unknown:

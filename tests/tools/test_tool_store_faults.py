@@ -245,6 +245,7 @@ async def test_a_late_reply_of_a_voided_attempt_never_settles_the_next_attempt(l
         await asyncio.sleep(0.05)  # the first gate's late "unknown" lands on attempt 2's record
         let_a_reply.set()
         await first.writes.late_replies.wait()
+        assert first.take_settled() == []  # attempt 2 is still running: nothing settled to tell this call's model
         let_b_reply.set()
         assert (await second_call).status == "executed"
         ledger.settle = real_settle
