@@ -43,7 +43,7 @@ from pipecat_harness.tools.operations import Operations
 from pipecat_harness.tools.owners import handler_may_run, new_owner, release_owner
 from pipecat_harness.tools.result import ALREADY_DONE, GateResult, GateStatus
 from pipecat_harness.tools.settlement import GateReporter, Settlements
-from pipecat_harness.tools.store_calls import owned, retrying
+from pipecat_harness.tools.store_calls import StoreTimeout, owned, retrying, transient
 
 __all__ = ["GateReporter", "WriteRunner"]
 
@@ -52,11 +52,6 @@ S = OperationStatus
 def _created(started: tuple[OperationRecord, bool]) -> OperationRecord | None:
     """A start's record if the start created it."""
     return started[0] if started[1] else None
-
-
-def _mine(claimed: OperationRecord | None) -> OperationRecord | None:
-    """A claim's record (``None``: another worker had it)."""
-    return claimed
 
 
 _NEVER_LEFT = "not executed: the call was cancelled (or the ledger was too slow) before its handler started"
@@ -194,17 +189,11 @@ class WriteRunner(Settlements):
             if held is not None:
                 return held, None
         try:
-            record, created = await owned(
+            record, created = await self._own(
                 self.operations.start(key, name, identity.request_hash, identity.scope, self.owner,
-                                      self.operations.now() + self.lease_secs, slot),
-                self.timeout_secs,
-                functools.partial(self._never_left, mine=_created, key=key, attempt=1),
-                inline=self.operations.inline)
+                                      self.operations.now() + self.lease_secs, slot), key, 1, _created)
         except ResourceBusy:
             return self._busy(name, identity, evidence), None
-        except Exception:
-            await self._settle_lost(key, 1)
-            raise
         if created:
             return None, record
         for _ in range(4):
@@ -226,17 +215,12 @@ class WriteRunner(Settlements):
                 return refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "duplicate", ALREADY_DONE,
                               result=record.result, key=key), None
             if record.retryable:
-                attempt = record.attempt + 1
                 try:
-                    claimed = await owned(
-                        self.operations.claim(record, self.owner, self.operations.now() + self.lease_secs),
-                        self.timeout_secs, functools.partial(self._never_left, mine=_mine, key=key, attempt=attempt),
-                        inline=self.operations.inline)
+                    claimed = await self._own(
+                        self.operations.claim(record, self.owner, self.operations.now() + self.lease_secs), key,
+                        record.attempt + 1)
                 except ResourceBusy:
                     return self._busy(name, identity, evidence), None
-                except Exception:
-                    await self._settle_lost(key, attempt)
-                    raise
                 if claimed is not None:
                     return None, claimed
             record = await self.operations.get(key) or record
@@ -247,11 +231,31 @@ class WriteRunner(Settlements):
         """A ledger write of the gate's own, waited for at most the tool's deadline."""
         return await asyncio.wait_for(write, self.timeout_secs)
 
-    def _never_left(self, write: asyncio.Future[Any], mine: Callable[[Any], Any], key: str, attempt: int) -> None:
+    async def _own(self, write: Any, key: str, attempt: int,
+                   mine: Callable[[Any], OperationRecord | None] | None = None) -> Any:
+        """Run a start or claim of ``attempt`` (see :func:`owned`), settling what it committed if it is lost.
+
+        Given up on, or failed in a way that may have committed, the write's record is settled "not executed"
+        (``mine``: the record the write's answer makes this gate's; by default the answer itself).
+        """
+        try:
+            return await owned(write, self.timeout_secs,
+                               functools.partial(self._never_left, mine=mine, key=key, attempt=attempt),
+                               inline=self.operations.inline)
+        except StoreTimeout:  # given up on: _never_left follows the write
+            raise
+        except Exception as exc:
+            if transient(exc):  # the database, not the state machine, said no: it may have committed all the same
+                await self._settle_lost(key, attempt)
+            raise
+
+    def _never_left(self, write: asyncio.Future[Any], mine: Callable[[Any], OperationRecord | None] | None,
+                    key: str, attempt: int) -> None:
         """The caller gave up on a start or claim: if it commits, its handler never ran; settle it, off the loop."""
         async def settle() -> None:
             try:
-                record = mine(await write)
+                answer = await write
+                record = answer if mine is None else mine(answer)
             except Exception:  # it failed, yet may have committed: read back under the key's lock
                 lock, users = self._lock(key)
                 try:
