@@ -46,6 +46,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 _CONTENT = re.compile(rb'"content":\s*"[^"]')
+_RECEIVED = re.compile(rb'"content":\s*"at(\d+\.\d+) ')
 _TICKS = os.sysconf("SC_CLK_TCK")
 # Pending connections the upstream and the relay accept (aiohttp's default, 128, drops connection attempts
 # of a 200-stream burst, and a dropped attempt is retried after a second); the proxy's uvicorn takes 2048.
@@ -64,18 +65,20 @@ def serve_upstream(port: int, first_token_ms: float, token_ms: float, tokens: in
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
         return f"data: {json.dumps({**base, 'choices': [choice]})}\n\n".encode()
 
-    events = [event({"content": f"word{i} "}, None) for i in range(tokens)]
+    # The first token carries the time the request reached the upstream (the client subtracts its send time).
+    events = [event({"content": f"word{i} "}, None) for i in range(1, tokens)]
     done = event({}, "stop") + b"data: [DONE]\n\n"
 
     async def completions(request: web.Request) -> web.StreamResponse:
         await request.read()
+        received = event({"content": f"at{time.time():.6f} "}, None)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await asyncio.sleep(first_token_ms / 1000)
-        for i, event in enumerate(events):
-            if i:
-                await asyncio.sleep(token_ms / 1000)
-            await response.write(event)
+        await response.write(received)
+        for piece in events:
+            await asyncio.sleep(token_ms / 1000)
+            await response.write(piece)
         await response.write(done)
         await response.write_eof()
         return response
@@ -136,41 +139,43 @@ def _body() -> bytes:
 
 
 async def _ttft(session, url: str) -> tuple[float, float]:
-    """Time to the first content token, and to the end of the stream."""
-    started = time.perf_counter()
-    first = None
+    """Time to the first content token, and from sending the request to its arrival at the upstream."""
+    started, sent = time.perf_counter(), time.time()
+    first = out = None
     async with session.post(url, data=_body(), headers={"Content-Type": "application/json"}) as response:
         if response.status != 200:
             raise RuntimeError(f"{url}: HTTP {response.status}: {(await response.read())[:200]!r}")
         async for line in response.content:
             if first is None and _CONTENT.search(line):
                 first = time.perf_counter() - started
-    if first is None:
-        raise RuntimeError(f"{url}: no content received")
-    return first, time.perf_counter() - started
+                stamp = _RECEIVED.search(line)
+                out = float(stamp.group(1)) - sent if stamp else None
+    if first is None or out is None:
+        raise RuntimeError(f"{url}: no content received, or its first token without the upstream's stamp")
+    return first, out
 
 
-async def _batch(url: str, concurrency: int) -> tuple[list[float], float]:
-    """``concurrency`` simultaneous streams; their TTFTs and the batch's wall time."""
+async def _batch(url: str, concurrency: int) -> list[tuple[float, float]]:
+    """``concurrency`` simultaneous streams; each one's TTFT and request-out time (see :func:`_ttft`)."""
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
         await _ttft(session, url)  # warm one connection and the server's lazy imports
-        started = time.perf_counter()
-        results = await asyncio.gather(*(_ttft(session, url) for _ in range(concurrency)))
-        return [first for first, _ in results], time.perf_counter() - started
+        return await asyncio.gather(*(_ttft(session, url) for _ in range(concurrency)))
 
 
-async def _steady(url: str, concurrency: int, stream_secs: float, secs: float) -> tuple[list[float], int]:
+async def _steady(url: str, concurrency: int, stream_secs: float, secs: float,
+                  ) -> tuple[list[tuple[float, float]], int]:
     """``concurrency`` streams kept in flight for ``secs`` after one stream's length of ramp-up.
 
-    Returns the TTFTs of the streams started after the ramp-up, and how many streams were served in all.
+    Returns the TTFTs and request-out times of the streams started after the ramp-up, and how many streams
+    were served in all.
     """
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
-    samples: list[float] = []
+    samples: list[tuple[float, float]] = []
     served = 0
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
         await _ttft(session, url)
@@ -181,10 +186,10 @@ async def _steady(url: str, concurrency: int, stream_secs: float, secs: float) -
             await asyncio.sleep(index * stream_secs / concurrency)
             while time.perf_counter() - started < stream_secs + secs:
                 began = time.perf_counter() - started
-                first, _ = await _ttft(session, url)
+                measured = await _ttft(session, url)
                 served += 1
                 if began >= stream_secs:
-                    samples.append(first)
+                    samples.append(measured)
 
         await asyncio.gather(*(client(i) for i in range(concurrency)))
     return samples, served + 1
@@ -333,6 +338,7 @@ def main() -> None:
             for level in levels:
                 rounds = args.rounds * (10 if level == 1 and arrival == "burst" else 1)
                 samples: dict[str, list[float]] = {name: [] for name in ["direct", *per_level]}
+                outs: dict[str, list[float]] = {name: [] for name in ["direct", *per_level]}
                 cpu: dict[str, float] = dict.fromkeys(per_level, 0.0)
                 served: dict[str, int] = dict.fromkeys(per_level, 0)
                 order = ["direct", *per_level]
@@ -343,11 +349,12 @@ def main() -> None:
                         pid = [] if name == "direct" else [servers.processes[name].pid]
                         before = _cpu_secs(pid)
                         if arrival == "burst":
-                            ttfts, _ = asyncio.run(_batch(url, level))
+                            measured = asyncio.run(_batch(url, level))
                             count = level + 1  # each batch warms with one stream
                         else:
-                            ttfts, count = asyncio.run(_steady(url, level, stream_secs, args.steady_secs))
-                        samples[name].extend(ttfts)
+                            measured, count = asyncio.run(_steady(url, level, stream_secs, args.steady_secs))
+                        samples[name].extend(first for first, _ in measured)
+                        outs[name].extend(out for _, out in measured)
                         if pid:
                             cpu[name] += _cpu_secs(pid) - before
                             served[name] += count
@@ -359,12 +366,15 @@ def main() -> None:
                           f"{p50 - direct50:>+9.1f} {p99 - direct99:>+7.1f} {cpu[name] * 1000 / served[name]:>14.2f}")
                 relay_cpu = cpu["relay"] / served["relay"]
                 relay50 = _pct(samples["relay"], 0.5)
+                print(f"{level:>7} request out (client send to upstream receipt) p50: " + ", ".join(
+                    f"{name} {_pct(outs[name], 0.5):.1f} ms" for name in ["direct", *per_level]))
                 for name in ("proxy-bare", "proxy"):
                     ratio = cpu[name] / served[name] / relay_cpu if relay_cpu else float("nan")
                     p50 = _pct(samples[name], 0.5)
+                    out = _pct(outs[name], 0.5) - _pct(outs["relay"], 0.5)
                     print(f"{level:>7} {name:>11}  CPU per stream {ratio:.2f}x the relay's (target <= 1.5x); "
                           f"added p50 {p50 - direct50:+.1f} ms vs direct (target <= +5 ms at 100 {arrival} streams), "
-                          f"{p50 - relay50:+.1f} ms vs the relay")
+                          f"{p50 - relay50:+.1f} ms vs the relay; request out {out:+.1f} ms vs the relay")
     except Exception:
         servers.dump()
         raise

@@ -23,6 +23,7 @@ from pipecat_harness.checklist.prompt import strip_directive_text, strip_directi
 from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.quiet_window import QuietWindow
 from pipecat_harness.proxy.tool_stream import CompletedToolCalls, DroppedCall
+from pipecat_harness.proxy.turnstile import Turnstile
 from pipecat_harness.proxy.upstream import SystemPrompt, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 from pipecat_harness.proxy.watchdog import Watchdog
 from pipecat_harness.tools.arguments import DEFAULT_MAX_ARGUMENT_BYTES
@@ -117,6 +118,8 @@ class ProxyService:
         self._quiet = quiet or QuietWindow()
         # Each open quiet window's task and the turns it finishes when the window opens.
         self._held: dict[asyncio.Event, tuple[asyncio.Task[None], list[tuple[str, DecidedTurn]]]] = {}
+        # Under a burst, one decision per loop iteration: each model request follows its own decision.
+        self._turnstile = Turnstile()
 
     def _record(self, action: str, evidence: dict[str, Any]) -> None:
         if self.driver is not None:
@@ -144,6 +147,7 @@ class ProxyService:
         """The directive, and the quiet window holding the turn's save (``None``: nothing held)."""
         if self.driver is None:
             return None, None
+        await self._turnstile.enter()
         try:
             turn = await self.driver.begin(call_id, turns, stamp=snapshot_stamp(len(turns)), issue=issue)
             directive = turn.directive
