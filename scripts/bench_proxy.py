@@ -18,7 +18,11 @@ through each path, in rotating order; printed per path: added TTFT p50/p99
 processes' user+system time over the streams served); then, for both proxy
 paths, the two figures the proxy is held to: CPU per stream as a ratio of
 the relay's and the added p50, both from the same run, and the p50 beyond the
-relay's (what the proxy adds over any hop on this machine).
+relay's (what the proxy adds over any hop on this machine). The upstream
+stamps its receipt time into the first token, so each level also prints when
+the model request went out (client send to upstream receipt, p50) and, per
+proxy path, how much earlier or later than through the relay: the proxy's
+own part of the added TTFT, without the upstream's pacing noise.
 
 Two arrival patterns (``--arrival``): ``burst`` starts all N streams at the
 same instant (the worst case: N requests parsed and sent upstream back to
