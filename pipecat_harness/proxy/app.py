@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request, WebSocket
@@ -299,16 +299,22 @@ def create_app(
     app.add_api_route("/chat/completions", chat_completions, methods=["POST"])
     app.add_api_route("/{prefix:path}/chat/completions", chat_completions, methods=["POST"])
 
-    @app.post("/webhook/vapi")
-    async def vapi_webhook(request: Request) -> Response:
-        if not auth.vapi_webhook_may_pass(request.headers):
+    async def signed_body(request: Request, may_pass: Callable[[Mapping[str, str]], bool],
+                          allowed: Callable[[Mapping[str, str], bytes], bool]) -> bytes | Response:
+        """A webhook's body, or the response refusing it (not signed as configured, unreadable or too large)."""
+        if not may_pass(request.headers):
             return unauthorized()  # before a byte of the body is read
         try:
             raw = await read_body(request, limits.max_body_bytes)
         except RequestError as exc:
             return _error(exc)
-        if not auth.vapi_webhook_allowed(request.headers, raw):
-            return unauthorized()
+        return raw if allowed(request.headers, raw) else unauthorized()
+
+    @app.post("/webhook/vapi")
+    async def vapi_webhook(request: Request) -> Response:
+        raw = await signed_body(request, auth.vapi_webhook_may_pass, auth.vapi_webhook_allowed)
+        if isinstance(raw, Response):
+            return raw
         try:
             update = await off_loop_if_large(_conversation_update, raw, limits)
         except RequestError as exc:
@@ -323,14 +329,9 @@ def create_app(
 
     @app.post("/webhook/retell")
     async def retell_webhook(request: Request) -> Response:
-        if not auth.retell_webhook_may_pass(request.headers):
-            return unauthorized()  # before a byte of the body is read
-        try:
-            raw = await read_body(request, limits.max_body_bytes)
-        except RequestError as exc:
-            return _error(exc)
-        if not auth.retell_webhook_allowed(request.headers, raw):
-            return unauthorized()
+        raw = await signed_body(request, auth.retell_webhook_may_pass, auth.retell_webhook_allowed)
+        if isinstance(raw, Response):
+            return raw
         try:
             event = parse_retell_event(decode_json(raw, limits))
             check_call_id(event.call_id, limits)
