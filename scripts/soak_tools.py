@@ -3,7 +3,7 @@
 Each schedule is one call (its own session id) whose writes run in worker
 processes, each with its own gate on the same ledger. Steps, drawn from a
 seeded generator: calls, duplicates in one turn (concurrent) and across turns,
-the same request at 2–4 processes at once (PostgreSQL), handlers that raise
+the same request at 2–4 processes at once, handlers that raise
 before and after the backend applied, ``{"error": ...}`` results, refusals,
 timeouts with late replies, lost replies, hangs, cancellations by barge-in,
 in-process restarts (a new gate on the same ledger), and SIGKILL of a worker
@@ -422,10 +422,9 @@ class Figures:
 
 
 async def run_schedule(rng: random.Random, session: str, workers: list[Worker], figures: Figures,
-                       allow_multi: bool, allow_kill: bool, outage: Any = None) -> None:
+                       allow_kill: bool, outage: Any = None) -> None:
     turn = 1
-    count = len(workers) if allow_multi else 1
-    pool = workers[:rng.randint(1, count)] if allow_multi else workers[:1]
+    pool = workers[:rng.randint(1, len(workers))]
     if len(pool) > 1:
         figures.multi_process += 1
 
@@ -752,7 +751,7 @@ async def soak(database: str, schedules: int, seed: int, workdir: Path) -> Figur
         worker_url = url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
     # Clocks disagree: the workers' hosts are off by up to 20 s either way (leases use the ledger's clock).
     skews = [0.0, -20.0, 20.0, -7.0]
-    workers = [Worker(worker_url, prefix, backend, skews[n]) for n in range(4 if database == "postgres" else 1)]
+    workers = [Worker(worker_url, prefix, backend, skews[n]) for n in range(4)]
     await asyncio.gather(*(w.start() for w in workers))
     figures = Figures()
     sessions: list[str] = []
@@ -785,7 +784,7 @@ async def soak(database: str, schedules: int, seed: int, workdir: Path) -> Figur
             names = [f"c{seed}-{n}" for n in range(first, min(first + batch, schedules))]
             await asyncio.gather(*(
                 run_schedule(random.Random(f"{seed}:{name}"), name, workers, figures,
-                             allow_multi=database == "postgres", allow_kill=i < 3, outage=outage)
+                             allow_kill=i < 3, outage=outage)
                 for i, name in enumerate(names)))
             for worker in workers:
                 finished = worker.expect("finished", True)
