@@ -693,10 +693,14 @@ async def watch_live(ledger: Any, workers: list[Worker], figures: Figures, orpha
         for worker in alive:
             await worker.send(kind="probe", n=probe)
         try:
-            replies = await asyncio.wait_for(asyncio.gather(*answers), 2.0)
+            # (return_exceptions: a reply cancelled by a worker's restart is not left unretrieved)
+            replies = await asyncio.wait_for(asyncio.gather(*answers, return_exceptions=True), 2.0)
         except TimeoutError:
             return None
-        return {key for reply in replies for key in reply.get("keys", [])}
+        answered = [reply for reply in replies if isinstance(reply, dict)]
+        if len(answered) < len(replies):
+            return None  # a worker went away while answering
+        return {key for reply in answered for key in reply.get("keys", [])}
 
     while True:
         await asyncio.sleep(0.3)
