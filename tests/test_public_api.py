@@ -51,8 +51,8 @@ def test_every_public_module_declares_all():
                         "sim.runner", "sim.scripted_llm", "sim.sim_tts", "sim.sim_transport", "sim.caller",
                         "trace.recorder", "trace.timeline", "trace.show", "demo.retail_db", "demo.retail_tools",
                         "input", "tools", "history", "retrieval", "retrieval.tool", "retrieval.labeled",
-                        "business", "business.handoff", "business.control", "demo.callbacks", "demo.policies",
-                        "grader", "checklist", "proxy", "state", "eval", "spoken",
+                        "business", "business.handoff", "trace.handoff", "business.control", "demo.callbacks",
+                        "demo.policies", "grader", "checklist", "proxy", "state", "eval", "spoken",
                         "validation"]:
         module = importlib.import_module(f"pipecat_harness.{module_name}")
         assert hasattr(module, "__all__"), module_name

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from pipecat_harness.business.handoff import build_handoff
+from pipecat_harness.trace.handoff import build_handoff
 from pipecat_harness.trace.timeline import Timeline
 
 __all__ = ["add_parser"]

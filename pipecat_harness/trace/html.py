@@ -9,6 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from pipecat_harness.trace.handoff import SECTIONS, build_handoff
 from pipecat_harness.trace.render import render, template_text
 from pipecat_harness.trace.show import describe_event
 from pipecat_harness.trace.swimlanes import SWIMLANE_CSS, history_panel_html, swimlanes_html
@@ -117,8 +118,6 @@ def handoff_html(timeline: Timeline) -> Markup:
 
     Each link jumps to its event's row in the page's timeline table (``e<index>``).
     """
-    from pipecat_harness.business.handoff import SECTIONS, build_handoff
-
     lines = build_handoff(timeline).lines
     ordered = [line for section in SECTIONS for line in lines if line.section == section]
     return render("pipecat_harness.trace", "handoff_section.html", lines=ordered) if ordered else Markup("")

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
-from pipecat_harness.business.handoff import build_handoff
 from pipecat_harness.config import HarnessConfig
 from pipecat_harness.sim.runner import run_scenario
 from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
+from pipecat_harness.trace.handoff import build_handoff
 from pipecat_harness.trace.timeline import Timeline
 
 NEW = ["business_refund_question_only", "business_question_and_qualified_yes", "business_declined_stays_closed",

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from pipecat_harness.business.handoff import build_handoff
 from pipecat_harness.cli import main
 from pipecat_harness.sim.runner import run_scenario
 from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
+from pipecat_harness.trace.handoff import build_handoff
 from pipecat_harness.trace.html import handoff_html
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 

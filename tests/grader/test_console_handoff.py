@@ -12,11 +12,11 @@ import httpx
 import pytest
 import uvicorn
 
-from pipecat_harness.business.handoff import build_handoff
 from pipecat_harness.grader.audit import AuditRow, AuditStore
 from pipecat_harness.grader.console import create_console_app
 from pipecat_harness.sim.runner import run_scenario
 from pipecat_harness.sim.scenario import BUNDLED_DIR, load_scenario
+from pipecat_harness.trace.handoff import build_handoff
 from pipecat_harness.trace.timeline import Timeline
 from tests.grader.grader_browser import chromium_page
 from tests.grader.test_grader_console import TOKEN, _share

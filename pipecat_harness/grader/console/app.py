@@ -22,12 +22,12 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi import Path as FastAPIPath
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from pipecat_harness.business.handoff import Handoff, build_handoff
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
 from pipecat_harness.grader.console import queries, views
 from pipecat_harness.grader.console.access import SESSION_COOKIE, ConsoleAccess, Scope
 from pipecat_harness.grader.console.csrf import read_checked_form
 from pipecat_harness.grader.console.headers import install_security_headers
+from pipecat_harness.trace.handoff import Handoff, build_handoff
 from pipecat_harness.trace.timeline import Timeline
 
 __all__ = ["COOKIE_NAME", "DEFAULT_MAX_NOTE_CHARS", "MAX_ROW_ID", "create_console_app"]

@@ -18,11 +18,11 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
-from pipecat_harness.business.handoff import SECTIONS, Handoff, Link
 from pipecat_harness.grader.alerts import call_links
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, ReviewEvent
 from pipecat_harness.grader.console.queries import STATUSES, QueueFilter, RatePoint
 from pipecat_harness.grader.verdict import CATEGORIES
+from pipecat_harness.trace.handoff import SECTIONS, Handoff, Link
 
 __all__ = ["call_page", "queue_page", "tenant_page"]
 
