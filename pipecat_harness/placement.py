@@ -301,19 +301,18 @@ class PlacementGroup(BasePipeline):
             await first.queue_frame(frame, direction, callback)
             return
         downstream = direction is FrameDirection.DOWNSTREAM
-        route = (self._downstream_routes if downstream else self._upstream_routes).get(type(frame)) or self._route(
-            direction, type(frame))
+        routes = self._downstream_routes if downstream else self._upstream_routes
+        route = routes.get(type(frame)) or self._route(direction, type(frame))
         for inspect in route.inspectors:
             await inspect(frame, direction)
         if route.entry is not None:
             await route.entry.queue_frame(frame, direction)
             return
-        # A frame no member acts on goes to the group's neighbour, here rather than in a call of its own: most frames
-        # of a call (audio, the bot-speaking heartbeat) take this path. Observers see the push as they see any other
-        # (a repeated push: none is reported when no observer of the worker wants those). What is left out is what
-        # Pipecat's ``push_frame`` spends on a processor that did something with the frame: the group's own push
-        # events (nobody listens to a group's) and a trace-log line formatted for every frame, audio included,
-        # whether or not trace logging is on.
+        # A frame no member acts on goes to the group's neighbour (most frames of a call: audio, the bot-speaking
+        # heartbeat). Observers see the push as they see any other (a repeated push: none is reported when no
+        # observer of the worker wants those). What is left out is what Pipecat's ``push_frame`` spends on a
+        # processor that did something with the frame: the group's own push events (nobody listens to a group's)
+        # and a trace-log line formatted for every frame, audio included, whether or not trace logging is on.
         if self._push_listened:
             await self.push_frame(frame, direction)
             return
