@@ -1,9 +1,8 @@
 """The only module that touches Pipecat's internals: one named function per private attribute the harness uses.
 
-Pipecat 1.14 has no public hook for what these do. Each function reads or writes one private attribute (or calls one
-private method) and fails loudly, naming the attribute, when the installed Pipecat no longer has it;
-``tests/test_pipecat_privates.py`` checks every one against the installed version. The README's *Development*
-section lists the public hook that would replace each.
+Pipecat 1.14 has no public hook for these. Each function fails loudly, naming the attribute, when the installed Pipecat
+no longer has it (``tests/test_pipecat_privates.py`` checks every one); the README's *Development* section lists the
+public hook that would replace each.
 """
 
 from __future__ import annotations
@@ -60,13 +59,9 @@ def _write(obj: object, attribute: str, value: Any) -> None:
     setattr(obj, attribute, value)
 
 
-# LLM services: function registry and system instruction.
-
-
 def function_registry(llm: Any) -> MutableMapping[str | None, Any]:
     """``LLMService._functions``: registered handlers by tool name (``None``: the catch-all handler)."""
-    registry: MutableMapping[str | None, Any] = _read(llm, "_functions")
-    return registry
+    return _read(llm, "_functions")
 
 
 def replace_function_registry(llm: Any, registry: MutableMapping[str | None, Any]) -> None:
@@ -76,8 +71,7 @@ def replace_function_registry(llm: Any, registry: MutableMapping[str | None, Any
 
 def appended_system_instructions(llm: Any) -> list[Any]:
     """``LLMService._appended_system_instructions``: the entries composed after the base system instruction."""
-    entries: list[Any] = _read(llm, "_appended_system_instructions")
-    return entries
+    return _read(llm, "_appended_system_instructions")
 
 
 def recompose_system_instruction(llm: Any) -> None:
@@ -101,9 +95,6 @@ def stt_user_id(stt: Any) -> str:
     return str(_read(stt, "_user_id"))
 
 
-# Aggregators and turn strategies.
-
-
 def user_aggregator_params(aggregator: Any) -> Any:
     """``LLMUserAggregator._params``: the params the aggregator was built with."""
     return _read(aggregator, "_params")
@@ -124,9 +115,6 @@ def external_stop_timeout(strategy: Any) -> float:
     return float(_read(strategy, "_timeout"))
 
 
-# Frame processors: linking, setup and push events (what a placement group needs to stand for its members).
-
-
 def in_direct_mode(processor: FrameProcessor) -> bool:
     """``FrameProcessor._enable_direct_mode``: frames are processed on the caller's task, not queued."""
     return bool(_read(processor, "_enable_direct_mode"))
@@ -141,12 +129,7 @@ def set_neighbours(processor: FrameProcessor, *, previous: Any = _MISSING, follo
 
 
 def mark_setup_started(processor: FrameProcessor, *, base: bool = False) -> None:
-    """``FrameProcessor._setup_started()``: hold ``StartFrame`` until setup finishes.
-
-    Args:
-        processor: The processor.
-        base: Run ``FrameProcessor``'s own method (what ``super()`` reaches from an override).
-    """
+    """``FrameProcessor._setup_started()``: hold ``StartFrame`` until setup finishes (``base``: the base class's)."""
     if base:
         _read(FrameProcessor, "_setup_started")(processor)
     else:
@@ -170,5 +153,4 @@ async def cleanup_members(pipeline: BasePipeline, members: Sequence[FrameProcess
 
 def worker_observers(observer: WorkerObserver) -> list[BaseObserver]:
     """``WorkerObserver._observers``: the observers a worker's pushes reach (``add_observer`` appends to it)."""
-    observers: list[BaseObserver] = _read(observer, "_observers")
-    return observers
+    return _read(observer, "_observers")

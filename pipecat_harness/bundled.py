@@ -1,9 +1,7 @@
 """Data shipped in the package, addressed by name so that configs work from any directory.
 
-Settings that take a file also take ``bundled:<name>``: ``constraints_path:
-bundled:retail`` reads the retail constraint list inside the installed package,
-wherever the process runs. :func:`resolve_data_path` turns either form into a
-path and names the bundled choices when a name does not exist.
+Settings that take a file also take ``bundled:<name>`` (``constraints_path: bundled:retail`` reads the retail
+constraint list inside the installed package); :func:`resolve_data_path` turns either form into a path.
 """
 
 from __future__ import annotations
@@ -39,19 +37,12 @@ def _folder(kind: str) -> Path:
 
 def bundled_names(kind: DataKind) -> list[str]:
     """The names of the bundled files of a kind (``bundled_names("constraint list")`` → ``["detailing", ...]``)."""
-    _, _, pattern = _LOCATIONS[kind]
-    names = sorted(path.stem for path in _folder(kind).glob(pattern))
-    if kind == "constraint list":
-        names = [n for n in names if not n.startswith("holdout_")]
-    return names
+    names = sorted(path.stem for path in _folder(kind).glob(_LOCATIONS[kind][2]))
+    return [n for n in names if not (kind == "constraint list" and n.startswith("holdout_"))]
 
 
 def bundled_path(kind: DataKind, name: str) -> Path:
-    """The path of a bundled file.
-
-    Raises:
-        InputError: No bundled file of that kind has that name; the message lists the names.
-    """
+    """The path of a bundled file (an :class:`InputError` listing the names when there is none of that name)."""
     name = name.removeprefix(BUNDLED_PREFIX)
     names = bundled_names(kind)
     if name not in names:
@@ -63,12 +54,5 @@ def bundled_path(kind: DataKind, name: str) -> Path:
 
 
 def resolve_data_path(value: str | Path, kind: DataKind) -> Path:
-    """A file path as given, or the bundled file a ``bundled:<name>`` value names.
-
-    Raises:
-        InputError: A ``bundled:`` name that does not exist.
-    """
-    text = str(value)
-    if text.startswith(BUNDLED_PREFIX):
-        return bundled_path(kind, text)
-    return Path(value)
+    """A file path as given, or the bundled file a ``bundled:<name>`` value names."""
+    return bundled_path(kind, str(value)) if str(value).startswith(BUNDLED_PREFIX) else Path(value)

@@ -15,13 +15,12 @@ __all__ = ["COMMANDS", "Command", "build_parser", "main", "port_number"]
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: its name, one-line help and the module whose ``add_parser`` registers it."""
+    """A subcommand: its name, the module whose ``add_parser`` registers it, its help and the extra it needs."""
 
     name: str
     module: str
     help: str
     extra: str | None = None
-    """The extra the command needs (named when any module it installs is missing)."""
 
 
 #: The subcommands, in the order ``--help`` lists them.
@@ -42,7 +41,7 @@ COMMANDS: tuple[Command, ...] = (
             "print a call's verified handoff summary (every line linked to its record)"),
     Command("console", "pipecat_harness.grader.command",
             "serve the operator console of flagged turns (needs pipecat-harness[proxy])", extra="proxy"),
-)
+)  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,11 +52,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def port_number(text: str) -> int:
-    """An ``argparse`` type for a TCP port to listen on (0 picks a free one).
-
-    Raises:
-        argparse.ArgumentTypeError: Not a whole number from 0 to 65535.
-    """
+    """An ``argparse`` type for a TCP port to listen on (0 picks a free one)."""
     try:
         port = int(text)
     except ValueError:
@@ -72,39 +67,24 @@ def _command_named(name: str | None) -> Command | None:
 
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
-    """Build the argument parser.
-
-    Args:
-        selected: The subcommand about to run: only its module is imported and its full parser built; the others are
-            listed by name and help.
-
-    Raises:
-        UsageError: The selected command's module needs an extra that is not installed.
-    """
-    parser = _Parser(
-        prog="pipecat-harness",
-        description="Controls for Pipecat voice agents: simulate calls, evaluate controls, serve the proxy.",
-    )
+    """Build the argument parser, importing only the ``selected`` command's module (the others are listed by name)."""
+    description = "Controls for Pipecat voice agents: simulate calls, evaluate controls, serve the proxy."
+    parser = _Parser(prog="pipecat-harness", description=description)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     command = _command_named(selected)
     if command is not None:
-        _import_command(command).add_parser(subparsers)  # type: ignore[attr-defined]
+        module = import_or_name_extra(command.module, f"pipecat-harness {command.name}", command.extra)
+        module.add_parser(subparsers)
     for other in COMMANDS:
         if other.name not in subparsers.choices:
             subparsers.add_parser(other.name, help=other.help, add_help=False)
     return parser
 
 
-def _import_command(command: Command) -> object:
-    return import_or_name_extra(command.module, f"pipecat-harness {command.name}", command.extra)
-
-
 def _selected_command(argv: Sequence[str]) -> str | None:
-    """The first argument that names a subcommand (options before it take no values)."""
-    for arg in argv:
-        if not arg.startswith("-"):
-            return arg if _command_named(arg) else None
-    return None
+    # The first argument that is no option names the subcommand (options before it take no values).
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return first if _command_named(first) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

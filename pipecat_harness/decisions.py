@@ -1,14 +1,12 @@
 """The record every control keeps: evidence, action, and later the outcome.
 
-A control never acts silently. Each time it holds, merges, releases, rewrites,
-forwards, blocks, truncates or retains something it records a
-:class:`ControlDecision` in the call's :class:`DecisionLog`. The trace recorder
-puts those decisions on the call timeline next to the frames they affected,
-and the evaluation counts them.
+A control never acts silently: each time it holds, merges, releases, rewrites, blocks or retains something it records
+a :class:`ControlDecision` in the call's :class:`DecisionLog`, which the trace puts next to the frames it affected.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Callable, Mapping
@@ -26,9 +24,7 @@ class ControlDecision:
 
     Parameters:
         control: Name of the control (``"identifier_hold"``, ``"tool_gate"``...).
-        action: What it did (``"held"``, ``"merged"``, ``"released"``,
-            ``"forwarded"``, ``"not_executed"``, ``"blocked"``, ``"truncated"``,
-            ``"removed"``, ``"retained"``, ``"rewritten"``, ``"reasked"``...).
+        action: What it did (``"held"``, ``"merged"``, ``"released"``, ``"blocked"``, ``"rewritten"``...).
         evidence: The state that justified the action (JSON-serialisable).
         call_id: The call the decision belongs to.
         turn_id: The user turn during which it was taken.
@@ -67,11 +63,8 @@ DecisionListener = Callable[[str, ControlDecision], None]
 class DecisionLog:
     """Per-call log of control decisions with a current turn counter.
 
-    Args:
-        call_id: Identifier of the call.
-        time_source: Returns the current time in seconds; defaults to the
-            running event loop's clock, so decisions line up with frame times
-            in real and simulated calls alike.
+    Times come from ``time_source`` (seconds), by default the running loop's clock, so decisions line up with frame
+    times in real and simulated calls alike.
     """
 
     def __init__(self, call_id: str, *, time_source: Callable[[], float] | None = None) -> None:
@@ -101,25 +94,8 @@ class DecisionLog:
         self._listeners.append(listener)
 
     def record(self, control: str, action: str, evidence: Mapping[str, Any] | None = None) -> ControlDecision:
-        """Record a decision and notify listeners.
-
-        Args:
-            control: Name of the control taking the decision.
-            action: The action taken.
-            evidence: The state that justified it.
-
-        Returns:
-            The recorded decision, whose outcome can be filled in later with
-            :meth:`set_outcome`.
-        """
-        decision = ControlDecision(
-            control=control,
-            action=action,
-            evidence=dict(evidence or {}),
-            call_id=self.call_id,
-            turn_id=self.turn_id,
-            at=self.elapsed(),
-        )
+        """Record ``control``'s decision (whose outcome :meth:`set_outcome` fills in later) and notify listeners."""
+        decision = ControlDecision(control, action, dict(evidence or {}), self.call_id, self.turn_id, at=self.elapsed())
         self._decisions.append(decision)
         self._notify("decision", decision)
         return decision
@@ -144,8 +120,6 @@ class DecisionLog:
         if self._time_source is not None:
             return self._time_source()
         try:
-            import asyncio
-
             return asyncio.get_running_loop().time()
         except RuntimeError:
             return time.monotonic()

@@ -1,8 +1,4 @@
-"""Errors a user can act on: a wrong command line, a missing optional extra.
-
-Every such error is one sentence that names what is wrong and what would fix
-it; the command line prints it and exits with status 2 instead of a traceback.
-"""
+"""Errors a user can act on: one sentence naming what is wrong and what would fix it (the command line exits 2)."""
 
 from __future__ import annotations
 
@@ -36,17 +32,13 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 #: Extras that install other extras, as ``pyproject.toml`` declares them.
-EXTRA_INCLUDES: dict[str, tuple[str, ...]] = {
-    "lab": ("sqlite",), "postgres": ("sqlite",), "proxy": ("sqlite",), "bots": ("sqlite",),
-}
+EXTRA_INCLUDES: dict[str, tuple[str, ...]] = dict.fromkeys(("lab", "postgres", "proxy", "bots"), ("sqlite",))
 
 
 class InputError(ValueError):
-    """Input a user gave (a file, a setting, an argument) that cannot be used.
+    """Input a user gave (a file, a setting, an argument) that cannot be used; subclassed per kind of input.
 
-    The message is one sentence naming the file, field or setting and what
-    would fix it; the command line prints it and exits with status 2. Each
-    kind of input has its own subclass (``ConfigError``, ``ScenarioError``...).
+    The message is one sentence naming the file, field or setting and what would fix it.
     """
 
 
@@ -62,16 +54,12 @@ def extra_for_module(module: str) -> str | None:
 
 def missing_extra_message(what: str, module: str, extra: str) -> str:
     """One sentence: ``what`` needs ``module``, which the extra installs."""
-    return (f"{what} needs the '{extra}' extra ({module.split('.', 1)[0]} is not installed); "
-            f"install it with: pip install \"pipecat-harness[{extra}]\"")
+    missing = f"{module.split('.', 1)[0]} is not installed"
+    return f"{what} needs the '{extra}' extra ({missing}); install it with: pip install \"pipecat-harness[{extra}]\""
 
 
 def require_extra(what: str, module: str, extra: str) -> None:
-    """Import ``module`` or raise :class:`UsageError` naming the extra to install.
-
-    Raises:
-        UsageError: ``module`` is not installed.
-    """
+    """Import ``module`` or raise :class:`UsageError` naming the extra to install."""
     try:
         importlib.import_module(module)
     except ModuleNotFoundError as exc:
@@ -79,16 +67,9 @@ def require_extra(what: str, module: str, extra: str) -> None:
 
 
 def import_or_name_extra(module: str, what: str, extra: str | None = None) -> Any:
-    """Import ``module``; when a module an extra installs is missing, raise :class:`UsageError` naming the extra.
+    """Import ``module`` for ``what``; when a module an extra installs is missing, raise :class:`UsageError` naming it.
 
-    Args:
-        module: The dotted module to import.
-        what: What needs it, for the message (``"pipecat-harness simulate"``, ``"control 'grader'"``).
-        extra: The extra to name when it installs the missing module itself or through an extra it
-            includes (a command's own extra).
-
-    Raises:
-        UsageError: A module of an extra is not installed.
+    It names ``extra`` (a command's own) when that installs the missing module itself or through one it includes.
     """
     try:
         return importlib.import_module(module)
@@ -106,15 +87,7 @@ GEMINI_KEY_ENV = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 
 
 def gemini_client(what: str, alternative: str) -> Any:
-    """A ``google.genai.Client`` from the environment's key.
-
-    Args:
-        what: What needs the client, for the message (``"grader mode 'llm'"``).
-        alternative: What works without a key (``"use --mode rules"``).
-
-    Raises:
-        UsageError: The ``gemini`` extra is missing or no key is set.
-    """
+    """A ``google.genai.Client`` for ``what`` from the environment's key (else a UsageError naming ``alternative``)."""
     require_extra(what, "google.genai", "gemini")
     if not any(os.environ.get(name) for name in GEMINI_KEY_ENV):
         raise UsageError(f"{what} needs a Gemini API key; set GOOGLE_API_KEY (or GEMINI_API_KEY), or {alternative}")

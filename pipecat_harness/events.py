@@ -1,9 +1,4 @@
-"""Typed events one control publishes for another within a call.
-
-The decision log records what each control decided, for the trace and for
-evaluation; it is not how controls talk to each other. A control that needs to
-know what another one did subscribes to that control's event type here.
-"""
+"""Typed events one control publishes for another within a call (the decision log is for the trace, not for this)."""
 
 from __future__ import annotations
 
@@ -20,17 +15,13 @@ _E = TypeVar("_E")
 
 @dataclass(frozen=True)
 class ReplyDelivered:
-    """The history control's account of one assistant reply (published once the reply is committed)."""
+    """The history control's account of one committed assistant reply: generated, heard, kept, and whether in full."""
 
     turn_id: int
     generated: str
-    """The text the model generated."""
     heard: str
-    """The part the caller heard."""
     retained: str
-    """The part kept in history."""
     full: bool
-    """Whether the reply played to the end."""
 
 
 @dataclass(frozen=True)

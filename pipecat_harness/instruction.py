@@ -1,15 +1,9 @@
 """One entry a control owns in an LLM service's system instruction.
 
-Pipecat composes the instruction an LLM service sends from the user's base
-prompt and its appended instructions (``LLMService.append_system_instruction``)
-and applies it to every model run, including the runs that follow tool
-results. That is where a control puts what the model must read *as
-instruction*: a system or developer message later in the context reaches
-Gemini, Anthropic and Bedrock as a user turn, as if the caller had said it.
-
-Pipecat offers only appending, while a control's text changes during the call
-(the call state every turn, notices as operations settle), so the entry is
-replaced in place and the instruction recomposed.
+Pipecat applies the base prompt and its appended instructions to every model run, which is where a control puts what
+the model must read *as instruction* (a system message later in the context reaches Gemini, Anthropic and Bedrock as a
+user turn). Pipecat only appends, while a control's text changes during the call, so the entry is replaced in place and
+the instruction recomposed.
 """
 
 from __future__ import annotations
@@ -28,11 +22,7 @@ class _Entry(str):
 
 
 class InstructionEntry:
-    """The text one control keeps among an LLM service's appended system instructions.
-
-    Args:
-        llm: The LLM service whose system instruction carries the entry.
-    """
+    """The text one control keeps among the appended system instructions of the LLM service ``llm``."""
 
     def __init__(self, llm: LLMService[Any]) -> None:
         self.llm = llm
@@ -49,10 +39,7 @@ class InstructionEntry:
         index = next((i for i, entry in enumerate(entries) if entry is self._entry), None)
         new = _Entry(text) if text else None
         if index is not None:
-            if new is None:
-                del entries[index]
-            else:
-                entries[index] = new
+            entries[index : index + 1] = [new] if new is not None else []
         elif new is not None:
             entries.append(new)
         self._entry = new
@@ -66,10 +53,7 @@ def is_marked(message: Any, mark: str) -> bool:
 
 
 def show_marked(context: Any, entry: InstructionEntry | None, text: str | None, mark: str) -> None:
-    """Give the model ``text`` as ``entry``, or with no LLM service as the context's last system message.
-
-    Context messages starting with ``mark`` (an earlier text) leave the context either way.
-    """
+    """Give the model ``text`` as ``entry`` (else as the last system message); messages starting ``mark`` leave."""
     messages = context.get_messages()
     kept = [m for m in messages if not is_marked(m, mark)]
     if entry is not None:

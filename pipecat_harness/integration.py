@@ -1,13 +1,8 @@
 """Start-up checks of how a bot wired the harness in: mistakes that would otherwise be silent.
 
-A control listed as active does nothing when the bot bypasses it:
-user-aggregator params built without :meth:`Harness.user_params` never hold a
-turn, and a tool gate with no tools registered has nothing to act on. (A tool
-registered straight on the LLM is gated, or refused as undeclared, by the tool
-gate itself when :meth:`Harness.place` runs.) :func:`integration_problems` finds
-these in the processors given to :meth:`Harness.place`; the harness logs each
-as an error with the fix, or raises :class:`IntegrationError` when built with
-``strict=True`` (the bots' default).
+User-aggregator params built without :meth:`Harness.user_params` never hold a turn, and a tool gate with no tools
+registered has nothing to act on. The harness logs each problem with its fix, or raises :class:`IntegrationError` when
+built with ``strict=True`` (the bots' default).
 """
 
 from __future__ import annotations
@@ -34,8 +29,9 @@ def _wraps_stop_strategies(control: HarnessControl) -> bool:
     return type(control).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies
 
 
-def integration_problems(controls: Sequence[HarnessControl], processors: Sequence[FrameProcessor],
-                         user_params: Any | None, *, gated: bool) -> list[str]:
+def integration_problems(
+    controls: Sequence[HarnessControl], processors: Sequence[FrameProcessor], user_params: Any | None, *, gated: bool
+) -> list[str]:
     """What keeps an active control from acting in this pipeline, one sentence (with the fix) per problem.
 
     Args:
@@ -48,14 +44,12 @@ def integration_problems(controls: Sequence[HarnessControl], processors: Sequenc
     stop_controls = sorted(c.name for c in controls if _wraps_stop_strategies(c))
     aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
     if stop_controls and aggregator is not None:
-        applied = user_params is not None and user_aggregator_params(aggregator) is user_params
-        if not applied:
+        if user_params is None or user_aggregator_params(aggregator) is not user_params:
             problems.append(
                 f"{', '.join(stop_controls)} active but the user aggregator was built without harness.user_params(); "
                 "pass LLMContextAggregatorPair(context, user_params=harness.user_params(LLMUserAggregatorParams(...)))"
             )
-    # Registered tools are gated (or refused as undeclared) by the tool gate itself when the pipeline is
-    # placed; what remains to check is a gate left with nothing to act on.
+    # Registered tools are gated (or refused as undeclared) by the gate itself; left is a gate with nothing to act on.
     if gated:
         llms = [p for p in processors if isinstance(p, LLMService)]
         registered = [name for llm in llms for name in function_registry(llm) if name is not None]

@@ -1,15 +1,8 @@
 """Tokens and spoken numbers: what an agent says, as words and numeric values.
 
-Voice agents say prices and times the way people do: "one forty-nine",
-"a hundred and twenty dollars", "nine thirty", "six p.m.". The tokenizer
-splits text into lower-case words and digit runs, and :func:`read_numbers`
-turns runs of number words or digits into :class:`NumberToken` values while
-keeping the spoken grouping (``one forty-nine`` is the groups ``[1, 49]``),
-so a caller of this module can read the same words as a price (149) or a
-time (1:49) depending on context. It is the package's spoken-number reader:
-the grader, the read-back check of confirmations, the simulator and the
-input's identifier pieces read numbers with it, from the one digit-word
-table in :mod:`pipecat_harness.spoken`.
+Voice agents say prices and times as people do ("one forty-nine", "a hundred and twenty dollars", "nine thirty").
+:func:`read_numbers` reads them as :class:`NumberToken` values that keep the spoken grouping (``one forty-nine`` is
+``[1, 49]``), so a caller can read the same words as a price (149) or a time (1:49).
 """
 
 from __future__ import annotations
@@ -20,11 +13,19 @@ from dataclasses import dataclass
 
 from pipecat_harness.spoken import DIGIT_WORDS
 
-__all__ = ["TENS_WORDS", "UNIT_WORDS", "NumberToken", "Token", "negated", "read_numbers", "split_sentences", "stem",
-           "tokenize"]
+__all__ = [
+    "TENS_WORDS",
+    "UNIT_WORDS",
+    "NumberToken",
+    "Token",
+    "negated",
+    "read_numbers",
+    "split_sentences",
+    "stem",
+    "tokenize",
+]
 
-# The digit words are the package's one table (pipecat_harness.spoken.DIGIT_WORDS); a lone "o" is a letter here.
-#: Number words 0-19 and their values; the input's identifier pieces read these tables too.
+#: Number words 0-19 and their values (from :data:`~pipecat_harness.spoken.DIGIT_WORDS`; a lone "o" is a letter here).
 UNIT_WORDS = {word: int(digit) for word, digit in DIGIT_WORDS.items() if len(word) > 1} | {
     "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
     "seventeen": 17, "eighteen": 18, "nineteen": 19,
@@ -52,8 +53,7 @@ class NumberToken:
 
     Parameters:
         value: The number as a price-style reading (``one forty-nine`` -> 149).
-        groups: The spoken groups (``[1, 49]``; ``[9, 30]`` for ``nine thirty``;
-            one group for a plain cardinal or digits).
+        groups: The spoken groups (``[1, 49]``; one group for a plain cardinal or digits).
         digits: Whether it was written with digits.
         minutes: Minutes when written as ``9:30`` (``None`` otherwise).
         text: The source text of the number.
@@ -76,8 +76,7 @@ class Token:
 
 def split_sentences(text: str) -> list[str]:
     """Split an utterance into sentences (decimal points and ``a.m.`` survive)."""
-    text = _normalise(text)
-    return [s.strip() for s in _SENTENCE_RE.split(text) if s.strip()]
+    return [s.strip() for s in _SENTENCE_RE.split(_normalise(text)) if s.strip()]
 
 
 def _normalise(text: str) -> str:
@@ -88,40 +87,29 @@ def _normalise(text: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """Split text into lower-case words, digit runs and the symbols ``$ € £ % / :``.
-
-    ``6pm`` becomes ``6 pm``, ``24h`` becomes ``24 h``, ``forty-nine`` becomes
-    ``forty nine`` and ``a.m.`` becomes ``am``.
-    """
+    """Split text into lower-case words, digit runs and the symbols ``$ € £ % / :`` (``6pm`` is ``6 pm``)."""
     text = _normalise(text).lower()
-    text = re.sub(r"(\d)([a-z])", r"\1 \2", text)
-    text = re.sub(r"([a-z])(\d)", r"\1 \2", text)
-    text = text.replace("24/7", " twentyfourseven ")
+    text = re.sub(r"(?<=\d)(?=[a-z])|(?<=[a-z])(?=\d)", " ", text).replace("24/7", " twentyfourseven ")
     return _TOKEN_RE.findall(text)
 
 
 def read_numbers(words: list[str]) -> list[Token]:
-    """Group words into tokens, reading number words and digits as :class:`NumberToken`.
-
-    Args:
-        words: Output of :func:`tokenize`.
-    """
+    """Group the words :func:`tokenize` gives into tokens, reading number words and digits as :class:`NumberToken`."""
     tokens: list[Token] = []
     i = 0
     while i < len(words):
         word = words[i]
+        parsed: tuple[NumberToken, int] | None = None
         if word[0].isdigit():
-            number, i = _read_digits(words, i)
-            tokens.append(Token(number.text, number))
-            continue
-        if word in _NUMBER_WORDS or (word == "a" and i + 1 < len(words) and words[i + 1] in _SCALES):
+            parsed = _read_digits(words, i)
+        elif word in _NUMBER_WORDS or (word == "a" and i + 1 < len(words) and words[i + 1] in _SCALES):
             parsed = _read_words(words, i)
-            if parsed is not None:
-                number, i = parsed
-                tokens.append(Token(number.text, number))
-                continue
-        tokens.append(Token(word))
-        i += 1
+        if parsed is None:
+            tokens.append(Token(word))
+            i += 1
+        else:
+            number, i = parsed
+            tokens.append(Token(number.text, number))
     return tokens
 
 
@@ -130,12 +118,8 @@ def _read_digits(words: list[str], i: int) -> tuple[NumberToken, int]:
     if i + 2 < len(words) and words[i + 1] == ":" and words[i + 2].isdigit():
         hours, minutes = int(text), int(words[i + 2])
         return NumberToken(hours + minutes / 100, (hours, minutes), True, minutes, f"{text}:{words[i + 2]}"), i + 3
-    if re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", text):
-        value = float(text.replace(",", ""))
-    elif "," in text:
-        value = float(text.replace(",", "."))
-    else:
-        value = float(text)
+    # "1,250.50" groups thousands; in "4,5" the comma is a decimal point.
+    value = float(text.replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", text) else text.replace(",", "."))
     group = (int(value),) if value == int(value) else ()
     return NumberToken(value, group, True, None, text), i + 1
 
@@ -206,8 +190,7 @@ def _read_words(words: list[str], start: int) -> tuple[NumberToken, int] | None:
         break
     if used_scale:
         value_f = float(total + current)
-        return NumberToken(value_f, tuple(groups), False, None, " ".join(words[start:i])), i
-    if len(groups) == 1:
+    elif len(groups) == 1:
         value_f = float(groups[0])
     elif len(groups) == 2:
         value_f = float(groups[0] * 100 + groups[1]) if groups[0] < 100 else float(groups[0])

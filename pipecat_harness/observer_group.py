@@ -1,13 +1,8 @@
 """``ObserverGroup``: the harness's observers behind one Pipecat observer.
 
-Pipecat's worker gives every observer its own queue and task, and puts every
-frame event (each push, each processed frame) on every observer's queue,
-whether the observer cares or not. With the trace recorder, the grader and
-the history tracker that was several queue hops per frame on the voice loop.
-The group is one observer: one queue put per event, after which it calls its
-members in order, each only with the events it asked for (first pushes, every
-push, processed frames), and keeps one member's failure from silencing the
-others.
+Pipecat's worker puts every frame event on every observer's own queue, whether the observer cares or not. The group is
+one observer, so one queue put per event; it calls its members in order, each only with the events it asked for, and
+keeps one member's failure from silencing the others.
 """
 
 from __future__ import annotations
@@ -26,11 +21,7 @@ def _overrides(observer: BaseObserver, method: str) -> bool:
 
 
 class ObserverGroup(BaseObserver):
-    """Observers that share one Pipecat observer queue.
-
-    Args:
-        observers: The members, called in this order.
-    """
+    """Observers that share one Pipecat observer queue, called in the order given."""
 
     def __init__(self, observers: Iterable[BaseObserver]) -> None:
         self.members = list(observers)

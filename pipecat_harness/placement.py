@@ -1,27 +1,10 @@
 """Where the harness's processors go in a Pipecat pipeline, and how they cost one hop per placement.
 
-Every processor a frame crosses costs Pipecat a push, a processing call and,
-for each observer of the worker, a queue put per processed frame, whether the
-processor acts on that frame or not; on a call most frames are audio that no
-control touches. So the controls' processors at one placement sit in the
-pipeline as one :class:`PlacementGroup`: a frame enters the group once and
-runs through the members' own ``process_frame`` in order, and observers see
-the frame when it leaves the group (pushed on by the last member, as before)
-but not its steps between members nor the members' processing events.
-
-A member in direct mode may name the frames it acts on, in a class attribute
-``handled_frames`` (every kind of frame) or ``handled_data_frames`` (data
-frames only: system and control frames all reach it). Other frames (audio and
-the bot-speaking heartbeat, above all) enter the group past it, and a frame no
-member acts on leaves the group at once. The lifecycle frames Pipecat's base
-processor acts on (:data:`LIFECYCLE_FRAMES`) always reach every member.
-
-A member that only looks at the frames it names (it neither changes, holds,
-drops nor adds to them) may say so with a method ``inspect_frame(frame,
-direction)``: the group calls it and moves on, instead of having the member
-process the frame and push it on, which for the audio the playback tracker
-counts is most of what the harness costs per frame. Lifecycle frames still
-go through the member's ``process_frame``.
+Every processor a frame crosses costs a push, a processing call and a queue put per observer, and most frames are audio
+no control touches. So the processors at one placement sit in the pipeline as one :class:`PlacementGroup`, which
+observers see as one processor. A member in direct mode may name the frames it acts on (``handled_frames``, or
+``handled_data_frames`` for data frames only) so that others pass it by, and may only look at them
+(``inspect_frame(frame, direction)``), so the group calls it and moves on; :data:`LIFECYCLE_FRAMES` reach every member.
 """
 
 from __future__ import annotations
@@ -75,12 +58,11 @@ ANCHORS: dict[Placement, tuple[type[FrameProcessor], bool]] = {
     Placement.AFTER_ASSISTANT_AGGREGATOR: (LLMAssistantAggregator, True),
 }
 
-#: Frames that reach every member of a group, whatever frames it names: Pipecat's
-#: base processor starts, interrupts, cancels, pauses and resumes on them, or they end the pipeline.
+#: Frames that reach every member of a group: Pipecat's base processor acts on them, or they end the pipeline.
 LIFECYCLE_FRAMES: tuple[type[Frame], ...] = (
     StartFrame, EndFrame, StopFrame, CancelFrame, InterruptionFrame, FrameProcessorPauseFrame,
     FrameProcessorPauseUrgentFrame, FrameProcessorResumeFrame, FrameProcessorResumeUrgentFrame,
-)
+)  # fmt: skip
 
 
 class _Acts:
@@ -95,16 +77,14 @@ class _Acts:
             frames = getattr(member, "handled_data_frames", None)
         # A queueing member is never passed by: a frame going past it would overtake its queue.
         self.frames: tuple[type[Frame], ...] | None = (
-            None if frames is None or not in_direct_mode(member) else tuple(frames)
+            tuple(frames) if frames is not None and in_direct_mode(member) else None
         )
         self.inspects = self.frames is not None and callable(getattr(member, "inspect_frame", None))
 
     def on(self, kind: type[Frame]) -> bool:
         if self.frames is None or issubclass(kind, LIFECYCLE_FRAMES):
             return True
-        if self.data_only and not issubclass(kind, DataFrame):
-            return True
-        return issubclass(kind, self.frames)
+        return (self.data_only and not issubclass(kind, DataFrame)) or issubclass(kind, self.frames)
 
 
 class _Route(NamedTuple):
@@ -115,20 +95,15 @@ class _Route(NamedTuple):
 
 
 class TurnBoundaryProcessor(FrameProcessor):
-    """Advances the call's turn counter when a user turn is submitted.
+    """Advances the call's turn counter when a user turn is submitted (and starts the decision log's clock).
 
-    It sits right after the user aggregator, so it sees the
-    ``LLMContextUserTurnFrame`` before the ``LLMContextFrame`` that runs the
-    model for that turn: every decision the model's turn causes carries the
-    right turn id. Given the decision log, it also starts the log's clock when
-    the pipeline's ``StartFrame`` passes (no extra processor for that).
+    It sits right after the user aggregator, so it sees the ``LLMContextUserTurnFrame`` before the ``LLMContextFrame``
+    that runs the model: every decision of the model's turn carries the right turn id.
     """
 
     handled_frames: tuple[type[Frame], ...] = (LLMContextUserTurnFrame,)
 
-    def __init__(
-        self, on_turn: Callable[[str], None], *, decisions: DecisionLog | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, on_turn: Callable[[str], None], *, decisions: DecisionLog | None = None, **kwargs: Any) -> None:
         # It only inspects frames: processing them in the pusher's task saves a queue hop per frame.
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
@@ -161,7 +136,6 @@ class _BoundaryObserver(BaseObserver):
         """Nothing to set up: the worker sets up the observer this one passes to."""
 
     async def on_push_frame(self, data: FramePushed) -> None:
-        """Pass on a push to a processor outside the group."""
         if id(data.destination) not in self._inside:
             await self._observer.on_push_frame(data)
 
@@ -169,22 +143,14 @@ class _BoundaryObserver(BaseObserver):
         """Keep a member's processing to the group (its pushes out are what observers see)."""
 
     async def on_processor_setup(self, data: ProcessorSetUp) -> None:
-        """Pass on a member's setup timing."""
         await self._observer.on_processor_setup(data)
 
 
 class PlacementGroup(BasePipeline):
-    """The harness's processors at one placement, as one processor of the pipeline.
+    """The harness's processors at one ``placement`` (``members`` in pipeline order), as one processor of the pipeline.
 
-    A frame going downstream enters the first member, one going upstream the
-    last; members pass frames to each other directly and the outer members
-    to the group's neighbours, so each member's ``process_frame``,
-    ``push_frame``, ``previous`` and ``next`` work as if it stood in the
-    pipeline itself. Members are set up and cleaned up with the group.
-
-    Args:
-        placement: Where the group sits.
-        members: The processors, in pipeline order (at least one).
+    Members pass frames to each other directly and the outer members to the group's neighbours, so each member's
+    ``process_frame``, ``push_frame``, ``previous`` and ``next`` work as if it stood in the pipeline itself.
     """
 
     #: Whether a handler listens to the group's own pushes (then it pushes every frame as Pipecat does).
@@ -202,13 +168,12 @@ class PlacementGroup(BasePipeline):
         for upstream, downstream in zip(self.members, self.members[1:], strict=False):
             upstream.link(downstream)
         self._acts = [_Acts(member) for member in self.members]
-        # Per frame class, going downstream and upstream: the members that inspect it in passing,
-        # then the member it enters (None: it leaves the group after the inspections).
+        # Per frame class and direction: the members that inspect it in passing, then the member it enters.
         self._downstream_routes: dict[type[Frame], _Route] = {}
         self._upstream_routes: dict[type[Frame], _Route] = {}
         self._observer: BaseObserver | None = None
         self._clock: Any = None
-        # The worker's observers, and whether one of them observes repeated pushes (read again when one is added).
+        # The worker's observers, and whether one observes repeated pushes (read again when one is added).
         self._watchers: list[BaseObserver] | None = None
         self._watched = (-1, True)
 
@@ -221,9 +186,7 @@ class PlacementGroup(BasePipeline):
         return f"PlacementGroup({self.placement.value}: {', '.join(type(m).__name__ for m in self.members)})"
 
     def _route(self, direction: FrameDirection, kind: type[Frame]) -> _Route:
-        order = range(len(self.members))
-        if direction == FrameDirection.UPSTREAM:
-            order = order[::-1]
+        order = range(len(self.members))[:: -1 if direction == FrameDirection.UPSTREAM else 1]
         lifecycle = issubclass(kind, LIFECYCLE_FRAMES)
         inspectors: list[Any] = []
         entry: FrameProcessor | None = None
@@ -264,8 +227,7 @@ class PlacementGroup(BasePipeline):
         set_neighbours(self.members[-1], following=processor)
 
     def _setup_started(self) -> None:
-        # Hold the members' StartFrame together with the group's: a frame may reach a
-        # member before the group's setup task has got round to setting it up.
+        # Hold the members' StartFrame with the group's: a frame may reach a member before the group sets it up.
         mark_setup_started(self, base=True)
         for member in self.members:
             mark_setup_started(member)
@@ -290,10 +252,7 @@ class PlacementGroup(BasePipeline):
         await cleanup_members(self, self.members)
 
     async def queue_frame(
-        self,
-        frame: Frame,
-        direction: FrameDirection = FrameDirection.DOWNSTREAM,
-        callback: FrameCallback | None = None,
+        self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM, callback: FrameCallback | None = None
     ) -> None:
         """Let the members that inspect a frame see it, hand it to the next one that acts on it, or push it on."""
         if callback is not None:  # a frame that reports back runs through the members as in a pipeline
@@ -308,11 +267,9 @@ class PlacementGroup(BasePipeline):
         if route.entry is not None:
             await route.entry.queue_frame(frame, direction)
             return
-        # A frame no member acts on goes to the group's neighbour (most frames of a call: audio, the bot-speaking
-        # heartbeat). Observers see the push as they see any other (a repeated push: none is reported when no
-        # observer of the worker wants those). What is left out is what Pipecat's ``push_frame`` spends on a
-        # processor that did something with the frame: the group's own push events (nobody listens to a group's)
-        # and a trace-log line formatted for every frame, audio included, whether or not trace logging is on.
+        # A frame no member acts on goes to the group's neighbour, observed as any push (as a repeated one). What
+        # Pipecat's ``push_frame`` would add is left out: the group's own push events (unless listened to) and a
+        # trace-log line formatted for every frame, whether or not trace logging is on.
         if self._push_listened:
             await self.push_frame(frame, direction)
             return
@@ -322,14 +279,11 @@ class PlacementGroup(BasePipeline):
         try:
             observer = self._observer
             if observer is not None and self._repeats_watched():
-                await observer.on_push_frame(FramePushed(
-                    source=self, destination=destination, frame=frame, direction=direction,
-                    timestamp=self._clock.get_time(),
-                ))
+                pushed = FramePushed(self, destination, frame, direction, self._clock.get_time())
+                await observer.on_push_frame(pushed)
             await destination.queue_frame(frame, direction)
         except Exception as exc:  # as Pipecat's push: the cause downstream cannot be attributed
-            await self.push_error(error_msg=f"Uncaught exception: {exc}", exception=exc,
-                                  category=ErrorCategory.UNKNOWN)
+            await self.push_error(error_msg=f"Uncaught exception: {exc}", exception=exc, category=ErrorCategory.UNKNOWN)
 
     def _repeats_watched(self) -> bool:
         watchers = self._watchers
@@ -342,20 +296,19 @@ class PlacementGroup(BasePipeline):
 
 def flatten(processors: Iterable[FrameProcessor]) -> list[FrameProcessor]:
     """The processors with every :class:`PlacementGroup` replaced by its members."""
-    result: list[FrameProcessor] = []
-    for processor in processors:
-        result.extend(processor.members if isinstance(processor, PlacementGroup) else [processor])
-    return result
+    return [m for p in processors for m in (p.members if isinstance(p, PlacementGroup) else [p])]
 
 
 def insert_placed(
-    processors: Sequence[FrameProcessor], placed: dict[Placement, list[FrameProcessor]], owners: str,
-    *, grouped: bool = True,
+    processors: Sequence[FrameProcessor],
+    placed: dict[Placement, list[FrameProcessor]],
+    owners: str,
+    *,
+    grouped: bool = True,
 ) -> list[FrameProcessor]:
     """``processors`` with each placement's processors inserted at its anchor, one group per placement.
 
-    With ``grouped`` off, the processors stand in the list one by one (what the group's routing saves is
-    measured by ``scripts/bench_pipeline.py``).
+    With ``grouped`` off, the processors stand in the list one by one (``scripts/bench_pipeline.py`` compares).
 
     Raises:
         ValueError: A placement with processors has no anchor in ``processors``.
@@ -367,10 +320,8 @@ def insert_placed(
         anchor_type, after = ANCHORS[placement]
         index = next((i for i, p in enumerate(result) if isinstance(p, anchor_type)), None)
         if index is None:
-            raise ValueError(
-                f"cannot place {placement.value} processors for {owners}: "
-                f"the pipeline has no {anchor_type.__name__}"
-            )
+            missing = f"the pipeline has no {anchor_type.__name__}"
+            raise ValueError(f"cannot place {placement.value} processors for {owners}: {missing}")
         position = index + 1 if after else index
         result[position:position] = [PlacementGroup(placement, extra)] if grouped else extra
     return result

@@ -80,8 +80,8 @@ def _type_name(annotation: Any) -> str:
     if origin is typing.Literal:
         return " \\| ".join(f"`{json.dumps(a)}`" for a in args)
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in args if a is not type(None)) + (
-            " or null" if type(None) in args else "")
+        null = " or null" if type(None) in args else ""
+        return " or ".join(_type_name(a) for a in args if a is not type(None)) + null
     if origin in (list, tuple, set, frozenset):
         return f"list of {_type_name(args[0])}" if args else "list"
     if origin is dict:
@@ -96,10 +96,7 @@ def _type_name(annotation: Any) -> str:
 def _default(field: FieldInfo) -> str:
     if field.is_required():
         return "**required**"
-    if field.default_factory is not None:
-        value = field.default_factory()  # type: ignore[call-arg]
-    else:
-        value = field.default
+    value = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
     if value is PydanticUndefined:
         return ""
     if isinstance(value, BaseModel):
@@ -107,14 +104,17 @@ def _default(field: FieldInfo) -> str:
     return f"`{json.dumps(value, default=str)}`"
 
 
+_CONSTRAINT_SYMBOLS = {"gt": ">", "ge": "≥", "lt": "<", "le": "≤", "min_length": "min length",
+                       "max_length": "max length", "pattern": "pattern"}  # fmt: skip
+
+
 def _constraints(field: FieldInfo) -> str:
-    parts = []
-    for meta in field.metadata:
-        for name, symbol in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤"), ("min_length", "min length"),
-                             ("max_length", "max length"), ("pattern", "pattern")):
-            value = getattr(meta, name, None)
-            if value is not None:
-                parts.append(f"{symbol} {value}")
+    parts = [
+        f"{symbol} {getattr(meta, name)}"
+        for meta in field.metadata
+        for name, symbol in _CONSTRAINT_SYMBOLS.items()
+        if getattr(meta, name, None) is not None
+    ]
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -124,19 +124,18 @@ def _nested_models(annotation: Any) -> list[type[BaseModel]]:
     return [m for arg in typing.get_args(annotation) for m in _nested_models(arg)]
 
 
-def _model_section(model: type[BaseModel], *, heading: str, env_prefix: str | None,
-                   examples: dict[str, str]) -> str:
+def _model_section(model: type[BaseModel], *, heading: str, env_prefix: str | None, examples: dict[str, str]) -> str:
     descriptions = field_descriptions(model)
-    header = "| field | type | default | " + ("environment variable | " if env_prefix else "example | ") + \
-        "what it does |"
+    fourth_column = "environment variable" if env_prefix else "example"
+    header = f"| field | type | default | {fourth_column} | what it does |"
     lines = [f"### {heading}", "", _summary(model), "", header, "|---|---|---|---|---|"]
     for name, field in model.model_fields.items():
         if field.exclude:
             continue
         fourth = f"`{env_prefix}{name.upper()}`" if env_prefix else examples.get(f"{model.__name__}.{name}", "")
         description = (descriptions.get(name) or field.description or "").replace("|", "\\|")
-        lines.append(f"| `{name}` | {_type_name(field.annotation)}{_constraints(field)} | {_default(field)} | "
-                     f"{fourth} | {description} |")
+        kind = f"{_type_name(field.annotation)}{_constraints(field)}"
+        lines.append(f"| `{name}` | {kind} | {_default(field)} | {fourth} | {description} |")
     return "\n".join(lines) + "\n"
 
 
@@ -144,19 +143,19 @@ def config_reference() -> str:
     """The configuration reference as Markdown: every block and field of ``HarnessConfig``."""
     from pipecat_harness.config import HarnessConfig
 
-    sections = []
-    top = [name for name, f in HarnessConfig.model_fields.items() if not _nested_models(f.annotation)]
-    blocks = [(name, _nested_models(f.annotation)[0]) for name, f in HarnessConfig.model_fields.items()
-              if _nested_models(f.annotation)]
     lines = ["| setting | type | default | environment variable |", "|---|---|---|---|"]
-    for name in top:
-        field = HarnessConfig.model_fields[name]
-        lines.append(f"| `{name}` | {_type_name(field.annotation)} | {_default(field)} | "
-                     f"`PIPECAT_HARNESS_{name.upper()}` |")
-    sections.append("\n".join(lines) + "\n")
+    blocks = []
+    for name, field in HarnessConfig.model_fields.items():
+        nested = _nested_models(field.annotation)
+        if nested:
+            blocks.append((name, nested[0]))
+        else:
+            env = f"PIPECAT_HARNESS_{name.upper()}"
+            lines.append(f"| `{name}` | {_type_name(field.annotation)} | {_default(field)} | `{env}` |")
+    sections = ["\n".join(lines) + "\n"]
     for name, block in blocks:
-        sections.append(_model_section(block, heading=f"`{name}` — {block.__name__}",
-                                       env_prefix=f"PIPECAT_HARNESS_{name.upper()}__", examples={}))
+        heading, env_prefix = f"`{name}` — {block.__name__}", f"PIPECAT_HARNESS_{name.upper()}__"
+        sections.append(_model_section(block, heading=heading, env_prefix=env_prefix, examples={}))
     return (
         "# Configuration reference\n\n"
         "<!-- Generated by `python -m pipecat_harness.reference docs` from HarnessConfig; do not edit. -->\n\n"
@@ -166,8 +165,7 @@ def config_reference() -> str:
         "fields; a bad value is reported as one sentence naming the setting (and the environment variable it "
         "came from). Settings that take a file also take a bundled name (`bundled:retail`).\n\n"
         "```yaml\n# harness.yaml\ndomain: airline\ntool_gate:\n  ledger_url: sqlite+aiosqlite:///ledger.db\n"
-        "grader:\n  enabled: true\n  constraints_path: bundled:retail\n```\n\n"
-        + "\n".join(sections)
+        "grader:\n  enabled: true\n  constraints_path: bundled:retail\n```\n\n" + "\n".join(sections)
     )
 
 
@@ -184,18 +182,18 @@ SCENARIO_EXAMPLES: dict[str, str] = {
     "Scenario.tools": "`[retail, callbacks]`",
     "Scenario.harness": "`{call_state: {confirm_tools: [schedule_callback]}}`",
     "ModelScript.summary": "`The caller asked for a refund of order W2378156.`",
-    "Expectations.context": "`{contains: [\"W2378156\"], summarized: true}`",
-    "ContextCheck.contains": "`[\"W2378156\"]`",
+    "Expectations.context": '`{contains: ["W2378156"], summarized: true}`',
+    "ContextCheck.contains": '`["W2378156"]`',
     "ContextCheck.max_tokens": "`4000`",
     "ContextCheck.summarized": "`true`",
     "ToolSpec.name": "`refund_fee`",
     "ToolSpec.write": "`true`",
     "ToolSpec.description": "`Refund a fee charged on a booking.`",
-    "ToolSpec.parameters": '`{booking: {type: string}}`',
+    "ToolSpec.parameters": "`{booking: {type: string}}`",
     "ToolSpec.required": "`[booking]`",
     "ToolSpec.sql": "`INSERT INTO fee_refunds (booking, amount_usd) VALUES (:booking, :amount_usd)`",
     "ToolSpec.python": "`my_tools.refunds:refund_fee`",
-    "ToolSpec.result": '`{status: refunded}`',
+    "ToolSpec.result": "`{status: refunded}`",
     "DatabaseSpec.seed": "`empty`",
     "DatabaseSpec.tables": "`{bookings: {columns: {code: TEXT PRIMARY KEY}, rows: [{code: ABC123}]}}`",
     "DatabaseSpec.sql": "`[\"UPDATE orders SET status = 'pending'\"]`",
@@ -205,12 +203,12 @@ SCENARIO_EXAMPLES: dict[str, str] = {
     "ModelScript.greeting": "`Thanks for calling. How can I help?`",
     "ModelScript.fallback": "`Could you repeat that?`",
     "ModelDecision.say": "`Your order {order|identifier} is on its way.`",
-    "ModelDecision.tool_calls": "`[{name: issue_refund, args: {order_id: \"{order|identifier}\"}}]`",
+    "ModelDecision.tool_calls": '`[{name: issue_refund, args: {order_id: "{order|identifier}"}}]`',
     "ModelDecision.times": "`2`",
     "ModelDecision.weight": "`8`",
-    "ModelDecision.alternatives": "`[{say: \"May I ask why you want both cancelled?\", weight: 1}]`",
+    "ModelDecision.alternatives": '`[{say: "May I ask why you want both cancelled?", weight: 1}]`',
     "ModelAction.say": "`May I ask why you want both cancelled?`",
-    "ModelAction.tool_calls": "`[{name: get_order_details, args: {order_id: \"#W2378156\"}}]`",
+    "ModelAction.tool_calls": '`[{name: get_order_details, args: {order_id: "#W2378156"}}]`',
     "ModelAction.weight": "`1`",
     "DecisionCondition.system": "`retrieve the details`",
     "DecisionCondition.note": "`issue_refund.*went through`",
@@ -222,7 +220,7 @@ SCENARIO_EXAMPLES: dict[str, str] = {
     "DecisionCondition.not_said": "`refund`",
     "DecisionCondition.last_said": "`confirm`",
     "ToolCallSpec.name": "`issue_refund`",
-    "ToolCallSpec.args": "`{order_id: \"#W2378156\", amount_usd: 45}`",
+    "ToolCallSpec.args": '`{order_id: "#W2378156", amount_usd: 45}`',
     "CallerTurn.after": "`bot_started`",
     "CallerTurn.delay": "`2.5`",
     "CallerTurn.wait": "`20`",
@@ -239,7 +237,7 @@ SCENARIO_EXAMPLES: dict[str, str] = {
     "StateCheck.why": "`one refund, not two`",
     "HistoryCheck.max_unplayed_words": "`0`",
     "Expectations.caller_completed": "`false`",
-    "Expectations.state": "`[{sql: \"SELECT count(*) FROM refunds\", equals: 1}]`",
+    "Expectations.state": '`[{sql: "SELECT count(*) FROM refunds", equals: 1}]`',
     "Expectations.history": "`{max_unplayed_words: 0}`",
     "HistoryCheck.max_removed_words": "`1`",
     "HistoryCheck.max_repeated_replies": "`0`",
@@ -253,11 +251,11 @@ SCENARIO_EXAMPLES: dict[str, str] = {
     "CallerSpec.final_pieces": "`2`",
     "CallerSpec.finalize_delay_secs": "`0.2`",
     "CallerSpec.stt_p99_secs": "`0.8`",
-    "CallerTurn.speech": "`[{say: \"My order number is\"}, {pause: 1.5}, {say: \"W two three\"}]`",
+    "CallerTurn.speech": '`[{say: "My order number is"}, {pause: 1.5}, {say: "W two three"}]`',
     "ModelScript.decisions": "see [ModelDecision](#modeldecision)",
     "ModelScript.first_token_secs": "`0.6`",
     "ModelScript.token_secs": "`0.03`",
-    "ModelDecision.when": "`{user: \"refund\"}`",
+    "ModelDecision.when": '`{user: "refund"}`',
     "ToolFault.occurrence": "`2`",
     "ToolFault.message": "`timeout talking to billing`",
     "Scenario.database": "see [DatabaseSpec](#databasespec)",
@@ -270,7 +268,7 @@ SCENARIO_EXAMPLES: dict[str, str] = {
     "Scenario.expect": "see [Expectations](#expectations)",
     "CallerGoal.persona": "`A retired teacher, polite, a little hard of hearing.`",
     "CallerGoal.reason": "`The thermostat from my last order arrived broken and I want a refund.`",
-    "CallerGoal.knows": "`[{what: order number, say: \"W two three seven ... eight one five six\"}]`",
+    "CallerGoal.knows": '`[{what: order number, say: "W two three seven ... eight one five six"}]`',
     "CallerGoal.does_not_know": "`[the card the order was paid with]`",
     "CallerGoal.interrupts": "`{after_secs: 4}`",
     "CallerGoal.done_when": "`anything else|goodbye`",
@@ -286,15 +284,10 @@ SCENARIO_EXAMPLES: dict[str, str] = {
 
 
 def _all_models(root: type[BaseModel]) -> list[type[BaseModel]]:
-    seen: list[type[BaseModel]] = []
-    pending = [root]
-    while pending:
-        model = pending.pop(0)
-        if model in seen:
-            continue
-        seen.append(model)
-        for field in model.model_fields.values():
-            pending.extend(_nested_models(field.annotation))
+    seen = [root]
+    for model in seen:  # breadth first: the list grows as it is read
+        nested = (m for field in model.model_fields.values() for m in _nested_models(field.annotation))
+        seen.extend(m for m in dict.fromkeys(nested) if m not in seen)
     return seen
 
 
@@ -302,8 +295,10 @@ def scenario_reference() -> str:
     """The scenario reference as Markdown: every model a scenario file uses, field by field."""
     from pipecat_harness.sim.scenario import Scenario
 
-    sections = [_model_section(model, heading=model.__name__, env_prefix=None, examples=SCENARIO_EXAMPLES)
-                for model in _all_models(Scenario)]
+    sections = [
+        _model_section(model, heading=model.__name__, env_prefix=None, examples=SCENARIO_EXAMPLES)
+        for model in _all_models(Scenario)
+    ]
     return (
         "# Scenario reference\n\n"
         "<!-- Generated by `python -m pipecat_harness.reference docs` from the scenario model; do not edit. -->\n\n"
@@ -319,13 +314,10 @@ def write_references(directory: str | Path) -> list[Path]:
     """Write ``configuration.md`` and ``scenarios.md`` into ``directory`` and return their paths."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    pages = {"configuration.md": config_reference(), "scenarios.md": scenario_reference()}
-    paths = []
-    for name, text in pages.items():
-        path = directory / name
+    pages = {directory / "configuration.md": config_reference(), directory / "scenarios.md": scenario_reference()}
+    for path, text in pages.items():
         path.write_text(text, encoding="utf-8")
-        paths.append(path)
-    return paths
+    return list(pages)
 
 
 if __name__ == "__main__":

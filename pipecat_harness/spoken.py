@@ -1,9 +1,7 @@
 """Turn spoken identifiers into written ones, as a model reading a transcript would.
 
-"W as in whiskey two three seven" becomes ``W237``; "mei dot kovacs at example
-dot com" becomes ``mei.kovacs@example.com``. The scripted model uses this to
-fill tool arguments from what it actually received, so a turn submitted
-mid-identifier produces a truncated lookup, exactly as a real model would.
+"W as in whiskey two three seven" becomes ``W237``. The scripted model fills tool arguments this way from what it
+received, so a turn submitted mid-identifier produces a truncated lookup, as a real model would.
 """
 
 from __future__ import annotations
@@ -24,34 +22,28 @@ __all__ = [
 DIGIT_WORDS = {
     "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3", "four": "4",
     "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
-}
+}  # fmt: skip
 NATO_WORDS = {
     "alpha": "A", "alfa": "A", "bravo": "B", "charlie": "C", "delta": "D", "echo": "E", "foxtrot": "F",
     "golf": "G", "hotel": "H", "india": "I", "juliet": "J", "juliett": "J", "kilo": "K", "lima": "L",
     "mike": "M", "november": "N", "oscar": "O", "papa": "P", "quebec": "Q", "romeo": "R",
     "sierra": "S", "tango": "T", "uniform": "U", "victor": "V", "whiskey": "W", "whisky": "W",
     "xray": "X", "x-ray": "X", "yankee": "Y", "zulu": "Z",
-}
+}  # fmt: skip
 CONNECTOR_WORDS = {
     "dash": "-", "hyphen": "-", "minus": "-", "underscore": "_", "dot": ".", "period": ".",
     "point": ".", "at": "@", "slash": "/", "hash": "#", "pound": "#",
-}
+}  # fmt: skip
 #: Words that repeat the next character ("double seven").
 MULTIPLIER_WORDS = {"double": 2, "triple": 3}
+_SPELLED_SYMBOLS = NATO_WORDS | CONNECTOR_WORDS
 
 
 def spoken_to_identifier(text: str) -> str:
-    """Collapse a spoken identifier into its written form.
+    """Collapse a spoken identifier (``"W as in whiskey two three"``) into its written form (``"W23"``).
 
-    Digits said as words become digits, NATO words and "X as in Word" become
-    the letter, connector words become their symbol, "double"/"triple" repeat
-    the next character, and everything else is kept with spaces removed.
-
-    Args:
-        text: The spoken form, e.g. ``"W as in whiskey two three"``.
-
-    Returns:
-        The written identifier, e.g. ``"W23"``.
+    Digit words become digits, NATO words and "X as in Word" the letter, connector words their symbol, "double" and
+    "triple" repeat the next character; anything else is kept, with spaces removed.
     """
     tokens = re.findall(r"[A-Za-z]+(?:-[A-Za-z]+)?|\d+|[^\sA-Za-z\d]", text)
     out: list[str] = []
@@ -71,11 +63,8 @@ def spoken_to_identifier(text: str) -> str:
         elif lower in DIGIT_WORDS and (len(token) > 1 or (lower == "o" and out and out[-1].isdigit())):
             piece = DIGIT_WORDS[lower]
             i += 1
-        elif lower in NATO_WORDS:
-            piece = NATO_WORDS[lower]
-            i += 1
-        elif lower in CONNECTOR_WORDS:
-            piece = CONNECTOR_WORDS[lower]
+        elif lower in _SPELLED_SYMBOLS:
+            piece = _SPELLED_SYMBOLS[lower]
             i += 1
         elif token in {",", "?", "!"}:
             i += 1
@@ -111,10 +100,7 @@ def _is_written_id(word: str) -> bool:
 def written_to_spoken(text: str) -> str:
     """Read a recogniser's formatted transcript back into spoken words, as a model reading it would.
 
-    ``It's W-4817. 420.`` becomes ``It's W four eight one seven four two zero.``:
-    digits become digit words, dashes and dots inside identifiers become pauses,
-    and the sentence breaks a recogniser puts inside an identifier are dropped.
-    ``mia.li@example.com`` becomes ``mia dot li at example dot com``.
+    ``It's W-4817. 420.`` becomes ``It's W four eight one seven four two zero.`` (the break inside the identifier gone).
     """
     out = _PAUSE_PUNCT.sub("", text)
     for symbol, word in _SYMBOL_WORDS.items():
@@ -136,4 +122,4 @@ DIGIT_HOMOPHONES = {"for": "4", "fore": "4", "to": "2", "too": "2", "won": "1", 
 LETTER_HOMOPHONES = {"see": "C", "sea": "C", "bee": "B", "be": "B", "you": "U", "why": "Y", "are": "R",
                      "our": "R", "oh": "O", "tea": "T", "jay": "J", "kay": "K", "queue": "Q", "eye": "I", "ex": "X",
                      "el": "L", "elle": "L", "em": "M", "en": "N", "es": "S", "dee": "D", "gee": "G", "pea": "P",
-                     "vee": "V", "double-u": "W", "zed": "Z", "zee": "Z"}
+                     "vee": "V", "double-u": "W", "zed": "Z", "zee": "Z"}  # fmt: skip

@@ -1,12 +1,9 @@
 """Reading configuration-like files with errors that name the file, the field and the problem.
 
-Scenarios, harness configs, checklists, constraint lists and evaluation rules
-are all YAML (or JSON) mappings validated by pydantic; they share one reader
-so that every bad file is reported the same way, as one sentence that says
-what would fix it. The reader refuses what would make parsing slow or crash
-before it parses: a file above :data:`MAX_FILE_BYTES` (a 20 MB scalar is
-rejected by its size, not read), nesting deeper than :data:`MAX_DEPTH`, and
-YAML aliases that expand past :data:`MAX_NODES` values.
+Scenarios, configs, checklists, constraint lists and evaluation rules share one YAML (or JSON) reader, so every bad
+file is reported the same way: one sentence that says what would fix it. It refuses what would make parsing slow or
+crash: a file above :data:`MAX_FILE_BYTES` (by its size, unread), nesting deeper than :data:`MAX_DEPTH`, and YAML
+aliases that expand past :data:`MAX_NODES` values.
 """
 
 from __future__ import annotations
@@ -19,14 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-__all__ = [
-    "MAX_DEPTH",
-    "MAX_FILE_BYTES",
-    "MAX_NODES",
-    "describe_validation_error",
-    "is_sensitive",
-    "load_mapping_file",
-]
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_NODES", "describe_validation_error", "is_sensitive", "load_mapping_file"]
 
 #: Largest file the reader parses; configuration-like files are kilobytes.
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -53,7 +43,7 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def _known_fields(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> list[str]:
-    """The field names allowed at ``loc`` (the parent of an unknown key), walking nested models."""
+    # The field names allowed at the parent of the unknown key at ``loc``, walking nested models.
     current: Any = model
     for part in loc[:-1]:
         if isinstance(part, int) or current is None:
@@ -68,11 +58,7 @@ def _known_fields(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+    return next(filter(None, map(_model_in, getattr(annotation, "__args__", ()) or ())), None)
 
 
 _SENSITIVE_NAMES = ("url", "secret", "token", "key", "password", "dsn")
@@ -87,20 +73,17 @@ def is_sensitive(location: tuple[int | str, ...], value: Any) -> bool:
 def describe_validation_error(error: ValidationError, *, model: type[BaseModel] | None = None) -> str:
     """Describe every problem as ``field 'a.b[0].c': message (fix)``, joined by ``; ``.
 
-    Args:
-        error: The pydantic error.
-        model: The validated model; with it, an unknown key gets the closest
-            known field name suggested.
+    Given the validated ``model``, an unknown key gets the closest known field name suggested.
     """
     parts = []
     for item in error.errors():
         location = _location(item["loc"])
         message = item["msg"]
         given = item.get("input")
-        if (item["type"] not in {"missing", "extra_forbidden"} and isinstance(given, (str, int, float, bool))
-                and not is_sensitive(item["loc"], given)):
-            shown = repr(given) if len(repr(given)) <= 60 else repr(given)[:57] + "...'"
-            message += f", got {shown}"
+        scalar = isinstance(given, (str, int, float, bool)) and item["type"] not in {"missing", "extra_forbidden"}
+        if scalar and not is_sensitive(item["loc"], given):
+            shown = repr(given)
+            message += f", got {shown}" if len(shown) <= 60 else f", got {shown[:57]}...'"
         hint = _HINTS.get(item["type"])
         if item["type"] == "extra_forbidden" and item["loc"]:
             known = _known_fields(model, item["loc"])
@@ -113,7 +96,7 @@ def describe_validation_error(error: ValidationError, *, model: type[BaseModel] 
     return "; ".join(parts)
 
 
-def _check_shape(value: Any, path: Path) -> None:
+def _check_shape(value: Any) -> None:
     """Refuse nesting deeper than MAX_DEPTH and alias bombs, without recursion."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     nodes = 0
@@ -121,33 +104,20 @@ def _check_shape(value: Any, path: Path) -> None:
         item, depth = stack.pop()
         nodes += 1
         if nodes > MAX_NODES:
-            raise ValueError(f"holds more than {MAX_NODES} values (YAML aliases expand to that many); "
-                             "write the values out or split the file")
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > MAX_DEPTH:
-            raise ValueError(f"nests deeper than {MAX_DEPTH} levels; flatten it")
-        stack.extend((child, depth + 1) for child in children)
+            too_many = f"holds more than {MAX_NODES} values (YAML aliases expand to that many)"
+            raise ValueError(f"{too_many}; write the values out or split the file")
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValueError(f"nests deeper than {MAX_DEPTH} levels; flatten it")
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
 
 
 def load_mapping_file(path: str | Path, *, what: str, error: type[Exception] = ValueError) -> dict[str, Any]:
-    """Read a YAML file (JSON when it ends in ``.json``) that must hold a mapping.
-
-    Args:
-        path: The file.
-        what: What the file is, for messages (``"scenario"``, ``"config"``...).
-        error: The exception type to raise.
-
-    Returns:
-        The mapping (empty for an empty file).
+    """Read a YAML file (JSON when it ends in ``.json``) that must hold a mapping (empty for an empty file).
 
     Raises:
-        error: The file is unreadable, too large, not UTF-8, not parseable,
-            too deeply nested, or not a mapping; the message starts with the path.
+        error: The file (``what``, for the message, which starts with the path) is unreadable, too large, not UTF-8,
+            not parseable, too deeply nested, or not a mapping.
     """
     path = Path(path)
     try:
@@ -155,16 +125,16 @@ def load_mapping_file(path: str | Path, *, what: str, error: type[Exception] = V
         if path.is_dir():
             raise error(f"{path}: is a directory, not a {what} file; give the path of a .yaml file")
         if size > MAX_FILE_BYTES:
-            raise error(f"{path}: {size / 1e6:.1f} MB is too large for a {what} "
-                        f"(at most {MAX_FILE_BYTES // (1024 * 1024)} MB); remove the oversized value")
+            limit = f"at most {MAX_FILE_BYTES // (1024 * 1024)} MB"
+            raise error(f"{path}: {size / 1e6:.1f} MB is too large for a {what} ({limit}); remove the oversized value")
         data = path.read_bytes()
     except OSError as exc:
         raise error(f"{path}: cannot read {what}: {exc.strerror or exc}; check the path") from exc
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                    "save it as UTF-8") from exc
+        byte = f"byte 0x{data[exc.start]:02x} at offset {exc.start}"
+        raise error(f"{path}: {what} is not UTF-8 text ({byte}); save it as UTF-8") from exc
     try:
         raw = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except json.JSONDecodeError as exc:
@@ -182,7 +152,7 @@ def load_mapping_file(path: str | Path, *, what: str, error: type[Exception] = V
     if not isinstance(raw, dict):
         raise error(f"{path}: a {what} must be a mapping of field names to values, got {type(raw).__name__}")
     try:
-        _check_shape(raw, path)
+        _check_shape(raw)
     except ValueError as exc:
         raise error(f"{path}: {what} {exc}") from exc
     return raw

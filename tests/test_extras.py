@@ -90,7 +90,7 @@ def test_a_control_whose_module_needs_an_extra_names_it(monkeypatch):
     _forget(monkeypatch, "pipecat_harness.grader")
     config = HarnessConfig().only("grader")
     config.grader.constraints_path = "bundled:retail"
-    with pytest.raises(UsageError, match=r"control 'grader' needs the 'sqlite' extra"):
+    with pytest.raises(UsageError, match=r"grader.audit_url needs the 'sqlite' extra"):
         Harness(config, call_id="c1", trace_path=None)
 
 

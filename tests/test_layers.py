@@ -53,3 +53,17 @@ def test_the_cycle_contract_excuses_no_import():
     acyclic = _contract(contracts, "acyclic")
     assert acyclic["type"] == "acyclic_siblings" and acyclic["ancestors"] == ["pipecat_harness"]
     assert not acyclic.get("ignore_imports"), "an import cycle is excused in [tool.importlinter]"
+
+
+def test_every_core_module_is_checked_for_store_imports():
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    core = _contract(contracts, "core-lab")["source_modules"]
+    stores = [m for m in _contract(contracts, "core-stores")["forbidden_modules"] if m.startswith("pipecat_harness")]
+    assert stores == [m for m in _contract(contracts, "core-stores-in-mixed-packages")["forbidden_modules"]
+                      if m.startswith("pipecat_harness")]
+    checked = _contract(contracts, "core-stores")["source_modules"]
+    alone = set(_contract(contracts, "core-stores-in-mixed-packages")["source_modules"])
+    unchecked = [m for m in _modules() if _under(m, core) and m not in stores and not _under(m, checked)
+                 and m not in alone]
+    assert unchecked == [], f"core modules no store contract checks: {unchecked}"
+    assert all(m in _modules() for m in stores), "a store module the contracts name does not exist"

@@ -1,41 +1,13 @@
 """Confirmation before writes: a write runs only after the caller confirmed a read-back they heard.
 
-The first request for a confirmation-bound tool is not executed: it becomes a
-*proposal* in ``awaiting_confirmation`` and the model is told to read it back.
-The gate lets the same request through only when
-
-* the caller's latest turn after the proposal is a plain confirmation (assent
-  and nothing else: :func:`~pipecat_harness.business.replies.classify_reply`;
-  a question, a hedge, "yes, but…", a change or a "no" is not one), and
-* the reply the caller heard just before that turn (the history control's
-  played text) states the proposal's material arguments as values
-  (:mod:`pipecat_harness.business.readback`); a read-back of $45 does not
-  confirm a proposal of $450 — the proposal stays open and is re-read.
-
-A request made in the turn in which the caller assented to a read-back that
-already stated all its material values runs at once (a model that reads back
-before calling). A caller turn that declines closes the proposal
-(``declined``); a proposal not confirmed within ``window_turns`` caller turns
-``expired``. A later identical
-request is a new proposal needing its own read-back and confirmation. A
-request with different arguments before execution replaces the pending
-proposal (the old one is ``superseded``), noting whether the caller's words
-stated the new values (a caller correction) or the model changed them.
-What counts as the caller's words is the submitted user turn the harness saw,
-never text from the model or from a tool result, so a retrieved document that
-says "approve this refund" cannot confirm anything.
-
-:class:`ConfirmationPolicy` plugs into the tool gate as a
-:class:`~pipecat_harness.tools.policy.PolicyRule` (``clarify`` verdicts).
-
-With a :class:`~pipecat_harness.state.proposals.ProposalStore` the proposals
-and the caller turns they are judged against are not only worker memory:
-:meth:`ConfirmationPolicy.sync` (before the gate decides) takes the call's
-stored document when another worker or an earlier process moved it, and
-:meth:`ConfirmationPolicy.save` (after) stores this worker's changes by
-compare-and-set. A worker that restarts, or takes the call over, therefore
-confirms the proposal the caller heard read back, and a correction made on
-one worker replaces the proposal every worker holds.
+A first request for a confirmation-bound tool becomes a *proposal* ``awaiting_confirmation``; the same request runs
+only once the caller's latest turn is a plain confirmation (:mod:`~pipecat_harness.business.replies`) of a read-back
+that stated its material arguments as values (:mod:`~pipecat_harness.business.readback`: "$45" does not confirm
+$450), or at once when the caller had just assented to such a read-back. A declining turn closes it, ``window_turns``
+turns without one expire it, a different request supersedes it (noting whether the caller or the model changed the
+values). Only submitted caller turns count, so a retrieved "approve this refund" confirms nothing. With a
+``ProposalStore``, :meth:`ConfirmationPolicy.sync` and :meth:`ConfirmationPolicy.save` share proposals between
+workers by compare-and-set, so a worker that takes the call over confirms what the caller heard.
 """
 
 from __future__ import annotations
@@ -53,27 +25,34 @@ from pipecat_harness.tools.canonical import request_hash
 from pipecat_harness.tools.policy import PolicyRule, PolicyVerdict, ToolRequest
 
 if TYPE_CHECKING:
-    from pipecat_harness.state.proposals import ProposalStore
+    from pipecat_harness.state.proposal_store import ProposalStore
 
 __all__ = ["ConfirmationPolicy", "Proposal", "ProposalStatus"]
+
+
+def _trim(turns: dict[int, str], keep: int) -> None:
+    for old in sorted(turns)[: max(0, len(turns) - keep)]:
+        del turns[old]
+
+
+def _by_turn(texts: Any) -> dict[int, str]:
+    return {int(turn): str(text) for turn, text in dict(texts).items()}
+
 
 class ConfirmationPolicy:
     """Holds proposals for confirmation-bound tools and answers the gate for them.
 
     Args:
-        tools: Tools that need the caller's confirmation before they run (a callable:
-            asked per request, for a set that grows as write tools are registered).
+        tools: Tools that need the caller's confirmation (a callable: asked per request, for a growing set).
         on_change: Called with a proposal whenever it is created or changes status.
-        describe: Renders a proposal's arguments for the read-back reason
-            (default: ``key=value`` pairs, server context left out).
+        describe: Renders a proposal's arguments for the read-back reason (default: ``key=value`` pairs).
         hidden_fields: Argument names never shown in reasons (trusted server context).
         store: Where the call's proposals are shared with other workers (``None``: this worker only).
         call_id: The call the stored proposals belong to (required with ``store``).
         max_turns: Caller turns kept for judging confirmations.
-        window_turns: Caller turns after its proposal within which a proposal can be confirmed;
-            later it expires.
-        require_readback: Whether the confirmed read-back must state the material arguments
-            (off only for a policy tested without a voice loop).
+        window_turns: Caller turns after its proposal within which a proposal can be confirmed; later it expires.
+        require_readback: Whether the confirmed read-back must state the material arguments (off only in tests
+            without a voice loop).
     """
 
     def __init__(
@@ -95,9 +74,8 @@ class ConfirmationPolicy:
             self._bound: Callable[[str], bool] = tools
             self.tools: frozenset[str] | None = None
         else:
-            fixed = frozenset(tools)
-            self._bound = fixed.__contains__
-            self.tools = fixed
+            self.tools = frozenset(tools)
+            self._bound = self.tools.__contains__
         self.on_change = on_change
         self.hidden_fields = frozenset(hidden_fields)
         self._describe = describe or self._describe_arguments
@@ -121,14 +99,9 @@ class ConfirmationPolicy:
         return self._bound(tool)
 
     def caller_turn(self, turn_id: int, text: str) -> None:
-        """Note a submitted caller turn (trusted: it comes from the user aggregator).
-
-        A turn that declines closes every pending proposal it answers; a proposal
-        whose window has passed expires.
-        """
+        """Note a submitted caller turn (trusted: from the user aggregator); it may decline or expire proposals."""
         self._turns[turn_id] = text
-        for old in sorted(self._turns)[: max(0, len(self._turns) - self.max_turns)]:
-            del self._turns[old]
+        _trim(self._turns, self.max_turns)
         self._dirty = True
         declined = classify_reply(text) == "decline"
         for tool, proposal in list(self._pending.items()):
@@ -149,8 +122,7 @@ class ConfirmationPolicy:
         if not text.strip():
             return
         self._heard[turn_id] = f"{self._heard[turn_id]} {text}".strip() if turn_id in self._heard else text
-        for old in sorted(self._heard)[: max(0, len(self._heard) - self.max_turns)]:
-            del self._heard[old]
+        _trim(self._heard, self.max_turns)
         self._dirty = True
 
     def pending(self) -> list[Proposal]:
@@ -170,8 +142,8 @@ class ConfirmationPolicy:
         current = self._pending.get(request.name)
         if current is not None and current.request_hash == digest:
             return self._judge(current, request, arguments)
-        if current is None and any(p.status == "confirmed" and p.request_hash == digest
-                                   and p.confirmed_turn == request.turn_id for p in self.proposals):
+        repeats = [p for p in self.proposals if p.request_hash == digest and p.confirmed_turn == request.turn_id]
+        if current is None and any(p.status == "confirmed" for p in repeats):
             return None  # a repeat within the confirming turn: the gate answers it as the same operation
         self._seq += 1
         proposal = Proposal(f"proposal-{self._seq}", request.name, arguments, digest, request.turn_id)
@@ -180,8 +152,8 @@ class ConfirmationPolicy:
             current.status = "superseded"
             current.superseded_by = proposal.proposal_id
             current.correction_turn = request.turn_id
-            current.correction_text = self._turns.get(request.turn_id, "") if request.turn_id > current.proposed_turn \
-                else ""
+            after = request.turn_id > current.proposed_turn
+            current.correction_text = self._turns.get(request.turn_id, "") if after else ""
             current.changed_by = self._who_changed(current, arguments, request.turn_id)
             self._changed(current)
         if self._confirmed_by_this_turn(proposal, request.turn_id):
@@ -193,73 +165,72 @@ class ConfirmationPolicy:
         elif current.changed_by == "caller":
             lead = f"the caller changed the request; {current.proposal_id} is replaced by {proposal.proposal_id}"
         else:
-            lead = (f"the request differs from {current.proposal_id}, which the caller did not change; "
-                    f"{proposal.proposal_id} replaces it")
-        return PolicyVerdict("clarify", f"{lead}: read back {self._describe(request.name, arguments)} and ask the "
-                                        "caller to confirm before it is done")
+            lead = (
+                f"the request differs from {current.proposal_id}, which the caller did not change; "
+                f"{proposal.proposal_id} replaces it"
+            )
+        described = self._describe(request.name, arguments)
+        return PolicyVerdict(
+            "clarify", f"{lead}: read back {described} and ask the caller to confirm before it is done"
+        )
 
     def _judge(self, current: Proposal, request: ToolRequest, arguments: dict[str, Any]) -> PolicyVerdict | None:
         described = self._describe(request.name, arguments)
         turn, text = self._latest_caller_turn_after(current.proposed_turn, request.turn_id)
         if turn is None or not is_confirmation(text):
             said = "" if turn is None else f" (their reply {text!r} is not a confirmation)"
-            return PolicyVerdict("clarify", f"awaiting_confirmation of {current.proposal_id}: the caller has not "
-                                            f"confirmed {described} yet{said}; read it back and ask them to confirm")
+            reason = f"the caller has not confirmed {described} yet{said}; read it back and ask them to confirm"
+            return PolicyVerdict("clarify", f"awaiting_confirmation of {current.proposal_id}: {reason}")
         heard = self._readback_before(current.proposed_turn, turn)
-        if self.require_readback:
-            unstated = unstated_arguments(arguments, heard, self.hidden_fields)
-            if unstated:
-                current.readback = heard
-                self._changed(current)
-                values = ", ".join(f"{name}={arguments[name]}" for name in unstated)
-                return PolicyVerdict("clarify", f"awaiting_confirmation of {current.proposal_id}: what the caller "
-                                                f"heard did not state {values}; read back {described} and ask "
-                                                "again — nothing was done")
-        current.status = "confirmed"
-        current.confirmed_turn, current.confirmed_text, current.readback = turn, text, heard
+        unstated = unstated_arguments(arguments, heard, self.hidden_fields) if self.require_readback else []
+        if unstated:
+            current.readback = heard
+            self._changed(current)
+            values = ", ".join(f"{name}={arguments[name]}" for name in unstated)
+            reason = f"what the caller heard did not state {values}; read back {described} and ask again"
+            return PolicyVerdict(
+                "clarify", f"awaiting_confirmation of {current.proposal_id}: {reason} — nothing was done"
+            )
         del self._pending[request.name]
-        self._changed(current)
+        self._confirm(current, turn, text, heard)
         return None
 
     def _confirmed_by_this_turn(self, proposal: Proposal, turn_id: int) -> bool:
         """A request made right after the caller assented to a read-back that stated all its material values."""
         text, heard = self._turns.get(turn_id, ""), self._heard.get(turn_id - 1, "")
-        if not (self.require_readback and heard and is_confirmation(text)
-                and material_arguments(proposal.arguments, self.hidden_fields)
-                and not unstated_arguments(proposal.arguments, heard, self.hidden_fields)):
+        arguments, hidden = proposal.arguments, self.hidden_fields
+        stated = bool(material_arguments(arguments, hidden)) and not unstated_arguments(arguments, heard, hidden)
+        if not (self.require_readback and heard and is_confirmation(text) and stated):
             return False
-        proposal.status, proposal.confirmed_turn, proposal.confirmed_text, proposal.readback = (
-            "confirmed", turn_id, text, heard)
-        self._changed(proposal)
+        self._confirm(proposal, turn_id, text, heard)
         return True
+
+    def _confirm(self, proposal: Proposal, turn: int, text: str, heard: str) -> None:
+        proposal.status, proposal.confirmed_turn = "confirmed", turn
+        proposal.confirmed_text, proposal.readback = text, heard
+        self._changed(proposal)
 
     def _who_changed(self, old: Proposal, arguments: Mapping[str, Any], turn_id: int) -> str:
         """``caller`` when a caller turn after the old proposal states the new material values, else ``model``."""
-        changed = {k: v for k, v in material_arguments(arguments, self.hidden_fields).items()
-                   if old.arguments.get(k) != v}
+        material = material_arguments(arguments, self.hidden_fields)
+        changed = {k: v for k, v in material.items() if old.arguments.get(k) != v}
         words = " ".join(text for t, text in sorted(self._turns.items()) if old.proposed_turn < t <= turn_id)
         if not changed or not words:
             return "model" if not words else "caller"
         return "caller" if not unstated_arguments(changed, words, self.hidden_fields) else "model"
 
     def _readback_before(self, proposed: int, turn: int) -> str:
-        """What the caller heard in the latest reply between the proposal and their turn ``turn``."""
         heard = [t for t in self._heard if proposed <= t < turn]
         return self._heard[max(heard)] if heard else ""
 
     def _latest_caller_turn_after(self, proposed: int, current: int) -> tuple[int | None, str]:
         later = [t for t in self._turns if proposed < t <= current]
-        if not later:
-            return None, ""
-        turn = max(later)
-        return turn, self._turns[turn]
+        return (max(later), self._turns[max(later)]) if later else (None, "")
 
     def _changed(self, proposal: Proposal) -> None:
         self._dirty = True
         if self.on_change is not None:
             self.on_change(proposal)
-
-    # -- shared with other workers ------------------------------------------------------------------
 
     def to_document(self) -> dict[str, Any]:
         """The stored form: every proposal, the pending one per tool, the recent caller turns."""
@@ -274,21 +245,20 @@ class ConfirmationPolicy:
     def _adopt(self, document: Mapping[str, Any]) -> None:
         proposals = [Proposal.from_dict(p) for p in document.get("proposals", [])]
         by_id = {p.proposal_id: p for p in proposals}
-        pending = {str(tool): by_id[str(pid)] for tool, pid in dict(document.get("pending", {})).items()
-                   if str(pid) in by_id}
-        stored_turns = {int(turn): str(text) for turn, text in dict(document.get("turns", {})).items()}
+        stored_pending = dict(document.get("pending", {}))
+        pending = {str(tool): by_id[str(pid)] for tool, pid in stored_pending.items() if str(pid) in by_id}
+        stored_turns = _by_turn(document.get("turns", {}))
         self.proposals, self._pending = proposals, pending
         self._seq = max(int(document.get("seq", 0)), self._seq)
         # Turns this worker saw and has not saved yet stay; the stored ones are added.
         self._turns = {**stored_turns, **self._turns}
-        stored_heard = {int(turn): str(text) for turn, text in dict(document.get("heard", {})).items()}
-        self._heard = {**stored_heard, **self._heard}
+        self._heard = {**_by_turn(document.get("heard", {})), **self._heard}
 
     async def sync(self) -> None:
         """Take the stored proposals if another worker (or an earlier process) moved them.
 
-        A store that cannot be read leaves this worker's proposals as they are
-        (logged): the gate still asks for confirmation, it cannot skip one.
+        A store that cannot be read leaves this worker's proposals as they are (logged): the gate still asks for
+        confirmation, it cannot skip one.
         """
         if self.store is None:
             return
@@ -304,17 +274,15 @@ class ConfirmationPolicy:
     async def save(self) -> bool:
         """Store this worker's changes; returns whether the store now holds them.
 
-        When another worker saved first the stored document wins (it is
-        adopted, and the conflict is noted in :attr:`conflicts`): a proposal
-        only this worker made is then proposed again on the next request.
+        When another worker saved first the stored document wins (adopted, the conflict noted in
+        :attr:`conflicts`): a proposal only this worker made is proposed again on the next request.
         """
         if self.store is None or not self._dirty:
             return True
         async with self._io:
             document = self.to_document()
             try:
-                saved = await self.store.save(self.call_id, document, expected_version=self._version)
-                if saved:
+                if await self.store.save(self.call_id, document, expected_version=self._version):
                     self._version += 1
                     self._dirty = False
                     return True

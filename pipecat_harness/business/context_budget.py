@@ -1,20 +1,9 @@
 """Context budget: Pipecat's context summarisation, told what it must keep, and checked afterwards.
 
-Pipecat 1.14 compresses old dialogue in the assistant aggregator
-(``enable_auto_context_summarization``): past a token or message budget the
-LLM writes a summary that replaces the older messages. A summary can keep
-"discussed renewal" and lose "I do not want this renewed". So:
-
-* :func:`summarization_config` gives Pipecat a prompt that asks, section by
-  section, for constraints, corrections and refusals (in the caller's words),
-  unresolved questions and operation ids;
-* :class:`SummaryGuard` checks every applied summary against what the call
-  state says must survive (caller corrections and refusals, constraints,
-  pending items, operation ids) and appends, verbatim, whatever the summary
-  and the kept recent messages no longer carry.
-
-The raw record stays available for dispute: the call state's conversation
-log and the trace keep every caller turn and reply as they happened.
+A summary can keep "discussed renewal" and lose "I do not want this renewed". :func:`summarization_config` gives
+Pipecat's auto-summarisation a prompt asking for constraints, corrections and refusals (in the caller's words), open
+questions and operation ids; :class:`SummaryGuard` appends, verbatim, what the call state says must survive and the
+summary dropped. The call state's log and the trace keep every turn as it happened.
 """
 
 from __future__ import annotations
@@ -27,6 +16,7 @@ from typing import Any
 from pipecat.processors.aggregators.llm_context import LLMContext
 from pipecat.utils.context.llm_context_summarization import (
     LLMAutoContextSummarizationConfig,
+    LLMContextSummarizationUtil,
     LLMContextSummaryConfig,
 )
 
@@ -55,6 +45,7 @@ Omit greetings and small talk. Output only the summary."""
 
 #: Heading of the lines :class:`SummaryGuard` adds when a summary dropped them.
 KEPT_HEADER = "Kept verbatim from the call record (the summary had dropped these):"
+_SUMMARY_LEAD = "Summary of the earlier call"
 
 _REFUSAL = re.compile(
     r"\b(i do not want|i don't want|i do not|i don't|don't|do not|no longer|not interested|cancel|stop|never|"
@@ -108,10 +99,7 @@ def _normal(text: str) -> str:
 
 def estimate_tokens(messages: list[Any]) -> int:
     """Pipecat's own estimate (4 characters a token plus a per-message overhead)."""
-    from pipecat.utils.context.llm_context_summarization import LLMContextSummarizationUtil
-
-    context = LLMContext(messages=list(messages))
-    return int(LLMContextSummarizationUtil.estimate_context_tokens(context))
+    return int(LLMContextSummarizationUtil.estimate_context_tokens(LLMContext(messages=list(messages))))
 
 
 def summarization_config(
@@ -131,16 +119,13 @@ def summarization_config(
             target_context_tokens=max(100, max_context_tokens // 3),
             min_messages_after_summary=keep_recent_messages,
             summarization_prompt=SUMMARY_PROMPT,
-            summary_message_template="Summary of the earlier call (older messages were compressed):\n{summary}",
+            summary_message_template=f"{_SUMMARY_LEAD} (older messages were compressed):\n{{summary}}",
         ),
     )
 
 
 class SummaryGuard:
-    """Checks each applied summary and restores what it dropped.
-
-    Register :meth:`on_summary_applied` on the assistant aggregator's
-    ``on_summary_applied`` event.
+    """Checks each applied summary and restores what it dropped (:meth:`on_summary_applied` handles Pipecat's event).
 
     Args:
         context: The call's LLM context.
@@ -167,22 +152,20 @@ class SummaryGuard:
     def check(self) -> list[KeepItem]:
         """Restore dropped items into the summary message; returns the restored items."""
         messages = self.context.get_messages()
-        index = next((i for i, m in enumerate(messages) if isinstance(m, dict) and str(m.get("content", ""))
-                      .startswith("Summary of the earlier call")), None)
+        contents = [str(m.get("content", "")) if isinstance(m, dict) else None for m in messages]
+        index = next((i for i, c in enumerate(contents) if c is not None and c.startswith(_SUMMARY_LEAD)), None)
         if index is None:
             return []
         self.summaries += 1
         # The state rendering is refreshed every run; what must survive has to be in the dialogue itself.
-        present = " ".join(_normal(str(m.get("content", ""))) for m in messages
-                           if isinstance(m, dict) and not str(m.get("content", "")).startswith(STATE_MESSAGE_MARK))
+        present = " ".join(_normal(c) for c in contents if c is not None and not c.startswith(STATE_MESSAGE_MARK))
         items = must_keep(self.state())
         missing = [item for item in items if _normal(item.needle) not in present]
         kept = [item for item in items if item not in missing]
         if missing:
             summary: Any = messages[index]
             # Edited in place: Pipecat tracks its summary message by identity.
-            summary["content"] = (f"{summary['content']}\n{KEPT_HEADER}\n"
-                                  + "\n".join(f"- {item.text}" for item in missing))
+            summary["content"] = f"{summary['content']}\n{KEPT_HEADER}\n" + "\n".join(f"- {i.text}" for i in missing)
         if self.on_checked is not None:
             self.on_checked(kept, missing)
         return missing

@@ -47,14 +47,16 @@ from pipecat_harness.events import GateDecided, ReplyDelivered
 from pipecat_harness.instruction import InstructionEntry, show_marked
 from pipecat_harness.state.call_state import CallState, CallStateStore
 from pipecat_harness.state.factory import create_store
-from pipecat_harness.state.proposals import ProposalStore, SqlProposals, StateStoreProposals
+from pipecat_harness.state.proposal_store import ProposalStore, StateStoreProposals
 from pipecat_harness.state.store import StateStore
+from pipecat_harness.stores import open_store
 from pipecat_harness.tools.policy import PolicyRule, PolicyVerdict, ToolRequest
 from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
     from pipecat_harness.control import ControlHost
-    from pipecat_harness.retrieval import Evidence, EvidenceRetriever, RetrievalScope
+    from pipecat_harness.retrieval.evidence import Evidence, EvidenceSource
+    from pipecat_harness.retrieval.scope import RetrievalScope
     from pipecat_harness.retrieval.tool import PreTurnEvidence
     from pipecat_harness.tools.control import ToolGateControl
 
@@ -97,7 +99,9 @@ def _proposal_store(harness: ControlHost, redis: StateStore | None) -> ProposalS
         return StateStoreProposals(redis)
     gate = harness.config.tool_gate
     if gate.ledger_url:
-        return SqlProposals(gate.ledger_url, table_prefix=gate.ledger_table_prefix)
+        proposals: ProposalStore = open_store("sql_proposals", "tool_gate.ledger_url", gate.ledger_url,
+                                              table_prefix=gate.ledger_table_prefix)
+        return proposals
     return None
 
 
@@ -168,7 +172,7 @@ class CallStateControl(HarnessControl):
 
     # -- pre-turn evidence ---------------------------------------------------------------------------
 
-    def use_retriever(self, retriever: EvidenceRetriever,
+    def use_retriever(self, retriever: EvidenceSource,
                       scope: Callable[[], RetrievalScope] | None = None) -> None:
         """Search ``retriever`` (within ``scope``) for pre-turn evidence instead of the configured documents.
 
@@ -192,7 +196,7 @@ class CallStateControl(HarnessControl):
 
     def retrieval_scope(self) -> RetrievalScope:
         """The call's scope from trusted context: the gate's server context, else the configured tenant."""
-        from pipecat_harness.retrieval import RetrievalScope
+        from pipecat_harness.retrieval.scope import RetrievalScope
 
         settings = self.harness.config.retrieval
         context = dict(self._gate.gate.server_context if self._gate is not None else {})
@@ -201,14 +205,15 @@ class CallStateControl(HarnessControl):
         context["identity_verified"] = self.keeper.identity_verified
         return RetrievalScope.from_server_context(context, call_date=settings.call_date or dt.date.today())
 
-    async def _build_retriever(self) -> EvidenceRetriever:
+    async def _build_retriever(self) -> EvidenceSource:
         """The call's retriever (started with the pipeline; the file's embeddings are shared by the process)."""
-        from pipecat_harness.retrieval.labeled import DATA_DIR
-        from pipecat_harness.retrieval.prepared import build_file_retriever
+        from pipecat_harness.retrieval.documents import BUNDLED_POLICIES
 
         settings = self.harness.config.retrieval
-        return await build_file_retriever(settings.documents or DATA_DIR / "policies.yaml", url=settings.index_url,
-                                          embeddings=settings.embeddings, limit=settings.limit)
+        retriever: EvidenceSource = await open_store(
+            "file_retriever", "retrieval.pre_turn", settings.documents or BUNDLED_POLICIES, url=settings.index_url,
+            embeddings=settings.embeddings, limit=settings.limit)
+        return retriever
 
     def end_call(self) -> None:
         """The call ended (``Harness.close``): stop building the retriever and close it."""

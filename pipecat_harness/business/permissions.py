@@ -1,24 +1,9 @@
 """Permissions tied to the customer the server verified: account writes only on records that customer owns.
 
-Read and write are separate permissions (the gate never blocks reads). A
-write on an account additionally needs
-
-* a **verified customer**: a configured verification step (a tool, and the
-  request fields the backend's record must match) returned a record whose
-  fields equal what was asked — checked here against the record the backend
-  returned, so a lookup that answers with some other customer's record, or no
-  record, verifies nobody. The customer is the record's id field, never a
-  model argument. The first customer verified in a call stays the verified
-  one: a later lookup of someone else does not move the call onto their
-  account;
-* **ownership**: every record the write names (an ``order_id``) is one a
-  trusted result of this call showed to belong to that customer (an order's
-  details with its ``user_id``, or the customer's profile listing it). A
-  record of unknown owner is held until it is looked up; a record of another
-  customer is refused.
-
-The model cannot claim verification or ownership: only tool results, through
-:class:`CustomerVerification`, establish them.
+Reads are never blocked. A write on an account needs a **verified customer** (a configured verification tool returned
+a record matching what was asked; the customer is that record's id, never a model argument, and the first one stays
+the call's) and **ownership** (a trusted result of this call showed each record the write names to belong to that
+customer). A record of unknown owner is held until looked up; another customer's is refused.
 """
 
 from __future__ import annotations
@@ -32,25 +17,17 @@ __all__ = ["CustomerVerification", "identity_rule"]
 
 
 def identity_rule(verified: Callable[[], bool], tools: Iterable[str], *, name: str = "identity_verified") -> PolicyRule:
-    """A gate rule asking for identity verification before the listed writes (no ownership check).
-
-    Args:
-        verified: Returns whether the call state holds a verified identity.
-        tools: The writes that need it.
-        name: Rule name.
-    """
+    """A gate rule ``name`` holding the writes in ``tools`` until ``verified()`` (identity only, no ownership)."""
 
     def check(request: ToolRequest) -> PolicyVerdict | None:
-        if verified():
-            return None
-        return _verify_first(request)
+        return None if verified() else _verify_first(request)
 
     return PolicyRule(name, check, tools=frozenset(tools))
 
 
 def _verify_first(request: ToolRequest) -> PolicyVerdict:
-    return PolicyVerdict("clarify", f"{request.name} changes the caller's account: verify the caller's identity "
-                                    "first (look them up by email, or by name and zip code)")
+    first = "verify the caller's identity first (look them up by email, or by name and zip code)"
+    return PolicyVerdict("clarify", f"{request.name} changes the caller's account: {first}")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -58,8 +35,9 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _failed(result: Any) -> bool:
-    return not isinstance(result, Mapping) or bool(result.get("error")) or \
-        str(result.get("status", "ok")) in {"failed", "not_found", "error", "blocked"}
+    if not isinstance(result, Mapping):
+        return True
+    return bool(result.get("error")) or str(result.get("status", "ok")) in {"failed", "not_found", "error", "blocked"}
 
 
 class CustomerVerification:
@@ -71,6 +49,7 @@ class CustomerVerification:
         owner_field: The field of a business record naming its owner (an order's ``user_id``).
         record_fields: Argument names that name an owned record (``order_id``).
         owned_lists: Fields of a customer's profile listing the records they own (``orders``).
+        normalize: Canonical form of a record id for comparison (default: upper case, no ``#``).
     """
 
     def __init__(
@@ -142,11 +121,11 @@ class CustomerVerification:
             value = request.arguments[name]
             owner = self.owner_of(name, value)
             if owner is None:
-                return PolicyVerdict("clarify", f"{request.name}: look up {name} {value} first; this call has not "
-                                                "seen who owns it")
+                reason = f"look up {name} {value} first; this call has not seen who owns it"
+                return PolicyVerdict("clarify", f"{request.name}: {reason}")
             if owner != self.customer:
-                return PolicyVerdict("block", f"{request.name}: {name} {value} does not belong to the verified "
-                                              "customer; it cannot be changed on this call")
+                reason = f"{name} {value} does not belong to the verified customer; it cannot be changed on this call"
+                return PolicyVerdict("block", f"{request.name}: {reason}")
         return None
 
     def rule(self, tools: Iterable[str], *, name: str = "verified_customer") -> PolicyRule:

@@ -32,8 +32,7 @@ class Proposal:
         superseded_by: Id of the proposal that replaced it.
         correction_turn: The caller turn during which it was replaced.
         correction_text: What the caller said then.
-        changed_by: Who made the replacing request's new values: ``caller`` (their turn stated
-            them) or ``model`` (no caller turn did).
+        changed_by: Who made the replacing request's new values: ``caller`` (their turn stated them) or ``model``.
         readback: What the caller heard of the read-back they confirmed (or that was re-read).
         closed_turn: The caller turn that declined it, or the turn at which it expired.
         closed_text: What the caller said when declining.
@@ -63,17 +62,12 @@ class Proposal:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Proposal:
-        """Rebuild a proposal from :meth:`to_dict` (the hash is recomputed from tool and arguments).
-
-        Raises:
-            ValueError: A field is missing or has the wrong type.
-        """
+        """Rebuild from :meth:`to_dict`, recomputing the hash (``ValueError``: a field is missing or mistyped)."""
         try:
             proposal = _PROPOSAL.validate_python({**data, "request_hash": ""})
-        except ValidationError as exc:
-            raise ValueError(f"not a proposal record: {describe_validation_error(exc)}") from exc
-        except TypeError as exc:
-            raise ValueError(f"not a proposal record: {exc}") from exc
+        except (ValidationError, TypeError) as exc:
+            detail = describe_validation_error(exc) if isinstance(exc, ValidationError) else exc
+            raise ValueError(f"not a proposal record: {detail}") from exc
         proposal.request_hash = request_hash(proposal.tool, proposal.arguments)
         return proposal
 

@@ -1,18 +1,13 @@
 """Whether a read-back the caller heard states a proposal's material arguments, compared as values.
 
-A caller's "yes" confirms what they heard, not what the tool call holds. The
-material arguments of a write are the ones a caller would object to getting
-wrong: amounts, dates and times, and targets (order ids, phone numbers,
-emails, days). Each is looked for in the played text *as a value*: ``42.5`` is
-stated by "$42.50", "42.50", "forty-two fifty" and "forty two dollars and
-fifty cents"; ``18:00`` by "six p.m." and "six in the evening"; ``#W2378156``
-by "W two three seven eight one five six". Free text (a reason) is not
-material. Numbers are read with the package's one spoken-number reader
-(:mod:`pipecat_harness.numbers`).
+A "yes" confirms what the caller heard, not what the tool call holds. Amounts, dates, times and targets are looked for
+in the played text *as values* (``42.5``: "forty-two fifty"; ``18:00``: "six p.m."; ``#W2378156``: "W two three
+seven..."), read by :mod:`pipecat_harness.numbers`; free text is not material.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,12 +18,13 @@ from pipecat_harness.spoken import spoken_to_identifier
 __all__ = ["material_arguments", "spoken_values", "unstated_arguments"]
 
 _DAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "today", "tomorrow"}
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december"]
+_MONTHS = "january february march april may june july august september october november december".split()
 _TIME = re.compile(r"^(\d{1,2}):(\d{2})(?::\d{2})?$")
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
-_MATERIAL_NAME = re.compile(r"(^|_)(id|ids|amount|usd|price|total|quantity|qty|date|day|time|email|phone|zip|"
-                            r"account|target|to|number)$")
+_MATERIAL_NAME = re.compile(
+    r"(^|_)(id|ids|amount|usd|price|total|quantity|qty|date|day|time|email|phone|zip|"
+    r"account|target|to|number)$"
+)
 _CENTS = {"cents", "cent"}
 _DOLLARS = {"dollars", "dollar", "bucks", "usd", "$"}
 
@@ -51,8 +47,9 @@ def _is_material(name: str, value: Any) -> bool:
     if isinstance(value, list | tuple):
         return any(_is_material(name, v) for v in value)
     text = str(value).strip().lower()
-    return (any(c.isdigit() for c in text) or text in _DAYS or text in _MONTHS or "@" in text
-            or bool(_MATERIAL_NAME.search(name.lower())))
+    if any(c.isdigit() for c in text) or text in _DAYS or text in _MONTHS or "@" in text:
+        return True
+    return bool(_MATERIAL_NAME.search(name.lower()))
 
 
 def spoken_values(text: str) -> set[float]:
@@ -68,11 +65,11 @@ def spoken_values(text: str) -> set[float]:
         if len(groups) == 2:
             values.update({round(groups[0] + groups[1] / 100, 2), float(groups[0] * 100 + groups[1])})
         # "forty two dollars and fifty cents"
-        rest = tokens[index + 1:index + 4]
+        rest = tokens[index + 1 : index + 4]
         words = [t.word for t in rest]
         if words and words[0] in _DOLLARS:
             cents = next((t.number for t in rest[1:] if t.number is not None), None)
-            follow = tokens[index + 2 + (1 if len(words) > 1 and words[1] == "and" else 0):][:2]
+            follow = tokens[index + 2 + (1 if len(words) > 1 and words[1] == "and" else 0) :][:2]
             if cents is not None and any(t.word in _CENTS for t in follow):
                 values.add(round(number.value + cents.value / 100, 2))
     return values
@@ -103,25 +100,16 @@ def _stated(value: Any, heard: str, values: set[float]) -> bool:
     if text.lower() in lower:
         return True
     digits = re.sub(r"\D", "", text)
+    if digits and len(digits) <= 3:
+        with contextlib.suppress(ValueError):
+            return float(text.replace("$", "").replace(",", "")) in values
     if digits:
-        if len(digits) <= 3:
-            try:
-                return float(text.replace("$", "").replace(",", "")) in values
-            except ValueError:
-                return digits in _digits(heard)
         return digits in _digits(heard)
     compact = spoken_to_identifier(heard).lower()
     return text.lower().replace(" ", "") in compact
 
 
 def unstated_arguments(arguments: Mapping[str, Any], heard: str, hidden: Iterable[str] = ()) -> list[str]:
-    """Names of the material arguments ``heard`` does not state (empty: the read-back covers the proposal).
-
-    Args:
-        arguments: The proposal's arguments.
-        heard: What the caller heard of the read-back.
-        hidden: Trusted server-context fields, never read back.
-    """
+    """Names of the material ``arguments`` the read-back ``heard`` does not state (``hidden``: never read back)."""
     values = spoken_values(heard)
-    return [name for name, value in material_arguments(arguments, hidden).items()
-            if not _stated(value, heard, values)]
+    return [name for name, value in material_arguments(arguments, hidden).items() if not _stated(value, heard, values)]

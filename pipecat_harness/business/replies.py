@@ -1,15 +1,8 @@
 """What a caller's turn says to a read-back: a confirmation, a decline, or neither.
 
-A confirmation is a turn made only of assent ("yes", "yes please, go ahead",
-"that's right, thanks"): every word of it comes from a small vocabulary of
-agreement and politeness. Anything else is not one — a question ("yes?",
-"okay, so what would that look like?"), a hedge ("yeah I guess"), a
-qualification ("yes, but only half"), a change ("yes, make it Friday") or a
-"no". Reading strictly costs a confirmed write one more question at worst;
-reading leniently runs a write the caller did not agree to.
-
-A decline is a turn that says no to the read-back ("no", "don't", "cancel
-that", "I'll keep it"). It closes the proposal.
+A confirmation is assent and nothing else ("yes please, go ahead"); a question, a hedge, "yes, but…", a change or a
+"no" is not one: reading strictly costs a write one more question, reading leniently runs one the caller did not
+agree to. A decline ("no", "cancel that", "I'll keep it") closes the proposal.
 """
 
 from __future__ import annotations
@@ -22,16 +15,15 @@ __all__ = ["ReplyKind", "classify_reply", "is_confirmation", "is_decline"]
 ReplyKind = Literal["confirm", "decline", "other"]
 
 # Phrases of assent, and words that may surround them without changing what the turn says.
-_ASSENT_PHRASES = (
-    "yes", "yeah", "yep", "yup", "yea", "aye", "correct", "right", "sure", "ok", "okay", "alright", "all right",
-    "go ahead", "please do", "do it", "do that", "confirm", "confirmed", "i confirm", "absolutely", "exactly",
-    "definitely", "of course", "sounds good", "that's right", "that is right", "that's correct",
-    "that is correct", "that's it", "that works", "that's fine", "that is fine", "fine", "perfect", "great",
-    "book it", "go for it", "uh huh", "mm hmm", "yes it is", "it is", "that's good", "please go ahead",
-    "you may", "you can", "proceed", "please proceed",
+_ASSENT_PHRASES = tuple(
+    phrase.strip()
+    for phrase in """yes|yeah|yep|yup|yea|aye|correct|right|sure|ok|okay|alright|all right|go ahead|please do|do it|
+    do that|confirm|confirmed|i confirm|absolutely|exactly|definitely|of course|sounds good|that's right|that is right|
+    that's correct|that is correct|that's it|that works|that's fine|that is fine|fine|perfect|great|book it|go for it|
+    uh huh|mm hmm|yes it is|it is|that's good|please go ahead|you may|you can|proceed|please proceed""".split("|")
 )
-_FILLER = {"please", "thanks", "thank", "you", "so", "much", "very", "oh", "well", "um", "uh", "great", "then",
-           "now", "and", "yes"}
+_PHRASE_WORDS = sorted((p.split() for p in _ASSENT_PHRASES), key=len, reverse=True)  # longest first
+_FILLER = frozenset("please thanks thank you so much very oh well um uh great then now and yes".split())
 _DECLINE = re.compile(
     r"^\W*(no|nope|nah|not|don't|do not|never ?mind|cancel|stop|forget it|i'll keep|i will keep|leave it|"
     r"hold off|not now|no thanks|no thank you)\b"
@@ -45,10 +37,9 @@ _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 def _assent_only(words: list[str]) -> bool:
     """Whether ``words`` are covered by assent phrases and filler, with at least one assent phrase."""
     i, assented = 0, False
-    phrases = sorted((p.split() for p in _ASSENT_PHRASES), key=len, reverse=True)
     while i < len(words):
-        for phrase in phrases:
-            if words[i:i + len(phrase)] == phrase:
+        for phrase in _PHRASE_WORDS:
+            if words[i : i + len(phrase)] == phrase:
                 i += len(phrase)
                 assented = True
                 break

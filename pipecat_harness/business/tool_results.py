@@ -1,16 +1,9 @@
 """What the model receives for a gated tool call: a rendering of the operation record.
 
-Every gated call ends in one of six statuses the model reads the same way
-whatever the provider: ``succeeded``, ``failed``, ``outcome_unknown``,
-``blocked``, ``awaiting_confirmation`` or ``not_executed``. A write carries its
-operation id (the ledger record's, or the pending proposal's), so the model
-can name the operation to the caller and the summariser can keep it. Only
-user-safe fields of the backend's result are passed on: trusted server
-context, bookkeeping (keys, hashes, leases), ``_``-prefixed fields and secrets
-never reach the context, where the model could repeat them or send them back.
-
-The rendering is a plain JSON object, so Pipecat's adapters put the same body
-into an OpenAI ``tool`` message and a Gemini ``functionResponse``.
+One of six statuses, read the same way whatever the provider; a write carries its operation id so the model can name
+it and the summariser keep it. Only user-safe result fields pass: server context, bookkeeping, ``_``-prefixed fields
+and secrets never reach the context. The body is plain JSON, the same in an OpenAI ``tool`` message and a Gemini
+``functionResponse``.
 """
 
 from __future__ import annotations
@@ -21,21 +14,13 @@ from typing import Any, Literal
 
 from pipecat_harness.tools.result import ALREADY_DONE, GateResult, GateStatus
 
-__all__ = [
-    "DEFAULT_INTERNAL_FIELDS",
-    "RenderedStatus",
-    "parsed_json",
-    "render_operation_result",
-    "user_safe_fields",
-]
+__all__ = ["DEFAULT_INTERNAL_FIELDS", "RenderedStatus", "parsed_json", "render_operation_result", "user_safe_fields"]
 
-RenderedStatus = Literal[
-    "succeeded", "failed", "outcome_unknown", "blocked", "awaiting_confirmation", "not_executed"
-]
+RenderedStatus = Literal["succeeded", "failed", "outcome_unknown", "blocked", "awaiting_confirmation", "not_executed"]
 
 #: Result fields that are bookkeeping or trusted context, never shown to the model.
-DEFAULT_INTERNAL_FIELDS = (
-    "tenant_id", "idempotency_key", "request_hash", "owner", "lease_until", "internal_notes", "internal_id",
+DEFAULT_INTERNAL_FIELDS = tuple(
+    "tenant_id idempotency_key request_hash owner lease_until internal_notes internal_id".split()
 )
 # Substrings of field names that mark a secret wherever they appear.
 _SECRETS = ("password", "secret", "token", "card_number", "cvv", "ssn", "api_key")
@@ -51,13 +36,8 @@ _STATUS: dict[GateStatus, RenderedStatus] = {
 
 
 def user_safe_fields(value: Any, hidden: Iterable[str] = DEFAULT_INTERNAL_FIELDS) -> Any:
-    """``value`` without internal or secret fields, at any depth (long lists are cut to 50 items).
-
-    A JSON text that holds an object or a list is parsed and filtered the same
-    way, so a handler that returns ``json.dumps(record)`` leaks nothing either.
-    """
-    names = frozenset(hidden)
-    return _safe(parsed_json(value), names)
+    """``value`` without internal or secret fields, at any depth, lists cut to 50 (JSON text is parsed first)."""
+    return _safe(parsed_json(value), frozenset(hidden))
 
 
 def parsed_json(value: Any) -> Any:
@@ -73,7 +53,8 @@ def parsed_json(value: Any) -> Any:
 def _safe(value: Any, hidden: frozenset[str]) -> Any:
     if isinstance(value, Mapping):
         return {
-            str(k): _safe(v, hidden) for k, v in value.items()
+            str(k): _safe(v, hidden)
+            for k, v in value.items()
             if str(k) not in hidden and not str(k).startswith("_") and not any(s in str(k).lower() for s in _SECRETS)
         }
     if isinstance(value, list | tuple):
@@ -88,20 +69,13 @@ def render_operation_result(
     proposal_id: str | None = None,
     operation_id: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
-    """The model's view of one gated call.
+    """The model's view of one gated call: ``{"status", "tool", "operation_id"?, "result"?, "reason"?, ...}``.
 
     Args:
-        result: What the gate decided; for a write it mirrors the ledger record
-            (its status, key and stored result).
+        result: What the gate decided; for a write it mirrors the ledger record (status, key, stored result).
         hidden_fields: Result fields never shown.
-        proposal_id: The pending proposal this call is held as, if the gate held
-            it for the caller's confirmation (status ``awaiting_confirmation``).
-        operation_id: Maps a ledger key to the id the call's state shows for it
-            (default: the key itself).
-
-    Returns:
-        ``{"status", "tool", "operation_id"?, "result"?, "reason"?, ...}``; a read
-        has no operation id.
+        proposal_id: The pending proposal the gate held this call as for the caller's confirmation, if any.
+        operation_id: Maps a ledger key to the id the call's state shows for it (default: the key itself).
     """
     status: RenderedStatus = _STATUS[result.status]
     if proposal_id is not None and result.status == GateStatus.NOT_EXECUTED and result.reason_kind == "clarify":

@@ -1,20 +1,15 @@
 """``WorkingStateKeeper``: fills one call's :class:`~pipecat_harness.state.CallState` from what happened.
 
-Trusted code is the only writer. The keeper takes events (a submitted caller
-turn, a tool result, a gate decision, a proposal's change, how a reply was
-delivered) and turns them into the three memories: the conversation log, the
-working state (confirmed facts and pending items, each with provenance) with
-its operations, and the business snapshot from tool results. Every change
-advances the version; a change based on an older version is refused.
-
-The state is kept in process for the voice loop and saved, in order and off
-the loop, to a :class:`~pipecat_harness.state.CallStateStore` (memory or
-Redis); a save based on a version another worker has moved past is refused.
+Trusted code is the only writer: caller turns, tool results, gate decisions, proposals and deliveries become the
+conversation log, the working state (facts and pending items with provenance, operations) and the business snapshot.
+Every change advances the version (a change based on an older one is refused) and is saved in order, off the loop, to
+a :class:`~pipecat_harness.state.CallStateStore`, which refuses a save another worker has moved past.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,13 +26,6 @@ __all__ = ["STATE_MESSAGE_MARK", "WorkingStateKeeper", "render_state"]
 #: First line of the read-only state message the model sees.
 STATE_MESSAGE_MARK = "[call state: maintained by the system, read-only]"
 
-_OPERATION_STATUS = {
-    "forwarded": "executing",
-    "not_executed": "not_executed",
-    "blocked": "blocked",
-    "outcome_unknown": "outcome_unknown",
-    "failed": "failed",
-}
 # Statuses a ledger settlement (or a run in progress) set, and the gate's answers to a request it did not run.
 _SETTLED = {"succeeded", "failed", "outcome_unknown", "executing"}
 _ANSWERED_WITHOUT_RUNNING = {"not_executed", "blocked"}
@@ -51,9 +39,8 @@ class WorkingStateKeeper:
         store: Where the state is saved (``None``: kept in process only).
         identity_tools: Tools whose successful result verifies the caller (without a ``verification``).
         on_change: Called with ``(state, reason)`` after every change (the trace).
-        verification: The configured verification steps and record ownership; with it, only a step
-            whose returned record matched the request verifies the caller, and the verified customer
-            is the record's.
+        verification: The verification steps and record ownership; with it, only a step whose returned record
+            matched the request verifies the caller, and the verified customer is the record's.
     """
 
     def __init__(
@@ -89,15 +76,9 @@ class WorkingStateKeeper:
         return bool(fact and fact.value)
 
     def update(self, change: Callable[[CallState], Any], reason: str, *, based_on: int | None = None) -> bool:
-        """Apply ``change``, advance the version, save and report it.
+        """Apply ``change`` (for the trace: ``reason``), advance the version, save and report it.
 
-        Args:
-            change: Mutates the state.
-            reason: What happened (for the trace).
-            based_on: The version the change was computed from; a moved state refuses it.
-
-        Returns:
-            Whether the change was applied (``False``: refused as stale).
+        Returns ``False`` when the state moved past ``based_on``, the version the change was computed from.
         """
         if based_on is not None and based_on != self.state.version:
             message = f"{reason}: based on version {based_on}, state is at {self.state.version}"
@@ -111,8 +92,6 @@ class WorkingStateKeeper:
             self.on_change(self.state, reason)
         return True
 
-    # -- events -------------------------------------------------------------------------------------
-
     def caller_turn(self, turn_id: int, text: str) -> None:
         """A submitted caller turn: the turn boundary."""
         self.turn_id = turn_id
@@ -120,16 +99,25 @@ class WorkingStateKeeper:
 
     def assistant_delivery(self, *, generated: str, heard: str, full: bool, turn_id: int) -> None:
         """How the last reply reached the caller (from the history control's decision)."""
+        delivery = "full" if full else "partial"
 
         def change(state: CallState) -> None:
-            state.history.append({"role": "assistant", "content": heard, "generated": generated,
-                                  "delivery": "full" if full else "partial", "turn_id": turn_id})
-            state.delivery = {"delivery": "full" if full else "partial", "heard": heard, "turn_id": turn_id}
+            message = {"role": "assistant", "content": heard, "generated": generated, "delivery": delivery}
+            state.history.append({**message, "turn_id": turn_id})
+            state.delivery = {"delivery": delivery, "heard": heard, "turn_id": turn_id}
 
         self.update(change, f"assistant reply {'played in full' if full else 'partly played'}")
 
-    def tool_result(self, tool: str, tool_call_id: str, result: Any, *, write: bool, turn_id: int,
-                    arguments: Mapping[str, Any] | None = None) -> None:
+    def tool_result(
+        self,
+        tool: str,
+        tool_call_id: str,
+        result: Any,
+        *,
+        write: bool,
+        turn_id: int,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
         """An executed tool's result: the business snapshot, and facts a trusted backend established."""
         provenance = Provenance("tool", turn_id, f"{tool} {tool_call_id}")
         if self.verification is not None:
@@ -148,13 +136,13 @@ class WorkingStateKeeper:
 
         self.update(change, f"{'write' if write else 'read'} result from {tool}")
 
-    def gate_decision(self, action: str, evidence: Mapping[str, Any], outcome: Mapping[str, Any] | None,
-                      turn_id: int) -> None:
+    def gate_decision(
+        self, action: str, evidence: Mapping[str, Any], outcome: Mapping[str, Any] | None, turn_id: int
+    ) -> None:
         """A tool-gate decision on a write: the operation's status, following the ledger's settlement.
 
-        A ``reconciled`` event (a late reply, a reconciliation) settles the
-        operation; a later request the gate answered without running it (a
-        repeat of a done or unknown operation) leaves the settled status as it is.
+        A ``reconciled`` event (a late reply, a reconciliation) settles the operation; a later request the gate
+        answered without running it (a repeat of a done or unknown operation) leaves the settled status as it is.
         """
         reconciled = action == "reconciled"
         if not evidence.get("write") and not reconciled:
@@ -165,15 +153,14 @@ class WorkingStateKeeper:
         if reconciled and key not in self._operation_ids:
             return  # settled before this call's state knew it (a recovered record of another worker)
         operation_id = self._operation_ids.setdefault(key, f"op-{len(self._operation_ids) + 1}")
-        status = str(evidence.get("status")) if reconciled else _OPERATION_STATUS.get(action, action)
+        status = str(evidence.get("status")) if reconciled else "executing" if action == "forwarded" else action
         if outcome:
             status = {"executed": "succeeded"}.get(str(outcome.get("status")), str(outcome.get("status")))
 
         def change(state: CallState) -> None:
-            record = state.operations.setdefault(operation_id, {
-                "operation_id": operation_id, "tool": evidence.get("tool"), "turn_id": turn_id,
-                "idempotency_key": evidence.get("idempotency_key"),
-            })
+            fresh = {"operation_id": operation_id, "tool": evidence.get("tool"), "turn_id": turn_id}
+            fresh["idempotency_key"] = evidence.get("idempotency_key")
+            record = state.operations.setdefault(operation_id, fresh)
             settled = record.get("status") in _SETTLED
             if settled and not reconciled and status in _ANSWERED_WITHOUT_RUNNING:
                 record["repeats"] = int(record.get("repeats", 0)) + 1
@@ -194,12 +181,10 @@ class WorkingStateKeeper:
         """A confirmation-bound proposal was created, confirmed or superseded."""
 
         def change(state: CallState) -> None:
-            state.operations[proposal.proposal_id] = {
-                "operation_id": proposal.proposal_id, "tool": proposal.tool, "status": proposal.status,
-                "arguments": dict(proposal.arguments), "turn_id": proposal.proposed_turn,
-                "confirmed_turn": proposal.confirmed_turn, "superseded_by": proposal.superseded_by,
-                "correction_turn": proposal.correction_turn,
-            }
+            record: dict[str, Any] = {"operation_id": proposal.proposal_id, "tool": proposal.tool}
+            record.update(status=proposal.status, arguments=dict(proposal.arguments), turn_id=proposal.proposed_turn)
+            record.update(confirmed_turn=proposal.confirmed_turn, superseded_by=proposal.superseded_by)
+            state.operations[proposal.proposal_id] = {**record, "correction_turn": proposal.correction_turn}
             key = f"confirm:{proposal.tool}"
             if proposal.status == "awaiting_confirmation":
                 proposed = Provenance("model", proposal.proposed_turn, proposal.tool)
@@ -212,8 +197,6 @@ class WorkingStateKeeper:
                     state.set_fact(f"{proposal.tool}.{name}", value, provenance)
 
         self.update(change, f"{proposal.proposal_id} {proposal.status}")
-
-    # -- persistence --------------------------------------------------------------------------------
 
     def _save(self) -> None:
         if self.store is None:
@@ -232,9 +215,7 @@ class WorkingStateKeeper:
         while True:
             snapshot = await self._saves.get()
             try:
-                def change(state: CallState, snap: dict[str, Any] = snapshot) -> None:
-                    _replace(state, snap)
-
+                change = functools.partial(_replace, snapshot=snapshot)
                 await self.store.update(self.state.call_id, change, expected_version=self._saved_version)
                 self._saved_version = snapshot["version"]
             except VersionConflict as exc:
@@ -273,18 +254,17 @@ def _succeeded(result: Any) -> bool:
 
 def _customer_id(result: Any) -> str:
     if isinstance(result, Mapping):
-        for key in ("customer_id", "user_id"):
-            if result.get(key):
-                return str(result[key])
-        return ""
+        return next((str(result[key]) for key in ("customer_id", "user_id") if result.get(key)), "")
     return str(result) if isinstance(result, str | int) else ""
 
 
 def render_state(state: CallState, *, max_chars: int = 1200) -> str:
     """A compact read-only rendering for the model: facts with provenance, pending items, operations."""
     lines = [f"{STATE_MESSAGE_MARK} version {state.version}"]
-    facts = [f"{name}={json.dumps(f.value, default=str)} ({f.provenance.source} turn {f.provenance.turn_id})"
-             for name, f in state.working.items()]
+    facts = [
+        f"{name}={json.dumps(f.value, default=str)} ({f.provenance.source} turn {f.provenance.turn_id})"
+        for name, f in state.working.items()
+    ]
     if facts:
         lines.append("confirmed: " + "; ".join(facts))
     if state.pending:

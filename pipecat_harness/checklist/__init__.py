@@ -1,7 +1,6 @@
 """Checklist driver: tell the model the next question, in Pipecat and behind a proxy.
 
-``ChecklistDirector`` (the Pipecat processor) is imported on first use, so the
-proxy and worker processes that only need the driver do not load Pipecat.
+``ChecklistDirector`` is imported on first use: the proxy and workers that only need the driver skip Pipecat.
 """
 
 from typing import Any

@@ -12,8 +12,7 @@ if TYPE_CHECKING:
 __all__ = ["Analysis", "Analyzer", "AnalyzerError", "ItemUpdate", "Outcome"]
 
 Outcome = Literal["reported", "denied", "detail"]
-"""``reported``: the caller reports one (an incident happened); ``denied``: none
-(closes the item); ``detail``: an answer to the follow-up about a report."""
+"""``reported``: the caller reports one; ``denied``: none (closes the item); ``detail``: a follow-up answer."""
 
 
 class AnalyzerError(RuntimeError):
@@ -54,16 +53,10 @@ class Analysis:
     analyzer: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form (for decisions and traces; what ``dataclasses.asdict`` gives, built directly)."""
-        return {
-            "updates": [
-                {"question_id": u.question_id, "outcome": u.outcome, "location": u.location, "note": u.note}
-                for u in self.updates
-            ],
-            "locations": list(self.locations),
-            "unexpected_topics": list(self.unexpected_topics),
-            "analyzer": self.analyzer,
-        }
+        """JSON-serialisable form (what ``dataclasses.asdict`` gives, without its deep copies)."""
+        data = {**vars(self), "locations": list(self.locations), "unexpected_topics": list(self.unexpected_topics)}
+        data["updates"] = [dict(vars(update)) for update in self.updates]
+        return data
 
 
 class Analyzer(abc.ABC):
@@ -73,11 +66,7 @@ class Analyzer(abc.ABC):
 
     @abc.abstractmethod
     async def analyze(self, checklist: Checklist, state: Any, utterance: str) -> Analysis:
-        """Analyse ``utterance`` given the checklist and the call's current state.
+        """Analyse ``utterance`` given the checklist and the call's state (``AnalyzerError``: no usable analysis).
 
-        ``state`` is the call's :class:`~pipecat_harness.checklist.progress.ChecklistState`; that module imports
-        this one, so the type is named by each analyzer rather than here.
-
-        Raises:
-            AnalyzerError: No usable analysis could be produced.
+        ``state`` is a ``ChecklistState``, not named here: its module imports this one.
         """

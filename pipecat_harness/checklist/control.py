@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipecat.processors.frame_processor import FrameProcessor
 
 from pipecat_harness.checklist.analysis import Analyzer
 from pipecat_harness.checklist.director import ChecklistDirector
-from pipecat_harness.checklist.driver import ChecklistDriver
+from pipecat_harness.checklist.driver import ChecklistDriver, DecisionSink
 from pipecat_harness.checklist.model import Checklist, bundled_checklist, load_checklist
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
 from pipecat_harness.config import ChecklistSettings
@@ -19,7 +20,7 @@ from pipecat_harness.state.factory import create_store
 if TYPE_CHECKING:
     from pipecat_harness.control import ControlHost
 
-__all__ = ["ChecklistControl", "build_analyzer", "load_configured_checklist"]
+__all__ = ["ChecklistControl", "build_analyzer", "build_driver", "load_configured_checklist"]
 
 
 def load_configured_checklist(settings: ChecklistSettings) -> Checklist:
@@ -37,10 +38,34 @@ def build_analyzer(settings: ChecklistSettings, *, gemini_client: Any = None) ->
         if gemini_client is None:
             from pipecat_harness.errors import gemini_client as make_gemini_client
 
-            gemini_client = make_gemini_client("the Gemini checklist analyzer (checklist.analyzer: gemini)",
-                                               "set checklist.analyzer: rules")
+            gemini_client = make_gemini_client(
+                "the Gemini checklist analyzer (checklist.analyzer: gemini)", "set checklist.analyzer: rules"
+            )
         return GeminiAnalyzer(gemini_client, model=settings.gemini_model)
     return RuleAnalyzer()
+
+
+def build_driver(
+    settings: ChecklistSettings, *, on_decision: DecisionSink, decisions_wanted: Callable[[], bool] | None = None
+) -> ChecklistDriver:
+    """The driver of the configured checklist, with its store, analyzer and lock."""
+    checklist = load_configured_checklist(settings)
+    store = create_store(
+        settings.store,
+        redis_url=settings.redis_url,
+        prefix=settings.key_prefix,
+        memory_max_keys=settings.memory_max_keys,
+    )
+    return ChecklistDriver(
+        checklist,
+        store,
+        analyzer=build_analyzer(settings),
+        debounce_secs=settings.debounce_secs,
+        lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
+        on_decision=on_decision,
+        decisions_wanted=decisions_wanted,
+        state_ttl_secs=settings.state_ttl_secs,
+    )
 
 
 class ChecklistControl(HarnessControl):
@@ -50,23 +75,10 @@ class ChecklistControl(HarnessControl):
 
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
-        settings = harness.config.checklist
-        self.settings = settings
-        self.checklist = load_configured_checklist(settings)
-        store = create_store(
-            settings.store, redis_url=settings.redis_url, prefix=settings.key_prefix,
-            memory_max_keys=settings.memory_max_keys,
-        )
-        self.driver = ChecklistDriver(
-            self.checklist,
-            store,
-            analyzer=build_analyzer(settings),
-            debounce_secs=settings.debounce_secs,
-            lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
-            on_decision=self.record,
-            state_ttl_secs=settings.state_ttl_secs,
-        )
-        self.director = ChecklistDirector(self.driver, call_id=harness.call_id, marker=settings.directive_marker)
+        self.settings = harness.config.checklist
+        self.driver = build_driver(self.settings, on_decision=self.record)
+        self.checklist = self.driver.checklist
+        self.director = ChecklistDirector(self.driver, call_id=harness.call_id, marker=self.settings.directive_marker)
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The director, between the user aggregator and the LLM."""

@@ -1,10 +1,8 @@
 """The next directive: what the model should ask on this turn, derived from the state.
 
-Priority: the closing flow once every item is closed; otherwise an
-unexpected topic the caller raised; then a pending follow-up; then
-"any other X?"; then the next open question, paired with its natural
-partner when both are open. Computing a directive never changes the state;
-:func:`mark_issued` records it once it is given to the model.
+Priority: the closing flow once every item is closed; otherwise an unexpected topic the caller raised; then a
+pending follow-up; then "any other X?"; then the next open question, paired with its partner when both are
+open. Computing a directive never changes the state; :func:`mark_issued` records it once given to the model.
 """
 
 from __future__ import annotations
@@ -55,19 +53,11 @@ class Directive:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (stored as ``state.last_directive``; the fields in declaration order)."""
-        return {
-            "kind": self.kind,
-            "targets": list(self.targets),
-            "instruction": self.instruction,
-            "wording": self.wording,
-            "ask_keys": list(self.ask_keys),
-            "step": self.step,
-            "end_call": self.end_call,
-        }
+        return {**vars(self), "targets": list(self.targets), "ask_keys": list(self.ask_keys)}
 
 
 def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:] if text else text
+    return text[:1].lower() + text[1:]
 
 
 def _at(location: str | None) -> str:
@@ -83,9 +73,7 @@ def _partner_key(checklist: Checklist, state: ChecklistState, question: Question
         return None
     partner = checklist.question(question.pair_with)
     key = item_key(partner.id, location if partner.per_location and state.scoped else None)
-    if key in state.keys_for(partner) and state.status(key) == ItemStatus.OPEN:
-        return key
-    return None
+    return key if key in state.keys_for(partner) and state.status(key) == ItemStatus.OPEN else None
 
 
 def _summary(checklist: Checklist, state: ChecklistState) -> str:
@@ -94,25 +82,19 @@ def _summary(checklist: Checklist, state: ChecklistState) -> str:
         question_id, location = split_key(key)
         if state.status(key) == ItemStatus.ANSWERED:
             reported.append(f"{checklist.question(question_id).topic_name}{_at(location)}")
-    if not reported:
-        return "nothing to report on any item"
-    return "reported " + ", ".join(reported)
+    return "reported " + ", ".join(reported) if reported else "nothing to report on any item"
 
 
 def next_directive(checklist: Checklist, state: ChecklistState) -> Directive:
     """Return the directive for the current state (pure: the state is not changed)."""
     if state.pending_topics:
         topic = state.pending_topics[0]
-        return Directive(
-            kind="topic",
-            targets=(topic,),
-            instruction=(
-                f'The caller raised something not on the checklist: "{topic}". Acknowledge it and ask one short '
-                "follow-up question about it before returning to the checklist."
-            ),
-            wording=f"You mentioned {topic}. Could you tell me a bit more about that?",
-            ask_keys=(f"topic:{topic}",),
+        instruction = (
+            f'The caller raised something not on the checklist: "{topic}". Acknowledge it and ask one short '
+            "follow-up question about it before returning to the checklist."
         )
+        wording = f"You mentioned {topic}. Could you tell me a bit more about that?"
+        return Directive("topic", (topic,), instruction, wording, (f"topic:{topic}",))
     keys = state.all_keys(checklist)
     for wanted in (ItemStatus.FOLLOW_UP_PENDING, ItemStatus.ANY_OTHER_PENDING):
         for key in keys:
@@ -120,22 +102,14 @@ def next_directive(checklist: Checklist, state: ChecklistState) -> Directive:
                 continue
             question_id, location = split_key(key)
             question = checklist.question(question_id)
+            subject = f"{question.topic_name}{_at(location)}"
             reports = state.items[key].reports if key in state.items else 0
             if wanted == ItemStatus.FOLLOW_UP_PENDING:
-                return Directive(
-                    kind="follow_up",
-                    targets=(key,),
-                    instruction=f"Follow up on the {question.topic_name}{_at(location)}: {question.follow_up}",
-                    wording=f"Could you tell me a bit more about the {question.topic_name}{_at(location)}?",
-                    ask_keys=(f"follow_up:{key}#{reports}",),
-                )
-            return Directive(
-                kind="any_other",
-                targets=(key,),
-                instruction=f"{question.any_other} (scope: {location})" if location else str(question.any_other),
-                wording=f"Any other {question.topic_name}{_at(location)}?",
-                ask_keys=(f"any_other:{key}#{reports}",),
-            )
+                instruction = f"Follow up on the {subject}: {question.follow_up}"
+                wording = f"Could you tell me a bit more about the {subject}?"
+                return Directive("follow_up", (key,), instruction, wording, (f"follow_up:{key}#{reports}",))
+            instruction = f"{question.any_other} (scope: {location})" if location else str(question.any_other)
+            return Directive("any_other", (key,), instruction, f"Any other {subject}?", (f"any_other:{key}#{reports}",))
     for key in keys:
         if state.status(key) != ItemStatus.OPEN:
             continue
@@ -145,52 +119,29 @@ def next_directive(checklist: Checklist, state: ChecklistState) -> Directive:
         if partner is not None:
             other = checklist.question(split_key(partner)[0])
             wording = f"{_ask_text(question, location)} And {_lower_first(other.ask)}"
-            return Directive(
-                kind="pair",
-                targets=(key, partner),
-                instruction=f"Ask these two questions together, naturally, in one turn: {wording}",
-                wording=wording,
-                ask_keys=(f"ask:{key}", f"ask:{partner}"),
-            )
+            instruction = f"Ask these two questions together, naturally, in one turn: {wording}"
+            return Directive("pair", (key, partner), instruction, wording, (f"ask:{key}", f"ask:{partner}"))
         wording = _ask_text(question, location)
-        return Directive(
-            kind="question",
-            targets=(key,),
-            instruction=f"Ask the next checklist question: {wording}",
-            wording=wording,
-            ask_keys=(f"ask:{key}",),
-        )
+        return Directive("question", (key,), f"Ask the next checklist question: {wording}", wording, (f"ask:{key}",))
     if state.closing_index < len(checklist.closing):
         step = checklist.closing[state.closing_index]
         instruction = step.instruction
         wording = step.wording
         if step.id == "summary":
-            wording = f"To sum up: {_summary(checklist, state)}. Is that right?"
-            instruction = f"{instruction} What was covered: {_summary(checklist, state)}."
-        return Directive(
-            kind="closing",
-            targets=(step.id,),
-            instruction=f"Closing step {state.closing_index + 1} of {len(checklist.closing)}: {instruction}",
-            wording=wording,
-            ask_keys=(f"closing:{step.id}",),
-            step=state.closing_index,
-            end_call=step.end_call,
-        )
-    return Directive(
-        kind="done",
-        targets=(),
-        instruction="The checklist and the closing are complete. Reply briefly and ask no further questions.",
-    )
+            summary = _summary(checklist, state)
+            wording = f"To sum up: {summary}. Is that right?"
+            instruction = f"{instruction} What was covered: {summary}."
+        instruction = f"Closing step {state.closing_index + 1} of {len(checklist.closing)}: {instruction}"
+        ask_keys = (f"closing:{step.id}",)
+        return Directive("closing", (step.id,), instruction, wording, ask_keys, state.closing_index, step.end_call)
+    done = "The checklist and the closing are complete. Reply briefly and ask no further questions."
+    return Directive("done", (), done)
 
 
 def mark_issued(state: ChecklistState, directive: Directive) -> bool:
-    """Record that ``directive`` was given to the model for the current caller turn.
+    """Record that ``directive`` was given to the model this caller turn; whether it was newly recorded.
 
-    Re-issuing the same directive within the same turn (the model runs again
-    after a tool result) records nothing.
-
-    Returns:
-        True when the directive was newly recorded.
+    Re-issuing the same directive within the turn (the model runs again after a tool result) records nothing.
     """
     record = {**directive.to_dict(), "turn": state.analyzed_turns}
     last = state.last_directive or {}

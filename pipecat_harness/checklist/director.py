@@ -1,24 +1,9 @@
 """``ChecklistDirector``: a Pipecat processor that tells the model the next question.
 
-It sits between the user aggregator and the LLM. Before each model run
-(``LLMContextFrame`` going downstream) it hands the caller turns in the
-context to the :class:`~pipecat_harness.checklist.driver.ChecklistDriver`
-and delivers the new directive as *system instruction*:
-
-* with an ``LLMService`` downstream, the directive is composed onto the
-  service's own system instruction through an ``LLMUpdateSettingsFrame``
-  queued right before the context frame. Every provider adapter sends the
-  system instruction as instruction (Gemini's ``system_instruction``,
-  Anthropic's ``system``, OpenAI's leading system message), whereas a system
-  message placed later in the context reaches Gemini, Anthropic and Bedrock
-  as a *user* message. The instruction also stays in force for the model
-  runs that follow tool results, whose context frames travel upstream
-  from the assistant aggregator and never pass this processor.
-* with no LLM service downstream (a processor tested on its own, a pipeline
-  whose model sits in a sub-pipeline), the directive is appended as the last
-  system message of the context, as an OpenAI-format model reads it.
-
-Earlier directives are removed from the context by line prefix in both cases.
+Before each model run it syncs the driver and delivers the directive as system instruction: with an
+``LLMService`` downstream through an ``LLMUpdateSettingsFrame`` (a later system message would reach Gemini,
+Anthropic and Bedrock as a user message, and the instruction stays in force for runs after tool results);
+without one, as the context's last system message. Earlier directives are removed by line prefix.
 """
 
 from __future__ import annotations
@@ -48,10 +33,7 @@ def compose_instruction(base: str | None, directive: str, marker: str) -> str:
 
 
 def _base_instruction(llm: LLMService[Any]) -> str | None:
-    # Pipecat composes the effective instruction from the user's base prompt
-    # plus its own addons (async-tool guidance...); the base is what a settings
-    # update replaces, so the directive is composed onto the base, not onto the
-    # composed text (which would repeat the addons).
+    # The base prompt, not Pipecat's composed instruction: a settings update replaces the base (addons follow).
     if isinstance(llm, LLMService):
         return base_system_instruction(llm)
     value = getattr(llm.settings, "system_instruction", None)

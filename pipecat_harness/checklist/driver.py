@@ -1,9 +1,7 @@
 """``ChecklistDriver``: analyse new caller turns and decide the next directive, per call.
 
-It is the one place where the Pipecat processor, the proxy's chat-completions
-endpoint, the Retell socket and the conversation-update webhook meet: each
-hands over the caller turns it has seen, and the driver analyses only those
-not analysed yet, under a per-call lock, after a newest-wins debounce.
+Every channel hands over the caller turns it has seen; only those not analysed yet are analysed, under a
+per-call lock, after a newest-wins debounce.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipecat_harness.checklist.analysis import Analysis, Analyzer, AnalyzerError
@@ -39,17 +38,13 @@ class ChecklistDriver:
         checklist: The checklist to walk.
         store: Where per-call state, debounce stamps and locks live.
         analyzer: The analyzer (default: the deterministic :class:`RuleAnalyzer`).
-        fallback_analyzer: Used when ``analyzer`` fails; ``None`` re-raises. By default
-            the deterministic analyzer backs up any other analyzer.
+        fallback_analyzer: Used when ``analyzer`` fails (``None`` re-raises; default: the rule analyzer).
         debounce_secs: Wait for a newer utterance before analysing (0: none).
         lock: The per-call lock (default: a 1 s lease renewed while up to 10 s of work runs).
         on_decision: Receives every decision.
-        decisions_wanted: Whether ``on_decision`` takes decisions right now (a log below its
-            level does not); while it says no, a turn's decision records are not even built.
-            Default: whenever ``on_decision`` is set.
+        decisions_wanted: Whether ``on_decision`` takes decisions now (else records are not built; default: yes).
         state_ttl_secs: How long a call's state is kept after its last change.
-        max_turns_per_sync: Most caller turns one sync analyses; a longer backlog is
-            worked off over the following turns, oldest first (bounded work per request).
+        max_turns_per_sync: Most caller turns one sync analyses (a longer backlog waits for the next turns).
     """
 
     def __init__(
@@ -94,11 +89,7 @@ class ChecklistDriver:
             self.on_decision(action, evidence)
 
     async def load(self, call_id: str) -> ChecklistState:
-        """Return the call's state (a fresh one for a new call).
-
-        Raises:
-            StoreError: The stored state is corrupt.
-        """
+        """Return the call's state, a fresh one for a new call (``StoreError`` when the stored one is corrupt)."""
         return self._parsed(call_id, await self.store.get_json(self._key(call_id)))
 
     @staticmethod
@@ -140,23 +131,15 @@ class ChecklistDriver:
     ) -> Directive | None:
         """Analyse the caller turns not analysed yet and return the next directive.
 
-        ``user_turns`` is every caller turn of the call so far, oldest first
-        (what a platform sends with each request), so a superseded request
-        loses nothing: the newer one carries the same turns.
-
         Args:
             call_id: The call.
-            user_turns: All caller utterances so far.
-            stamp: When the newest utterance was heard (default: now); the
-                newest stamp wins the debounce.
+            user_turns: All caller utterances so far, oldest first (a superseded request loses nothing).
+            stamp: When the newest utterance was heard (default: now); the newest stamp wins the debounce.
             issue: Record the directive as given to the model.
-            ready: Receives the directive as soon as it is decided, before the
-                state is saved and the lock released, so a caller can start the
-                model request while that finishes (``sync`` still returns it).
+            ready: Receives the directive once decided, before the state is saved and the lock released.
 
         Returns:
-            The directive, or ``None`` when a newer utterance superseded this one
-            (no analysis was run).
+            The directive, or ``None`` when a newer utterance superseded this one (nothing was analysed).
         """
         turn = await self.begin(call_id, user_turns, stamp=stamp, issue=issue)
         if ready is not None and not ready.done():
@@ -167,14 +150,9 @@ class ChecklistDriver:
     async def begin(
         self, call_id: str, user_turns: Sequence[str], *, stamp: float | None = None, issue: bool = True
     ) -> DecidedTurn:
-        """Decide the directive; the save, the release and the decision records are left to ``finish``.
+        """:meth:`sync` up to the directive; the save, the release and the records are left to ``finish``.
 
-        The same as :meth:`sync` up to the directive: a caller that needs the
-        directive first (the model request waits on it) gets it without the
-        store write and the records on its path, and must then call ``finish``
-        (in another task if it likes). Without a debounce wait the stamp is
-        offered, the lock taken and the state read in one store operation: one
-        round trip on Redis.
+        Without a debounce wait, the stamp is offered, the lock taken and the state read in one store round trip.
         """
         stamp = time.time() if stamp is None else stamp
         offered = self.debouncer.delay_secs > 0
@@ -188,20 +166,14 @@ class ChecklistDriver:
             self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
             return DecidedTurn(self, None)
         try:
-            if not self._analysis_never_waits():
-                async with asyncio.timeout(self.lock.work_timeout_secs):
-                    return await self._decide(held, call_id, user_turns, issue)
-            return await self._decide(held, call_id, user_turns, issue)
+            async with asyncio.timeout(None if self._analysis_never_waits() else self.lock.work_timeout_secs):
+                return await self._decide(held, call_id, user_turns, issue)
         except BaseException:
             await held.release()
             raise
 
     def _analysis_never_waits(self) -> bool:
-        """Whether deciding cannot wait on anything: the stock rule analysis, with no fallback or a rule one.
-
-        Then the work deadline (a timer per turn) has nothing to bound: the
-        decision runs through without waiting, a backlog in bounded steps.
-        """
+        """Whether deciding never waits (the stock rule analysis, and its fallback): no work deadline to arm."""
         fallback = self.fallback_analyzer
         return type(self.analyzer).analyze is _RULE_ANALYSIS and (
             fallback is None or type(fallback).analyze is _RULE_ANALYSIS
@@ -218,9 +190,7 @@ class ChecklistDriver:
             records.append(("backlog", lambda: evidence))
         for index in range(first, last):
             if index > first:
-                # A backlog of turns (a restart, a replayed transcript) is analysed a turn at a
-                # time with the loop free in between, so other calls on this worker never wait.
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # a backlog frees the loop between turns for the other calls
             utterance = user_turns[index]
             analysis = await self._analyze(state, utterance)
             changes = apply_analysis(self.checklist, state, analysis)
@@ -244,6 +214,7 @@ def _directed(directive: Directive, turn: int) -> dict[str, Any]:
     return {"directive": directive.to_dict(), "turn": turn}
 
 
+@dataclass(eq=False)
 class DecidedTurn:
     """A directive decided under the call's lock, with the state save and the records still to do.
 
@@ -251,43 +222,32 @@ class DecidedTurn:
         directive: The directive (``None`` when a newer utterance superseded the turn).
     """
 
-    def __init__(
-        self,
-        driver: ChecklistDriver,
-        directive: Directive | None,
-        *,
-        held: HeldLock | None = None,
-        state: ChecklistState | None = None,
-        records: list[_Record] | None = None,
-    ) -> None:
-        self.directive = directive
-        self._driver = driver
-        self._held = held
-        self._state = state
-        self._records = records or []
+    driver: ChecklistDriver
+    directive: Directive | None
+    held: HeldLock | None = field(default=None, kw_only=True)
+    state: ChecklistState | None = field(default=None, kw_only=True)
+    records: list[_Record] = field(default_factory=list, kw_only=True)
 
     @property
     def pending(self) -> bool:
         """Whether :meth:`finish` still has something to do."""
-        return self._held is not None
+        return self.held is not None
 
     async def finish(self) -> None:
-        """Pass on the decisions, save the changed state (fenced by the lock) and release the lock.
+        """Pass on the decisions, save the changed state and release the lock.
 
-        Raises:
-            LockLost: The lock lapsed before the save; nothing was written.
+        The save is fenced by the lock: ``LockLost`` when it lapsed, and nothing is written.
         """
-        held, self._held = self._held, None
+        held, self.held = self.held, None
         if held is None:
             return
         try:
-            if self._records and self._driver.wants_decisions():
-                for action, evidence in self._records:
-                    self._driver.record(action, evidence())
-            if self._state is not None:
-                self._state.version += 1
-                await held.write(
-                    self._driver._key(self._state.call_id), self._state.to_json(), ttl_secs=self._driver.state_ttl_secs
-                )
+            if self.records and self.driver.wants_decisions():
+                for action, evidence in self.records:
+                    self.driver.record(action, evidence())
+            if self.state is not None:
+                self.state.version += 1
+                key = self.driver._key(self.state.call_id)
+                await held.write(key, self.state.to_json(), ttl_secs=self.driver.state_ttl_secs)
         finally:
             await held.release()

@@ -1,11 +1,7 @@
 """LLM analyzer: Gemini (google-genai) with structured JSON output.
 
-The model receives the checklist with each item's current status, the last
-directive and the caller's utterance, and must answer with JSON matching
-:class:`AnalysisSchema`. Unknown question ids and locations in the answer are
-dropped; an answer that is not valid JSON for the schema raises
-:class:`~pipecat_harness.checklist.analysis.AnalyzerError`, leaving the state
-untouched.
+Unknown question ids and locations in the answer are dropped; an answer that does not match
+:class:`AnalysisSchema` raises :class:`~pipecat_harness.checklist.analysis.AnalyzerError`, state untouched.
 """
 
 from __future__ import annotations
@@ -52,11 +48,10 @@ class AnalysisSchema(BaseModel):
 
 def build_analysis_prompt(checklist: Checklist, state: ChecklistState, utterance: str) -> str:
     """The user content sent to the model for one utterance."""
-    items = []
-    for question in checklist.questions:
-        keys = state.keys_for(question)
-        statuses = {key: state.status(key).value for key in keys}
-        items.append({"question_id": question.id, "question": question.ask, "status": statuses})
+    items = [
+        {"question_id": q.id, "question": q.ask, "status": {k: state.status(k).value for k in state.keys_for(q)}}
+        for q in checklist.questions
+    ]
     payload = {
         "checklist": items,
         "known_locations": [loc.name for loc in checklist.locations],
@@ -71,8 +66,7 @@ class GeminiAnalyzer(Analyzer):
     """Analyzer backed by a Gemini model through google-genai.
 
     Args:
-        client: A ``google.genai.Client`` (or any object with the same
-            ``client.aio.models.generate_content`` coroutine).
+        client: A ``google.genai.Client`` (or any object with its ``aio.models.generate_content`` coroutine).
         model: Model name.
     """
 
@@ -93,16 +87,11 @@ class GeminiAnalyzer(Analyzer):
         )
 
     async def analyze(self, checklist: Checklist, state: ChecklistState, utterance: str) -> Analysis:
-        """Ask the model for the analysis and validate it against the checklist.
-
-        Raises:
-            AnalyzerError: The call failed or the answer does not match the schema.
-        """
+        """Ask the model for the analysis and validate it (``AnalyzerError`` on failure or a schema mismatch)."""
         prompt = build_analysis_prompt(checklist, state, utterance)
         try:
-            response = await self.client.aio.models.generate_content(
-                model=self.model, contents=prompt, config=self._config()
-            )
+            generate = self.client.aio.models.generate_content
+            response = await generate(model=self.model, contents=prompt, config=self._config())
         except Exception as exc:
             raise AnalyzerError(f"Gemini analyzer call failed: {exc}") from exc
         text = getattr(response, "text", None)
@@ -114,12 +103,7 @@ class GeminiAnalyzer(Analyzer):
             raise AnalyzerError(f"Gemini analyzer answer does not match the schema: {exc}") from exc
         known_locations = {loc.name for loc in checklist.locations}
         updates = [
-            ItemUpdate(
-                u.question_id,
-                u.outcome,
-                u.location if u.location in known_locations else None,
-                u.note,
-            )
+            ItemUpdate(u.question_id, u.outcome, u.location if u.location in known_locations else None, u.note)
             for u in parsed.updates
             if checklist.has_question(u.question_id)
         ]

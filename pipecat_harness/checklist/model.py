@@ -1,25 +1,4 @@
-"""The checklist definition: sections of questions with follow-ups, loaded from YAML.
-
-A checklist file looks like::
-
-    name: site_check_in
-    base_prompt: You are Sam, calling a site manager for the weekly check-in...
-    locations:
-      - {name: warehouse, aliases: [the depot]}
-    sections:
-      - id: safety
-        title: Safety
-        questions:
-          - id: incidents
-            ask: Were there any safety incidents this week?
-            keywords: [incident, incidents, accident]
-            follow_up: Ask what happened and whether anyone was hurt.
-            any_other: Ask whether there were any other incidents.
-            per_location: true
-            pair_with: near_misses
-    closing:
-      - {id: summary, instruction: Briefly summarise what the caller reported.}
-"""
+"""The checklist definition: sections of questions with follow-ups, loaded from YAML (``data/site_check_in.yaml``)."""
 
 from __future__ import annotations
 
@@ -154,11 +133,7 @@ class Checklist(_Model):
         return {q.id: q for q in self.questions}
 
     def question(self, question_id: str) -> Question:
-        """Return the question with ``question_id``.
-
-        Raises:
-            KeyError: No such question.
-        """
+        """Return the question with ``question_id`` (``KeyError`` if there is none)."""
         try:
             return self._by_id[question_id]
         except KeyError:
@@ -179,10 +154,9 @@ def _parse(raw: Any, source: str) -> Checklist:
 
 
 def load_checklist(path: str | Path) -> Checklist:
-    """Load and validate a checklist YAML file, or a bundled one (``bundled:site_check_in``).
+    """Load and validate a checklist YAML file or a bundled one (``bundled:site_check_in``).
 
-    Raises:
-        ChecklistError: Unreadable, not YAML, or not a valid checklist.
+    ``ChecklistError`` when it is unreadable, not YAML, or not a valid checklist.
     """
     try:
         path = resolve_data_path(path, "checklist")
@@ -192,9 +166,5 @@ def load_checklist(path: str | Path) -> Checklist:
 
 
 def bundled_checklist(name: str = "site_check_in") -> Checklist:
-    """Load a checklist shipped in ``pipecat_harness/checklist/data/``.
-
-    Raises:
-        ChecklistError: No bundled checklist with that name.
-    """
+    """Load a checklist shipped in ``pipecat_harness/checklist/data/`` (``ChecklistError`` if there is none)."""
     return load_checklist(BUNDLED_PREFIX + name.removeprefix(BUNDLED_PREFIX))

@@ -1,9 +1,4 @@
-"""Per-call checklist state and how an :class:`Analysis` changes it.
-
-The state is a plain JSON-serialisable record kept in a
-:class:`~pipecat_harness.state.store.StateStore` under the call id, so any
-worker process can pick up the call where another left it.
-"""
+"""Per-call checklist state (a JSON record any worker can pick up from the store) and how an analysis changes it."""
 
 from __future__ import annotations
 
@@ -107,12 +102,9 @@ class ChecklistState:
         return ItemStatus.OPEN
 
     def item(self, key: str) -> ItemState:
-        """The mutable state of an item, created on first use."""
+        """The mutable state of an item, created on first use (with the status it inherits, if any)."""
         if key not in self.items:
-            question_id, location = split_key(key)
-            inherited = self.items.get(question_id) if location else None
-            closed = inherited is not None and inherited.status.closed
-            self.items[key] = ItemState(status=inherited.status) if closed and inherited else ItemState()
+            self.items[key] = ItemState(status=self.status(key))
         return self.items[key]
 
     def all_keys(self, checklist: Checklist) -> list[str]:
@@ -128,7 +120,7 @@ class ChecklistState:
         return _STATE.dump_python(self, mode="json")
 
     def to_json(self) -> JsonText:
-        """:meth:`to_dict` as JSON text, encoded in one pass (what a store writes as it is)."""
+        """:meth:`to_dict` as JSON text, encoded in one pass (a store writes it as it is)."""
         try:
             return JsonText(_STATE.dump_json(self).decode())
         except PydanticSerializationError:
@@ -137,11 +129,7 @@ class ChecklistState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ChecklistState:
-        """Rebuild from :meth:`to_dict` output.
-
-        Raises:
-            ValueError: The data is not a checklist state.
-        """
+        """Rebuild from :meth:`to_dict` output (``ValueError`` if it is not a checklist state)."""
         try:
             return _STATE.validate_python(data)
         except ValidationError as exc:
@@ -165,9 +153,7 @@ def _target_keys(checklist: Checklist, state: ChecklistState, update: ItemUpdate
 
 
 def _after_report(question: Question) -> ItemStatus:
-    if question.follow_up:
-        return ItemStatus.FOLLOW_UP_PENDING
-    return _after_detail(question)
+    return ItemStatus.FOLLOW_UP_PENDING if question.follow_up else _after_detail(question)
 
 
 def _after_detail(question: Question) -> ItemStatus:
@@ -207,9 +193,7 @@ def _apply_update(checklist: Checklist, state: ChecklistState, update: ItemUpdat
 def apply_analysis(checklist: Checklist, state: ChecklistState, analysis: Analysis) -> list[dict[str, Any]]:
     """Apply one utterance's analysis to ``state``; return the status changes.
 
-    Also advances the flow that the last directive started: an unexpected
-    topic that was followed up counts as addressed, and a closing step that
-    was emitted moves the closing flow on by exactly one step.
+    It also advances the last directive's flow: a followed-up topic is addressed, an emitted closing step done.
     """
     changes: list[dict[str, Any]] = []
     for location in analysis.locations:

@@ -1,16 +1,11 @@
-"""Finding and removing directives in a message list, by line prefix.
-
-A directive line is one that *starts with* the marker (after leading
-whitespace). A base prompt that merely mentions the marker mid-line is not a
-directive and is kept intact.
-"""
+"""Finding and removing directives by line prefix (a line that merely mentions the marker is kept)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["is_directive_line", "strip_directive_text", "strip_directives", "user_turns"]
+__all__ = ["content_text", "is_directive_line", "strip_directive_text", "strip_directives", "user_turns"]
 
 _INSTRUCTION_ROLES = {"system", "developer"}
 
@@ -18,6 +13,15 @@ _INSTRUCTION_ROLES = {"system", "developer"}
 def _is_mapping(value: Any) -> bool:
     # A parsed body's messages are dicts: the exact-type test spares the ABC check (several times slower).
     return type(value) is dict or isinstance(value, Mapping)
+
+
+def content_text(content: Any, separator: str = " ") -> str:
+    """A message content's text: a string as it is, a list's text parts joined, anything else ``""``."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return separator.join(str(p.get("text", "")) for p in content if _is_mapping(p) and p.get("type") == "text")
+    return ""
 
 
 def is_directive_line(line: str, marker: str) -> bool:
@@ -34,37 +38,30 @@ def _strip_content(content: Any, marker: str) -> tuple[Any, bool]:
     if isinstance(content, str):
         stripped = strip_directive_text(content, marker)
         return stripped, stripped != content.strip("\n")
-    if isinstance(content, list):
-        parts, changed = [], False
-        for part in content:
-            if isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                text = strip_directive_text(part["text"], marker)
-                if text != part["text"].strip("\n"):
-                    changed = True
-                if text.strip():
-                    parts.append({**part, "text": text})
-                continue
+    if not isinstance(content, list):
+        return content, False
+    parts, changed = [], False
+    for part in content:
+        if isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str):
+            text = strip_directive_text(part["text"], marker)
+            changed = changed or text != part["text"].strip("\n")
+            if text.strip():
+                parts.append({**part, "text": text})
+        else:
             parts.append(part)
-        return parts, changed
-    return content, False
+    return parts, changed
 
 
 def _is_empty(content: Any) -> bool:
     if isinstance(content, str):
         return not content.strip()
-    if isinstance(content, list):
-        return not content
-    return content is None
+    return not content if isinstance(content, list) else content is None
 
 
 def strip_directives(messages: Sequence[Any], marker: str) -> tuple[list[Any], int]:
-    """Remove directive lines from system and developer messages.
+    """Remove directive lines from system and developer messages, dropping a message left empty.
 
-    A message left empty is dropped; messages of other roles and
-    provider-specific message objects are kept untouched.
-
-    Returns:
-        The new message list and how many messages were changed or dropped.
+    Other messages are kept untouched. Returns the new list and how many messages were changed or dropped.
     """
     result: list[Any] = []
     touched = 0
@@ -86,13 +83,8 @@ def user_turns(messages: Sequence[Any]) -> list[str]:
     """The text of every user message, oldest first (empty ones skipped)."""
     turns = []
     for message in messages:
-        if not _is_mapping(message) or message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, list):
-            content = " ".join(
-                str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text"
-            )
-        if isinstance(content, str) and content.strip():
-            turns.append(content.strip())
+        if _is_mapping(message) and message.get("role") == "user":
+            text = content_text(message.get("content")).strip()
+            if text:
+                turns.append(text)
     return turns

@@ -1,13 +1,7 @@
-"""Deterministic, offline analyzer built on the structure of negation.
+"""A deterministic analyzer: checklist keywords plus the scope of negation.
 
-A negation cue ("no", "not", "didn't", "none"...) scopes over the noun phrase
-that follows it, and that scope ends at a preposition or a clause boundary.
-So "no incidents" denies incidents, while in "no issues with the incident"
-the negation covers "issues" and the incident itself is referred to as real,
-so the item stays open (it is treated as a report to follow up). Clauses are
-split at commas, "but", "however" and sentence ends, which lets one answer
-close one half of a merged question and report on the other ("No
-scheduling conflicts, but a compliance update came in").
+A negation scopes over the noun phrase after it, up to a preposition or clause boundary: "no incidents" denies
+incidents, "no issues with the incident" reports one. Clauses split at commas, "but", "however" and sentence ends.
 """
 
 from __future__ import annotations
@@ -27,69 +21,15 @@ _SENTENCE = re.compile(r"[.!?;]+")
 _CLAUSE = re.compile(r",|\b(?:but|however|although|though|except)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9']+")
 
-_NEGATIONS = {"no", "not", "none", "nothing", "never", "without", "zero", "nope", "nah", "nor", "neither"}
-_SCOPE_BREAKERS = {
-    "with",
-    "about",
-    "regarding",
-    "from",
-    "after",
-    "during",
-    "on",
-    "in",
-    "at",
-    "for",
-    "to",
-    "since",
-    "because",
-    "if",
-    "when",
-    "while",
-    "that",
-    "which",
-    "who",
-}
-_RESETS_AFTER_CONJUNCTION = {
-    "a",
-    "an",
-    "one",
-    "the",
-    "some",
-    "two",
-    "three",
-    "several",
-    "we",
-    "they",
-    "there",
-    "it",
-    "i",
-    "he",
-    "she",
-}
-_YES = {"yes", "yeah", "yep", "yup", "sure", "correct", "indeed", "actually"}
-_POSITIVE_OPENERS = (
-    "we had",
-    "there was",
-    "there were",
-    "we did",
-    "one",
-    "a couple",
-    "a few",
-    "two",
-    "three",
-    "just one",
+_NEGATIONS = frozenset("no not none nothing never without zero nope nah nor neither".split())
+_SCOPE_BREAKERS = frozenset(
+    "with about regarding from after during on in at for to since because if when while that which who".split()
 )
-_TOPIC_CUES = (
-    "by the way",
-    "also",
-    "oh and",
-    "another thing",
-    "one more thing",
-    "i should mention",
-    "i wanted to mention",
-    "separately",
-    "unrelated",
-)
+_RESETS_AFTER_CONJUNCTION = frozenset("a an one the some two three several we they there it i he she".split())
+_YES = frozenset("yes yeah yep yup sure correct indeed actually".split())
+_POSITIVE_OPENERS = tuple("we had|there was|there were|we did|one|a couple|a few|two|three|just one".split("|"))
+_TOPIC_CUES: tuple[str, ...] = ("by the way", "also", "oh and", "another thing", "one more thing", "i should mention")
+_TOPIC_CUES += ("i wanted to mention", "separately", "unrelated")
 _TOPIC_CUE_PREFIXES = tuple(cue + " " for cue in _TOPIC_CUES)
 # A sentence can open with a cue only when its first word opens one: most sentences are not tokenised whole.
 _TOPIC_CUE_FIRST_WORDS = frozenset(cue.split()[0] for cue in _TOPIC_CUES)
@@ -104,7 +44,6 @@ def _words(text: str) -> list[str]:
 
 
 def _first_word(text: str) -> str | None:
-    """The first of :func:`_words` of ``text`` (``None``: it has no words)."""
     first = _WORD.search(text.lower().replace("’", "'"))
     return None if first is None else first.group()
 
@@ -116,7 +55,7 @@ class _Mention(NamedTuple):
 
 
 def _word_index(words: list[str]) -> dict[str, list[int]]:
-    """Each word of ``words`` with the positions where it occurs, in order."""
+    """Each word of ``words`` with its positions, in order."""
     index: dict[str, list[int]] = {}
     for position, word in enumerate(words):
         index.setdefault(word, []).append(position)
@@ -124,11 +63,7 @@ def _word_index(words: list[str]) -> dict[str, list[int]]:
 
 
 def _phrase_positions(words: list[str], target: list[str], index: dict[str, list[int]]) -> list[int]:
-    """Where the word sequence ``target`` starts in ``words`` (``index``: :func:`_word_index` of ``words``).
-
-    A phrase is looked up by its first word, so the checklist's many phrases cost
-    one dictionary look-up each for a clause that does not contain them.
-    """
+    """Where the word sequence ``target`` starts in ``words`` (looked up by its first word in ``index``)."""
     n = len(target)
     if not n:
         return []
@@ -144,14 +79,10 @@ def _phrase_positions(words: list[str], target: list[str], index: dict[str, list
 class _Phrases:
     """A checklist's phrases as words, tokenised once per checklist rather than once per clause."""
 
-    topics: list[tuple[list[str], str]]
-    """(keyword or topic name, question id), longest first."""
-    locations: list[tuple[str, list[list[str]]]]
-    """(location name, its name and aliases)."""
-    topics_by_first_word: dict[str, list[int]]
-    """Each word that starts a topic phrase, with the positions of those phrases in ``topics``."""
+    topics: list[tuple[list[str], str]]  # (keyword or topic name, question id), longest first
+    locations: list[tuple[str, list[list[str]]]]  # (location name, its name and aliases)
+    topics_by_first_word: dict[str, list[int]]  # positions in ``topics`` of the phrases each word starts
     location_first_words: frozenset[str]
-    """The words that start a location's name or alias."""
 
     @classmethod
     def of(cls, checklist: Checklist) -> _Phrases:
@@ -167,14 +98,8 @@ class _Phrases:
 
     def topics_in(self, index: dict[str, list[int]]) -> list[tuple[list[str], str]]:
         """The topic phrases whose first word occurs in a clause (its :func:`_word_index`), longest first."""
-        positions: list[int] = []
         by_first = self.topics_by_first_word
-        for word in index:
-            starting = by_first.get(word)
-            if starting:
-                positions.extend(starting)
-        positions.sort()
-        return [self.topics[p] for p in positions]
+        return [self.topics[p] for p in sorted(p for word in index for p in by_first.get(word, ()))]
 
 
 _START = operator.itemgetter(1)  # a _Mention's start
@@ -197,8 +122,6 @@ def _negated_at(words: list[str], position: int) -> bool:
 
 
 def _polarity(words: list[str]) -> Outcome | None:
-    if not words:
-        return None
     text = " ".join(words)
     if words[0] in _YES or any(text.startswith(opener) for opener in _POSITIVE_OPENERS):
         return "reported"
@@ -227,20 +150,11 @@ class RuleAnalyzer(Analyzer):
         taken: set[int] = set()
         # Only phrases that can match are tried, in the same longest-first order as the full list.
         for phrase, question_id in known.topics_in(index):
-            size = len(phrase)
-            starts = index[phrase[0]]  # topics_in gives only phrases whose first word is in the clause
-            if size > 1:
-                starts = [i for i in starts if words[i : i + size] == phrase]
-            for start in starts:
-                if size == 1:
-                    if start in taken:
-                        continue
-                    taken.add(start)
-                else:
-                    span = set(range(start, start + size))
-                    if span & taken:
-                        continue
-                    taken |= span
+            for start in _phrase_positions(words, phrase, index):
+                span = range(start, start + len(phrase))
+                if not taken.isdisjoint(span):
+                    continue
+                taken.update(span)
                 if question_id not in found:
                     found[question_id] = _Mention(question_id, start, _negated_at(words, start))
         return sorted(found.values(), key=_START)
@@ -292,14 +206,10 @@ class RuleAnalyzer(Analyzer):
                     continue
                 index = _word_index(words)
                 locations = self._locations(known, words, index)
-                for mentioned in locations:
-                    if mentioned not in analysis.locations:
-                        analysis.locations.append(mentioned)
+                analysis.locations.extend(name for name in locations if name not in analysis.locations)
                 if len(locations) == 1:
                     sentence_location = locations[0]
-                location: str | None = (
-                    locations[0] if len(locations) == 1 else (None if locations else sentence_location)
-                )
+                location = locations[0] if len(locations) == 1 else (None if locations else sentence_location)
                 mentions = self._mentions(known, words, index)
                 for mention in mentions:
                     if (mention.question_id, location) in seen:
@@ -310,12 +220,10 @@ class RuleAnalyzer(Analyzer):
                         outcome = "detail"
                     analysis.updates.append(ItemUpdate(mention.question_id, outcome, location, clause.strip()))
                     addressed = addressed or mention.question_id in target_ids
-                if mentions:
+                if mentions or addressed or not last_targets:
                     continue
-                if addressed or not last_targets:
-                    continue
-                outcome_for_targets: Outcome | None = "detail" if last_kind == "follow_up" else _polarity(words)
-                if outcome_for_targets is None:
+                answer: Outcome | None = "detail" if last_kind == "follow_up" else _polarity(words)
+                if answer is None:
                     continue
                 for question_id, target_location in last_targets:
                     if location and target_location and location != target_location:
@@ -323,7 +231,7 @@ class RuleAnalyzer(Analyzer):
                     seen.add((question_id, location))
                     seen.add((question_id, None))
                     analysis.updates.append(
-                        ItemUpdate(question_id, outcome_for_targets, location or target_location, clause.strip())
+                        ItemUpdate(question_id, answer, location or target_location, clause.strip())
                     )
                 addressed = True
         return analysis

@@ -1,9 +1,7 @@
 """``HarnessConfig``: one switch and one settings block per control, with domain presets.
 
-Settings load from keyword arguments, environment variables
-(``PIPECAT_HARNESS_<BLOCK>__<FIELD>``, e.g.
-``PIPECAT_HARNESS_TOOL_GATE__ENABLED=false``) and a YAML file, in that order
-of precedence::
+Settings load from keyword arguments, then environment variables (``PIPECAT_HARNESS_<BLOCK>__<FIELD>``, e.g.
+``PIPECAT_HARNESS_TOOL_GATE__ENABLED=false``), then a YAML file::
 
     config = HarnessConfig.from_yaml("harness.yaml")        # env still overrides the file
     config = HarnessConfig.preset("airline")                  # domain defaults
@@ -29,11 +27,7 @@ from pipecat_harness.config.harness_config import (
     describe_config_error,
     env_name,
 )
-from pipecat_harness.config.service_blocks import (
-    ChecklistSettings,
-    GraderSettings,
-    ProxySettings,
-)
+from pipecat_harness.config.service_blocks import ChecklistSettings, GraderSettings, ProxySettings
 
 __all__ = [
     "CONTROL_NAMES",

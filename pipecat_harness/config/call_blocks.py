@@ -24,10 +24,13 @@ __all__ = [
 
 Domain = Literal["retail", "airline", "telecom"]
 
+_IDENTITY_TOOLS = "find_user_id_by_email find_user_id_by_name_zip verify_caller"
+_VERIFICATION = {"find_user_id_by_email": ["email"], "find_user_id_by_name_zip": ["first_name", "last_name", "zip"]}
+_INTERNAL_RESULT_FIELDS = "tenant_id idempotency_key request_hash owner lease_until internal_notes internal_id"
+
 
 class Block(BaseModel):
     """A settings block: unknown fields are errors."""
-
 
     model_config = ConfigDict(extra="forbid")
 
@@ -58,13 +61,11 @@ class SpellingSettings(Block):
     Parameters:
         enabled: Switch.
         as_in: Rewrite glued "YAsInYellow" into "Y as in Yellow".
-        spelled_letter_marks: Drop a stray "'d" the ASR fused onto a letter inside a hyphen-spelled run
-            ("Y-E'd-N" -> "Y-E-N").
+        spelled_letter_marks: Drop a stray "'d" fused onto a letter in a hyphen-spelled run ("Y-E'd-N" -> "Y-E-N").
         letter_digit_runs: Separate runs of letters and digits the ASR glued together.
         dotted_letters: Read "J.O.H.N." as spelled letters.
         split_connectors: Join a connector word the ASR split in two ("Under score" -> "underscore").
-        number_readings: After an identifier cue, read digits the ASR wrote as a number back as digits
-            ("zip code is 8.9" -> "8 9").
+        number_readings: After an identifier cue, read a number reading as digits ("zip code is 8.9" -> "8 9").
     """
 
     enabled: bool = True
@@ -104,8 +105,7 @@ class ToolGateSettings(Block):
         handler_timeout_secs: After this a write's outcome is unknown.
         max_argument_bytes: Largest accepted arguments payload.
         late_reply_secs: How long a timed-out write may still reply and settle its outcome.
-        ledger_url: Operation ledger database (``sqlite+aiosqlite:///ledger.db``,
-            ``postgresql+asyncpg://user@host/db``); empty keeps operations in memory.
+        ledger_url: Operation ledger database (``sqlite+aiosqlite:///ledger.db``, or PostgreSQL); empty: in memory.
         ledger_table_prefix: Prefix of the ledger's table names.
         tenant: Tenant of the ledger records.
         server_context_fields: Argument names only trusted code may set.
@@ -134,11 +134,9 @@ class HistorySettings(Block):
     Parameters:
         enabled: Switch.
         marker: Add a marker the model can see where a reply was cut off.
-        marker_text: The marker; ``{heard}``, ``{tail}`` (last words heard) and
-            ``{unheard_words}`` are filled in.
+        marker_text: The marker; ``{heard}``, ``{tail}`` (last words heard) and ``{unheard_words}`` are filled in.
         keep_after_removals: After a reply was removed in full this many times, keep it.
-        bias: Share of a word's audio that must have played for it to count as heard
-            (0.5 = its middle; higher keeps less).
+        bias: Share of a word's audio that must have played for it to count as heard (higher keeps less).
         chars_per_sec: Speaking rate (letters per second) assumed until the call's own is measured.
     """
 
@@ -155,35 +153,27 @@ class CallStateSettings(Block):
 
     Parameters:
         enabled: Switch.
-        render: Show the model a compact read-only rendering of the state before each run (a system
-            message at the end of the context; off by default because a provider adapter may turn a
-            trailing system message into a user turn).
-        confirm_writes: Every write tool runs only after the caller confirmed a read-back they heard
-            (on by default; switching it off is logged, like each ``unconfirmed_tools`` entry).
-        confirm_tools: Tools bound to confirmation besides the write tools (all of them with
-            ``confirm_writes: false``).
+        render: Show the model a read-only rendering of the state before each run, as a trailing system
+            message (off by default: a provider adapter may turn it into a user turn).
+        confirm_writes: Every write tool runs only after the caller confirmed a read-back they heard (switching
+            it off is logged, like each ``unconfirmed_tools`` entry).
+        confirm_tools: Tools bound to confirmation besides the write tools (all of them with ``confirm_writes: false``).
         unconfirmed_tools: Write tools explicitly exempt from confirmation (each logged at the start).
         confirm_window_turns: Caller turns after a proposal within which it can be confirmed; later it expires.
         verified_tools: Write tools that run only for records the verified customer owns.
-        identity_tools: Tools whose successful result verifies the caller's identity (when no
-            ``verification`` step is configured).
-        verification: The verification steps: per tool, the request fields the returned record must
-            match (checked by the harness against the backend's record, never taken from the model's
-            arguments alone); the verified customer is the record's ``customer_field``.
+        identity_tools: Tools whose successful result verifies the caller (when no ``verification`` step is set).
+        verification: Per tool, the request fields the returned record must match (checked against the backend's
+            record, never the model's arguments alone); the verified customer is the record's ``customer_field``.
         customer_field: Field of a verification record naming the customer.
         owner_field: Field of a backend record naming the customer who owns it (an order's ``user_id``).
-        store: ``memory`` or ``redis`` (shared by workers). Confirmation proposals are kept in Redis
-            with ``redis``, else in the operation ledger's database when ``tool_gate.ledger_url`` is set
-            (SQLite or PostgreSQL), else in the worker only.
+        store: ``memory`` or ``redis`` (shared by workers). Confirmation proposals are kept in Redis with
+            ``redis``, else in the ledger's database when ``tool_gate.ledger_url`` is set, else in the worker.
         redis_url: Redis server for ``store: redis``.
-        tool_results: What the model receives for a gated call: ``operation`` (the operation record's
-            rendering: status, operation id, user-safe result fields; the same for every provider) or
-            ``raw`` (the handler's result as it returned it).
-        internal_result_fields: Result fields never shown to the model (besides ``_``-prefixed fields
-            and secrets such as passwords and tokens).
-        context_budget_tokens: Summarise older dialogue past this many context tokens (Pipecat's
-            estimate; ``None``: no budget). Constraints, corrections, refusals, open items and operation
-            ids are checked to survive every summary.
+        tool_results: What the model receives for a gated call: ``operation`` (the operation record's status, id
+            and user-safe result fields, the same for every provider) or ``raw`` (the handler's result).
+        internal_result_fields: Result fields never shown to the model (besides ``_``-prefixed fields and secrets).
+        context_budget_tokens: Summarise older dialogue past this many context tokens (``None``: no budget);
+            constraints, corrections, refusals, open items and operation ids are checked to survive it.
         summarize_after_messages: Also summarise after this many new messages (with a budget set).
         keep_recent_messages: Recent messages always kept uncompressed.
     """
@@ -195,20 +185,14 @@ class CallStateSettings(Block):
     unconfirmed_tools: list[str] = Field(default_factory=list)
     confirm_window_turns: int = Field(default=3, ge=1, le=20)
     verified_tools: list[str] = Field(default_factory=list)
-    identity_tools: list[str] = Field(
-        default_factory=lambda: ["find_user_id_by_email", "find_user_id_by_name_zip", "verify_caller"]
-    )
-    verification: dict[str, list[str]] = Field(default_factory=lambda: {
-        "find_user_id_by_email": ["email"], "find_user_id_by_name_zip": ["first_name", "last_name", "zip"],
-    })
+    identity_tools: list[str] = Field(default_factory=lambda: _IDENTITY_TOOLS.split())
+    verification: dict[str, list[str]] = Field(default_factory=lambda: {k: list(v) for k, v in _VERIFICATION.items()})
     customer_field: str = "user_id"
     owner_field: str = "user_id"
     store: Literal["memory", "redis"] = "memory"
     redis_url: str = "redis://127.0.0.1:6379/0"
     tool_results: Literal["operation", "raw"] = "operation"
-    internal_result_fields: list[str] = Field(default_factory=lambda: [
-        "tenant_id", "idempotency_key", "request_hash", "owner", "lease_until", "internal_notes", "internal_id",
-    ])
+    internal_result_fields: list[str] = Field(default_factory=lambda: _INTERNAL_RESULT_FIELDS.split())
     context_budget_tokens: int | None = Field(default=None, gt=100)
     summarize_after_messages: int | None = Field(default=20, ge=2)
     keep_recent_messages: int = Field(default=4, ge=1, le=50)
@@ -217,10 +201,8 @@ class CallStateSettings(Block):
 class RetrievalSettings(Block):
     """Policy evidence for the caller's latest turn, added before the model runs (placed with ``call_state``).
 
-    The read tool (``lookup_policy``) needs no setting; this block is for pre-turn evidence. The search
-    runs within ``budget_ms``; evidence that arrives later, or after the call's state version moved,
-    is dropped rather than shown stale. The scope (tenant, products, call date) comes from trusted code:
-    the tool gate's server context ``tenant_id`` when set, else ``tenant`` here, else ``tool_gate.tenant``.
+    Evidence that misses ``budget_ms`` or the call's state version is dropped rather than shown stale. The scope
+    comes from trusted code: the tool gate's server context ``tenant_id``, else ``tenant``, else ``tool_gate.tenant``.
 
     Parameters:
         pre_turn: Add evidence before each model run (off by default; needs ``call_state`` on).
@@ -228,11 +210,9 @@ class RetrievalSettings(Block):
         budget_ms: Longest wait for evidence (the design's retrieval budget is 150 ms).
         documents: Policy documents file (YAML) to index; empty: the bundled policy fixtures.
         index_url: Database of the lexical index (``sqlite+aiosqlite://`` in memory, or PostgreSQL).
-        embeddings: Add embedding search (on by default: all-MiniLM-L6-v2 int8 on onnxruntime, no PyTorch;
-            it finds paraphrases that share no word with their policy). The model loads and the documents
-            file is embedded in the background from the pipeline's start, once per process per file
-            version; a turn before that goes on without evidence. ``false``: lexical only. Without the
-            ``retrieval`` extra it is lexical only too, and the log says so once.
+        embeddings: Add embedding search (all-MiniLM-L6-v2 int8 on onnxruntime; finds paraphrases sharing no
+            word), loaded in the background from the pipeline's start, once per process and file version; a turn
+            before that has no evidence. ``false``, or no ``retrieval`` extra (logged once): lexical only.
         tenant: Tenant whose policies apply when the server context names none.
         products: Products the caller may ask about (general policies always apply).
         call_date: Day checked against effective dates (empty: today).

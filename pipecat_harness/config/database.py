@@ -21,18 +21,14 @@ def require_module(module: str, extra: str, what: str) -> None:
 
 
 def check_database_url(url: str) -> str:
-    """Check that a database URL names an async driver that is installed; return it unchanged.
-
-    Raises:
-        ValueError: Not a URL, a synchronous driver, or a driver whose extra is missing.
-    """
+    """Return ``url`` unchanged if it names an installed async driver, else raise ``ValueError`` saying the fix."""
     scheme = url.split("://", 1)[0] if "://" in url else ""
     if scheme not in _DATABASE_DRIVERS:
         if scheme.split("+")[0] in {"postgresql", "postgres"}:
-            raise ValueError(f"{url.split('@')[-1]!r} needs the async driver: write postgresql+asyncpg://... "
-                             "(and install pipecat-harness[postgres])")
-        raise ValueError(f"{scheme or url!r} is not a supported database URL; use sqlite+aiosqlite:///FILE or "
-                         "postgresql+asyncpg://USER@HOST/DB")
+            fix = "write postgresql+asyncpg://... (and install pipecat-harness[postgres])"
+            raise ValueError(f"{url.split('@')[-1]!r} needs the async driver: {fix}")
+        fix = "use sqlite+aiosqlite:///FILE or postgresql+asyncpg://USER@HOST/DB"
+        raise ValueError(f"{scheme or url!r} is not a supported database URL; {fix}")
     module, extra = _DATABASE_DRIVERS[scheme]
     if extra is not None:
         require_module(module, extra, f"a {scheme.split('+')[0]} URL")

@@ -28,9 +28,7 @@ from pipecat_harness.validation import describe_validation_error, is_sensitive, 
 __all__ = ["CONTROL_NAMES", "ConfigError", "HarnessConfig", "describe_config_error", "env_name"]
 
 #: The switchable controls, by the name used in configs, scenarios and ``eval --toggle``.
-CONTROL_NAMES = (
-    "identifier_hold", "spelling", "silent_reply", "tool_gate", "history", "checklist", "grader", "call_state",
-)
+CONTROL_NAMES = tuple("identifier_hold spelling silent_reply tool_gate history checklist grader call_state".split())
 
 _yaml_source: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("_yaml_source", default=None)
 
@@ -70,8 +68,7 @@ class HarnessConfig(BaseSettings):
         """Build from keyword arguments, the environment and the YAML file given to :meth:`from_yaml`.
 
         Raises:
-            ConfigError: A value is invalid; the message names the setting (and
-                the environment variable when the value came from one).
+            ConfigError: A value is invalid; the message names the setting (and its environment variable).
         """
         try:
             super().__init__(**values)
@@ -101,9 +98,7 @@ class HarnessConfig(BaseSettings):
         """
         path = Path(path)
         raw = load_mapping_file(path, what="config", error=ConfigError)
-        preset = raw.get("domain")
-        data = _merge(_DOMAIN_PRESETS.get(str(preset), {}), raw)
-        token = _yaml_source.set(data)
+        token = _yaml_source.set(_merge(_DOMAIN_PRESETS.get(str(raw.get("domain")), {}), raw))
         try:
             return cls()
         except ConfigError as exc:
@@ -119,11 +114,7 @@ class HarnessConfig(BaseSettings):
         return cls(**_merge({"domain": domain, **_DOMAIN_PRESETS[domain]}, overrides))
 
     def with_controls(self, **switches: bool) -> HarnessConfig:
-        """Return a copy with the named controls switched on or off.
-
-        Raises:
-            ConfigError: A name is not a control.
-        """
+        """Return a copy with the named controls switched on or off (``ConfigError`` for a name that is none)."""
         unknown = set(switches) - set(CONTROL_NAMES)
         if unknown:
             raise ConfigError(f"unknown control(s) {sorted(unknown)}; controls are {list(CONTROL_NAMES)}")
@@ -140,10 +131,7 @@ class HarnessConfig(BaseSettings):
 
 
 def env_name(location: tuple[int | str, ...]) -> str:
-    """The environment variable that sets a config field.
-
-    ``("tool_gate", "enabled")`` → ``PIPECAT_HARNESS_TOOL_GATE__ENABLED``.
-    """
+    """The variable that sets a config field: ``("tool_gate", "enabled")`` → ``PIPECAT_HARNESS_TOOL_GATE__ENABLED``."""
     return "PIPECAT_HARNESS_" + "__".join(str(p).upper() for p in location if not isinstance(p, int))
 
 
@@ -163,8 +151,6 @@ def describe_config_error(error: ValidationError) -> str:
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _merge(merged[key], value) if both else value
     return merged

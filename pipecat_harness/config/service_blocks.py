@@ -9,11 +9,11 @@ from pydantic import Field, field_validator, model_validator
 from pipecat_harness.config.call_blocks import Block
 from pipecat_harness.config.database import check_database_url, require_module
 
-__all__ = [
-    "ChecklistSettings",
-    "GraderSettings",
-    "ProxySettings",
-]
+__all__ = ["ChecklistSettings", "GraderSettings", "ProxySettings"]
+
+_Category = Literal["price", "hours", "policy", "capability", "action"]
+_ContentPart = Literal["image_url", "file_url", "file", "video_url", "input_audio"]
+
 
 class ChecklistSettings(Block):
     """Inject the next checklist question before each model run.
@@ -29,8 +29,7 @@ class ChecklistSettings(Block):
         redis_url: Redis server for the ``redis`` store.
         key_prefix: Namespace for keys in the shared store.
         debounce_secs: Wait for a newer caller utterance before analysing.
-        lock_ttl_secs: Lease of the per-call lock, renewed while analysis runs: the longest a
-            lock left by a killed worker delays the call's next turn.
+        lock_ttl_secs: Lease of the per-call lock, renewed while analysis runs (bounds a killed worker's delay).
         work_timeout_secs: Longest the analysis of one turn may take.
         state_ttl_secs: How long a call's checklist state is kept after its last change.
         memory_max_keys: Most keys the in-process store keeps (least recently used go first).
@@ -77,11 +76,9 @@ class GraderSettings(Block):
         alert_min_severity: Lowest severity that triggers a webhook.
         webhook_max_attempts: Tries per alert.
         webhook_backoff_secs: Wait before the second try; doubles each try.
-        webhook_format: Body of the webhook: ``harness`` (the design's payload), ``slack``, ``teams`` or
-            ``pagerduty`` (Events API v2, with ``pagerduty_routing_key``).
+        webhook_format: Webhook body: ``harness``, ``slack``, ``teams`` or ``pagerduty`` (Events API v2, with its key).
         pagerduty_routing_key: Integration key for ``pagerduty``.
-        alert_outbox_url: SQLAlchemy async URL of the outbox alerts are queued in before delivery, so that a
-            queued alert survives a crash (none: the audit store's database, ``audit_url``).
+        alert_outbox_url: Async URL of the outbox alerts wait in before delivery, to survive a crash (none: audit_url).
     """
 
     enabled: bool = False
@@ -94,9 +91,7 @@ class GraderSettings(Block):
     webhook_url: str | None = None
     webhook_secret: str | None = None
     console_url: str | None = None
-    critical_categories: list[Literal["price", "hours", "policy", "capability", "action"]] = Field(
-        default=["price", "policy", "action"]
-    )
+    critical_categories: list[_Category] = Field(default=["price", "policy", "action"])
     alert_min_severity: Literal["info", "warning", "critical"] = "critical"
     webhook_max_attempts: int = Field(default=4, ge=1, le=20)
     webhook_backoff_secs: float = Field(default=0.5, ge=0, le=60)
@@ -113,12 +108,12 @@ class GraderSettings(Block):
 class ProxySettings(Block):
     """The custom-LLM proxy (``pipecat-harness proxy``): credentials, the operator's model settings, bounds.
 
-    Secrets are lists so a rotation can keep the old and the new one valid at once;
-    set them from the environment, e.g. ``PIPECAT_HARNESS_PROXY__SECRETS='["new","old"]'``.
+    Secrets are lists so a rotation can keep the old and the new one valid at once; set them from the
+    environment, e.g. ``PIPECAT_HARNESS_PROXY__SECRETS='["new","old"]'``.
 
     Parameters:
-        secrets: Accepted on ``/chat/completions`` (Vapi custom-LLM credential key, or
-            ``X-Vapi-Secret``) and on the Retell socket (``/llm-websocket/<secret>/{call_id}``).
+        secrets: Accepted on ``/chat/completions`` (Vapi credential key, or ``X-Vapi-Secret``) and on the
+            Retell socket (``/llm-websocket/<secret>/{call_id}``).
         webhook_secrets: Vapi server-URL secrets for ``/webhook/vapi`` (default: ``secrets``).
         retell_api_keys: Retell API keys (webhook badge) that sign ``/webhook/retell``.
         signature_tolerance_secs: Largest clock difference on a signed webhook.
@@ -152,9 +147,7 @@ class ProxySettings(Block):
     tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
     base_prompt: str = ""
     trust_platform_prompt: bool = False
-    content_parts: list[Literal["image_url", "file_url", "file", "video_url", "input_audio"]] = Field(
-        default_factory=list
-    )
+    content_parts: list[_ContentPart] = Field(default_factory=list)
     upstream_system_blocks: bool = False
     upstream_cache_control: bool = False
     max_body_bytes: int = Field(default=1_000_000, gt=0, le=50_000_000)

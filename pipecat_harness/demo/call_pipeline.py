@@ -59,35 +59,36 @@ def build_call_pipeline(
         source: What comes first: the transport input and the STT service.
         before_output: Processors right before the output transport (Twilio marks).
         wrap_handler: Wraps each business handler under the tool layer (simulated backend faults).
-        extra_tools: Further tool sets (``schemas()``, ``handlers()``, ``argument_normalizers()``), e.g.
-            the callback and policy demo tools.
+        extra_tools: Further tool sets (``schemas()``, ``handlers()``, ``argument_normalizers()``), e.g. callbacks.
         extra_write_tools: Which of their tools change business state.
     """
-    context = LLMContext(tools=tools.schemas())
-    handlers = tools.handlers()
-    normalizers = tools.argument_normalizers()
+    schemas = list(tools.schemas().standard_tools)
+    handlers, normalizers = tools.handlers(), tools.argument_normalizers()
     extra_handlers: dict[str, ToolHandler] = {}
-    if extra_tools:
-        schemas = list(tools.schemas().standard_tools)
-        for tool_set in extra_tools:
-            schemas.extend(tool_set.schemas())
-            extra_handlers.update(tool_set.handlers())
-            normalizers.update(tool_set.argument_normalizers())
-        context = LLMContext(tools=ToolsSchema(standard_tools=schemas))
+    for tool_set in extra_tools:
+        schemas.extend(tool_set.schemas())
+        extra_handlers.update(tool_set.handlers())
+        normalizers.update(tool_set.argument_normalizers())
+    context = LLMContext(tools=ToolsSchema(standard_tools=schemas))
     if wrap_handler is not None:
         handlers = {name: wrap_handler(name, handler) for name, handler in handlers.items()}
         extra_handlers = {name: wrap_handler(name, handler) for name, handler in extra_handlers.items()}
     if harness is not None:
-        harness.register_tools(llm, {**handlers, **extra_handlers}, write_tools=RETAIL_WRITE_TOOLS | extra_write_tools,
-                               normalizers=normalizers, reconciler=tools.reconcile, resources=tools.resources())
+        harness.register_tools(
+            llm,
+            {**handlers, **extra_handlers},
+            write_tools=RETAIL_WRITE_TOOLS | extra_write_tools,
+            normalizers=normalizers,
+            reconciler=tools.reconcile,
+            resources=tools.resources(),
+        )
         user_params = harness.user_params(user_params)
     else:
         tools.register(llm, wrap=wrap_handler)
         for name, handler in extra_handlers.items():
             llm.register_function(name, pipecat_function(handler), cancel_on_interruption=name not in extra_write_tools)
-    pair = LLMContextAggregatorPair(
-        context, user_params=user_params, assistant_params=harness.assistant_params() if harness is not None else None
-    )
+    assistant_params = harness.assistant_params() if harness is not None else None
+    pair = LLMContextAggregatorPair(context, user_params=user_params, assistant_params=assistant_params)
     user, assistant = pair.user(), pair.assistant()
     processors: list[FrameProcessor] = [*source, user, llm, tts, *before_output, output, assistant]
     if harness is not None:

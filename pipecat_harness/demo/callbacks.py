@@ -7,19 +7,13 @@ from typing import Any
 
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 
-from pipecat_harness.demo.retail_db import RetailDatabase
+from pipecat_harness.demo.retail_db import CALLBACK_TABLE_SQL, RetailDatabase
 from pipecat_harness.demo.retail_tools import ToolHandler
 
 __all__ = ["CALLBACK_TABLE_SQL", "CALLBACK_WRITE_TOOLS", "CallbackTools"]
 
 #: Tools that change business state.
 CALLBACK_WRITE_TOOLS = frozenset({"schedule_callback"})
-
-# One callbacks table for every callback tool: the retail schema's (``book_callback`` fills only the day).
-CALLBACK_TABLE_SQL = (
-    "CREATE TABLE IF NOT EXISTS callbacks (callback_id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL,"
-    " time TEXT, timezone TEXT, status TEXT NOT NULL DEFAULT 'booked')"
-)
 
 _DAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 
@@ -68,9 +62,7 @@ class CallbackTools:
         if day.lower() not in _DAYS:
             return {"error": f"day must be a weekday, got {args.get('day')!r}"}
         await self.db.execute(CALLBACK_TABLE_SQL)
-        callback_id = await self.db.execute(
-            "INSERT INTO callbacks (day, time, timezone) VALUES (?, ?, ?)",
-            (day, str(args.get("time", "")), str(args.get("timezone", ""))),
-        )
-        return {"callback_id": callback_id, "day": day, "time": args.get("time"), "timezone": args.get("timezone"),
-                "status": "booked"}
+        row = (day, str(args.get("time", "")), str(args.get("timezone", "")))
+        callback_id = await self.db.execute("INSERT INTO callbacks (day, time, timezone) VALUES (?, ?, ?)", row)
+        booked = {"callback_id": callback_id, "day": day, "time": args.get("time"), "timezone": args.get("timezone")}
+        return {**booked, "status": "booked"}

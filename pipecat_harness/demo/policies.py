@@ -1,7 +1,4 @@
-"""Policy look-up over the bundled policy fixtures: the read tool a demo call can use.
-
-The scope (tenant ``northwind``, the fixtures' reference date) is fixed by this trusted code, never by the model.
-"""
+"""Policy look-up over the bundled policy fixtures; the scope is fixed by this trusted code, never by the model."""
 
 from __future__ import annotations
 

@@ -9,12 +9,19 @@ from typing import Any
 
 import aiosqlite
 
-__all__ = ["DEFAULT_SEED", "RETAIL_SCHEMA", "Apply", "RetailDatabase"]
+__all__ = ["CALLBACK_TABLE_SQL", "DEFAULT_SEED", "RETAIL_SCHEMA", "Apply", "RetailDatabase"]
 
 Apply = Callable[[aiosqlite.Connection], Awaitable[Any]]
 """A business write run inside :meth:`RetailDatabase.apply_once`'s transaction; returns its result."""
+_Seed = Mapping[str, Sequence[Mapping[str, Any]]]
 
-RETAIL_SCHEMA = """
+#: The callbacks table every callback tool writes (``book_callback`` fills only the day).
+CALLBACK_TABLE_SQL = (
+    "CREATE TABLE IF NOT EXISTS callbacks (callback_id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL,"
+    " time TEXT, timezone TEXT, status TEXT NOT NULL DEFAULT 'booked')"
+)
+
+RETAIL_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS customers (
     user_id TEXT PRIMARY KEY, first_name TEXT NOT NULL, last_name TEXT NOT NULL,
     email TEXT UNIQUE NOT NULL, phone TEXT, zip TEXT
@@ -41,10 +48,7 @@ CREATE TABLE IF NOT EXISTS refunds (
     refund_id INTEGER PRIMARY KEY AUTOINCREMENT, order_id TEXT NOT NULL REFERENCES orders(order_id),
     amount_usd REAL NOT NULL, reason TEXT NOT NULL, created_at TEXT DEFAULT CURRENT_TIMESTAMP
 );
-CREATE TABLE IF NOT EXISTS callbacks (
-    callback_id INTEGER PRIMARY KEY AUTOINCREMENT, day TEXT NOT NULL, time TEXT, timezone TEXT,
-    status TEXT NOT NULL DEFAULT 'booked'
-);
+{CALLBACK_TABLE_SQL};
 CREATE TABLE IF NOT EXISTS applied_operations (
     idempotency_key TEXT PRIMARY KEY, op_type TEXT NOT NULL, request_hash TEXT NOT NULL,
     result TEXT NOT NULL, applied_at TEXT DEFAULT CURRENT_TIMESTAMP
@@ -84,38 +88,25 @@ DEFAULT_SEED: dict[str, list[dict[str, Any]]] = {
         {"item_id": "2343503231", "order_id": "#W5061109", "name": "running shoes", "price_usd": 120.00,
          "status": "processed"},
     ],
-}
+}  # fmt: skip
 
 
 class RetailDatabase:
-    """Async access to the retail demo database.
-
-    Args:
-        path: SQLite file path (``":memory:"`` is not shared across
-            connections, so simulations use a temporary file).
-    """
+    """Async access to the retail demo database in the SQLite file ``path`` (``":memory:"`` is not shared)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
 
     @classmethod
-    async def create(
-        cls,
-        path: str | Path,
-        seed: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-        extra_sql: Iterable[str] = (),
-    ) -> RetailDatabase:
+    async def create(cls, path: str | Path, seed: _Seed | None = None, extra_sql: Iterable[str] = ()) -> RetailDatabase:
         """Create the schema, insert ``seed`` (default: :data:`DEFAULT_SEED`) and run ``extra_sql``."""
         db = cls(path)
         async with aiosqlite.connect(db.path) as conn:
             await conn.executescript(RETAIL_SCHEMA)
             for table, rows in (DEFAULT_SEED if seed is None else seed).items():
                 for row in rows:
-                    columns = ", ".join(row)
                     marks = ", ".join("?" for _ in row)
-                    await conn.execute(
-                        f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(row.values())
-                    )
+                    await conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values()))
             for statement in extra_sql:
                 await conn.execute(statement)
             await conn.commit()
@@ -143,19 +134,15 @@ class RetailDatabase:
     async def apply_once(self, key: str | None, op_type: str, request_hash: str, apply: Apply) -> Any:
         """Apply a write at most once per idempotency key, the way payment APIs do.
 
-        The write and the key's record commit in one transaction. The same key
-        again returns the stored result without applying anything; the same
-        key with a different request is an error result. A write whose result
-        is an ``{"error": ...}`` applies nothing and stores nothing, so a later
-        attempt under the same key may apply. ``key=None`` applies without
-        deduplication (a caller that sends no key).
+        The write and the key's record commit in one transaction. The same key again returns the stored result; with a
+        different request it is an error result. An ``{"error": ...}`` result stores nothing, so a later attempt under
+        the key may apply. ``key=None`` applies without deduplication.
         """
         async with aiosqlite.connect(self.path) as conn:
             await conn.execute("BEGIN IMMEDIATE")
             if key is not None:
-                async with conn.execute(
-                    "SELECT op_type, request_hash, result FROM applied_operations WHERE idempotency_key = ?", (key,)
-                ) as cursor:
+                sql = "SELECT op_type, request_hash, result FROM applied_operations WHERE idempotency_key = ?"
+                async with conn.execute(sql, (key,)) as cursor:
                     row = await cursor.fetchone()
                 if row is not None:
                     await conn.rollback()
@@ -167,10 +154,11 @@ class RetailDatabase:
                 await conn.rollback()
                 return result
             if key is not None:
+                stored = json.dumps(result, sort_keys=True, default=str)
                 await conn.execute(
                     "INSERT INTO applied_operations (idempotency_key, op_type, request_hash, result)"
                     " VALUES (?, ?, ?, ?)",
-                    (key, op_type, request_hash, json.dumps(result, sort_keys=True, default=str)),
+                    (key, op_type, request_hash, stored),
                 )
             await conn.commit()
             return result
@@ -195,8 +183,7 @@ class RetailDatabase:
 
     async def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Return every table's rows (for traces and debugging)."""
-        tables = ("customers", "addresses", "orders", "items", "returns", "refunds", "callbacks",
-                  "applied_operations")
+        tables = ("customers", "addresses", "orders", "items", "returns", "refunds", "callbacks", "applied_operations")
         return {table: await self.query(f"SELECT * FROM {table}") for table in tables}
 
     @staticmethod

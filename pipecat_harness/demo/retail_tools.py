@@ -1,11 +1,8 @@
 """Retail demo tools over :class:`RetailDatabase`, registered through Pipecat function calling.
 
-Each tool is an async function of an arguments mapping returning a JSON-serialisable result, so the same handlers serve
-``llm.register_function``, the tool gate and the proxy. A business error is an ``{"error": ...}`` result (nothing was
-applied); an exception means the backend failed and the write may or may not have happened. Lookups answer with the
-record fields they matched; a write refuses an order the trusted ``customer_id`` does not own. Writes carry the gate's
-idempotency key to the database, which applies each key once (:meth:`RetailDatabase.apply_once`);
-:meth:`RetailTools.reconcile` answers what became of an operation of unknown outcome.
+Each tool is an async function of an arguments mapping returning a JSON-serialisable result (a business error is an
+``{"error": ...}`` result; an exception means the write may or may not have happened). A write refuses an order the
+trusted ``customer_id`` does not own, and carries the gate's idempotency key to the database, which applies it once.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ __all__ = ["RETAIL_WRITE_TOOLS", "RetailTools", "ToolHandler", "pipecat_function
 
 #: Tools that change business state.
 RETAIL_WRITE_TOOLS = frozenset({"return_items", "modify_order_address", "issue_refund", "cancel_pending_order",
-                                "book_callback", "reschedule_callback"})
+                                "book_callback", "reschedule_callback"})  # fmt: skip
 
 _STR = {"type": "string"}
 
@@ -55,7 +52,7 @@ _SCHEMAS = [
             {"order_id": _STR, "reason": _STR}, ["order_id", "reason"]),
     _schema("book_callback", "Book a callback from a specialist on a day.", {"day": _STR}, ["day"]),
     _schema("reschedule_callback", "Move the latest booked callback to another day.", {"day": _STR}, ["day"]),
-]
+]  # fmt: skip
 
 
 def _canonical_order_id(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -67,17 +64,15 @@ def _canonical_order_id(arguments: dict[str, Any]) -> dict[str, Any]:
 def normalize_order_id(value: Any) -> str:
     """Return an order id in canonical ``#W1234567`` form (callers often drop the ``#``)."""
     text = str(value).strip().upper().replace(" ", "")
-    if text and not text.startswith("#"):
-        text = "#" + text
-    return text
+    return "#" + text if text and not text.startswith("#") else text
+
+
+def _day(arguments: Mapping[str, Any]) -> str:
+    return str(arguments.get("day", "")).strip().capitalize()
 
 
 class RetailTools:
-    """The retail demo's business tools.
-
-    Args:
-        db: The business database the tools read and write.
-    """
+    """The retail demo's business tools over the database ``db``."""
 
     write_tools = RETAIL_WRITE_TOOLS
 
@@ -101,37 +96,26 @@ class RetailTools:
     @staticmethod
     def resources() -> dict[str, Callable[[Mapping[str, Any]], str | None]]:
         """Per write tool, what it changes: the order, or the caller's callback (one per call)."""
+
         def order(arguments: Mapping[str, Any]) -> str | None:
             return f"order {normalize_order_id(arguments.get('order_id', ''))}"
 
         def callback(arguments: Mapping[str, Any]) -> str | None:
             return "the callback booking"
 
-        tools: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
-            name: order for name in ("return_items", "modify_order_address", "cancel_pending_order")}
-        tools.update(book_callback=callback, reschedule_callback=callback)
-        return tools
+        orders = dict.fromkeys(("return_items", "modify_order_address", "cancel_pending_order"), order)
+        return orders | dict.fromkeys(("book_callback", "reschedule_callback"), callback)
 
     def register(self, llm: Any, *, wrap: Callable[[str, ToolHandler], ToolHandler] | None = None) -> None:
-        """Register every tool on a Pipecat LLM service.
-
-        Args:
-            llm: The ``LLMService`` to register on.
-            wrap: Optional wrapper applied to each handler before registration
-                (fault injection in simulations, for instance).
-        """
+        """Register every tool on the Pipecat LLM service ``llm``, each handler through ``wrap`` when given."""
         for name, handler in self.handlers().items():
-            llm.register_function(
-                name,
-                pipecat_function(wrap(name, handler) if wrap else handler),
-                cancel_on_interruption=name not in self.write_tools,
-            )
+            function = pipecat_function(wrap(name, handler) if wrap else handler)
+            llm.register_function(name, function, cancel_on_interruption=name not in self.write_tools)
 
     async def find_user_id_by_email(self, args: Mapping[str, Any]) -> Any:
         """Find a user id by email."""
-        rows = await self.db.query(
-            "SELECT user_id, email FROM customers WHERE lower(email) = lower(?)", (str(args.get("email", "")).strip(),)
-        )
+        email = str(args.get("email", "")).strip()
+        rows = await self.db.query("SELECT user_id, email FROM customers WHERE lower(email) = lower(?)", (email,))
         return dict(rows[0]) if rows else {"error": "no customer with that email"}
 
     async def find_user_id_by_name_zip(self, args: Mapping[str, Any]) -> Any:
@@ -164,41 +148,42 @@ class RetailTools:
             return {"error": f"order {order.get('order_id')} does not belong to this customer"}
         return None
 
-    async def _owned_order(self, args: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
+    async def _writable_order(
+        self, args: Mapping[str, Any], status: str | None = None, verb: str = ""
+    ) -> dict[str, Any]:
+        """The order a write names, or the write's refusal (``{"error"}``): unknown, not owned, or not in ``status``."""
         order = await self.db.order(normalize_order_id(args.get("order_id", "")))
         if order is None:
-            return None, {"error": "order not found"}
-        return order, self.not_owned(order, args)
+            return {"error": "order not found"}
+        refused = self.not_owned(order, args)
+        if refused is None and status is not None and order["status"] != status:
+            refused = {"error": f"order is {order['status']}; only {status} orders can be {verb}"}
+        return order if refused is None else refused
 
     async def _apply(self, op_type: str, args: Mapping[str, Any], apply: Apply) -> Any:
-        # The gate's key for this logical operation, when a gate runs the write;
-        # the backend applies each key once, as a payment API would.
+        # The gate's key for this logical operation, when a gate runs the write; the backend applies each key once.
         operation = current_operation()
-        if operation is None:
-            return await self.db.apply_once(None, op_type, "", apply)
-        return await self.db.apply_once(operation.idempotency_key, op_type, operation.request_hash, apply)
+        key, request_hash = (operation.idempotency_key, operation.request_hash) if operation else (None, "")
+        return await self.db.apply_once(key, op_type, request_hash, apply)
 
     async def reconcile(self, record: OperationRecord) -> Reconciliation:
         """Say what became of an operation of unknown outcome: applied (with its result) or not applied."""
         result = await self.db.applied(record.idempotency_key)
-        if result is None:
-            # Applied to nothing, and the gate takes it only once no request of the attempt is under way: the
-            # backend applies each key once, so the retry under the same key cannot add a second.
-            return Reconciliation(OperationStatus.FAILED, error="the retail backend has no record of this operation",
-                                  voided=record.attempt)
-        return Reconciliation(OperationStatus.SUCCEEDED, result=result)
+        if result is not None:
+            return Reconciliation(OperationStatus.SUCCEEDED, result=result)
+        # Applied to nothing, and the gate takes it only once no request of the attempt is under way: the backend
+        # applies each key once, so the retry under the same key cannot add a second.
+        error = "the retail backend has no record of this operation"
+        return Reconciliation(OperationStatus.FAILED, error=error, voided=record.attempt)
 
     async def return_items(self, args: Mapping[str, Any]) -> Any:
         """Record a return of delivered items."""
-        order_id = normalize_order_id(args.get("order_id", ""))
-        order, refused = await self._owned_order(args)
-        if refused is not None or order is None:
-            return refused
-        if order["status"] != "delivered":
-            return {"error": f"order is {order['status']}; only delivered orders can be returned"}
+        order = await self._writable_order(args, "delivered", "returned")
+        if "error" in order:
+            return order
+        order_id = order["order_id"]
         wanted = [str(i) for i in args.get("item_ids") or []]
-        known = {item["item_id"] for item in order["items"]}
-        if not wanted or not set(wanted) <= known:
+        if not wanted or not set(wanted) <= {item["item_id"] for item in order["items"]}:
             return {"error": "item ids do not belong to this order"}
 
         async def apply(conn: aiosqlite.Connection) -> Any:
@@ -206,29 +191,26 @@ class RetailTools:
                 "INSERT INTO returns (order_id, item_ids, payment_method) VALUES (?, ?, ?)",
                 (order_id, RetailDatabase.encode_ids(wanted), order["payment_method"]),
             )
-            await conn.execute(
-                f"UPDATE items SET status = 'return requested' WHERE item_id IN ({','.join('?' for _ in wanted)})",
-                wanted,
-            )
-            return {"return_id": cursor.lastrowid, "order_id": order_id, "item_ids": sorted(wanted),
-                    "status": "return requested"}
+            marks = ",".join("?" for _ in wanted)
+            await conn.execute(f"UPDATE items SET status = 'return requested' WHERE item_id IN ({marks})", wanted)
+            result = {"return_id": cursor.lastrowid, "order_id": order_id, "item_ids": sorted(wanted)}
+            return {**result, "status": "return requested"}
 
         return await self._apply("return_items", args, apply)
 
     async def modify_order_address(self, args: Mapping[str, Any]) -> Any:
         """Change the address of a pending order."""
-        order_id = normalize_order_id(args.get("order_id", ""))
-        order, refused = await self._owned_order(args)
-        if refused is not None or order is None:
-            return refused
-        if order["status"] != "pending":
-            return {"error": f"order is {order['status']}; only pending orders can be changed"}
+        order = await self._writable_order(args, "pending", "changed")
+        if "error" in order:
+            return order
+        order_id = order["order_id"]
+        street, city, state, zip_code = (str(args.get(name, "")) for name in ("address1", "city", "state", "zip"))
+        address = (order["user_id"], street, str(args.get("address2", "") or ""), city, state, zip_code)
 
         async def apply(conn: aiosqlite.Connection) -> Any:
             cursor = await conn.execute(
                 "INSERT INTO addresses (user_id, address1, address2, city, state, zip) VALUES (?, ?, ?, ?, ?, ?)",
-                (order["user_id"], str(args.get("address1", "")), str(args.get("address2", "") or ""),
-                 str(args.get("city", "")), str(args.get("state", "")), str(args.get("zip", ""))),
+                address,
             )
             await conn.execute("UPDATE orders SET address_id = ? WHERE order_id = ?", (cursor.lastrowid, order_id))
             return {"order_id": order_id, "address_id": cursor.lastrowid, "status": "address updated"}
@@ -237,10 +219,10 @@ class RetailTools:
 
     async def issue_refund(self, args: Mapping[str, Any]) -> Any:
         """Record a refund on an order."""
-        order_id = normalize_order_id(args.get("order_id", ""))
-        _order, refused = await self._owned_order(args)
-        if refused is not None:
-            return refused
+        order = await self._writable_order(args)
+        if "error" in order:
+            return order
+        order_id = order["order_id"]
         try:
             amount = float(args.get("amount_usd", 0))
         except (TypeError, ValueError, OverflowError):
@@ -259,12 +241,10 @@ class RetailTools:
 
     async def cancel_pending_order(self, args: Mapping[str, Any]) -> Any:
         """Cancel a pending order."""
-        order_id = normalize_order_id(args.get("order_id", ""))
-        order, refused = await self._owned_order(args)
-        if refused is not None or order is None:
-            return refused
-        if order["status"] != "pending":
-            return {"error": f"order is {order['status']}; only pending orders can be cancelled"}
+        order = await self._writable_order(args, "pending", "cancelled")
+        if "error" in order:
+            return order
+        order_id = order["order_id"]
 
         async def apply(conn: aiosqlite.Connection) -> Any:
             await conn.execute("UPDATE orders SET status = 'cancelled' WHERE order_id = ?", (order_id,))
@@ -289,9 +269,8 @@ class RetailTools:
         day = _day(args)
 
         async def apply(conn: aiosqlite.Connection) -> Any:
-            async with conn.execute(
-                "SELECT callback_id FROM callbacks WHERE status = 'booked' ORDER BY callback_id DESC LIMIT 1"
-            ) as cursor:
+            latest = "SELECT callback_id FROM callbacks WHERE status = 'booked' ORDER BY callback_id DESC LIMIT 1"
+            async with conn.execute(latest) as cursor:
                 booked = await cursor.fetchone()
             if booked is None:
                 return {"error": "no callback is booked; book one instead"}
@@ -299,7 +278,3 @@ class RetailTools:
             return {"callback_id": booked[0], "day": day, "status": "callback rescheduled"}
 
         return await self._apply("reschedule_callback", args, apply)
-
-
-def _day(arguments: Mapping[str, Any]) -> str:
-    return str(arguments.get("day", "")).strip().capitalize()

@@ -36,24 +36,44 @@ def add_parser(subparsers: Any) -> None:
         "variation of caller timing, and print per control the target error, its cost and the business outcome "
         "of both arms, with the number of calls behind each figure.",
     )
-    parser.add_argument("scenarios", nargs="*", help="scenario files or directories (default: the bundled set)")
-    parser.add_argument("--toggle", action="append", required=True, metavar="CONTROL",
-                        help=f"control to switch on/off (repeatable, or comma-separated): {', '.join(TOGGLES)}")
-    parser.add_argument("--runs", type=int, default=None,
-                        help="timing variants per scenario and arm (default 1; with a --budget-*: until a rule or "
-                        "the budget ends the run)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the timing variation (default 0)")
-    parser.add_argument("--rules", help="decision rules YAML (default: the bundled rules)")
-    parser.add_argument("--out", default="eval-results", help="output directory (default: ./eval-results)")
-    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                        help="parallel simulation processes (default: 2)")
-    parser.add_argument("--services", choices=("scripted", "loopback", "loopback-openai"), default="scripted",
-                        help="scripted simulator services, or the bots' services against the loopback fakes")
-    parser.add_argument("--compare", metavar="RESULTS_JSON", help="an earlier results.json to compare with")
-    parser.add_argument("--audio", action="store_true",
-                        help="run every call on audio: Piper, Silero VAD, Whisper tiny.en (needs the [audio] extra)")
-    parser.add_argument("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
-                        help="with --audio: the stop strategy (default: speech_timeout)")
+    add = parser.add_argument
+    add("scenarios", nargs="*", help="scenario files or directories (default: the bundled set)")
+    toggles = ", ".join(TOGGLES)
+    add(
+        "--toggle",
+        action="append",
+        required=True,
+        metavar="CONTROL",
+        help=f"control to switch on/off (repeatable, or comma-separated): {toggles}",
+    )
+    add(
+        "--runs",
+        type=int,
+        help="timing variants per scenario and arm (default 1; with a --budget-*: until a rule or "
+        "the budget ends the run)",
+    )
+    add("--seed", type=int, default=0, help="seed of the timing variation (default 0)")
+    add("--rules", help="decision rules YAML (default: the bundled rules)")
+    add("--out", default="eval-results", help="output directory (default: ./eval-results)")
+    add("--workers", type=int, default=min(2, os.cpu_count() or 1), help="parallel simulation processes (default: 2)")
+    add(
+        "--services",
+        choices=("scripted", "loopback", "loopback-openai"),
+        default="scripted",
+        help="scripted simulator services, or the bots' services against the loopback fakes",
+    )
+    add("--compare", metavar="RESULTS_JSON", help="an earlier results.json to compare with")
+    add(
+        "--audio",
+        action="store_true",
+        help="run every call on audio: Piper, Silero VAD, Whisper tiny.en (needs the [audio] extra)",
+    )
+    add(
+        "--turn-stop",
+        choices=["speech_timeout", "smart_turn"],
+        default="speech_timeout",
+        help="with --audio: the stop strategy (default: speech_timeout)",
+    )
     add_model_arguments(parser)
     parser.set_defaults(func=_eval)
 
@@ -98,37 +118,45 @@ def _eval(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     with _CallProgress() as calls:
-        evaluation = run_evaluation(scenarios, toggles, rules, runs=options.runs, seed=args.seed, out_dir=out,
-                                    workers=args.workers, progress=calls.round_done, call_done=calls.call_done,
-                                    services=args.services,
-                                    audio_turn_stop=args.turn_stop if args.audio else None,
-                                    model=options.model, caller_model=options.caller_model, budget=options.budget)
+        evaluation = run_evaluation(
+            scenarios,
+            toggles,
+            rules,
+            runs=options.runs,
+            seed=args.seed,
+            out_dir=out,
+            workers=args.workers,
+            progress=calls.round_done,
+            call_done=calls.call_done,
+            services=args.services,
+            audio_turn_stop=args.turn_stop if args.audio else None,
+            model=options.model,
+            caller_model=options.caller_model,
+            budget=options.budget,
+        )
     print_report(evaluation, console)
-    results = write_results(evaluation, out / "results.json")
-    report = write_report(evaluation, out / "report.html")
+    results, report = write_results(evaluation, out / "results.json"), write_report(evaluation, out / "report.html")
     if previous is not None:
         print_comparison(compare_results(previous, load_results(results)), console)
-    console.print(f"{evaluation.calls_simulated} calls simulated in {evaluation.wall_secs:.0f} s; "
-                  f"results: {results}; report: {report}", highlight=False, markup=False)
+    secs = f"{evaluation.wall_secs:.0f} s"
+    lines = [f"{evaluation.calls_simulated} calls simulated in {secs}; results: {results}; report: {report}"]
     stopped = [r.control for r in evaluation.results if r.stop.met]
     if stopped:
-        console.print(f"stop rule met for {', '.join(stopped)}: exit status 1", highlight=False, markup=False)
+        lines.append(f"stop rule met for {', '.join(stopped)}: exit status 1")
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
     return 1 if stopped else 0
 
 
 def _check_same_scenarios(path: str, previous: dict[str, Any], names: list[str]) -> None:
-    """Refuse to compare runs over different scenarios: their figures would not measure the same calls.
-
-    Raises:
-        ValueError: The scenario sets differ; the message names what differs.
-    """
-    before = set(previous.get("scenarios") or [])
-    now = set(names)
+    """Refuse to compare runs over different scenarios: their figures would not measure the same calls."""
+    before, now = set(previous.get("scenarios") or []), set(names)
     if before != now:
-        missing = ", ".join(sorted(before - now)) or "none"
-        extra = ", ".join(sorted(now - before)) or "none"
-        raise ValueError(f"--compare {path}: that run covered other scenarios (only there: {missing}; only in "
-                         f"this run: {extra}); run the same scenarios to compare")
+        missing, extra = ", ".join(sorted(before - now)) or "none", ", ".join(sorted(now - before)) or "none"
+        raise ValueError(
+            f"--compare {path}: that run covered other scenarios (only there: {missing}; only in "
+            f"this run: {extra}); run the same scenarios to compare"
+        )
 
 
 class _CallProgress:
@@ -142,8 +170,8 @@ class _CallProgress:
 
     def __enter__(self) -> _CallProgress:
         if self.err.is_terminal:
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=self.err, transient=True)
+            columns = TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+            self.bar = Progress(*columns, console=self.err, transient=True)
             self.bar.start()
         return self
 
@@ -152,19 +180,20 @@ class _CallProgress:
             self.bar.stop()
 
     def call_done(self, done: int, total: int) -> None:
-        if self.bar is not None:
-            if self.task is None:
-                self.task = self.bar.add_task(f"round {self.round}", total=total)
-            self.bar.update(self.task, completed=done, total=total)
-        elif done == total or done % max(1, total // 10) == 0:
-            print(f"round {self.round}: {done}/{total} calls", file=sys.stderr, flush=True)
+        if self.bar is None:
+            if done == total or done % max(1, total // 10) == 0:
+                print(f"round {self.round}: {done}/{total} calls", file=sys.stderr, flush=True)
+            return
+        if self.task is None:
+            self.task = self.bar.add_task(f"round {self.round}", total=total)
+        self.bar.update(self.task, completed=done, total=total)
 
     def round_done(self, line: str) -> None:
-        if self.bar is not None:
+        if self.bar is None:
+            print(line, file=sys.stderr, flush=True)
+        else:
             self.bar.console.print(line, highlight=False, markup=False)
             if self.task is not None:
                 self.bar.remove_task(self.task)
                 self.task = None
-        else:
-            print(line, file=sys.stderr, flush=True)
         self.round += 1

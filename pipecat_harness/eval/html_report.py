@@ -22,14 +22,12 @@ def _anchor(call: CallMetrics) -> str:
 
 def _call_view(call: CallMetrics) -> dict[str, Any]:
     """What the page shows of one call: its decisions and, when its trace reads, its timeline."""
-    view: dict[str, Any] = {
-        "metrics": call, "anchor": _anchor(call), "trace": call.trace, "unreadable": None, "timeline": None,
-        "decisions": ", ".join(f"{k}×{v}" for k, v in sorted(call.decisions.items())) or "no decisions",
-    }
-    trace = Path(call.trace) if call.trace else None
-    if trace is not None and trace.is_file():
+    decisions = ", ".join(f"{k}×{v}" for k, v in sorted(call.decisions.items())) or "no decisions"
+    view: dict[str, Any] = {"metrics": call, "anchor": _anchor(call), "trace": call.trace, "decisions": decisions}
+    view["unreadable"] = view["timeline"] = None
+    if call.trace and Path(call.trace).is_file():
         try:
-            timeline = Timeline.load(trace)
+            timeline = Timeline.load(call.trace)
         except ValueError as exc:
             view["unreadable"] = str(exc)
         else:
@@ -38,21 +36,25 @@ def _call_view(call: CallMetrics) -> dict[str, Any]:
 
 
 def render_report(evaluation: EvalRun) -> str:
-    """The report as one HTML document.
-
-    A call shared by several toggles (the full-preset arm) is drawn once and linked from each.
-    """
-    sections = []
+    """The report as one HTML document; a call shared by several toggles (the full-preset arm) is drawn once."""
+    sections: list[dict[str, Any]] = []
     unique: dict[str, CallMetrics] = {}
     for result in evaluation.results:
         calls = sorted(result.calls, key=lambda c: (c.scenario, c.run, c.arm != "on"))
-        interaction = interaction_rows([c for c in result.calls if c.arm == "on"],
-                                       [c for c in result.calls if c.arm == "off"])
+        interaction = interaction_rows(result.calls_of("on"), result.calls_of("off"))
         sections.append({"result": result, "rows": row_cells(result), "interaction": interaction, "calls": calls})
         for call in calls:
             unique.setdefault(_anchor(call), call)
-    body = render("pipecat_harness.eval", "report.html", evaluation=evaluation, run_lines=run_lines(evaluation),
-                  sections=sections, anchor=_anchor, calls=[_call_view(call) for _, call in sorted(unique.items())])
+    views = [_call_view(call) for _, call in sorted(unique.items())]
+    body = render(
+        "pipecat_harness.eval",
+        "report.html",
+        evaluation=evaluation,
+        run_lines=run_lines(evaluation),
+        sections=sections,
+        anchor=_anchor,
+        calls=views,
+    )
     return html_page("pipecat-harness evaluation", body)
 
 

@@ -1,15 +1,9 @@
-"""Ground truth for input waiting: which caller pauses cut an identifier, and which turns were held needlessly.
+"""Ground truth for input waiting, from the caller script and the trace, independent of any control's own rules.
 
-The simulator records what the caller said (the script) and when each piece of speech was finalised; the trace records
-when each user turn was submitted to the model. From those two records, independent of any control's own rules:
-
-* an **identifier pause** is a pause inside one caller turn where the speech on both sides of it is identifier material
-  (digits, spelled letters, NATO words, "double", "as in"): ``"It's W four eight one seven" ... "four two zero"``.
-* it was **submitted early** when a user turn was submitted after the first part was transcribed and before the second
-  part was: the model saw half an identifier.
-* a hold was **needless** when the identifier hold held a turn end and the caller then said nothing more in that turn:
-  the utterance was complete and the caller waited in silence for the hold to expire. The added wait is the time from
-  the hold to the submission of that turn.
+An **identifier pause** is a pause inside a caller turn with identifier material on both sides (``"It's W four eight
+one seven" ... "four two zero"``); it was **submitted early** when a user turn was submitted between the two parts'
+transcripts. A hold was **needless** when the caller said nothing more in the held turn; its added wait runs from the
+hold to the turn's submission.
 """
 
 from __future__ import annotations
@@ -28,33 +22,24 @@ __all__ = ["IdentifierPause", "InputWaiting", "identifier_pauses", "is_identifie
 
 # Events at the same virtual instant may be logged a hair apart.
 _TOLERANCE = 0.005
-_SPELLING_WORDS = {"double", "triple", "as", "in"}
+_IDENTIFIER_WORDS = {*DIGIT_WORDS, *NATO_WORDS, *CONNECTOR_WORDS, "double", "triple", "as", "in"}
+# "w237", "2b"; recogniser groupings: "w-237", "c-f-a-0"
+_IDENTIFIER_SHAPES = re.compile(r"[a-z]*\d[a-z\d]*|(?:[a-z]|\d+)(?:-(?:[a-z]|\d+))+")
 
 
 def is_identifier_token(token: str) -> bool:
     """Whether a spoken word is identifier material (a digit, a letter, a NATO word, a connector)."""
     word = re.sub(r"[^\w'-]", "", token).lower()
-    if not word:
-        return False
-    if word.isdigit() or (len(word) == 1 and word.isalpha()):
+    if word.isdigit() or (len(word) == 1 and word.isalpha()) or word in _IDENTIFIER_WORDS:
         return True
-    if re.fullmatch(r"[a-z]*\d[a-z\d]*", word):  # "w237", "2b"
-        return True
-    if re.fullmatch(r"(?:[a-z]|\d+)(?:-(?:[a-z]|\d+))+", word):  # recogniser groupings: "w-237", "c-f-a-0"
-        return True
-    return word in DIGIT_WORDS or word in NATO_WORDS or word in CONNECTOR_WORDS or word in _SPELLING_WORDS
+    return _IDENTIFIER_SHAPES.fullmatch(word) is not None
 
 
 @dataclass(frozen=True)
 class IdentifierPause:
-    """A pause inside a caller turn with identifier material on both sides.
+    """A pause inside caller turn ``turn``; ``before_final`` and ``after_final`` time the two parts' transcripts.
 
-    Parameters:
-        turn: Index of the caller turn.
-        before_final: Offset (from the turn's start) of the transcript of the part before the pause.
-        after_final: Offset of the transcript of the part after it.
-        before: The part before the pause.
-        after: The part after it.
+    Both offsets are from the turn's start.
     """
 
     turn: int
@@ -79,15 +64,9 @@ def identifier_pauses(scenario: Scenario) -> list[IdentifierPause]:
 
 @dataclass
 class InputWaiting:
-    """Input-waiting figures of one call.
+    """Input-waiting figures of one call, as the module defines them.
 
-    Parameters:
-        identifier_pauses: Pauses inside an identifier (the opportunities).
-        submitted_early: Of those, how many had a user turn submitted in the middle.
-        user_turns: User turns submitted to the model.
-        holds: Turn ends the identifier hold held.
-        needless_holds: Holds on turns the caller had already finished.
-        added_wait_ms: Silence added by input controls (needless holds plus declared waits).
+    ``added_wait_ms`` is the silence input controls added: needless holds plus the waits they declared.
     """
 
     identifier_pauses: int = 0
@@ -98,8 +77,7 @@ class InputWaiting:
     added_wait_ms: int = 0
 
 
-def measure_input_waiting(scenario: Scenario, timeline: Timeline,
-                          decisions: list[ControlDecision]) -> InputWaiting:
+def measure_input_waiting(scenario: Scenario, timeline: Timeline, decisions: list[ControlDecision]) -> InputWaiting:
     """Measure input waiting for one call from its script, its trace and its decisions."""
     turn_starts = {int(e.data.get("turn", -1)): e.t for e in timeline.of("caller_turn")}
     submissions = [e.t for e in timeline.of("submitted", lane="caller")]
@@ -110,23 +88,17 @@ def measure_input_waiting(scenario: Scenario, timeline: Timeline,
             continue
         figures.identifier_pauses += 1
         low, high = start + pause.before_final - _TOLERANCE, start + pause.after_final - _TOLERANCE
-        if any(low <= t < high for t in submissions):
-            figures.submitted_early += 1
+        figures.submitted_early += any(low <= t < high for t in submissions)
     finals = [e.t for e in timeline.of("asr_final", lane="caller")]
+    starts = sorted(turn_starts.values())
     for decision in decisions:
         if decision.control == "identifier_hold" and decision.action == "held":
             figures.holds += 1
-            turn_end = _turn_end(decision.at, sorted(turn_starts.values()))
-            continued = any(decision.at < t < turn_end for t in finals)
-            if not continued:
+            turn_end = next((s for s in starts if s > decision.at + _TOLERANCE), float("inf"))
+            if not any(decision.at < t < turn_end for t in finals):
                 figures.needless_holds += 1
                 submitted = next((t for t in submissions if t >= decision.at - _TOLERANCE), decision.at)
                 figures.added_wait_ms += round(max(0.0, submitted - decision.at) * 1000)
-        elif decision.control != "identifier_hold" and decision.control in {"spelling", "silent_reply"}:
+        elif decision.control in {"spelling", "silent_reply"}:
             figures.added_wait_ms += int(decision.evidence.get("added_wait_ms", 0) or 0)
     return figures
-
-
-def _turn_end(at: float, starts: list[float]) -> float:
-    """Start of the next caller turn after ``at`` (the end of the turn a decision fell in)."""
-    return next((s for s in starts if s > at + _TOLERANCE), float("inf"))

@@ -13,11 +13,8 @@ _Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
 
 
 def wilson_interval(count: float, trials: float, *, z: float = _Z) -> tuple[float, float] | None:
-    """The Wilson score interval of ``count`` successes in ``trials``; ``None`` without trials.
-
-    Counts that are not a proportion of the trials (a sum of milliseconds) have no interval.
-    """
-    if trials <= 0 or count < 0 or count > trials:
+    """The Wilson score interval of ``count`` successes in ``trials``; ``None`` without trials or for a sum (ms)."""
+    if trials <= 0 or not 0 <= count <= trials:
         return None
     p = count / trials
     denominator = 1 + z * z / trials
@@ -28,6 +25,4 @@ def wilson_interval(count: float, trials: float, *, z: float = _Z) -> tuple[floa
 
 def format_interval(interval: tuple[float, float] | None) -> str:
     """``[12%, 48%]``, or an empty string without an interval."""
-    if interval is None:
-        return ""
-    return f"[{interval[0]:.0%}, {interval[1]:.0%}]"
+    return "" if interval is None else f"[{interval[0]:.0%}, {interval[1]:.0%}]"

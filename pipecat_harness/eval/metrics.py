@@ -21,17 +21,9 @@ __all__ = ["CallMetrics", "HistoryFidelity", "measure_call", "measure_history"]
 
 @dataclass
 class HistoryFidelity:
-    """History-correction figures of one call.
+    """History figures of one call: assistant turns, and those whose history kept unheard or lost heard words.
 
-    Parameters:
-        assistant_turns: Assistant turns synthesised.
-        interrupted_turns: Turns whose playback stopped before the end.
-        unplayed_retained_turns: Turns whose history kept words the caller never heard.
-        unplayed_retained_words: Those words, summed.
-        played_removed_turns: Turns whose history lost words the caller heard.
-        played_removed_words: Those words, summed.
-        repeated_replies: Model replies repeating an earlier reply.
-        call_ended_turns: Turns still playing when the call hit its limit (not barge-ins, not scored).
+    ``call_ended_turns`` were still playing when the call hit its limit (not barge-ins, not scored).
     """
 
     assistant_turns: int = 0
@@ -64,26 +56,11 @@ def measure_history(result: CallResult) -> HistoryFidelity:
 
 @dataclass
 class CallMetrics:
-    """The measured figures of one simulated call.
+    """The measured figures of one simulated call (``arm``: ``on`` or ``off``; ``run`` 0: the scenario as written).
 
     Parameters:
-        arm: ``on`` or ``off``.
-        run: Run index (0 = the scenario as written).
-        controls: Controls active in the call.
-        passed: Business outcome.
-        expected: Outcome the scenario states for those controls.
-        stay_out_of_the_way: The scenario is tagged as one where no control should act.
-        interaction: Interaction costs from the call's timeline (latency, yielding, talking over, requests).
         decisions: Decision counts by ``control/action``.
-        virtual_secs: Simulated call length.
-        wall_secs: Wall-clock time of the simulation.
-        trace: Path of the call's trace file.
-        model_requests: Requests the call made to its model.
-        prompt_tokens: Input tokens the model reported, summed.
-        completion_tokens: Output tokens the model reported, summed.
-        total_tokens: Total tokens the model reported.
-        usage_reported: Model requests whose usage the provider reported.
-        streamed_chars: Characters of text the model streamed.
+        usage_reported: Model requests whose usage the provider reported (the token counts are those reports, summed).
         caller_requests: Requests to the goal caller's model (cached lines excluded).
         error: Why the simulation itself failed (empty when it ran); such a call counts as failed.
     """
@@ -96,9 +73,9 @@ class CallMetrics:
     passed: bool
     expected: str
     stay_out_of_the_way: bool
-    input: InputWaiting
-    tools: ToolChecks
-    history: HistoryFidelity
+    input: InputWaiting = field(default_factory=InputWaiting)
+    tools: ToolChecks = field(default_factory=ToolChecks)
+    history: HistoryFidelity = field(default_factory=HistoryFidelity)
     interaction: InteractionCosts = field(default_factory=InteractionCosts)
     decisions: dict[str, int] = field(default_factory=dict)
     virtual_secs: float = 0.0
@@ -124,15 +101,8 @@ class CallMetrics:
 
 
 def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, arm: str, run: int) -> CallMetrics:
-    """Measure one call.
-
-    Args:
-        scenario: The scenario variant that was run (its script is the ground truth of what was said).
-        result: The simulator's result.
-        timeline: The call's trace.
-        arm: ``on`` or ``off``.
-        run: Run index.
-    """
+    """Measure one call of ``scenario``, the variant that was run (its script is the ground truth of what was said)."""
+    usage = result.model_usage
     return CallMetrics(
         scenario=scenario.name,
         domain=scenario.domain,
@@ -150,11 +120,11 @@ def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, 
         virtual_secs=round(result.virtual_secs, 3),
         wall_secs=round(result.wall_secs, 3),
         trace=str(result.trace_path or ""),
-        model_requests=result.model_usage.requests,
-        prompt_tokens=result.model_usage.prompt_tokens,
-        completion_tokens=result.model_usage.completion_tokens,
-        total_tokens=result.model_usage.total_tokens,
-        usage_reported=result.model_usage.reported,
-        streamed_chars=result.model_usage.streamed_chars,
+        model_requests=usage.requests,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        usage_reported=usage.reported,
+        streamed_chars=usage.streamed_chars,
         caller_requests=result.caller_requests,
     )

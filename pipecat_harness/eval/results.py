@@ -9,17 +9,24 @@ from typing import Any
 from pipecat_harness.eval.interaction import interaction_summary
 from pipecat_harness.eval.runner import EvalRun
 
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "RESULTS_FORMAT",
+    "compare_results",
+    "load_results",
+    "results_to_dict",
+    "usage_to_dict",
+    "write_results",
+]
+
 #: Characters per token of the estimate used when a server reports no usage (English text, BPE tokenisers).
 CHARS_PER_TOKEN = 4
-
-__all__ = ["CHARS_PER_TOKEN", "RESULTS_FORMAT", "compare_results", "load_results", "results_to_dict", "usage_to_dict",
-           "write_results"]
-
 RESULTS_FORMAT = "pipecat-harness-eval/1"
 
 
 def results_to_dict(evaluation: EvalRun) -> dict[str, Any]:
     """The whole run as a JSON-serialisable mapping."""
+    model, caller = evaluation.model, evaluation.caller_model
     return {
         "format": RESULTS_FORMAT,
         "scenarios": evaluation.scenarios,
@@ -32,8 +39,8 @@ def results_to_dict(evaluation: EvalRun) -> dict[str, Any]:
         "ended": evaluation.ended,
         "budget": evaluation.budget.to_dict(),
         # The model that decided (its temperature and seed), or the scenarios' scripted models.
-        "model": evaluation.model.to_dict() if evaluation.model is not None else {"label": "scripted"},
-        "caller_model": evaluation.caller_model.to_dict() if evaluation.caller_model is not None else None,
+        "model": model.to_dict() if model is not None else {"label": "scripted"},
+        "caller_model": caller.to_dict() if caller is not None else None,
         "usage": usage_to_dict(evaluation),
         "controls": [
             {
@@ -42,8 +49,9 @@ def results_to_dict(evaluation: EvalRun) -> dict[str, Any]:
                 "stop": result.stop.to_dict(),
                 "stopped_early": result.stopped_early,
                 "sample": result.sample.to_dict(),
-                "interaction": {arm: interaction_summary([c for c in result.calls if c.arm == arm])
-                                for arm in ("on", "off")},
+                "interaction": {
+                    arm: interaction_summary([c for c in result.calls if c.arm == arm]) for arm in ("on", "off")
+                },
                 "calls": [c.to_dict() for c in result.calls],
             }
             for result in evaluation.results
@@ -54,15 +62,17 @@ def results_to_dict(evaluation: EvalRun) -> dict[str, Any]:
 def usage_to_dict(evaluation: EvalRun) -> dict[str, Any]:
     """Model requests and tokens over the run, and per call (what a real-model run costs)."""
     calls = max(evaluation.calls_simulated, 1)
-    tokens = evaluation.tokens or {"prompt": 0, "completion": 0, "total": 0}
-    usage: dict[str, Any] = {"model_requests": evaluation.model_requests, "caller_requests": evaluation.caller_requests,
-                             "requests_per_call": round(evaluation.model_requests / calls, 2)}
+    usage: dict[str, Any] = {"model_requests": evaluation.model_requests, "caller_requests": evaluation.caller_requests}
+    usage["requests_per_call"] = round(evaluation.model_requests / calls, 2)
     if not evaluation.tokens_reported:
-        estimate = round(evaluation.streamed_chars / CHARS_PER_TOKEN)
-        return {**usage, "tokens": "not reported", "tokens_per_call": "not reported",
-                "completion_tokens_estimated": estimate,
-                "estimate": f"output tokens estimated as the streamed text's characters / {CHARS_PER_TOKEN}; "
-                            "the model server reported no usage"}
+        usage.update(tokens="not reported", tokens_per_call="not reported")
+        usage["completion_tokens_estimated"] = round(evaluation.streamed_chars / CHARS_PER_TOKEN)
+        usage["estimate"] = (
+            f"output tokens estimated as the streamed text's characters / {CHARS_PER_TOKEN}; "
+            "the model server reported no usage"
+        )
+        return usage
+    tokens = evaluation.tokens or {"prompt": 0, "completion": 0, "total": 0}
     return {**usage, "tokens": tokens, "tokens_per_call": {k: round(v / calls, 1) for k, v in tokens.items()}}
 
 
@@ -75,11 +85,7 @@ def write_results(evaluation: EvalRun, path: str | Path) -> Path:
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
-    """Read a results file.
-
-    Raises:
-        ValueError: The file is not JSON or not an evaluation results file.
-    """
+    """Read a results file; a ``ValueError`` when it is not JSON or not an evaluation results file."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

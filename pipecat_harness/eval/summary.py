@@ -1,25 +1,15 @@
 """Aggregate per-call metrics into per-arm figures and one comparison per toggled control.
 
 Every figure is a :class:`Figure`: a count, the denominator it is a rate of, and the number of calls behind it (calls
-that had at least one opportunity for the error, e.g. an identifier pause or a write request). The figures of a control:
-
-================ =============================================== ==============================================
-group            target error (benefit when lower with it on)    cost
-================ =============================================== ==============================================
-input waiting    incomplete identifiers submitted early,         complete turns needlessly delayed,
-                 per identifier pause                            total added wait
-tool checks      duplicate writes executed, per write request    false blocks per write request, extra lookups,
-                                                                 extra follow-up questions (on minus off)
-history          unplayed text retained, per interrupted turn    played text removed per interrupted turn,
-                                                                 repeated replies per reply
-outcome          failed calls (controls with no finer measure)   acting in calls where it should stay out
-================ =============================================== ==============================================
+with at least one opportunity for the error, e.g. an identifier pause or a write request). A control's target error
+and costs are :data:`CONTROL_TARGETS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from pipecat_harness.eval.intervals import wilson_interval
@@ -28,16 +18,13 @@ from pipecat_harness.eval.metrics import CallMetrics
 __all__ = ["CONTROL_TARGETS", "ArmSummary", "Comparison", "Figure", "compare_arms", "summarize_arm"]
 
 
+def _interval_list(interval: tuple[float, float] | None) -> list[float] | None:
+    return list(interval) if interval is not None else None
+
+
 @dataclass(frozen=True)
 class Figure:
-    """A count over a denominator, with the number of calls behind it.
-
-    Parameters:
-        count: How many times it happened.
-        of: The denominator (opportunities); rates are ``count / of``.
-        calls: Calls that contributed an opportunity.
-        unit: What ``of`` counts (``"pauses"``, ``"writes"``, ``"calls"``...).
-    """
+    """A ``count`` over a denominator ``of`` (opportunities, counted in ``unit``), from ``calls`` calls that had one."""
 
     count: float
     of: float
@@ -56,41 +43,33 @@ class Figure:
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
-        interval = self.interval
-        return {"count": self.count, "of": self.of, "calls": self.calls, "unit": self.unit, "rate": self.rate,
-                "interval_95": list(interval) if interval is not None else None}
+        figure = {"count": self.count, "of": self.of, "calls": self.calls, "unit": self.unit, "rate": self.rate}
+        return {**figure, "interval_95": _interval_list(self.interval)}
 
 
-def _figure(calls: list[CallMetrics], count: Callable[[CallMetrics], float],
-            of: Callable[[CallMetrics], float], unit: str) -> Figure:
-    behind = [c for c in calls if of(c) > 0]
-    return Figure(sum(count(c) for c in behind), sum(of(c) for c in behind), len(behind), unit)
-
-
+_Measure = Callable[[CallMetrics], float]
+_WRITES, _INTERRUPTED = attrgetter("tools.write_requests"), attrgetter("history.interrupted_turns")
 #: Figure name -> (count, denominator, unit), measured over the calls of one arm.
-_FIGURES: dict[str, tuple[Callable[[CallMetrics], float], Callable[[CallMetrics], float], str]] = {
+_FIGURES: dict[str, tuple[_Measure, _Measure, str]] = {
     "failed_calls": (lambda c: int(not c.passed), lambda c: 1, "calls"),
     "identifiers_submitted_early": (lambda c: c.input.submitted_early, lambda c: c.input.identifier_pauses, "pauses"),
     "needless_delays": (lambda c: c.input.needless_holds, lambda c: c.input.user_turns, "user turns"),
     "added_wait_ms": (lambda c: c.input.added_wait_ms, lambda c: 1, "calls"),
-    "duplicate_writes_executed": (lambda c: c.tools.duplicate_writes_executed, lambda c: c.tools.write_requests,
-                                  "writes"),
-    "duplicates_prevented": (lambda c: c.tools.duplicates_prevented, lambda c: c.tools.write_requests, "writes"),
-    "disallowed_prevented": (lambda c: c.tools.disallowed_prevented, lambda c: c.tools.write_requests, "writes"),
-    "held_until_settled": (lambda c: c.tools.held_until_settled, lambda c: c.tools.write_requests, "writes"),
-    "false_blocks": (lambda c: c.tools.false_blocks, lambda c: c.tools.write_requests, "writes"),
+    "duplicate_writes_executed": (lambda c: c.tools.duplicate_writes_executed, _WRITES, "writes"),
+    "duplicates_prevented": (lambda c: c.tools.duplicates_prevented, _WRITES, "writes"),
+    "disallowed_prevented": (lambda c: c.tools.disallowed_prevented, _WRITES, "writes"),
+    "held_until_settled": (lambda c: c.tools.held_until_settled, _WRITES, "writes"),
+    "false_blocks": (lambda c: c.tools.false_blocks, _WRITES, "writes"),
     "lookups": (lambda c: c.tools.lookups, lambda c: 1, "calls"),
     "follow_up_questions": (lambda c: c.tools.follow_up_questions, lambda c: 1, "calls"),
-    "unplayed_text_retained": (lambda c: c.history.unplayed_retained_turns, lambda c: c.history.interrupted_turns,
-                               "interrupted turns"),
-    "unplayed_words_retained": (lambda c: c.history.unplayed_retained_words, lambda c: c.history.interrupted_turns,
-                                "interrupted turns"),
-    "played_text_removed": (lambda c: c.history.played_removed_turns, lambda c: c.history.interrupted_turns,
-                            "interrupted turns"),
-    "played_words_removed": (lambda c: c.history.played_removed_words, lambda c: c.history.interrupted_turns,
-                             "interrupted turns"),
+    "unplayed_text_retained": (lambda c: c.history.unplayed_retained_turns, _INTERRUPTED, "interrupted turns"),
+    "unplayed_words_retained": (lambda c: c.history.unplayed_retained_words, _INTERRUPTED, "interrupted turns"),
+    "played_text_removed": (lambda c: c.history.played_removed_turns, _INTERRUPTED, "interrupted turns"),
+    "played_words_removed": (lambda c: c.history.played_removed_words, _INTERRUPTED, "interrupted turns"),
     "repeated_replies": (lambda c: c.history.repeated_replies, lambda c: c.history.assistant_turns, "replies"),
 }
+#: Decisions that change nothing (forwarding a tool call unchanged is not acting).
+_PASSIVE = {"forwarded", "reconciled", "released", "played_in_full", "not_reasked"}
 
 
 @dataclass
@@ -98,10 +77,7 @@ class ArmSummary:
     """The figures of one arm (all calls with the control on, or all with it off).
 
     Parameters:
-        calls: Calls in the arm.
-        passed: Calls whose business outcome passed.
         errors: Calls whose simulation itself failed.
-        figures: Every figure by name.
         out_of_the_way: ``Figure`` of stay-out-of-the-way calls in which ``control`` took a decision.
     """
 
@@ -123,32 +99,39 @@ class ArmSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
-        interval = self.pass_rate_interval
-        return {"calls": self.calls, "passed": self.passed, "errors": self.errors, "pass_rate": self.pass_rate,
-                "pass_rate_interval_95": list(interval) if interval is not None else None,
-                "figures": {k: v.to_dict() for k, v in self.figures.items()},
-                "out_of_the_way": self.out_of_the_way.to_dict() if self.out_of_the_way else None}
+        return {
+            "calls": self.calls,
+            "passed": self.passed,
+            "errors": self.errors,
+            "pass_rate": self.pass_rate,
+            "pass_rate_interval_95": _interval_list(self.pass_rate_interval),
+            "figures": {k: v.to_dict() for k, v in self.figures.items()},
+            "out_of_the_way": self.out_of_the_way.to_dict() if self.out_of_the_way else None,
+        }
 
 
 def summarize_arm(calls: Iterable[CallMetrics], control: str | None = None) -> ArmSummary:
     """Aggregate the calls of one arm; ``control`` names the control whose stray actions are counted."""
     calls = list(calls)
-    figures = {name: _figure(calls, count, of, unit) for name, (count, of, unit) in _FIGURES.items()}
+    figures = {}
+    for name, (count, of, unit) in _FIGURES.items():
+        behind = [c for c in calls if of(c) > 0]
+        figures[name] = Figure(sum(count(c) for c in behind), sum(of(c) for c in behind), len(behind), unit)
     out_of_the_way = None
     if control is not None:
         quiet = [c for c in calls if c.stay_out_of_the_way]
         acted = sum(1 for c in quiet if _acted(c, control))
         out_of_the_way = Figure(acted, len(quiet), len(quiet), "stay-out-of-the-way calls")
-    return ArmSummary(len(calls), sum(c.passed for c in calls), sum(bool(c.error) for c in calls), figures,
-                      out_of_the_way)
+    return ArmSummary(
+        len(calls), sum(c.passed for c in calls), sum(bool(c.error) for c in calls), figures, out_of_the_way
+    )
 
 
 def _acted(call: CallMetrics, control: str) -> bool:
-    """Whether a control changed something in the call (forwarding a tool call unchanged is not acting)."""
-    passive = {"forwarded", "reconciled", "released", "played_in_full", "not_reasked"}
+    """Whether a control changed something in the call."""
     for key, n in call.decisions.items():
         owner, action = key.split("/", 1)
-        if n and (control == "all" or owner == control) and action not in passive:
+        if n and (control == "all" or owner == control) and action not in _PASSIVE:
             return True
     return False
 
@@ -162,22 +145,26 @@ CONTROL_TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
     "history": ("unplayed_text_retained", ("played_text_removed", "played_words_removed", "repeated_replies")),
     "checklist": ("failed_calls", ("follow_up_questions",)),
     "grader": ("failed_calls", ()),
-    "all": ("failed_calls", ("needless_delays", "extra_added_wait_ms", "false_blocks", "played_text_removed",
-                             "repeated_replies", "extra_lookups", "extra_follow_up_questions")),
+    "all": (
+        "failed_calls",
+        (
+            "needless_delays",
+            "extra_added_wait_ms",
+            "false_blocks",
+            "played_text_removed",
+            "repeated_replies",
+            "extra_lookups",
+            "extra_follow_up_questions",
+        ),
+    ),
 }
 
 
 @dataclass
 class Comparison:
-    """One toggled control: both arms and what changed.
+    """One toggled control (or ``all``): both arms, the target and cost names, and the values the rules read.
 
-    Parameters:
-        control: The toggled control (or ``all``).
-        on: The arm with it on.
-        off: The arm with it off.
-        target: Name of the target-error figure.
-        costs: Cost names, each a figure name or ``extra_<figure>``.
-        runs_done: Runs (timing variants) completed before the run ended or stopped.
+    ``runs_done`` counts the timing variants completed before the run ended or stopped.
     """
 
     control: str
@@ -190,13 +177,14 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
-        return {"control": self.control, "target": self.target, "costs": list(self.costs),
-                "runs_done": self.runs_done, "on": self.on.to_dict(), "off": self.off.to_dict(),
-                "values": self.values}
-
-
-def _rate(figure: Figure | None) -> float | None:
-    return figure.rate if figure is not None else None
+        arms = {"runs_done": self.runs_done, "on": self.on.to_dict(), "off": self.off.to_dict()}
+        return {
+            "control": self.control,
+            "target": self.target,
+            "costs": list(self.costs),
+            **arms,
+            "values": self.values,
+        }
 
 
 def compare_arms(control: str, on_calls: list[CallMetrics], off_calls: list[CallMetrics], runs_done: int) -> Comparison:
@@ -204,24 +192,26 @@ def compare_arms(control: str, on_calls: list[CallMetrics], off_calls: list[Call
 
     Values: ``target_on``/``target_off`` (counts) and their rates, ``target_reduction`` (off minus on),
     ``target_reduction_rate`` (relative to off), ``pass_rate_on``/``off``, ``pass_rate_drop`` (off minus on), one rate
-    per cost figure (``<name>_rate`` for figures, ``<name>_per_call`` for extras and totals), and
+    per figure (``<name>_rate``), ``<name>_per_call`` and ``extra_<name>_per_call`` for totals, and
     ``out_of_the_way_rate``.
     """
     target, costs = CONTROL_TARGETS.get(control, ("failed_calls", ()))
     on, off = summarize_arm(on_calls, control), summarize_arm(off_calls, control)
     t_on, t_off = on.figures[target], off.figures[target]
+    drop = off.pass_rate - on.pass_rate if on.pass_rate is not None and off.pass_rate is not None else None
     values: dict[str, float | None] = {
-        "target_on": t_on.count, "target_off": t_off.count,
-        "target_rate_on": t_on.rate, "target_rate_off": t_off.rate,
+        "target_on": t_on.count,
+        "target_off": t_off.count,
+        "target_rate_on": t_on.rate,
+        "target_rate_off": t_off.rate,
         "target_reduction": t_off.count - t_on.count,
         "target_reduction_rate": (t_off.count - t_on.count) / t_off.count if t_off.count else None,
-        "pass_rate_on": on.pass_rate, "pass_rate_off": off.pass_rate,
-        "pass_rate_drop": (off.pass_rate - on.pass_rate) if on.pass_rate is not None and off.pass_rate is not None
-        else None,
-        "out_of_the_way_rate": _rate(on.out_of_the_way),
+        "pass_rate_on": on.pass_rate,
+        "pass_rate_off": off.pass_rate,
+        "pass_rate_drop": drop,
+        "out_of_the_way_rate": on.out_of_the_way.rate if on.out_of_the_way is not None else None,
     }
-    for name in _FIGURES:
-        values[f"{name}_rate"] = on.figures[name].rate
+    values.update({f"{name}_rate": on.figures[name].rate for name in _FIGURES})
     calls = max(on.calls, 1)
     for name in ("lookups", "follow_up_questions", "added_wait_ms"):
         values[f"{name}_per_call"] = on.figures[name].count / calls

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
@@ -39,12 +40,10 @@ ROWS: tuple[tuple[str, str, str, str], ...] = (
 def format_figure(figure: Figure, kind: str, calls: int) -> str:
     """A cell: ``count/of = rate · n calls`` or ``total (mean/call) · n calls``."""
     if kind == "total":
-        mean = figure.count / calls if calls else 0.0
-        return f"{figure.count:g} ({mean:.2f}/call) · {calls} calls"
+        return f"{figure.count:g} ({figure.count / calls if calls else 0.0:.2f}/call) · {calls} calls"
     if not figure.of:
         return f"0/0 · {figure.calls} calls"
-    interval = format_interval(figure.interval)
-    rate = f"{figure.rate:.0%} {interval}" if interval else f"{figure.rate:.0%}"
+    rate = f"{figure.rate:.0%} {format_interval(figure.interval)}".rstrip()
     return f"{figure.count:g}/{figure.of:g} = {rate} · {figure.calls} calls"
 
 
@@ -57,51 +56,55 @@ def _outcome(arm: ArmSummary) -> str:
 def row_cells(result: ControlResult) -> list[tuple[str, str, str, str, str]]:
     """Rows of one control's table: (group, label, role, on cell, off cell)."""
     comparison = result.comparison
-    costs = {c.removeprefix("extra_") for c in comparison.costs}
-    rows = [("outcome", "business outcome (scenario passed)", "target" if comparison.target == "failed_calls" else "",
-             _outcome(comparison.on), _outcome(comparison.off))]
+    on, off, costs = comparison.on, comparison.off, {c.removeprefix("extra_") for c in comparison.costs}
+    role = "target" if comparison.target == "failed_calls" else ""
+    rows = [("outcome", "business outcome (scenario passed)", role, _outcome(on), _outcome(off))]
     for group, label, name, kind in ROWS:
         role = "target" if name == comparison.target else ("cost" if name in costs else "")
-        rows.append((group, label, role, format_figure(comparison.on.figures[name], kind, comparison.on.calls),
-                     format_figure(comparison.off.figures[name], kind, comparison.off.calls)))
-    if comparison.on.out_of_the_way is not None:
-        fig = comparison.on.out_of_the_way
-        off = comparison.off.out_of_the_way
-        rows.append(("outcome", f"acted where it should stay out ({result.control})", "cost",
-                     format_figure(fig, "rate", comparison.on.calls),
-                     format_figure(off, "rate", comparison.off.calls) if off else ""))
+        on_cell, off_cell = (format_figure(arm.figures[name], kind, arm.calls) for arm in (on, off))
+        rows.append((group, label, role, on_cell, off_cell))
+    if on.out_of_the_way is not None:
+        off_cell = format_figure(off.out_of_the_way, "rate", off.calls) if off.out_of_the_way else ""
+        label = f"acted where it should stay out ({result.control})"
+        rows.append(("outcome", label, "cost", format_figure(on.out_of_the_way, "rate", on.calls), off_cell))
     return rows
 
 
 def _verdict_lines(title: str, verdict: RuleVerdict) -> list[str]:
-    lines = [f"{title}: {'MET' if verdict.met else 'not met'}"]
-    lines += [f"  [{'x' if c.met else ' '}] {c.condition}  ({c.detail})" for c in verdict.checks]
-    return lines
+    return [f"{title}: {'MET' if verdict.met else 'not met'}"] + [
+        f"  [{'x' if c.met else ' '}] {c.condition}  ({c.detail})" for c in verdict.checks
+    ]
 
 
 def run_lines(evaluation: EvalRun) -> list[str]:
     """What decided, how far the run went and why it ended, and what it cost at the model."""
-    model = evaluation.model
-    decided = (f"model {model.label} (temperature {model.temperature:g}, seed {model.seed}"
-               + (f", max tokens {model.max_tokens}" if model.max_tokens else ", no max tokens")
-               + (f", {model.base_url}" if model.base_url else "") + ")") if model else "scripted model"
-    caller = evaluation.caller_model
-    lines = [f"{decided}; goal callers: " + (f"{caller.label} (seed {evaluation.seed})" if caller
-                                             else "offline brain"),
-             f"{evaluation.rounds_done} of {evaluation.runs} round(s) run: {evaluation.ended}"]
-    calls = max(evaluation.calls_simulated, 1)
-    tokens = evaluation.tokens or {}
+    decided, model, caller = "scripted model", evaluation.model, evaluation.caller_model
+    if model is not None:
+        limit = f", max tokens {model.max_tokens}" if model.max_tokens else ", no max tokens"
+        url = f", {model.base_url}" if model.base_url else ""
+        decided = f"model {model.label} (temperature {model.temperature:g}, seed {model.seed}{limit}{url})"
+    callers = f"{caller.label} (seed {evaluation.seed})" if caller else "offline brain"
+    calls, tokens = max(evaluation.calls_simulated, 1), evaluation.tokens or {}
     if evaluation.tokens_reported:
-        spent = (f"{tokens.get('total', 0)} tokens ({tokens.get('total', 0) / calls:.0f}/call: "
-                 f"{tokens.get('prompt', 0) / calls:.0f} in, {tokens.get('completion', 0) / calls:.0f} out)")
+        total, prompt, completion = (tokens.get(k, 0) for k in ("total", "prompt", "completion"))
+        spent = f"{total} tokens ({total / calls:.0f}/call: {prompt / calls:.0f} in, {completion / calls:.0f} out)"
     else:
         estimate = evaluation.streamed_chars / CHARS_PER_TOKEN
-        spent = (f"tokens not reported by the model (about {estimate:.0f} output tokens estimated from the "
-                 "streamed text)")
-    lines.append(f"model usage: {evaluation.model_requests} requests ({evaluation.model_requests / calls:.1f}/call), "
-                 + spent
-                 + (f"; caller model: {evaluation.caller_requests} requests" if evaluation.caller_requests else ""))
-    return lines
+        spent = (
+            f"tokens not reported by the model (about {estimate:.0f} output tokens estimated from the streamed text)"
+        )
+    requests = f"{evaluation.model_requests} requests ({evaluation.model_requests / calls:.1f}/call)"
+    caller_requests = f"; caller model: {evaluation.caller_requests} requests" if evaluation.caller_requests else ""
+    return [
+        f"{decided}; goal callers: {callers}",
+        f"{evaluation.rounds_done} of {evaluation.runs} round(s) run: {evaluation.ended}",
+        f"model usage: {requests}, {spent}{caller_requests}",
+    ]
+
+
+def _print_lines(console: Console, lines: Iterable[str]) -> None:
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
 
 
 def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
@@ -109,8 +112,10 @@ def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
     console = console or Console()
     for result in evaluation.results:
         comparison = result.comparison
-        title = (f"{result.control}: on vs off · {len(evaluation.scenarios)} scenarios × "
-                 f"{comparison.runs_done} run(s) = {comparison.on.calls} calls per arm")
+        title = (
+            f"{result.control}: on vs off · {len(evaluation.scenarios)} scenarios × "
+            f"{comparison.runs_done} run(s) = {comparison.on.calls} calls per arm"
+        )
         table = Table(title=title, title_justify="left", show_lines=False)
         for column in ("group", "figure", "role", "on", "off"):
             table.add_column(column, overflow="fold")
@@ -120,49 +125,39 @@ def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
         console.print(table)
         print_interaction(result, console)
         errors = sorted({f"{c.scenario}: {c.error}" for c in result.calls if c.error})
-        for line in errors[:5]:
-            console.print(f"simulation error: {line}", highlight=False, markup=False)
+        _print_lines(console, (f"simulation error: {line}" for line in errors[:5]))
         if len(errors) > 5:
             console.print(f"... and {len(errors) - 5} more simulation errors (see results.json)", markup=False)
-        for line in _verdict_lines("keep (minimum benefit)", result.keep):
-            console.print(line, highlight=False, markup=False)
+        _print_lines(console, _verdict_lines("keep (minimum benefit)", result.keep))
         stop_title = "stop (regression)" + (" - run STOPPED EARLY" if result.stopped_early else "")
-        for line in _verdict_lines(stop_title, result.stop):
-            console.print(line, highlight=False, markup=False)
+        _print_lines(console, _verdict_lines(stop_title, result.stop))
         if result.sample.checks:
-            for line in _verdict_lines("sample (enough calls)", result.sample):
-                console.print(line, highlight=False, markup=False)
+            _print_lines(console, _verdict_lines("sample (enough calls)", result.sample))
         console.print()
-    for line in run_lines(evaluation):
-        console.print(line, highlight=False, markup=False)
+    _print_lines(console, run_lines(evaluation))
 
 
 def print_interaction(result: ControlResult, console: Console | None = None) -> None:
     """Print one control's interaction-cost table (both arms, from every call's timeline)."""
-    console = console or Console()
-    on = [c for c in result.calls if c.arm == "on"]
-    off = [c for c in result.calls if c.arm == "off"]
     table = Table(title=f"{result.control}: interaction costs, on vs off", title_justify="left")
     for column in ("figure", "on", "off"):
         table.add_column(column, overflow="fold")
-    for label, on_cell, off_cell in interaction_rows(on, off):
-        table.add_row(label, on_cell, off_cell)
-    console.print(table)
+    for row in interaction_rows(result.calls_of("on"), result.calls_of("off")):
+        table.add_row(*row)
+    (console or Console()).print(table)
+
+
+def _pair(cell: dict[str, Any], percent: bool = False) -> str:
+    shown = ["n/a" if v is None else (f"{v:.0%}" if percent else f"{v:g}") for v in (cell["old"], cell["new"])]
+    return " → ".join(shown)
 
 
 def print_comparison(rows: list[dict[str, Any]], console: Console | None = None) -> None:
     """Print the comparison of this run with an earlier results file."""
-    console = console or Console()
     table = Table(title="compared with the earlier run", title_justify="left")
     for column in ("control", "target", "target on (old → new)", "pass rate on (old → new)", "keep (old → new)"):
         table.add_column(column)
-
-    def pair(cell: dict[str, Any], percent: bool = False) -> str:
-        def show(v: Any) -> str:
-            return "n/a" if v is None else (f"{v:.0%}" if percent else f"{v:g}")
-        return f"{show(cell['old'])} → {show(cell['new'])}"
-
     for row in rows:
-        table.add_row(row["control"], row["target"], pair(row["target_on"]), pair(row["pass_rate_on"], True),
-                      f"{row['keep']['old']} → {row['keep']['new']}")
-    console.print(table)
+        keep = f"{row['keep']['old']} → {row['keep']['new']}"
+        table.add_row(row["control"], row["target"], _pair(row["target_on"]), _pair(row["pass_rate_on"], True), keep)
+    (console or Console()).print(table)

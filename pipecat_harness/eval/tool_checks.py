@@ -1,19 +1,9 @@
-"""Ground truth for tool checks: duplicate writes executed, prevented, and false blocks.
+"""Ground truth for tool checks, per call from the trace's tool lane and the gate's decisions (by ``tool_call_id``).
 
-Measured per call from the trace's tool lane and the tool gate's decisions (by ``tool_call_id``):
-
-* a write request **executed** unless the gate refused it (``not_executed``, ``blocked``, or an unknown-outcome
-  refusal); a write that timed out under the gate was forwarded, so it executed;
-* it **succeeded** unless its result is an error (a raised handler, a ``failed`` status or an ``error`` field); a write
-  of unknown outcome takes the status the gate later settled it at (its ``reconciled`` decision), so one reconciled as
-  not applied neither executed nor makes its retry a duplicate;
-* it is a **duplicate** when an earlier request of the same tool and arguments (canonical JSON, order ids normalised)
-  executed and succeeded; a retry after a failure is not.
-
-A refused duplicate is a **duplicate prevented**; a schema, policy or unknown-tool refusal a **disallowed action
-prevented**; a ``conflict`` refusal (an earlier write on the resource unsettled) **held until settled**; any other
-refusal a **false block**. Costs: **lookups** (read-tool requests) and **follow-up questions** (replies asking the
-caller something), reported as the difference between the arms.
+A write request **executed** unless the gate refused it (a write that timed out under the gate was forwarded). It
+**succeeded** unless its result is an error; one of unknown outcome takes the status the gate later ``reconciled`` it
+at, so one settled as not applied neither executed nor makes its retry a duplicate. It is a **duplicate** when an
+earlier request of the same tool and arguments executed and succeeded (a retry after a failure is not).
 """
 
 from __future__ import annotations
@@ -37,15 +27,9 @@ _DISALLOWED_KINDS = {"unknown_tool", "invalid", "too_large", "policy", "reserved
 class ToolChecks:
     """Tool-check figures of one call.
 
-    Parameters:
-        write_requests: Write tool calls the model requested.
-        duplicate_writes_executed: Duplicates that reached the business backend (target error).
-        duplicates_prevented: Duplicates the gate refused.
-        disallowed_prevented: Requests refused for schema, policy or unknown-tool reasons.
-        held_until_settled: Writes held because an earlier write on the same resource was unsettled.
-        false_blocks: Refusals of requests that were none of these.
-        lookups: Read-tool requests.
-        follow_up_questions: Model replies that ask the caller a question.
+    A duplicate that executed is the target error; a refused one is prevented. Other refusals are disallowed (schema,
+    policy or unknown-tool reasons), held until settled (``conflict``: an earlier write on the resource unsettled) or
+    false blocks. ``lookups`` are read-tool requests, ``follow_up_questions`` replies that ask the caller something.
     """
 
     write_requests: int = 0
@@ -63,9 +47,7 @@ def _normalise(value: Any, key: str = "") -> Any:
         return {k: _normalise(v, k) for k, v in value.items()}
     if isinstance(value, list):
         return [_normalise(v) for v in value]
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, str) and key == "order_id":
         text = value.strip().upper().replace(" ", "")
@@ -74,27 +56,20 @@ def _normalise(value: Any, key: str = "") -> Any:
 
 
 def canonical_request(name: str, arguments: Any) -> str:
-    """A key equal for two requests of the same tool with the same arguments."""
+    """A key equal for two requests of the same tool with the same arguments (order ids normalised)."""
     return name + ":" + json.dumps(_normalise(arguments or {}), sort_keys=True, default=str)
 
 
 def _failed(result_event: dict[str, Any] | None) -> bool:
-    if result_event is None:
+    if result_event is None or result_event.get("error"):
         return True  # never answered: it cannot count as a success an identical request would repeat
-    if result_event.get("error"):
-        return True
     result = result_event.get("result")
-    if isinstance(result, dict):
-        return "error" in result or result.get("status") in {"failed", "error"}
-    return False
+    return isinstance(result, dict) and ("error" in result or result.get("status") in {"failed", "error"})
 
 
 def _refusal(decision: ControlDecision) -> bool:
-    if decision.control != "tool_gate":
-        return False
-    if decision.action in _REFUSALS:
-        return True
-    return decision.action == "outcome_unknown" and decision.evidence.get("reason_kind") == "outcome_unknown"
+    unknown = decision.action == "outcome_unknown" and decision.evidence.get("reason_kind") == "outcome_unknown"
+    return decision.control == "tool_gate" and (decision.action in _REFUSALS or unknown)
 
 
 def _settled_statuses(decisions: list[ControlDecision]) -> dict[str, str]:
@@ -102,20 +77,19 @@ def _settled_statuses(decisions: list[ControlDecision]) -> dict[str, str]:
     keys: dict[str, str] = {}
     settled: dict[str, str] = {}
     for decision in decisions:
-        if decision.control != "tool_gate":
-            continue
-        key = decision.evidence.get("idempotency_key")
-        if not key:
+        key, call_id = decision.evidence.get("idempotency_key"), decision.evidence.get("tool_call_id")
+        if decision.control != "tool_gate" or not key:
             continue
         if decision.action == "reconciled":
             settled[str(key)] = str(decision.evidence.get("status"))
-        elif decision.evidence.get("tool_call_id") and decision.action in ("forwarded", "outcome_unknown"):
-            keys[str(decision.evidence["tool_call_id"])] = str(key)
+        elif call_id and decision.action in ("forwarded", "outcome_unknown"):
+            keys[str(call_id)] = str(key)
     return {call_id: settled[key] for call_id, key in keys.items() if key in settled}
 
 
-def measure_tool_checks(timeline: Timeline, decisions: Iterable[ControlDecision],
-                        write_tools: frozenset[str] = RETAIL_WRITE_TOOLS) -> ToolChecks:
+def measure_tool_checks(
+    timeline: Timeline, decisions: Iterable[ControlDecision], write_tools: frozenset[str] = RETAIL_WRITE_TOOLS
+) -> ToolChecks:
     """Measure tool checks for one call from its trace and its decisions."""
     decisions = list(decisions)
     refused = {str(d.evidence.get("tool_call_id")): d for d in decisions if _refusal(d)}
@@ -124,31 +98,31 @@ def measure_tool_checks(timeline: Timeline, decisions: Iterable[ControlDecision]
     figures = ToolChecks()
     succeeded: set[str] = set()
     for request in timeline.of("tool_request", lane="tool"):
-        name = str(request.data.get("name"))
-        call_id = str(request.data.get("tool_call_id"))
+        name, call_id = str(request.data.get("name")), str(request.data.get("tool_call_id"))
         if name not in write_tools:
             figures.lookups += 1
             continue
         figures.write_requests += 1
         key = canonical_request(name, request.data.get("arguments"))
-        duplicate = key in succeeded
         refusal = refused.get(call_id)
+        reason = refusal.evidence.get("reason_kind") if refusal is not None else None
         if refusal is None:
             status = settled.get(call_id)
             if status == "failed":  # the ledger settled it as not applied: it did not execute
                 continue
-            if duplicate:
+            if key in succeeded:
                 figures.duplicate_writes_executed += 1
             elif status == "succeeded" or not _failed(results.get(call_id)):
                 succeeded.add(key)
-        elif duplicate:
+        elif key in succeeded:
             figures.duplicates_prevented += 1
-        elif refusal.evidence.get("reason_kind") in _DISALLOWED_KINDS:
+        elif reason in _DISALLOWED_KINDS:
             figures.disallowed_prevented += 1
-        elif refusal.evidence.get("reason_kind") == "conflict":
+        elif reason == "conflict":
             figures.held_until_settled += 1
         else:
             figures.false_blocks += 1
-    figures.follow_up_questions = sum(1 for e in timeline.of("generated", lane="model")
-                                      if "?" in str(e.data.get("text", "")))
+    figures.follow_up_questions = sum(
+        "?" in str(e.data.get("text", "")) for e in timeline.of("generated", lane="model")
+    )
     return figures

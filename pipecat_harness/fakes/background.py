@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from pipecat_harness.fakes.server import LoopbackServer
@@ -15,10 +15,9 @@ __all__ = ["serve_in_background"]
 
 @contextmanager
 def serve_in_background(*fakes: LoopbackServer, timeout_secs: float = 10.0) -> Iterator[tuple[LoopbackServer, ...]]:
-    """Start ``fakes`` on a background thread's loop; stop them on exit.
+    """Start ``fakes`` on a background thread's loop (their ports bound on entry); stop them on exit.
 
-    The fakes' ports are bound when the block starts, so their URLs can be given to the services right away. Their logs
-    may be read from the calling thread (appends are atomic).
+    Their logs may be read from the calling thread (appends are atomic).
     """
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="pipecat-harness-fakes", daemon=True)
@@ -33,10 +32,8 @@ def serve_in_background(*fakes: LoopbackServer, timeout_secs: float = 10.0) -> I
         yield fakes
     finally:
         for fake in fakes:
-            try:
+            with suppress(Exception):  # stopping is best effort: the thread goes away regardless
                 run(fake.stop())
-            except Exception:  # stopping is best effort: the thread goes away regardless
-                pass
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout_secs)
         loop.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -16,12 +17,10 @@ class ChatRequest:
     Parameters:
         provider: Which fake received it.
         model: The model named in the request.
-        messages: The conversation, OpenAI-shaped (``system``/``user``/``assistant``/``tool``); tool messages carry the
-            tool ``name``.
+        messages: The conversation, OpenAI-shaped; tool messages carry the tool ``name``.
         tools: Names of the functions offered.
         raw: The request body exactly as received.
-        streaming: Whether the reply is asked for as a stream (Pipecat streams every model run of a conversation; its
-            out-of-band inference, such as context summarisation, asks for a whole reply).
+        streaming: Whether a stream is asked for (Pipecat's out-of-band inference, such as summarisation, is not).
         max_tokens: The output token limit the request set, if any.
     """
 
@@ -36,12 +35,8 @@ class ChatRequest:
     @property
     def system(self) -> str:
         """The system instruction (the leading system messages, joined)."""
-        parts = []
-        for message in self.messages:
-            if message.get("role") != "system":
-                break
-            parts.append(str(message.get("content") or ""))
-        return "\n".join(parts)
+        leading = itertools.takewhile(lambda m: m.get("role") == "system", self.messages)
+        return "\n".join(str(m.get("content") or "") for m in leading)
 
 
 @dataclass
@@ -71,12 +66,7 @@ class ChatModel(Protocol):
 
 
 class ReplyList:
-    """A :class:`ChatModel` answering with fixed replies in order, then ``fallback``.
-
-    Args:
-        replies: Replies, or plain strings (text-only replies).
-        fallback: Text once the replies are used up.
-    """
+    """A :class:`ChatModel` answering with fixed replies (or plain strings) in order, then ``fallback``."""
 
     def __init__(self, replies: Sequence[ChatReply | str], fallback: str = "Okay.") -> None:
         self._replies = [r if isinstance(r, ChatReply) else ChatReply(text=r) for r in replies]
@@ -86,9 +76,7 @@ class ReplyList:
     async def reply(self, request: ChatRequest) -> ChatReply:
         """The next reply."""
         self.requests.append(request)
-        if self._replies:
-            return self._replies.pop(0)
-        return ChatReply(text=self._fallback)
+        return self._replies.pop(0) if self._replies else ChatReply(text=self._fallback)
 
 
 class _FunctionModel:
@@ -104,6 +92,4 @@ def as_chat_model(model: ChatModel | Callable[[ChatRequest], Any] | Sequence[Cha
     """Accept a :class:`ChatModel`, a function of the request, or a list of replies."""
     if hasattr(model, "reply"):
         return model  # type: ignore[return-value]
-    if callable(model):
-        return _FunctionModel(model)
-    return ReplyList(model)
+    return _FunctionModel(model) if callable(model) else ReplyList(model)

@@ -1,12 +1,8 @@
 """Deepgram live transcription (``/v1/listen``) on loopback, for ``DeepgramSTTService(base_url=...)``.
 
 The service streams binary audio and ``KeepAlive``/``Finalize``/``CloseStream`` messages; the fake answers ``Results``
-as the Deepgram SDK parses them (``channel.alternatives[0]`` with timed ``words``, ``is_final``, ``speech_final``,
-``from_finalize``), ``UtteranceEnd`` when ``utterance_end_ms`` was asked for, and ``Metadata`` on ``CloseStream``. The
-words come from whoever drives the fake, not from the audio: :meth:`DeepgramFake.interim` sends an interim;
-:meth:`DeepgramFake.expect_final` sets the transcript a ``Finalize`` is answered with (``is_final`` + ``from_finalize``,
-after ``finalize_delay_secs``); :meth:`DeepgramFake.final` sends the endpointed final, or only the empty
-``from_finalize`` answer when ``Finalize`` already delivered it.
+as the Deepgram SDK parses them, ``UtteranceEnd`` when ``utterance_end_ms`` was asked for, and ``Metadata`` on
+``CloseStream``. The words come from whoever drives the fake, not from the audio.
 """
 
 from __future__ import annotations
@@ -23,15 +19,17 @@ from pipecat_harness.fakes.server import LoopbackServer
 
 __all__ = ["DeepgramFake"]
 
+_MODEL_INFO = {"name": "fake-nova-3", "version": "loopback", "arch": "nova-3"}
+
 
 @dataclass
 class _Stream:
     ws: web.WebSocketResponse
     bytes_per_sec: float
+    utterance_end_ms: int | None = None
     audio_bytes: int = 0
     utterance_start: float | None = None
     last_word_end: float = 0.0
-    utterance_end_ms: int | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
@@ -39,15 +37,18 @@ class _Stream:
         return self.audio_bytes / self.bytes_per_sec if self.bytes_per_sec else 0.0
 
 
+def _timed_words(text: str, start: float, duration: float) -> list[dict[str, Any]]:
+    tokens = text.split()
+    step = duration / len(tokens) if tokens else 0.0
+    return [
+        {"word": t.strip(".,?!;:").lower() or t, "start": round(start + i * step, 3),
+         "end": round(start + (i + 1) * step, 3), "confidence": 0.98, "punctuated_word": t}
+        for i, t in enumerate(tokens)
+    ]  # fmt: skip
+
+
 class DeepgramFake(LoopbackServer):
-    """A Deepgram live-transcription websocket on 127.0.0.1.
-
-    Point Pipecat at it with ``DeepgramSTTService(api_key=..., base_url=fake.base_url)``.
-
-    Args:
-        finalize_delay_secs: Time from a ``Finalize`` to its answer.
-        **kwargs: Passed to :class:`LoopbackServer`.
-    """
+    """A Deepgram live-transcription websocket on 127.0.0.1, for ``DeepgramSTTService(base_url=fake.base_url)``."""
 
     def __init__(self, *, finalize_delay_secs: float = 0.1, **kwargs: Any) -> None:
         super().__init__("deepgram", **kwargs)
@@ -67,14 +68,12 @@ class DeepgramFake(LoopbackServer):
         """The ``/v1/listen`` websocket."""
         app.router.add_get("/v1/listen", self._handle)
 
-    # Driving the recogniser -------------------------------------------------------
-
     async def interim(self, text: str) -> None:
         """Send an interim result for the utterance under way."""
         await self._results(text, is_final=False)
 
     def expect_final(self, text: str) -> None:
-        """Set the transcript a ``Finalize`` (or the endpoint) will deliver for the utterance under way."""
+        """Set the transcript a ``Finalize`` (answered after ``finalize_delay_secs``) or the endpoint delivers."""
         self._pending = text
         self._finalized = False
 
@@ -89,41 +88,34 @@ class DeepgramFake(LoopbackServer):
         for stream in self._streams:
             stream.utterance_start = None
             if stream.utterance_end_ms is not None:
-                await self._send(stream, {"type": "UtteranceEnd", "channel": [0, 1],
-                                          "last_word_end": round(stream.last_word_end, 3)}, "UtteranceEnd")
-
-    # Protocol -------------------------------------------------------------------
+                end = {"type": "UtteranceEnd", "channel": [0, 1], "last_word_end": round(stream.last_word_end, 3)}
+                await self._send(stream, end, "UtteranceEnd")
 
     async def _send(self, stream: _Stream, message: dict[str, Any], kind: str) -> None:
         async with stream.lock:
-            if stream.ws.closed:
-                return
-            self.record("sent", kind, message)
-            await stream.ws.send_str(json.dumps(message))
+            if not stream.ws.closed:
+                self.record("sent", kind, message)
+                await stream.ws.send_str(json.dumps(message))
 
-    async def _results(self, text: str, *, is_final: bool, speech_final: bool = False,
-                       from_finalize: bool = False) -> None:
+    async def _results(
+        self, text: str, *, is_final: bool, speech_final: bool = False, from_finalize: bool = False
+    ) -> None:
         for stream in list(self._streams):
             now = stream.audio_secs
-            start = stream.utterance_start if stream.utterance_start is not None else max(0.0, now - 0.5)
             if stream.utterance_start is None:
-                stream.utterance_start = start
+                stream.utterance_start = max(0.0, now - 0.5)
+            start = stream.utterance_start
             duration = max(0.0, now - start)
-            tokens = text.split()
-            step = duration / len(tokens) if tokens else 0.0
-            words: list[dict[str, Any]] = [{"word": t.strip(".,?!;:").lower() or t, "start": round(start + i * step, 3),
-                      "end": round(start + (i + 1) * step, 3), "confidence": 0.98, "punctuated_word": t}
-                     for i, t in enumerate(tokens)]
+            words = _timed_words(text, start, duration)
             if words:
                 stream.last_word_end = words[-1]["end"]
+            alternative = {"transcript": text, "confidence": 0.98 if text else 0.0, "words": words}
+            metadata = {"request_id": str(uuid.uuid4()), "model_uuid": str(uuid.uuid4()), "model_info": _MODEL_INFO}
             message = {
                 "type": "Results", "channel_index": [0, 1], "duration": round(duration, 3), "start": round(start, 3),
                 "is_final": is_final, "speech_final": speech_final, "from_finalize": from_finalize,
-                "channel": {"alternatives": [{"transcript": text, "confidence": 0.98 if text else 0.0,
-                                              "words": words}]},
-                "metadata": {"request_id": str(uuid.uuid4()), "model_uuid": str(uuid.uuid4()),
-                             "model_info": {"name": "fake-nova-3", "version": "loopback", "arch": "nova-3"}},
-            }
+                "channel": {"alternatives": [alternative]}, "metadata": metadata,
+            }  # fmt: skip
             await self._send(stream, message, "Results")
 
     async def _answer_finalize(self) -> None:
@@ -137,12 +129,11 @@ class DeepgramFake(LoopbackServer):
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         query = dict(request.query)
-        rate = int(query.get("sample_rate", "16000") or 16000)
-        channels = int(query.get("channels", "1") or 1)
-        stream = _Stream(ws=ws, bytes_per_sec=rate * channels * 2,
-                         utterance_end_ms=int(query["utterance_end_ms"]) if query.get("utterance_end_ms") else None)
-        self.record("received", "connect", {"query": query,
-                                            "authorization": bool(request.headers.get("Authorization"))})
+        channels = int(query.get("channels") or 1)
+        end_ms = int(query["utterance_end_ms"]) if query.get("utterance_end_ms") else None
+        stream = _Stream(ws, int(query.get("sample_rate") or 16000) * channels * 2, end_ms)
+        authorization = bool(request.headers.get("Authorization"))
+        self.record("received", "connect", {"query": query, "authorization": authorization})
         self._streams.append(stream)
         self.connected.set()
         try:
@@ -150,7 +141,6 @@ class DeepgramFake(LoopbackServer):
                 if message.type == WSMsgType.BINARY:
                     stream.audio_bytes += len(message.data)
                     self.audio_bytes += len(message.data)
-                    continue
                 if message.type != WSMsgType.TEXT:
                     continue
                 data = json.loads(message.data)
@@ -159,10 +149,12 @@ class DeepgramFake(LoopbackServer):
                 if kind == "Finalize":
                     self.spawn(self._answer_finalize())
                 elif kind == "CloseStream":
-                    await self._send(stream, {
+                    metadata = {
                         "type": "Metadata", "transaction_key": "deprecated", "request_id": str(uuid.uuid4()),
                         "sha256": "0" * 64, "created": "2026-01-05T09:00:00.000Z",
-                        "duration": round(stream.audio_secs, 3), "channels": channels}, "Metadata")
+                        "duration": round(stream.audio_secs, 3), "channels": channels,
+                    }  # fmt: skip
+                    await self._send(stream, metadata, "Metadata")
                     break
         finally:
             self._streams.remove(stream)

@@ -1,12 +1,9 @@
 """ElevenLabs multi-stream-input websocket on loopback, for ``ElevenLabsTTSService(url=...)``.
 
-``/v1/text-to-speech/{voice}/multi-stream-input?model_id=...&output_format=pcm_<rate>`` takes the messages Pipecat
-sends: a context init (``{"text": " ", "context_id", "voice_settings"}``), text (``{"text", "context_id"}``), ``flush``,
-keep-alives (``{"text": ""}``), ``close_context`` and ``close_socket``. Each text is synthesized as silent 16-bit PCM
-whose length follows a speaking rate, streamed back as ``{"audio", "alignment": {"chars", "charStartTimesMs",
-"charDurationsMs"}, "contextId"}`` messages (one per word; alignment times restart at zero in each message and span
-exactly its audio), faster than real time by ``synthesis_speed``. A closed context gets ``{"isFinal": true}`` once its
-queued text is synthesized.
+It takes the messages Pipecat sends (context init, text, ``flush``, keep-alives, ``close_context``, ``close_socket``).
+Each text is synthesized as silent 16-bit PCM whose length follows a speaking rate, streamed back one word per message
+with its character alignment (restarting at zero in each message), faster than real time by ``synthesis_speed``. A
+closed context gets ``{"isFinal": true}`` once its queued text is synthesized.
 """
 
 from __future__ import annotations
@@ -42,21 +39,27 @@ class _Context:
     task: asyncio.Task[Any] | None = None
 
 
+def _message_kind(data: dict[str, Any]) -> str:
+    flag = next((flag for flag in ("close_socket", "close_context", "flush") if data.get(flag)), None)
+    text = data.get("text")
+    return flag or ("keepalive" if text == "" else "init" if text == " " else "text")
+
+
 class ElevenLabsFake(LoopbackServer):
-    """An ElevenLabs TTS websocket on 127.0.0.1.
+    """An ElevenLabs TTS websocket on 127.0.0.1, for ``ElevenLabsTTSService(api_key=..., url=fake.url, ...)``.
 
-    Point Pipecat at it with ``ElevenLabsTTSService(api_key=..., url=fake.url, ...)``.
-
-    Args:
-        words_per_minute: Speaking rate of the synthesized speech.
-        first_audio_secs: Latency before a context's first audio.
-        synthesis_speed: How much faster than real time audio is produced.
-        on_words: Called with ``(context_id, words)`` as each text is laid out (ground truth).
-        **kwargs: Passed to :class:`LoopbackServer`.
+    ``on_words`` is called with ``(context_id, words)`` as each text is laid out (the ground truth of what plays).
     """
 
-    def __init__(self, *, words_per_minute: float = 165.0, first_audio_secs: float = 0.2, synthesis_speed: float = 4.0,
-                 on_words: Callable[[str, list[SynthesizedWord]], None] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        words_per_minute: float = 165.0,
+        first_audio_secs: float = 0.2,
+        synthesis_speed: float = 4.0,
+        on_words: Callable[[str, list[SynthesizedWord]], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__("elevenlabs", **kwargs)
         self.words_per_minute = words_per_minute
         self.first_audio_secs = first_audio_secs
@@ -78,9 +81,10 @@ class ElevenLabsFake(LoopbackServer):
         await ws.prepare(request)
         self.connections += 1
         output = request.query.get("output_format", "pcm_24000")
-        rate = int(output.split("_", 1)[1]) if output.startswith("pcm_") and output[4:].isdigit() else 24000
-        self.record("received", "connect", {"voice": request.match_info["voice"], "query": dict(request.query),
-                                            "api_key": bool(request.headers.get("xi-api-key"))})
+        rate = int(output[4:]) if output.startswith("pcm_") and output[4:].isdigit() else 24000
+        api_key = bool(request.headers.get("xi-api-key"))
+        connect = {"voice": request.match_info["voice"], "query": dict(request.query), "api_key": api_key}
+        self.record("received", "connect", connect)
         contexts: dict[str, _Context] = {}
         send_lock = asyncio.Lock()
 
@@ -108,9 +112,7 @@ class ElevenLabsFake(LoopbackServer):
                     continue
                 data = json.loads(message.data)
                 context_id = data.get("context_id")
-                kind = ("close_socket" if data.get("close_socket") else "close_context" if data.get("close_context")
-                        else "flush" if data.get("flush") else "keepalive" if data.get("text") == ""
-                        else "init" if data.get("text") == " " else "text")
+                kind = _message_kind(data)
                 self.record("received", kind, data)
                 if kind == "close_socket":
                     break
@@ -126,41 +128,40 @@ class ElevenLabsFake(LoopbackServer):
                     await context.texts.put(None)
         finally:
             for context in contexts.values():
-                if context.task is not None and not context.task.done():
+                if context.task is not None:
                     context.task.cancel()
             await ws.close()
         return ws
 
-    async def _speak(self, text: str, context_id: str, context: _Context, rate: int,
-                     send: Callable[[dict[str, Any], str], Any]) -> None:
+    async def _speak(
+        self, text: str, context_id: str, context: _Context, rate: int, send: Callable[[dict[str, Any], str], Any]
+    ) -> None:
         layout = speech_duration(text, self.words_per_minute)
         if not layout:
             return
-        words = []
-        for index, (word, start, end) in enumerate(layout):
-            pause = PUNCTUATION_PAUSE.get(word[-1], 0.0)
-            span_end = layout[index + 1][1] if index + 1 < len(layout) else end + pause
-            words.append((word, start, end, span_end))
+        # A word's audio runs to the next word's start; the last one's to its end and the pause after it.
+        last_word, _, last_end = layout[-1]
+        span_ends = [start for _, start, _ in layout[1:]] + [last_end + PUNCTUATION_PAUSE.get(last_word[-1], 0.0)]
         base = context.offset
-        context.offset = base + words[-1][3]
+        context.offset = base + span_ends[-1]
         if self._on_words is not None:
-            self._on_words(context_id, [SynthesizedWord(w, base + s, base + e) for w, s, e, _ in words])
+            self._on_words(context_id, [SynthesizedWord(w, base + s, base + e) for w, s, e in layout])
         if self.first_audio_secs and base == 0.0:
             # Latency is paid once per context: later texts queue behind the first and are synthesized back to back.
             await asyncio.sleep(self.first_audio_secs)
-        for index, (word, start, end, span_end) in enumerate(words):
+        for index, ((word, start, end), span_end) in enumerate(zip(layout, span_ends, strict=True)):
             # The word, then a space carrying the pause after it: the message's alignment spans exactly its audio.
-            chars = list(word) + ([" "] if index + 1 < len(words) or span_end > end else [])
             per_char = (end - start) / len(word)
+            chars = list(word)
             starts = [round(i * per_char * 1000) for i in range(len(word))]
             durations = [round(per_char * 1000)] * len(word)
-            if len(chars) > len(word):
+            if index + 1 < len(layout) or span_end > end:
+                chars.append(" ")
                 starts.append(round((end - start) * 1000))
                 durations.append(round((span_end - end) * 1000))
             secs = (starts[-1] + durations[-1]) / 1000.0
-            samples = int(secs * rate)
-            audio = base64.b64encode(bytes(samples * 2)).decode()
-            await send({"audio": audio, "contextId": context_id, "isFinal": None,
-                        "alignment": {"chars": chars, "charStartTimesMs": starts, "charDurationsMs": durations},
-                        "normalizedAlignment": None}, "audio")
+            alignment = {"chars": chars, "charStartTimesMs": starts, "charDurationsMs": durations}
+            audio = base64.b64encode(bytes(int(secs * rate) * 2)).decode()
+            message = {"audio": audio, "contextId": context_id, "isFinal": None, "alignment": alignment}
+            await send({**message, "normalizedAlignment": None}, "audio")
             await asyncio.sleep(secs / self.synthesis_speed)

@@ -1,17 +1,10 @@
 """OpenAI-compatible chat completions on loopback, for ``OpenAILLMService(base_url=...)`` and the proxy.
 
-``POST /v1/chat/completions`` with ``stream: true`` answers a server-sent-event stream of ``chat.completion.chunk``
-objects: a role delta, content deltas, one delta per tool call (``index``, ``id``, name, then the JSON arguments), a
-final chunk with ``finish_reason`` (``tool_calls`` or ``stop``), a usage chunk when ``stream_options.include_usage``
-asks for it, and ``[DONE]``. Without ``stream`` the same reply comes back as one ``chat.completion``.
-
-What the fake accepts is that of a named server (:data:`SERVERS`). The default, ``strict``, accepts only what every
-common OpenAI-compatible server accepts and answers anything else with a 400 naming the message: content parts only in
-user messages, ``content`` a string everywhere else (``null`` and a missing content refused, even beside
-``tool_calls``), the roles ``system``, ``user``, ``assistant`` and ``tool``, ``response_format`` of ``text`` or
-``json_object``. ``openai`` accepts what OpenAI accepts (``developer``, parts anywhere, ``null`` content beside tool
-calls, JSON schemas). ``llama-cpp-python`` answers as that server's 0.3 releases do: a refused request is a 500, an
-assistant tool-call message without content a 200 with an empty body, and a stream never carries usage.
+It answers a stream of ``chat.completion.chunk`` objects, or one ``chat.completion`` without ``stream``. What it accepts
+is that of a named server (:data:`SERVERS`): ``strict`` (the default) only what every common OpenAI-compatible server
+accepts (content parts only in user messages, a string ``content`` everywhere else), refusing the rest with a 400 naming
+the message; ``openai`` what OpenAI accepts; ``llama-cpp-python`` as its 0.3 releases do (a refusal is a 500, an
+assistant message without content a 200 with an empty body, and a stream never carries usage).
 """
 
 from __future__ import annotations
@@ -23,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
-from pipecat_harness.fakes.chat import ChatModel, ChatReply, ChatRequest, as_chat_model
-from pipecat_harness.fakes.server import LoopbackServer
+from pipecat_harness.fakes.chat import ChatReply, ChatRequest
+from pipecat_harness.fakes.server import ModelServer
 from pipecat_harness.fakes.speech import text_pieces
 
 __all__ = ["SERVERS", "OpenAIChatFake", "openai_to_chat_messages", "refusal"]
@@ -33,9 +26,10 @@ __all__ = ["SERVERS", "OpenAIChatFake", "openai_to_chat_messages", "refusal"]
 SERVERS = ("strict", "openai", "llama-cpp-python")
 
 _STRICT_ROLES = frozenset({"system", "user", "assistant", "tool"})
-_OPENAI_ROLES = _STRICT_ROLES | {"developer", "function"}
-_LLAMA_CPP_ROLES = _STRICT_ROLES | {"function"}
+_ROLES = {"strict": _STRICT_ROLES, "openai": _STRICT_ROLES | {"developer", "function"},
+          "llama-cpp-python": _STRICT_ROLES | {"function"}}  # fmt: skip
 _USER_PART_TYPES = frozenset({"text", "image_url"})
+_PART_TYPE_NAMES = sorted(_USER_PART_TYPES)
 
 
 def _text(content: Any) -> str:
@@ -67,23 +61,19 @@ def _message_refusal(index: int, message: Any, server: str) -> str | None:
     where = f"messages[{index}]"
     if not isinstance(message, dict):
         return f"{where} must be an object"
-    role = message.get("role")
-    roles = {"strict": _STRICT_ROLES, "openai": _OPENAI_ROLES, "llama-cpp-python": _LLAMA_CPP_ROLES}[server]
-    if role not in roles:
-        return f"{where}.role {role!r} is not one of {sorted(roles)}"
-    content = message.get("content")
+    role, content = message.get("role"), message.get("content")
+    if role not in _ROLES[server]:
+        return f"{where}.role {role!r} is not one of {sorted(_ROLES[server])}"
     if server == "openai":
         if content is None and not (role == "assistant" and (message.get("tool_calls") or "content" not in message)):
             return f"{where}.content must not be null"
         return None
     if role == "user" and isinstance(content, list):
         kinds = {part.get("type") if isinstance(part, dict) else None for part in content}
-        if kinds <= _USER_PART_TYPES:
-            return None
-        return f"{where}.content has a part type outside {sorted(_USER_PART_TYPES)}"
-    if server == "llama-cpp-python" and role == "assistant" and "content" not in message:
-        return None  # accepted, then answered with an empty body
-    if server == "llama-cpp-python" and role == "tool" and content is None:
+        return None if kinds <= _USER_PART_TYPES else f"{where}.content has a part type outside {_PART_TYPE_NAMES}"
+    # llama-cpp-python takes an assistant message without content (and answers it with an empty body).
+    llama_takes = (role == "assistant" and "content" not in message) or (role == "tool" and content is None)
+    if server == "llama-cpp-python" and llama_takes:
         return None
     if not isinstance(content, str):
         return f"{where}.content must be a string for role {role!r} (got {type(content).__name__})"
@@ -97,40 +87,24 @@ def refusal(body: Any, server: str = "strict") -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return "messages must be a list"
-    for index, message in enumerate(messages):
-        reason = _message_refusal(index, message, server)
-        if reason is not None:
-            return reason
+    reason = next(filter(None, (_message_refusal(i, message, server) for i, message in enumerate(messages))), None)
+    if reason is not None:
+        return reason
     response_format = body.get("response_format")
-    if server != "openai" and isinstance(response_format, dict) and response_format.get("type") not in (
-            "text", "json_object"):
-        return f"response_format.type {response_format.get('type')!r} is not 'text' or 'json_object'"
+    kind = response_format.get("type") if isinstance(response_format, dict) else "text"
+    if server != "openai" and kind not in ("text", "json_object"):
+        return f"response_format.type {kind!r} is not 'text' or 'json_object'"
     return None
 
 
-def _empty_body_quirk(body: dict[str, Any]) -> bool:
-    return any(isinstance(m, dict) and m.get("role") == "assistant" and "content" not in m
-               for m in body.get("messages") or [])
-
-
-class OpenAIChatFake(LoopbackServer):
-    """An OpenAI-compatible chat completions API on 127.0.0.1 answering from a :class:`ChatModel`.
-
-    Point a client at ``fake.base_url`` (``http://127.0.0.1:<port>/v1``).
-
-    Args:
-        model: Decides each reply (a :class:`ChatModel`, a function of the request, or replies in order).
-        server: Whose acceptance to take (one of :data:`SERVERS`; default the strict common subset).
-        **kwargs: Passed to :class:`LoopbackServer`.
-    """
+class OpenAIChatFake(ModelServer):
+    """An OpenAI-compatible chat completions API on 127.0.0.1 at ``fake.base_url``, accepting what ``server`` does."""
 
     def __init__(self, model: Any, *, server: str = "strict", **kwargs: Any) -> None:
         if server not in SERVERS:
             raise ValueError(f"server {server!r} is not one of {list(SERVERS)}")
-        super().__init__("openai", **kwargs)
-        self.model: ChatModel = as_chat_model(model)
+        super().__init__("openai", model, **kwargs)
         self.server = server
-        self.requests: list[ChatRequest] = []
         self.refused: list[str] = []
 
     @property
@@ -146,80 +120,85 @@ class OpenAIChatFake(LoopbackServer):
         try:
             body = await request.json()
         except ValueError:
-            return web.json_response({"error": {"message": "invalid JSON body", "type": "invalid_request_error"}},
-                                     status=400)
+            invalid = {"message": "invalid JSON body", "type": "invalid_request_error"}
+            return web.json_response({"error": invalid}, status=400)
         self.record("received", "request", body)
+        llama = self.server == "llama-cpp-python"
         reason = refusal(body, self.server)
         if reason is not None:
             self.refused.append(reason)
-            status = 500 if self.server == "llama-cpp-python" else 400
-            kind = "internal_server_error" if status == 500 else "invalid_request_error"
-            return web.json_response({"error": {"message": reason, "type": kind, "param": None, "code": None}},
-                                     status=status)
-        if self.server == "llama-cpp-python" and body.get("stream") and _empty_body_quirk(body):
+            kind = "internal_server_error" if llama else "invalid_request_error"
+            error = {"message": reason, "type": kind, "param": None, "code": None}
+            return web.json_response({"error": error}, status=500 if llama else 400)
+        messages = body["messages"]
+        if llama and body.get("stream") and any(m.get("role") == "assistant" and "content" not in m for m in messages):
             self.refused.append("assistant message without content")
             return web.Response(status=200, content_type="text/event-stream")
         tools = [str(t.get("function", {}).get("name", "")) for t in body.get("tools") or []]
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
-        chat = ChatRequest(provider="openai", model=str(body.get("model", "")),
-                           messages=openai_to_chat_messages(body), tools=tools, raw=body,
-                           streaming=bool(body.get("stream")), max_tokens=limit if isinstance(limit, int) else None)
-        self.requests.append(chat)
-        reply = await self.model.reply(chat)
-        if not body.get("stream"):
+        streaming, limit = bool(body.get("stream")), limit if isinstance(limit, int) else None
+        chat = ChatRequest(
+            "openai", str(body.get("model", "")), openai_to_chat_messages(body), tools, body, streaming, limit
+        )
+        reply = await self.answer(chat)
+        if not streaming:
             return self._whole(chat, reply)
-        usage = bool((body.get("stream_options") or {}).get("include_usage")) and self.server != "llama-cpp-python"
+        usage = bool((body.get("stream_options") or {}).get("include_usage")) and not llama
         return await self._stream(request, chat, reply, usage)
 
-    @staticmethod
-    def _usage(chat: ChatRequest, reply: ChatReply) -> dict[str, int]:
-        prompt = sum(len(str(m.get("content") or "").split()) for m in chat.messages)
-        output = len(reply.text.split()) + 5 * len(reply.tool_calls)
+    def _usage(self, chat: ChatRequest, reply: ChatReply) -> dict[str, int]:
+        prompt, output = self.token_counts(chat, reply)
         return {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
 
     @staticmethod
     def _tool_calls(reply: ChatReply) -> list[dict[str, Any]]:
-        return [{"id": call.get("id") or f"call_{uuid.uuid4().hex[:8]}", "type": "function",
-                 "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments") or {})}}
-                for call in reply.tool_calls]
+        return [
+            {"id": call.get("id") or f"call_{uuid.uuid4().hex[:8]}", "type": "function",
+             "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments") or {})}}
+            for call in reply.tool_calls
+        ]  # fmt: skip
+
+    @staticmethod
+    def _envelope(chat: ChatRequest, kind: str) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": kind,
+            "created": int(time.time()),
+            "model": chat.model,
+        }
 
     def _whole(self, chat: ChatRequest, reply: ChatReply) -> web.Response:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if reply.tool_calls:
             message["tool_calls"] = self._tool_calls(reply)
-        body = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-                "model": chat.model, "usage": self._usage(chat, reply),
-                "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if reply.tool_calls else "stop"}]}
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+        body = {**self._envelope(chat, "chat.completion"), "usage": self._usage(chat, reply), "choices": [choice]}
         self.record("sent", "response", body)
         reply.sent_text, reply.completed = reply.text, True
         return web.json_response(body)
 
-    async def _stream(self, request: web.Request, chat: ChatRequest, reply: ChatReply,
-                      include_usage: bool) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": chat.model}
+    async def _stream(self, request: web.Request, chat: ChatRequest, reply: ChatReply, include_usage: bool) -> Any:
+        response = await self.event_stream(request)
+        envelope = self._envelope(chat, "chat.completion.chunk")
 
-        async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
-            chunk = {**base, "choices": choices, **extra}
+        async def send(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> None:
+            choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+            chunk = {**envelope, "choices": choices, **extra}
             self.record("sent", "chunk", chunk)
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
-        await send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        await send({"role": "assistant", "content": ""})
         async for piece in text_pieces(reply):
-            await send([{"index": 0, "delta": {"content": piece}, "finish_reason": None}])
+            await send({"content": piece})
             reply.sent_text += piece
         for index, call in enumerate(self._tool_calls(reply)):
-            await send([{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
-                {"index": index, "id": call["id"], "type": "function",
-                 "function": {"name": call["function"]["name"], "arguments": ""}}]}}])
-            await send([{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
-                {"index": index, "function": {"arguments": call["function"]["arguments"]}}]}}])
-        await send([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}])
+            function = call["function"]
+            opening = {"index": index, "id": call["id"], "type": "function", "function": {**function, "arguments": ""}}
+            await send({"tool_calls": [opening]})
+            await send({"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]})
+        await send({}, "tool_calls" if reply.tool_calls else "stop")
         if include_usage:
-            await send([], usage=self._usage(chat, reply))
+            await send(None, usage=self._usage(chat, reply))
         await response.write(b"data: [DONE]\n\n")
         reply.completed = True
         await response.write_eof()

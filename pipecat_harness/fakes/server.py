@@ -10,7 +10,9 @@ from typing import Any, Self
 
 from aiohttp import web
 
-__all__ = ["Exchange", "LoopbackServer"]
+from pipecat_harness.fakes.chat import ChatModel, ChatReply, ChatRequest, as_chat_model
+
+__all__ = ["Exchange", "LoopbackServer", "ModelServer"]
 
 
 @dataclass
@@ -21,8 +23,8 @@ class Exchange:
         provider: Which fake (``gemini``, ``openai``, ``deepgram``, ``elevenlabs``).
         direction: ``received`` (from the service) or ``sent`` (to it).
         kind: What it is (``request``, ``chunk``, ``Finalize``, ``audio``...).
-        payload: The decoded message (JSON payloads as sent on the wire).
-        t: Loop time when it happened.
+        payload: The decoded message.
+        t: Loop time.
     """
 
     provider: str
@@ -37,19 +39,13 @@ class Exchange:
 
 
 class LoopbackServer:
-    """Base of the protocol fakes: an aiohttp app on 127.0.0.1.
-
-    Args:
-        provider: Name used in :class:`Exchange` records.
-        on_exchange: Called with every :class:`Exchange` as it happens (a trace recorder).
-    """
+    """Base of the protocol fakes: an aiohttp app on 127.0.0.1 logging every :class:`Exchange` (to ``on_exchange``)."""
 
     def __init__(self, provider: str, *, on_exchange: Callable[[Exchange], None] | None = None) -> None:
         self.provider = provider
         self.log: list[Exchange] = []
         self._on_exchange = on_exchange
         self._runner: web.AppRunner | None = None
-        self._site: web.TCPSite | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.port = 0
@@ -75,13 +71,16 @@ class LoopbackServer:
             self._on_exchange(exchange)
         return exchange
 
+    def _payloads(self, direction: str, kind: str | None) -> list[Any]:
+        return [e.payload for e in self.log if e.direction == direction and kind in (None, e.kind)]
+
     def received(self, kind: str | None = None) -> list[Any]:
         """Payloads received from the service, optionally of one kind."""
-        return [e.payload for e in self.log if e.direction == "received" and (kind is None or e.kind == kind)]
+        return self._payloads("received", kind)
 
     def sent(self, kind: str | None = None) -> list[Any]:
         """Payloads sent to the service, optionally of one kind."""
-        return [e.payload for e in self.log if e.direction == "sent" and (kind is None or e.kind == kind)]
+        return self._payloads("sent", kind)
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         """Run ``coro`` as a task the server cancels when it stops."""
@@ -98,19 +97,15 @@ class LoopbackServer:
         # No access log: a simulated call makes many requests.
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        self._site = web.TCPSite(self._runner, "127.0.0.1", self.port or 0)
-        await self._site.start()
-        server = self._site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1]
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self.port = self._runner.addresses[0][1]
         return self
 
     async def stop(self) -> None:
         """Stop serving and cancel the fake's own tasks."""
         for task in list(self._tasks):
             task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -120,3 +115,30 @@ class LoopbackServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+class ModelServer(LoopbackServer):
+    """A model API fake answering from a :class:`ChatModel` (a function of the request, or replies in order)."""
+
+    def __init__(self, provider: str, model: Any, **kwargs: Any) -> None:
+        super().__init__(provider, **kwargs)
+        self.model: ChatModel = as_chat_model(model)
+        self.requests: list[ChatRequest] = []
+
+    async def answer(self, chat: ChatRequest) -> ChatReply:
+        """Keep ``chat`` in :attr:`requests` and ask the model."""
+        self.requests.append(chat)
+        return await self.model.reply(chat)
+
+    @staticmethod
+    async def event_stream(request: web.Request) -> web.StreamResponse:
+        """A prepared server-sent-event response to ``request``."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        return response
+
+    @staticmethod
+    def token_counts(chat: ChatRequest | None, reply: ChatReply) -> tuple[int, int]:
+        """Stand-ins for the prompt and output token counts: words, and 5 per tool call."""
+        prompt = sum(len(str(m.get("content") or "").split()) for m in chat.messages) if chat else 0
+        return prompt, len(reply.text.split()) + 5 * len(reply.tool_calls)

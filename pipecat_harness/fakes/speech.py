@@ -15,17 +15,11 @@ PUNCTUATION_PAUSE = {".": 0.35, "?": 0.35, "!": 0.35, ",": 0.15, ";": 0.2, ":": 
 
 
 def speech_duration(text: str, words_per_minute: float) -> list[tuple[str, float, float]]:
-    """Lay out ``text`` as ``(word, start, end)`` offsets at the given speaking rate.
-
-    Each word takes time proportional to its length (average word: 60/wpm s); punctuation after a word adds a pause.
-    """
-    words = text.split()
-    if not words:
-        return []
+    """Lay out ``text`` as ``(word, start, end)``: time per letter (a word takes 60/wpm s), pauses after punctuation."""
     seconds_per_char = 60.0 / words_per_minute / 5.0
     layout = []
     t = 0.0
-    for word in words:
+    for word in text.split():
         letters = len(re.sub(r"[^\w]", "", word)) or 1
         duration = max(0.12, letters * seconds_per_char + 0.05)
         layout.append((word, t, t + duration))

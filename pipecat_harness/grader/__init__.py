@@ -9,7 +9,7 @@
 * ``pipecat_harness.grader.control.GraderControl``: the harness control (imported on demand).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipecat_harness.grader.actions import InMemoryOperations, OperationLedgerView, SucceededOperation
 from pipecat_harness.grader.alerts import SeverityPolicy, WebhookAlerter, alert_payload, sign, verify_signature
@@ -28,14 +28,6 @@ __all__ = ["AuditRow", "AuditStore", "CalibrationReport", "CombinedGrader", "Con
 
 
 def __getattr__(name: str) -> Any:
-    if name != "AuditStore":
-        raise AttributeError(f"module 'pipecat_harness.grader' has no attribute {name!r}")
-    from pipecat_harness.errors import import_or_name_extra
+    from pipecat_harness.stores import lazy_attribute
 
-    value = import_or_name_extra("pipecat_harness.grader.audit", "pipecat_harness.grader.AuditStore").AuditStore
-    globals()[name] = value
-    return value
-
-
-if TYPE_CHECKING:
-    from pipecat_harness.grader.audit import AuditStore
+    return lazy_attribute(__name__, {"AuditStore": "audit"}, name, "sqlite")

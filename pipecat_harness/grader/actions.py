@@ -1,8 +1,7 @@
 """Action claims ("I've updated your address") checked against the call's operation ledger.
 
-A claim that something was done is only true if a matching operation succeeded on this call. The grader reads the ledger
-through :class:`OperationLedgerView`, which the tool controls' ``OperationLedger`` satisfies;
-:class:`InMemoryOperations` is a small stand-in for evaluation and tests.
+A claim that something was done is only true if a matching operation succeeded on this call. The ledger is read through
+:class:`OperationLedgerView` (the tools' ``OperationLedger`` is one; :class:`InMemoryOperations` stands in for tests).
 """
 
 from __future__ import annotations
@@ -16,8 +15,10 @@ from typing import Protocol, runtime_checkable
 from pipecat_harness.grader.verdict import Verdict
 from pipecat_harness.numbers import stem, tokenize
 
-__all__ = ["InMemoryOperations", "OperationLedgerView", "RecordedOperation", "SucceededOperation", "check_action_claim",
-           "find_action_claims"]
+__all__ = [
+    "InMemoryOperations", "OperationLedgerView", "RecordedOperation", "SucceededOperation", "check_action_claim",
+    "find_action_claims",
+]  # fmt: skip
 
 
 @runtime_checkable
@@ -27,7 +28,6 @@ class SucceededOperation(Protocol):
     @property
     def op_type(self) -> str:
         """Name of the tool that ran (``modify_order_address``), as the tool ledger's records name it."""
-        ...
 
 
 @runtime_checkable
@@ -36,7 +36,6 @@ class OperationLedgerView(Protocol):
 
     async def succeeded_operations(self, call_id: str) -> Sequence[SucceededOperation]:
         """Operations that succeeded on ``call_id``."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -99,11 +98,7 @@ _GENERIC = {"order", "pending", "items", "item", "modify", "update", "issue", "g
 
 
 def find_action_claims(utterance: str, caller_utterance: str | None = None) -> list[tuple[str, set[str]]]:
-    """Completion claims in an utterance, each with the action keys it names.
-
-    The keys come from the sentence ("address", "refund", "cancel"); when the sentence names nothing ("Done, you're all
-    set") they come from the caller's request.
-    """
+    """Completion claims in an utterance, each with the action keys it names (else the caller's request names)."""
     claims: list[tuple[str, set[str]]] = []
     for sentence in re.split(r"(?<=[.!?])\s+", utterance.strip()):
         if sentence.rstrip().endswith("?"):
@@ -116,11 +111,7 @@ def find_action_claims(utterance: str, caller_utterance: str | None = None) -> l
             continue
         # Each completed clause names its own action ("cancelled, and the refund is on its way": two); a clause that
         # names none ("that's taken care of") takes the sentence's, then the caller's.
-        keys: set[str] = set()
-        for clause in done:
-            keys |= _keys(clause)
-        if not keys:
-            keys = _keys(_words(sentence))
+        keys = {key for clause in done for key in _keys(clause)} or _keys(_words(sentence))
         if not keys and caller_utterance:
             keys = _keys(_words(caller_utterance))
         claims.append((sentence.strip(), keys))
@@ -140,6 +131,7 @@ def _claims_completion(clause: str) -> bool:
 
 #: Nouns that name what was acted on, not the action ("your appointment is cancelled" is a cancellation).
 _BOOKED_NOUNS = {"appointment", "booking", "reservation"}
+_KEY_STEMS = {"cancel", "refund", "reschedul", "return", "address", "book"}
 #: Actions a claim can name besides booking.
 _OTHER_ACTIONS = {"cancel", "reschedule", "refund", "return", "sms", "email", "callback", "exchange", "address"}
 
@@ -154,8 +146,7 @@ def _keys(text: str) -> set[str]:
     )
     words = text.split()
     keys = {_normal(_OBJECTS[w]) for w in words if w in _OBJECTS}
-    keys |= {_normal(stem(w)) for w in words if stem(w) in {"cancel", "refund", "reschedul", "return", "address",
-                                                            "book"}}
+    keys |= {_normal(stem(w)) for w in words if stem(w) in _KEY_STEMS}
     booked_by_a_verb = any(w in _OBJECTS and w not in _BOOKED_NOUNS and _normal(_OBJECTS[w]) == "book" for w in words)
     if "book" in keys and keys & _OTHER_ACTIONS and not booked_by_a_verb and "booked" not in words:
         keys.discard("book")
@@ -181,9 +172,8 @@ def check_action_claim(claim: str, keys: set[str], succeeded: Sequence[Succeeded
             covered.setdefault(key, name)
     if keys and set(covered) >= keys:  # every action the claim names succeeded
         ops = sorted(set(covered.values()))
-        return Verdict("supported", claim, "action", ",".join(f"ledger.{n}" for n in ops),
-                       f"{', '.join(ops)} succeeded on this call", 0.9)
-    what = ", ".join(sorted(keys)) or "the requested action"
-    done = ", ".join(names) or "none"
-    return Verdict("unsupported", claim, "action", "ledger",
-                   f"claimed {what} was done, but no matching operation succeeded (succeeded: {done})", 0.9)
+        refs = ",".join(f"ledger.{n}" for n in ops)
+        return Verdict("supported", claim, "action", refs, f"{', '.join(ops)} succeeded on this call", 0.9)
+    what, done = ", ".join(sorted(keys)) or "the requested action", ", ".join(names) or "none"
+    why = f"claimed {what} was done, but no matching operation succeeded (succeeded: {done})"
+    return Verdict("unsupported", claim, "action", "ledger", why, 0.9)

@@ -1,8 +1,7 @@
 """Alert payloads as on-call channels want them: Slack, Microsoft Teams, PagerDuty.
 
 Each formatter turns the design's payload (:func:`~pipecat_harness.grader.alerts.alert_payload`) into the body the
-channel's incoming webhook accepts, carrying the same evidence (agent and caller utterance, the violated constraint, the
-rationale) and the links into the console, so the on-call can triage without opening it.
+channel's incoming webhook accepts, with the same evidence and console links, so the on-call can triage without it.
 """
 
 from __future__ import annotations
@@ -31,55 +30,60 @@ def _refs(payload: dict[str, Any]) -> str:
     return ", ".join(payload.get("constraint_ref") or []) or "none"
 
 
+def _facts(payload: dict[str, Any]) -> dict[str, str]:
+    return {
+        "Severity": payload["severity"],
+        "Tenant": payload["tenant_id"],
+        "Call": f"{payload['call_id']} ({payload['turn_id']})",
+        "Constraint": f"{_refs(payload)} (list {payload['constraint_list_version']})",
+        "Confidence": f"{payload['confidence']:.2f}",
+        "Recommended": payload["recommended_action"],
+    }
+
+
 def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
     """A Slack incoming-webhook message (Block Kit) for an alert."""
-    links = payload["links"]
     quote = f"> *Agent:* {payload['agent_utterance']}"
     if payload.get("caller_utterance"):
         quote = f"> *Caller:* {payload['caller_utterance']}\n{quote}"
+    facts = _facts(payload)
+    fields = [{"type": "mrkdwn", "text": f"*{k}:* {facts[k]}"} for k in ("Severity", "Tenant", "Call", "Confidence")]
+    evidence = f"*Rationale:* {payload['rationale']}\n*Constraint:* `{_refs(payload)}` "
+    evidence += f"(list {payload['constraint_list_version']})\n*Recommended:* {payload['recommended_action']}"
+    buttons = [
+        {"type": "button", "text": {"type": "plain_text", "text": t}, "url": payload["links"][k]} for k, t in _LINKS
+    ]
     return {
         "text": _summary(payload),
         "blocks": [
             {"type": "header", "text": {"type": "plain_text", "text": f"Grader flag: {payload['category']}"}},
-            {"type": "section", "fields": [
-                {"type": "mrkdwn", "text": f"*Severity:* {payload['severity']}"},
-                {"type": "mrkdwn", "text": f"*Tenant:* {payload['tenant_id']}"},
-                {"type": "mrkdwn", "text": f"*Call:* {payload['call_id']} ({payload['turn_id']})"},
-                {"type": "mrkdwn", "text": f"*Confidence:* {payload['confidence']:.2f}"},
-            ]},
+            {"type": "section", "fields": fields},
             {"type": "section", "text": {"type": "mrkdwn", "text": quote}},
-            {"type": "section", "text": {"type": "mrkdwn", "text": (
-                f"*Rationale:* {payload['rationale']}\n*Constraint:* `{_refs(payload)}` "
-                f"(list {payload['constraint_list_version']})\n*Recommended:* {payload['recommended_action']}")}},
-            {"type": "actions", "elements": [
-                {"type": "button", "text": {"type": "plain_text", "text": title}, "url": links[key]}
-                for key, title in _LINKS]},
+            {"type": "section", "text": {"type": "mrkdwn", "text": evidence}},
+            {"type": "actions", "elements": buttons},
         ],
     }
 
 
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "TextBlock", "wrap": True, "text": text}
+
+
 def teams_message(payload: dict[str, Any]) -> dict[str, Any]:
     """A Microsoft Teams incoming-webhook message carrying an Adaptive Card."""
-    links = payload["links"]
-    facts = [{"title": "Severity", "value": payload["severity"]}, {"title": "Tenant", "value": payload["tenant_id"]},
-             {"title": "Call", "value": f"{payload['call_id']} ({payload['turn_id']})"},
-             {"title": "Constraint", "value": f"{_refs(payload)} (list {payload['constraint_list_version']})"},
-             {"title": "Confidence", "value": f"{payload['confidence']:.2f}"},
-             {"title": "Recommended", "value": payload["recommended_action"]}]
     body: list[dict[str, Any]] = [
         {"type": "TextBlock", "size": "Medium", "weight": "Bolder", "text": f"Grader flag: {payload['category']}"},
-        {"type": "FactSet", "facts": facts},
+        {"type": "FactSet", "facts": [{"title": k, "value": v} for k, v in _facts(payload).items()]},
     ]
     if payload.get("caller_utterance"):
-        body.append({"type": "TextBlock", "wrap": True, "text": f"Caller: {payload['caller_utterance']}"})
-    body += [{"type": "TextBlock", "wrap": True, "text": f"Agent: {payload['agent_utterance']}"},
-             {"type": "TextBlock", "wrap": True, "text": f"Rationale: {payload['rationale']}"}]
+        body.append(_text(f"Caller: {payload['caller_utterance']}"))
+    body += [_text(f"Agent: {payload['agent_utterance']}"), _text(f"Rationale: {payload['rationale']}")]
     card = {
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "type": "AdaptiveCard",
         "version": "1.4",
         "body": body,
-        "actions": [{"type": "Action.OpenUrl", "title": title, "url": links[key]} for key, title in _LINKS],
+        "actions": [{"type": "Action.OpenUrl", "title": t, "url": payload["links"][k]} for k, t in _LINKS],
     }
     return {
         "type": "message",
@@ -109,7 +113,7 @@ def pagerduty_event(payload: dict[str, Any], routing_key: str = "") -> dict[str,
 
 #: Formatter by the ``grader.webhook_format`` name (``harness`` sends the design's payload as is).
 FORMATTERS: dict[str, Formatter] = {
-    "harness": lambda payload: payload,
+    "harness": lambda p: p,
     "slack": slack_message,
     "teams": teams_message,
     "pagerduty": pagerduty_event,

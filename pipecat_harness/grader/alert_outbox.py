@@ -1,8 +1,7 @@
 """Alerts through an outbox of their own (table prefix :data:`ALERT_TABLE_PREFIX`): a queued alert survives a crash.
 
-:class:`OutboxAlerter` appends each alert to the ledger's outbox before it returns, once per audit row; an
-:class:`~pipecat_harness.tools.outbox.OutboxPublisher` delivers it, signed, with the outbox's retries, and the next
-publisher on the same database delivers what a killed process left. The tool gate's events never reach the webhook.
+Each alert is appended once per audit row before :meth:`OutboxAlerter.dispatch` returns; an ``OutboxPublisher``
+delivers it, signed, with the outbox's retries, and the next publisher on the database delivers what a killed one left.
 """
 
 from __future__ import annotations
@@ -25,23 +24,26 @@ ALERT_TABLE_PREFIX = "grader_alerts_"
 
 
 class OutboxAlerter:
-    """Queue alerts in an outbox and deliver them to a webhook from it.
+    """Queue alerts in an outbox and deliver them, signed, to a webhook from it.
 
-    Args:
-        ledger: The ledger whose outbox holds the alerts (or its database URL).
-        url: Webhook endpoint.
-        secret: HMAC key shared with the receiver.
-        formatter: Turns the design's payload into the webhook's body (Slack, Teams, PagerDuty...).
-        publish: Run a publisher in this process (``False``: another process delivers).
-        max_attempts: Deliveries per alert before it is left pending for an operator.
-        retry_delay_secs: Pause after a failed delivery.
-        interval_secs: How often the publisher looks for alerts it was not told about.
-        timeout_secs: Per-request timeout.
+    ``ledger`` (or its database URL) holds the outbox; ``formatter`` shapes the body (Slack, Teams...); with
+    ``publish=False`` another process delivers; an alert still undelivered after ``max_attempts`` stays pending for an
+    operator; every ``interval_secs`` the publisher also looks for alerts it was not told about.
     """
 
-    def __init__(self, ledger: OperationLedger | str, url: str, secret: str, *, formatter: Formatter | None = None,
-                 publish: bool = True, max_attempts: int = 10, retry_delay_secs: float = 0.5,
-                 interval_secs: float = 1.0, timeout_secs: float = 5.0) -> None:
+    def __init__(
+        self,
+        ledger: OperationLedger | str,
+        url: str,
+        secret: str,
+        *,
+        formatter: Formatter | None = None,
+        publish: bool = True,
+        max_attempts: int = 10,
+        retry_delay_secs: float = 0.5,
+        interval_secs: float = 1.0,
+        timeout_secs: float = 5.0,
+    ) -> None:
         if not secret:
             raise ValueError("a webhook secret is required to sign alerts")
         self._owns_ledger = isinstance(ledger, str)
@@ -53,8 +55,9 @@ class OutboxAlerter:
         self.interval_secs = interval_secs
         self.timeout_secs = timeout_secs
         self.delivered: list[dict[str, Any]] = []
-        self.publisher = OutboxPublisher(self.ledger, self._deliver, max_attempts=max_attempts,
-                                         retry_delay_secs=retry_delay_secs)
+        self.publisher = OutboxPublisher(
+            self.ledger, self._deliver, max_attempts=max_attempts, retry_delay_secs=retry_delay_secs
+        )
         self._ready = False
 
     async def _prepare(self) -> None:
@@ -63,11 +66,7 @@ class OutboxAlerter:
             self._ready = True
 
     async def dispatch(self, payload: dict[str, Any]) -> bool:
-        """Append the alert to the outbox (committed when this returns) and wake the publisher.
-
-        Returns:
-            ``False`` when this alert (same call and audit row) was already queued.
-        """
+        """Append the alert to the outbox (committed on return) and wake the publisher; ``False`` if already queued."""
         await self._prepare()
         key = f"{payload.get('call_id')}:{payload.get('audit_row_ref')}"
         appended = await self.ledger.append_event(str(payload.get("tenant_id", "")), key, ALERT_EVENT, payload)
@@ -101,8 +100,7 @@ class OutboxAlerter:
         if event.event_type != ALERT_EVENT:
             logger.warning(f"grader alert outbox: ignoring {event.event_type} event {event.event_id}")
             return
-        body_data = self.formatter(event.payload) if self.formatter else event.payload
-        body = json.dumps(body_data, sort_keys=True).encode()
+        body = json.dumps(self.formatter(event.payload) if self.formatter else event.payload, sort_keys=True).encode()
         loop = asyncio.get_running_loop()
         status = await loop.run_in_executor(None, post_signed, self.url, self.secret, body, self.timeout_secs)
         if not 200 <= status < 300:

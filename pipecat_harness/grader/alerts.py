@@ -1,10 +1,9 @@
 """Alerts: severity of a verdict, the design's webhook payload, its HMAC signature, and delivery off the loop.
 
-The ``X-Harness-Signature`` header is ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">``, checked for origin and
-freshness by :func:`verify_signature`. :class:`WebhookAlerter` delivers from a bounded in-memory queue in its own task,
-with exponential backoff, each POST in an executor thread (real-time timeouts, no network I/O on the loop); every queued
-alert ends delivered or failed whatever the receiver answers. Alerts still queued when the process dies are lost: the
-grader uses the outbox alerter (:class:`~pipecat_harness.grader.alert_outbox.OutboxAlerter`), which keeps them.
+``X-Harness-Signature`` is ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` (:func:`verify_signature` checks
+origin and freshness). :class:`WebhookAlerter` posts from a bounded in-memory queue in its own task, with exponential
+backoff, each POST in an executor thread; every queued alert ends delivered or failed. Alerts still queued when the
+process dies are lost, so the grader uses the outbox alerter (:mod:`~pipecat_harness.grader.alert_outbox`).
 """
 
 from __future__ import annotations
@@ -26,9 +25,11 @@ from tenacity import AsyncRetrying, RetryError, stop_after_attempt, wait_exponen
 
 from pipecat_harness.grader.audit_row import AuditRow
 
-__all__ = ["ALERT_EVENT", "PAYLOAD_FIELDS", "SEVERITY_ORDER", "SIGNATURE_HEADER", "Alerter", "SeverityPolicy",
-           "WebhookAlerter", "WebhookStats", "alert_payload", "call_links", "post_signed", "sign", "turn_ref",
-           "verify_signature"]
+__all__ = [
+    "ALERT_EVENT", "PAYLOAD_FIELDS", "SEVERITY_ORDER", "SIGNATURE_HEADER", "Alerter", "SeverityPolicy",
+    "WebhookAlerter", "WebhookStats", "alert_payload", "call_links", "post_signed", "sign", "turn_ref",
+    "verify_signature",
+]  # fmt: skip
 
 SIGNATURE_HEADER = "X-Harness-Signature"
 SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
@@ -54,14 +55,9 @@ _RECOMMENDED = {
 
 @dataclass(frozen=True)
 class SeverityPolicy:
-    """Maps a verdict to a severity.
+    """Maps a verdict to a severity: ``unsupported`` in ``critical_categories`` is critical, other flags are warnings.
 
-    ``unsupported`` claims in ``critical_categories`` are critical; other unsupported and ``llm_flagged`` claims are
-    warnings; the rest is info.
-
-    Args:
-        critical_categories: Categories whose unsupported claims are critical.
-        alert_min_severity: Lowest severity that triggers a webhook.
+    Rows of ``alert_min_severity`` or above trigger a webhook.
     """
 
     critical_categories: frozenset[str] = frozenset({"price", "policy", "action"})
@@ -71,9 +67,7 @@ class SeverityPolicy:
         """Severity of a verdict in a category."""
         if verdict == "unsupported":
             return "critical" if category in self.critical_categories else "warning"
-        if verdict in ("llm_flagged", "not_graded"):
-            return "warning"
-        return "info"
+        return "warning" if verdict in ("llm_flagged", "not_graded") else "info"
 
     def should_alert(self, severity: str) -> bool:
         """Whether a row of this severity goes to the webhook."""
@@ -85,11 +79,9 @@ class Alerter(Protocol):
 
     async def dispatch(self, payload: dict[str, Any]) -> bool:
         """Queue one alert; ``False`` if it was not queued (full queue, already queued)."""
-        ...
 
     async def close(self, timeout_secs: float = 5.0) -> None:
         """Deliver what is queued (bounded), then stop."""
-        ...
 
 
 def turn_ref(call_id: str, turn: int) -> str:
@@ -105,12 +97,7 @@ def call_links(tenant: str, call_id: str, turn: int | None = None, *, console_ur
 
 
 def alert_payload(row: AuditRow, *, console_url: str | None = None) -> dict[str, Any]:
-    """The design's alert payload for a flagged audit row.
-
-    Args:
-        row: The written row (its ``id`` is the audit reference).
-        console_url: Base URL of the operator console for the links.
-    """
+    """The design's alert payload for a written, flagged audit row (its ``id`` is the audit reference)."""
     return {
         "event": ALERT_EVENT,
         "severity": _WIRE_SEVERITY.get(row.severity, row.severity),
@@ -153,14 +140,6 @@ def verify_signature(secret: str, body: bytes, header: str, *, tolerance_secs: f
 
 
 @dataclass
-class _Delivery:
-    payload: dict[str, Any]
-    attempts: int = 0
-    status: int | None = None
-    error: str | None = None
-
-
-@dataclass
 class WebhookStats:
     """What happened to the alerts so far."""
 
@@ -173,19 +152,21 @@ class WebhookStats:
 class WebhookAlerter:
     """Post signed alerts to a webhook from a background task.
 
-    Args:
-        url: Endpoint to POST to.
-        secret: HMAC key shared with the receiver.
-        max_attempts: Tries per alert before giving up.
-        backoff_secs: Wait before the second try; doubles each try.
-        timeout_secs: Per-request timeout.
-        queue_size: Alerts waiting beyond this are dropped (and counted), never blocking.
-        formatter: Turns the design's payload into the webhook's body (Slack, Teams, PagerDuty...).
+    ``backoff_secs`` is the wait before the second try (it doubles each try); alerts beyond ``queue_size`` waiting are
+    dropped and counted, never blocking; ``formatter`` shapes the body (Slack, Teams, PagerDuty...).
     """
 
-    def __init__(self, url: str, secret: str, *, max_attempts: int = 4, backoff_secs: float = 0.5,
-                 timeout_secs: float = 5.0, queue_size: int = 256,
-                 formatter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        secret: str,
+        *,
+        max_attempts: int = 4,
+        backoff_secs: float = 0.5,
+        timeout_secs: float = 5.0,
+        queue_size: int = 256,
+        formatter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         if not secret:
             raise ValueError("a webhook secret is required to sign alerts")
         self.url = url
@@ -232,35 +213,35 @@ class WebhookAlerter:
             try:
                 await self._deliver(payload)
             except Exception as exc:  # the body could not be built: nothing to retry
-                self._give_up(_Delivery(payload, error=f"{type(exc).__name__}: {exc}"))
+                self._give_up(payload, 0, f"{type(exc).__name__}: {exc}")
             finally:
                 self._queue.task_done()
 
-    def _give_up(self, delivery: _Delivery) -> None:
-        logger.error(f"grader webhook {self.url}: gave up after {delivery.attempts} attempts ({delivery.error})")
-        self.stats.failed.append({**delivery.payload, "_error": delivery.error})
+    def _give_up(self, payload: dict[str, Any], attempts: int, error: str | None) -> None:
+        logger.error(f"grader webhook {self.url}: gave up after {attempts} attempts ({error})")
+        self.stats.failed.append({**payload, "_error": error})
 
     async def _deliver(self, payload: dict[str, Any]) -> None:
         body = json.dumps(self.formatter(payload) if self.formatter else payload, sort_keys=True).encode()
-        delivery = _Delivery(payload)
+        attempts, error = 0, None
         if self.max_attempts < 1:
-            return self._give_up(delivery)  # no attempt allowed, as configured
+            return self._give_up(payload, attempts, error)  # no attempt allowed, as configured
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=wait_exponential(self.backoff_secs))
         try:
-            async for attempt in AsyncRetrying(stop=stop_after_attempt(self.max_attempts),
-                                               wait=wait_exponential(self.backoff_secs)):
+            async for attempt in retrying:
                 with attempt:
-                    delivery.attempts += 1
+                    attempts += 1
                     self.stats.attempts += 1
                     try:
-                        delivery.status = await asyncio.get_running_loop().run_in_executor(None, self._post, body)
+                        status = await asyncio.get_running_loop().run_in_executor(None, self._post, body)
                     except Exception as exc:  # any answer at all (http.client's errors are not all OSErrors)
-                        delivery.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+                        error = f"{type(exc).__name__}: {str(exc)[:200]}"
                         raise
-                    if not 200 <= delivery.status < 300:
-                        delivery.error = f"HTTP {delivery.status}"
-                        raise RuntimeError(delivery.error)
+                    if not 200 <= status < 300:
+                        error = f"HTTP {status}"
+                        raise RuntimeError(error)
         except RetryError:
-            self._give_up(delivery)
+            self._give_up(payload, attempts, error)
         else:
             self.stats.delivered.append(payload)
 

@@ -1,10 +1,8 @@
 """The SQL audit store (the ``sqlite`` extra): one row per verdict, supported ones included, and the operator's review.
 
-SQLAlchemy async Core for SQLite (``sqlite+aiosqlite:///grader_audit.db``) and PostgreSQL
-(``postgresql+asyncpg://...``). On a SQLite file a turn's rows are inserted through one ``sqlite3`` connection on a
-thread of its own (:class:`~pipecat_harness.tools.sqlite_thread.SqliteThread`): ``scripts/bench_grader.py`` measured
-SQLAlchemy's insert through ``aiosqlite`` as most of what grading added to the latency of the frames after a turn. The
-schema has one version, made by ``create_all``; Alembic comes with the first column change (nothing to migrate yet).
+SQLAlchemy async Core for SQLite and PostgreSQL. On a SQLite file a turn's rows are inserted through one ``sqlite3``
+connection on a thread of its own (``SqliteThread``): ``scripts/bench_grader.py`` measured SQLAlchemy's insert through
+``aiosqlite`` as most of what grading added to frame latency. The schema has one version, made by ``create_all``.
 """
 
 from __future__ import annotations
@@ -35,46 +33,47 @@ def day_start(day: date) -> float:
 
 
 def _review_table(metadata: MetaData, name: str) -> Table:
-    return Table(name, metadata,
-                 Column("id", Integer, primary_key=True, autoincrement=True),
-                 Column("row_id", Integer, nullable=False, index=True),
-                 Column("action", String(16), nullable=False),
-                 Column("status", String(16), nullable=False),
-                 Column("note", Text, nullable=False),
-                 Column("actor", String(128), nullable=False),
-                 Column("at", Float, nullable=False))
+    return Table(
+        name,
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("row_id", Integer, nullable=False, index=True),
+        Column("action", String(16), nullable=False),
+        Column("status", String(16), nullable=False),
+        Column("note", Text, nullable=False),
+        Column("actor", String(128), nullable=False),
+        Column("at", Float, nullable=False),
+    )
 
 
 def _table(metadata: MetaData, name: str) -> Table:
-    return Table(name, metadata,
-                 Column("id", Integer, primary_key=True, autoincrement=True),
-                 Column("created_at", Float, nullable=False),
-                 Column("tenant", String(128), nullable=False, index=True),
-                 Column("call_id", String(128), nullable=False, index=True),
-                 Column("turn_id", Integer, nullable=False),
-                 Column("utterance", Text, nullable=False),
-                 Column("caller_utterance", Text),
-                 Column("verdict", String(32), nullable=False, index=True),
-                 Column("category", String(32), nullable=False),
-                 Column("claim", Text, nullable=False),
-                 Column("constraint_ref", String(256)),
-                 Column("rationale", Text, nullable=False),
-                 Column("confidence", Float, nullable=False),
-                 Column("grader_model", String(128), nullable=False),
-                 Column("constraints_version", String(128), nullable=False),
-                 Column("severity", String(16), nullable=False),
-                 Column("review_status", String(16), nullable=False),
-                 Column("review_note", Text, nullable=False),
-                 Column("reviewed_at", Float))
+    return Table(
+        name,
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("created_at", Float, nullable=False),
+        Column("tenant", String(128), nullable=False, index=True),
+        Column("call_id", String(128), nullable=False, index=True),
+        Column("turn_id", Integer, nullable=False),
+        Column("utterance", Text, nullable=False),
+        Column("caller_utterance", Text),
+        Column("verdict", String(32), nullable=False, index=True),
+        Column("category", String(32), nullable=False),
+        Column("claim", Text, nullable=False),
+        Column("constraint_ref", String(256)),
+        Column("rationale", Text, nullable=False),
+        Column("confidence", Float, nullable=False),
+        Column("grader_model", String(128), nullable=False),
+        Column("constraints_version", String(128), nullable=False),
+        Column("severity", String(16), nullable=False),
+        Column("review_status", String(16), nullable=False),
+        Column("review_note", Text, nullable=False),
+        Column("reviewed_at", Float),
+    )
 
 
 class AuditStore:
-    """Audit rows in SQLite or PostgreSQL.
-
-    Args:
-        engine: An async engine or a database URL.
-        table_name: Table to use (tests give each run its own).
-    """
+    """Audit rows in SQLite or PostgreSQL (``engine``: an async engine or a database URL)."""
 
     def __init__(self, engine: AsyncEngine | str = DEFAULT_AUDIT_URL, *, table_name: str = "grader_audit") -> None:
         if isinstance(engine, str):
@@ -83,11 +82,10 @@ class AuditStore:
                 Path(url.database).parent.mkdir(parents=True, exist_ok=True)
             engine = create_async_engine(engine)
         self.engine = engine
-        database = engine.url.database
+        database = engine.url.database or ""
+        on_file = engine.url.get_backend_name() == "sqlite" and database not in ("", ":memory:")
         #: The SQLite file whose rows a thread of its own writes (``None``: SQLAlchemy writes them).
-        self._writer_path: str | None = (
-            database if engine.url.get_backend_name() == "sqlite" and database
-            and database != ":memory:" and not database.startswith("file:") else None)
+        self._writer_path = database if on_file and not database.startswith("file:") else None
         self._writer: SqliteThread | None = None
         self._metadata = MetaData()
         self.table = _table(self._metadata, table_name)
@@ -121,8 +119,7 @@ class AuditStore:
             return await self._write_on_thread(rows)
         async with self.engine.begin() as conn:
             for row in rows:
-                values = row.to_dict()
-                values.pop("id")
+                values = {name: value for name, value in row.to_dict().items() if name != "id"}
                 result = await conn.execute(self.table.insert().values(**values).returning(self.table.c.id))
                 row.id = int(result.scalar_one())
         return rows
@@ -131,19 +128,12 @@ class AuditStore:
         if self._writer is None:
             assert self._writer_path is not None
             self._writer = SqliteThread(self._writer_path, name="grader audit")
-        values = [row.to_dict() for row in rows]
-        for value in values:
-            value.pop("id")
+        values = [{name: value for name, value in row.to_dict().items() if name != "id"} for row in rows]
         columns = list(values[0])
-        statement = (f'INSERT INTO "{self.table.name}" ({", ".join(columns)}) '
-                     f'VALUES ({", ".join("?" for _ in columns)})')
+        statement = f'INSERT INTO "{self.table.name}" ({", ".join(columns)}) VALUES ({", ".join("?" * len(columns))})'
 
         def insert(conn: sqlite3.Connection) -> list[int]:
-            ids = []
-            for value in values:
-                cursor = conn.execute(statement, [value[column] for column in columns])
-                ids.append(int(cursor.lastrowid or 0))
-            return ids
+            return [int(conn.execute(statement, [v[c] for c in columns]).lastrowid or 0) for v in values]
 
         for row, row_id in zip(rows, await self._writer.run(insert), strict=True):
             row.id = row_id
@@ -163,16 +153,10 @@ class AuditStore:
             query = query.where(self.table.c.tenant == tenant)
         return await self.select(query)
 
-    async def flagged(self, *where: Any, limit: int = 200, status: str | None = None,
-                      tenants: Collection[str] | None = None) -> list[AuditRow]:
-        """Flagged rows (``unsupported``, ``llm_flagged``) newest first, at most ``limit``.
-
-        Args:
-            where: Further conditions on :attr:`table`'s columns.
-            limit: Most rows returned.
-            status: Only rows with this review status.
-            tenants: Only rows of these tenants (``None``: every tenant; empty: none).
-        """
+    async def flagged(
+        self, *where: Any, limit: int = 200, status: str | None = None, tenants: Collection[str] | None = None
+    ) -> list[AuditRow]:
+        """Flagged rows newest first, at most ``limit``, on ``where`` conditions, of a ``status`` and ``tenants``."""
         query = select(self.table).where(self.table.c.verdict.in_(sorted(FLAGGED)), *where)
         if tenants is not None:
             query = query.where(self.table.c.tenant.in_(sorted(tenants)))
@@ -186,13 +170,7 @@ class AuditStore:
             return int((await conn.execute(select(func.count()).select_from(self.table))).scalar_one())
 
     async def review(self, row_id: int, action: str, note: str = "", *, actor: str = "") -> AuditRow:
-        """Record an operator's action on a row, and keep it in the row's review history.
-
-        Args:
-            row_id: The audit row.
-            action: ``acknowledge``, ``override`` or ``escalate``.
-            note: Why.
-            actor: Who.
+        """Record an operator's ``action`` on a row (who, why), and keep it in the row's review history.
 
         Raises:
             ValueError: Unknown action.
@@ -200,17 +178,14 @@ class AuditStore:
         """
         if action not in REVIEW_STATUS:
             raise ValueError(f"unknown review action {action!r}; use one of {sorted(REVIEW_STATUS)}")
-        now = time.time()
+        now, status = time.time(), REVIEW_STATUS[action]
         async with self.engine.begin() as conn:
-            result = await conn.execute(
-                update(self.table)
-                .where(self.table.c.id == row_id)
-                .values(review_status=REVIEW_STATUS[action], review_note=note, reviewed_at=now)
-            )
+            changed = update(self.table).where(self.table.c.id == row_id)
+            result = await conn.execute(changed.values(review_status=status, review_note=note, reviewed_at=now))
             if result.rowcount == 0:
                 raise KeyError(f"no audit row {row_id}")
-            await conn.execute(self.reviews.insert().values(row_id=row_id, action=action, status=REVIEW_STATUS[action],
-                                                            note=note, actor=actor, at=now))
+            event = {"row_id": row_id, "action": action, "status": status, "note": note, "actor": actor, "at": now}
+            await conn.execute(self.reviews.insert().values(**event))
         row = await self.get(row_id)
         assert row is not None
         return row

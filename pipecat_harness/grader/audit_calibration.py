@@ -1,9 +1,8 @@
 """Calibration from production: operators' reviews of audited turns are the labels that check the grader.
 
 ``acknowledge`` says the verdict was right, ``override`` that it was not, ``escalate`` that the claim is a real problem.
-:func:`calibrate` samples rows per tenant and ISO week, flagged and unflagged apart (flags are rare), and estimates
-precision and recall from the reviewed ones, each weighted by the rows of its stratum it stands for; the reliability
-table puts the stated ``confidence`` beside how often such verdicts were right.
+:func:`calibrate` samples rows per tenant and ISO week, flagged and unflagged apart (flags are rare), and weights each
+reviewed row by the rows of its stratum it stands for; the reliability table puts stated confidence beside correctness.
 """
 
 from __future__ import annotations
@@ -26,10 +25,7 @@ _BINS = ((0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.000
 
 def label(row: AuditRow, review: ReviewEvent) -> bool:
     """Whether the claim was really ungrounded, by the operator's latest action on the row."""
-    if review.action == "escalate":
-        return True
-    right = review.action == "acknowledge"
-    return row.flagged if right else not row.flagged
+    return review.action == "escalate" or row.flagged == (review.action == "acknowledge")
 
 
 @dataclass
@@ -86,6 +82,7 @@ class AuditCalibration:
 
     def table(self) -> str:
         """The report as plain text."""
+
         def pct(value: float | None) -> str:
             return "-" if value is None else f"{value:.1%}"
 
@@ -95,14 +92,16 @@ class AuditCalibration:
                 f"{score.tenant:<20}{score.week:<10}{score.audited:>8}{score.sampled:>8}{score.labeled:>8}"
                 f"{pct(score.precision):>11}{pct(score.recall):>8}"
             )
-        lines += ["", "reliability (labeled rows): stated confidence vs observed correctness",
-                  f"{'confidence':<12}{'rows':>6}{'mean conf':>11}{'observed':>10}{'gap':>8}"]
+        lines += [
+            "",
+            "reliability (labeled rows): stated confidence vs observed correctness",
+            f"{'confidence':<12}{'rows':>6}{'mean conf':>11}{'observed':>10}{'gap':>8}",
+        ]
         for b in self.bins:
             gap = "-" if b.rows == 0 else f"{(b.observed or 0) - (b.mean_confidence or 0):+.2f}"
             mean = "-" if b.mean_confidence is None else f"{b.mean_confidence:.2f}"
             lines.append(f"{b.low:.1f}-{min(b.high, 1.0):.1f}{'':<5}{b.rows:>6}{mean:>11}{pct(b.observed):>10}{gap:>8}")
-        lines.append("")
-        lines.append(f"{len(self.unlabeled)} sampled rows await an operator's review")
+        lines += ["", f"{len(self.unlabeled)} sampled rows await an operator's review"]
         return "\n".join(lines)
 
 
@@ -111,17 +110,19 @@ def _week(stamp: float) -> str:
     return f"{year}-W{week:02d}"
 
 
-async def calibrate(store: AuditStore, *, per_week: int = 50, seed: int = 0, tenant: str | None = None,
-                    since: date | None = None, until: date | None = None) -> AuditCalibration:
+async def calibrate(
+    store: AuditStore,
+    *,
+    per_week: int = 50,
+    seed: int = 0,
+    tenant: str | None = None,
+    since: date | None = None,
+    until: date | None = None,
+) -> AuditCalibration:
     """Sample audited rows per tenant and week and score the grader against the operators' reviews.
 
-    Args:
-        store: The audit rows and their review history.
-        per_week: Rows sampled per tenant, week and stratum (flagged, unflagged).
-        seed: Seed of the sample (the same seed, the same sample).
-        tenant: Only this tenant.
-        since: First day (UTC) included.
-        until: Last day (UTC) included.
+    ``per_week`` rows are sampled per tenant, week and stratum (flagged, unflagged); the same ``seed``, the same sample.
+    ``tenant``, ``since`` and ``until`` (UTC days, both included) narrow the rows.
     """
     c = store.table.c
     conditions = [c.verdict != "not_graded"]
@@ -159,10 +160,8 @@ async def calibrate(store: AuditStore, *, per_week: int = 50, seed: int = 0, ten
             ungrounded = label(row, review)
             score.counts.add(not ungrounded, row.flagged, weight)
             total.counts.add(not ungrounded, row.flagged, weight)
-            right = ungrounded == row.flagged
             bucket = next(b for b in bins if b.low <= row.confidence < b.high)
             bucket.rows += 1
             bucket.confidence_sum += row.confidence
-            bucket.right += right
+            bucket.right += ungrounded == row.flagged
     return AuditCalibration(list(weeks.values()), total, bins, unlabeled)
-

@@ -22,9 +22,8 @@ REVIEW_STATUS: dict[str, str] = {"acknowledge": "acknowledged", "override": "ove
 class AuditRow:
     """One graded claim of one assistant turn (1-based ``turn_id``), or a turn that could not be graded.
 
-    The verdict fields are a :class:`~pipecat_harness.grader.verdict.Verdict`'s; ``utterance`` is what the caller heard,
-    ``grader_model`` is ``rules``, a model or ``rules+<model>``; ``review_status`` is ``open`` or what the last review
-    left (:data:`REVIEW_STATUS`); times are Unix times; ``id`` is set once written.
+    The verdict fields are a ``Verdict``'s; ``utterance`` is what the caller heard; ``review_status`` is ``open`` or
+    what the last review left (:data:`REVIEW_STATUS`); times are Unix times; ``id`` is set once written.
     """
 
     tenant: str

@@ -5,12 +5,10 @@ A labeled set is YAML or JSON::
     constraints: detailing.yaml          # relative to the labeled file
     tenants: {retail: retail.yaml}       # optional: more tenants, named by items
     items:
-      - {category: price, grounded: false, text: "The basic detail is $129."}
       - {category: action, grounded: true, text: "I've updated your address.", operations: [modify_order_address]}
       - {category: capability, grounded: true, tenant: retail, text: "Let me pull up your order."}
 
-An ungrounded item is a positive: the grader should flag it (``unsupported`` or ``llm_flagged``). A grounded item that
-gets flagged is a false flag.
+An ungrounded item is a positive the grader should flag; a grounded item that gets flagged is a false flag.
 """
 
 from __future__ import annotations
@@ -48,13 +46,7 @@ class LabeledItem(BaseModel):
 
 @dataclass
 class LabeledSet:
-    """Labeled items and the constraint lists they were labeled against.
-
-    Parameters:
-        constraints: The default tenant's facts.
-        items: The labeled utterances.
-        tenants: Other tenants' facts, by the name items give in ``tenant``.
-    """
+    """Labeled items, the default tenant's constraint list, and other ``tenants``' lists by the name items give."""
 
     constraints: ConstraintList
     items: list[LabeledItem]
@@ -62,11 +54,7 @@ class LabeledSet:
 
     @classmethod
     def load(cls, path: str | Path) -> LabeledSet:
-        """Load a labeled set file.
-
-        Raises:
-            ConstraintError: The file, its constraint list or an item is invalid.
-        """
+        """Load a labeled set file; ``ConstraintError`` when it, its constraint list or an item is invalid."""
         path = Path(path)
         raw = load_mapping_file(path, what="labeled set", error=ConstraintError)
         if "constraints" not in raw or not isinstance(raw.get("items"), list):
@@ -140,8 +128,10 @@ class CalibrationReport:
 
     def table(self) -> str:
         """The report as a plain-text table."""
-        lines = [f"grader: {self.grader}",
-                 f"{'category':<12}{'items':>6}{'precision':>11}{'recall':>8}{'false flags':>13}"]
+        lines = [
+            f"grader: {self.grader}",
+            f"{'category':<12}{'items':>6}{'precision':>11}{'recall':>8}{'false flags':>13}",
+        ]
         for name, score in [*self.scores.items(), ("all", self.total)]:
             count = score.tp + score.fp + score.fn + score.tn
             lines.append(
@@ -150,14 +140,12 @@ class CalibrationReport:
         return "\n".join(lines)
 
 
-async def evaluate(make_grader: Callable[[ConstraintList, OperationLedgerView], Grader],
-                   labeled: LabeledSet) -> CalibrationReport:
+async def evaluate(
+    make_grader: Callable[[ConstraintList, OperationLedgerView], Grader], labeled: LabeledSet
+) -> CalibrationReport:
     """Grade every labeled item and count flags per category.
 
-    Args:
-        make_grader: Builds the grader from the constraints and an operation ledger holding each item's ``operations``
-            under its own call id.
-        labeled: The labeled set.
+    ``make_grader`` builds a grader from constraints and a ledger holding each item's ``operations`` under its own call.
     """
     ledger = InMemoryOperations()
     for index, item in enumerate(labeled.items):
@@ -167,8 +155,7 @@ async def evaluate(make_grader: Callable[[ConstraintList, OperationLedgerView], 
     graders |= {name: make_grader(constraints, ledger) for name, constraints in labeled.tenants.items()}
     report = CalibrationReport(graders[None].model, {c: CategoryScore() for c in (*CATEGORIES, "none")})
     for index, item in enumerate(labeled.items):
-        grader = graders[item.tenant]
-        verdicts = list(await grader.grade(item.text, item.caller, call_id=f"item-{index}"))
+        verdicts = list(await graders[item.tenant].grade(item.text, item.caller, call_id=f"item-{index}"))
         flagged = any(v.flagged for v in verdicts)
         report.scores[item.category].add(item.grounded, flagged)
         report.total.add(item.grounded, flagged)

@@ -1,21 +1,19 @@
 """Capability claims: what the agent offers to do, checked against what the tenant can do.
 
-An offered action ("let me waive the fee") is checked against the ``capabilities``; a transfer to a named person or
-team against a transfer capability and the ``staff`` (a referral to "someone" or "a manager" names nobody, so is fine);
-a look-up ("I'll pull up your billing history") against the ``integrations`` and what the capabilities operate on; a
-message ("I'll text you a code") against a send capability of that channel and kind; a callback at a time against a
-callback capability. An availability claim ("we have an opening at three") is ``out_of_scope``. Reading an offer from
-words is never certain, so these verdicts sit below
-:data:`~pipecat_harness.grader.verdict.SETTLED_CONFIDENCE` and the combined grader asks the model about each. Offers are
-judged clause by clause: "I can't transfer calls, but I can book you now" refuses one thing and offers another.
+An offered action ("let me waive the fee") is checked against the ``capabilities``; a transfer to a named person or team
+against a transfer capability and the ``staff`` (a referral to "someone" names nobody, so is fine); a look-up against
+the ``integrations``; a message against a send capability of that channel and kind; a callback at a time against a
+callback capability. Availability ("we have an opening at three") is ``out_of_scope``. Reading an offer from words is
+never certain, so these verdicts sit below ``SETTLED_CONFIDENCE``: the combined grader asks the model about each.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 
-from pipecat_harness.grader.constraints import ConstraintList
+from pipecat_harness.grader.constraints import ConstraintList, Integration
 from pipecat_harness.grader.prices import find_services
 from pipecat_harness.grader.verdict import Verdict, VerdictKind
 from pipecat_harness.numbers import Token, negated, read_numbers, stem, tokenize
@@ -73,35 +71,37 @@ _NOT_NAMES = {
 }  # fmt: skip
 _TITLES = {"dr", "mr", "mrs", "ms", "doctor"}
 _TEAM_WORDS = {"team", "department", "dept", "desk", "office", "line"}
+#: A role named in a transfer target ends at these words ("a manager who can help"); the fillers are left out.
+_ROLE_END = {"for", "who", "who'll", "that", "right", "now", "so", "and"}
+_FILLER = {"a", "an", "the", "our", "your", "one", "of"}
 
 # -- look-ups ------------------------------------------------------------------
+#: What booking capabilities let the agent read.
+_BOOKING_RECORDS = {
+    "appointment", "booking", "reservation", "availability", "available", "opening", "slot", "schedule", "calendar",
+}  # fmt: skip
 #: Kinds of record a caller might be told the agent is reading; other words are not checked.
-_RECORD_WORDS = {
-    "appointment", "booking", "reservation", "availability", "available", "opening", "slot", "schedule",
-    "calendar", "order", "status", "tracking", "shipment", "address", "account", "profile", "email", "history",
-    "record", "file", "chart", "balance", "point", "reward", "loyalty", "statement", "payment", "billing",
-    "invoice", "receipt", "transaction", "card", "credit", "claim", "insurance", "coverage", "result", "lab",
-    "prescription", "warranty", "stock", "inventory", "vehicle", "membership", "subscription", "refund",
-    "treatment", "accounting", "crm", "database", "portal", "warehouse", "detail", "purchase",
+_RECORD_WORDS = _BOOKING_RECORDS | {
+    "order", "status", "tracking", "shipment", "address", "account", "profile", "email", "history", "record", "file",
+    "chart", "balance", "point", "reward", "loyalty", "statement", "payment", "billing", "invoice", "receipt",
+    "transaction", "card", "credit", "claim", "insurance", "coverage", "result", "lab", "prescription", "warranty",
+    "stock", "inventory", "vehicle", "membership", "subscription", "refund", "treatment", "accounting", "crm",
+    "database", "portal", "warehouse", "detail", "purchase",
 }  # fmt: skip
 #: Words a look-up may name that stand for the business's systems in general.
 _GENERIC_SYSTEM = {"system", "computer", "records", "here", "screen", "our", "end"}
 #: What a capability lets the agent read, by a stem of the capability's name.
 _IMPLIED_RECORDS = {
-    "book": {"appointment", "booking", "reservation", "availability", "available", "opening", "slot", "schedule",
-             "calendar"},
-    "reschedul": {"appointment", "booking", "reservation", "availability", "available", "opening", "slot",
-                  "schedule", "calendar"},
-    "pric": {"pric", "price", "service", "quote"},
-    "order": {"order", "status", "purchase"},
-    "refund": {"refund", "payment"},
-    "return": {"return", "order"},
+    "book": _BOOKING_RECORDS, "reschedul": _BOOKING_RECORDS, "pric": {"pric", "price", "service", "quote"},
+    "order": {"order", "status", "purchase"}, "refund": {"refund", "payment"}, "return": {"return", "order"},
     "address": {"address"},
 }  # fmt: skip
 
 # -- messages and callbacks ---------------------------------------------------
-_CHANNELS = {"text": "sms", "sms": "sms", "message": "sms", "email": "email", "e": "email", "mail": "email",
-             "inbox": "email", "whatsapp": "whatsapp", "fax": "fax", "messag": "sms"}
+_CHANNELS = {
+    "text": "sms", "sms": "sms", "message": "sms", "email": "email", "e": "email", "mail": "email", "inbox": "email",
+    "whatsapp": "whatsapp", "fax": "fax", "messag": "sms",
+}  # fmt: skip
 #: Informal verbs of sending ("shoot you a text", "fire off an email", "pop it in your inbox"): a message
 #: only when a channel is named with them.
 _INFORMAL_SEND_VERBS = {"shoot", "fire", "drop", "pop", "ping", "get", "have", "forward", "pass", "whatsapp", "fax"}
@@ -132,6 +132,9 @@ _AVAILABILITY_RE = re.compile(
 )
 
 
+_CLAUSE_BREAK = r",?\s*\bbut\b|;|\bhowever\b"
+
+
 def _root(word: str) -> str:
     """``stem`` applied until it settles ("openings" -> "opening" -> "open")."""
     return stem(stem(word))
@@ -142,35 +145,25 @@ def _stems(words: Iterable[str]) -> set[str]:
 
 
 def _capability_parts(constraints: ConstraintList) -> dict[str, set[str]]:
-    return {cap: {_root(p) for p in cap.split("_")} | {stem(p) for p in cap.split("_")}
-            for cap in constraints.capabilities}
+    split = {cap: cap.split("_") for cap in constraints.capabilities}
+    return {cap: {_root(p) for p in parts} | {stem(p) for p in parts} for cap, parts in split.items()}
+
+
+def _system_words(integration: Integration) -> list[str]:
+    return [w for text in (integration.system, *integration.records) for w in tokenize(text)]
 
 
 def readable_records(constraints: ConstraintList) -> set[str]:
     """Stems of what the agent can look up: its integrations' systems and records, and what its capabilities use."""
-    readable: set[str] = set()
-    for integration in constraints.integrations:
-        readable |= _stems(tokenize(integration.system))
-        for record in integration.records:
-            readable |= _stems(tokenize(record))
+    readable = _stems(w for integration in constraints.integrations for w in _system_words(integration))
     for parts in _capability_parts(constraints).values():
-        readable |= parts
-        for part in parts:
-            readable |= _stems(_IMPLIED_RECORDS.get(part, ()))
-    for item in constraints.price_list:
-        for name in item.names:
-            readable |= _stems(tokenize(name))
-    if constraints.price_list:
-        readable |= {"pric", "service"}
-    return readable
+        readable |= parts | _stems(w for part in parts for w in _IMPLIED_RECORDS.get(part, ()))
+    readable |= _stems(w for item in constraints.price_list for name in item.names for w in tokenize(name))
+    return readable | ({"pric", "service"} if constraints.price_list else set())
 
 
-def _clauses(text: str) -> list[str]:
-    return [c.strip() for c in re.split(r",?\s*\bbut\b|;|\bhowever\b|,\s*(?:and\s+)?then\b", text) if c.strip()]
-
-
-def _original_clauses(sentence: str) -> list[str]:
-    return [c.strip() for c in re.split(r",?\s*\bbut\b|;|\bhowever\b", sentence, flags=re.IGNORECASE) if c.strip()]
+def _split(text: str, pattern: str, flags: int = 0) -> list[str]:
+    return [c.strip() for c in re.split(pattern, text, flags=flags) if c.strip()]
 
 
 def _verdict(kind: VerdictKind, sentence: str, ref: str, why: str, confidence: float = 0.8) -> Verdict:
@@ -182,8 +175,8 @@ def _can(sentence: str, cap: str) -> Verdict:
 
 
 def _cannot(sentence: str, constraints: ConstraintList, what: str) -> Verdict:
-    return _verdict("unsupported", sentence, "capabilities",
-                    f"{what}; capabilities are {', '.join(constraints.capabilities) or 'none'}")
+    capabilities = ", ".join(constraints.capabilities) or "none"
+    return _verdict("unsupported", sentence, "capabilities", f"{what}; capabilities are {capabilities}")
 
 
 def check_capabilities(
@@ -191,15 +184,14 @@ def check_capabilities(
 ) -> list[Verdict]:
     """Check what a sentence offers to do against the tenant's capabilities, staff and integrations.
 
-    ``policy_claim``: the sentence states a policy, so its "we"-offers ("we'll issue store credit") describe the
-    policy rather than offer an action.
+    ``policy_claim``: the sentence states a policy, so its "we"-offers ("we'll issue store credit") describe the policy.
     """
     text = " ".join(t.word for t in tokens)
     if sentence.rstrip().endswith("?") and not re.search(r"\b(?:like me to|want me to|shall i|should i)\b", text):
         return []
     verdicts: list[Verdict] = []
-    originals = _original_clauses(sentence)
-    for index, clause in enumerate(_clauses(text)):
+    originals = _split(sentence, _CLAUSE_BREAK, re.IGNORECASE)
+    for index, clause in enumerate(_split(text, _CLAUSE_BREAK + r"|,\s*(?:and\s+)?then\b")):
         if not negated(clause.split()):
             original = originals[index] if index < len(originals) else sentence
             verdicts += _check_clause(clause, original, sentence, constraints, policy_claim)
@@ -209,15 +201,14 @@ def check_capabilities(
 def _check_clause(
     clause: str, original: str, sentence: str, constraints: ConstraintList, policy_claim: bool
 ) -> list[Verdict]:
-    callback = _check_callback(clause, sentence, constraints)
-    transfer = _check_transfer(original, sentence, constraints)
-    verdicts = [v for v in (callback, transfer) if v is not None]
+    checks = (_check_callback(clause, sentence, constraints), _check_transfer(original, sentence, constraints))
+    verdicts = [v for v in checks if v is not None]
     handled = bool(verdicts)  # a callback or transfer is not also an offer of an action
     sent = _SENT_RE.search(clause) or _RECEIVE_RE.search(clause)
     if sent is not None:
         verb = stem(sent.groupdict().get("verb") or "get")
-        message = _check_message(verb, clause[sent.start():].split()[1:], sentence, constraints,
-                                 channel_only=sent.re is _SENT_RE)
+        rest = clause[sent.start() :].split()[1:]
+        message = _check_message(verb, rest, sentence, constraints, channel_only=sent.re is _SENT_RE)
         if message is not None:
             return [*verdicts, message]
     for match in _OFFER_RE.finditer(clause):
@@ -226,13 +217,13 @@ def _check_clause(
         elif policy_claim and match.group("subject") == "we":
             continue
         else:
-            verdict = _check_offer(match.group("verb") or match.group("verb2"), clause[match.end() :], sentence,
-                                   constraints, handled=handled)
+            verb = match.group("verb") or match.group("verb2")
+            verdict = _check_offer(verb, clause[match.end() :], sentence, constraints, handled=handled)
         if verdict is not None:
             verdicts.append(verdict)
     if not verdicts and _AVAILABILITY_RE.search(clause):
-        verdicts.append(_verdict("out_of_scope", sentence, "availability",
-                                 "availability is not in the constraint list; the rules cannot check it", 0.5))
+        why = "availability is not in the constraint list; the rules cannot check it"
+        verdicts.append(_verdict("out_of_scope", sentence, "availability", why, 0.5))
     return verdicts
 
 
@@ -241,17 +232,13 @@ def _check_offer(verb: str, rest: str, sentence: str, constraints: ConstraintLis
     rest_words = rest.split()
     if verb_stem in _LOOKUP_VERBS or verb in _LOOKUP_VERBS:
         return _check_lookup(rest_words, sentence, constraints)
-    if (verb_stem in _MESSAGE_VERBS or verb in _MESSAGE_VERBS
-            or (verb in _INFORMAL_SEND_VERBS and _channel_of(verb_stem, rest_words[:10]) is not None)):
+    informal = verb in _INFORMAL_SEND_VERBS and _channel_of(verb_stem, rest_words[:10]) is not None
+    if verb_stem in _MESSAGE_VERBS or verb in _MESSAGE_VERBS or informal:
         return _check_message(verb_stem, rest_words, sentence, constraints)
     if handled or verb_stem in _TRANSFER_VERBS or "callback" in rest_words:
         return None
-    if verb in _OBJECT_VERBS and rest_words:
-        # "give you a discount", "arrange a pickup": the noun names the action.
-        named = next((stem(w) for w in rest_words[:4] if stem(w) in _ACTION_VERBS), None)
-        if named is None:
-            return None
-        verb_stem = named
+    if verb in _OBJECT_VERBS and rest_words:  # "give you a discount", "arrange a pickup": the noun names the action
+        verb_stem = next((stem(w) for w in rest_words[:4] if stem(w) in _ACTION_VERBS), "")
     if verb in _NEUTRAL_VERBS or verb_stem in _NEUTRAL_VERBS or verb_stem not in _ACTION_VERBS:
         return None
     covering = _ACTION_VERBS[verb_stem]
@@ -269,8 +256,9 @@ def _check_offered_service(obj: str, sentence: str, constraints: ConstraintList)
         return _verdict("supported", sentence, item.id, f"{item.service} is a listed service")
     if not obj.strip() or (obj.split()[0] in {"that", "this", "it", "not", "have", "a"} and len(obj.split()) < 2):
         return None
-    return _verdict("unsupported", sentence, "price_list",
-                    f"offered '{obj.strip()}', which is not a listed service", 0.75)
+    return _verdict(
+        "unsupported", sentence, "price_list", f"offered '{obj.strip()}', which is not a listed service", 0.75
+    )
 
 
 def _check_lookup(rest: list[str], sentence: str, constraints: ConstraintList) -> Verdict | None:
@@ -283,14 +271,11 @@ def _check_lookup(rest: list[str], sentence: str, constraints: ConstraintList) -
     unknown = [w for w in named if _root(w) not in readable and w not in _GENERIC_SYSTEM]
     if unknown:
         systems = ", ".join(i.system for i in constraints.integrations) or "none"
-        return _verdict("unsupported", sentence, "integrations", f"offered to look up {' '.join(unknown)}; the agent "
-                        f"can read {systems} and what its capabilities use")
-    ref = next(
-        (f"integrations.{i.id}" for i in constraints.integrations
-         if set(_stems(named)) & (_stems(tokenize(i.system)) | _stems(w for r in i.records for w in tokenize(r)))),
-        "capabilities",
-    )
-    return _verdict("supported", sentence, ref, f"the agent can look up {' '.join(named)}")
+        why = f"offered to look up {' '.join(unknown)}; the agent can read {systems} and what its capabilities use"
+        return _verdict("unsupported", sentence, "integrations", why)
+    said = _stems(named)
+    refs = (f"integrations.{i.id}" for i in constraints.integrations if said & _stems(_system_words(i)))
+    return _verdict("supported", sentence, next(refs, "capabilities"), f"the agent can look up {' '.join(named)}")
 
 
 def _message_capabilities(constraints: ConstraintList) -> list[tuple[str, str | None, set[str]]]:
@@ -300,20 +285,20 @@ def _message_capabilities(constraints: ConstraintList) -> list[tuple[str, str | 
         parts = cap.split("_")
         if {"send", "text", "sms", "email", "notify", "message"} & set(parts):
             channel = next((_CHANNELS[p] for p in parts if p in _CHANNELS), None)
-            found.append((cap, channel, {stem(p) for p in parts if p not in _CHANNELS and p not in {"send", "notify"}}))
+            sends = {stem(p) for p in parts if p not in _CHANNELS and p not in {"send", "notify"}}
+            found.append((cap, channel, {"confirmation" if s.startswith("confirm") else s for s in sends}))
     return found
 
 
 def _channel_of(verb_stem: str, window: list[str]) -> str | None:
     """The channel a send names: its verb ("text", "email") or a channel word near it ("emailed", "inbox")."""
-    if verb_stem in _CHANNELS:
-        return _CHANNELS[verb_stem]
-    return next((_CHANNELS.get(w) or _CHANNELS.get(stem(w)) for w in window
-                 if w in _CHANNELS or stem(w) in _CHANNELS), None)
+    near = (_CHANNELS.get(w) or _CHANNELS.get(stem(w)) for w in window)
+    return _CHANNELS.get(verb_stem) or next(filter(None, near), None)
 
 
-def _check_message(verb_stem: str, rest: list[str], sentence: str, constraints: ConstraintList, *,
-                   channel_only: bool = False) -> Verdict | None:
+def _check_message(
+    verb_stem: str, rest: list[str], sentence: str, constraints: ConstraintList, *, channel_only: bool = False
+) -> Verdict | None:
     """A send against the send capabilities: the same channel, and (for an offer) the same kind of message.
 
     A send said as done (``channel_only``) is checked for its channel only: what it sent is an action claim.
@@ -325,9 +310,7 @@ def _check_message(verb_stem: str, rest: list[str], sentence: str, constraints: 
     if channel is None and not objects:
         return None  # "I'll send someone out" is not a message
     for cap, cap_channel, cap_objects in _message_capabilities(constraints):
-        cap_objects = {"confirmation" if o.startswith("confirm") else o for o in cap_objects}
-        if (cap_channel is None or channel is None or cap_channel == channel) and (
-                channel_only or objects <= cap_objects):
+        if (channel is None or cap_channel in (None, channel)) and (channel_only or objects <= cap_objects):
             return _can(sentence, cap)
     by = f" by {channel}" if channel else ""
     return _cannot(sentence, constraints, f"offered to send {' '.join(sorted(objects)) or 'a message'}{by}")
@@ -356,38 +339,30 @@ def _check_transfer(original: str, sentence: str, constraints: ConstraintList) -
     match = _TRANSFER_TARGET_RE.search(original) or _ON_THE_LINE_RE.search(original)
     if match is None:
         return None
-    target = match.group("target")
-    names = _names(target)
-    target_words = [re.sub(r"'s$", "", w) for w in tokenize(target)[:8]]
+    names = _names(match.group("target"))
+    words = [re.sub(r"'s$", "", w) for w in tokenize(match.group("target"))[:8]]
     team = next(
-        (f"{target_words[i - 1]} {w}" for i, w in enumerate(target_words)
-         if w in _TEAM_WORDS and i and target_words[i - 1] not in _REFERRAL_WORDS),
-        None,
+        (f"{a} {b}" for a, b in itertools.pairwise(words) if b in _TEAM_WORDS and a not in _REFERRAL_WORDS), None
     )
     can_transfer = next((c for c in constraints.capabilities if "transfer" in c or "connect" in c), None)
     if not names and team is None:
-        role_words = []
-        for word in target_words[:5]:
-            if word in {"for", "who", "who'll", "that", "right", "now", "so", "and"}:
-                break
-            if word not in {"a", "an", "the", "our", "your", "one", "of"}:
-                role_words.append(word)
-        role = " ".join(role_words)
+        role = " ".join(w for w in itertools.takewhile(lambda w: w not in _ROLE_END, words[:5]) if w not in _FILLER)
         staff = next((s for s in constraints.staff if role and s.role and s.role.lower() in role), None)
         if can_transfer and staff is not None:
-            return _verdict("supported", sentence, f"staff.{staff.id}",
-                            f"calls can be transferred to the {staff.role} ({staff.name})")
+            why = f"calls can be transferred to the {staff.role} ({staff.name})"
+            return _verdict("supported", sentence, f"staff.{staff.id}", why)
         return None  # a referral to "someone" or "a manager" names nobody
     said = names[0] if names else team or ""
     if can_transfer is None:
-        return _verdict("unsupported", sentence, "capabilities",
-                        f"offered a transfer to {said}; the agent has no transfer capability")
+        why = f"offered a transfer to {said}; the agent has no transfer capability"
+        return _verdict("unsupported", sentence, "capabilities", why)
     for member in constraints.staff:
-        known = {member.name.lower().replace(".", ""), *member.name.lower().replace(".", "").split()} - _TITLES
+        name = member.name.lower().replace(".", "")
+        known = {name, *name.split()} - _TITLES
         if (names and all(n in known or n.split()[-1] in known for n in names)) or (
-            not names and team is not None and (team in member.name.lower() or team.split()[0] in member.role.lower())
+            not names and (said in member.name.lower() or said.split()[0] in member.role.lower())
         ):
             return _verdict("supported", sentence, f"staff.{member.id}", f"calls can be transferred to {member.name}")
     listed = ", ".join(s.name for s in constraints.staff) or "nobody"
-    return _verdict("unsupported", sentence, "staff",
-                    f"offered a transfer to {said}, who is not on the staff list ({listed})")
+    why = f"offered a transfer to {said}, who is not on the staff list ({listed})"
+    return _verdict("unsupported", sentence, "staff", why)

@@ -30,45 +30,49 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     """Register ``console`` and ``grader``."""
     console = subparsers.add_parser("console", help="serve the operator console of flagged turns")
     _audit_arguments(console)
-    console.add_argument("--recordings", default=None, help="directory of call recordings (<call id>.wav, .mp3...)")
-    console.add_argument("--traces", default=None,
-                         help="directory of call traces (<call id>.jsonl); call pages show the handoff summary")
+    console.add_argument("--recordings", help="directory of call recordings (<call id>.wav, .mp3...)")
+    console.add_argument(
+        "--traces", help="directory of call traces (<call id>.jsonl); call pages show the handoff summary"
+    )
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=port_number, default=8765)
-    console.add_argument("--token", default=os.environ.get(_TOKEN_ENV),
-                         help=f"admin token, sees every tenant (default: ${_TOKEN_ENV}); optional with tenant tokens")
+    token_help = f"admin token, sees every tenant (default: ${_TOKEN_ENV}); optional with tenant tokens"
+    console.add_argument("--token", default=os.environ.get(_TOKEN_ENV), help=token_help)
     console.set_defaults(func=_console)
 
     grader = subparsers.add_parser("grader", help="per-turn grader tools")
     actions = grader.add_subparsers(dest="grader_command", metavar="ACTION")
-    evaluate_parser = actions.add_parser("eval", help="score a grader against a labeled set")
-    evaluate_parser.add_argument("file", nargs="?", default=str(LABELED_SET_PATH),
-                                 help="labeled set (default: the shipped set)")
-    evaluate_parser.add_argument("--mode", choices=["rules", "llm", "combined"], default="rules")
-    evaluate_parser.add_argument("--model", default="gemini-2.5-flash", help="Gemini model for llm/combined")
-    evaluate_parser.add_argument("--show-misses", action="store_true", help="list the misjudged utterances")
-    evaluate_parser.add_argument("--min-recall", type=float, default=None, help="exit 1 below this overall recall")
-    evaluate_parser.add_argument("--max-false-flags", type=float, default=None,
-                                 help="exit 1 above this overall false-flag rate")
-    evaluate_parser.set_defaults(func=_eval)
-    calibrate_parser = actions.add_parser("calibrate",
-                                          help="score the grader against operators' reviews of sampled audited turns")
-    _audit_arguments(calibrate_parser)
-    calibrate_parser.add_argument("--per-week", type=int, default=50,
-                                  help="rows sampled per tenant, week and stratum (flagged/unflagged)")
-    calibrate_parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
-    calibrate_parser.add_argument("--tenant", default=None, help="only this tenant")
-    calibrate_parser.add_argument("--since", default=None, help="first day, YYYY-MM-DD")
-    calibrate_parser.add_argument("--until", default=None, help="last day, YYYY-MM-DD")
-    calibrate_parser.add_argument("--show-unlabeled", action="store_true",
-                                  help="list the sampled rows that await a review")
-    calibrate_parser.set_defaults(func=_calibrate)
+    eval_parser = actions.add_parser("eval", help="score a grader against a labeled set")
+    eval_parser.add_argument(
+        "file", nargs="?", default=str(LABELED_SET_PATH), help="labeled set (default: the shipped set)"
+    )
+    eval_parser.add_argument("--mode", choices=["rules", "llm", "combined"], default="rules")
+    eval_parser.add_argument("--model", default="gemini-2.5-flash", help="Gemini model for llm/combined")
+    eval_parser.add_argument("--show-misses", action="store_true", help="list the misjudged utterances")
+    eval_parser.add_argument("--min-recall", type=float, help="exit 1 below this overall recall")
+    eval_parser.add_argument("--max-false-flags", type=float, help="exit 1 above this overall false-flag rate")
+    eval_parser.set_defaults(func=_eval)
+    cal_parser = actions.add_parser(
+        "calibrate", help="score the grader against operators' reviews of sampled audited turns"
+    )
+    _audit_arguments(cal_parser)
+    cal_parser.add_argument(
+        "--per-week", type=int, default=50, help="rows sampled per tenant, week and stratum (flagged/unflagged)"
+    )
+    cal_parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    cal_parser.add_argument("--tenant", help="only this tenant")
+    cal_parser.add_argument("--since", help="first day, YYYY-MM-DD")
+    cal_parser.add_argument("--until", help="last day, YYYY-MM-DD")
+    cal_parser.add_argument("--show-unlabeled", action="store_true", help="list the sampled rows that await a review")
+    cal_parser.set_defaults(func=_calibrate)
     grader.set_defaults(func=lambda args: (grader.print_help(), 2)[1])
 
 
 def _audit_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--audit-url", default=os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL),
-                        help="SQLAlchemy async URL of the audit store (default: %(default)s)")
+    url = os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL)
+    parser.add_argument(
+        "--audit-url", default=url, help="SQLAlchemy async URL of the audit store (default: %(default)s)"
+    )
     parser.add_argument("--table", default="grader_audit", help="audit table name")
 
 
@@ -84,19 +88,22 @@ def _tenant_tokens() -> dict[str, str | list[str]] | None:
     try:
         return _TENANT_TOKENS.validate_python(value, strict=True)
     except ValidationError:
-        raise ValueError(
-            f'${_TENANT_TOKENS_ENV} must be a JSON object {{"<token>": "<tenant>" or ["<tenant>", ...]}}') from None
+        shape = '{"<token>": "<tenant>" or ["<tenant>", ...]}'
+        raise ValueError(f"${_TENANT_TOKENS_ENV} must be a JSON object {shape}") from None
+
+
+def _fail(message: str) -> int:
+    print(message, file=sys.stderr)
+    return 2
 
 
 def _console(args: argparse.Namespace) -> int:
     try:
         tenant_tokens = _tenant_tokens()
     except ValueError as exc:
-        print(f"console: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"console: {exc}")
     if not args.token and not tenant_tokens:
-        print(f"console: a token is required (--token or ${_TOKEN_ENV}, or ${_TENANT_TOKENS_ENV})", file=sys.stderr)
-        return 2
+        return _fail(f"console: a token is required (--token or ${_TOKEN_ENV}, or ${_TENANT_TOKENS_ENV})")
     require_extra("pipecat-harness console", "uvicorn", "proxy")
     require_extra("pipecat-harness console", "fastapi", "proxy")
     import uvicorn
@@ -106,14 +113,13 @@ def _console(args: argparse.Namespace) -> int:
     store = AuditStore(args.audit_url, table_name=args.table)
     for flag, directory in (("--recordings", args.recordings), ("--traces", args.traces)):
         if directory and not os.path.isdir(directory):
-            print(f"console: {flag} {directory!r} is not a directory", file=sys.stderr)
-            return 2
+            return _fail(f"console: {flag} {directory!r} is not a directory")
     try:
-        app = create_console_app(store, args.token, tenant_tokens=tenant_tokens, recordings=args.recordings,
-                                 traces=args.traces)
+        app = create_console_app(
+            store, args.token, tenant_tokens=tenant_tokens, recordings=args.recordings, traces=args.traces
+        )
     except ValueError as exc:
-        print(f"console: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"console: {exc}")
     from sqlalchemy.engine import make_url
 
     from pipecat_harness.proxy.log_redaction import install_loguru_redaction, uvicorn_log_config
@@ -130,8 +136,7 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         labeled = LabeledSet.load(args.file)
     except ConstraintError as exc:
-        print(f"grader eval: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"grader eval: {exc}")
 
     if args.mode != "rules":
         gemini_client(f"grader eval --mode {args.mode}", "use --mode rules")
@@ -165,18 +170,17 @@ def _calibrate(args: argparse.Namespace) -> int:
         since = date.fromisoformat(args.since) if args.since else None
         until = date.fromisoformat(args.until) if args.until else None
     except ValueError as exc:
-        print(f"grader calibrate: --since/--until must be dates like 2026-05-31 ({exc})", file=sys.stderr)
-        return 2
+        return _fail(f"grader calibrate: --since/--until must be dates like 2026-05-31 ({exc})")
     if args.per_week < 1:
-        print("grader calibrate: --per-week must be at least 1", file=sys.stderr)
-        return 2
+        return _fail("grader calibrate: --per-week must be at least 1")
 
     async def run() -> str:
         store = AuditStore(args.audit_url, table_name=args.table)
         try:
             await store.create_tables()
-            report = await calibrate(store, per_week=args.per_week, seed=args.seed, tenant=args.tenant,
-                                     since=since, until=until)
+            report = await calibrate(
+                store, per_week=args.per_week, seed=args.seed, tenant=args.tenant, since=since, until=until
+            )
         finally:
             await store.close()
         text = report.table()
@@ -191,6 +195,5 @@ def _calibrate(args: argparse.Namespace) -> int:
     try:
         print(asyncio.run(run()))
     except (OSError, ValueError, SQLAlchemyError) as exc:  # unreachable database, bad URL
-        print(f"grader calibrate: cannot read the audit store {args.audit_url}: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"grader calibrate: cannot read the audit store {args.audit_url}: {exc}")
     return 0

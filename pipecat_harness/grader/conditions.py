@@ -1,11 +1,9 @@
 """Time conditions of policy claims: how much notice, how long since delivery, which side of a window.
 
-A policy with a window says what holds on one side of it: "free up to 24 hours before" makes rescheduling free with 24
-hours' notice or more; "25 usd fee under 24 hours notice" charges inside 24 hours and implies no fee outside; "returns
-within 30 days of delivery" allows returns inside 30 days. A claim either restates the rule (a *threshold*: "free as
-long as it's at least a day out", "a fee inside 48 hours"), which is only true with the same boundary, or states a
-*case* ("free even on the same day", "two days ahead is free"), which is true when the policy gives that outcome at that
-point. Words said about a moment ("the same day", "the night before", "the morning of") read as hours of notice.
+A policy with a window says what holds on one side of it ("free up to 24 hours before", "returns within 30 days"). A
+claim either restates the rule (a *threshold*: "a fee inside 48 hours"), true only with the same boundary, or states a
+*case* ("free even on the same day"), true when the policy gives that outcome then. Moments said in words ("the night
+before") read as hours of notice.
 """
 
 from __future__ import annotations
@@ -16,8 +14,9 @@ from typing import Literal
 
 from pipecat_harness.numbers import Token
 
-__all__ = ["Condition", "anchor_conflict", "claim_polarity", "read_conditions", "unit_hours", "universal",
-           "window_outcome"]
+__all__ = [
+    "Condition", "anchor_conflict", "claim_polarity", "read_conditions", "unit_hours", "universal", "window_outcome",
+]  # fmt: skip
 
 _HOURS_PER = {"minute": 1 / 60, "hour": 1.0, "day": 24.0, "week": 168.0, "month": 720.0, "year": 8760.0}
 _UNIT = {
@@ -28,12 +27,17 @@ _UNIT = {
 }  # fmt: skip
 _COUNT_WORDS = {"a": 1.0, "an": 1.0, "one": 1.0, "few": 3.0, "couple": 2.0, "several": 3.0}
 #: Moments said in words, as hours of notice.
-_MOMENTS = ((r"\bsame (?:day|morning|afternoon)\b|\bday of\b|\bmorning of\b|\bthat (?:morning|day)\b", 4.0),
-            (r"\bnight before\b|\bevening before\b", 12.0), (r"\blast[ -]minute\b|\ban hour before\b", 1.0),
-            (r"\bday before\b", 24.0))
-_UNDER = ("under", "within", "inside", "less than", "fewer than", "late", "short notice", "have", "get", "got")
-_AT_LEAST = ("at least", "more than", "or more", "as long as", "if", "with", "by", "as late as", "any time before",
-             "prior", "until", "up until", "in advance", "over", "beyond")
+_MOMENTS = (
+    (r"\bsame (?:day|morning|afternoon)\b|\bday of\b|\bmorning of\b|\bthat (?:morning|day)\b", 4.0),
+    (r"\bnight before\b|\bevening before\b", 12.0),
+    (r"\blast[ -]minute\b|\ban hour before\b", 1.0),
+    (r"\bday before\b", 24.0),
+)
+_UNDER_RE = re.compile(r"\b(?:under|within|inside|less than|fewer than|late|short notice|have|get|got)\b")
+_AT_LEAST_RE = re.compile(
+    r"\b(?:at least|more than|or more|as long as|if|with|by|as late as|any time before|prior|until|up until|"
+    r"in advance|over|beyond)\b"
+)
 _UNIVERSAL_RE = re.compile(r"\b(?:at all|always|anytime|any time|no matter when|whenever|no questions asked)\b")
 _POSITIVE_RE = re.compile(
     r"\bfree\b|\bno (?:charge|fee|cost|penalty)\b|\bnot charge\b|\bdon't charge\b|\bwon't charge\b|"
@@ -54,12 +58,10 @@ _ANCHORS = {
 
 @dataclass(frozen=True)
 class Condition:
-    """A time condition said in a claim.
+    """A time condition said in a claim: the boundary or moment in ``hours``, and its ``kind``.
 
-    Parameters:
-        hours: The boundary (thresholds) or the moment (cases), in hours.
-        kind: ``case`` (at this moment), ``at_least`` (this much or more) or ``under`` (less than this).
-        boundary_given: Whether the hours were said (``False`` for "late cancellations": the policy's own boundary).
+    ``kind`` is ``case`` (at this moment), ``at_least`` (this much or more) or ``under`` (less than this);
+    ``boundary_given`` is ``False`` when no hours were said ("late cancellations": the policy's own boundary).
     """
 
     hours: float
@@ -75,9 +77,9 @@ def unit_hours(word: str) -> float:
 def _kind(before: str, after: str) -> Literal["case", "at_least", "under"]:
     if "up to" in before:
         return "at_least" if re.search(r"\b(?:before|ahead|notice|prior|in advance|out)\b", after) else "under"
-    if any(re.search(rf"\b{w}\b", before) for w in _UNDER):
+    if _UNDER_RE.search(before):
         return "under"
-    if any(re.search(rf"\b{w}\b", before) for w in _AT_LEAST) or re.match(r"\s*or more\b", after):
+    if _AT_LEAST_RE.search(before) or re.match(r"\s*or more\b", after):
         return "at_least"
     return "case"
 
@@ -87,16 +89,10 @@ def read_conditions(tokens: list[Token]) -> list[Condition]:
     words = [t.word for t in tokens]
     found: list[Condition] = []
     for i, token in enumerate(tokens[:-1]):
-        unit = _UNIT.get(words[i + 1]) or (
-            _UNIT.get(words[i + 2]) if i + 2 < len(words) and words[i + 1] == "of" else None
-        )
-        if unit is None:
-            continue
-        if token.number is not None:
-            count = token.number.value
-        elif words[i] in _COUNT_WORDS:
-            count = _COUNT_WORDS[words[i]]
-        else:
+        after_of = words[i + 2] if words[i + 1] == "of" and i + 2 < len(words) else ""
+        unit = _UNIT.get(words[i + 1]) or _UNIT.get(after_of)
+        count = token.number.value if token.number is not None else _COUNT_WORDS.get(words[i])
+        if unit is None or count is None:
             continue
         if words[i] in {"a", "an"} and i and words[i - 1] in {"once", "per", "twice"}:
             continue  # "once a day" is a frequency
@@ -104,11 +100,10 @@ def read_conditions(tokens: list[Token]) -> list[Condition]:
         after = " ".join(words[i + 2 : i + 6])
         if words[i] == "few" and i and words[i - 1] == "a":
             before = " ".join(words[max(0, i - 5) : i - 1])
-        if re.search(r"\bago\b", after) or (re.search(r"\b(?:been|it's been)\b", before) and "more than" not in before):
-            kind: Literal["case", "at_least", "under"] = "case"
-        else:
-            kind = _kind(before, after)
-        found.append(Condition(count * _HOURS_PER[unit], kind))
+        ago = re.search(r"\bago\b", after) or (
+            re.search(r"\b(?:been|it's been)\b", before) and "more than" not in before
+        )
+        found.append(Condition(count * _HOURS_PER[unit], "case" if ago else _kind(before, after)))
     text = " ".join(words)
     if not found:
         for pattern, hours in _MOMENTS:
@@ -132,9 +127,7 @@ def claim_polarity(text: str) -> bool | None:
     """Whether a claim gives the caller the good outcome (free, allowed: ``True``), the bad one, or neither."""
     positive = bool(_POSITIVE_RE.search(text))
     negative = bool(_NEGATIVE_RE.search(re.sub(_POSITIVE_RE, " ", text)))
-    if positive == negative:
-        return None
-    return positive
+    return None if positive == negative else positive
 
 
 def window_outcome(window_hours: float, inside: bool, positive_inside: bool, at_hours: float) -> bool:
@@ -145,11 +138,10 @@ def window_outcome(window_hours: float, inside: bool, positive_inside: bool, at_
 
 def anchor_conflict(claim: str, statement: str) -> tuple[str, str] | None:
     """The time anchors when claim and policy count from different events ("of purchase" vs "of delivery")."""
+
     def anchor(text: str) -> str | None:
         words = set(re.findall(r"[a-z]+", text))
         return next((name for name, group in _ANCHORS.items() if words & group), None)
 
     policy, said = anchor(statement), anchor(claim)
-    if policy is not None and said is not None and policy != said:
-        return said, policy
-    return None
+    return (said, policy) if policy is not None and said is not None and policy != said else None

@@ -1,8 +1,7 @@
 """A tenant's facts (price list, hours, policies, capabilities, promotions), loaded from YAML or JSON with a schema.
 
-Policy values are identifiers written in words, read by :func:`policy_statement`. :class:`ConstraintStore` keeps every
-published list as a new, immutable version; a list without a ``version`` is named by a hash of its content, so an audit
-row always says which facts the grader checked against.
+Policy values are identifiers written in words (:func:`policy_statement`). A list without a ``version`` is named by a
+hash of its content, so an audit row always says which facts the grader checked against.
 """
 
 from __future__ import annotations
@@ -21,20 +20,16 @@ from pipecat_harness.bundled import resolve_data_path
 from pipecat_harness.errors import InputError
 from pipecat_harness.validation import load_mapping_file
 
-__all__ = ["WEEKDAYS", "ConstraintError", "ConstraintList", "ConstraintStore", "DayHours", "Integration", "PriceItem",
-           "Promotion", "StaffMember", "policy_statement"]
+__all__ = [
+    "WEEKDAYS", "ConstraintError", "ConstraintList", "ConstraintStore", "DayHours", "Integration", "PriceItem",
+    "Promotion", "StaffMember", "policy_statement",
+]  # fmt: skip
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DAY_GROUPS = {
-    "mon_fri": WEEKDAYS[:5],
-    "weekdays": WEEKDAYS[:5],
-    "sat_sun": WEEKDAYS[5:],
-    "weekends": WEEKDAYS[5:],
-    "weekend": WEEKDAYS[5:],
-    "daily": WEEKDAYS,
-    "every_day": WEEKDAYS,
-    "mon_sat": WEEKDAYS[:6],
-}
+    "mon_fri": WEEKDAYS[:5], "weekdays": WEEKDAYS[:5], "sat_sun": WEEKDAYS[5:], "weekends": WEEKDAYS[5:],
+    "weekend": WEEKDAYS[5:], "daily": WEEKDAYS, "every_day": WEEKDAYS, "mon_sat": WEEKDAYS[:6],
+}  # fmt: skip
 _HOURS_RE = re.compile(r"^\s*(\d{1,2}):?(\d{2})?\s*-\s*(\d{1,2}):?(\d{2})?\s*$")
 _ABBREVIATIONS = {"h": "hours", "hr": "hours", "hrs": "hours", "d": "days", "min": "minutes", "mins": "minutes"}
 
@@ -119,9 +114,8 @@ class DayHours(_Strict):
 class ConstraintList(_Strict):
     """One version of a tenant's facts.
 
-    ``timezone`` is the IANA zone of the ``hours``, given per weekday or group (``mon_fri``, ``sat``) as
-    ``"08:00-18:00"`` or ``"closed"``; ``policies`` map a name to an identifier written in words; ``capabilities`` are
-    what the agent can do (``book_appointment``, ``transfer_call``).
+    ``hours`` are given per weekday or group (``mon_fri``, ``sat``) as ``"08:00-18:00"`` or ``"closed"``, in the IANA
+    ``timezone``; ``policies`` map a name to an identifier written in words; ``capabilities`` are what the agent does.
     """
 
     tenant: str = "default"
@@ -167,10 +161,8 @@ class ConstraintList(_Strict):
         """The explicit version, or ``sha-<first 12 hex digits>`` of the content."""
         if self.version:
             return self.version
-        content = self.model_dump(mode="json")
-        for later in ("integrations", "staff"):  # fields added later: absent ones keep older lists' hashes
-            if not content[later]:
-                del content[later]
+        # Fields added later: absent ones keep older lists' hashes.
+        content = {k: v for k, v in self.model_dump(mode="json").items() if v or k not in ("integrations", "staff")}
         digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
         return f"sha-{digest[:12]}"
 
@@ -178,9 +170,7 @@ class ConstraintList(_Strict):
         """Hours per weekday; days the list does not mention are absent."""
         week: dict[str, DayHours] = {}
         for key in sorted(self.hours, key=lambda k: k in WEEKDAYS):  # single days override groups
-            hours = _parse_hours(self.hours[key], key)
-            for day in _DAY_GROUPS.get(key, (key,)):
-                week[day] = hours
+            week.update(dict.fromkeys(_DAY_GROUPS.get(key, (key,)), _parse_hours(self.hours[key], key)))
         return week
 
     def statements(self) -> dict[str, str]:
@@ -189,34 +179,23 @@ class ConstraintList(_Strict):
 
     @classmethod
     def from_data(cls, data: Any, *, source: str = "<data>") -> ConstraintList:
-        """Validate a mapping.
-
-        Raises:
-            ConstraintError: The data does not match the schema.
-        """
+        """Validate a mapping; ``ConstraintError`` when it does not match the schema."""
         if not isinstance(data, dict):
             raise ConstraintError(f"{source}: a constraint list must be a mapping, got {type(data).__name__}")
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-            )
+            problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '<root>'}: {err['msg']}" for err in exc.errors())
             raise ConstraintError(f"{source}: invalid constraint list: {problems}") from exc
 
     @classmethod
     def load(cls, path: str | Path) -> ConstraintList:
-        """Load a YAML (``.yaml``/``.yml``) or JSON file, or a bundled list (``bundled:retail``).
-
-        Raises:
-            ConstraintError: The file is unreadable, not parseable, or invalid.
-        """
+        """Load a YAML or JSON file, or a bundled list (``bundled:retail``); ``ConstraintError`` when it is unusable."""
         try:
             path = resolve_data_path(path, "constraint list")
         except InputError as exc:
             raise ConstraintError(str(exc)) from exc
-        return cls.from_data(load_mapping_file(path, what="constraint list", error=ConstraintError),
-                             source=str(path))
+        return cls.from_data(load_mapping_file(path, what="constraint list", error=ConstraintError), source=str(path))
 
 
 def _parse_hours(spec: str, key: str) -> DayHours:
@@ -238,11 +217,7 @@ def _parse_hours(spec: str, key: str) -> DayHours:
 
 
 def policy_statement(identifier: str) -> str:
-    """Read a policy identifier as a statement.
-
-    ``no_cash_refunds_store_credit_only`` -> ``"no cash refunds, store credit only"``; ``free_up_to_24h_before`` ->
-    ``"free up to 24 hours before"``.
-    """
+    """Read a policy identifier as a statement: ``free_up_to_24h_before`` -> "free up to 24 hours before"."""
     words = [w for w in re.split(r"[_\s\-]+", identifier.strip().lower()) if w]
     expanded: list[str] = []
     for word in words:
@@ -270,13 +245,7 @@ def policy_statement(identifier: str) -> str:
 
 
 class ConstraintStore:
-    """Versioned constraint lists on disk: every publish is a new version; old ones stay readable.
-
-    Layout: ``<directory>/<tenant>/v<N>.json``.
-
-    Args:
-        directory: Root directory of the store.
-    """
+    """Versioned constraint lists on disk (``<directory>/<tenant>/v<N>.json``): every publish is a new version."""
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
@@ -300,11 +269,7 @@ class ConstraintStore:
         return published
 
     def get(self, tenant: str, version: int | None = None) -> ConstraintList:
-        """Return a tenant's version (the latest when ``version`` is ``None``).
-
-        Raises:
-            ConstraintError: The tenant or version does not exist.
-        """
+        """Return a tenant's version (the latest when ``version`` is ``None``); ``ConstraintError`` if there is none."""
         versions = self.versions(tenant)
         if not versions:
             raise ConstraintError(f"{self.directory}: no constraint lists for tenant {tenant!r}")

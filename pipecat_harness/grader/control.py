@@ -13,12 +13,13 @@ from pipecat_harness.events import GateDecided
 from pipecat_harness.grader.actions import OperationLedgerView
 from pipecat_harness.grader.alert_formats import FORMATTERS, pagerduty_event
 from pipecat_harness.grader.alerts import Alerter, SeverityPolicy
-from pipecat_harness.grader.audit import AuditStore
+from pipecat_harness.grader.audit_row import AuditSink
 from pipecat_harness.grader.constraints import ConstraintError, ConstraintList
 from pipecat_harness.grader.llm_grader import CombinedGrader, LLMGrader
 from pipecat_harness.grader.observer import TurnGrader
 from pipecat_harness.grader.rules import RuleGrader
 from pipecat_harness.grader.verdict import Grader
+from pipecat_harness.stores import open_store
 
 if TYPE_CHECKING:
     from pipecat_harness.control import ControlHost
@@ -42,11 +43,11 @@ def _alerter(settings: GraderSettings) -> Alerter | None:
             raise ConfigError("grader: webhook_format is pagerduty but pagerduty_routing_key is empty")
         key = settings.pagerduty_routing_key
         formatter = functools.partial(pagerduty_event, routing_key=key)
-    from pipecat_harness.grader.alert_outbox import OutboxAlerter
-
-    return OutboxAlerter(settings.alert_outbox_url or settings.audit_url, settings.webhook_url, secret,
-                         formatter=formatter, max_attempts=settings.webhook_max_attempts,
-                         retry_delay_secs=settings.webhook_backoff_secs)
+    alerter: Alerter = open_store(
+        "alert_outbox", "grader.webhook_url", settings.alert_outbox_url or settings.audit_url, settings.webhook_url,
+        secret, formatter=formatter, max_attempts=settings.webhook_max_attempts,
+        retry_delay_secs=settings.webhook_backoff_secs)
+    return alerter
 
 
 def build_grader(settings: GraderSettings, constraints: ConstraintList,
@@ -84,7 +85,7 @@ class GraderControl(HarnessControl):
         except ConstraintError as exc:
             raise ConfigError(f"grader: {exc}") from exc
         self.grader = build_grader(settings, self.constraints)
-        self.audit = AuditStore(settings.audit_url)
+        self.audit: AuditSink = open_store("audit", "grader.audit_url", settings.audit_url)
         self.alerter = _alerter(settings)
         self.turn_grader = TurnGrader(
             self.grader, audit=self.audit, tenant=settings.tenant or self.constraints.tenant, call_id=harness.call_id,

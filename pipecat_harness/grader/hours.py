@@ -11,19 +11,23 @@ from pipecat_harness.numbers import Token, negated
 
 __all__ = ["check_hours", "find_days"]
 
-_DAY_WORDS = {form: name[:3] for name in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-              for form in (name, name + "s", name[:3])}
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_DAY_WORDS = {form: name[:3] for name in _DAYS for form in (name, name + "s", name[:3])}
 _GROUP_WORDS = {
     "weekdays": WEEKDAYS[:5], "weekday": WEEKDAYS[:5], "weekends": WEEKDAYS[5:], "weekend": WEEKDAYS[5:],
     "daily": WEEKDAYS, "everyday": WEEKDAYS,
 }  # fmt: skip
-_ZONES = {word: zone for zone, words in (
-    ("America/New_York", "eastern est edt et"), ("America/Chicago", "central cst cdt"),
-    ("America/Denver", "mountain mst mdt"), ("America/Los_Angeles", "pacific pst pdt"), ("UTC", "utc gmt"),
-) for word in words.split()}
+_ZONE_WORDS = {
+    "America/New_York": "eastern est edt et", "America/Chicago": "central cst cdt",
+    "America/Denver": "mountain mst mdt", "America/Los_Angeles": "pacific pst pdt", "UTC": "utc gmt",
+}  # fmt: skip
+_ZONES = {word: zone for zone, words in _ZONE_WORDS.items() for word in words.split()}
 _OPEN_WORDS = {"open", "opens", "opening"}
 _CLOSE_WORDS = {"close", "closes", "closing", "shut", "shuts"}
 _HOURS_CUES = _OPEN_WORDS | _CLOSE_WORDS | {"closed", "hours", "until", "till", "til", "twentyfourseven"}
+#: Words before "hours" that make it a duration ("takes about two hours"), before "opening" a free slot ("an opening").
+_DURATION_COUNTS = {"an", "few", "couple", "several", "24"}
+_SLOT_WORDS = {"an", "any", "the", "one", "no", "some", "next", "first"}
 
 
 def find_days(tokens: list[Token]) -> list[str]:
@@ -83,9 +87,8 @@ def _times(tokens: list[Token]) -> list[tuple[str, list[time]]]:
     for i, token in enumerate(tokens):
         if not (token.number is not None or token.word in {"noon", "midnight"}):
             continue
-        if i + 1 < len(words) and (words[i + 1] in DURATION_UNITS or words[i + 1] in {"%", "percent", "dollars"}):
-            continue
-        if i and words[i - 1] in {"$", "€", "£"}:
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        if nxt in DURATION_UNITS or nxt in {"%", "percent", "dollars"} or (i and words[i - 1] in {"$", "€", "£"}):
             continue
         candidates = _candidates(tokens, i)
         if not candidates:
@@ -115,15 +118,10 @@ def check_hours(tokens: list[Token], sentence: str, constraints: ConstraintList)
     """Check what a sentence says about opening hours against the list."""
     words = [t.word for t in tokens]
     cues = set(words) & _HOURS_CUES
-    if "hours" in cues and all(
-        tokens[i - 1].number is not None or words[i - 1] in {"an", "few", "couple", "several", "24"}
-        for i, w in enumerate(words) if w == "hours" and i
-    ) and words[0] != "hours":
+    before_hours = [tokens[i - 1] for i, w in enumerate(words) if w == "hours" and i]
+    if words[:1] != ["hours"] and all(t.number is not None or t.word in _DURATION_COUNTS for t in before_hours):
         cues.discard("hours")  # "takes about two hours" is a duration, not opening hours
-    if "opening" in cues and all(
-        words[i - 1] in {"an", "any", "the", "one", "no", "some", "next", "first"} for i, w in enumerate(words)
-        if w == "opening" and i
-    ):
+    if all(words[i - 1] in _SLOT_WORDS for i, w in enumerate(words) if w == "opening" and i):
         cues.discard("opening")  # "an opening at three" is a free slot, not when the shop opens
     if not cues and not (find_days(tokens) and _time_range(tokens)):
         return []
@@ -133,10 +131,8 @@ def check_hours(tokens: list[Token], sentence: str, constraints: ConstraintList)
     verdicts: list[Verdict] = []
     zone = next((_ZONES[w] for w in words if w in _ZONES), None)
     if zone is not None and zone != constraints.timezone:
-        verdicts.append(
-            Verdict("unsupported", sentence, "hours", "timezone",
-                    f"hours are in {constraints.timezone}, the agent said {zone}", 0.85)
-        )
+        why = f"hours are in {constraints.timezone}, the agent said {zone}"
+        verdicts.append(Verdict("unsupported", sentence, "hours", "timezone", why, 0.85))
     for segment in _segments(tokens):
         verdicts += _check_segment(segment, sentence, week)
     return verdicts
@@ -144,14 +140,13 @@ def check_hours(tokens: list[Token], sentence: str, constraints: ConstraintList)
 
 def _time_range(tokens: list[Token]) -> bool:
     """Whether the sentence says a span of clock times ("eight to six", "9 am - 5 pm")."""
-    return any(
-        token.number is not None
-        and i + 2 < len(tokens)
-        and (tokens[i + 1].word in {"to", "-", "till", "until"} or (tokens[i + 1].word == "and" and i
-             and tokens[i - 1].word == "between"))
-        and tokens[i + 2].number is not None
-        for i, token in enumerate(tokens)
-    )
+    for i in range(len(tokens) - 2):
+        link = tokens[i + 1].word
+        if tokens[i].number is None or tokens[i + 2].number is None:
+            continue
+        if link in {"to", "-", "till", "until"} or (link == "and" and i and tokens[i - 1].word == "between"):
+            return True
+    return False
 
 
 def _segments(tokens: list[Token]) -> list[list[Token]]:
@@ -203,13 +198,11 @@ def _negates_closed(words: list[str]) -> bool:
 
 
 def _fits(role: str, candidates: list[time], day: DayHours) -> bool:
-    if day.closed or day.opens is None or day.closes is None:
+    if day.opens is None or day.closes is None:
         return False
-    if role == "opens":
-        return day.opens in candidates
-    if role == "closes":
-        return day.closes in candidates
-    return any(day.opens <= c < day.closes for c in candidates)
+    if role == "open_at":
+        return any(day.opens <= c < day.closes for c in candidates)
+    return (day.opens if role == "opens" else day.closes) in candidates
 
 
 def _verdict(ok: bool, sentence: str, ref: str, what: str, week: dict[str, DayHours], days: list[str]) -> Verdict:

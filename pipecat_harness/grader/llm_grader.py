@@ -34,40 +34,28 @@ if the facts list that operation as succeeded. Quote the claim; cite the fact id
 as constraint_ref (null if none); give a one-sentence rationale and a confidence from 0 to 1.
 Return {"verdicts": [...]}; an utterance with no claim returns {"verdicts": []}."""
 
-VERDICT_JSON_SCHEMA: dict[str, Any] = {
+_VERDICTS = ["supported", "unsupported", "out_of_scope", "llm_flagged"]
+_VERDICT_ITEM = {
     "type": "object",
     "properties": {
-        "verdicts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "verdict": {"type": "string", "enum": ["supported", "unsupported", "out_of_scope", "llm_flagged"]},
-                    "claim": {"type": "string"},
-                    "category": {"type": "string", "enum": list(CATEGORIES)},
-                    "constraint_ref": {"type": ["string", "null"]},
-                    "rationale": {"type": "string"},
-                    "confidence": {"type": "number"},
-                },
-                "required": ["verdict", "claim", "category", "rationale", "confidence"],
-            },
-        }
+        "verdict": {"type": "string", "enum": _VERDICTS},
+        "claim": {"type": "string"},
+        "category": {"type": "string", "enum": list(CATEGORIES)},
+        "constraint_ref": {"type": ["string", "null"]},
+        "rationale": {"type": "string"},
+        "confidence": {"type": "number"},
     },
+    "required": ["verdict", "claim", "category", "rationale", "confidence"],
+}
+VERDICT_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"verdicts": {"type": "array", "items": _VERDICT_ITEM}},
     "required": ["verdicts"],
 }
 
-_VERDICTS = {"supported", "unsupported", "out_of_scope", "llm_flagged"}
-
 
 class LLMGrader:
-    """Grade with a Gemini model.
-
-    Args:
-        constraints: The tenant's facts.
-        client: A ``google.genai.Client`` (or anything with the same ``client.aio.models.generate_content``); built from
-            the environment's ``GOOGLE_API_KEY`` when omitted.
-        model: Gemini model name.
-    """
+    """Grade with a Gemini model (``client``: a ``google.genai.Client``, built from ``GOOGLE_API_KEY`` if omitted)."""
 
     def __init__(self, constraints: ConstraintList, *, client: Any = None, model: str = "gemini-2.5-flash") -> None:
         if client is None:
@@ -77,42 +65,29 @@ class LLMGrader:
         self.constraints = constraints
         self.client = client
         self.model = model
-        self._facts = json.dumps(
-            {
-                **constraints.model_dump(mode="json", exclude={"policies", "version"}),
-                "policies": constraints.statements(),
-            },
-            sort_keys=True,
-        )
+        facts = constraints.model_dump(mode="json", exclude={"policies", "version"})
+        self._facts = json.dumps({**facts, "policies": constraints.statements()}, sort_keys=True)
 
     def _config(self) -> Any:
         from google.genai import types
 
-        return types.GenerateContentConfig(temperature=0, system_instruction=GRADER_PROMPT,
-                                           response_mime_type="application/json",
-                                           response_json_schema=VERDICT_JSON_SCHEMA)
+        answer: dict[str, Any] = {"response_mime_type": "application/json", "response_json_schema": VERDICT_JSON_SCHEMA}
+        return types.GenerateContentConfig(temperature=0, system_instruction=GRADER_PROMPT, **answer)
 
-    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None,
-                    succeeded_operations: Sequence[str] = ()) -> list[Verdict]:
-        """Ask the model for one verdict per claim.
-
-        Args:
-            agent_utterance: What the caller heard.
-            caller_utterance: The caller's preceding turn.
-            call_id: Unused by the model (it cannot read the ledger); kept for the shared interface.
-            succeeded_operations: Tools that succeeded on the call, if known.
-        """
-        contents = json.dumps(
-            {
-                "facts": json.loads(self._facts),
-                "succeeded_operations": list(succeeded_operations),
-                "caller_utterance": caller_utterance,
-                "agent_utterance": agent_utterance,
-            }
-        )
+    async def grade(
+        self,
+        agent_utterance: str,
+        caller_utterance: str | None = None,
+        *,
+        call_id: str | None = None,
+        succeeded_operations: Sequence[str] = (),
+    ) -> list[Verdict]:
+        """Ask the model for one verdict per claim (``call_id`` is unused: the model cannot read the ledger)."""
+        request = {"facts": json.loads(self._facts), "succeeded_operations": list(succeeded_operations)}
+        contents = json.dumps({**request, "caller_utterance": caller_utterance, "agent_utterance": agent_utterance})
         try:
-            response = await self.client.aio.models.generate_content(model=self.model, contents=contents,
-                                                                     config=self._config())
+            models = self.client.aio.models
+            response = await models.generate_content(model=self.model, contents=contents, config=self._config())
             text = getattr(response, "text", None) or ""
         except Exception as exc:  # a grader failure must never break the call; the row says why
             logger.warning(f"LLM grader request failed: {exc!r}")
@@ -140,9 +115,9 @@ class LLMGrader:
         if verdict not in _VERDICTS or category not in CATEGORIES:
             raise ValueError(f"unknown verdict or category: {verdict!r}, {category!r}")
         confidence = min(1.0, max(0.0, float(item.get("confidence", 0.5))))
-        ref = item.get("constraint_ref")
-        return Verdict(cast(VerdictKind, verdict), str(item.get("claim", "")), cast(Category, category),
-                       str(ref) if ref else None, str(item.get("rationale", "")), confidence)
+        ref, claim, rationale = item.get("constraint_ref"), str(item.get("claim", "")), str(item.get("rationale", ""))
+        kind, said_category = cast(VerdictKind, verdict), cast(Category, category)
+        return Verdict(kind, claim, said_category, str(ref) if ref else None, rationale, confidence)
 
     @staticmethod
     def _flag(agent_utterance: str, rationale: str) -> Verdict:
@@ -165,13 +140,12 @@ class CombinedGrader:
 
     def unsettled(self, verdicts: Sequence[Verdict]) -> list[Verdict]:
         """The rule verdicts the model should decide."""
-        return [
-            v for v in verdicts
-            if v.category != "action" and (v.verdict == "out_of_scope" or v.confidence < self.min_confidence)
-        ]
+        unsettled = (v for v in verdicts if v.verdict == "out_of_scope" or v.confidence < self.min_confidence)
+        return [v for v in unsettled if v.category != "action"]
 
-    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *,
-                    call_id: str | None = None) -> list[Verdict]:
+    async def grade(
+        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
+    ) -> list[Verdict]:
         """Grade with rules, then hand unsettled claims to the model."""
         verdicts = await self.rules.grade(agent_utterance, caller_utterance, call_id=call_id)
         unsettled = self.unsettled(verdicts)

@@ -2,14 +2,14 @@
 
 It grades what the caller heard (``LLMContextAssistantTurnFrame``), with the caller's turn before it as context. A frame
 only queues a job; grading, audit writes and alerts run in the observer's own task, and a full queue gives the turn a
-``not_graded`` row instead of blocking the pipeline. :attr:`TurnGrader.executed` keeps the tools that succeeded on the
-call, for action claims when no operation ledger is available.
+``not_graded`` row instead of blocking the pipeline.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from loguru import logger
 from pipecat.frames.frames import FunctionCallResultFrame, LLMContextAssistantTurnFrame, LLMContextUserTurnFrame
@@ -38,23 +38,27 @@ class GradingJob:
 class TurnGrader(BaseObserver):
     """Grade committed assistant turns, write audit rows, send alerts.
 
-    Args:
-        grader: Rule, LLM or combined grader.
-        audit: Where rows are written (an :class:`~pipecat_harness.grader.audit.AuditStore`, or any sink).
-        tenant: Tenant in the rows.
-        call_id: The call (also the ledger key for action claims).
-        constraints_version: Version of the constraint list the grader uses.
-        severity: Verdict -> severity mapping and the alert threshold.
-        alerter: Where alerts go (a webhook queue, or the outbox; none: rows only).
-        console_url: Base URL of the operator console, for alert links.
-        queue_size: Turns that may wait to be graded.
-        decisions: The call's decision log; every flagged or ungraded turn is recorded there.
-        close_resources: Close ``alerter`` and ``audit`` at cleanup (when they belong to this call).
+    Rows go to ``audit`` (an ``AuditStore`` or any sink) for ``tenant``, ``call_id`` (also the ledger key of action
+    claims) and ``constraints_version``; ``severity`` maps verdicts to severities and the alert threshold; alerts go to
+    ``alerter`` (none: rows only) with links into ``console_url``; every flagged or ungraded turn is recorded in
+    ``decisions``; ``close_resources`` closes ``alerter`` and ``audit`` at cleanup (when they belong to this call).
     """
 
-    def __init__(self, grader: Grader, *, audit: AuditSink, tenant: str, call_id: str, constraints_version: str,
-                 severity: SeverityPolicy | None = None, alerter: Alerter | None = None, console_url: str | None = None,
-                 queue_size: int = 256, decisions: DecisionLog | None = None, close_resources: bool = False) -> None:
+    def __init__(
+        self,
+        grader: Grader,
+        *,
+        audit: AuditSink,
+        tenant: str,
+        call_id: str,
+        constraints_version: str,
+        severity: SeverityPolicy | None = None,
+        alerter: Alerter | None = None,
+        console_url: str | None = None,
+        queue_size: int = 256,
+        decisions: DecisionLog | None = None,
+        close_resources: bool = False,
+    ) -> None:
         super().__init__(observe_every_push=False)
         self.grader = grader
         self.audit = audit
@@ -152,12 +156,11 @@ class TurnGrader(BaseObserver):
         if not self._tables_ready:
             await self.audit.create_tables()
             self._tables_ready = True
-        rows = [  # a row holds every field of its verdict
-            AuditRow(tenant=self.tenant, call_id=self.call_id, turn_id=job.turn_id, utterance=job.utterance,
-                     caller_utterance=job.caller_utterance, **verdict.to_dict(), grader_model=self.grader.model,
-                     constraints_version=self.constraints_version,
-                     severity=self.severity.severity(verdict.verdict, verdict.category))
-            for verdict in verdicts
+        turn: dict[str, Any] = {"tenant": self.tenant, "call_id": self.call_id, "turn_id": job.turn_id}
+        turn.update(utterance=job.utterance, caller_utterance=job.caller_utterance, grader_model=self.grader.model)
+        turn.update(constraints_version=self.constraints_version)  # and every field of the row's verdict
+        rows = [
+            AuditRow(**turn, **v.to_dict(), severity=self.severity.severity(v.verdict, v.category)) for v in verdicts
         ]
         await self.audit.write_many(rows)
         self.rows_written += len(rows)
@@ -168,13 +171,10 @@ class TurnGrader(BaseObserver):
                 await self.alerter.dispatch(alert_payload(row, console_url=self.console_url))
 
     def _record(self, row: AuditRow, reason: str) -> None:
-        if self.decisions is None:
-            return
-        self.decisions.record("grader", "flagged" if row.flagged else "not_graded", {
-            "audit_row": row.id, "assistant_turn": row.turn_id, "verdict": row.verdict, "category": row.category,
-            "severity": row.severity, "constraint_ref": row.constraint_ref, "rationale": row.rationale,
-            "reason": reason,
-        })
+        if self.decisions is not None:
+            fields = ("verdict", "category", "severity", "constraint_ref", "rationale")
+            detail = {"audit_row": row.id, "assistant_turn": row.turn_id, **{f: getattr(row, f) for f in fields}}
+            self.decisions.record("grader", "flagged" if row.flagged else "not_graded", {**detail, "reason": reason})
 
 
 def _succeeded(frame: FunctionCallResultFrame) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,13 +33,15 @@ _TOPIC_SYNONYMS = {
     "pay": {"pay you", "pay at", "pay when", "pay the", "pay after", "pay later", "payment is", "payment due",
             "payment at", "payment when", "collect payment", "payment plan", "financing", "installment", "you'll pay",
             "you'd pay", "pay on", "pay for it", "balance"},
-}
+}  # fmt: skip
 #: Policy subjects an agent may state that a tenant's list may not cover.
 _POLICY_TOPICS = {
     "refund", "reschedul", "cancel", "return", "warranty", "guarantee", "deposit", "price match", "financing",
 }  # fmt: skip
-_PAYMENT_TERMS = {"cash", "card", "credit card", "original payment", "money back", "full refund", "check",
-                  "store credit", "gift card"}
+_PAYMENT_TERMS = {
+    "cash", "card", "credit card", "original payment", "money back", "full refund", "check", "store credit",
+    "gift card",
+}  # fmt: skip
 #: Payment terms that say a refund is meant even when the sentence does not say "refund".
 _TOPIC_NAMING_TERMS = {"cash", "store credit", "gift card", "money back", "full refund"}
 #: Ways of saying "the payment method the caller used", read as "original payment".
@@ -53,6 +56,7 @@ _DEFERRED_RE = re.compile(
     r"monthly|bill you)"
 )
 _AT_SERVICE_RE = re.compile(r"\b(?:at|when|during)\b.{0,25}\b(?:visit|service|appointment|come in|arrive)\b")
+_Judge = Callable[[VerdictKind, str, float], Verdict]
 
 
 @dataclass
@@ -93,12 +97,8 @@ def _policy_facts(name: str, identifier: str) -> PolicyFacts:
 
 
 def _durations(tokens: list[Token]) -> list[float]:
-    hours = []
-    for i, token in enumerate(tokens[:-1]):
-        unit = tokens[i + 1].word
-        if token.number is not None and unit in DURATION_UNITS:
-            hours.append(token.number.value * unit_hours(unit))
-    return hours
+    pairs = itertools.pairwise(tokens)
+    return [t.number.value * unit_hours(n.word) for t, n in pairs if t.number is not None and n.word in DURATION_UNITS]
 
 
 def _direction(words: list[str]) -> bool | None:
@@ -114,19 +114,13 @@ def _direction(words: list[str]) -> bool | None:
 def _negated_near(words: list[str], term: str) -> bool:
     """Whether a negation comes within six words before ``term``."""
     first = term.split()[0]
-    for index, word in enumerate(words):
-        if word == first and negated(words[max(0, index - 6) : index]):
-            return True
-    return False
+    return any(word == first and negated(words[max(0, index - 6) : index]) for index, word in enumerate(words))
 
 
 def _topics(text: str) -> set[str]:
     stems = " ".join(stem(w) for w in text.split())
     found = {topic for topic in _POLICY_TOPICS if topic in stems or topic in text}
-    for topic, synonyms in _TOPIC_SYNONYMS.items():
-        if any(s in stems or s in text for s in synonyms):
-            found.add(topic)
-    return found
+    return found | {topic for topic, said in _TOPIC_SYNONYMS.items() if any(s in stems or s in text for s in said)}
 
 
 def _payment_terms(text: str) -> set[str]:
@@ -148,22 +142,18 @@ def check_policies(tokens: list[Token], sentence: str, constraints: ConstraintLi
     text = " ".join(words)
     topics = _topics(text)
     facts = [_policy_facts(name, value) for name, value in constraints.policies.items()]
+    covers = {f.name: _topics(f.name.replace("_", " ")) for f in facts}
     if not topics:
         # "Store credit or cash, whichever you prefer": a payment term a policy rules on names its topic.
         said = _payment_terms(text) & _TOPIC_NAMING_TERMS
-        topics = {t for f in facts if said & (f.denied | f.only) for t in _topics(f.name.replace("_", " "))}
+        topics = {t for f in facts if said & (f.denied | f.only) for t in covers[f.name]}
     if not topics or sentence.rstrip().endswith("?"):
         return []
     verdicts = []
     for topic in sorted(topics):
-        policy = next(
-            (f for f in facts if topic in _topics(f.name.replace("_", " ")) or (topic == "pay" and "pay" in f.name)),
-            None,
-        )
-        verdict = _check_topic(topic, policy, words, text, sentence)
-        if verdict is not None:
-            verdicts.append(verdict)
-    return verdicts
+        policy = next((f for f in facts if topic in covers[f.name] or (topic == "pay" and "pay" in f.name)), None)
+        verdicts.append(_check_topic(topic, policy, words, text, sentence))
+    return [v for v in verdicts if v is not None]
 
 
 def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text: str, sentence: str) -> Verdict | None:
@@ -191,7 +181,7 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
         return judge("unsupported", f"offered {sorted(payment & policy.denied)[0]}; {said}", 0.9)
     if policy.only and any(not _negated_near(words, t) for t in payment - policy.only - policy.denied):
         return judge("unsupported", f"offered {sorted(payment - policy.only)[0]}; {said}", 0.85)
-    if topic == "pay" and policy.statement.find("time of service") >= 0:
+    if topic == "pay" and "time of service" in policy.statement:
         if deferred:
             return judge("unsupported", f"offered to pay later; {said}", 0.8)
         if _AT_SERVICE_RE.search(text) or "time of service" in text:
@@ -200,7 +190,7 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
     if amounts and policy.amounts and not all(any(abs(a - b) < 0.005 for b in policy.amounts) for a in amounts):
         return judge("unsupported", f"stated a different amount; {said}", 0.9)
     if policy.window_hours and policy.inside_window is not None:
-        verdict = _check_window(policy, conditions, open_ended, text, said, judge)
+        verdict = _check_window(policy, conditions, text, said, judge)
         if verdict is not None:
             return verdict
     elif conditions and not payment:
@@ -218,8 +208,9 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
     return None
 
 
-def _check_window(policy: PolicyFacts, conditions: list[Condition], open_ended: bool, text: str, said: str,
-                  judge: Callable[[VerdictKind, str, float], Verdict]) -> Verdict | None:
+def _check_window(
+    policy: PolicyFacts, conditions: list[Condition], text: str, said: str, judge: _Judge
+) -> Verdict | None:
     """Judge what a claim says about the policy's time window (its conditions, or "whenever")."""
     window = policy.window_hours[0]
     inside = bool(policy.inside_window)
@@ -228,16 +219,15 @@ def _check_window(policy: PolicyFacts, conditions: list[Condition], open_ended: 
     conflict = anchor_conflict(text, policy.statement)
     if conflict is not None and conditions:
         return judge("unsupported", f"counted the window from {conflict[0]}, not {conflict[1]}; {said}", 0.8)
-    if open_ended and polarity is not None and not conditions:
+    if universal(text) and polarity is not None and not conditions:
         return judge("unsupported", f"said it holds at any time; {said}", 0.8)
     for condition in conditions:
         if condition.kind == "case":
             if polarity is None:
                 continue
-            expected = window_outcome(window, inside, good_inside, condition.hours)
-            if polarity != expected:
-                when = f"{condition.hours:g} hours"
-                return judge("unsupported", f"the condition fails at {when} (the claim says the opposite); {said}", 0.8)
+            if polarity != window_outcome(window, inside, good_inside, condition.hours):
+                why = f"the condition fails at {condition.hours:g} hours (the claim says the opposite); {said}"
+                return judge("unsupported", why, 0.8)
             return judge("supported", f"the condition holds at that time; {said}", 0.8)
         if condition.boundary_given and abs(condition.hours - window) > max(0.5, window * 0.02):
             return judge("unsupported", f"stated a {condition.hours:g}-hour limit; {said}", 0.8)

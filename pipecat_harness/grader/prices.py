@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 
 from pipecat_harness.grader.constraints import ConstraintList, PriceItem
-from pipecat_harness.grader.verdict import Verdict
+from pipecat_harness.grader.verdict import Verdict, VerdictKind
 from pipecat_harness.numbers import Token, stem, tokenize
 
 __all__ = ["DURATION_UNITS", "TIME_WORDS", "Amount", "check_prices", "find_amounts", "find_services"]
@@ -53,23 +53,22 @@ class Amount:
         return text if self.high is None else f"{text}-{symbol}{self.high:g}"
 
 
+def _word(tokens: list[Token], index: int) -> str:
+    return tokens[index].word if 0 <= index < len(tokens) else ""
+
+
 def _kind(tokens: list[Token], i: int, hours_context: bool) -> str:
     """Classify the number at ``i``: money, percent, duration, time or plain."""
     number = tokens[i].number
     assert number is not None
-    prev = tokens[i - 1].word if i else ""
-    nxt = tokens[i + 1].word if i + 1 < len(tokens) else ""
+    prev, nxt, after = _word(tokens, i - 1), _word(tokens, i + 1), _word(tokens, i + 2)
     if prev in _CURRENCY_BEFORE or nxt in _CURRENCY_AFTER or nxt == "cents":
         return "money"
     if nxt in _PERCENT_WORDS or nxt == "off":
         return "percent"
-    if nxt in DURATION_UNITS or (nxt == "business" and i + 2 < len(tokens) and tokens[i + 2].word in DURATION_UNITS):
+    if nxt in DURATION_UNITS or (nxt == "business" and after in DURATION_UNITS):
         return "duration"
-    if (
-        number.minutes is not None
-        or nxt in TIME_WORDS
-        or (nxt == "in" and i + 2 < len(tokens) and tokens[i + 2].word == "the")
-    ):
+    if number.minutes is not None or nxt in TIME_WORDS or (nxt == "in" and after == "the"):
         return "time"
     if hours_context and (prev in {"at", "until", "till", "til", "from", "to", "by"} or nxt in _RANGE_WORDS):
         return "time"
@@ -88,25 +87,23 @@ def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
         if token.number is None:
             continue
         kind = _kind(tokens, i, hours_context)
+        prev, nxt = _word(tokens, i - 1), _word(tokens, i + 1)
         if kind == "plain" and token.number.text in {"one", "a"}:
             continue  # "the basic one", "that one": a pronoun, not a price
-        if kind == "plain" and i and tokens[i - 1].word in {"the", "these", "those", "all"} and token.number.value < 10:
+        if kind == "plain" and prev in {"the", "these", "those", "all"} and token.number.value < 10:
             continue  # "the two come to...": a count of things, not a price
         if kind == "plain" and price_context and not hours_context:
             kind = "money"
-        if kind == "plain" and i + 2 < len(tokens) and tokens[i + 1].word in _RANGE_WORDS and tokens[i + 2].number:
+        if kind == "plain" and nxt in _RANGE_WORDS and i + 2 < len(tokens) and tokens[i + 2].number:
             kind = _kind(tokens, i + 2, hours_context)
         if kind != "money":
             continue
-        prev = tokens[i - 1].word if i else ""
-        nxt = tokens[i + 1].word if i + 1 < len(tokens) else ""
         currency = _CURRENCY_BEFORE.get(prev) or _CURRENCY_AFTER.get(nxt)
-        value = token.number.value
-        groups = token.number.groups
+        value, groups = token.number.value, token.number.groups
         if len(groups) == 2 and not token.number.digits:  # "twelve ninety-nine": 1299 or 12.99
             alternatives[i] = groups[0] + groups[1] / 100
         if nxt == "cents":
-            if found and i >= 2 and tokens[i - 1].word == "and":
+            if found and i >= 2 and prev == "and":
                 start, low, cur = found[-1]
                 found[-1] = (start, low + value / 100, cur)
                 continue
@@ -114,9 +111,8 @@ def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
         found.append((i, value, currency))
     amounts: list[Amount] = []
     for index, (position, value, currency) in enumerate(found):
-        if amounts and amounts[-1].high is None and index > 0:
-            previous_pos = found[index - 1][0]
-            between = [t.word for t in tokens[previous_pos + 1 : position]]
+        if amounts and amounts[-1].high is None:
+            between = [t.word for t in tokens[found[index - 1][0] + 1 : position]]
             between = [w for w in between if w not in _CURRENCY_AFTER and w not in _CURRENCY_BEFORE]
             if len(between) == 1 and between[0] in _RANGE_WORDS:
                 # "between 100 and 150 euros": a currency said at either end applies to both.
@@ -128,11 +124,7 @@ def find_amounts(tokens: list[Token], *, price_context: bool) -> list[Amount]:
 
 
 def find_services(tokens: list[Token], constraints: ConstraintList) -> list[tuple[int, PriceItem]]:
-    """Services named in a sentence, with the token position of the mention.
-
-    A full name or alias matches; so does a word of the name that no other service uses ("premium" for "premium
-    detail").
-    """
+    """Services named in a sentence (by name, alias, or a word no other service uses), with the mention's position."""
     stems = [stem(t.word) for t in tokens]
     mentions: list[tuple[int, int, PriceItem]] = []
     for item, names, distinctive in _service_index(constraints.price_list):
@@ -171,129 +163,122 @@ def _service_index(price_list: tuple[PriceItem, ...]) -> list[tuple[PriceItem, l
 
 
 def _pair(amounts: list[Amount], services: list[tuple[int, PriceItem]]) -> list[PriceItem | None]:
-    """The service each amount is about.
-
-    An amount belongs to the closest service named before it that has no amount yet ("basic is $149, premium is $249"),
-    else to the next service named after it ("$99 for the interior detail, and $149 for the basic").
-    """
+    """The service each amount is about: the closest one named before it without an amount yet, else the next one."""
+    if not services:
+        return [None] * len(amounts)
     taken: set[int] = set()
     paired: list[PriceItem | None] = []
     for amount in amounts:
         before = [i for i, (pos, _) in enumerate(services) if pos < amount.position and i not in taken]
         after = [i for i, (pos, _) in enumerate(services) if pos > amount.position and i not in taken]
-        if before:
-            choice: int | None = before[-1]
-        elif after:
-            choice = after[0]
-        else:
-            choice = len(services) - 1 if services else None  # several amounts for one service
-        if choice is not None:
-            taken.add(choice)
-        paired.append(services[choice][1] if choice is not None else None)
+        choice = before[-1] if before else after[0] if after else len(services) - 1  # several amounts, one service
+        taken.add(choice)
+        paired.append(services[choice][1])
     return paired
 
 
-def check_prices(tokens: list[Token], sentence: str, constraints: ConstraintList, *, context: PriceItem | None = None,
-                 asked: tuple[PriceItem, ...] = ()) -> list[Verdict]:
+def _price(kind: VerdictKind, sentence: str, ref: str | None, why: str, confidence: float) -> Verdict:
+    return Verdict(kind, sentence, "price", ref, why, confidence)
+
+
+def check_prices(
+    tokens: list[Token],
+    sentence: str,
+    constraints: ConstraintList,
+    *,
+    context: PriceItem | None = None,
+    asked: tuple[PriceItem, ...] = (),
+) -> list[Verdict]:
     """Check every amount said in a sentence against the price list and promotions.
 
     When the sentence names no service, the amounts are about ``context`` (the service the previous sentence named:
     "Premium detail? That one's two forty-nine."), else about ``asked`` (the services the caller's turn named).
     """
-    services = find_services(tokens, constraints) or ([(-1, context)] if context is not None else [])
-    if not services and asked:
-        services = [(-1, item) for item in asked]
+    fallback = [context] if context is not None else list(asked)
+    services = find_services(tokens, constraints) or [(-1, item) for item in fallback]
     words = {t.word for t in tokens}
-    price_context = bool(services) or bool(words & _PRICE_CUES)
-    amounts = find_amounts(tokens, price_context=price_context)
+    amounts = find_amounts(tokens, price_context=bool(services) or bool(words & _PRICE_CUES))
     named = [item for _, item in services]
-    if len(amounts) == 1 and len(named) >= 2 and amounts[0].high is None and words & _TOTAL_WORDS:
-        total = sum(item.amount for item in named)
-        refs = ",".join(item.id for item in named)
+    one_total = len(amounts) == 1 and amounts[0].high is None and bool(words & _TOTAL_WORDS)
+    if one_total and len(named) >= 2 and len({item.currency for item in named}) == 1:
+        total, refs = sum(item.amount for item in named), ",".join(item.id for item in named)
         summed = " + ".join(f"{item.service} {item.amount:g}" for item in named)
-        if len({item.currency for item in named}) == 1:
-            said = (amounts[0].value, amounts[0].alternative)
-            if any(_same(v, total) for v in said):
-                return [Verdict("supported", sentence, "price", refs, f"the total of {summed}", 0.85)]
-            return [Verdict("unsupported", sentence, "price", refs,
-                            f"quoted a total of {amounts[0].spoken()}; {summed} is {total:g}", 0.85)]
+        if any(_same(v, total) for v in (amounts[0].value, amounts[0].alternative)):
+            return [_price("supported", sentence, refs, f"the total of {summed}", 0.85)]
+        why = f"quoted a total of {amounts[0].spoken()}; {summed} is {total:g}"
+        return [_price("unsupported", sentence, refs, why, 0.85)]
     pairs = zip(amounts, _pair(amounts, services), strict=True)
-    verdicts = [
-        _check_amount(amount, item, sentence, constraints, bound=_bound(tokens, amount)) for amount, item in pairs
-    ]
-    verdicts += _check_percentages(tokens, sentence, constraints)
-    return verdicts
+    verdicts = [_check_amount(tokens, amount, item, sentence, constraints) for amount, item in pairs]
+    return verdicts + _check_percentages(tokens, sentence, constraints)
 
 
-def _bound(tokens: list[Token], amount: Amount) -> str | None:
-    """``upper`` when the amount is said as a bound ("just under sixty"), else ``None``."""
+def _said_under(tokens: list[Token], amount: Amount) -> bool:
+    """Whether the amount is said as an upper bound ("just under sixty")."""
     before = [t.word for t in tokens[max(0, amount.position - 3) : amount.position] if t.word not in _CURRENCY_BEFORE]
-    return "upper" if {"under", "below"} & set(before[-2:]) or before[-2:] == ["less", "than"] else None
+    return bool({"under", "below"} & set(before[-2:])) or before[-2:] == ["less", "than"]
 
 
-def _check_amount(amount: Amount, item: PriceItem | None, sentence: str, constraints: ConstraintList, *,
-                  bound: str | None = None) -> Verdict:
-    claim = sentence
-    if item is not None and bound == "upper" and amount.high is None and item.currency.upper() == amount.currency:
-        # "just under sixty": the listed price must be below the amount, and close to it.
-        ok = 0.9 * amount.value <= item.amount < amount.value
-        return Verdict("supported" if ok else "unsupported", claim, "price", item.id,
-                       f"said under {amount.spoken()}; {item.service} is listed at {item.amount:g}", 0.8)
+def _check_amount(
+    tokens: list[Token], amount: Amount, item: PriceItem | None, sentence: str, constraints: ConstraintList
+) -> Verdict:
     if item is not None:
         listed = Amount(item.amount, item.currency.upper(), item.price_max)
-        ref = item.id
+        if amount.high is None and listed.currency == amount.currency and _said_under(tokens, amount):
+            # "just under sixty": the listed price must be below the amount, and close to it.
+            ok = 0.9 * amount.value <= item.amount < amount.value
+            why = f"said under {amount.spoken()}; {item.service} is listed at {item.amount:g}"
+            return _price("supported" if ok else "unsupported", sentence, item.id, why, 0.8)
         mismatch = f"quoted {amount.spoken()} but {item.service} is listed at {listed.spoken()}"
         if amount.currency != listed.currency:
-            return Verdict("unsupported", claim, "price", ref, mismatch, 0.9)
+            return _price("unsupported", sentence, item.id, mismatch, 0.9)
         if _same(amount.alternative, listed.value) and amount.high is None and listed.high is None:
             amount = Amount(listed.value, amount.currency)
         if _same(amount.value, listed.value) and _same(amount.high, listed.high):
-            return Verdict("supported", claim, "price", ref, f"{item.service} is listed at {listed.spoken()}", 0.95)
+            return _price("supported", sentence, item.id, f"{item.service} is listed at {listed.spoken()}", 0.95)
         if amount.high is None and listed.high is not None and listed.value <= amount.value <= listed.high:
-            return Verdict("supported", claim, "price", ref,
-                           f"{amount.spoken()} is within the listed range {listed.spoken()}", 0.8)
-        return Verdict("unsupported", claim, "price", ref, mismatch, 0.95)
-    for candidate in constraints.price_list:
-        said = (amount.value, amount.alternative)
-        if (
-            candidate.currency.upper() == amount.currency
-            and any(_same(v, candidate.amount) for v in said)
-            and (
-                amount.high is None
-                or any(_same(amount.high, o.amount) or _same(amount.high, o.price_max) for o in constraints.price_list)
-            )
-        ):
-            return Verdict("supported", claim, "price", candidate.id,
-                           f"{amount.spoken()} is the listed price of {candidate.service}", 0.75)
+            why = f"{amount.spoken()} is within the listed range {listed.spoken()}"
+            return _price("supported", sentence, item.id, why, 0.8)
+        return _price("unsupported", sentence, item.id, mismatch, 0.95)
+    said = (amount.value, amount.alternative)
+    listed_range = amount.high is None or any(
+        _same(amount.high, e) for o in constraints.price_list for e in (o.amount, o.price_max)
+    )
+    for other in constraints.price_list:
+        if listed_range and other.currency.upper() == amount.currency and any(_same(v, other.amount) for v in said):
+            why = f"{amount.spoken()} is the listed price of {other.service}"
+            return _price("supported", sentence, other.id, why, 0.75)
     for promo in constraints.promotions:
         if promo.discount_usd is not None and amount.currency == "USD" and _same(amount.value, promo.discount_usd):
-            return Verdict("supported", claim, "price", f"promotions.{promo.id}",
-                           f"{amount.spoken()} off is the {promo.id} promotion", 0.8)
-    near = _services_sharing_a_word(claim, constraints)
-    return Verdict("unsupported", claim, "price", ",".join(i.id for i in near) or None,
-                   f"no listed price or promotion is {amount.spoken()}"
-                   + (f" ({', '.join(f'{i.service} {i.amount:g}' for i in near)})" if near else ""), 0.85)
+            why = f"{amount.spoken()} off is the {promo.id} promotion"
+            return _price("supported", sentence, f"promotions.{promo.id}", why, 0.8)
+    near = _services_sharing_a_word(sentence, constraints)
+    listed_near = f" ({', '.join(f'{i.service} {i.amount:g}' for i in near)})" if near else ""
+    why = f"no listed price or promotion is {amount.spoken()}{listed_near}"
+    return _price("unsupported", sentence, ",".join(i.id for i in near) or None, why, 0.85)
 
 
 def _services_sharing_a_word(sentence: str, constraints: ConstraintList) -> list[PriceItem]:
     """Services whose name shares a word with the sentence ("a quick detail": the basic and premium detail)."""
     said = {stem(w) for w in tokenize(sentence)}
-    return [item for item in constraints.price_list
-            if any(stem(w) in said for name in item.names for w in tokenize(name) if len(w) > 3)]
+    return [
+        item
+        for item in constraints.price_list
+        if any(stem(w) in said for name in item.names for w in tokenize(name) if len(w) > 3)
+    ]
 
 
 def _check_percentages(tokens: list[Token], sentence: str, constraints: ConstraintList) -> list[Verdict]:
     verdicts = []
     for i, token in enumerate(tokens):
-        nxt = tokens[i + 1].word if i + 1 < len(tokens) else ""
-        if token.number is None or nxt not in _PERCENT_WORDS:
+        if token.number is None or _word(tokens, i + 1) not in _PERCENT_WORDS:
             continue
         value = token.number.value
         promo = next((p for p in constraints.promotions if _same(value, p.discount_percent)), None)
-        verdicts.append(
-            Verdict("supported", sentence, "price", f"promotions.{promo.id}", f"{value:g}% off is the {promo.id} "
-                    "promotion", 0.9) if promo is not None else
-            Verdict("unsupported", sentence, "price", "promotions", f"no promotion gives {value:g}% off", 0.85))
+        if promo is None:
+            verdicts.append(_price("unsupported", sentence, "promotions", f"no promotion gives {value:g}% off", 0.85))
+        else:
+            why = f"{value:g}% off is the {promo.id} promotion"
+            verdicts.append(_price("supported", sentence, f"promotions.{promo.id}", why, 0.9))
     return verdicts
 
 

@@ -23,10 +23,7 @@ __all__ = ["RuleGrader"]
 class RuleGrader:
     """Check an utterance's claims against a constraint list with deterministic rules.
 
-    Args:
-        constraints: The tenant's facts.
-        ledger: Where action claims are checked; without one an action claim is ``out_of_scope`` (nothing to check it
-            against).
+    Action claims are checked against ``ledger``; without one they are ``out_of_scope`` (nothing to check them against).
     """
 
     model = "rules"
@@ -39,8 +36,9 @@ class RuleGrader:
         """Grade price, hours, policy and capability claims (no ledger access, synchronous)."""
         verdicts: list[Verdict] = []
         service: PriceItem | None = None  # the service last named, for "That one's one forty-nine."
-        asked = tuple(item for _, item in find_services(read_numbers(tokenize(caller_utterance or "")),
-                                                          self.constraints))
+        asked = tuple(
+            item for _, item in find_services(read_numbers(tokenize(caller_utterance or "")), self.constraints)
+        )
         for sentence in split_sentences(agent_utterance):
             tokens = read_numbers(tokenize(sentence))
             policies = check_policies(tokens, sentence, self.constraints)
@@ -54,32 +52,22 @@ class RuleGrader:
             verdicts += check_capabilities(tokens, sentence, self.constraints, policy_claim=bool(policies))
         return _dedupe(verdicts)
 
-    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *,
-                    call_id: str | None = None) -> list[Verdict]:
-        """Grade every claim in an utterance.
+    async def grade(
+        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
+    ) -> list[Verdict]:
+        """One verdict per claim of an utterance; action claims are checked against ``call_id``'s ledger.
 
-        Args:
-            agent_utterance: What the caller heard.
-            caller_utterance: The caller's preceding turn (names the action behind "Done, you're all set").
-            call_id: The call whose operation ledger backs action claims.
-
-        Returns:
-            One verdict per claim; empty when the utterance makes no claim.
+        The caller's preceding turn names the action behind "Done, you're all set".
         """
         verdicts = self.check(agent_utterance, caller_utterance)
         claims = find_action_claims(agent_utterance, caller_utterance)
-        if claims:
-            verdicts += await self.check_actions(claims, call_id)
-        return verdicts
+        return verdicts + (await self.check_actions(claims, call_id) if claims else [])
 
     async def check_actions(self, claims: Sequence[tuple[str, set[str]]], call_id: str | None) -> list[Verdict]:
         """Judge completion claims against the ledger of ``call_id``."""
         if self.ledger is None or call_id is None:
-            return [
-                Verdict("out_of_scope", claim, "action", "ledger", "no operation ledger to check the claim against",
-                        0.5)
-                for claim, _ in claims
-            ]
+            why = "no operation ledger to check the claim against"
+            return [Verdict("out_of_scope", claim, "action", "ledger", why, 0.5) for claim, _ in claims]
         succeeded = await self.ledger.succeeded_operations(call_id)
         return [check_action_claim(claim, keys, succeeded) for claim, keys in claims]
 

@@ -8,28 +8,21 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = ["CATEGORIES", "FLAGGED", "SETTLED_CONFIDENCE", "Category", "Grader", "Verdict", "VerdictKind"]
 
+#: ``not_graded``: the observer could not grade the turn (queue full, grader error).
 VerdictKind = Literal["supported", "unsupported", "out_of_scope", "llm_flagged", "not_graded"]
-"""``not_graded`` is written by the observer when a turn could not be graded (queue full, grader error)."""
-
+#: ``none``: the category of a turn with no checkable claim.
 Category = Literal["price", "hours", "policy", "capability", "action", "none"]
-"""``none`` is the category of a turn with no checkable claim."""
-
 CATEGORIES: tuple[str, ...] = ("price", "hours", "policy", "capability", "action")
-
-#: Rule verdicts below this confidence are not settled: capability offers, policy conditions, availability. The combined
-#: grader asks the model about them.
+#: Rule verdicts below this confidence (capability offers, policy conditions, availability) go to the model in combined
+#: mode.
 SETTLED_CONFIDENCE = 0.85
-
 #: Verdicts that need a human to look at the turn.
 FLAGGED: frozenset[str] = frozenset({"unsupported", "llm_flagged"})
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A grader's judgement of one claim as said, against a constraint (``px_basic``, ``policies.refund``, ``ledger``).
-
-    ``rationale`` says why in one sentence; ``confidence`` is 0..1.
-    """
+    """A grader's judgement of one claim against a constraint (``px_basic``, ``ledger``): why, and how sure (0..1)."""
 
     verdict: VerdictKind
     claim: str
@@ -55,13 +48,7 @@ class Grader(Protocol):
     #: Identifies the grader in audit rows (``rules``, ``gemini-2.5-flash``...).
     model: str
 
-    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *,
-                    call_id: str | None = None) -> Sequence[Verdict]:
-        """Return one verdict per claim; an empty list when the utterance makes no claim.
-
-        Args:
-            agent_utterance: What the caller heard.
-            caller_utterance: The caller's preceding turn, as context.
-            call_id: The call, for claims checked against its operation ledger.
-        """
-        ...
+    async def grade(
+        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
+    ) -> Sequence[Verdict]:
+        """One verdict per claim of what the caller heard (none without a claim); ``call_id`` names its ledger."""

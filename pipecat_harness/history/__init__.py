@@ -1,13 +1,4 @@
-"""History controls: after a barge-in, keep in history what the caller heard.
-
-* :func:`estimate_heard_prefix`: pure estimate of the heard prefix of a text
-  from played seconds (word timestamps when given, else a speech-duration model);
-* :class:`PlaybackTracker`: per assistant reply, the generated text and the
-  audio actually written (or confirmed played by receipts);
-* :class:`HistoryCorrector`: rewrites the interrupted reply in the
-  ``LLMContext`` to the heard prefix, never touching tool messages;
-* :class:`HistoryControl`: both, as a switchable harness control.
-"""
+"""History controls: after a barge-in, keep in history what the caller heard."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""``HistoryControl``: the history controls as one switchable harness control.
+"""``HistoryControl``: the playback tracker and the history corrector as one switchable harness control.
 
-It places a :class:`PlaybackTracker` right after the output transport and a
-:class:`HistoryCorrector` right after the assistant aggregator, has the
-tracker's synthesis observer listen to the pipeline's LLM and TTS (or adds it
-to the worker, for a pipeline without both), and records every assistant reply
-(generated text, played prefix, retained history) as a ``ControlDecision``.
-
-A bot whose transport reports playback receipts wires them here::
-
-    history = harness.control("history")
-    history.tracker.enable_marks(lambda name: twilio_mark_message(stream_sid, name))
-    ...  # on every incoming Twilio "mark" event:
-    history.tracker.on_mark_received(twilio_mark_name(message))
+A bot with playback receipts wires them here: ``history.tracker.enable_marks(lambda name:
+twilio_mark_message(stream_sid, name))``, then ``history.tracker.on_mark_received(twilio_mark_name(message))``.
 """
 
 from __future__ import annotations
@@ -43,15 +33,8 @@ class HistoryControl(HarnessControl):
         super().__init__(harness)
         settings = harness.config.history
         self.tracker = PlaybackTracker(bias=settings.bias, chars_per_sec=settings.chars_per_sec)
-        self.corrector = HistoryCorrector(
-            self.tracker,
-            policy=CorrectionPolicy(
-                marker=settings.marker,
-                marker_text=settings.marker_text,
-                keep_after_removals=settings.keep_after_removals,
-            ),
-            on_decision=self._on_decision,
-        )
+        policy = CorrectionPolicy(settings.marker, settings.marker_text, settings.keep_after_removals)
+        self.corrector = HistoryCorrector(self.tracker, policy=policy, on_decision=self._on_decision)
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The tracker after the output transport, the corrector after the assistant aggregator."""
@@ -61,10 +44,7 @@ class HistoryControl(HarnessControl):
         ]
 
     def observers(self) -> list[BaseObserver]:
-        """The observer that reports generated text and synthesized sentence lengths.
-
-        None once the placed pipeline's LLM and TTS feed it directly (see :meth:`on_pipeline`).
-        """
+        """The synthesis observer, unless the placed pipeline's LLM and TTS feed it directly (:meth:`on_pipeline`)."""
         return [] if self.tracker.observer.listening else [self.tracker.observer]
 
     def on_pipeline(self, processors: list[FrameProcessor]) -> None:
@@ -77,7 +57,7 @@ class HistoryControl(HarnessControl):
     def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
         decision = self.record(action, evidence)
         if "generated_text" in evidence:
-            heard = str(evidence.get("retained_text", evidence.get("heard_text", "")))
-            self.harness.events.publish(ReplyDelivered(
-                turn_id=decision.turn_id, generated=str(evidence["generated_text"]),
-                heard=str(evidence.get("heard_text", heard)), retained=heard, full=action == "played_in_full"))
+            retained = str(evidence.get("retained_text", evidence.get("heard_text", "")))
+            generated, heard = str(evidence["generated_text"]), str(evidence.get("heard_text", retained))
+            full = action == "played_in_full"
+            self.harness.events.publish(ReplyDelivered(decision.turn_id, generated, heard, retained, full))

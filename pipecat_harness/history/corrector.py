@@ -1,25 +1,8 @@
 """``HistoryCorrector``: after a barge-in, leave in history what the caller heard.
 
-Pipecat's assistant aggregator commits, on interruption, the text that reached
-it: whole played sentences with a TTS that gives no word timestamps (the
-sentence being spoken is dropped), played words with one that does, and
-fewer when the interruption overtakes text still queued in the aggregator
-(Pipecat issue #4996). The corrector sits right after that aggregator and
-runs once the commit is done. It rewrites the one assistant text message of
-the interrupted reply to the heard prefix of the *generated* text, so it
-neither truncates Pipecat's already-truncated text a second time nor loses
-words the race dropped:
-
-* a reliable, non-empty heard prefix replaces (or, when Pipecat committed
-  nothing, adds) the reply's message, with an optional marker the model can
-  see saying it was cut off there;
-* no reliable prefix removes the reply's message; a reply removed in full
-  ``keep_after_removals`` times is kept the next time, so the model does not
-  regenerate it forever;
-* tool-call and tool-result messages are never touched: an executed refund
-  whose announcement was cut off stays executed.
-
-Uninterrupted replies are left exactly as Pipecat committed them.
+Right after Pipecat's assistant aggregator commits an interrupted reply (whatever reached it, fewer words when
+the interruption overtook queued text: Pipecat issue #4996), the reply's assistant text message is rewritten to
+the heard prefix of the *generated* text, or removed when none is reliable. Tool messages are never touched.
 """
 
 from __future__ import annotations
@@ -45,13 +28,7 @@ DecisionCallback = Callable[[str, dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class CorrectionPolicy:
-    """How the corrector rewrites history.
-
-    Parameters:
-        marker: Add a marker the model can see where the reply was cut off.
-        marker_text: The marker; ``{heard}``, ``{tail}`` and ``{unheard_words}`` are filled in.
-        keep_after_removals: After a reply was removed in full this many times, keep it.
-    """
+    """How the corrector rewrites history: the marker and removal fields of ``HistorySettings``."""
 
     marker: bool = True
     marker_text: str = "[interrupted by the caller here; the rest was not heard]"
@@ -68,19 +45,13 @@ class Correction:
 
 
 class HistoryCorrector(FrameProcessor):
-    """Rewrites the interrupted reply in the ``LLMContext`` to what the caller heard.
+    """Rewrites the interrupted reply in the ``LLMContext`` to what the caller heard, per the ``tracker``.
 
-    Args:
-        tracker: The playback tracker placed after the output transport.
-        context: The context to correct; found from the preceding
-            ``LLMAssistantAggregator`` at start when omitted.
-        policy: Marker and removal rules.
-        on_decision: Called with ``(action, evidence)`` for every reply handled.
-        **kwargs: Passed to ``FrameProcessor``.
+    ``context`` defaults to the preceding ``LLMAssistantAggregator``'s (found at start); ``on_decision`` gets
+    ``(action, evidence)`` for every reply handled.
     """
 
-    # Besides the lifecycle frames (start, interruption), the only frame it acts on: a
-    # placement group passes audio, text and the bot-speaking heartbeat by it.
+    #: The only frame it acts on besides the lifecycle frames; a placement group passes the rest by it.
     handled_frames: tuple[type[Frame], ...] = (LLMContextAssistantTurnFrame,)
 
     def __init__(
@@ -92,8 +63,7 @@ class HistoryCorrector(FrameProcessor):
         on_decision: DecisionCallback | None = None,
         **kwargs: Any,
     ) -> None:
-        # Direct mode: the aggregator's commit frame and the InterruptionFrame
-        # that follows it must be seen in that order, not reordered by a queue.
+        # Direct mode: the aggregator's commit and the InterruptionFrame after it must not be reordered by a queue.
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self.tracker = tracker
@@ -110,8 +80,9 @@ class HistoryCorrector(FrameProcessor):
         if isinstance(frame, StartFrame) and self.context is None:
             self.context = self._find_context()
             if self.context is None:
-                logger.error(f"{self}: no LLMAssistantAggregator before it and no context= given; "
-                             "history will not be corrected")
+                logger.error(
+                    f"{self}: no LLMAssistantAggregator before it and no context= given; history will not be corrected"
+                )
         elif isinstance(frame, InterruptionFrame):
             self.correct_interrupted()
         await self.inspect_frame(frame, direction)
@@ -131,8 +102,7 @@ class HistoryCorrector(FrameProcessor):
         return None
 
     def _on_commit(self, text: str) -> None:
-        # The aggregator commits a reply once it stopped playing; a newer reply
-        # may already be playing past the tracker, so skip those.
+        # The aggregator commits a reply once it stopped playing; a newer one may already be playing.
         reply = next((r for r in reversed(self.tracker.replies) if r.state != "playing"), None)
         if reply is None or reply.reply_id in self._handled:
             return
@@ -170,14 +140,11 @@ class HistoryCorrector(FrameProcessor):
         self._remove(index)
         return self._finish("removed", reply, heard, "", removed_before=previous)
 
-    def _finish(self, action: str, reply: ReplyPlayback, heard: HeardPrefix, retained: str,
-                **extra: Any) -> Correction:
+    def _finish(self, action: str, reply: ReplyPlayback, heard: HeardPrefix, retained: str, **extra: Any) -> Correction:
         correction = Correction(action=action, retained_text=retained, heard=heard)
         self.corrections.append(correction)
         self._record(action, reply, heard, retained=retained, **extra)
         return correction
-
-    # Context edits --------------------------------------------------------------
 
     def _messages(self) -> list[Any]:
         return list(self.context.get_messages()) if self.context is not None else []
@@ -185,9 +152,7 @@ class HistoryCorrector(FrameProcessor):
     def _committed_index(self, reply: ReplyPlayback) -> int | None:
         """Index of the assistant text message Pipecat committed for ``reply``, if any."""
         committed = (reply.pipecat_committed or "").strip()
-        if not committed or self.context is None:
-            return None
-        messages = self._messages()
+        messages = self._messages() if committed else []
         for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
             if not isinstance(message, Mapping):
@@ -210,41 +175,37 @@ class HistoryCorrector(FrameProcessor):
         self.context.set_messages(messages)
 
     def _remove(self, index: int | None) -> None:
-        if index is None or self.context is None:
-            return
-        messages = self._messages()
-        del messages[index]
-        self.context.set_messages(messages)
+        if index is not None and self.context is not None:
+            self.context.set_messages([m for i, m in enumerate(self._messages()) if i != index])
 
-    # Record ---------------------------------------------------------------------
-
-    def _record(self, action: str, reply: ReplyPlayback, heard: HeardPrefix | None, *, retained: str,
-                **extra: Any) -> None:
+    def _record(
+        self, action: str, reply: ReplyPlayback, heard: HeardPrefix | None, *, retained: str, **extra: Any
+    ) -> None:
         if self._on_decision is None:
             return
         generated = reply.full_text
         kept = _strip_marker(retained, self.policy)
         audio = [self.tracker.observer.audio_secs(s.frame_id) for s in reply.segments]
+        heard = heard or HeardPrefix(text=retained, method="complete", confidence=1.0)
         evidence: dict[str, Any] = {
             "reply_id": reply.reply_id,
             "context_id": reply.context_id,
             "generated_text": generated,
-            "heard_text": heard.text if heard is not None else retained,
+            "heard_text": heard.text,
             "retained_text": retained,
             "pipecat_committed_text": reply.pipecat_committed,
             "played_secs": round(reply.played_secs, 3),
             "written_secs": round(reply.written_secs, 3),
             "audio_secs": round(sum(a for a in audio if a), 3) if any(audio) else None,
             "receipts": reply.marks_sent,
-            "method": heard.method if heard is not None else "complete",
-            "confidence": heard.confidence if heard is not None else 1.0,
-            "reason": heard.reason if heard is not None else "",
+            "method": heard.method,
+            "confidence": heard.confidence,
+            "reason": heard.reason,
             "chars_kept": len(kept),
             "chars_removed": max(0, len(generated) - len(kept)),
             "marker": kept != retained,
-            **extra,
         }
-        self._on_decision(action, evidence)
+        self._on_decision(action, {**evidence, **extra})
 
 
 def _strip_marker(text: str, policy: CorrectionPolicy) -> str:
@@ -255,13 +216,12 @@ def _strip_marker(text: str, policy: CorrectionPolicy) -> str:
 
 
 def _is_plain_assistant_text(message: Mapping[str, Any]) -> bool:
-    return (message.get("role") == "assistant" and not message.get("tool_calls")
-            and isinstance(message.get("content"), str))
+    return (
+        message.get("role") == "assistant" and not message.get("tool_calls") and isinstance(message.get("content"), str)
+    )
 
 
 def _same_reply(a: list[str], b: list[str]) -> bool:
     """Whether two word lists are the same reply (one a prefix of the other, regenerated or cut short)."""
-    if not a or not b:
-        return False
     n = min(len(a), len(b))
-    return a[:n] == b[:n]
+    return n > 0 and a[:n] == b[:n]

@@ -1,25 +1,9 @@
 """Estimate which prefix of a reply the caller heard, from how much of its audio played.
 
-With word timestamps the answer is read off the timings. Without them, played
-seconds are mapped onto the text by a speech-duration model (time per letter,
-a fixed cost per word, pauses at punctuation), scaled to the reply's real audio
-length when that is known, and cut at a word boundary. A word counts as heard
-once a ``bias`` share of it has played; the default is above one half, so when
-in doubt the estimate keeps less: a word the caller heard but history lost
-costs a repetition, a word history keeps but the caller never heard makes the
-model believe something false.
-
-A real voice is not the duration model: each word and pause runs somewhat
-faster or slower, and those differences add up along the sentence. Where a
-word really starts is therefore uncertain in proportion to its distance from
-the nearest point whose time is known: the text's start, and its end when the
-audio length is known. Without that margin a short word just after the
-interruption point is kept although its audio had not started. With the
-length unknown (rate only, or synthesis still streaming) the voice's own
-rate is uncertain too, and the margin is wider.
-
-Scripts written without spaces (Chinese, Japanese, Thai) are cut per
-character rather than per whitespace word.
+Without word timestamps, a speech-duration model (per letter, per word, pauses) maps played seconds onto the
+text, scaled to the real audio length when known. A word counts as heard once a ``bias`` share played, above
+one half since a word history keeps but the caller never heard misleads the model; a drift margin grows with
+the distance from the nearest known time. Unspaced scripts are cut per character.
 """
 
 from __future__ import annotations
@@ -52,18 +36,13 @@ DEFAULT_CHARS_PER_SEC = 13.75
 # Relative durations of the speech model, in seconds at DEFAULT_CHARS_PER_SEC.
 _WORD_OVERHEAD_SECS = 0.06
 _MIN_WORD_SECS = 0.1
-_PAUSES = {".": 0.4, "?": 0.4, "!": 0.4, "。": 0.4, "？": 0.4, "！": 0.4, ",": 0.18, "，": 0.18, "、": 0.18,
-           ";": 0.22, ":": 0.22, "—": 0.2}
-# How far a word's real start may lie after the modelled one, as a share of
-# its distance from the nearest anchor: with the audio length known (both
-# ends anchored) and without it (the start only; the voice may also be slower
-# than the rate assumed). Measured on scripts/bench_history.py's voice that is
-# off the model by up to 40% per word and pause, 120-210 words per minute:
-# the smallest values with no word kept whose audio had not started.
+_PAUSES = {**dict.fromkeys(".?!。？！", 0.4), **dict.fromkeys(",，、", 0.18), ";": 0.22, ":": 0.22, "—": 0.2}
+# How far a word's real start may lie after the modelled one, as a share of its distance from the nearest
+# anchor, with the audio length known and without it: the smallest values that kept no unstarted word on
+# scripts/bench_history.py's voice (off the model by up to 40% per word, 120-210 words per minute).
 _ANCHORED_DRIFT = 0.15
 _UNANCHORED_DRIFT = 0.45
-# Played audio beyond the text's modelled length by this factor means the
-# text does not cover what was played (it was still streaming).
+# Played audio beyond the text's modelled length by this factor: the text was still streaming.
 _OVERRUN_FACTOR = 1.6
 
 _UNSPACED_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "HANGUL SYLLABLE")
@@ -72,18 +51,11 @@ _TOKEN = re.compile(r"\S+")
 
 @dataclass(frozen=True)
 class HeardPrefix:
-    """The part of a reply the caller is estimated to have heard.
+    """The part of a reply the caller is estimated to have heard, cut at a word boundary.
 
-    Parameters:
-        text: The heard prefix, cut at a word boundary (empty when nothing was heard).
-        method: ``word_timestamps``, ``audio_length`` (duration model scaled to the
-            real audio length), ``speaking_rate`` (duration model at a rate),
-            ``complete`` (all audio played) or ``none`` (no reliable prefix).
-        confidence: 0..1; 0 when there is no reliable prefix.
-        reliable: Whether ``text`` can be trusted; when False, treat the reply as unheard.
-        reason: Why the prefix is not reliable (empty when it is).
-        units_heard: Words (or characters, in unspaced scripts) heard.
-        units_total: Words (or characters) in the text.
+    ``method`` is ``word_timestamps``, ``audio_length`` (model scaled to the audio), ``speaking_rate``, ``complete``
+    or ``none``; when not ``reliable`` (``reason`` says why), treat the reply as unheard. Units are words, or
+    characters in unspaced scripts.
     """
 
     text: str
@@ -113,24 +85,13 @@ class TextUnit:
 
 @functools.lru_cache(maxsize=4096)
 def _is_unspaced(char: str) -> bool:
-    if char.isascii():
-        return False
-    try:
-        name = unicodedata.name(char)
-    except ValueError:
-        return False
-    return name.startswith(_UNSPACED_SCRIPTS)
-
-
-def _is_spoken_char(char: str) -> bool:
-    return char.isalnum()
+    return not char.isascii() and unicodedata.name(char, "").startswith(_UNSPACED_SCRIPTS)
 
 
 def split_units(text: str) -> list[TextUnit]:
     """Split ``text`` into spoken units: whitespace words, or characters in unspaced scripts.
 
-    Punctuation and emoji are folded into the neighbouring unit; a token with
-    no letter or digit is kept as an unspoken unit (it takes no speech time).
+    Punctuation and emoji fold into the neighbouring unit; a token with no letter or digit is an unspoken unit.
     """
     units: list[TextUnit] = []
     for match in _TOKEN.finditer(text):
@@ -140,11 +101,8 @@ def split_units(text: str) -> list[TextUnit]:
             continue
         # Each unspaced character is a unit; punctuation attaches to the one before.
         start = offset
-        for i, char in enumerate(token):
-            position = offset + i
-            if i == 0:
-                continue
-            if _is_spoken_char(char) and any(_is_spoken_char(c) for c in text[start:position]):
+        for position in range(offset + 1, offset + len(token)):
+            if text[position].isalnum() and any(c.isalnum() for c in text[start:position]):
                 units.append(_unit(text, start, position))
                 start = position
         units.append(_unit(text, start, offset + len(token)))
@@ -153,15 +111,8 @@ def split_units(text: str) -> list[TextUnit]:
 
 def _unit(text: str, start: int, end: int) -> TextUnit:
     piece = text[start:end]
-    spoken = any(_is_spoken_char(c) for c in piece)
-    pause = 0.0
-    for char in reversed(piece):
-        if char in _PAUSES:
-            pause = _PAUSES[char]
-            break
-        if _is_spoken_char(char):
-            break
-    return TextUnit(start=start, end=end, text=piece, spoken=spoken, pause_after=pause)
+    last = next((c for c in reversed(piece) if c in _PAUSES or c.isalnum()), "")
+    return TextUnit(start, end, piece, spoken=any(c.isalnum() for c in piece), pause_after=_PAUSES.get(last, 0.0))
 
 
 def layout_units(units: Sequence[TextUnit], chars_per_sec: float = DEFAULT_CHARS_PER_SEC) -> list[tuple[float, float]]:
@@ -169,14 +120,10 @@ def layout_units(units: Sequence[TextUnit], chars_per_sec: float = DEFAULT_CHARS
     spans = []
     t = 0.0
     for unit in units:
-        if not unit.spoken:
-            spans.append((t, t))
-            t += unit.pause_after
-            continue
-        letters = sum(1 for c in unit.text if _is_spoken_char(c))
+        letters = sum(1 for c in unit.text if c.isalnum())
         if any(_is_unspaced(c) for c in unit.text):
             letters *= 3  # a character of these scripts is a syllable, not a letter
-        duration = max(_MIN_WORD_SECS, letters / chars_per_sec + _WORD_OVERHEAD_SECS)
+        duration = max(_MIN_WORD_SECS, letters / chars_per_sec + _WORD_OVERHEAD_SECS) if unit.spoken else 0.0
         spans.append((t, t + duration))
         t += duration + unit.pause_after
     return spans
@@ -186,27 +133,29 @@ def _unreliable(reason: str, total: int) -> HeardPrefix:
     return HeardPrefix(text="", method="none", confidence=0.0, reliable=False, reason=reason, units_total=total)
 
 
+def _complete(text: str, total: int) -> HeardPrefix:
+    return HeardPrefix(text=text.strip(), method="complete", confidence=1.0, units_heard=total, units_total=total)
+
+
 def _cut(text: str, units: Sequence[TextUnit], heard: int) -> str:
-    if heard <= 0:
-        return ""
-    return text[: units[heard - 1].end].strip()
+    return text[: units[heard - 1].end].strip() if heard > 0 else ""
 
 
-def _count_heard(spans: Sequence[tuple[float, float]], played: float, bias: float, *, drift: float = 0.0,
-                 length: float | None = None) -> int:
+def _count_heard(
+    spans: Sequence[tuple[float, float]], played: float, bias: float, *, drift: float = 0.0, length: float | None = None
+) -> int:
     """Leading spans heard by ``played``: ``bias`` of each played, past the drift margin from the nearest anchor."""
     heard = 0
     for start, end in spans:
         distance = start if length is None else min(start, length - start)
-        if start + bias * (end - start) + drift * max(0.0, distance) <= played + 1e-9:
-            heard += 1
-        else:
+        if start + bias * (end - start) + drift * max(0.0, distance) > played + 1e-9:
             break
+        heard += 1
     return heard
 
 
 def _normal(word: str) -> str:
-    return "".join(c for c in word.lower() if _is_spoken_char(c))
+    return "".join(c for c in word.lower() if c.isalnum())
 
 
 def _spans_from_word_times(
@@ -232,10 +181,10 @@ def _spans_from_word_times(
         start = starts[i]
         length = modelled[i][1] - modelled[i][0]
         next_start = next((starts[j] for j in range(i + 1, last_timed + 1) if j in starts), None)
-        # A word ends at the next word's start minus the pause after it, and is
-        # never longer than the model says (a trailing pause is not speech).
-        end = start + length if next_start is None else min(next_start, start + max(length, next_start - start
-                                                                                          - units[i].pause_after))
+        # A word ends at the next word's start minus the pause after it, never later than the model says.
+        end = start + length
+        if next_start is not None:
+            end = min(next_start, start + max(length, next_start - start - units[i].pause_after))
         spans.append((start, max(start, end)))
     return spans
 
@@ -255,24 +204,15 @@ def estimate_heard_prefix(
     Args:
         text: The text whose audio was (partly) played.
         played_secs: Seconds of that audio played (from its start).
-        audio_secs: Length of the text's complete audio, when known; the
-            duration model is scaled to it.
-        word_times: ``(word, start_secs)`` for the text's words in order, as a
-            word-timestamp TTS reports them; may cover only a prefix of the
-            text (words not listed had not started).
-        bias: Share of a word's audio that must have played for the word to
-            count as heard (0.5 = its middle; higher keeps less).
-        chars_per_sec: Speaking rate in letters per second when ``audio_secs``
-            is unknown (default: a typical TTS voice).
-        streaming: The text's synthesis had not ended when playback stopped:
-            its length is unknown (``audio_secs`` is ignored) and its last
-            word's audio did not exist yet, so that word is never counted as
-            heard, whatever the duration model says.
+        audio_secs: Length of the text's complete audio, when known; the duration model is scaled to it.
+        word_times: ``(word, start_secs)`` of the text's words in order (words not listed had not started).
+        bias: Share of a word's audio that must have played for it to count as heard (higher keeps less).
+        chars_per_sec: Speaking rate in letters per second when ``audio_secs`` is unknown.
+        streaming: The synthesis had not ended: ``audio_secs`` is ignored and the last word is never heard.
 
     Returns:
-        The heard prefix. ``reliable`` is False (and ``method`` ``none``) when
-        no audio played, the text has no words, or more audio played than
-        the text accounts for (text or audio still streaming).
+        The heard prefix; not ``reliable`` when no audio played, the text has no words, or more audio played
+        than the text accounts for.
 
     Raises:
         ValueError: ``bias`` outside ``[0, 1]`` or a negative duration.
@@ -296,30 +236,25 @@ def estimate_heard_prefix(
         if spans is not None:
             heard = _count_heard(spans, played_secs, bias)
             if len(spans) == total and heard == total:
-                return HeardPrefix(text=text.strip(), method="complete", confidence=1.0, units_heard=total,
-                                   units_total=total)
-            return HeardPrefix(text=_cut(text, units, heard), method="word_timestamps", confidence=0.95,
-                               units_heard=heard, units_total=total)
+                return _complete(text, total)
+            return HeardPrefix(_cut(text, units, heard), "word_timestamps", 0.95, units_heard=heard, units_total=total)
 
     if audio_secs is not None and audio_secs > 0 and played_secs >= audio_secs - 1e-6:
-        return HeardPrefix(text=text.strip(), method="complete", confidence=1.0, units_heard=total, units_total=total)
+        return _complete(text, total)
 
     spans = layout_units(units, rate)
     modelled_total = spans[-1][1] + units[-1].pause_after
-    method: HeardMethod = "speaking_rate"
-    confidence = 0.6
+    method: HeardMethod
     if audio_secs is not None and audio_secs > 0 and modelled_total > 0:
         scale = audio_secs / modelled_total
         spans = [(s * scale, e * scale) for s, e in spans]
         method, confidence = "audio_length", 0.85
+        heard = _count_heard(spans, played_secs, bias, drift=_ANCHORED_DRIFT, length=audio_secs)
     elif played_secs > modelled_total * _OVERRUN_FACTOR + 0.5:
         return _unreliable("more audio played than the text accounts for (text still streaming)", total)
-    if method == "audio_length":
-        heard = _count_heard(spans, played_secs, bias, drift=_ANCHORED_DRIFT, length=audio_secs)
     else:
+        method, confidence = "speaking_rate", 0.6
         heard = _count_heard(spans, played_secs, bias, drift=_UNANCHORED_DRIFT)
-    if streaming:
-        spoken = [i for i, u in enumerate(units) if u.spoken]
-        heard = min(heard, spoken[-1])
-    return HeardPrefix(text=_cut(text, units, heard), method=method, confidence=confidence,
-                       units_heard=heard, units_total=total)
+    if streaming:  # the last word's audio did not exist yet
+        heard = min(heard, max(i for i, u in enumerate(units) if u.spoken))
+    return HeardPrefix(_cut(text, units, heard), method, confidence, units_heard=heard, units_total=total)

@@ -1,16 +1,7 @@
 """Playback receipts: marks sent after audio and echoed back by the far end once it played.
 
-Twilio media streams echo a ``mark`` message when all audio sent before it
-has been played to the caller, which is a real receipt rather than the
-server's guess. A mark's name carries the reply it belongs to and how many
-seconds of that reply's audio precede it, so an echoed name alone says how
-far playback got::
-
-    {"event": "mark", "streamSid": "MZ...", "mark": {"name": "ph:3:2480"}}
-
-After an interruption Twilio clears its buffer and echoes the marks that were
-still pending, although their audio never played; receipts are therefore
-only taken for a reply while it is still playing.
+A mark's name carries the reply and its seconds of audio before the mark (``ph:3:2480``). Twilio echoes pending
+marks after an interruption too, so receipts count only while a reply is still playing.
 """
 
 from __future__ import annotations
@@ -41,7 +32,7 @@ def parse_mark(name: str) -> PlaybackMark | None:
     """Decode a mark name made by :func:`format_mark`; ``None`` for any other name."""
     if not isinstance(name, str) or not name.startswith(MARK_PREFIX):
         return None
-    reply, _, millis = name[len(MARK_PREFIX):].partition(":")
+    reply, _, millis = name[len(MARK_PREFIX) :].partition(":")
     if not (reply.isdigit() and millis.isdigit()):
         return None
     return PlaybackMark(reply_id=int(reply), played_secs=int(millis) / 1000.0)
@@ -54,8 +45,6 @@ def twilio_mark_message(stream_sid: str, name: str) -> dict[str, Any]:
 
 def twilio_mark_name(message: Any) -> str | None:
     """Return the mark name of an incoming Twilio ``mark`` event, or ``None`` for any other message."""
-    if not isinstance(message, dict) or message.get("event") != "mark":
-        return None
-    mark = message.get("mark")
+    mark = message.get("mark") if isinstance(message, dict) and message.get("event") == "mark" else None
     name = mark.get("name") if isinstance(mark, dict) else None
     return name if isinstance(name, str) else None

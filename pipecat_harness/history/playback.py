@@ -1,23 +1,8 @@
 """``PlaybackTracker``: what each assistant reply generated, and how much of it was played.
 
-The tracker sits right after the output transport. Everything it sees there
-has been written to the caller: audio chunks are pushed on only after the
-transport wrote them, and a TTS's sentence announcements and sentence- or
-word-level ``TTSTextFrame``s are released in step with that audio. The base
-output transport re-chunks audio and drops the ``context_id``, so audio is
-attributed to the reply whose frames frame it (``LLMFullResponseStartFrame``
-or ``TTSStartedFrame`` ... ``TTSStoppedFrame``/``LLMFullResponseEndFrame``).
-
-It runs in direct mode: a queued ``InterruptionFrame`` (a system frame) would
-otherwise overtake audio frames already written and waiting in its queue and
-the tracker would lose played audio, the same race as Pipecat issue #4996.
-
-Its companion :class:`SynthesisObserver` reads, off the frame path, the full
-text each LLM response generated and the synthesized length of every sentence
-the TTS announced; the estimate uses those lengths to map played seconds onto
-a sentence. Where the transport reports real playback (Twilio ``mark``
-echoes, see :mod:`pipecat_harness.history.marks`), receipts replace the
-server-side count.
+It sits right after the output transport, where frames pass once written to the caller, and runs in direct mode
+so a queued ``InterruptionFrame`` cannot overtake written audio (Pipecat issue #4996). Receipts (Twilio ``mark``
+echoes) replace the server-side count.
 """
 
 from __future__ import annotations
@@ -52,7 +37,6 @@ from pipecat_harness.history.reply import (
 )
 from pipecat_harness.history.synthesis import SynthesisObserver
 
-# The reply record lives in its own module; it is importable from here as before.
 __all__ = ["PlaybackTracker", "ReplyPlayback", "ReplyState", "SpokenSegment"]
 
 _MAX_REPLIES = 64
@@ -61,19 +45,18 @@ _MAX_REPLIES = 64
 class PlaybackTracker(FrameProcessor):
     """Records, per assistant reply, the generated text and how much of its audio was played.
 
-    Args:
-        bias: Share of a word that must have played for it to count as heard.
-        chars_per_sec: Speaking rate used until the call's own rate is measured.
-        synthesis: The observer that reports generated text and sentence lengths
-            (one is created when omitted; add :attr:`observer` to the worker).
-        **kwargs: Passed to ``FrameProcessor``.
+    ``bias`` and ``chars_per_sec`` (used until the call's own rate is measured) go to the estimate; ``synthesis``
+    (created when omitted) reports generated text and sentence lengths.
     """
 
-    #: The frames it tracks, besides the lifecycle frames (the interruption); a placement
-    #: group passes the rest (the bot-speaking heartbeat, above all) by it.
+    #: The frames it tracks besides the lifecycle frames; a placement group passes the rest by it.
     handled_frames: tuple[type[Frame], ...] = (
-        LLMFullResponseStartFrame, LLMFullResponseEndFrame, TTSStartedFrame, TTSStoppedFrame,
-        AggregatedTextFrame, OutputAudioRawFrame,
+        LLMFullResponseStartFrame,
+        LLMFullResponseEndFrame,
+        TTSStartedFrame,
+        TTSStoppedFrame,
+        AggregatedTextFrame,
+        OutputAudioRawFrame,
     )
 
     def __init__(
@@ -95,15 +78,10 @@ class PlaybackTracker(FrameProcessor):
         self._mark_interval = 0.25
         self._receipt_contexts: dict[str, float] = {}
 
-    # Receipts -----------------------------------------------------------------
-
     def enable_marks(self, build_message: Callable[[str], Any], *, interval_secs: float = 0.25) -> None:
-        """Send a playback mark upstream to the transport after written audio, every ``interval_secs``.
+        """Send a playback mark upstream to the transport every ``interval_secs`` of written audio.
 
-        Args:
-            build_message: Turns a mark name into the transport message, e.g.
-                ``lambda name: twilio_mark_message(stream_sid, name)``.
-            interval_secs: Seconds of audio between marks.
+        ``build_message`` turns a mark name into the transport message (``lambda n: twilio_mark_message(sid, n)``).
         """
         self._mark_message = build_message
         self._mark_interval = max(0.02, interval_secs)
@@ -118,41 +96,27 @@ class PlaybackTracker(FrameProcessor):
         return format_mark(reply.reply_id, reply.written_secs)
 
     def on_mark_received(self, name: str) -> bool:
-        """Take an echoed mark as a receipt; returns whether it was used.
-
-        Marks echoed after a reply stopped playing (Twilio echoes pending marks
-        when its buffer is cleared) are ignored.
-        """
+        """Take an echoed mark as a receipt; returns whether it was used (not after the reply stopped playing)."""
         mark = parse_mark(name)
-        if mark is None:
-            return False
-        reply = next((r for r in self.replies if r.reply_id == mark.reply_id), None)
-        if reply is None or reply.state != "playing":
+        reply = next((r for r in self.replies if mark is not None and r.reply_id == mark.reply_id), None)
+        if mark is None or reply is None or reply.state != "playing":
             return False
         reply.receipt_secs = max(reply.receipt_secs or 0.0, mark.played_secs)
         return True
 
     def on_playback_receipt(self, context_id: str | None, played_secs: float, *, requested: bool = False) -> bool:
-        """Take a receipt keyed by TTS context (marks requested by another component, e.g. the Twilio bot).
+        """Take a receipt: ``played_secs`` of TTS context ``context_id``'s audio before a mark another component sent.
 
-        Args:
-            context_id: The TTS context the mark followed.
-            played_secs: Seconds of that context's audio before the mark.
-            requested: True when the mark was only sent (not yet echoed): from
-                then on the reply's playback counts only confirmed audio.
-
-        Returns:
-            Whether the receipt applies to a reply still playing (or not yet seen).
+        ``requested``: the mark was only sent; from then on the reply's playback counts only confirmed audio.
+        Returns whether the receipt applies to a reply still playing (or not yet seen).
         """
         if context_id is None:
             return False
         reply = next((r for r in reversed(self.replies) if r.context_id == context_id), None)
         if reply is not None and reply.state != "playing":
             return False
-        if requested:
-            self._receipt_contexts.setdefault(context_id, 0.0)
-        else:
-            self._receipt_contexts[context_id] = max(self._receipt_contexts.get(context_id, 0.0), played_secs)
+        confirmed = self._receipt_contexts.get(context_id, 0.0)
+        self._receipt_contexts[context_id] = confirmed if requested else max(confirmed, played_secs)
         if len(self._receipt_contexts) > _MAX_REPLIES:
             self._receipt_contexts.pop(next(iter(self._receipt_contexts)))
         if reply is not None:
@@ -160,29 +124,21 @@ class PlaybackTracker(FrameProcessor):
         return True
 
     def on_mark_event(self, event: Any) -> None:
-        """Listener for mark events with ``kind``, ``context_id`` and ``audio_secs`` (as the Twilio bot emits).
-
-        ``requested`` switches the reply to receipts, ``played`` confirms
-        playback; ``cleared`` and unknown marks prove nothing and are ignored.
-        """
+        """Listener for the Twilio bot's mark events; ``cleared`` and unknown kinds prove nothing and are ignored."""
         kind = getattr(event, "kind", None)
         if kind in ("requested", "played"):
-            self.on_playback_receipt(getattr(event, "context_id", None), float(getattr(event, "audio_secs", 0.0)),
-                                     requested=kind == "requested")
+            secs = float(getattr(event, "audio_secs", 0.0))
+            self.on_playback_receipt(getattr(event, "context_id", None), secs, requested=kind == "requested")
 
     def _apply_receipts(self, reply: ReplyPlayback) -> None:
         if reply.context_id is not None and reply.context_id in self._receipt_contexts:
             reply.marks_sent = True
             reply.receipt_secs = max(reply.receipt_secs or 0.0, self._receipt_contexts[reply.context_id])
 
-    # Records ------------------------------------------------------------------
-
     @property
     def current(self) -> ReplyPlayback | None:
         """The reply now playing, if any."""
-        if self.replies and self.replies[-1].state == "playing":
-            return self.replies[-1]
-        return None
+        return self.replies[-1] if self.replies and self.replies[-1].state == "playing" else None
 
     @property
     def last(self) -> ReplyPlayback | None:
@@ -192,26 +148,19 @@ class PlaybackTracker(FrameProcessor):
     def complete(self, reply: ReplyPlayback) -> ReplyPlayback:
         """Fill in what the synthesis observer learned about ``reply`` and return it."""
         if reply.response_frame_id is not None:
-            generated = self.observer.generated_text(reply.response_frame_id)
-            if generated:
-                reply.generated_text = generated
+            reply.generated_text = self.observer.generated_text(reply.response_frame_id) or reply.generated_text
         return reply
 
     def chars_per_sec(self, extra: ReplyPlayback | None = None) -> float:
-        """Speaking rate measured on this call's completely synthesized sentences (or the default).
-
-        Args:
-            extra: A reply to include even when it is not in :attr:`replies`.
-        """
+        """Speaking rate measured on this call's completely synthesized sentences (or the default), with ``extra``."""
         replies = [*self.replies, *([extra] if extra is not None and extra not in self.replies else [])]
         return measured_chars_per_sec(replies, self.observer, self.default_chars_per_sec)
 
     def heard_prefix(self, reply: ReplyPlayback) -> HeardPrefix:
         """Estimate the prefix of ``reply`` the caller heard."""
-        return reply_heard_prefix(self.complete(reply), self.observer, bias=self.bias,
-                                  chars_per_sec=self.chars_per_sec(reply))
-
-    # Frames -------------------------------------------------------------------
+        return reply_heard_prefix(
+            self.complete(reply), self.observer, bias=self.bias, chars_per_sec=self.chars_per_sec(reply)
+        )
 
     def _open(self, *, response_frame_id: int | None = None, context_id: str | None = None) -> ReplyPlayback:
         reply = ReplyPlayback(reply_id=self._next_id, response_frame_id=response_frame_id, context_id=context_id)
@@ -241,14 +190,18 @@ class PlaybackTracker(FrameProcessor):
         if self._mark_message is not None and reply.written_secs - reply.last_mark_secs >= self._mark_interval:
             name = self.mark_now()
             if name is not None:
-                await self.push_frame(OutputTransportMessageUrgentFrame(message=self._mark_message(name)),
-                                      FrameDirection.UPSTREAM)
+                await self.push_frame(
+                    OutputTransportMessageUrgentFrame(message=self._mark_message(name)), FrameDirection.UPSTREAM
+                )
 
     def _track(self, frame: Frame) -> None:
         reply = self.current
         if isinstance(frame, LLMFullResponseStartFrame):
-            if reply is not None and reply.response_frame_id is None and not (
-                    reply.written_secs > 0 or reply.segments or reply.word_times):
+            if (
+                reply is not None
+                and reply.response_frame_id is None
+                and not (reply.written_secs > 0 or reply.segments or reply.word_times)
+            ):
                 # The TTS's start for this reply overtook the response start (it was queued behind
                 # the previous reply's audio) and nothing of it played yet: one reply, not two.
                 reply.response_frame_id = frame.id
@@ -269,7 +222,8 @@ class PlaybackTracker(FrameProcessor):
         elif reply is None:
             return
         elif isinstance(frame, LLMFullResponseEndFrame) or (
-                isinstance(frame, TTSStoppedFrame) and reply.context_id in (None, frame.context_id)):
+            isinstance(frame, TTSStoppedFrame) and reply.context_id in (None, frame.context_id)
+        ):
             reply.state = "finished"
         elif isinstance(frame, InterruptionFrame):
             reply.state = "interrupted"

@@ -1,21 +1,7 @@
 """``SynthesisObserver``: what the LLM generated and how long the TTS made each sentence.
 
-An observer sees frames as their producers push them, ahead of playback: the
-LLM's text tokens per response, and the TTS's sentence announcements with the
-audio synthesized for each. It changes nothing; the playback tracker reads it
-when it needs the full generated text of a reply or the real audio length of
-a sentence that was cut off mid-way.
-
-A sentence's length is final only once its synthesis ended: the TTS
-released its sentence-level text (pushed after the sentence's audio), the
-next sentence of the same context was announced, or the context stopped.
-Until then the seconds seen are a lower bound; a sentence still streaming is
-never taken to be as long as the audio synthesized so far.
-
-Given the pipeline's LLM and TTS services (:meth:`SynthesisObserver.listen`),
-it takes their frames as they push them instead: the worker then needs no
-observer for it, and an observer costs the voice loop a queue hop for every
-frame event of the call, where these are a few per sentence.
+A sentence's length is final only once its synthesis ended (its sentence text released, the next sentence
+announced, or the context stopped); until then the seconds seen are a lower bound.
 """
 
 from __future__ import annotations
@@ -58,12 +44,7 @@ class SynthesisObserver(BaseObserver):
         self.listening = False
 
     def listen(self, llm: FrameProcessor, tts: FrameProcessor) -> None:
-        """Take the frames ``llm`` and ``tts`` push, as they push them; the worker's events are then ignored.
-
-        Pipecat runs a processor's ``on_before_push_frame`` handlers in the push
-        itself, so what the services produced is noted before any processor
-        after them sees it.
-        """
+        """Take the frames ``llm`` and ``tts`` push, in the push itself; the worker's events are then ignored."""
         llm.add_event_handler("on_before_push_frame", self._note_llm)
         tts.add_event_handler("on_before_push_frame", self._note_tts)
         self.listening = True
@@ -73,14 +54,8 @@ class SynthesisObserver(BaseObserver):
         return "".join(self._generated.get(response_frame_id, []))
 
     def audio_secs(self, segment_frame_id: int | None) -> float | None:
-        """Seconds the TTS synthesized for the sentence announced by that ``AggregatedTextFrame``.
-
-        ``None`` when unknown (no audio seen yet, or the sentence was not announced by this TTS).
-        """
-        if segment_frame_id is None:
-            return None
-        secs = self._audio.get(segment_frame_id)
-        return secs if secs else None
+        """Seconds the TTS synthesized for the sentence that ``AggregatedTextFrame`` announced (``None``: unknown)."""
+        return (self._audio.get(segment_frame_id) or None) if segment_frame_id is not None else None
 
     def synthesis_complete(self, segment_frame_id: int | None) -> bool:
         """Whether the sentence's synthesis ended, so :meth:`audio_secs` is its whole length."""
@@ -111,7 +86,7 @@ class SynthesisObserver(BaseObserver):
             self._note_tts(data.source, data.frame)
 
     def _note_llm(self, _llm: FrameProcessor, frame: Frame) -> None:
-        # Both are only ever pushed downstream, so a push needs no direction to be placed.
+        # Both only ever go downstream.
         if isinstance(frame, LLMFullResponseStartFrame):
             self._current_response = frame.id
             self._generated[frame.id] = []
@@ -120,7 +95,6 @@ class SynthesisObserver(BaseObserver):
             self.note_generated(self._current_response, frame.text)
 
     def _note_tts(self, _tts: FrameProcessor, frame: Frame) -> None:
-        # Audio and sentence text go downstream only; a stop seen twice completes a sentence once.
         if isinstance(frame, TTSAudioRawFrame):  # most of what a TTS pushes: checked first
             segment = self._segment_of_context.get(frame.context_id)  # type: ignore[arg-type]
             if segment is not None:

@@ -20,20 +20,10 @@ def normalized_words(text: str) -> list[str]:
 
 
 def format_marker(template: str, heard: str, generated: str) -> str:
-    """Fill the marker template; unknown placeholders are left empty rather than failing.
-
-    Args:
-        template: e.g. ``"[interrupted by the caller after: {tail}]"``.
-        heard: The heard prefix.
-        generated: The whole generated reply.
-    """
+    """Fill the marker ``template`` from the ``heard`` prefix and the ``generated`` reply; unknown fields stay empty."""
     units = [u.text for u in split_units(heard)]
-    values: defaultdict[str, str] = defaultdict(str)
-    values.update({
-        "heard": heard.strip(),
-        "tail": " ".join(units[-_TAIL_WORDS:]),
-        "unheard_words": str(max(0, len(normalized_words(generated)) - len(normalized_words(heard)))),
-    })
+    unheard = max(0, len(normalized_words(generated)) - len(normalized_words(heard)))
+    values = defaultdict(str, heard=heard.strip(), tail=" ".join(units[-_TAIL_WORDS:]), unheard_words=str(unheard))
     try:
         return template.format_map(values)
     except (ValueError, IndexError):  # a malformed template is used as plain text

@@ -1,10 +1,4 @@
-"""Input controls: what the model receives and when.
-
-* :func:`hold_decision` — pure ending rules: does a transcript end mid-identifier?
-* :class:`IdentifierHoldStopStrategy` — delays the configured user-turn stop
-  strategy while the turn ends in an open identifier.
-* :class:`SpellingNormalizer` — rewrites ASR spelling artifacts before the user aggregator.
-* :class:`SilentReplyGuard` — re-asks when a confirmation got speech but no transcript.
+"""Input controls: the ending rules, the identifier hold, the spelling normalizer and the silent-reply guard.
 
 The ending rules import no Pipecat code; the Pipecat pieces load on first use.
 """

@@ -1,10 +1,4 @@
-"""The input controls as switchable harness controls.
-
-* ``identifier_hold``: wraps every configured user-turn stop strategy;
-* ``spelling``: a :class:`SpellingNormalizer` between STT and the user aggregator;
-* ``silent_reply``: a :class:`SilentReplyGuard` beside the stop strategies, on the user aggregator's
-  ``EmptyUserTurnConfig``.
-"""
+"""The input controls (``identifier_hold``, ``spelling``, ``silent_reply``) as switchable harness controls."""
 
 from __future__ import annotations
 
@@ -24,35 +18,24 @@ from pipecat_harness.input.silent_reply import SilentReplyGuard
 from pipecat_harness.input.spelling import SpellingNormalizer
 
 if TYPE_CHECKING:
-    from pipecat_harness.config import IdentifierHoldSettings
     from pipecat_harness.control import ControlHost
 
-__all__ = ["IdentifierHoldControl", "SilentReplyControl", "SpellingControl", "hold_config_from_settings"]
+__all__ = ["IdentifierHoldControl", "SilentReplyControl", "SpellingControl"]
 
 
-def hold_config_from_settings(settings: IdentifierHoldSettings) -> IdentifierHoldConfig:
-    """Build the ending-rule config from the ``identifier_hold`` settings block."""
-    return IdentifierHoldConfig.for_domain(
-        settings.domain,
-        extra_wait_secs=settings.extra_wait_secs,
-        max_hold_secs=settings.max_hold_secs,
-        exempt_digit_lengths=frozenset(settings.exempt_digit_lengths),
-        exempt_min_digits=settings.exempt_min_digits,
-    )
+def _user_aggregator(processors: list[FrameProcessor]) -> LLMUserAggregator | None:
+    return next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
 
 
 class IdentifierHoldControl(HarnessControl):
-    """Wraps every configured user-turn stop strategy in an :class:`IdentifierHoldStopStrategy`.
-
-    With no stop strategy configured, Pipecat's default stop strategies are
-    wrapped, so the hold applies to the turn detection the bot would use anyway.
-    """
+    """Wraps every configured user-turn stop strategy (or Pipecat's defaults) in an identifier hold."""
 
     name = "identifier_hold"
 
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
-        self.config = hold_config_from_settings(harness.config.identifier_hold)
+        # The settings' fields are the config's own (``enabled`` aside): consumed as they are.
+        self.config = IdentifierHoldConfig.for_domain(**harness.config.identifier_hold.model_dump(exclude={"enabled"}))
         self.strategies: list[IdentifierHoldStopStrategy] = []
 
     def wrap_stop_strategies(self, strategies: list[Any]) -> list[Any]:
@@ -65,7 +48,7 @@ class IdentifierHoldControl(HarnessControl):
             ):
                 wrapped.append(strategy)
                 continue
-            hold = IdentifierHoldStopStrategy(strategy, config=self.config, on_decision=self._on_decision)
+            hold = IdentifierHoldStopStrategy(strategy, config=self.config, on_decision=self.record)
             self.strategies.append(hold)
             wrapped.append(hold)
         return wrapped
@@ -73,8 +56,7 @@ class IdentifierHoldControl(HarnessControl):
     def fit_turn_watchdog(self, params: Any, strategies: list[Any], *, adjust: bool = True) -> None:
         """Raise ``user_turn_stop_timeout`` to fit the longest hold, and tell each hold the watchdog.
 
-        Once the aggregator exists (a service's recommendation arriving at run
-        time) the timeout cannot change; the holds then end before the watchdog.
+        Once the aggregator exists the timeout cannot change; the holds then end before the watchdog.
         """
         holds = [s for s in strategies if isinstance(s, IdentifierHoldStopStrategy)]
         if not holds:
@@ -86,20 +68,16 @@ class IdentifierHoldControl(HarnessControl):
                 f"identifier_hold: user_turn_stop_timeout raised from {timeout:.2f} s to {needed:.2f} s so the "
                 f"wrapped strategy's wait plus extra_wait_secs={self.config.extra_wait_secs:.2f} s fits inside it"
             )
-            params.user_turn_stop_timeout = needed
-            timeout = needed
+            params.user_turn_stop_timeout = timeout = needed
         for hold in holds:
             hold.fit_watchdog(timeout, refuse=adjust)
 
     def on_pipeline(self, processors: list[FrameProcessor]) -> None:
         """Let each hold read the tools' argument schemas from the user aggregator's context."""
-        aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
+        aggregator = _user_aggregator(processors)
         if aggregator is not None:
             for hold in self.strategies:
                 hold.attach_context(aggregator.context)
-
-    def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
-        self.record(action, evidence)
 
 
 class SpellingControl(HarnessControl):
@@ -122,9 +100,7 @@ class SpellingControl(HarnessControl):
 class SilentReplyControl(HarnessControl):
     """Re-asks a pending confirmation when the caller spoke but no transcript arrived.
 
-    The guard runs beside the user aggregator's stop strategies (Pipecat's
-    defaults, the bot's own or a service's recommendation) and scopes the
-    aggregator's ``EmptyUserTurnConfig`` to the re-ask.
+    The guard runs beside the user aggregator's stop strategies and scopes its ``EmptyUserTurnConfig``.
     """
 
     name = "silent_reply"
@@ -132,7 +108,7 @@ class SilentReplyControl(HarnessControl):
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.silent_reply.model_dump(exclude={"enabled"})  # the guard's own arguments
-        self.guard = SilentReplyGuard(**settings, on_decision=self._on_decision)
+        self.guard = SilentReplyGuard(**settings, on_decision=self.record)
 
     def expect_confirmation(self, pending: bool | None = True) -> None:
         """Tell the guard a confirmation is (or is no longer) pending."""
@@ -145,9 +121,6 @@ class SilentReplyControl(HarnessControl):
 
     def on_pipeline(self, processors: list[FrameProcessor]) -> None:
         """Attach the guard to the user aggregator whose empty-turn recovery it scopes."""
-        aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
+        aggregator = _user_aggregator(processors)
         if aggregator is not None:
             self.guard.attach(aggregator)
-
-    def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
-        self.record(action, evidence)

@@ -1,23 +1,9 @@
 """Ending rules: does a transcript end in an open identifier?
 
-:func:`hold_decision` is pure and framework-free: text in, decision out. It
-looks at the trailing *identifier run* of the transcript (spelled letters,
-digits said one by one or in groups, written digit runs, connectors, "as in"
-spelling, NATO words, email and user-id parts joined by connectors), converts
-it to written form, and decides:
-
-1. an open "as in" ("Y as in") or a trailing connector ("dash", "at", "_") holds;
-2. a format the context announces ("zip code is ...", "order number ...")
-   releases a complete identifier and holds a prefix of one;
-3. any other domain format that the written form completes releases it, and a
-   distinctive prefix ("#W23", "mia_li_", "john@gmail") holds;
-4. the generic rules: digit strings of an exempt length (5, or 10 and more)
-   release, a lone number with no identifier cue is a quantity, a lone letter is
-   a word ("plan B"), and anything else that is still an identifier run holds.
-
-With ``use_context=False`` (:meth:`IdentifierHoldConfig.length_rules_only`)
-only the trailing-connector and digit-length rules remain: the baseline the
-benchmark compares against.
+:func:`hold_decision` converts the trailing identifier run to written form and decides, in order: an open "as in"
+or a trailing connector holds; an announced format releases a complete identifier and holds a prefix; another
+domain format it completes releases, a distinctive prefix holds; then the generic length, quantity and single
+letter rules. ``use_context=False`` keeps only the connector and length rules (the benchmark's baseline).
 """
 
 from __future__ import annotations
@@ -56,15 +42,7 @@ _PROVIDER_ENDING = re.compile(
 
 @dataclass(frozen=True)
 class HoldDecision:
-    """Whether to hold a user turn, and why.
-
-    Parameters:
-        hold: Keep the turn open for the continuation.
-        reason: Human-readable explanation.
-        rule: The rule that decided (``"trailing_connector"``,
-            ``"prefix:order_id"``, ``"complete:email"``, ``"quantity"``...).
-        identifier: The trailing identifier run in written form ("" if none).
-    """
+    """Whether to hold a user turn (``hold``), why (``reason``), the ``rule`` that decided and the ``identifier``."""
 
     hold: bool
     reason: str
@@ -80,14 +58,7 @@ _DEFAULT_CONFIG = IdentifierHoldConfig()
 
 
 def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> HoldDecision:
-    """Decide whether a transcript ends in an open identifier.
-
-    Args:
-        text: The user turn's text so far (any length; only the tail is read).
-        config: Formats and exemptions; the generic rules when omitted.
-
-    Returns:
-        The decision, with the matched rule and the identifier run.
+    """Decide whether the user turn's text so far ends in an open identifier (only its tail is read).
 
     Raises:
         TypeError: ``text`` is not a string.
@@ -96,7 +67,7 @@ def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> Hold
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     config = config or _DEFAULT_CONFIG
     if config.expected is not None and config.use_context:
-        slot = slot_decision(text[-config.max_chars:], config.expected)
+        slot = slot_decision(text[-config.max_chars :], config.expected)
         if slot is not None:
             return HoldDecision(*slot)
     pieces = tokenize(text, max_chars=config.max_chars)
@@ -143,10 +114,7 @@ def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> Hold
 
 
 def continues_identifier(text: str, config: IdentifierHoldConfig | None = None) -> bool:
-    """Whether a turn opens with identifier pieces: the rest of one the caller began in the last turn.
-
-    Leading fillers and "and"/"then" are skipped ("uh, one five six").
-    """
+    """Whether a turn opens (after fillers and "and"/"then") with the rest of an identifier begun last turn."""
     config = config or _DEFAULT_CONFIG
     pieces = tokenize(text[: config.max_chars])
     skip = FILLER_WORDS | {"and", "then", "so", "yes", "yeah", "sorry", "okay", "ok"}
@@ -155,11 +123,7 @@ def continues_identifier(text: str, config: IdentifierHoldConfig | None = None) 
 
 
 def _email_without_domain(text: str) -> bool:
-    """Whether the turn announced an email ("my email is ...") and says part of one, with no domain yet.
-
-    Real recognisers mangle spoken addresses into words ("ten dot new in"); what
-    survives is the dots. A turn ending like that is still mid-address.
-    """
+    """Whether an announced email ("my email is ...") has begun with no domain yet (recognisers keep the dots)."""
     match = _EMAIL_ANNOUNCED.search(text[-200:])
     if match is None:
         return False
@@ -180,14 +144,10 @@ def _open_as_in(pieces: list[Piece]) -> bool:
 
 def _cue_open(words: list[str]) -> bool:
     """Whether an identifier was announced and not yet said ("my order number is", "the zip code's")."""
-    if not words:
-        return False
     last = words[-1]
     if last.endswith("'s") and last[:-2] in IDENTIFIER_CUES:
         return True
-    if last not in _COPULAS and last != "it's":
-        return False
-    return any(w in IDENTIFIER_CUES for w in words[-5:-1])
+    return last in _COPULAS and any(w in IDENTIFIER_CUES for w in words[-5:-1])
 
 
 def _email_context(pieces: list[Piece], at_index: int) -> bool:
@@ -210,73 +170,55 @@ def _email_context(pieces: list[Piece], at_index: int) -> bool:
 
 
 def _run_start(pieces: list[Piece], config: IdentifierHoldConfig) -> tuple[int, list[Piece], bool]:
-    """Find the trailing identifier run.
-
-    Returns:
-        Where the run starts (``len(pieces)`` when there is none), its pieces
-        without the example words of "as in" spelling, and whether the caller
-        is spelling ("as in" or NATO words), in which case even one letter is
-        part of a spelled run.
-    """
+    """Where the trailing identifier run starts, its pieces (no "as in" examples), and whether it is spelled."""
     index = len(pieces) - 1
     run: list[Piece] = []
     spelled = False
     while index >= 0:
         piece = pieces[index]
-        if index >= 3 and pieces[index - 1].text == "in" and pieces[index - 2].text == "as" and config.use_context:
-            # "Y as in yellow" / "V as in victor": the example word and "as in" belong to the letter.
-            if len(pieces[index - 3].word) == 1 or pieces[index - 3].kind == "letter":
-                spelled = True
-                index -= 3
-                continue
-        if piece.kind in _ID_KINDS:
-            if piece.weak and index == len(pieces) - 1 and config.use_context and not _weak_counts(pieces, index):
-                break
-            spelled = spelled or (piece.kind == "letter" and len(piece.word) > 1)
-            run.append(piece)
-            index -= 1
+        # "Y as in yellow" / "V as in victor": the example word and "as in" belong to the letter.
+        as_in = index >= 3 and [p.text for p in pieces[index - 2 : index]] == ["as", "in"]
+        if config.use_context and as_in and (len(pieces[index - 3].word) == 1 or pieces[index - 3].kind == "letter"):
+            spelled = True
+            index -= 3
             continue
-        if piece.kind == "at":
-            if not config.use_context or _email_context(pieces, index):
-                run.append(piece)
-                index -= 1
-                continue
+        if not _in_run(pieces, index, config):
             break
-        if piece.kind == "word" and config.use_context:
-            # Email and user-id parts: ordinary words joined by "dot", "underscore" or "at".
-            after = pieces[index + 1] if index + 1 < len(pieces) else None
-            before = pieces[index - 1] if index > 0 else None
-            joined_after = after is not None and after.text in _JOINERS and not after.weak
-            joined_before = before is not None and before.text in _JOINERS and not before.weak
-            if piece.text.isalnum() and piece.text.isascii() and (joined_after or joined_before):
-                if (
-                    joined_before
-                    and before is not None
-                    and before.kind == "at"
-                    and not _email_context(pieces, index - 1)
-                ):
-                    break
-                run.append(piece)
-                index -= 1
-                continue
-        break
+        spelled = spelled or (piece.kind == "letter" and len(piece.word) > 1)
+        run.append(piece)
+        index -= 1
     run.reverse()
     return index + 1, run, spelled
 
 
+def _in_run(pieces: list[Piece], index: int, config: IdentifierHoldConfig) -> bool:
+    piece = pieces[index]
+    if piece.kind in _ID_KINDS:
+        return not (piece.weak and index == len(pieces) - 1 and config.use_context and not _weak_counts(pieces, index))
+    if piece.kind == "at":
+        return not config.use_context or _email_context(pieces, index)
+    if piece.kind != "word" or not config.use_context or not (piece.text.isalnum() and piece.text.isascii()):
+        return False
+    # Email and user-id parts: ordinary words joined by "dot", "underscore" or "at".
+    after = pieces[index + 1] if index + 1 < len(pieces) else None
+    before = pieces[index - 1] if index > 0 else None
+    joined_after = after is not None and after.text in _JOINERS and not after.weak
+    joined_before = before is not None and before.text in _JOINERS and not before.weak
+    if joined_before and pieces[index - 1].kind == "at" and not _email_context(pieces, index - 1):
+        return False
+    return joined_after or joined_before
+
+
 def _weak_counts(pieces: list[Piece], index: int) -> bool:
     """A weak connector ("point", "pound") ends an identifier only after identifier pieces or a cue."""
-    before = pieces[index - 1] if index > 0 else None
-    if before is not None and before.kind in ("digit", "letter", "written"):
+    if index > 0 and pieces[index - 1].kind in ("digit", "letter", "written"):
         return True
     return any(p.text in IDENTIFIER_CUES for p in pieces[max(0, index - 4) : index])
 
 
 def _ungroup_digits(ident: str) -> str:
     """Drop the separators ASR formatting puts between digit groups ("415-555-0134" is ten digits)."""
-    if _GROUPED_DIGITS.fullmatch(ident):
-        return _GROUP_SEPARATOR.sub("", ident)
-    return ident
+    return _GROUP_SEPARATOR.sub("", ident) if _GROUPED_DIGITS.fullmatch(ident) else ident
 
 
 def _written(run: list[Piece]) -> str:
@@ -305,8 +247,8 @@ def _format_decision(
     for fmt in config.formats:
         if fmt.is_complete(ident):
             return HoldDecision(False, f"complete {fmt.name}", f"complete:{fmt.name}", ident)
-    for fmt in _distinctive(config.formats):
-        if fmt.is_prefix(ident):
+    for fmt in config.formats:
+        if not fmt.needs_cue_for_prefix and fmt.is_prefix(ident):
             return _prefix_decision(fmt, ident, f"prefix of a {fmt.name}", formatted=formatted)
     return None
 
@@ -318,32 +260,17 @@ _ONE_MORE = ("0", "A")
 def _prefix_decision(fmt: IdentifierFormat, ident: str, reason: str, *, formatted: bool) -> HoldDecision:
     """Hold a prefix, unless the recogniser wrote it as one token one character short of complete.
 
-    A recogniser writes what it heard in one breath as one formatted token
-    (``684-967-898``, ``XZ4Y6``), and it drops one of a repeated digit or letter
-    ("six seven seven eight" -> ``678``, "X Z Z four" -> ``XZ4``). Callers pause
-    between the groups of an identifier, not before its last character, so such
-    a token one character short of complete is all the caller said: holding it
-    only delays the turn (the model still reads back what it received). Digits
-    or letters said one by one, a trailing comma or "um" keep the hold.
+    A recogniser writes what it heard in one breath as one token (``684-967-898``) and drops one of a repeated
+    character; callers pause between groups, not before the last character, so holding it only delays the turn.
     """
     if formatted and fmt.fixed_length and any(fmt.is_complete(ident + extra) for extra in _ONE_MORE):
-        return HoldDecision(False, f"one character short of a complete {fmt.name}, written as one token: "
-                            "the recogniser dropped a repeat", f"one_short:{fmt.name}", ident)
+        why = f"one character short of a complete {fmt.name}, written as one token: the recogniser dropped a repeat"
+        return HoldDecision(False, why, f"one_short:{fmt.name}", ident)
     return HoldDecision(True, reason, f"prefix:{fmt.name}", ident)
 
 
-def _distinctive(formats: tuple[IdentifierFormat, ...]) -> list[IdentifierFormat]:
-    return [f for f in formats if not f.needs_cue_for_prefix]
-
-
 def _generic_decision(
-    run: list[Piece],
-    ident: str,
-    window: set[str],
-    config: IdentifierHoldConfig,
-    *,
-    spelled: bool,
-    mid_list: bool,
+    run: list[Piece], ident: str, window: set[str], config: IdentifierHoldConfig, *, spelled: bool, mid_list: bool
 ) -> HoldDecision:
     digits = sum(c.isdigit() for c in ident)
     letters = sum(c.isalpha() for c in ident)

@@ -1,10 +1,6 @@
 """How long a wrapped stop strategy may wait, and whether a hold still fits the turn watchdog.
 
-Pipecat's user turn controller ends any open turn ``user_turn_stop_timeout``
-seconds after the last VAD, transcript or inference event. A held turn end sits
-on top of the wrapped strategy's own wait (the speech timeout, Smart Turn's
-silence fallback, the external strategy's transcript delay), so both together
-must stay inside that watchdog or the watchdog, not the hold, ends the turn.
+The wrapped strategy's wait plus the hold must stay inside ``user_turn_stop_timeout``, or the watchdog ends the turn.
 """
 
 from __future__ import annotations
@@ -26,12 +22,7 @@ class HoldBudgetError(ValueError):
 
 
 def inner_wait_secs(strategy: Any, *, stt_p99_secs: float | None = None) -> float:
-    """Longest time ``strategy`` waits after the caller goes quiet before it ends a turn.
-
-    Args:
-        strategy: A Pipecat user turn stop strategy (unknown kinds wait 0 s).
-        stt_p99_secs: The STT's P99 time to a final transcript, when known.
-    """
+    """Longest time ``strategy`` (unknown kinds: 0 s) waits after the caller goes quiet before it ends a turn."""
     from pipecat.turns.user_stop import (
         ExternalUserTurnStopStrategy,
         SpeechTimeoutUserTurnStopStrategy,
@@ -45,8 +36,7 @@ def inner_wait_secs(strategy: Any, *, stt_p99_secs: float | None = None) -> floa
     if isinstance(strategy, SpeechTimeoutUserTurnStopStrategy):
         return max(speech_timeout(strategy), p99)
     if isinstance(strategy, TurnAnalyzerUserTurnStopStrategy):
-        analyzer = turn_analyzer(strategy)
-        params = getattr(analyzer, "params", None)
+        params = getattr(turn_analyzer(strategy), "params", None)
         return max(float(getattr(params, "stop_secs", 3.0)), p99)
     if isinstance(strategy, ExternalUserTurnStopStrategy):
         return external_stop_timeout(strategy)
@@ -61,11 +51,7 @@ def required_stop_timeout(strategy: Any, extra_wait_secs: float, *, stt_p99_secs
 def check_hold_budget(
     strategy: Any, extra_wait_secs: float, user_turn_stop_timeout: float, *, stt_p99_secs: float | None = None
 ) -> None:
-    """Refuse a hold that the turn watchdog would cut short.
-
-    Raises:
-        HoldBudgetError: The numbers conflict; the message names them and the fixes.
-    """
+    """Refuse a hold that the turn watchdog would cut short (``HoldBudgetError`` names the numbers and fixes)."""
     wait = inner_wait_secs(strategy, stt_p99_secs=stt_p99_secs)
     needed = required_stop_timeout(strategy, extra_wait_secs, stt_p99_secs=stt_p99_secs)
     if user_turn_stop_timeout + 1e-9 < needed:

@@ -1,13 +1,7 @@
 """Identifier formats per domain and the settings of the ending rules.
 
-A format knows what a *complete* identifier looks like and what a *prefix* of
-one looks like, in written form (``#W2378156``, ``mia_li_3668``). The ending
-rules convert what the caller said into that written form and ask the formats
-first: a complete identifier is released at once, a prefix keeps the turn
-open, and only when no format applies do the generic length rules decide.
-
-The presets follow the identifier shapes of the τ-bench customer-service
-domains they are named after (retail, airline, telecom).
+A format knows a complete identifier and a prefix of one in written form (``#W2378156``, ``mia_li_3668``); the
+presets follow the identifier shapes of the τ-bench customer-service domains they are named after.
 """
 
 from __future__ import annotations
@@ -40,21 +34,10 @@ KNOWN_TLDS = frozenset(
 
 @dataclass(frozen=True)
 class IdentifierFormat:
-    """One identifier shape in written form.
+    """One identifier shape in written form: the ``complete`` and ``prefix`` patterns it fully matches.
 
-    Parameters:
-        name: Short name used in decisions (``"order_id"``).
-        complete: Pattern a complete identifier fully matches.
-        prefix: Pattern a proper prefix of the identifier fully matches.
-        cues: Words that announce this identifier ("zip", "order"); when one
-            precedes the identifier the format is expected, so a prefix is held
-            even if a generic exemption would release it.
-        needs_cue_for_prefix: Hold on a prefix only when a cue announced it
-            (for prefixes that look like ordinary numbers).
-        fixed_length: Complete identifiers end in a fixed number of characters
-            (an order id's seven digits, a user id's four), so one character
-            short of complete is a recogniser's drop rather than a pause; not
-            so for an email.
+    ``cues`` are the words that announce it ("zip", "order"); ``needs_cue_for_prefix`` holds a prefix only when
+    announced (it looks like a number); ``fixed_length``: one character short of complete is a recogniser's drop.
     """
 
     name: str
@@ -74,21 +57,10 @@ class IdentifierFormat:
 
 
 def _fmt(
-    name: str,
-    complete: str,
-    prefix: str,
-    cues: str = "",
-    *,
-    needs_cue_for_prefix: bool = False,
-    fixed_length: bool = True,
+    name: str, complete: str, prefix: str, cues: str, *, needs_cue: bool = False, fixed: bool = True
 ) -> IdentifierFormat:
     return IdentifierFormat(
-        name=name,
-        complete=re.compile(complete, re.ASCII),
-        prefix=re.compile(prefix, re.ASCII),
-        cues=frozenset(cues.split()),
-        needs_cue_for_prefix=needs_cue_for_prefix,
-        fixed_length=fixed_length,
+        name, re.compile(complete, re.ASCII), re.compile(prefix, re.ASCII), frozenset(cues.split()), needs_cue, fixed
     )
 
 
@@ -108,31 +80,24 @@ EMAIL_FORMAT = _fmt(
     rf"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9\-]+(?:\.[A-Z0-9\-]+)*\.(?:{_TLD_ALTERNATION})",
     r"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9.\-]*",
     "email e-mail mail address",
-    fixed_length=False,
+    fixed=False,
 )
 #: τ-bench user ids: ``first_last_1234``.
 USER_ID_FORMAT = _fmt(
-    "user_id",
-    r"[A-Z]+_[A-Z]+_[0-9]{4}",
-    r"[A-Z]+_(?:[A-Z]+(?:_[0-9]{0,3})?)?",
-    "user username login",
+    "user_id", r"[A-Z]+_[A-Z]+_[0-9]{4}", r"[A-Z]+_(?:[A-Z]+(?:_[0-9]{0,3})?)?", "user username login"
 )
 _ORDER_ID = _fmt("order_id", r"#?W[0-9]{7}", r"#|#?W[0-9]{0,6}", "order")
-_ZIP = _fmt("zip_code", r"[0-9]{5}", r"[0-9]{1,4}", "zip zipcode postal postcode", needs_cue_for_prefix=True)
-_ITEM_ID = _fmt("item_id", r"[0-9]{10}", r"[0-9]{1,9}", "item product sku variant", needs_cue_for_prefix=True)
+_ZIP = _fmt("zip_code", r"[0-9]{5}", r"[0-9]{1,4}", "zip zipcode postal postcode", needs_cue=True)
+_ITEM_ID = _fmt("item_id", r"[0-9]{10}", r"[0-9]{1,9}", "item product sku variant", needs_cue=True)
 _RESERVATION = _fmt(
     "reservation_code",
     r"(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}",
     r"[A-Z0-9]{1,5}",
     "reservation confirmation booking locator record",
-    needs_cue_for_prefix=True,
+    needs_cue=True,
 )
 _PHONE = _fmt(
-    "phone_number",
-    r"1?[0-9]{10}",
-    r"[0-9]{1,9}",
-    "phone cell mobile telephone line callback number",
-    needs_cue_for_prefix=True,
+    "phone_number", r"1?[0-9]{10}", r"[0-9]{1,9}", "phone cell mobile telephone line callback number", needs_cue=True
 )
 
 _DOMAIN_FORMATS: dict[str, tuple[IdentifierFormat, ...]] = {
@@ -153,16 +118,13 @@ class IdentifierHoldConfig:
         formats: Identifier formats tried before the generic rules.
         exempt_digit_lengths: Digit-string lengths released as complete (a zip code).
         exempt_min_digits: Digit strings at least this long are released (phone, item id).
-        use_context: Use cue words, quantity detection and email structure.
-            ``False`` leaves the plain length rules only (the baseline).
+        use_context: Use cue words, quantity detection and email structure (``False``: the length rules only).
         extra_wait_secs: Additional wait after the wrapped strategy ended the turn.
         max_hold_secs: Longest total hold for one turn.
         max_chars: Only this many trailing characters are examined (bounded work).
         expected: The identifier the caller is answering for (see :meth:`expecting`); ``None``: any.
         slot_wait_secs: The wait on a prefix of the expected identifier, when longer than ``extra_wait_secs``
-            (a caller between groups of the identifier the agent asked for pauses up to 2 s; complete,
-            one-short and overlong input for the slot is released at once, so the longer wait costs only
-            turns that are still open).
+            (callers pause up to 2 s between groups of the identifier the agent asked for).
     """
 
     domain: str = "generic"
@@ -177,6 +139,7 @@ class IdentifierHoldConfig:
     slot_wait_secs: float = 2.5
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "exempt_digit_lengths", frozenset(self.exempt_digit_lengths))
         if self.extra_wait_secs < 0 or self.max_hold_secs < 0:
             raise ValueError("extra_wait_secs and max_hold_secs must not be negative")
         if self.max_chars < 16:
@@ -186,19 +149,11 @@ class IdentifierHoldConfig:
 
     @classmethod
     def for_domain(cls, domain: DomainName | str, **overrides: object) -> IdentifierHoldConfig:
-        """Return the preset for a τ-bench domain.
-
-        Args:
-            domain: ``"retail"``, ``"airline"`` or ``"telecom"``.
-            **overrides: Field values replacing the preset's.
-
-        Raises:
-            ValueError: Unknown domain.
-        """
+        """Return the preset for a τ-bench domain (``retail``, ``airline``, ``telecom``; else ``ValueError``)."""
         if domain not in _DOMAIN_FORMATS:
             raise ValueError(f"unknown domain {domain!r}; choose one of {sorted(_DOMAIN_FORMATS)}")
         config = cls(domain=domain, formats=_DOMAIN_FORMATS[domain], extra_wait_secs=DOMAIN_WAIT_SECS[domain])
-        return replace(config, **overrides) if overrides else config  # type: ignore[arg-type]
+        return replace(config, **overrides)  # type: ignore[arg-type]
 
     @classmethod
     def length_rules_only(cls, **overrides: object) -> IdentifierHoldConfig:

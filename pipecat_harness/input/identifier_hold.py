@@ -1,36 +1,8 @@
 """``IdentifierHoldStopStrategy``: keep a user turn open while it ends mid-identifier.
 
-In Pipecat 1.14 the user aggregator ends a turn when one of its stop
-strategies fires ``on_user_turn_inference_triggered`` / ``on_user_turn_stopped``.
-This wrapper sits in the stop strategy list in place of the configured strategy
-(speech timeout, Smart Turn, external/Flux...), lets it decide as usual, and
-intercepts those two events:
-
-* the turn text does not end in an open identifier: the events pass through at
-  once (no added delay);
-* it does: they are held and a hold timer of ``extra_wait_secs`` runs. The
-  aggregator keeps collecting transcripts while the turn is open, so the
-  continuation lands in the same user message;
-* the caller resumes (VAD or the STT's own turn start): the timer stops for
-  good. From then on the turn ends on a decision of the wrapped strategy, which
-  already waits for the finalized transcript (or on the controller's watchdog),
-  never on the hold's own timer. That decision is re-checked: complete ->
-  released ("merged"), still open -> held again within ``max_hold_secs``;
-* a final transcript arriving in silence that completes the identifier
-  releases at once; an interim alone only keeps the timer from firing within
-  the STT's P99 of it, so interim-only activity cannot stall a turn;
-* the timer expires: the held events are released, but never sooner than the
-  STT's P99 (from ``STTMetadataFrame``) after the last VAD stop, the time the
-  final of the last words may take.
-
-Only held *silence* counts toward ``max_hold_secs``. A turn released while its
-identifier was still open is remembered: the next turn, its continuation, is
-not held again. The wrapped strategy's wait plus the hold must fit inside the
-controller's ``user_turn_stop_timeout`` (see :mod:`~pipecat_harness.input.hold_budget`);
-at run time the hold also ends before the watchdog would (the clock readings
-are :class:`~pipecat_harness.input.hold_timing.HoldTiming`'s). Running the
-wrapped strategy, and surviving it when it raises, is
-:class:`~pipecat_harness.input.wrapped_strategy.WrappedStopStrategy`'s.
+It holds the wrapped strategy's turn end for ``extra_wait_secs`` when the text ends in an open identifier, so
+the continuation lands in the same user message; once the caller resumes, the wrapped strategy's next decision
+is re-checked. A turn released mid-identifier is remembered, so its continuation is not held again.
 """
 
 from __future__ import annotations
@@ -58,7 +30,6 @@ from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnSto
 
 from pipecat_harness.input.endings import HoldDecision, continues_identifier, hold_decision
 from pipecat_harness.input.hold_budget import check_hold_budget
-from pipecat_harness.input.hold_evidence import HoldEvidence
 from pipecat_harness.input.hold_timing import HoldTiming
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
 from pipecat_harness.input.slots import expecting
@@ -66,8 +37,10 @@ from pipecat_harness.input.wrapped_strategy import WrappedStopStrategy
 
 __all__ = ["DecisionSink", "IdentifierHoldStopStrategy"]
 
+_EVIDENCE_CHARS = 240
+
+#: Receives ``(action, evidence)`` for every hold, resume, merge and release.
 DecisionSink = Callable[[str, dict[str, Any]], Any]
-"""Receives ``(action, evidence)`` for every hold, resume, merge and release."""
 
 #: The caller is speaking again: local VAD, or an STT's own turn detection (Flux).
 _SPEECH_STARTED = (VADUserStartedSpeakingFrame, UserStartedSpeakingFrame, ProposedUserStartedSpeakingFrame)
@@ -77,16 +50,8 @@ _SPEECH_STOPPED = (VADUserStoppedSpeakingFrame, UserStoppedSpeakingFrame, Propos
 class IdentifierHoldStopStrategy(WrappedStopStrategy):
     """Delay the wrapped stop strategy's turn end while the text ends in an open identifier.
 
-    Args:
-        inner: The stop strategy that decides turn ends (used unchanged).
-        config: Ending rules, additional wait and maximum hold.
-        on_decision: Called with ``(action, evidence)`` for each decision.
-        fallback_stop_secs: If ``inner`` raises, the turn ends this long after
-            the caller went quiet (the hold still applies).
-        user_turn_stop_timeout: The aggregator's watchdog. When given, a hold
-            that cannot fit inside it is refused here, and at run time the hold
-            ends before the watchdog would.
-        **kwargs: Passed to ``BaseUserTurnStopStrategy``.
+    ``on_decision`` gets ``(action, evidence)`` for each decision. Given the aggregator's watchdog
+    (``user_turn_stop_timeout``), a hold that cannot fit inside it is refused, and a hold ends before it.
 
     Raises:
         TypeError: ``inner`` is not a stop strategy.
@@ -106,8 +71,8 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         self._config = config or IdentifierHoldConfig()
         self._base_config = self._config
         self._context: Any = None
-        self._evidence = HoldEvidence(self._config, type(inner).__name__, on_decision)
-        super().__init__(inner, on_failure=self._evidence.record, fallback_stop_secs=fallback_stop_secs, **kwargs)
+        self._sink = on_decision
+        super().__init__(inner, on_failure=self._record, fallback_stop_secs=fallback_stop_secs, **kwargs)
         if user_turn_stop_timeout is not None:
             check_hold_budget(inner, self._config.extra_wait_secs, user_turn_stop_timeout)
         self._timing = HoldTiming(self._config, user_turn_stop_timeout)
@@ -130,12 +95,7 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         self._continuation_passed = False
 
     def fit_watchdog(self, user_turn_stop_timeout: float, *, refuse: bool = True) -> None:
-        """Learn the aggregator's ``user_turn_stop_timeout``; the hold then ends before the watchdog would.
-
-        Raises:
-            HoldBudgetError: ``refuse`` is set and the wrapped strategy's wait
-                plus ``extra_wait_secs`` exceeds the timeout.
-        """
+        """Learn the aggregator's watchdog, which the hold then ends before (``refuse``: one it cannot fit raises)."""
         if refuse:
             check_hold_budget(self._inner, self._config.extra_wait_secs, user_turn_stop_timeout)
         self._timing.stop_timeout = user_turn_stop_timeout
@@ -145,14 +105,9 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         self._context = context
 
     def expect(self, question: str, tools: Iterable[Mapping[str, Any]] | None = None) -> None:
-        """Expect the identifier ``question`` (the agent's last message) asks for, in the tools' formats.
+        """Expect the identifier the agent's last message asks for, in the formats of the tools' ``properties``.
 
-        Called on every assistant turn (``LLMContextAssistantTurnFrame``); a question asking for no identifier
-        clears the expectation, and the ending rules read any identifier.
-
-        Args:
-            question: What the agent last said.
-            tools: JSON-Schema ``properties`` per tool; default: the attached context's tools.
+        ``tools`` defaults to the attached context's tools; a question asking for none clears the expectation.
         """
         self._config = expecting(self._base_config, question, self._context_tools() if tools is None else tools)
 
@@ -201,15 +156,19 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         if isinstance(frame, _SPEECH_STARTED):
             await self._on_speech_started(frame)
         elif isinstance(frame, _SPEECH_STOPPED):
-            self._on_speech_stopped()
+            self._speaking = False
+            self._timing.last_speech_stop = self._now()
+            if self._holding:
+                self._timing.silence_started(self._timing.last_speech_stop)
         elif isinstance(frame, TranscriptionFrame):
             self._segments.append(frame.text or "")
-            await self._on_final()
-        elif isinstance(frame, InterimTranscriptionFrame):
-            self._on_interim()
+            # A final in silence during a hold round releases at once if it completes the identifier.
+            if self._holding and not (self._resumed or self._speaking) and not (decision := self._evaluate()).hold:
+                await self._release("merged", decision, reason="complete")
+        elif isinstance(frame, InterimTranscriptionFrame) and self._timer is not None and not self._speaking:
+            # The STT is still working: give it its P99, within the cap.
+            self._deadline = self._timing.after_interim(self._now(), self._deadline)
         return await self.process_inner(frame, speaking=self._speaking)
-
-    # --- turn ends of the wrapped strategy ------------------------------------------------------------
 
     async def on_inner_inference_triggered(self) -> None:
         """Stash the inference request and decide whether to hold it."""
@@ -234,8 +193,6 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         self._pending_inference = True
         self._pending_stop = UserTurnStoppedParams(enable_user_speaking_frames=True)
         await self._on_turn_end_signal()
-
-    # --- hold logic -----------------------------------------------------------------------------------
 
     async def _on_turn_end_signal(self) -> None:
         """The wrapped strategy decided the turn ended: pass it on, hold it, or re-check a hold."""
@@ -277,33 +234,10 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         if not self._holding:
             return
         self._timing.silence_ended(self._now())
-        if self._timer is not None:
-            await self._cancel(self._timer)
-            self._timer = None
+        await self._stop_timer()
         if not self._resumed:
             self._resumed = True
             self._record_decision("resumed", self._evaluate(), signal=type(frame).__name__)
-
-    def _on_speech_stopped(self) -> None:
-        self._speaking = False
-        now = self._now()
-        self._timing.last_speech_stop = now
-        if self._holding:
-            self._timing.silence_started(now)
-
-    async def _on_final(self) -> None:
-        """A final in silence during a hold round: release at once if it completes the identifier."""
-        if not self._holding or self._resumed or self._speaking:
-            return
-        decision = self._evaluate()
-        if not decision.hold:
-            await self._release("merged", decision, reason="complete")
-
-    def _on_interim(self) -> None:
-        """An interim in silence: the STT is still working; give it its P99, within the cap."""
-        if self._timer is None or self._speaking:
-            return
-        self._deadline = self._timing.after_interim(self._now(), self._deadline)
 
     async def _hold_timer(self) -> None:
         try:
@@ -322,9 +256,7 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
 
     async def _release(self, action: str | None, decision: HoldDecision, *, reason: str) -> None:
         """Forward the held turn end; ``action`` is recorded when a hold was in progress."""
-        if self._timer is not None and self._timer is not asyncio.current_task():
-            await self._cancel(self._timer)
-        self._timer = None
+        await self._stop_timer()
         self._timing.silence_ended(self._now())
         if action is not None:
             self._record_decision(action, decision, reason=reason)
@@ -335,10 +267,7 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         if inference:
             await self.trigger_user_turn_inference_triggered()
         if stop is not None:
-            await self.trigger_user_turn_finalized(
-                enable_user_speaking_frames=stop.enable_user_speaking_frames,
-                confirms_speculation=stop.confirms_speculation,
-            )
+            await super().on_inner_turn_stopped(stop)  # forwarded as the wrapped strategy gave it
         elif not inference:
             # Released with nothing stashed (the wrapped strategy never fired): end the turn ourselves.
             await self.trigger_user_turn_stopped()
@@ -353,24 +282,42 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
             logger.exception(f"{self}: ending rules failed: {exc}")
             return HoldDecision(False, f"ending rules failed: {exc}", "error")
 
-    # --- helpers --------------------------------------------------------------------------------------
-
     async def _reset_turn(self) -> None:
         await self._cancel_timers()
         self._clear_turn_state()
 
-    async def _cancel_timers(self) -> None:
+    async def _stop_timer(self) -> None:
         if self._timer is not None:
             await self._cancel(self._timer)
         self._timer = None
+
+    async def _cancel_timers(self) -> None:
+        await self._stop_timer()
         await super()._cancel_timers()
 
     def _record_decision(self, action: str, decision: HoldDecision, **extra: Any) -> None:
-        now = self._now()
+        """Record a hold, resume, merge or release with the turn text and the rule that decided."""
+        now, text, last = self._now(), self.turn_text, self._last_signal_at
         # Added wait: how long the turn end came after the wrapped strategy's latest decision.
-        # A merge releases on that decision itself (0); an expiry releases a wait after it.
-        added = 0.0
-        if action in ("merged", "released") and self._last_signal_at is not None:
-            added = now - self._last_signal_at
-        self._evidence.decision(action, decision, self.turn_text, holds=self._holds,
-                                held_secs=self._timing.held_secs(now), added_secs=added, **extra)
+        added = now - last if action in ("merged", "released") and last is not None else 0.0
+        evidence = {
+            "text": text[-_EVIDENCE_CHARS:],
+            "text_chars": len(text),
+            "rule": decision.rule,
+            "reason": decision.reason,
+            "identifier": decision.identifier,
+            "domain": self._base_config.domain,
+            "strategy": type(self._inner).__name__,
+            "holds": self._holds,
+            "held_ms": round(self._timing.held_secs(now) * 1000),
+            "added_wait_ms": round(added * 1000),
+        }
+        self._record(action, {**evidence, **extra})
+
+    def _record(self, action: str, evidence: dict[str, Any]) -> None:
+        if self._sink is None:
+            return
+        try:
+            self._sink(action, evidence)
+        except Exception as exc:  # recording must never break the turn
+            logger.warning(f"identifier hold: recording a decision failed: {exc}")

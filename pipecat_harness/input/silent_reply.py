@@ -1,30 +1,8 @@
 """``SilentReplyGuard``: re-ask a pending confirmation when the caller spoke but no transcript came.
 
-How Pipecat 1.14 treats such a reply: VAD opens a user turn, the STT returns
-nothing (Deepgram drops empty finals), the stop strategies wait for a
-transcript that never comes, and the ``user_turn_stop_timeout`` watchdog (5 s)
-ends the turn empty. The aggregator's ``EmptyUserTurnConfig`` then runs the
-model with a developer message, but by default only when the turn *interrupted*
-the bot: an empty turn while the bot was idle (the caller's "mm-hmm" after
-"Shall I go ahead?") gets no answer, so the call stalls and the confirmation
-never reaches the model.
-
-The guard builds on that mechanism rather than speaking beside it. It is a
-user-turn stop strategy that runs next to the bot's own, so it sees the turn
-boundaries of Pipecat's turn controller, the VAD and transcript frames, the
-bot's speech and the assistant turns. It adds two things:
-
-* **scope**: only while a confirmation is pending — set with
-  :meth:`SilentReplyGuard.expect_confirmation` or inferred from an assistant
-  turn ending in a yes/no question — and at most ``max_reasks`` times in a row
-  (a transcript resets the count);
-* **window**: an empty turn in scope ends ``window_secs`` after the caller went
-  quiet (well inside the watchdog), with the aggregator's recovery prompts set
-  to the re-ask for that one turn end, so Pipecat's own empty-turn recovery
-  asks the model to re-ask.
-
-A silent reply that interrupted the bot is left to Pipecat's interrupted-turn
-recovery, so the two never ask twice.
+Pipecat answers an empty turn only when it interrupted the bot, so a lost "mm-hmm" after "Shall I go ahead?"
+stalls the call. The guard ends such a turn ``window_secs`` after the caller went quiet, while a confirmation
+is pending, with the aggregator's ``EmptyUserTurnConfig`` prompts set to the re-ask.
 """
 
 from __future__ import annotations
@@ -62,24 +40,16 @@ _TAGS = re.compile(r"(?:\b(?:right|okay|ok|correct|alright|yes or no|is that (?:
 
 
 def is_yes_no_question(text: str) -> bool:
-    """Whether ``text`` ends in a question answered by yes or no.
-
-    "Shall I go ahead with the refund?" and "That's order W237, correct?" are;
-    "What is your order number?" is not.
-    """
+    """Whether ``text`` ends in a yes/no question ("Shall I go ahead?", "That's W237, correct?")."""
     text = text.strip()
     if not text.endswith("?"):
         return False
     if _TAGS.search(text):
         return True
-    last = re.split(r"(?<=[.!?])\s+", text)[-1]
-    first = re.findall(r"[A-Za-z']+", last)
-    if not first:
-        return False
-    word = first[0].lower()
-    if word in ("so", "and", "ok", "okay", "now", "then", "great", "alright") and len(first) > 1:
-        word = first[1].lower()
-    return word in _AUXILIARIES or word.endswith("n't")
+    words = re.findall(r"[a-z']+", re.split(r"(?<=[.!?])\s+", text)[-1].lower())
+    if len(words) > 1 and words[0] in ("so", "and", "ok", "okay", "now", "then", "great", "alright"):
+        words = words[1:]
+    return bool(words) and (words[0] in _AUXILIARIES or words[0].endswith("n't"))
 
 
 def reask_instruction(prompt: str) -> str:
@@ -93,18 +63,9 @@ def reask_instruction(prompt: str) -> str:
 class SilentReplyGuard(BaseUserTurnStopStrategy):
     """Ends a silent reply to a pending confirmation early and lets Pipecat's empty-turn recovery re-ask.
 
-    Place it in the user aggregator's stop strategies beside the bot's own (the
-    harness does, through :meth:`~pipecat_harness.harness.Harness.user_params`)
-    and :meth:`attach` it to that aggregator, whose ``EmptyUserTurnConfig`` it
-    scopes.
-
-    Args:
-        window_secs: How long after the caller stops speaking a transcript may take.
-        max_reasks: Re-asks in a row before giving up (until a transcript arrives).
-        prompt: The re-ask the model is asked to make.
-        infer_from_assistant: Treat an assistant turn ending in a yes/no question as a pending confirmation.
-        on_decision: Called with ``(action, evidence)`` for each re-ask or refusal.
-        **kwargs: Passed to ``BaseUserTurnStopStrategy``.
+    Place it beside the bot's own stop strategies and :meth:`attach` it to the user aggregator. The settings are
+    :class:`~pipecat_harness.config.SilentReplySettings`; ``on_decision`` gets ``(action, evidence)`` of each
+    re-ask or refusal.
 
     Raises:
         ValueError: A setting is out of range (its name is in the message).
@@ -157,8 +118,6 @@ class SilentReplyGuard(BaseUserTurnStopStrategy):
         """Use ``aggregator``'s empty-turn recovery (an ``LLMUserAggregator`` running this strategy)."""
         self._aggregator = aggregator
 
-    # --- turn boundaries of Pipecat's controller --------------------------------------------------------
-
     async def handle_user_turn_started(self) -> None:
         """A user turn opened: watch whether it gets a transcript."""
         await self._cancel_timer()
@@ -203,8 +162,6 @@ class SilentReplyGuard(BaseUserTurnStopStrategy):
             self._bot_speaking = False
         return ProcessFrameResult.CONTINUE
 
-    # --- the window -------------------------------------------------------------------------------------
-
     async def _window(self) -> None:
         try:
             await asyncio.sleep(self.window_secs)
@@ -221,18 +178,18 @@ class SilentReplyGuard(BaseUserTurnStopStrategy):
             "reasks": self._reasks,
         }
         if self._turn_interrupted_bot:
-            self._record("deferred", {**evidence, "reason": "the reply interrupted the bot: Pipecat's "
-                                                            "interrupted-turn recovery answers it"})
+            reason = "the reply interrupted the bot: Pipecat's interrupted-turn recovery answers it"
+            self._record("deferred", evidence, reason=reason)
             return
         if self._reasks >= self.max_reasks:
-            self._record("not_reasked", {**evidence, "reason": f"already re-asked {self._reasks} time(s)"})
+            self._record("not_reasked", evidence, reason=f"already re-asked {self._reasks} time(s)")
             return
         params = None if self._aggregator is None else user_aggregator_params(self._aggregator)
         config = getattr(params, "empty_user_turn", None)
         if config is None:
-            reason = ("no user aggregator attached" if self._aggregator is None
-                      else "the aggregator's empty-turn recovery is off (empty_user_turn=None, or realtime mode)")
-            self._record("not_reasked", {**evidence, "reason": reason})
+            off = "the aggregator's empty-turn recovery is off (empty_user_turn=None, or realtime mode)"
+            reason = off if self._aggregator is not None else "no user aggregator attached"
+            self._record("not_reasked", evidence, reason=reason)
             return
         instruction = reask_instruction(self.prompt)
         saved = (config.idle_prompt, config.interrupted_prompt, config.max_consecutive_recoveries)
@@ -246,11 +203,10 @@ class SilentReplyGuard(BaseUserTurnStopStrategy):
             config.idle_prompt, config.interrupted_prompt, config.max_consecutive_recoveries = saved
         if self._recovered(instruction):
             self._reasks += 1
-            self._record("reasked", {**evidence, "prompt": self.prompt, "reasks": self._reasks,
-                                     "via": "EmptyUserTurnConfig"})
+            self._record("reasked", evidence, prompt=self.prompt, reasks=self._reasks, via="EmptyUserTurnConfig")
         else:
-            self._record("not_reasked", {**evidence, "reason": "Pipecat left the empty turn unanswered "
-                                                               "(caller muted or a function call running)"})
+            reason = "Pipecat left the empty turn unanswered (caller muted or a function call running)"
+            self._record("not_reasked", evidence, reason=reason)
 
     def _recovered(self, instruction: str) -> bool:
         context = getattr(self._aggregator, "context", None)
@@ -262,6 +218,6 @@ class SilentReplyGuard(BaseUserTurnStopStrategy):
             await self.cancel_task(self._timer)
         self._timer = None
 
-    def _record(self, action: str, evidence: dict[str, Any]) -> None:
+    def _record(self, action: str, evidence: dict[str, Any], **extra: Any) -> None:
         if self._on_decision is not None:
-            self._on_decision(action, evidence)
+            self._on_decision(action, {**evidence, **extra})

@@ -1,21 +1,8 @@
 """The slot a caller is answering, and the turn read into that slot's alphabet.
 
-The agent's last question ("Could you tell me your order number?") and the
-tools' JSON-Schema arguments say which identifier comes next and what it looks
-like. Once the slot is known, the turn is read for that slot only, the way the
-agent would read it back:
-
-* the recogniser's formatting is undone first (:func:`~pipecat_harness.spoken.written_to_spoken`:
-  ``W-39.4.`` -> ``W three nine four``, ``8.7201`` -> ``eight seven two zero one``), then hyphen runs
-  (``two-eight``, ``8-double-o-3``) and fused capitals (``GF``, ``HB7H``) are split into symbols;
-* in a digit slot, "oh" is zero and "for"/"to" next to digits are 4 and 2; in a letter slot "oh", "see",
-  "are" next to letters are O, C, R; "double"/"triple" repeat; an "as in" example word is dropped;
-* a correction ("no, sorry", "I mean", "wait, no") takes back the symbol said just before it.
-
-:func:`slot_decision` then decides from the slot: complete releases at once, a
-prefix holds, and input that waiting cannot complete (one symbol short of a long
-fixed length, longer than the slot, an email whose domain already ended)
-releases, so the agent reads it back and asks.
+The agent's last question and the tools' schemas say which identifier comes next; the turn is read for that slot
+the way the agent would read it back (formatting undone, homophones resolved, "double" repeated, "as in" and
+corrections applied), and :func:`slot_decision` releases what is complete or cannot be completed.
 """
 
 from __future__ import annotations
@@ -38,14 +25,19 @@ from pipecat_harness.spoken import (
 
 __all__ = ["SPELLED_NAME", "expected_format", "expecting", "formats_from_tools", "read_slot", "slot_decision"]
 
+_NAME_CUES = frozenset({"spell", "spelled", "spelling", "surname", "last", "name"})
 #: A spelled name: no fixed shape; complete when the letters spell the name the caller said.
 SPELLED_NAME = IdentifierFormat(
-    "last_name", re.compile(r"(?!)"), re.compile(r"[A-Z]{1,40}"),
-    frozenset({"spell", "spelled", "spelling", "surname", "last", "name"}), fixed_length=False)
-_SLOT_KINDS = {"order_id": "alnum", "reservation_code": "alnum", "user_id": "alnum", "zip_code": "digits",
-               "phone_number": "digits", "item_id": "digits", "last_name": "letters", "email": "email"}
-_CORRECTIONS = re.compile(r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s+mean|sorry|no\s+no)\b[,.]?",
-                          re.IGNORECASE)
+    "last_name", re.compile(r"(?!)"), re.compile(r"[A-Z]{1,40}"), _NAME_CUES, fixed_length=False
+)
+#: The alphabet of each slot; any other (order id, reservation code, user id) is "alnum".
+_SLOT_KINDS = dict.fromkeys(("zip_code", "phone_number", "item_id"), "digits") | dict(
+    last_name="letters", email="email"
+)
+_CORRECTIONS = re.compile(
+    r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s+mean|sorry|no\s+no)\b[,.]?", re.IGNORECASE
+)
+_TOKEN_EDGES = re.compile(r"^[^\w\x00\x01]+|[^\w\x00\x01]+$")
 _AS_IN = re.compile(r"\b(?:as|is|s|and)\s+in\s+([A-Z]?[a-z]+)", re.IGNORECASE)
 #: Words a caller says between the symbols of an identifier; any other word there is the recogniser's.
 _GLUE = frozenset("in and then is it's that's its it um uh er so okay ok yeah no dash hyphen space the".split())
@@ -57,12 +49,7 @@ ONE_SHORT_MIN_LENGTH = 6
 
 
 def expected_format(question: str, formats: Iterable[IdentifierFormat]) -> IdentifierFormat | None:
-    """The format the agent's question asks for: the one whose cue words its last question names last.
-
-    Args:
-        question: The agent's last message.
-        formats: Candidate formats (a domain's, the tools', and :data:`SPELLED_NAME`).
-    """
+    """The format among ``formats`` whose cue words the agent's last question (in ``question``) names last."""
     asked = [q for q in re.split(r"(?<=[.!?])\s+", question.strip()) if q.endswith("?")]
     words = re.findall(r"[a-z\-]+", (asked[-1] if asked else question).lower())
     best: tuple[int, int, IdentifierFormat] | None = None
@@ -77,14 +64,9 @@ def expected_format(question: str, formats: Iterable[IdentifierFormat]) -> Ident
 
 
 def formats_from_tools(tools: Iterable[Mapping[str, Any]], known: Iterable[IdentifierFormat]) -> list[IdentifierFormat]:
-    """Formats the registered tools' argument schemas declare.
+    """Formats the tools' JSON-Schema ``properties`` declare: a string argument named like a ``known`` format.
 
-    A string argument named like a known format (``order_id``, ``zip_code``...) takes that format, its
-    ``pattern`` (when given) replacing the format's complete form; its description's words become cues.
-
-    Args:
-        tools: JSON-Schema ``properties`` mappings, one per tool (``{"order_id": {"type": "string", ...}}``).
-        known: The formats an argument name may refer to.
+    Its ``pattern`` (when given) replaces the format's complete form; its description's words become cues.
     """
     by_name = {fmt.name: fmt for fmt in known}
     out: list[IdentifierFormat] = []
@@ -96,8 +78,7 @@ def formats_from_tools(tools: Iterable[Mapping[str, Any]], known: Iterable[Ident
             pattern = schema.get("pattern")
             complete = re.compile(pattern.strip("^$"), re.ASCII | re.IGNORECASE) if pattern else base.complete
             cues = base.cues | frozenset(re.findall(r"[a-z]+", str(schema.get("description", "")).lower())[:6])
-            out.append(IdentifierFormat(base.name, complete, base.prefix, cues, base.needs_cue_for_prefix,
-                                        base.fixed_length))
+            out.append(replace(base, complete=complete, cues=cues))
     return out
 
 
@@ -122,12 +103,8 @@ def _symbols(token: str, kind: str, previous: str) -> str:
 
 
 def _homophone(token: str, kind: str) -> str:
-    lower = token.lower()
-    if kind in ("digits", "alnum") and lower in DIGIT_HOMOPHONES:
-        return DIGIT_HOMOPHONES[lower]
-    if kind == "letters" and lower in LETTER_HOMOPHONES:
-        return LETTER_HOMOPHONES[lower]
-    return ""
+    table = DIGIT_HOMOPHONES if kind in ("digits", "alnum") else LETTER_HOMOPHONES if kind == "letters" else {}
+    return table.get(token.lower(), "")
 
 
 def read_slot(text: str, fmt: IdentifierFormat) -> str:
@@ -141,8 +118,7 @@ def _read(text: str, fmt: IdentifierFormat) -> tuple[str, int]:
     # "N as in Mary": the example word's initial is the letter (recognisers confuse N and M, not Mary and Nancy).
     marked = _CORRECTIONS.sub(" \x00 ", _AS_IN.sub(lambda m: f" \x01{m.group(1)[0].upper()} ", text))
     spoken = written_to_spoken(marked)
-    tokens = [t for raw in spoken.split()
-              for t in re.split(r"-", re.sub(r"^[^\w\x00\x01]+|[^\w\x00\x01]+$", "", raw)) if t]
+    tokens = [t for raw in spoken.split() for t in _TOKEN_EDGES.sub("", raw).split("-") if t]
     out: list[str] = []
     repeat = 1
     pending: list[str] = []  # homophones, kept only between symbols of the slot
@@ -185,15 +161,8 @@ def _read(text: str, fmt: IdentifierFormat) -> tuple[str, int]:
 
 def _fixed_length(fmt: IdentifierFormat) -> int | None:
     """The length of a complete identifier when the format has one (probed on its complete pattern)."""
-    if not fmt.fixed_length:
-        return None
-    for length in range(1, 16):
-        for filler in ("0", "A"):
-            for lead in ("", "W", "A"):
-                probe = (lead + filler * length)[:length]
-                if fmt.is_complete(probe):
-                    return length
-    return None
+    probes = ((lead + filler * n)[:n] for n in range(1, 16) for filler in "0A" for lead in ("", "W", "A"))
+    return next((len(p) for p in probes if fmt.is_complete(p)), None) if fmt.fixed_length else None
 
 
 def _name_decision(text: str, letters: str) -> tuple[bool, str, str]:
@@ -201,8 +170,8 @@ def _name_decision(text: str, letters: str) -> tuple[bool, str, str]:
     if not letters:
         return True, "the name has not been spelled yet", "slot_open:last_name"
     for name in said:
-        if letters == name or (len(letters) >= len(name) - 1
-                               and difflib.SequenceMatcher(None, letters, name).ratio() >= 0.7):
+        close = len(letters) >= len(name) - 1 and difflib.SequenceMatcher(None, letters, name).ratio() >= 0.7
+        if letters == name or close:
             return False, f"spelled {name} as said", "complete:last_name"
         if name.startswith(letters):
             return True, f"spelling of {name} so far", "prefix:last_name"
@@ -210,8 +179,11 @@ def _name_decision(text: str, letters: str) -> tuple[bool, str, str]:
 
 
 #: Words of a reply that is not the identifier ("I don't have it", "what do you mean?"): never held for the slot.
-_NOT_AN_ANSWER = re.compile(r"\b(?:don't|dont|do not|can't|cannot|no idea|not sure|what|why|which|how|where|"
-                            r"forgot|lost|remember|never mind)\b|\?\s*$", re.IGNORECASE)
+_NOT_AN_ANSWER = re.compile(
+    r"\b(?:don't|dont|do not|can't|cannot|no idea|not sure|what|why|which|how|where|forgot|lost|remember|never mind)"
+    r"\b|\?\s*$",
+    re.IGNORECASE,
+)
 #: An answer that has said nothing of the slot yet is held only while it is short (a lead-in: "It's ...").
 _LEAD_IN_WORDS = 8
 
@@ -226,16 +198,15 @@ def _empty_answer(text: str) -> tuple[bool, str, str, str] | None:
 def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str] | None:
     """Hold or release for the expected slot: ``(hold, reason, rule, identifier)``, or ``None`` to defer.
 
-    Deferred to the ending rules: a reply that is not the identifier ("I don't have it"), or a long one with
-    nothing of the slot in it. What no continuation can turn into the slot's identifier (eight digits for an
-    order number's seven) is released: the agent reads it back and asks.
+    A reply that is not the identifier ("I don't have it"), or a long one with nothing of the slot, is deferred
+    to the ending rules.
     """
     if fmt.name == "email":
         lowered = text.lower().rstrip(" .!?")
         tld = re.search(r"(?:\.|\bdot\s+)([a-z]{2,6})$", lowered)
         if tld and tld.group(1) in KNOWN_TLDS:
-            return False, "the address ends in a domain: complete as heard (the agent reads it back)", \
-                "complete:email_heard", ""
+            reason = "the address ends in a domain: complete as heard (the agent reads it back)"
+            return False, reason, "complete:email_heard", ""
         if _NOT_AN_ANSWER.search(text):
             return None
         return True, "an address with no domain yet", "slot_prefix:email", ""
@@ -251,21 +222,22 @@ def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str
         return False, f"complete {fmt.name} (the slot asked for)", f"complete:{fmt.name}", ident
     length = _fixed_length(fmt)
     if stray >= GARBLED_STRAY_WORDS:
-        return False, f"{stray} stray words inside the {fmt.name}: the recogniser damaged it, waiting cannot " \
-            "repair it (the agent reads it back)", f"garbled:{fmt.name}", ident
+        reason = f"{stray} stray words inside the {fmt.name}: the recogniser damaged it, waiting cannot repair it"
+        return False, f"{reason} (the agent reads it back)", f"garbled:{fmt.name}", ident
     # A leading letter the recogniser lost ("It's not a loop. 3.5." for "It's W, three five") leaves a prefix.
     if fmt.is_prefix(ident) or (ident.isdigit() and any(fmt.is_prefix(c + ident) for c in "W#")):
         if length is not None and length >= ONE_SHORT_MIN_LENGTH and len(ident) == length - 1:
-            return False, f"one symbol short of a {fmt.name}: waiting cannot complete it", \
-                f"one_short:{fmt.name}", ident
+            return _unfinishable(f"one symbol short of a {fmt.name}", f"one_short:{fmt.name}", ident)
         return True, f"prefix of the {fmt.name} the slot asked for", f"slot_prefix:{fmt.name}", ident
     if length is not None and len(ident) == length - 1 and any(fmt.is_complete(c + ident) for c in "W#A"):
-        return False, f"a {fmt.name} missing its first symbol: waiting cannot complete it", \
-            f"one_short:{fmt.name}", ident
+        return _unfinishable(f"a {fmt.name} missing its first symbol", f"one_short:{fmt.name}", ident)
     if length is not None and len(ident) > length:
-        return False, f"longer than a {fmt.name}: waiting cannot complete it", f"overlong:{fmt.name}", ident
-    return False, f"no continuation makes this a {fmt.name}: waiting cannot complete it", \
-        f"not_prefix:{fmt.name}", ident
+        return _unfinishable(f"longer than a {fmt.name}", f"overlong:{fmt.name}", ident)
+    return _unfinishable(f"no continuation makes this a {fmt.name}", f"not_prefix:{fmt.name}", ident)
+
+
+def _unfinishable(what: str, rule: str, ident: str) -> tuple[bool, str, str, str]:
+    return False, f"{what}: waiting cannot complete it", rule, ident
 
 
 def expecting(
@@ -273,8 +245,7 @@ def expecting(
 ) -> IdentifierHoldConfig:
     """``config`` expecting the identifier the agent's ``question`` asks for (``expected=None``: none).
 
-    The slot's format comes from the tools' argument schemas (JSON-Schema ``properties`` mappings) when one
-    names it, else from the config's domain formats.
+    The slot's format comes from the tools' argument schemas when one names it, else from the domain formats.
     """
     candidates = [*formats_from_tools(tools, (*config.formats, *ALL_FORMATS)), *config.formats, SPELLED_NAME]
     return replace(config, expected=expected_format(question, candidates))

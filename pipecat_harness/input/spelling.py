@@ -1,30 +1,7 @@
 """``SpellingNormalizer``: rewrite ASR spelling artifacts before the user aggregator.
 
-ASR engines mangle spelled identifiers in a few recurring ways. Each rule
-rewrites one of them and is switchable; text a rule does not match passes
-byte for byte, so airport codes ("JFK"), product terms ("4K", "MP3",
-"USB-C", "iPhone15") and ordinary words are never touched:
-
-* ``as_in``: "YAsInYellow" / "Y-as-in-yellow" -> "Y as in Yellow" ("B as in boy" is
-  already readable and stays as it is);
-* ``letter_digit_runs``: lower-cased run-together identifiers such as
-  "w2378156" or "k4x9p2" -> "W2378156", "K4X9P2" (at most three letters,
-  at least two digits, at least five characters, not a number with a unit);
-* ``spelled_letter_marks``: a stray "'d" a recogniser fused onto a letter inside a
-  hyphen-spelled run ("Y-E'd-N", Whisper tiny.en for "Y E N") -> "Y-E-N"; an
-  "'d" after a word ("I'd", "we'd") is never inside such a run;
-* ``dotted_letters``: letters spelled with dots or dashes, four or more
-  ("S.M.I.T.H." / "S-M-I-T-H") -> "S M I T H";
-* ``split_connectors``: a connector word a recogniser wrote as two ("Under score
-  7-4-9-0") -> "underscore 7-4-9-0", so nobody reads it as "under" and "score";
-* ``number_readings``: digits said one by one that a recogniser wrote as a
-  number, right after an identifier cue ("The zip code is 8.9." -> "The zip code
-  is 8 9.", "account number 8,066" -> "account number 8066"): a model would read
-  "8.9" as eight point nine. A price or a quantity ("it costs 9.99") has no cue
-  and is left alone.
-
-Whisper's other formats (dash groups "W-237-8156", hyphen-spelled "C-F-A-0-4-Y",
-"5, 5, 4, 1") read correctly as they are and are kept.
+Each rule (see ``SpellingSettings``) rewrites one recurring artifact; text it does not match passes byte for
+byte, so "JFK", "4K", "USB-C" and Whisper's readable dash groups ("W-237-8156") are never touched.
 """
 
 from __future__ import annotations
@@ -61,6 +38,7 @@ _CUE_WORDS = 4
 #: Which rewrites are on: the ``spelling`` settings block itself (``enabled`` is the control's switch).
 SpellingRules = SpellingSettings
 
+
 @dataclass(frozen=True)
 class SpellingResult:
     """The text after the rewrites and which rules changed it."""
@@ -77,11 +55,8 @@ class SpellingResult:
 
 def _letter_digit(match: re.Match[str]) -> str:
     token = match.group(1)
-    letters = sum(c.isalpha() for c in token)
-    digits = sum(c.isdigit() for c in token)
-    if not (1 <= letters <= 3 and digits >= 2) or _UNIT_SUFFIX.fullmatch(token):
-        return token
-    return token.upper()
+    letters, digits = sum(c.isalpha() for c in token), sum(c.isdigit() for c in token)
+    return token.upper() if 1 <= letters <= 3 and digits >= 2 and not _UNIT_SUFFIX.fullmatch(token) else token
 
 
 def _dotted(match: re.Match[str]) -> str:
@@ -100,15 +75,7 @@ def _number_readings(text: str) -> str:
 
 
 def normalize_spelling(text: str, rules: SpellingRules | None = None) -> SpellingResult:
-    """Apply the enabled rewrites to one transcript.
-
-    Args:
-        text: The transcript.
-        rules: Which rewrites to apply (all by default).
-
-    Returns:
-        The text before and after, and the names of the rules that changed it.
-    """
+    """Apply the enabled rewrites (all by default) to one transcript."""
     rules = rules or SpellingRules()
     applied: list[str] = []
     after = text
@@ -121,9 +88,7 @@ def normalize_spelling(text: str, rules: SpellingRules | None = None) -> Spellin
         ("number_readings", rules.number_readings, _number_readings),
     ]
     for name, enabled, rewrite in steps:
-        if not enabled:
-            continue
-        rewritten = rewrite(after)
+        rewritten = rewrite(after) if enabled else after
         if rewritten != after:
             applied.append(name)
             after = rewritten
@@ -131,11 +96,7 @@ def normalize_spelling(text: str, rules: SpellingRules | None = None) -> Spellin
 
 
 class SpellingNormalizer(FrameProcessor):
-    """Rewrites final transcripts between STT and the user aggregator.
-
-    Interim transcripts pass unchanged (they only signal that the caller is
-    speaking); every rewrite of a final transcript is reported with the text
-    before and after.
+    """Rewrites final transcripts between STT and the user aggregator; interim transcripts pass unchanged.
 
     Args:
         rules: Which rewrites are on.

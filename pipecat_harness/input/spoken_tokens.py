@@ -1,10 +1,7 @@
 """Split the tail of a transcript into identifier pieces and ordinary words.
 
-Spoken and written forms map to the same pieces: "seven" and "7" are both a
-digit, "at" and "@" both a connector, "W as in whiskey" and "whiskey" both the
-letter W. The word tables are shared with the simulator (:mod:`pipecat_harness.spoken`)
-and the grader's number reader (:mod:`pipecat_harness.numbers`), so the rules, the
-scripted model and the grader read the same words the same way.
+Spoken and written forms map to the same pieces ("seven" and "7", "at" and "@", "whiskey" and "W"); the word
+tables are shared with :mod:`pipecat_harness.spoken` and :mod:`pipecat_harness.numbers`.
 """
 
 from __future__ import annotations
@@ -49,14 +46,9 @@ _CONTEXT_PIECES = 6
 class Piece:
     """One unit of the transcript tail.
 
-    Parameters:
-        kind: What the unit is.
-        text: The written form (``"7"``, ``"W"``, ``"@"``, ``"W23"``) or the
-            lower-cased word.
-        word: The word as transcribed.
-        as_number: Said as a number ("twenty three", "45") rather than digit by digit.
-        weak: A connector that is also an ordinary word ("point").
-        pause_after: The transcript marked a pause after it (a comma).
+    ``text`` is its written form ("7", "W", "@", "W23") or the lower-cased word, ``word`` the word as transcribed;
+    ``as_number``: said as a number ("45"); ``weak``: a connector that is also a word ("point"); ``pause_after``:
+    a comma followed it.
     """
 
     kind: PieceKind
@@ -135,29 +127,17 @@ def _merge_tens(pieces: list[Piece]) -> list[Piece]:
     """Join "twenty" + "three" into one number piece."""
     merged: list[Piece] = []
     for piece in pieces:
-        previous = merged[-1] if merged else None
-        if (
-            previous is not None
-            and previous.kind == "digit"
-            and previous.as_number
-            and previous.word.lower() in TENS_WORDS
-            and piece.kind == "digit"
-            and len(piece.text) == 1
-            and piece.word.lower() in DIGIT_WORDS
-        ):
+        previous = merged[-1] if merged else Piece("word", "", "")
+        tens = previous.kind == "digit" and previous.as_number and previous.word.lower() in TENS_WORDS
+        if tens and piece.kind == "digit" and len(piece.text) == 1 and piece.word.lower() in DIGIT_WORDS:
             merged[-1] = Piece("digit", previous.text[0] + piece.text, f"{previous.word} {piece.word}", as_number=True)
-            continue
-        merged.append(piece)
+        else:
+            merged.append(piece)
     return merged
 
 
 def _read_in_context(pieces: list[Piece]) -> list[Piece]:
-    """Undo recogniser readings that only context reveals.
-
-    * "Under score" (one connector split in two words) is the connector;
-    * "9.4" or "8,066" after an identifier cue or identifier pieces is digits, not a quantity;
-    * an all-capitals word after a spelling cue is the spelled letters fused ("KOV").
-    """
+    """Undo recogniser readings only context reveals: "under score", "9.4" after a cue, fused capitals ("KOV")."""
     out: list[Piece] = []
     for piece in pieces:
         previous = out[-1] if out else None
@@ -170,15 +150,9 @@ def _read_in_context(pieces: list[Piece]) -> list[Piece]:
             if after_pieces or window & IDENTIFIER_CUES:
                 out.append(Piece("digit", re.sub(r"[.,]", "", piece.word), piece.word, pause_after=piece.pause_after))
                 continue
-        fused = piece.word.isupper() or any(c.isupper() for c in piece.word[1:])  # "KOV", "ZrB"
-        if (
-            piece.kind == "word"
-            and piece.word.isascii()
-            and piece.word.isalpha()
-            and fused
-            and 2 <= len(piece.word) <= 8
-            and window & _SPELLING_CUES
-        ):
+        word = piece.word
+        short_word = piece.kind == "word" and word.isascii() and word.isalpha() and 2 <= len(word) <= 8
+        if short_word and (word.isupper() or any(c.isupper() for c in word[1:])) and window & _SPELLING_CUES:
             out.extend(Piece("letter", letter, piece.word) for letter in piece.word)
             continue
         out.append(piece)
@@ -186,15 +160,7 @@ def _read_in_context(pieces: list[Piece]) -> list[Piece]:
 
 
 def tokenize(text: str, *, max_chars: int = 400) -> list[Piece]:
-    """Return the pieces of the last ``max_chars`` characters of ``text``.
-
-    Only the tail is examined, so the cost is bounded however long the
-    transcript is. A word cut by the window is dropped.
-
-    Args:
-        text: Transcript so far.
-        max_chars: How many trailing characters to examine.
-    """
+    """Return the pieces of the last ``max_chars`` characters of ``text`` (a word cut by the window is dropped)."""
     tail = text[-max_chars:]
     chunks = tail.split()
     if len(tail) < len(text) and chunks and not text[-max_chars - 1].isspace():
@@ -202,10 +168,9 @@ def tokenize(text: str, *, max_chars: int = 400) -> list[Piece]:
     pieces: list[Piece] = []
     for raw in chunks:
         chunk = _CHUNK_EDGE.sub("", raw)
-        if chunk.endswith(".") and not chunk.endswith("..") and len(chunk) > 1 and (
-            "@" not in chunk or EMAIL_FORMAT.is_complete(chunk[:-1].upper())
-        ):
-            chunk = chunk[:-1]  # a sentence period, not a spoken "dot"
+        sentence_period = chunk.endswith(".") and not chunk.endswith("..") and len(chunk) > 1
+        if sentence_period and ("@" not in chunk or EMAIL_FORMAT.is_complete(chunk[:-1].upper())):
+            chunk = chunk[:-1]  # not a spoken "dot"
         if not chunk:
             continue
         chunk_pieces = _chunk_pieces(chunk)

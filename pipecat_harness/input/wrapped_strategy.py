@@ -1,16 +1,7 @@
-"""``WrappedStopStrategy``: a user-turn stop strategy that runs another one inside it.
+"""``WrappedStopStrategy``: a user-turn stop strategy that runs another one as if the controller held it.
 
-Pipecat's ``UserTurnController`` sets up, feeds and listens to each stop
-strategy in its list. A wrapper stands in that list for the strategy it wraps:
-it forwards the wrapped strategy's frames and events, its setup and cleanup,
-and the flags Pipecat reads or flips on it (``resolves_proposed_turn_stop_frames``,
-``wait_for_transcript`` in realtime mode), so the wrapped strategy behaves as
-if the controller held it directly. A subclass decides what to do with the
-wrapped strategy's turn-end events.
-
-A wrapped strategy that raises must not cost the call its turn: the failure is
-logged and recorded once, and from then on a fallback timer ends each turn a
-fixed time after the caller went quiet.
+A subclass decides what to do with the wrapped strategy's turn-end events. A wrapped strategy that raises is
+logged and recorded once; from then on a fallback timer ends each turn a fixed time after the caller went quiet.
 """
 
 from __future__ import annotations
@@ -29,17 +20,10 @@ __all__ = ["WrappedStopStrategy"]
 
 
 class WrappedStopStrategy(BaseUserTurnStopStrategy):
-    """Runs ``inner`` as if the controller held it, and hands its turn-end events to the subclass.
+    """Runs ``inner`` (a stop strategy, else ``TypeError``) unchanged and hands its turn-end events to the subclass.
 
-    Args:
-        inner: The wrapped stop strategy (used unchanged).
-        on_failure: Called with ``(action, evidence)`` the first time ``inner`` raises.
-        fallback_stop_secs: Once ``inner`` has raised, a turn ends this long
-            after the caller went quiet.
-        **kwargs: Passed to ``BaseUserTurnStopStrategy``.
-
-    Raises:
-        TypeError: ``inner`` is not a stop strategy.
+    ``on_failure`` gets ``(action, evidence)`` the first time ``inner`` raises; from then on a turn ends
+    ``fallback_stop_secs`` after the caller went quiet.
     """
 
     def __init__(
@@ -96,22 +80,17 @@ class WrappedStopStrategy(BaseUserTurnStopStrategy):
         await self._inner.cleanup()
 
     async def process_inner(self, frame: Frame, *, speaking: bool) -> ProcessFrameResult | None:
-        """Let the wrapped strategy see ``frame``; once it has failed, the fallback timer ends turns.
-
-        Args:
-            frame: The frame the controller gave this strategy.
-            speaking: Whether the caller is speaking right now (the fallback arms only in silence).
-        """
-        quiet_signal = isinstance(frame, VADUserStoppedSpeakingFrame) or (
+        """Let the wrapped strategy see ``frame``; once it has failed, a fallback timer armed in silence ends turns."""
+        quiet = isinstance(frame, VADUserStoppedSpeakingFrame) or (
             isinstance(frame, TranscriptionFrame) and not speaking
         )
-        if self._inner_failed and quiet_signal:
+        if self._inner_failed and quiet:
             self._arm_fallback()
         try:
             return await self._inner.process_frame(frame)
         except Exception as exc:  # a broken strategy must not lose the turn
             self._fail(exc, f"process_frame({type(frame).__name__})")
-            if quiet_signal:
+            if quiet:
                 self._arm_fallback()
             return ProcessFrameResult.CONTINUE
 
@@ -121,8 +100,6 @@ class WrappedStopStrategy(BaseUserTurnStopStrategy):
             await getattr(self._inner, method)()
         except Exception as exc:
             self._fail(exc, method)
-
-    # --- what a subclass decides ------------------------------------------------------------------------
 
     async def on_inner_inference_triggered(self) -> None:
         """The wrapped strategy asked for inference (not speculatively); forwarded as is by default."""
@@ -149,17 +126,13 @@ class WrappedStopStrategy(BaseUserTurnStopStrategy):
 
     async def _cancel_timers(self) -> None:
         """Cancel this wrapper's timers (a subclass adds its own)."""
-        if self._fallback_timer is not None:
-            await self._cancel(self._fallback_timer)
-        self._fallback_timer = None
+        await self.cancel_fallback()
 
     async def cancel_fallback(self) -> None:
         """Stop a pending fallback timer (the turn end it stood in for has come)."""
         if self._fallback_timer is not None:
             await self._cancel(self._fallback_timer)
             self._fallback_timer = None
-
-    # --- events of the wrapped strategy ---------------------------------------------------------------
 
     async def _inner_push_frame(
         self, _: BaseUserTurnStopStrategy, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM
@@ -184,14 +157,11 @@ class WrappedStopStrategy(BaseUserTurnStopStrategy):
     async def _inner_turn_stopped(self, _: BaseUserTurnStopStrategy, params: UserTurnStoppedParams) -> None:
         await self.on_inner_turn_stopped(params)
 
-    # --- failure handling -----------------------------------------------------------------------------
-
     def _fail(self, exc: Exception, where: str) -> None:
         logger.exception(f"{self}: wrapped {type(self._inner).__name__}.{where} raised: {exc}")
         if not self._inner_failed and self._on_failure is not None:
             try:
-                self._on_failure("error", {"strategy": type(self._inner).__name__, "where": where,
-                                           "error": repr(exc)})
+                self._on_failure("error", {"strategy": type(self._inner).__name__, "where": where, "error": repr(exc)})
             except Exception as sink_exc:  # recording must never break the turn
                 logger.warning(f"{self}: recording a failure failed: {sink_exc}")
         self._inner_failed = True

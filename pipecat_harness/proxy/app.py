@@ -1,26 +1,9 @@
-"""The proxy's FastAPI application: Vapi chat completions, the Vapi webhook and the Retell socket.
+"""The proxy's FastAPI application: Vapi chat completions, the Vapi and Retell webhooks, the Retell socket.
 
-Routes:
-
-* ``POST /chat/completions`` and ``POST /<anything>/chat/completions``: an
-  OpenAI chat-completions body as Vapi sends it; answered as SSE
-  ``chat.completion.chunk`` events ending with ``data: [DONE]`` (or one JSON
-  ``chat.completion`` when ``stream`` is false).
-* ``POST /webhook/vapi``: Vapi server messages; ``conversation-update``
-  updates the checklist state (the second channel; it meets the first only
-  in the state store), ``end-of-call-report`` drops it.
-* ``POST /webhook/retell``: signed Retell call events; ``call_ended`` releases the call's state.
-* ``WS /llm-websocket/{secret}/{call_id}`` (and, without secrets, ``WS /{call_id}`` and
-  ``WS /llm-websocket/{call_id}``): the Retell custom-LLM protocol.
-* ``GET /health``.
-
-With a :class:`~pipecat_harness.proxy.auth.ProxyAuth` every route but
-``/health`` answers 401 (the socket is refused before it opens) unless the
-request carries a valid credential; nothing is read into state before that,
-and a webhook without a well-formed, fresh credential is refused before its
-body is read (a signature is then checked against the body, read up to the
-limit). A client that leaves mid-upload costs no log line.
-Bounds come from :class:`~pipecat_harness.proxy.limits.ProxyLimits`.
+Chat completions answer as SSE (or one JSON answer); the Retell socket is ``/llm-websocket/{secret}/{call_id}``
+(without secrets also ``/{call_id}``). With a :class:`~pipecat_harness.proxy.auth.ProxyAuth`, every route but
+``/health`` answers 401 without a valid credential (a socket before it opens, a webhook before its body is
+read), before anything reaches the state.
 """
 
 from __future__ import annotations
@@ -35,8 +18,7 @@ from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
-from pipecat_harness.proxy.auth import ProxyAuth
-from pipecat_harness.proxy.guard import deny_socket, unauthorized
+from pipecat_harness.proxy.auth import UNAUTHORIZED_MESSAGE, ProxyAuth
 from pipecat_harness.proxy.limits import ProxyLimits, check_call_id, decode_json, off_loop_if_large
 from pipecat_harness.proxy.requests import (
     ChatTurnRequest,
@@ -56,14 +38,26 @@ __all__ = ["DEFAULT_MAX_BODY_BYTES", "EventStreamResponse", "ProxyApp", "create_
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 
+_SOCKET_REASONS = {400: "invalid call id", 401: UNAUTHORIZED_MESSAGE}
+
+
+def _unauthorized() -> JSONResponse:
+    """The 401 answer; the same whichever credential was missing or wrong."""
+    body = {"error": {"message": UNAUTHORIZED_MESSAGE, "type": "invalid_request_error", "code": "unauthorized"}}
+    return JSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def _deny_socket(websocket: WebSocket, status: int) -> None:
+    """Refuse a WebSocket handshake with an HTTP ``status`` (a 1008 close where the server cannot send one)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        body = {"error": {"message": _SOCKET_REASONS.get(status, "refused"), "code": str(status)}}
+        await websocket.send_denial_response(JSONResponse(body, status_code=status))
+        return
+    await websocket.close(code=1008)
+
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """Read the request body, refusing more than ``limit`` bytes.
-
-    Raises:
-        RequestError: 413 when the declared or actual size exceeds the limit; 400 when the client went away
-            before the body was complete (nothing is logged: the answer has no one to go to).
-    """
+    """Read the request body: a 413 beyond ``limit`` bytes, a 400 when the client left before its end."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise RequestError(413, f"request body of {declared} bytes exceeds the {limit}-byte limit", "body_too_large")
@@ -81,11 +75,8 @@ async def read_body(request: Request, limit: int) -> bytes:
 class EventStreamResponse(StreamingResponse):
     """A streamed response whose client-disconnect watch is one plain task.
 
-    Starlette's ``StreamingResponse`` runs the stream and a disconnect
-    listener in an anyio task group per response (uvicorn speaks ASGI 2.3),
-    which on the voice path is measurable at hundreds of streams. Here a
-    single task waits for ``http.disconnect`` and cancels the stream, which
-    closes the upstream request with it.
+    Starlette's anyio task group per response is measurable at hundreds of streams; here one task waits for
+    ``http.disconnect`` and cancels the stream (closing the upstream request with it).
     """
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -114,11 +105,7 @@ class EventStreamResponse(StreamingResponse):
             await self.background()
 
     async def _stream_from_first_chunk(self, send: Any) -> None:
-        """Like ``stream_response``, with the status line held until the first chunk is ready.
-
-        The request's task then runs on from the handler to the model request
-        without a socket write in between.
-        """
+        """Like ``stream_response``, the status line held until the first chunk (no socket write before it)."""
         chunks = aiter(self.body_iterator)
         first: bytes | memoryview | str = b""
         with contextlib.suppress(StopAsyncIteration):
@@ -132,7 +119,7 @@ class EventStreamResponse(StreamingResponse):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _send_body(self, send: Any, chunk: bytes | memoryview | str) -> bool:
-        """Send one chunk; one ending with ``data: [DONE]`` (nothing follows it) ends the body in the same write."""
+        """Send one chunk; one ending with ``data: [DONE]`` ends the body in the same write."""
         if not isinstance(chunk, bytes | memoryview):
             chunk = chunk.encode(self.charset)
         last = chunk[-len(DONE_EVENT) :] == DONE_EVENT
@@ -141,11 +128,10 @@ class EventStreamResponse(StreamingResponse):
 
 
 class _ChatEventStream(EventStreamResponse):
-    """One turn's SSE answer, its events written as the service's chunks come (no generator of events between).
+    """One turn's SSE answer, written as the service's chunks come.
 
-    The role event goes out with the first chunk, in one write: nothing is
-    written to the platform before the model request has been sent. The
-    finish event goes out with ``data: [DONE]``, in the last write.
+    The role event goes out with the first chunk (nothing is written before the model request is sent), the
+    finish event with ``data: [DONE]`` in the last write.
     """
 
     def __init__(self, service: ProxyService, request: UpstreamRequest, call_id: str) -> None:
@@ -204,37 +190,29 @@ def _error(exc: RequestError) -> JSONResponse:
 
 
 async def _collect(service: ProxyService, request: UpstreamRequest, call_id: str) -> dict[str, Any]:
+    """The whole answer as one ``chat.completion`` (the service releases each tool call whole, in order)."""
     writer = ChunkWriter(request.model)
     text: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
+    calls: list[dict[str, Any]] = []
     finish = "stop"
     async for chunk in service.stream(request, call_id=call_id):
         text.append(chunk.text)
         for delta in chunk.tool_calls:
-            call = calls.setdefault(
-                delta.index, {"id": delta.id, "type": "function", "function": {"name": "", "arguments": ""}}
-            )
-            if delta.id:
-                call["id"] = delta.id
-            if delta.name:
-                call["function"]["name"] = delta.name
-            call["function"]["arguments"] += delta.arguments
+            function = {"name": delta.name, "arguments": delta.arguments}
+            calls.append({"id": delta.id, "type": "function", "function": function})
         if chunk.finish_reason is not None:
             finish = chunk.finish_reason
-    return writer.completion("".join(text), [calls[i] for i in sorted(calls)], finish)
+    return writer.completion("".join(text), calls, finish)
 
 
 ChatHandler = Callable[[Request], Awaitable[Response]]
 
 
 class ProxyApp(FastAPI):
-    """The FastAPI application, with chat completions served ahead of its middleware and router.
+    """The FastAPI application, with chat completions (the voice path) served ahead of its middleware and router.
 
-    A chat-completions request is the voice path: on it, FastAPI's stack of
-    middleware, its router and the wrappers each layer puts around ``send``
-    (for every streamed chunk) are measurable at hundreds of streams and do
-    nothing the handler does not do itself (it answers its own errors). Every
-    other route goes through FastAPI as usual.
+    Their layers around ``send`` cost per streamed chunk and do nothing the handler, which answers its own
+    errors, does not do itself.
     """
 
     chat_handler: ChatHandler | None = None
@@ -242,12 +220,8 @@ class ProxyApp(FastAPI):
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Serve ``POST .../chat/completions`` directly, anything else through FastAPI."""
         handler = self.chat_handler
-        if (
-            handler is not None
-            and scope["type"] == "http"
-            and scope["method"] == "POST"
-            and scope["path"].endswith("/chat/completions")
-        ):
+        is_chat = scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith("/chat/completions")
+        if handler is not None and is_chat:
             scope["app"] = self
             response = await handler(Request(scope, receive))
             await response(scope, receive, send)
@@ -285,7 +259,7 @@ def create_app(
 
     async def chat_completions(request: Request) -> Response:
         if not auth.chat_allowed(request.headers):
-            return unauthorized()
+            return _unauthorized()
         try:
             turn = await off_loop_if_large(_chat_turn, await read_body(request, limits.max_body_bytes), limits)
         except RequestError as exc:
@@ -299,16 +273,19 @@ def create_app(
     app.add_api_route("/chat/completions", chat_completions, methods=["POST"])
     app.add_api_route("/{prefix:path}/chat/completions", chat_completions, methods=["POST"])
 
-    async def signed_body(request: Request, may_pass: Callable[[Mapping[str, str]], bool],
-                          allowed: Callable[[Mapping[str, str], bytes], bool]) -> bytes | Response:
+    async def signed_body(
+        request: Request,
+        may_pass: Callable[[Mapping[str, str]], bool],
+        allowed: Callable[[Mapping[str, str], bytes], bool],
+    ) -> bytes | Response:
         """A webhook's body, or the response refusing it (not signed as configured, unreadable or too large)."""
         if not may_pass(request.headers):
-            return unauthorized()  # before a byte of the body is read
+            return _unauthorized()  # before a byte of the body is read
         try:
             raw = await read_body(request, limits.max_body_bytes)
         except RequestError as exc:
             return _error(exc)
-        return raw if allowed(request.headers, raw) else unauthorized()
+        return raw if allowed(request.headers, raw) else _unauthorized()
 
     @app.post("/webhook/vapi")
     async def vapi_webhook(request: Request) -> Response:
@@ -343,12 +320,12 @@ def create_app(
 
     async def retell(websocket: WebSocket, call_id: str, secret: str | None = None) -> None:
         if not auth.retell_socket_allowed(secret, websocket.headers):
-            await deny_socket(websocket, 401)
+            await _deny_socket(websocket, 401)
             return
         try:
             check_call_id(call_id, limits)
         except RequestError:
-            await deny_socket(websocket, 400)
+            await _deny_socket(websocket, 400)
             return
         await RetellSession(websocket, call_id, service, greeting=retell_greeting, limits=limits).run()
 

@@ -1,25 +1,10 @@
 """Who may call the proxy: the shared secrets Vapi and Retell send, checked in constant time.
 
-What each platform can send (and what is accepted here):
-
-* **Vapi custom LLM** (``POST /chat/completions``): the custom-LLM credential's
-  API key arrives as ``Authorization: Bearer <key>``; a secret added to the
-  model's custom ``headers`` arrives as ``X-Vapi-Secret``. Either is accepted.
-* **Vapi server URL** (``POST /webhook/vapi``): the legacy server secret as
-  ``X-Vapi-Secret``, a Bearer-token credential as ``Authorization: Bearer``,
-  or an HMAC credential: ``x-signature`` = hex HMAC-SHA256 of
-  ``"{x-timestamp}.{raw body}"`` (Vapi's defaults), within the tolerance window.
-* **Retell custom-LLM socket**: Retell's handshake carries no signature and
-  Retell appends ``/{call_id}`` to the URL the operator configures, so the
-  secret travels as a path segment: ``wss://host/llm-websocket/<secret>/{call_id}``.
-  A bearer header is accepted too (for clients that can set one).
-* **Retell webhooks** (``POST /webhook/retell``): ``x-retell-signature:
-  v=<unix ms>,d=<hex HMAC-SHA256(api key, raw body + ms)>``, within the window.
-
-Every list holds the secrets valid now; during a rotation it holds the old
-and the new one. Every configured secret is compared (no early exit), each
-through a SHA-256 digest so the comparison does not depend on lengths, and a
-failure never says which part was wrong.
+Vapi: ``Authorization: Bearer`` or ``X-Vapi-Secret``, and on its webhook also ``x-signature`` (hex HMAC-SHA256 of
+``"{x-timestamp}.{body}"``). Retell's socket handshake carries no signature, so its secret is a path segment
+(``/llm-websocket/<secret>/{call_id}``) or a bearer header; its webhooks carry ``x-retell-signature: v=<ms>,d=<hex
+HMAC-SHA256(api key, body + ms)>``. Signatures must be fresh. Every configured secret is compared (through a
+SHA-256 digest, so timing depends on neither match nor length), and a failure never says which part was wrong.
 """
 
 from __future__ import annotations
@@ -46,7 +31,7 @@ def _digest(value: str | bytes) -> bytes:
 
 def matches_any(given: str | None, secrets: Sequence[str]) -> bool:
     """Whether ``given`` equals one of ``secrets``, comparing every one in constant time."""
-    if given is None or not secrets:
+    if given is None:
         return False
     probe = _digest(given)
     found = False
@@ -74,15 +59,17 @@ def _bearer(headers: Mapping[str, str]) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+def _plain_credential(headers: Mapping[str, str], keys: Sequence[str]) -> bool:
+    return matches_any(headers.get("x-vapi-secret"), keys) | matches_any(_bearer(headers), keys)
+
+
 @dataclass(frozen=True)
 class ProxyAuth:
     """The proxy's credentials.
 
     Parameters:
-        secrets: Accepted on the chat-completions route and the Retell socket
-            (Vapi custom-LLM credential key / ``X-Vapi-Secret``; Retell URL secret).
-        webhook_secrets: Accepted on ``/webhook/vapi`` (server-URL secret,
-            bearer credential or HMAC credential key); empty means ``secrets``.
+        secrets: Accepted on the chat-completions route and the Retell socket.
+        webhook_secrets: Accepted on ``/webhook/vapi`` (plain, bearer or HMAC key); empty means ``secrets``.
         retell_api_keys: Retell API keys that sign Retell webhooks.
         tolerance_secs: Largest clock difference accepted on a signed request.
         clock: Wall-clock source (injectable for tests).
@@ -106,37 +93,24 @@ class ProxyAuth:
         """Whether any credential is configured (no credential: every request is let in)."""
         return bool(self.secrets or self.webhook_secrets or self.retell_api_keys)
 
-    def _webhook_keys(self) -> tuple[str, ...]:
-        return self.webhook_secrets or self.secrets
-
     def chat_allowed(self, headers: Mapping[str, str]) -> bool:
         """``POST /chat/completions``: bearer key or ``X-Vapi-Secret``."""
-        if not self.enabled:
-            return True
-        bearer = matches_any(_bearer(headers), self.secrets)
-        header = matches_any(headers.get("x-vapi-secret"), self.secrets)
-        return bearer | header
+        return not self.enabled or _plain_credential(headers, self.secrets)
 
     def vapi_webhook_allowed(self, headers: Mapping[str, str], body: bytes) -> bool:
         """``POST /webhook/vapi``: ``X-Vapi-Secret``, bearer, or a fresh HMAC signature over the exact body."""
         if not self.enabled:
             return True
-        keys = self._webhook_keys()
-        plain = matches_any(headers.get("x-vapi-secret"), keys) | matches_any(_bearer(headers), keys)
-        return plain | self._vapi_hmac_ok(headers, body, keys)
+        keys = self.webhook_secrets or self.secrets
+        return _plain_credential(headers, keys) | self._vapi_hmac_ok(headers, body, keys)
 
     def vapi_webhook_may_pass(self, headers: Mapping[str, str]) -> bool:
-        """Before the body is read: a valid plain credential, or a well-formed, fresh HMAC signature header.
-
-        Anything else is refused without reading the body; a signature is checked against it once it is read.
-        """
+        """Before the body is read: a valid plain credential, or a well-formed, fresh HMAC signature header."""
         if not self.enabled:
             return True
-        keys = self._webhook_keys()
-        plain = matches_any(headers.get("x-vapi-secret"), keys) | matches_any(_bearer(headers), keys)
         signature = headers.get("x-signature", "").removeprefix("sha256=")
         signed = _HEX_DIGEST.match(signature) is not None and self._fresh(headers.get("x-timestamp"))
-        return plain | signed
+        return _plain_credential(headers, self.webhook_secrets or self.secrets) | signed
 
     def retell_webhook_may_pass(self, headers: Mapping[str, str]) -> bool:
         """Before the body is read: a well-formed, fresh ``x-retell-signature`` (checked against the body later)."""
@@ -157,11 +131,8 @@ class ProxyAuth:
         stamp = headers.get("x-timestamp")
         if not signature or not stamp or not self._fresh(stamp):
             return False
-        given = signature.removeprefix("sha256=")
-        found = False
-        for key in keys:
-            found |= hmac.compare_digest(_digest(given.lower()), _digest(vapi_hmac_signature(key, stamp, body)))
-        return found
+        given = signature.removeprefix("sha256=").lower()
+        return matches_any(given, [vapi_hmac_signature(key, stamp, body) for key in keys])
 
     def retell_socket_allowed(self, path_secret: str | None, headers: Mapping[str, str]) -> bool:
         """The Retell socket: the URL's secret segment or a bearer header."""
@@ -174,13 +145,7 @@ class ProxyAuth:
         if not self.enabled:
             return True
         match = _RETELL_SIGNATURE.match(headers.get("x-retell-signature", ""))
-        if match is None or not self.retell_api_keys:
+        if match is None or not self._fresh(match.group(1), milliseconds=True):
             return False
         stamp = int(match.group(1))
-        if not self._fresh(match.group(1), milliseconds=True):
-            return False
-        given = _digest(match.group(0).lower())
-        found = False
-        for key in self.retell_api_keys:
-            found |= hmac.compare_digest(given, _digest(retell_signature(key, body, stamp).lower()))
-        return found
+        return matches_any(match.group(0).lower(), [retell_signature(key, body, stamp) for key in self.retell_api_keys])

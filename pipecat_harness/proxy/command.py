@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import ipaddress
 import json
@@ -12,8 +13,7 @@ from typing import Any
 from loguru import logger
 
 from pipecat_harness.bundled import bundled_path
-from pipecat_harness.checklist.control import build_analyzer, load_configured_checklist
-from pipecat_harness.checklist.driver import ChecklistDriver
+from pipecat_harness.checklist.control import build_driver
 from pipecat_harness.cli import port_number
 from pipecat_harness.config import HarnessConfig, ProxySettings
 from pipecat_harness.errors import InputError, UsageError, require_extra
@@ -24,8 +24,6 @@ from pipecat_harness.proxy.log_redaction import install_loguru_redaction, uvicor
 from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.service import ProxyService
 from pipecat_harness.proxy.upstream import Upstream
-from pipecat_harness.state.coordination import CallLock
-from pipecat_harness.state.factory import create_store
 
 __all__ = [
     "ARGS_ENV",
@@ -50,10 +48,9 @@ def build_upstream(
     api_key_env: str = "OPENAI_API_KEY",
     settings: ProxySettings | None = None,
 ) -> Upstream:
-    """The upstream named on the command line (``settings``: the system-prompt form sent upstream).
+    """The upstream named on the command line (``ValueError`` for an unknown kind, or ``openai`` without URL).
 
-    Raises:
-        ValueError: Unknown kind, or ``openai`` without a URL.
+    ``settings`` gives the system-prompt form sent upstream.
     """
     if kind == "scripted":
         from pipecat_harness.proxy.scripted import ScriptedUpstream
@@ -117,14 +114,7 @@ def build_auth(settings: ProxySettings) -> ProxyAuth:
 
 def build_limits(settings: ProxySettings) -> ProxyLimits:
     """The bounds of the config's ``proxy`` block."""
-    return ProxyLimits(
-        max_body_bytes=settings.max_body_bytes,
-        max_messages=settings.max_messages,
-        max_total_chars=settings.max_total_chars,
-        max_call_id_chars=settings.max_call_id_chars,
-        max_json_depth=settings.max_json_depth,
-        max_json_containers=settings.max_json_containers,
-    )
+    return ProxyLimits(**{limit.name: getattr(settings, limit.name) for limit in dataclasses.fields(ProxyLimits)})
 
 
 def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: bool = True) -> ProxyService:
@@ -132,22 +122,7 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
     settings = config.checklist
     driver = None
     if with_checklist:
-        store = create_store(
-            settings.store,
-            redis_url=settings.redis_url,
-            prefix=settings.key_prefix,
-            memory_max_keys=settings.memory_max_keys,
-        )
-        driver = ChecklistDriver(
-            load_configured_checklist(settings),
-            store,
-            analyzer=build_analyzer(settings),
-            debounce_secs=settings.debounce_secs,
-            lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
-            on_decision=_log_decision,
-            decisions_wanted=_decisions_logged,
-            state_ttl_secs=settings.state_ttl_secs,
-        )
+        driver = build_driver(settings, on_decision=_log_decision, decisions_wanted=_decisions_logged)
     policy = ModelPolicy.from_settings(config.proxy)
     return ProxyService(upstream, driver, marker=settings.directive_marker, policy=policy)
 
@@ -155,15 +130,8 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
 def _config(args: argparse.Namespace) -> HarnessConfig:
     """The config file with the command line's overrides (settles ``args.upstream_model`` too)."""
     config = HarnessConfig.from_yaml(args.config) if args.config else HarnessConfig()
-    overrides: dict[str, Any] = {}
-    if args.checklist:
-        overrides["checklist"] = args.checklist
-    if args.checklist_path:
-        overrides["checklist_path"] = args.checklist_path
-    if args.store:
-        overrides["store"] = args.store
-    if args.redis_url:
-        overrides["redis_url"] = args.redis_url
+    overrides = {name: getattr(args, name) for name in ("checklist", "checklist_path", "store", "redis_url")}
+    overrides = {name: value for name, value in overrides.items() if value}
     if overrides:
         config = config.model_copy(update={"checklist": config.checklist.model_copy(update=overrides)})
     proxy = config.proxy
@@ -174,15 +142,13 @@ def _config(args: argparse.Namespace) -> HarnessConfig:
     return config.model_copy(update={"proxy": proxy})
 
 
-# Tracked allocations between two youngest-generation collections (CPython's default is 700). Each
-# collection walks every young object still alive, so at the default a burst of turns paid for one every
-# few requests, each walking the streams in flight; a turn's temporaries die long before 50 000.
+# Allocations between two young-generation collections (CPython's 700 made a burst of turns walk the
+# streams in flight every few requests; a turn's temporaries die long before 50 000).
 _YOUNG_COLLECTION_ALLOCATIONS = 50_000
 
 
 def _freeze_startup_heap() -> None:
-    # What the imports and the application built lives as long as the process: out of the collector's
-    # reach, a full collection scans only the requests' objects (about 100 000 objects, ~90 ms, before).
+    # The startup heap lives as long as the process: frozen, a full collection scans only the requests' objects.
     gc.collect()
     gc.freeze()
     gc.set_threshold(_YOUNG_COLLECTION_ALLOCATIONS, 10, 10)
@@ -224,6 +190,11 @@ def app_from_environment() -> Any:
     return _app(args, config)
 
 
+def _refuse(reason: str) -> int:
+    print(f"pipecat-harness proxy: {reason}")
+    return 2
+
+
 def _run(args: argparse.Namespace) -> int:
     require_extra("pipecat-harness proxy", "uvicorn", "proxy")
     import uvicorn
@@ -235,25 +206,21 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"--checklist: {exc}") from exc
     config = _config(args)
     if not is_loopback(args.host) and not build_auth(config.proxy).secrets:
-        print(
-            f"pipecat-harness proxy: refusing to serve on {args.host} without a secret; set proxy.secrets in the "
-            "config or PIPECAT_HARNESS_PROXY__SECRETS='[\"<secret>\"]' (or bind 127.0.0.1)"
+        return _refuse(
+            f"refusing to serve on {args.host} without a secret; set proxy.secrets in the config or "
+            "PIPECAT_HARNESS_PROXY__SECRETS='[\"<secret>\"]' (or bind 127.0.0.1)"
         )
-        return 2
     if args.workers < 1:
-        print(f"pipecat-harness proxy: --workers must be at least 1, not {args.workers}")
-        return 2
+        return _refuse(f"--workers must be at least 1, not {args.workers}")
     if args.workers > 1 and not args.no_checklist and config.checklist.store != "redis":
-        print(
-            "pipecat-harness proxy: --workers above 1 needs --store redis: each call's checklist state must be "
-            "shared by the workers that serve its turns"
+        return _refuse(
+            "--workers above 1 needs --store redis: each call's checklist state must be shared by the "
+            "workers that serve its turns"
         )
-        return 2
     try:
         app = _app(args, config)
     except ValueError as exc:
-        print(f"pipecat-harness proxy: {exc}")
-        return 2
+        return _refuse(str(exc))
     _configure_logging(args.log_level, config)
     # Access lines cost a log record per request on the serving path; --access-log turns them on.
     options: dict[str, Any] = {

@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from pipecat_harness.checklist.prompt import content_text
 from pipecat_harness.proxy.upstream import ToolCallDelta, Upstream, UpstreamChunk, UpstreamError, UpstreamRequest
 
 __all__ = ["GeminiUpstream", "to_gemini_contents"]
@@ -14,11 +15,7 @@ _FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
 
 
 def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return "" if content is None else json.dumps(content)
+    return content_text(content) if content is None or isinstance(content, str | list) else json.dumps(content)
 
 
 def to_gemini_contents(messages: list[dict[str, Any]]) -> list[Any]:
@@ -56,11 +53,7 @@ def to_gemini_contents(messages: list[dict[str, Any]]) -> list[Any]:
 
 
 class GeminiUpstream(Upstream):
-    """Streams from Gemini.
-
-    The system prompt goes in ``system_instruction`` as two parts (the stable
-    base first, so Gemini's implicit prefix cache can reuse it, then the
-    directive).
+    """Streams from Gemini; the system prompt is two ``system_instruction`` parts, the stable (cacheable) base first.
 
     Args:
         client: A ``google.genai.Client`` (or an object with the same ``aio.models`` API).

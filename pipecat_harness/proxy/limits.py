@@ -1,9 +1,7 @@
 """How much one request to the proxy may carry, and the checks that enforce it.
 
-A platform sends the whole conversation with every turn, so a normal call
-grows by a few hundred characters per turn; anything far beyond that is an
-attack or a bug, and it must be refused before it costs the event loop
-anything. Every refusal names the setting that was exceeded.
+A call grows by a few hundred characters a turn; far more is an attack or a bug, refused before it costs the
+event loop anything, naming the setting exceeded.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pipecat_harness.proxy.requests import RequestError
+from pipecat_harness.proxy.requests import RequestError, parse_json_body
 
 __all__ = [
     "CALL_ID_PATTERN",
@@ -49,8 +47,7 @@ class ProxyLimits:
         max_total_chars: Most characters of message content in one request (413 beyond).
         max_call_id_chars: Longest call id (400 beyond).
         max_json_depth: Deepest nesting of arrays and objects (400 beyond).
-        max_json_containers: Most arrays and objects in one body (413 beyond; braces inside
-            strings count too, so it is set well above what ``max_messages`` needs).
+        max_json_containers: Most arrays and objects in one body (413 beyond; braces inside strings count too).
     """
 
     max_body_bytes: int = 1_000_000
@@ -61,48 +58,24 @@ class ProxyLimits:
     max_json_containers: int = 20_000
 
     def check_shape(self, raw: bytes) -> int:
-        """Refuse, before parsing, a body that cannot be within the limits (byte counts run at C speed).
+        """Refuse, before parsing, a body that cannot be within the limits (413 naming the setting).
 
-        Every message carries a ``"role"`` key, and every array or object
-        starts with ``[`` or ``{``; counting them bounds the work a parse
-        would do, so a 10,000-turn body costs a millisecond, not a parse.
-
-        Returns:
-            The count of ``[`` and ``{`` bytes: at least as many as the body has arrays and objects,
-            so at least as deep as they nest.
-
-        Raises:
-            RequestError: 413 naming ``max_messages`` or ``max_json_containers``.
+        Counting ``"role"``, ``[`` and ``{`` runs at C speed; the returned count of ``[`` and ``{`` is at least the
+        body's arrays and objects, so at least their depth.
         """
         roles = raw.count(b'"role"')
         if roles > self.max_messages:
-            raise RequestError(
-                413,
-                f"request has {roles} messages or more; the limit is {self.max_messages} (proxy.max_messages)",
-                "too_many_messages",
-            )
+            raise self._beyond(f"request has {roles} messages or more", "max_messages", "too_many_messages")
         containers = raw.count(b"{") + raw.count(b"[")
         if containers > self.max_json_containers:
-            raise RequestError(
-                413,
-                f"request has up to {containers} JSON arrays and objects; the limit is {self.max_json_containers} "
-                "(proxy.max_json_containers)",
-                "too_many_containers",
-            )
+            subject = f"request has up to {containers} JSON arrays and objects"
+            raise self._beyond(subject, "max_json_containers", "too_many_containers")
         return containers
 
     def check_messages(self, messages: Sequence[Mapping[str, Any]], where: str = "messages") -> None:
-        """Refuse too many messages or too much text.
-
-        Raises:
-            RequestError: 413 naming ``max_messages`` or ``max_total_chars``.
-        """
+        """Refuse too many messages or too much text (413 naming ``max_messages`` or ``max_total_chars``)."""
         if len(messages) > self.max_messages:
-            raise RequestError(
-                413,
-                f"{where} has {len(messages)} messages; the limit is {self.max_messages} (proxy.max_messages)",
-                "too_many_messages",
-            )
+            raise self._beyond(f"{where} has {len(messages)} messages", "max_messages", "too_many_messages")
         total = 0
         for message in messages:
             total += _chars(message.get("content"))
@@ -112,6 +85,9 @@ class ProxyLimits:
                     f"{where} carries more than {self.max_total_chars} characters of content (proxy.max_total_chars)",
                     "too_much_text",
                 )
+
+    def _beyond(self, subject: str, setting: str, code: str, status: int = 413) -> RequestError:
+        return RequestError(status, f"{subject}; the limit is {getattr(self, setting)} (proxy.{setting})", code)
 
 
 def _chars(content: Any) -> int:
@@ -123,17 +99,9 @@ def _chars(content: Any) -> int:
 
 
 def check_call_id(call_id: str, limits: ProxyLimits) -> str:
-    """Return ``call_id`` if it has the expected format and length.
-
-    Raises:
-        RequestError: 400 naming the problem.
-    """
+    """Return ``call_id`` if it has the expected format and length (else a 400 naming the problem)."""
     if len(call_id) > limits.max_call_id_chars:
-        raise RequestError(
-            400,
-            f"call id is {len(call_id)} characters; the limit is {limits.max_call_id_chars} (proxy.max_call_id_chars)",
-            "invalid_call_id",
-        )
+        raise limits._beyond(f"call id is {len(call_id)} characters", "max_call_id_chars", "invalid_call_id", 400)
     if not CALL_ID_PATTERN.fullmatch(call_id):
         raise RequestError(
             400,
@@ -143,19 +111,17 @@ def check_call_id(call_id: str, limits: ProxyLimits) -> str:
     return call_id
 
 
-def check_depth(value: Any, limit: int) -> None:
-    """Refuse arrays and objects nested deeper than ``limit`` (iteratively: no recursion to exhaust).
+def _too_deep(limit: int) -> RequestError:
+    return RequestError(400, f"request JSON is nested deeper than {limit} levels (proxy.max_json_depth)", "too_deep")
 
-    Raises:
-        RequestError: 400 naming ``max_json_depth``.
-    """
+
+def check_depth(value: Any, limit: int) -> None:
+    """Refuse arrays and objects nested deeper than ``limit`` (a 400; iteratively, no recursion to exhaust)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > limit:
-            raise RequestError(
-                400, f"request JSON is nested deeper than {limit} levels (proxy.max_json_depth)", "too_deep"
-            )
+            raise _too_deep(limit)
         if isinstance(node, dict):
             stack.extend((child, depth + 1) for child in node.values() if isinstance(child, dict | list))
         elif isinstance(node, list):
@@ -163,27 +129,15 @@ def check_depth(value: Any, limit: int) -> None:
 
 
 def decode_json(raw: bytes | str, limits: ProxyLimits) -> Any:
-    """Decode a JSON body or frame within the depth limit, refusing lone surrogates.
-
-    Raises:
-        RequestError: 400 for empty, malformed, too deep, or invalid-Unicode input.
-    """
-    if not raw.strip():
-        raise RequestError(400, "request body is empty; expected a JSON object", "empty_body")
-    containers = limits.check_shape(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
+    """Decode a JSON body or frame within the limits (a 400 when empty, malformed, too deep or not Unicode)."""
+    encoded = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    containers = limits.check_shape(encoded)
     try:
-        value = json.loads(raw)
+        value = parse_json_body(raw)
     except RecursionError as exc:
-        raise RequestError(
-            400,
-            f"request JSON is nested deeper than {limits.max_json_depth} levels (proxy.max_json_depth)",
-            "too_deep",
-        ) from exc
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(400, f"request body is not valid JSON: {exc}", "malformed_json") from exc
+        raise _too_deep(limits.max_json_depth) from exc
     if containers > limits.max_json_depth:  # fewer arrays and objects than the limit cannot nest deeper than it
         check_depth(value, limits.max_json_depth)
-    encoded = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     if _SURROGATE_ESCAPE.search(encoded):
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
@@ -199,10 +153,8 @@ def decode_json(raw: bytes | str, limits: ProxyLimits) -> Any:
 async def off_loop_if_large(parse: Callable[[bytes, ProxyLimits], T], raw: bytes, limits: ProxyLimits) -> T:
     """``parse(raw, limits)``, in a worker thread when ``raw`` is large.
 
-    A normal turn is a few kilobytes and is parsed in place (a thread hop
-    would cost more than the parse); a body near the limit takes tens of
-    milliseconds of pure Python, which must not stall the other calls on
-    this worker's event loop.
+    A few-kilobyte turn is parsed in place (a thread hop costs more); one near the limit takes tens of
+    milliseconds, which must not stall the other calls on the event loop.
     """
     if len(raw) <= OFF_LOOP_BYTES:
         return parse(raw, limits)

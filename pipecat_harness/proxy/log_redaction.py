@@ -1,13 +1,7 @@
 """Credentials never reach a log line: uvicorn's records and loguru's messages are redacted before they are written.
 
-uvicorn logs the path of every WebSocket handshake at INFO (accepted or
-refused), and of every HTTP request when the access log is on. The Retell
-socket carries its secret as a path segment, so a handshake's path is logged
-with every segment but ``llm-websocket`` and the last (the call id) replaced,
-whatever route it matched (a wrong guess too: a near miss of the secret is
-nearly the secret). In every record of every level, and in a traceback's
-text, the values of credential-looking query parameters (``?token=``,
-``?key=``...) and every configured secret are replaced wherever they appear.
+A socket handshake's path keeps only ``llm-websocket`` and the call id (the Retell secret is a path segment, and
+a near miss is nearly the secret); credential-looking query values and every configured secret are replaced.
 """
 
 from __future__ import annotations
@@ -19,7 +13,12 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
-    "REDACTED", "RefusedHandshakeNoise", "SecretRedactor", "install_loguru_redaction", "redact", "redact_socket_path",
+    "REDACTED",
+    "RefusedHandshakeNoise",
+    "SecretRedactor",
+    "install_loguru_redaction",
+    "redact",
+    "redact_socket_path",
     "uvicorn_log_config",
 ]
 
@@ -106,12 +105,9 @@ class SecretRedactor(logging.Filter):
 class RefusedHandshakeNoise(logging.Filter):
     """Drops the two extra lines uvicorn writes for each WebSocket refused with an HTTP status.
 
-    A refused socket is already one line (``"WebSocket /llm-websocket/<redacted>/…" 401``). uvicorn's
-    websockets-sansio implementation then repeats it through the websockets library (``connection rejected``)
-    and, because it never marks a denial response as the end of the handshake, reports a false
-    ``ASGI callable returned without completing handshake.`` at ERROR (Kludex/uvicorn pull request 3138).
-    Every socket route of the proxy either accepts or sends a denial response, so for this app the ERROR is
-    always that false one; without the filter each unauthenticated guess costs three lines, one at ERROR.
+    The refusal is already one line. uvicorn repeats it (``connection rejected``) and, never taking a denial
+    response as the end of the handshake, reports a false ``ASGI callable returned without completing
+    handshake.`` at ERROR (Kludex/uvicorn pull request 3138); every socket route here accepts or denies.
     """
 
     _DROPPED = frozenset({"ASGI callable returned without completing handshake.", "connection rejected (%d %s)"})
@@ -126,8 +122,10 @@ def uvicorn_log_config(secrets: Iterable[str] = ()) -> dict[str, Any]:
     from uvicorn.config import LOGGING_CONFIG
 
     config = copy.deepcopy(LOGGING_CONFIG)
-    config["filters"] = {"redact": {"()": f"{__name__}.SecretRedactor", "secrets": list(secrets)},
-                         "refused": {"()": f"{__name__}.RefusedHandshakeNoise"}}
+    config["filters"] = {
+        "redact": {"()": f"{__name__}.SecretRedactor", "secrets": list(secrets)},
+        "refused": {"()": f"{__name__}.RefusedHandshakeNoise"},
+    }
     for handler in config["handlers"].values():
         handler["filters"] = ["refused", "redact"]
     return config

@@ -1,22 +1,8 @@
 """Upstream: any OpenAI-compatible chat-completions endpoint, streamed over aiohttp.
 
-The SSE stream is parsed directly (one pass of the C JSON scanner per event) rather than
-through a typed SDK: on the voice path every millisecond before the first
-token counts, and at a hundred concurrent streams per-chunk model building
-dominated the proxy's own cost. The client is aiohttp (Pipecat's own HTTP
-client) rather than httpx: profiled at a hundred concurrent streams, httpx's
-per-chunk layers (decoders, line splitting, the anyio stream) were the
-largest single share of the proxy's CPU, and aiohttp's reader splits lines
-in C. The request body is serialised once, straight from the history the
-platform sent.
-
-The body keeps to what every common OpenAI-compatible server accepts: the
-system prompt as one string (content blocks only when the base block is
-marked cacheable or the operator asks for blocks) and an assistant tool-call
-message with ``""`` for its content (``null`` and a missing ``content`` are
-refused by some servers). Once the finish chunk is through, the rest of the
-response (usually ``data: [DONE]``) is read in the background, so the
-connection goes back to the pool instead of being closed.
+The SSE stream is parsed directly (no SDK) and read with aiohttp, whose reader splits lines in C: at a hundred
+streams, model building and httpx's per-chunk layers dominated the proxy's CPU. The body keeps to what every
+common server accepts; what follows the finish chunk is read in the background, so the connection is reused.
 """
 
 from __future__ import annotations
@@ -34,8 +20,7 @@ from pipecat_harness.proxy.watchdog import Watchdog
 
 __all__ = ["DRAIN_SECS", "IDLE_CONNECTION_SECS", "MAX_LINE_BYTES", "OpenAICompatibleUpstream", "render_openai_messages"]
 
-#: How long an idle upstream connection is kept: well before the 5 s keep-alive most servers use, so a
-#: request never goes out on a connection the upstream is closing at that moment.
+#: How long an idle upstream connection is kept: under the 5 s keep-alive most servers close it after.
 IDLE_CONNECTION_SECS = 2.0
 
 #: Longest SSE line accepted (a tool call's whole arguments can come in one event).
@@ -44,18 +29,12 @@ MAX_LINE_BYTES = 2 << 20
 #: Longest background read of what follows the finish chunk before the connection is closed instead.
 DRAIN_SECS = 5.0
 
-# The C scanner behind ``json.loads``, called directly: what ``loads`` adds around it (type checks, a
-# decoder method, a whitespace match) costs twice the scan of a token's event.
-# (``scan_once`` is set by ``JSONDecoder.__init__``; the stubs do not declare it.)
+# The C scanner behind ``json.loads``, called directly: what ``loads`` adds costs twice a token event's scan.
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _json_value(text: str) -> Any:
-    """The JSON value ``text`` holds (it has no surrounding whitespace).
-
-    Raises:
-        ValueError: ``text`` is not one JSON value.
-    """
+    """The JSON value ``text`` holds, with no surrounding whitespace (else ``ValueError``)."""
     try:
         value, end = _scan(text, 0)
     except StopIteration:
@@ -88,11 +67,8 @@ def render_openai_messages(
 ) -> list[dict[str, Any]]:
     """The request as OpenAI messages, the system prompt first.
 
-    By default the system prompt is one string (the base, then the
-    directive). With ``mark_cacheable`` it is a list of two text blocks, the
-    base carrying ``cache_control`` (for gateways that cache prompt
-    prefixes); ``system_blocks`` sends the blocks without the mark. An
-    assistant tool-call message without content gets ``""``.
+    The system prompt is one string, or text blocks, the base marked ``cache_control`` with ``mark_cacheable``
+    (``system_blocks``: unmarked). An assistant tool-call message without content gets ``""``.
     """
     system = _system_message(request, mark_cacheable=mark_cacheable, system_blocks=system_blocks)
     return system + [_common_subset(message) for message in request.messages]
@@ -102,23 +78,13 @@ def _tool_calls(delta: Mapping[str, Any]) -> tuple[ToolCallDelta, ...]:
     calls = []
     for call in delta.get("tool_calls") or []:
         function = call.get("function") or {}
-        calls.append(
-            ToolCallDelta(
-                index=int(call.get("index", 0)),
-                id=call.get("id"),
-                name=function.get("name"),
-                arguments=function.get("arguments") or "",
-            )
-        )
+        arguments = function.get("arguments") or ""
+        calls.append(ToolCallDelta(int(call.get("index", 0)), call.get("id"), function.get("name"), arguments))
     return tuple(calls)
 
 
 def _chunks(data: bytes | str) -> list[UpstreamChunk]:
-    """The chunks of one SSE ``data:`` payload.
-
-    Raises:
-        UpstreamError: The payload is not a chunk object, or reports an error.
-    """
+    """The chunks of one SSE ``data:`` payload (``UpstreamError`` for a non-chunk or an error event)."""
     try:
         event = _json_value(data if isinstance(data, str) else data.decode())
     except ValueError as exc:
@@ -139,11 +105,9 @@ def _chunks(data: bytes | str) -> list[UpstreamChunk]:
 
 
 def _stop_read_timer(response: aiohttp.ClientResponse) -> None:
-    """End aiohttp's ``sock_read`` timer of a response whose headers are in (it bounded the wait for them).
+    """End aiohttp's ``sock_read`` timer once the headers are in: it re-arms per network segment (a token).
 
-    Left on, it reschedules a timer for every network segment of the body, a
-    token each; the body's reads are bounded by one :class:`Watchdog` instead.
-    The connection's next request sets its own ``sock_read`` again.
+    One :class:`Watchdog` bounds the body's reads instead; the connection's next request sets its own again.
     """
     connection = response.connection
     if connection is not None and connection.protocol is not None:
@@ -270,8 +234,7 @@ class OpenAICompatibleUpstream(Upstream):
                 if response.status >= 400:
                     detail = (await response.read()).decode("utf-8", errors="replace")[:500]
                     raise UpstreamError(f"OpenAI-compatible upstream answered HTTP {response.status}: {detail}")
-                # One read per network segment, split into lines here: an event is one line and a blank
-                # one, and reading them a line at a time costs two awaits and two buffer scans per token.
+                # One read per network segment, split here: reading by line costs two awaits per token.
                 _stop_read_timer(response)
                 content = response.content
                 watchdog = Watchdog(self.read_timeout_secs)

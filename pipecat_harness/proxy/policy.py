@@ -1,14 +1,7 @@
 """``ModelPolicy``: what the operator decides about every upstream request.
 
-The proxy pays for the model and answers for what it says, so the model
-name, the output limit, the temperature, the tools offered and the base
-prompt come from the operator's configuration. What a platform posts is
-conversation data: its ``model``, ``max_tokens``, ``temperature``, ``tools``
-and (unless the operator says otherwise) its system messages never reach
-the upstream. Nor do content parts other than text (``image_url``,
-``file_url``, ``video_url``, ``input_audio``...): a multimodal upstream would
-fetch the URL from inside the operator's network, or bill for the media;
-Vapi and Retell send only text. The operator opts in per part type.
+The operator pays for the model and answers for it: what a platform posts is conversation data, its system
+messages and non-text content parts (a URL an upstream would fetch, media it would bill) pass only opted in.
 """
 
 from __future__ import annotations
@@ -34,9 +27,7 @@ class ModelPolicy:
         tools: OpenAI function tools offered to the model.
         tool_choice: OpenAI ``tool_choice`` sent with the tools.
         base_prompt: Operator prompt placed first in the stable system block.
-        trust_platform_prompt: Keep the platform's system messages in the base
-            block (for deployments that manage the prompt on Vapi or Retell and
-            have authenticated the platform).
+        trust_platform_prompt: Keep an authenticated platform's system messages in the base block.
         content_parts: Content-part types besides ``text`` sent upstream (default none).
     """
 
@@ -56,11 +47,7 @@ class ModelPolicy:
         object.__setattr__(self, "content_parts", frozenset(self.content_parts))
 
     def content(self, content: Any) -> tuple[Any, list[str]]:
-        """``content`` as sent upstream, and the types of the parts left out.
-
-        A list keeps its text parts and the opted-in types; a list left with
-        text only becomes one string (the form every server accepts).
-        """
+        """``content`` as sent upstream, and the types of the parts left out (a text-only list becomes one string)."""
         if not isinstance(content, list):
             return content, []
         kept: list[Any] = []

@@ -1,16 +1,8 @@
 """``QuietWindow``: work that can wait starts once turns stop arriving and their model requests are out.
 
-When a hundred turns arrive in the same instant, each one's model request
-waits for the CPU work of every turn ahead of it on the event loop. Saving a
-turn's checklist state is needed only before that turn's answer ends, so it
-should not run between two other turns' arrival and their model requests.
-A quiet window holds such work until every turn held in it has its model
-request out and has had it out for ``quiet_secs`` without a new turn
-arriving (or, under a steady stream of turns, until the oldest held work has
-waited ``max_wait_secs``), then lets all of it start together. Arrivals alone are
-not enough: under a burst the model requests go out some milliseconds after
-the last turn has been decided (new upstream connections take several turns
-of the loop), and the held work would run in between.
+Under a burst each model request waits for the CPU work ahead of it on the loop; a turn's state save is only
+needed before its answer ends, so it waits until every held turn's request is out (new connections take a
+few loop turns after the last decision).
 """
 
 from __future__ import annotations
@@ -24,8 +16,7 @@ class QuietWindow:
     """Gate for deferrable work on one event loop.
 
     Args:
-        quiet_secs: How long every held turn's model request must have been out, with no new
-            turn arriving, before held work starts.
+        quiet_secs: How long every held model request must be out, with no new arrival, before held work starts.
         max_wait_secs: Longest any work is held, however busy the loop stays.
 
     Raises:
@@ -43,11 +34,7 @@ class QuietWindow:
         self._timer: asyncio.TimerHandle | None = None
 
     def hold(self) -> asyncio.Event:
-        """Note an arrival; the returned event is set when the work held with it may start.
-
-        Pass the event to :meth:`sent` once the turn's model request is out
-        (until then the window stays shut, for at most ``max_wait_secs``).
-        """
+        """Note an arrival; the event is set when the work held with it may start (pass it to :meth:`sent`)."""
         if self._open is None:
             loop = asyncio.get_running_loop()
             self._open = asyncio.Event()
@@ -62,7 +49,6 @@ class QuietWindow:
         if window is self._open and self._unsent:
             self._unsent -= 1
             if not self._unsent:
-                # Quiet from now on unless another turn arrives (it holds the window until its own request is out).
                 loop = asyncio.get_running_loop()
                 if self._timer is not None:
                     self._timer.cancel()

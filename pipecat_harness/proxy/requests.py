@@ -1,11 +1,4 @@
-"""Parsing and validating what voice platforms send to the proxy.
-
-Vapi posts an OpenAI chat-completions body (``messages``, ``model``,
-``temperature``, ``max_tokens``, ``stream``, ``tools``, plus the ``call``
-object and ``metadata``); its server webhook posts ``{"message": {...}}``
-events such as ``conversation-update``. Anything unusable raises
-:class:`RequestError` with the HTTP status and a message naming the field.
-"""
+"""Parsing and validating what Vapi and Retell send; anything unusable raises :class:`RequestError`."""
 
 from __future__ import annotations
 
@@ -85,12 +78,8 @@ class RetellEvent:
     call_id: str
 
 
-def parse_json_body(raw: bytes) -> Any:
-    """Decode a JSON request body.
-
-    Raises:
-        RequestError: 400 when the body is empty or not valid JSON.
-    """
+def parse_json_body(raw: bytes | str) -> Any:
+    """Decode a JSON request body (a 400 when it is empty or not valid JSON)."""
     if not raw.strip():
         raise RequestError(400, "request body is empty; expected a JSON object", "empty_body")
     try:
@@ -149,8 +138,8 @@ def _request_error(error: ValidationError, body: Mapping[str, Any]) -> RequestEr
     loc = first["loc"]
     if loc[0] == "messages" and len(loc) >= 3 and loc[2] == "role":
         role = body["messages"][loc[1]].get("role")
-        return RequestError(400, f"messages[{loc[1]}].role {role!r} is not one of {sorted(ALLOWED_ROLES)}",
-                            "unknown_role")
+        message = f"messages[{loc[1]}].role {role!r} is not one of {sorted(ALLOWED_ROLES)}"
+        return RequestError(400, message, "unknown_role")
     if loc[0] == "messages" and len(loc) == 2:
         return RequestError(400, f"messages[{loc[1]}] must be an object", "invalid_messages")
     if loc[0] == "messages" and len(loc) >= 3:
@@ -162,11 +151,7 @@ def _request_error(error: ValidationError, body: Mapping[str, Any]) -> RequestEr
 
 
 def parse_chat_request(body: Any) -> ChatTurnRequest:
-    """Validate a chat-completions body as Vapi sends it (its fields through a pydantic ``TypedDict``).
-
-    Raises:
-        RequestError: 400 naming the missing or invalid field.
-    """
+    """Validate a chat-completions body as Vapi sends it (a 400 naming the missing or invalid field)."""
     if not isinstance(body, Mapping):
         raise RequestError(400, "request body must be a JSON object", "invalid_body")
     try:
@@ -181,7 +166,7 @@ def parse_chat_request(body: Any) -> ChatTurnRequest:
             "'destructured'), or metadata.call_id",
             "missing_call_id",
         )
-    # The body was parsed for this request alone: its message objects are used as they are, not copied.
+    # The body was parsed for this request alone: its message objects are used, not copied.
     temperature, metadata = body.get("temperature"), body.get("metadata")
     return ChatTurnRequest(
         call_id=call_id,
@@ -205,11 +190,7 @@ def ended_call_id(body: Any) -> str | None:
 
 
 def parse_conversation_update(body: Any) -> ConversationUpdate | None:
-    """Parse a Vapi server-webhook body; ``None`` for events other than ``conversation-update``.
-
-    Raises:
-        RequestError: 400 when the body or the update is malformed.
-    """
+    """Parse a Vapi server-webhook body: ``None`` for other events, a 400 when malformed."""
     if not isinstance(body, Mapping) or not isinstance(body.get("message"), Mapping):
         raise RequestError(400, "webhook body must be an object with a 'message' object", "invalid_body")
     message = body["message"]
@@ -235,11 +216,7 @@ def parse_conversation_update(body: Any) -> ConversationUpdate | None:
 
 
 def parse_retell_event(body: Any) -> RetellEvent:
-    """Parse a Retell webhook body ``{"event": ..., "call": {"call_id": ...}}``.
-
-    Raises:
-        RequestError: 400 when the event or the call id is missing.
-    """
+    """Parse a Retell webhook body ``{"event": ..., "call": {"call_id": ...}}`` (a 400 when incomplete)."""
     if not isinstance(body, Mapping) or not isinstance(body.get("event"), str):
         raise RequestError(400, "Retell webhook body must be an object with an 'event' string", "invalid_body")
     call_id = _call_id(body)

@@ -1,21 +1,9 @@
 """The Retell custom-LLM WebSocket protocol, served per call.
 
-Retell sends ``response_required`` / ``reminder_required`` with an
-incrementing ``response_id`` and the full transcript; only the newest
-``response_id`` counts, so an answer in progress is abandoned (and checked
-before every send) as soon as a newer request arrives. ``update_only``
-updates the checklist state without a reply; ``ping_pong`` is echoed.
-
-A frame the protocol does not allow (binary, not JSON, nested too deep,
-too large, a transcript beyond the limits, a ``response_id`` outside
-0..:data:`MAX_RESPONSE_ID`) is logged and skipped: the call goes on, and the
-next valid frame carries the whole transcript again.
-
-Retell counts ``response_id`` up by one per request, so a late frame is a
-little below the newest. One far below it (more than
-:data:`RESPONSE_ID_WINDOW`) is a new count, not a late frame, and is answered;
-one far above it is not a count Retell makes and is skipped. No single frame,
-however large its id, can silence the socket.
+Only the newest ``response_id`` is answered (an answer in progress is abandoned once a newer request arrives);
+``update_only`` updates the state, ``ping_pong`` is echoed. A frame the protocol does not allow is logged and
+skipped; one far below the newest (beyond :data:`RESPONSE_ID_WINDOW`) starts a new count, so none can silence
+the socket.
 """
 
 from __future__ import annotations
@@ -42,6 +30,11 @@ RESPONSE_ID_WINDOW = 64
 
 
 _ROLES = {"agent": "assistant", "user": "user"}
+
+
+def _response(response_id: int, content: str, complete: bool, **extra: Any) -> dict[str, Any]:
+    event = {"response_type": "response", "response_id": response_id, "content": content}
+    return {**event, "content_complete": complete, **extra}
 
 
 def transcript_to_messages(transcript: Any) -> list[dict[str, Any]]:
@@ -82,7 +75,7 @@ class RetellSession:
         self.limits = limits or ProxyLimits()
         self.latest_response_id = -1
         self._responder: asyncio.Task[None] | None = None
-        self._observer: asyncio.Task[None] | None = None
+        self._observer: asyncio.Task[Any] | None = None
         self._send_lock = asyncio.Lock()
 
     async def _send(self, payload: dict[str, Any]) -> None:
@@ -93,9 +86,7 @@ class RetellSession:
         """Serve the socket until Retell closes it."""
         await self.websocket.accept()
         await self._send({"response_type": "config", "config": {"auto_reconnect": True, "call_details": False}})
-        await self._send(
-            {"response_type": "response", "response_id": 0, "content": self.greeting, "content_complete": True}
-        )
+        await self._send(_response(0, self.greeting, True))
         try:
             while True:
                 message = await self.websocket.receive()
@@ -117,20 +108,23 @@ class RetellSession:
         """The frame's event object, or ``None`` (logged) for a frame the protocol does not allow."""
         text = message.get("text")
         if not isinstance(text, str):
-            logger.warning(f"retell call {self.call_id}: ignoring a binary frame (the protocol sends text)")
+            self._ignore("a binary frame (the protocol sends text)")
             return None
         if len(text) > self.limits.max_body_bytes:
-            logger.warning(f"retell call {self.call_id}: ignoring a {len(text)}-character frame (proxy.max_body_bytes)")
+            self._ignore(f"a {len(text)}-character frame (proxy.max_body_bytes)")
             return None
         try:
             event = decode_json(text, self.limits)
         except RequestError as exc:
-            logger.warning(f"retell call {self.call_id}: ignoring a frame: {exc.message[:200]}")
+            self._ignore(f"a frame: {exc.message[:200]}")
             return None
-        if not isinstance(event, Mapping):
-            logger.warning(f"retell call {self.call_id}: ignoring a frame that is not a JSON object")
-            return None
-        return event
+        if isinstance(event, Mapping):
+            return event
+        self._ignore("a frame that is not a JSON object")
+        return None
+
+    def _ignore(self, what: str) -> None:
+        logger.warning(f"retell call {self.call_id}: ignoring {what}")
 
     def _transcript(self, event: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         """The event's transcript as messages, or ``None`` (logged) when it exceeds the limits."""
@@ -138,7 +132,7 @@ class RetellSession:
         try:
             self.limits.check_messages(messages, "transcript")
         except RequestError as exc:
-            logger.warning(f"retell call {self.call_id}: ignoring an event: {exc.message}")
+            self._ignore(f"an event: {exc.message}")
             return None
         return messages
 
@@ -156,7 +150,7 @@ class RetellSession:
                 messages.pop()  # the caller may still be speaking: analyse completed turns only
             if self._observer is not None:
                 self._observer.cancel()
-            self._observer = asyncio.create_task(self._observe(messages))
+            self._observer = asyncio.create_task(self.service.observe(self.call_id, messages))
         elif kind in ("response_required", "reminder_required"):
             response_id = event.get("response_id")
             if not self._current(response_id):
@@ -174,44 +168,22 @@ class RetellSession:
     def _current(self, response_id: object) -> TypeGuard[int]:
         """Whether a request's ``response_id`` is the newest (a late or impossible one is skipped)."""
         if type(response_id) is not int or not 0 <= response_id <= MAX_RESPONSE_ID:
-            logger.warning(f"retell call {self.call_id}: ignoring a response_id outside 0..{MAX_RESPONSE_ID}")
+            self._ignore(f"a response_id outside 0..{MAX_RESPONSE_ID}")
             return False
         gap = response_id - self.latest_response_id
         if self.latest_response_id > 0 and gap > RESPONSE_ID_WINDOW:
-            logger.warning(f"retell call {self.call_id}: ignoring response_id {response_id}, "
-                           f"{gap} past the newest ({self.latest_response_id})")
+            self._ignore(f"response_id {response_id}, {gap} past the newest ({self.latest_response_id})")
             return False
         return not -RESPONSE_ID_WINDOW <= gap < 0  # a little below: late; far below: a new count
-
-    async def _observe(self, messages: list[dict[str, Any]]) -> None:
-        await self.service.observe(self.call_id, messages)
-
-    def _stale(self, response_id: int) -> bool:
-        return response_id != self.latest_response_id
 
     async def _respond(self, response_id: int, messages: list[dict[str, Any]]) -> None:
         prepared = await self.service.prepare(self.call_id, messages)
         async for chunk in self.service.stream(prepared.request, call_id=self.call_id):
-            if self._stale(response_id):
+            if response_id != self.latest_response_id:
                 return
             if chunk.text:
-                await self._send(
-                    {
-                        "response_type": "response",
-                        "response_id": response_id,
-                        "content": chunk.text,
-                        "content_complete": False,
-                    }
-                )
-        if self._stale(response_id):
+                await self._send(_response(response_id, chunk.text, False))
+        if response_id != self.latest_response_id:
             return
         end_call = bool(prepared.directive is not None and prepared.directive.end_call)
-        await self._send(
-            {
-                "response_type": "response",
-                "response_id": response_id,
-                "content": "",
-                "content_complete": True,
-                "end_call": end_call,
-            }
-        )
+        await self._send(_response(response_id, "", True, end_call=end_call))

@@ -1,8 +1,6 @@
 """An offline upstream for tests, the demo and benchmarks.
 
-Each model call takes the next scripted reply; with no script left it
-follows the checklist directive and speaks its suggested wording, which is
-enough to walk a whole checklist with no model and no network.
+Each model call takes the next scripted reply; with none left it speaks the directive's suggested wording.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ class ScriptedReply:
         text: What the model says (streamed word by word).
         tool_calls: ``{"name": ..., "arguments": {...}}`` calls, streamed after the text.
         fail_after_chunks: Raise :class:`UpstreamError` after this many chunks.
-        stall_secs: Sleep this long after ``fail_after_chunks`` chunks instead of failing
-            (to exercise timeouts).
+        stall_secs: Sleep this long after ``fail_after_chunks`` chunks instead of failing (to exercise timeouts).
     """
 
     text: str = ""
@@ -82,10 +79,8 @@ class ScriptedUpstream(Upstream):
         if len(self.requests) > self.keep_requests:
             del self.requests[0]
         reply = self._next_reply(request)
-        chunks: list[UpstreamChunk] = []
         words = reply.text.split(" ") if reply.text else []
-        for index, word in enumerate(words):
-            chunks.append(UpstreamChunk(text=word if index == 0 else f" {word}"))
+        chunks = [UpstreamChunk(text=word if index == 0 else f" {word}") for index, word in enumerate(words)]
         for index, call in enumerate(reply.tool_calls):
             arguments = json.dumps(call.get("arguments", {}))
             half = len(arguments) // 2

@@ -1,17 +1,15 @@
 """``ProxyService``: build the prompt from the checklist state and stream the upstream answer.
 
-Shared by the chat-completions endpoint and the Retell socket. A failing
-checklist store never stops the answer (the model gets the base prompt
-only), and a failing or stalled upstream, or a stream that ends without a
-finish reason (cut, or a 200 with an empty body), ends in a short fallback
-sentence with a proper finish, logged and recorded, never in silence.
+A failing checklist store never stops the answer; a failing or stalled upstream, or a stream without a finish
+reason, ends in a short fallback sentence with a proper finish, logged and recorded, never in silence.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +17,7 @@ from loguru import logger
 
 from pipecat_harness.checklist.directive import DEFAULT_MARKER, Directive
 from pipecat_harness.checklist.driver import ChecklistDriver, DecidedTurn
-from pipecat_harness.checklist.prompt import strip_directive_text, strip_directives, user_turns
+from pipecat_harness.checklist.prompt import content_text, strip_directive_text, strip_directives, user_turns
 from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.quiet_window import QuietWindow
 from pipecat_harness.proxy.tool_stream import CompletedToolCalls, DroppedCall
@@ -61,18 +59,9 @@ class PreparedTurn:
 def snapshot_stamp(caller_turns: int, now: float | None = None) -> float:
     """The debounce stamp of a transcript snapshot: more caller turns is newer, then the later arrival.
 
-    Snapshots of one call reach the proxy on several channels (chat turns, webhooks, the socket) and
-    not always in order; one with fewer turns never supersedes one with more.
+    Snapshots reach the proxy on several channels, not always in order; fewer turns never supersede more.
     """
     return caller_turns * 2.0**32 + (time.time() if now is None else now)
-
-
-def _system_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
 
 
 class ProxyService:
@@ -85,10 +74,8 @@ class ProxyService:
         fallback_text: Said when the upstream fails or times out.
         first_token_timeout_secs: Longest wait for the upstream's first chunk.
         chunk_timeout_secs: Longest wait between later chunks.
-        policy: The operator's model, limits, tools and base prompt (the
-            platform's request only contributes the conversation).
-        max_tool_argument_bytes: Largest streamed arguments payload per tool call; calls are
-            forwarded whole, only after the upstream's completed-call event.
+        policy: The operator's model, limits, tools and base prompt (the platform only sends the conversation).
+        max_tool_argument_bytes: Largest streamed arguments payload per tool call (forwarded whole, on completion).
         quiet: When held state saves may start (default: after 5 ms without a new turn, at most 50 ms).
     """
 
@@ -128,13 +115,9 @@ class ProxyService:
     async def directive_for(self, call_id: str, turns: Sequence[str], *, issue: bool = True) -> Directive | None:
         """Sync the checklist state with ``turns`` and return the directive (``None`` without a driver).
 
-        The directive is decided in this task, so with the in-process store
-        nothing waits between the request's arrival and the model request.
-        Saving the state, passing on the decisions and releasing the call's
-        lock wait until no other turn has arrived for a few milliseconds
-        (:class:`QuietWindow`): after this turn's model request and after
-        those of the turns arriving with it; one task does it for all the
-        turns of a window. :meth:`stream` waits for it before its last chunk.
+        The directive is decided in this task; saving the state, passing on the decisions and releasing the lock
+        wait for the :class:`QuietWindow` (one task per window), and :meth:`stream` waits for them before its
+        last chunk.
         """
         directive, window = await self._decide(call_id, turns, issue)
         if window is not None:
@@ -169,17 +152,6 @@ class ProxyService:
         held[1].append((call_id, turn))
         self._pending_saves.setdefault(call_id, set()).add(held[0])
         return window
-
-    def _sent_once(self, window: asyncio.Event) -> Callable[[], None]:
-        reported = False
-
-        def sent() -> None:
-            nonlocal reported
-            if not reported:
-                reported = True
-                self._quiet.sent(window)
-
-        return sent
 
     async def _finish_window(self, window: asyncio.Event, turns: list[tuple[str, DecidedTurn]]) -> None:
         """Once ``window`` opens, finish the turns held in it, all at once."""
@@ -229,7 +201,7 @@ class ProxyService:
                 if not self.policy.trust_platform_prompt:
                     ignored += 1
                     continue
-                text = strip_directive_text(_system_text(message.get("content")), self.marker).strip()
+                text = strip_directive_text(content_text(message.get("content"), "\n"), self.marker).strip()
                 if text:
                     platform_prompt.append(text)
             else:
@@ -247,13 +219,10 @@ class ProxyService:
             self._record("forgotten", {"call_id": call_id})
 
     async def prepare(self, call_id: str, messages: Sequence[dict[str, Any]]) -> PreparedTurn:
-        """Build the upstream request for one turn.
+        """Build the upstream request for one turn: old directives stripped, model, limits and tools from the policy.
 
-        Old directives are stripped from the incoming messages. The stable
-        base block is the operator's prompt and the checklist's base prompt
-        (plus the platform's system text only when the policy trusts it);
-        the fresh directive forms the second block. Model, limits and tools
-        come from the policy.
+        The stable base block is the operator's and the checklist's base prompt (plus the platform's system text
+        when the policy trusts it); the fresh directive is the second block.
         """
         if len(messages) > _OFF_LOOP_MESSAGES:
             split = await asyncio.to_thread(self._split, messages)
@@ -265,9 +234,11 @@ class ProxyService:
         if self.driver is not None and self.driver.wants_decisions():
             # Recorded once this task waits, as the state save is: after the model request has gone out.
             loop = asyncio.get_running_loop()
-            for action, field_name, value in (("stripped_directives", "messages", split.removed),
-                                              ("ignored_platform_prompt", "messages", split.ignored),
-                                              ("dropped_content_parts", "types", split.dropped_parts)):
+            for action, field_name, value in (
+                ("stripped_directives", "messages", split.removed),
+                ("ignored_platform_prompt", "messages", split.ignored),
+                ("dropped_content_parts", "types", split.dropped_parts),
+            ):
                 if value:
                     loop.call_soon(self._record, action, {"call_id": call_id, field_name: value})
         policy = self.policy
@@ -275,12 +246,9 @@ class ProxyService:
         if self.driver is not None:
             base_parts.append(self.driver.checklist.base_prompt)
         base_parts.extend(text for text in split.platform_prompt if text not in base_parts)
-        system = SystemPrompt(
-            base="\n\n".join(p for p in base_parts if p),
-            directive=directive.render(self.marker) if directive is not None else "",
-        )
+        rendered = directive.render(self.marker) if directive is not None else ""
         request = UpstreamRequest(
-            system=system,
+            system=SystemPrompt("\n\n".join(p for p in base_parts if p), rendered),
             messages=split.conversation,
             tools=policy.tool_list(),
             tool_choice=policy.tool_choice if policy.tools else None,
@@ -289,7 +257,7 @@ class ProxyService:
             temperature=policy.temperature,
         )
         if window is not None:
-            request.sent = self._sent_once(window)
+            request.sent = functools.cache(functools.partial(self._quiet.sent, window))  # reported once
         return PreparedTurn(request=request, directive=directive)
 
     async def stream(self, request: UpstreamRequest, *, call_id: str = "") -> AsyncIterator[UpstreamChunk]:
@@ -319,8 +287,7 @@ class ProxyService:
                     logger.warning(f"upstream {reason} for call {call_id}: {exc}")
                     self._record("upstream_fallback", {"call_id": call_id, "reason": reason, "error": str(exc)})
                     self._dropped(call_id, calls.abandon())
-                    prefix = "" if first else " "
-                    yield UpstreamChunk(text=prefix + self.fallback_text)
+                    yield UpstreamChunk(text=("" if first else " ") + self.fallback_text)
                     await self.settled(call_id)
                     yield UpstreamChunk(finish_reason="stop")
                     break
@@ -332,17 +299,12 @@ class ProxyService:
                     self._dropped(call_id, dropped)
                     if chunk.text or released:
                         yield UpstreamChunk(text=chunk.text, tool_calls=tuple(released))
-                    finish = chunk.finish_reason
-                    if finish == "tool_calls" and not released:
-                        finish = "stop"
+                    finish = "stop" if chunk.finish_reason == "tool_calls" and not released else chunk.finish_reason
                     await self.settled(call_id)
                     yield UpstreamChunk(finish_reason=finish)
                     break
-                if chunk.tool_calls:
-                    if chunk.text:
-                        yield UpstreamChunk(text=chunk.text)
-                elif chunk.text:
-                    yield chunk  # a text chunk without a finish goes on as it came
+                if chunk.text:  # a text chunk without a finish goes on as it came, without its call fragments
+                    yield UpstreamChunk(text=chunk.text) if chunk.tool_calls else chunk
         finally:
             request.sent()
             watchdog.cancel()

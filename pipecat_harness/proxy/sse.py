@@ -1,11 +1,7 @@
-"""OpenAI ``chat.completion.chunk`` Server-Sent Events, as Vapi expects them.
+"""OpenAI ``chat.completion.chunk`` Server-Sent Events as Vapi expects them, as bytes ready for the socket.
 
-Every chunk of one completion shares its id, timestamp and model, so the
-writer renders that frame once and each text event is the frame around the
-JSON string of its text: one ``json.dumps`` of a short string per token
-rather than of a whole chunk object (the string's JSON form comes straight
-from the C encoder, the frame's head and tail are rendered once). The events
-are bytes, ready for the socket.
+A completion's chunks share id, timestamp and model, so the frame is rendered once; a text event JSON-encodes
+only its text.
 """
 
 from __future__ import annotations
@@ -32,8 +28,7 @@ def _dumps(value: Any) -> str:
 
 
 def _utf8(text: str) -> bytes:
-    # A lone surrogate (a model can emit one) has no UTF-8 form; written as its JSON escape
-    # (\udXXX) the event stays valid JSON and the stream goes on. Other text encodes as it is.
+    # A lone surrogate (a model can emit one) has no UTF-8 form: written as its JSON escape, the event stays valid.
     return text.encode("utf-8", "backslashreplace")
 
 
@@ -58,15 +53,12 @@ class ChunkWriter:
         self._head = f'data: {head}{_json_string(self.model)},"choices":[{{"index":0,"delta":'
         self._text_head = self._head + '{"content":'
 
+    def _object(self, kind: str, choice: dict[str, Any]) -> dict[str, Any]:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model, "choices": [choice]}
+
     def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         """A ``chat.completion.chunk`` object."""
-        return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-        }
+        return self._object("chat.completion.chunk", {"index": 0, "delta": delta, "finish_reason": finish_reason})
 
     def _event(self, delta: str, finish_reason: str | None = None) -> bytes:
         finish = "null" if finish_reason is None else _dumps(finish_reason)
@@ -93,10 +85,4 @@ class ChunkWriter:
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         if tool_calls:
             message["tool_calls"] = tool_calls
-        return {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        }
+        return self._object("chat.completion", {"index": 0, "message": message, "finish_reason": finish_reason})

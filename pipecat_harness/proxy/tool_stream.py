@@ -1,13 +1,8 @@
 """Streamed tool-call arguments held until the upstream's completed-call event.
 
-A provider streams a call's arguments as fragments (``{"order_id":"A`` ...
-``123"}``); a client that acts on the first fragment that happens to parse
-acts on half a request. The proxy therefore buffers every call per index in
-a bounded :class:`~pipecat_harness.tools.arguments.ArgumentAccumulator` and
-releases it only when the upstream finishes the response: each call then goes
-out once, whole, with arguments that parsed as one JSON object. A call whose
-arguments are too large or malformed, and every call of a stream that broke
-off before its finish event, is never sent.
+A client acting on the first fragment that happens to parse acts on half a request, so each call is buffered
+in a bounded :class:`~pipecat_harness.tools.arguments.ArgumentAccumulator` and released once, whole, when the
+response finishes. A call too large or malformed, or of a stream that broke off, is never sent.
 """
 
 from __future__ import annotations
@@ -49,7 +44,7 @@ class CompletedToolCalls:
     max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
     max_calls: int = 16
     _calls: dict[int, _Call] = field(default_factory=dict)
-    _accumulator: ArgumentAccumulator | None = None
+    _accumulator: ArgumentAccumulator = field(init=False, repr=False)
     _refused: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -62,12 +57,9 @@ class CompletedToolCalls:
 
     def add(self, delta: ToolCallDelta) -> None:
         """Buffer one fragment (never raises: a refused call is reported at completion)."""
-        assert self._accumulator is not None
         call = self._calls.setdefault(delta.index, _Call(delta.index))
-        if delta.id:
-            call.id = delta.id
-        if delta.name:
-            call.name = delta.name
+        call.id = delta.id or call.id
+        call.name = delta.name or call.name
         if delta.index in self._refused:
             return
         try:
@@ -77,7 +69,6 @@ class CompletedToolCalls:
 
     def complete(self) -> tuple[list[ToolCallDelta], list[DroppedCall]]:
         """The upstream finished: whole calls to send, and the calls dropped with their reasons."""
-        assert self._accumulator is not None
         released: list[ToolCallDelta] = []
         dropped: list[DroppedCall] = []
         for index in sorted(self._calls):
@@ -94,16 +85,15 @@ class CompletedToolCalls:
             if not name:
                 dropped.append(DroppedCall(index, name, "the call has no tool name"))
                 continue
-            released.append(ToolCallDelta(index=len(released), id=call.id or f"call_{index}", name=name,
-                                          arguments=json.dumps(arguments, ensure_ascii=False)))
+            rendered = json.dumps(arguments, ensure_ascii=False)
+            released.append(ToolCallDelta(len(released), call.id or f"call_{index}", name, rendered))
         self._calls.clear()
         return released, dropped
 
     def abandon(self) -> list[DroppedCall]:
         """The stream broke off before its completion event: every buffered call is dropped."""
-        assert self._accumulator is not None
-        dropped = [DroppedCall(i, c.name or "", "the stream ended before the call was complete")
-                   for i, c in sorted(self._calls.items())]
+        reason = "the stream ended before the call was complete"
+        dropped = [DroppedCall(i, c.name or "", reason) for i, c in sorted(self._calls.items())]
         for index in self._calls:
             self._accumulator.discard(str(index))
         self._calls.clear()

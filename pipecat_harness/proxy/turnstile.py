@@ -1,14 +1,7 @@
 """``Turnstile``: at most one turn's decision starts per turn of the event loop.
 
-When a hundred turns arrive in the same instant, the server runs all their
-handlers in one turn of the loop. If each handler decides its checklist
-directive there and then opens its upstream connection, every model request
-waits for every decision of the burst: a connection completes, and a request
-is written, only once the loop polls its sockets again, after the last
-handler. Letting one decision start per turn of the loop puts a poll between
-two decisions, so each turn's model request goes out a few loop turns after
-its own decision rather than after the whole burst's. The work is the same;
-only its order changes. A turn that arrives alone passes straight through.
+A burst's handlers all run in one loop turn, and a request is written only when the loop next polls its
+sockets; one decision per loop turn lets each model request go out right after its own decision.
 """
 
 from __future__ import annotations

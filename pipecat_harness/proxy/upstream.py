@@ -1,10 +1,4 @@
-"""The upstream model interface the proxy calls, and the request it sends.
-
-Every upstream (Gemini, an OpenAI-compatible endpoint, the offline scripted
-one) turns an :class:`UpstreamRequest` into a stream of
-:class:`UpstreamChunk` objects in the OpenAI streaming shape: text deltas,
-tool-call fragments keyed by index, and a finish reason at the end.
-"""
+"""The upstream model interface the proxy calls (OpenAI streaming shape), and the request it sends."""
 
 from __future__ import annotations
 
@@ -49,9 +43,8 @@ class UpstreamRequest:
         max_tokens: Output limit.
         model: Model name from the operator's policy (an upstream's own model setting wins).
         temperature: Sampling temperature from the policy.
-        sent: Called by the upstream once the request is out (its response has started); the proxy
-            holds work that can wait until then. An upstream that does not call it is taken to
-            have sent the request when its first chunk arrives.
+        sent: Called by the upstream once the request is out (work that can wait is held until then; without
+            the call, the first chunk counts).
     """
 
     system: SystemPrompt
@@ -66,10 +59,7 @@ class UpstreamRequest:
 
 @dataclass(frozen=True)
 class ToolCallDelta:
-    """A fragment of one streamed tool call (OpenAI ``delta.tool_calls[i]``).
-
-    ``id`` and ``name`` arrive once; ``arguments`` fragments concatenate.
-    """
+    """A fragment of one streamed tool call (OpenAI ``delta.tool_calls[i]``); ``arguments`` fragments concatenate."""
 
     index: int
     id: str | None = None
@@ -104,11 +94,7 @@ class Upstream(abc.ABC):
 
     @abc.abstractmethod
     def stream(self, request: UpstreamRequest) -> AsyncIterator[UpstreamChunk]:
-        """Stream the answer to ``request``.
-
-        Raises:
-            UpstreamError: The model could not be reached or failed mid-stream.
-        """
+        """Stream the answer to ``request`` (``UpstreamError`` when the model is unreachable or fails)."""
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default does nothing."""

@@ -1,11 +1,7 @@
-"""``Watchdog``: a bound on each wait of a stream, with one timer per stream.
+"""``Watchdog``: a bound on each wait of a stream, with one timer per stream instead of one per token.
 
-``asyncio.timeout`` around every chunk (or aiohttp's ``sock_read``, which
-reschedules a timer on every network segment) costs a timer per token; here
-a wait only moves a deadline, and the timer, when it fires early, re-arms
-itself for the deadline. Past the deadline while a wait is on, the task is
-cancelled and :meth:`Watchdog.raise_if_expired` turns that into
-``TimeoutError``.
+A wait only moves a deadline; past it while a wait is on, the task is cancelled and
+:meth:`Watchdog.raise_if_expired` turns that into ``TimeoutError``.
 """
 
 from __future__ import annotations

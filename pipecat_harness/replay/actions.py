@@ -14,16 +14,18 @@ from typing import Any
 
 from pipecat_harness.errors import InputError
 
-__all__ = ["NextAction", "ReferenceAction", "ToolCall"]
+__all__ = ["NextAction", "ReferenceAction", "ToolCall", "first_words"]
+
+
+def first_words(text: str, words: int) -> str:
+    """The first ``words`` words of ``text``, with `` ...`` when there were more."""
+    parts = text.split()
+    return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
 
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One tool call the model made.
-
-    Parameters:
-        tool_call_id: The model's id of the call.
-    """
+    """One tool call the model made (``tool_call_id``: the model's id of the call)."""
 
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -31,22 +33,17 @@ class ToolCall:
 
     def label(self) -> str:
         """``name(value, ...)`` with the argument values, for tables."""
-        values = ", ".join(str(v) for v in self.arguments.values())
-        return f"{self.name}({values})"
+        return f"{self.name}({', '.join(str(v) for v in self.arguments.values())})"
 
     def to_message(self) -> dict[str, Any]:
         """As an OpenAI-shaped ``tool_calls`` entry of an assistant message."""
-        return {"id": self.tool_call_id, "type": "function",
-                "function": {"name": self.name, "arguments": json.dumps(self.arguments)}}
+        function = {"name": self.name, "arguments": json.dumps(self.arguments)}
+        return {"id": self.tool_call_id, "type": "function", "function": function}
 
 
 @dataclass(frozen=True)
 class NextAction:
-    """What the model did in one response: its text, then its tool calls.
-
-    Parameters:
-        tool_calls: The tool calls, in order.
-    """
+    """What the model did in one response: its text, then its tool calls (in order)."""
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
@@ -55,44 +52,32 @@ class NextAction:
         """A short description: the tool calls, or what it said."""
         if self.tool_calls:
             return " + ".join(call.label() for call in self.tool_calls)
-        words = self.text.split()
-        said = " ".join(words[:8]) + (" ..." if len(words) > 8 else "")
+        said = first_words(self.text, 8)
         return f'says "{said}"' if said else "(nothing)"
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
-        return {"text": self.text, "tool_calls": [{"name": c.name, "arguments": c.arguments}
-                                                  for c in self.tool_calls]}
-
-
-_KINDS = ("tool", "say", "no_tool")
+        return {"text": self.text, "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in self.tool_calls]}
 
 
 @dataclass(frozen=True)
 class ReferenceAction:
-    """The expected next action, as the scorer reads it (never given to the model).
-
-    Parameters:
-        alternatives: ``(kind, value)`` pairs; the action matches when any one holds.
-        source: The text it was parsed from.
-    """
+    """The expected next action: ``(kind, value)`` alternatives, any one of which matches, parsed from ``source``."""
 
     alternatives: tuple[tuple[str, str], ...]
     source: str = ""
 
     @classmethod
     def parse(cls, text: str, *, option: str = "--expect") -> ReferenceAction:
-        """Read ``tool:NAME|say:REGEX|no_tool:NAME``.
-
-        Raises:
-            InputError: A part has no known kind, or its regular expression is invalid.
-        """
+        """Read ``tool:NAME|say:REGEX|no_tool:NAME``; an ``InputError`` names a part of no known kind or a bad regex."""
         parts = []
         for raw in text.split("|"):
             kind, sep, value = raw.strip().partition(":")
-            if not sep or kind not in _KINDS or not value.strip():
-                raise InputError(f"{option} {text!r}: write each part as tool:NAME, say:REGEX or no_tool:NAME "
-                                 f"(joined with |), not {raw.strip()!r}")
+            if not sep or kind not in ("tool", "say", "no_tool") or not value.strip():
+                raise InputError(
+                    f"{option} {text!r}: write each part as tool:NAME, say:REGEX or no_tool:NAME "
+                    f"(joined with |), not {raw.strip()!r}"
+                )
             if kind == "say":
                 try:
                     re.compile(value)
@@ -105,10 +90,8 @@ class ReferenceAction:
         """Whether ``action`` is the expected one."""
         names = {call.name for call in action.tool_calls}
         for kind, value in self.alternatives:
-            if kind == "tool" and value in names:
-                return True
-            if kind == "no_tool" and value not in names:
-                return True
             if kind == "say" and re.search(value, action.text, re.IGNORECASE):
+                return True
+            if kind != "say" and (value in names) == (kind == "tool"):  # tool: called; no_tool: not called
                 return True
         return False

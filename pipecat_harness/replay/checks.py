@@ -27,26 +27,25 @@ RuleFactory = Callable[[DecisionPoint], Iterable[PolicyRule]]
 #: Writes that change an existing order (what the order-inspection rule guards).
 ORDER_WRITES = frozenset({"cancel_pending_order", "modify_order_address", "return_items", "issue_refund"})
 
+_LET_THROUGH = {"status": "not_run", "reason": "replay: the check let this call through"}
 _DIGITS = r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)"
 _SPOKEN_ORDER = re.compile(rf"\bW(?:[\s,.-]+{_DIGITS}){{7}}\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class ToolCheck:
-    """A check applied at the tool call, and the reminder that says the same in the prompt.
+    """A check at the tool call (``rules`` builds extra policy rules; none: the gate alone), and its rule in words.
 
-    Parameters:
-        name: How ``--check`` names it.
-        reminder: The rule in words (the ``reminder`` treatment's text).
-        rules: Builds the extra policy rules for a decision point (none: the gate alone).
+    ``reminder`` is the text the ``reminder`` treatment adds to the prompt.
     """
 
     name: str
     reminder: str
     rules: RuleFactory | None = None
 
-    async def feedback(self, point: DecisionPoint, action: NextAction,
-                       write_tools: Iterable[str]) -> list[tuple[ToolCall, Any]] | None:
+    async def feedback(
+        self, point: DecisionPoint, action: NextAction, write_tools: Iterable[str]
+    ) -> list[tuple[ToolCall, Any]] | None:
         """The tool results the check returns for ``action``'s calls, or ``None`` when it refuses none."""
         if not action.tool_calls:
             return None
@@ -58,11 +57,8 @@ class ToolCheck:
         refused = False
         for call in action.tool_calls:
             outcome = await gate.call(call.name, call.arguments, _not_run, tool_call_id=call.tool_call_id or None)
-            if outcome.executed:
-                results.append((call, {"status": "not_run", "reason": "replay: the check let this call through"}))
-            else:
-                refused = True
-                results.append((call, outcome.to_tool_result()))
+            refused |= not outcome.executed
+            results.append((call, dict(_LET_THROUGH) if outcome.executed else outcome.to_tool_result()))
         return results if refused else None
 
 
@@ -72,10 +68,7 @@ async def _not_run(arguments: Mapping[str, Any]) -> Any:
 
 async def _bring_up_to_date(gate: ToolGate, messages: list[dict[str, Any]]) -> None:
     """Put the context's recorded tool calls through the gate, with their recorded results."""
-    results: dict[str, Any] = {}
-    for message in messages:
-        if message.get("role") == "tool":
-            results[str(message.get("tool_call_id", ""))] = _parsed(message.get("content"))
+    results = {str(m.get("tool_call_id", "")): _parsed(m.get("content")) for m in messages if m.get("role") == "tool"}
     for message in messages:
         if message.get("role") == "user":
             gate.new_turn()
@@ -92,22 +85,16 @@ async def _bring_up_to_date(gate: ToolGate, messages: list[dict[str, Any]]) -> N
 
 
 def _parsed(content: Any) -> Any:
-    if isinstance(content, str):
-        try:
-            return json.loads(content)
-        except ValueError:
-            return content
-    return content
+    try:
+        return json.loads(content) if isinstance(content, str) else content
+    except ValueError:
+        return content
 
 
 def listed_orders(text: str) -> list[str]:
     """Order ids in a caller's words (``W two three ...`` or ``W2378156``), canonical, in order."""
-    found = []
-    for match in _SPOKEN_ORDER.finditer(written_to_spoken(text)):
-        order = normalize_order_id(spoken_to_identifier(match.group(0)))
-        if order not in found:
-            found.append(order)
-    return found
+    matches = _SPOKEN_ORDER.finditer(written_to_spoken(text))
+    return list(dict.fromkeys(normalize_order_id(spoken_to_identifier(m.group(0))) for m in matches))
 
 
 def inspect_orders_rule(point: DecisionPoint) -> list[PolicyRule]:
@@ -117,22 +104,18 @@ def inspect_orders_rule(point: DecisionPoint) -> list[PolicyRule]:
         if message.get("role") == "user" and isinstance(message.get("content"), str):
             listed += [o for o in listed_orders(message["content"]) if o not in listed]
     inspected = set()
-    for message in point.messages:
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {}
-            if function.get("name") == "get_order_details":
-                arguments = _parsed(function.get("arguments") or "{}")
-                if isinstance(arguments, dict):
-                    inspected.add(normalize_order_id(arguments.get("order_id", "")))
+    for function in [c.get("function") or {} for m in point.messages for c in m.get("tool_calls") or []]:
+        arguments = _parsed(function.get("arguments") or "{}")
+        if function.get("name") == "get_order_details" and isinstance(arguments, dict):
+            inspected.add(normalize_order_id(arguments.get("order_id", "")))
 
     def check(request: ToolRequest) -> PolicyVerdict | None:
         order = normalize_order_id(request.arguments.get("order_id", ""))
         if not order or order in inspected:
             return None
-        missing = [o for o in listed if o not in inspected] or [order]
-        return PolicyVerdict("block", "not executed: retrieve the details of " + ", ".join(missing)
-                             + " with get_order_details before changing an order, or ask the caller which order "
-                             "they mean and why")
+        missing = ", ".join([o for o in listed if o not in inspected] or [order])
+        reason = f"not executed: retrieve the details of {missing} with get_order_details before changing an order, "
+        return PolicyVerdict("block", reason + "or ask the caller which order they mean and why")
 
     return [PolicyRule("inspect_orders_first", check, tools=ORDER_WRITES, once_per_call=True)]
 
@@ -142,21 +125,19 @@ CHECKS: dict[str, ToolCheck] = {
     "tool_gate": ToolCheck(
         "tool_gate",
         "Never repeat a write that already succeeded on this call, and never retry one whose outcome is unknown; "
-        "use the earlier result."),
+        "use the earlier result.",
+    ),
     "inspect_orders": ToolCheck(
         "inspect_orders",
         "Before changing an order, retrieve the details of every order the caller named with get_order_details, "
         "or ask the caller which order they mean and why.",
-        inspect_orders_rule),
+        inspect_orders_rule,
+    ),
 }
 
 
 def load_check(spec: str, *, reminder: str | None = None) -> ToolCheck:
-    """A check by name, or ``module:function`` returning policy rules for a decision point.
-
-    Raises:
-        ReplayError: The name is unknown or the function cannot be imported.
-    """
+    """A check by name, or ``module:function`` returning policy rules for a decision point (else a ``ReplayError``)."""
     if spec in CHECKS:
         check = CHECKS[spec]
     elif ":" in spec:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,78 +41,75 @@ def add_parser(subparsers: Any) -> None:
         "returned at the tool call) and tabulate its next action. The reference action (--expect) is read by the "
         "scorer only, never given to the model.",
     )
-    parser.add_argument("trace", help="a JSONL trace, or bundled:NAME (bundled:cancel_two_orders)")
-    parser.add_argument("--list", action="store_true", help="list the trace's model requests and exit")
-    parser.add_argument("--at", type=int, help="the model request to replay (its number in --list)")
-    parser.add_argument("--treatment", default=",".join(TREATMENTS),
-                        help=f"comma-separated treatments (default: {','.join(TREATMENTS)})")
-    parser.add_argument("--samples", type=int, default=3, help="samples per treatment (default 3)")
-    parser.add_argument("--check", default="tool_gate",
-                        help=f"the check at the tool call: {', '.join(CHECKS)}, or module:function returning "
-                        "policy rules for a decision point (default: tool_gate)")
-    parser.add_argument("--reminder", help="the reminder text (default: the check's rule in words)")
-    parser.add_argument("--expect", help="the reference next action, for the scorer: tool:NAME, say:REGEX or "
-                        "no_tool:NAME, alternatives joined with |")
-    parser.add_argument("--model", default="scripted",
-                        help="scripted (default), gemini:NAME or openai:NAME (key from GOOGLE_API_KEY / "
-                        "OPENAI_API_KEY)")
-    parser.add_argument("--base-url", help="with --model openai:NAME: an OpenAI-compatible endpoint")
-    parser.add_argument("--temperature", type=float, default=1.0,
-                        help="sampling temperature of a real model (default 1.0)")
-    parser.add_argument("--seed", type=int, default=0, help="base seed; sample i uses seed + i (default 0)")
-    parser.add_argument("--scenario", help="the scenario whose scripted model to replay (default: the one the "
-                        "trace names)")
-    parser.add_argument("--json", dest="json_out", metavar="FILE", help="also write the table and every sample")
+    add = parser.add_argument
+    add("trace", help="a JSONL trace, or bundled:NAME (bundled:cancel_two_orders)")
+    add("--list", action="store_true", help="list the trace's model requests and exit")
+    add("--at", type=int, help="the model request to replay (its number in --list)")
+    treatments = ",".join(TREATMENTS)
+    add("--treatment", default=treatments, help=f"comma-separated treatments (default: {treatments})")
+    add("--samples", type=int, default=3, help="samples per treatment (default 3)")
+    add(
+        "--check",
+        default="tool_gate",
+        help=f"the check at the tool call: {', '.join(CHECKS)}, or module:function "
+        "returning policy rules for a decision point (default: tool_gate)",
+    )
+    add("--reminder", help="the reminder text (default: the check's rule in words)")
+    add(
+        "--expect",
+        help="the reference next action, for the scorer: tool:NAME, say:REGEX or no_tool:NAME, "
+        "alternatives joined with |",
+    )
+    add(
+        "--model",
+        default="scripted",
+        help="scripted (default), gemini:NAME or openai:NAME (key from GOOGLE_API_KEY / OPENAI_API_KEY)",
+    )
+    add("--base-url", help="with --model openai:NAME: an OpenAI-compatible endpoint")
+    add("--temperature", type=float, default=1.0, help="sampling temperature of a real model (default 1.0)")
+    add("--seed", type=int, default=0, help="base seed; sample i uses seed + i (default 0)")
+    add("--scenario", help="the scenario whose scripted model to replay (default: the one the trace names)")
+    add("--json", dest="json_out", metavar="FILE", help="also write the table and every sample")
     parser.set_defaults(func=_replay)
 
 
 def resolve_trace(value: str) -> Path:
-    """A trace path, or the bundled recorded call ``bundled:NAME`` names.
-
-    Raises:
-        InputError: A bundled name that does not exist.
-    """
+    """A trace path, or the bundled recorded call ``bundled:NAME`` names (an ``InputError`` if there is none)."""
     if value.startswith(BUNDLED_PREFIX):
         return bundled_path("recorded call", value)
     return Path(value)
 
 
 def scenario_of_trace(timeline: Timeline, trace: Path, given: str | None) -> Scenario:
-    """The scenario a simulated call ran (``--scenario``, a bundled scenario, or one beside the trace).
-
-    Raises:
-        ReplayError: None of those exists.
-    """
+    """The scenario a call ran: ``--scenario``, one beside the trace or a bundled one (else a ``ReplayError``)."""
     if given:
         return load_scenario(given)
     name = str(timeline.call.get("scenario") or "")
-    candidates = [trace.with_suffix(".yaml"), _DATA / f"{name}.yaml",
-                  *[p for p in bundled_scenario_paths() if p.stem == name]]
-    for path in candidates:
-        if name and path.exists():
-            scenario = load_scenario(path)
-            if scenario.name == name:
-                return scenario
-    raise ReplayError(f"{trace}: the scripted model needs the scenario the call ran "
-                      f"({name or 'the trace names none'}); give --scenario FILE, or --model gemini:NAME / "
-                      "openai:NAME for a real model")
+    bundled = [p for p in bundled_scenario_paths() if p.stem == name]
+    for path in [trace.with_suffix(".yaml"), _DATA / f"{name}.yaml", *bundled] if name else []:
+        if path.exists() and (scenario := load_scenario(path)).name == name:
+            return scenario
+    raise ReplayError(
+        f"{trace}: the scripted model needs the scenario the call ran ({name or 'the trace names none'}); "
+        "give --scenario FILE, or --model gemini:NAME / openai:NAME for a real model"
+    )
 
 
 def _live_source(args: argparse.Namespace) -> ModelSource:
-    from dataclasses import replace
-
     try:
         from pipecat_harness.sim.model_arm import ModelArm
     except ImportError as exc:  # the model arm ships with the evaluation's real-model support
-        raise ReplayError(f"--model {args.model}: a real model needs pipecat_harness.sim.model_arm, which this "
-                          f"installation lacks ({exc}); use --model scripted") from exc
+        raise ReplayError(
+            f"--model {args.model}: a real model needs pipecat_harness.sim.model_arm, which this "
+            f"installation lacks ({exc}); use --model scripted"
+        ) from exc
     arm = ModelArm.parse(args.model, base_url=args.base_url, temperature=args.temperature, seed=args.seed)
 
     def build(system: str | None, sample: int) -> Any:
         return replace(arm, seed=arm.seed + sample).build_service(system)
 
-    return ServiceSource(arm.label, build, settings={"temperature": arm.temperature, "seed": arm.seed,
-                                                     "seed_per_sample": "seed + sample"})
+    settings = {"temperature": arm.temperature, "seed": arm.seed, "seed_per_sample": "seed + sample"}
+    return ServiceSource(arm.label, build, settings=settings)
 
 
 def _write_tools(timeline: Timeline, scenario: Scenario | None) -> frozenset[str]:
@@ -119,9 +117,8 @@ def _write_tools(timeline: Timeline, scenario: Scenario | None) -> frozenset[str
     if scenario is not None:
         tools |= {tool.name for tool in scenario.own_tools if tool.write}
     for event in timeline.of("decision", lane="control"):
-        evidence = event.data.get("evidence") or {}
-        if event.data.get("control") == "tool_gate" and evidence.get("write"):
-            tools.add(str(evidence.get("tool")))
+        if event.data.get("control") == "tool_gate" and (event.data.get("evidence") or {}).get("write"):
+            tools.add(str(event.data["evidence"].get("tool")))
     return frozenset(tools)
 
 
@@ -151,8 +148,16 @@ def _replay(args: argparse.Namespace) -> int:
         raise ReplayError(str(exc)) from exc
     from pipecat_harness.replay.treatments import replay_decision
 
-    table = replay_decision(point, source, treatments=treatments, samples=args.samples, check=check,
-                            reference=reference, write_tools=_write_tools(timeline, scenario), trace=str(trace))
+    table = replay_decision(
+        point,
+        source,
+        treatments=treatments,
+        samples=args.samples,
+        check=check,
+        reference=reference,
+        write_tools=_write_tools(timeline, scenario),
+        trace=str(trace),
+    )
     print_table(table, console)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(table.to_dict(), indent=1, default=str), encoding="utf-8")
@@ -164,22 +169,23 @@ def print_table(table: ReplayTable, console: Console | None = None) -> None:
     """Print the treatment table of a replay."""
     console = console or Console()
     point = table.point
-    console.print(f"decision point {point.describe()}", highlight=False, markup=False)
-    console.print(f"model: {table.model}; check: {table.check}; reminder: \"{table.reminder}\"",
-                  highlight=False, markup=False)
+    lines = [
+        f"decision point {point.describe()}",
+        f'model: {table.model}; check: {table.check}; reminder: "{table.reminder}"',
+    ]
     if table.reference is not None:
-        console.print(f"reference action (scorer only): {table.reference.source}", highlight=False, markup=False)
-    title = f"replay of {table.trace} at model request #{point.index}"
-    grid = Table(title=title, title_justify="left")
-    grid.add_column("treatment")
-    grid.add_column("next action = reference" if table.reference else "next action")
-    grid.add_column("changed from recorded")
-    grid.add_column("model requests")
+        lines.append(f"reference action (scorer only): {table.reference.source}")
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
+    grid = Table(title=f"replay of {table.trace} at model request #{point.index}", title_justify="left")
+    scored = "next action = reference" if table.reference else "next action"
+    for column in ("treatment", scored, "changed from recorded", "model requests"):
+        grid.add_column(column)
     grid.add_column("next actions (count)", overflow="fold")
     for result in table.results:
         n = len(result.samples)
         score = f"{result.matched}/{n}" if table.reference else "-"
         actions = "; ".join(f"{label} ×{count}" for label, count in result.actions())
-        grid.add_row(result.treatment, score, f"{result.changed_from(point.recorded)}/{n}",
-                     str(sum(s.requests for s in result.samples)), actions)
+        changed, requests = f"{result.changed_from(point.recorded)}/{n}", str(sum(s.requests for s in result.samples))
+        grid.add_row(result.treatment, score, changed, requests, actions)
     console.print(grid)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipecat_harness.errors import InputError
-from pipecat_harness.replay.actions import NextAction, ToolCall
-from pipecat_harness.trace.timeline import Timeline
+from pipecat_harness.replay.actions import NextAction, ToolCall, first_words
+from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
 __all__ = ["DecisionPoint", "ReplayError", "decision_point", "decision_points"]
 
@@ -41,19 +41,14 @@ class DecisionPoint:
     @property
     def newest_user_text(self) -> str:
         """The newest user message's text (empty when there is none)."""
-        for message in reversed(self.messages):
-            if message.get("role") == "user":
-                content = message.get("content")
-                return content if isinstance(content, str) else json.dumps(content)
-        return ""
+        content = next((m.get("content") for m in reversed(self.messages) if m.get("role") == "user"), "")
+        return content if isinstance(content, str) else json.dumps(content)
 
     @property
     def after_tool_results(self) -> list[str]:
         """Names of the tools whose results end the context (the request answers them)."""
-        names: dict[str, str] = {}
-        for message in self.messages:
-            for call in message.get("tool_calls") or []:
-                names[str(call.get("id", ""))] = str(call.get("function", {}).get("name", ""))
+        calls = [c for m in self.messages for c in m.get("tool_calls") or []]
+        names = {str(c.get("id", "")): str(c.get("function", {}).get("name", "")) for c in calls}
         trailing = []
         for message in reversed(self.messages):
             if message.get("role") == "assistant" and message.get("tool_calls") and not message.get("content"):
@@ -61,19 +56,15 @@ class DecisionPoint:
             if message.get("role") != "tool":
                 break
             trailing.append(str(message.get("name") or names.get(str(message.get("tool_call_id", "")), "")))
-        return list(reversed(trailing))
+        return trailing[::-1]
 
     def describe(self) -> str:
         """One line: the request, what it answers, and the recorded action."""
-        tools = self.after_tool_results
-        cause = f"results of {', '.join(tools)}" if tools else (
-            f'user: "{_short(self.newest_user_text)}"' if self.newest_user_text else "start of the call")
+        tools, user = self.after_tool_results, self.newest_user_text
+        cause = f"results of {', '.join(tools)}" if tools else "start of the call"
+        if not tools and user:
+            cause = f'user: "{first_words(user, 12)}"'
         return f"#{self.index} t={self.t:.1f}s after {cause} -> {self.recorded.label()}"
-
-
-def _short(text: str, words: int = 12) -> str:
-    parts = text.split()
-    return " ".join(parts[:words]) + (" ..." if len(parts) > words else "")
 
 
 def decision_points(timeline: Timeline) -> list[DecisionPoint]:
@@ -81,45 +72,42 @@ def decision_points(timeline: Timeline) -> list[DecisionPoint]:
     points: list[DecisionPoint] = []
     system: str | None = None
     tools: list[dict[str, Any]] = []
-    events = timeline.events
-    for position, event in enumerate(events):
+    for position, event in enumerate(timeline.events):
         if event.kind != "model_input":
             continue
-        if "system" in event.data:
-            system = event.data["system"]
-        if "tools" in event.data:
-            tools = list(event.data["tools"] or [])
+        system = event.data["system"] if "system" in event.data else system
+        tools = list(event.data["tools"] or []) if "tools" in event.data else tools
         messages = [copy.deepcopy(m) for m in timeline.model_context(event) if isinstance(m, dict)]
-        points.append(DecisionPoint(len(points) + 1, event.t, messages, system, tools,
-                                    _recorded_action(events[position + 1:])))
+        recorded = _recorded_action(timeline.events[position + 1 :])
+        points.append(DecisionPoint(len(points) + 1, event.t, messages, system, tools, recorded))
     return points
 
 
-def _recorded_action(after: list[Any]) -> NextAction:
+def _recorded_action(after: list[TraceEvent]) -> NextAction:
     text: list[str] = []
     calls: list[ToolCall] = []
     for event in after:
         if event.kind == "model_input":
             break
+        data = event.data
         if event.kind == "generated":
-            text.append(str(event.data.get("text", "")))
+            text.append(str(data.get("text", "")))
         elif event.kind == "tool_request":
-            calls.append(ToolCall(str(event.data.get("name", "")), dict(event.data.get("arguments") or {}),
-                                  str(event.data.get("tool_call_id", ""))))
+            arguments, call_id = dict(data.get("arguments") or {}), str(data.get("tool_call_id", ""))
+            calls.append(ToolCall(str(data.get("name", "")), arguments, call_id))
     return NextAction(" ".join(text).strip(), tuple(calls))
 
 
 def decision_point(timeline: Timeline, at: int, *, source: str = "the trace") -> DecisionPoint:
-    """The ``at``-th model request of a call (1-based).
-
-    Raises:
-        ReplayError: The trace has no model requests, or ``at`` is out of range.
-    """
+    """The ``at``-th model request of a call (1-based); a ``ReplayError`` when there is none such."""
     points = decision_points(timeline)
     if not points:
-        raise ReplayError(f"{source}: no model requests recorded (model_input events); record the call with the "
-                          "harness's trace on")
+        raise ReplayError(
+            f"{source}: no model requests recorded (model_input events); record the call with the harness's trace on"
+        )
     if not 1 <= at <= len(points):
-        raise ReplayError(f"--at {at}: {source} has model requests 1 to {len(points)}; "
-                          "'pipecat-harness replay TRACE --list' shows them")
+        raise ReplayError(
+            f"--at {at}: {source} has model requests 1 to {len(points)}; "
+            "'pipecat-harness replay TRACE --list' shows them"
+        )
     return points[at - 1]

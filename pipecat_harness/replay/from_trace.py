@@ -1,15 +1,9 @@
 """Turn a recorded call into a scenario: the caller side exactly, the model side as recorded decisions.
 
-Caller side, from the ``caller`` and ``bot`` lanes: every stretch of speech VAD heard (its stop moved back by the stop
-window) is a ``say`` segment with the recogniser's finals joined, or ``silent`` without a transcript; gaps inside a turn
-are ``pause`` segments; a turn starts ``after: bot_started`` when the caller spoke over the bot, ``after: bot`` after
-the bot's reply, ``after: start`` before the bot spoke. Turns are the trace's ``caller_turn`` events, or else a new turn
-whenever the bot spoke since the previous stretch.
-
-Model side: one decision per model request, firing once, keyed on what it answered (the start, the newest caller message
-word for word, or a tool's results) and doing what the model did. Input the model never received on the line matches no
-decision, and the scripted model says its fallback. ``live_model=True`` leaves the decisions out. The business side
-comes from the source scenario when known, else the retail demo with no expectations beyond the caller finishing.
+Every stretch of speech VAD heard (its stop moved back by the stop window) is a ``say`` segment of the recogniser's
+finals, or ``silent`` without one, gaps inside a turn are ``pause`` segments, and a turn starts ``after`` what it
+followed (``bot_started``: over the bot). Each model request is a decision that fires once, keyed on what it answered;
+input the model never received matches none, and the scripted model says its fallback.
 """
 
 from __future__ import annotations
@@ -28,6 +22,10 @@ __all__ = ["scenario_from_trace"]
 
 # Pipecat composes its async-tool guidance onto the prompt itself; a scenario's prompt must not carry it twice.
 _PIPECAT_ADDITIONS = ("\n\nASYNC TOOLS:", "\n\nASYNC TOOL")
+#: What a source scenario gives up: the trace brings the caller and model sides (its business side is kept).
+_REPLACED_BY_THE_TRACE = {"name", "description", "model", "caller", "caller_goal", "source"}
+_KEPT_MODEL_FIELDS = {"system", "fallback", "summary", "first_token_secs", "token_secs"}
+_Spans = list[tuple[float, float]]
 
 
 @dataclass
@@ -61,11 +59,8 @@ def _stretches(timeline: Timeline) -> list[_Stretch]:
     return [s for s in stretches if s.stop is not None]
 
 
-def _bot_intervals(timeline: Timeline) -> list[tuple[float, float]]:
-    return timeline.spans("bot_started_speaking", "bot_stopped_speaking", lane="bot", open_until=float("inf"))
-
-
-def _turn_starts(timeline: Timeline, stretches: list[_Stretch], bot: list[tuple[float, float]]) -> list[float]:
+def _turn_starts(timeline: Timeline, stretches: list[_Stretch], bot: _Spans) -> list[float]:
+    """The trace's ``caller_turn`` events, or else a new turn whenever the bot spoke since the previous stretch."""
     named = [e.t for e in timeline.of("caller_turn", lane="caller")]
     if named:
         return named
@@ -80,8 +75,7 @@ def _turn_starts(timeline: Timeline, stretches: list[_Stretch], bot: list[tuple[
     return starts
 
 
-def _trigger(start: float, previous_turn: float, bot: list[tuple[float, float]],
-             barge_ins: list[float]) -> dict[str, Any]:
+def _trigger(start: float, previous_turn: float, bot: _Spans, barge_ins: list[float]) -> dict[str, Any]:
     # The bot stops in the very instant the caller's speech interrupts it: the interruption tells the two apart.
     cut = any(abs(t - start) < 0.05 for t in barge_ins)
     speaking = [b for b in bot if b[0] <= start + 1e-6 and (start < b[1] or (cut and start <= b[1] + 1e-6))]
@@ -95,7 +89,7 @@ def _trigger(start: float, previous_turn: float, bot: list[tuple[float, float]],
 
 def _caller_turns(timeline: Timeline) -> tuple[list[dict[str, Any]], float | None]:
     stretches = _stretches(timeline)
-    bot = _bot_intervals(timeline)
+    bot = timeline.spans("bot_started_speaking", "bot_stopped_speaking", lane="bot", open_until=float("inf"))
     starts = _turn_starts(timeline, stretches, bot)
     barge_ins = [e.t for e in timeline.of("interruption", lane="bot") if e.data.get("bot_speaking")]
     turns: list[dict[str, Any]] = []
@@ -105,16 +99,11 @@ def _caller_turns(timeline: Timeline) -> tuple[list[dict[str, Any]], float | Non
         if not members:
             continue
         speech: list[dict[str, Any]] = []
-        previous: _Stretch | None = None
-        for stretch in members:
+        for previous, stretch in zip([None, *members], members, strict=False):
             if previous is not None:
                 speech.append({"pause": round(max(0.0, stretch.start - previous.end), 4)})
             secs = round(max(stretch.end - stretch.start, 0.01), 4)
-            if stretch.finals:
-                speech.append({"say": " ".join(stretch.finals), "secs": secs})
-            else:
-                speech.append({"silent": secs})
-            previous = stretch
+            speech.append({"say": " ".join(stretch.finals), "secs": secs} if stretch.finals else {"silent": secs})
         trigger = _trigger(members[0].start, starts[index - 1] if index else -1.0, bot, barge_ins)
         turns.append({**trigger, "wait": max(10.0, round(trigger["delay"] + 10.0, 1)), "speech": speech})
     latencies = [s.final_at - s.end for s in stretches if s.final_at is not None and s.final_at >= s.end]
@@ -127,13 +116,8 @@ def _model_decisions(timeline: Timeline) -> list[dict[str, Any]]:
         action = point.recorded
         if not action.text and not action.tool_calls:
             continue  # interrupted before its first token: nothing was decided
-        tools = point.after_tool_results
-        if tools:
-            when: dict[str, Any] = {"tool": tools[-1]}
-        elif point.newest_user_text:
-            when = {"user": f"^{re.escape(point.newest_user_text.strip())}$"}
-        else:
-            when = {"start": True}
+        tools, user = point.after_tool_results, point.newest_user_text
+        when = {"tool": tools[-1]} if tools else {"user": f"^{re.escape(user.strip())}$"} if user else {"start": True}
         decision: dict[str, Any] = {"when": when}
         if action.text:
             decision["say"] = action.text
@@ -144,53 +128,39 @@ def _model_decisions(timeline: Timeline) -> list[dict[str, Any]]:
 
 
 def _prompt(timeline: Timeline) -> str | None:
-    header = next((e for e in timeline.of("model_input") if isinstance(e.data.get("system"), str)), None)
-    if header is None:
-        return None
-    system = str(header.data["system"])
+    system = next((e.data["system"] for e in timeline.of("model_input") if isinstance(e.data.get("system"), str)), "")
     for marker in _PIPECAT_ADDITIONS:
         system = system.split(marker, 1)[0]
     return system.strip() or None
 
 
-def scenario_from_trace(timeline: Timeline, *, name: str | None = None, source: Scenario | None = None,
-                        live_model: bool = False) -> dict[str, Any]:
+def scenario_from_trace(
+    timeline: Timeline, *, name: str | None = None, source: Scenario | None = None, live_model: bool = False
+) -> dict[str, Any]:
     """The scenario a recorded call becomes, as the mapping a scenario file holds.
 
-    Args:
-        timeline: The recorded call.
-        name: The scenario's name (default: the trace's call id or scenario name, with ``_replayed``).
-        source: The scenario the call was simulated from (its business, voice and expectations are kept).
-        live_model: Leave the recorded decisions out (a real model will answer).
-
-    Returns:
-        A mapping :class:`~pipecat_harness.sim.scenario.Scenario` validates.
+    ``name`` defaults to the trace's scenario name or call id with ``_replayed``. ``source``, the scenario the call was
+    simulated from, gives the business, voice and expectations (without it: the retail demo, expecting only that the
+    caller finishes). ``live_model`` leaves the recorded decisions out: a real model will answer.
     """
     header = timeline.call
     base = name or f"{header.get('scenario') or header.get('call_id') or 'recorded_call'}_replayed"
     turns, final_secs = _caller_turns(timeline)
-    raw: dict[str, Any] = {"name": re.sub(r"[^A-Za-z0-9_.-]", "_", base),
-                           "description": f"Recorded call {header.get('call_id', '')} replayed from its trace."}
+    description = f"Recorded call {header.get('call_id', '')} replayed from its trace."
+    raw: dict[str, Any] = {"name": re.sub(r"[^A-Za-z0-9_.-]", "_", base), "description": description}
+    model: dict[str, Any] = {}
     if source is not None:
-        kept = source.model_dump(mode="json", exclude_defaults=True,
-                                 include={"domain", "control", "expect_without_control", "tags", "database",
-                                          "own_tools", "tts", "caller_voice", "faults", "expect", "tools",
-                                          "harness", "max_call_secs"})
-        raw.update(kept)
-        voice = dict(raw.get("caller_voice") or {})
-        voice["asr_format"] = "plain"  # the recorded text is already the recogniser's writing
-        raw["caller_voice"] = voice
-    elif final_secs is not None:
-        raw["caller_voice"] = {"asr_final_secs": min(5.0, final_secs)}
-    model: dict[str, Any] = dict(source.model.model_dump(mode="json", include={
-        "system", "fallback", "summary", "first_token_secs", "token_secs"})) if source is not None else {}
-    prompt = _prompt(timeline)
-    if prompt is not None and source is None:
-        model["system"] = prompt
+        raw.update(source.model_dump(mode="json", exclude_defaults=True, exclude=_REPLACED_BY_THE_TRACE))
+        # The recorded text is already the recogniser's writing.
+        raw["caller_voice"] = {**(raw.get("caller_voice") or {}), "asr_format": "plain"}
+        model = source.model.model_dump(mode="json", include=_KEPT_MODEL_FIELDS)
+    else:
+        if final_secs is not None:
+            raw["caller_voice"] = {"asr_final_secs": min(5.0, final_secs)}
+        if (prompt := _prompt(timeline)) is not None:
+            model["system"] = prompt
     if not live_model:
         model["decisions"] = _model_decisions(timeline)
     raw["model"] = model
     raw["caller"] = turns
     return raw
-
-

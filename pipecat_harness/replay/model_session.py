@@ -35,9 +35,9 @@ def tools_schema(tools: list[dict[str, Any]]) -> ToolsSchema | None:
     functions = []
     for tool in tools:
         parameters = tool.get("parameters") or {}
-        functions.append(FunctionSchema(name=str(tool["name"]), description=str(tool.get("description") or ""),
-                                        properties=dict(parameters.get("properties") or {}),
-                                        required=list(parameters.get("required") or [])))
+        properties, required = dict(parameters.get("properties") or {}), list(parameters.get("required") or [])
+        description = str(tool.get("description") or "")
+        functions.append(FunctionSchema(str(tool["name"]), description, properties, required))
     return ToolsSchema(standard_tools=functions) if functions else None
 
 
@@ -46,13 +46,13 @@ class _Collector(FrameProcessor):
 
     def __init__(self) -> None:
         super().__init__()
+        self.done = asyncio.Event()
+        self.reset()
+
+    def reset(self) -> None:
         self.text: list[str] = []
         self.calls: list[ToolCall] = []
         self.error: str | None = None
-        self.done = asyncio.Event()
-
-    def reset(self) -> None:
-        self.text, self.calls, self.error = [], [], None
         self.done.clear()
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
@@ -62,8 +62,9 @@ class _Collector(FrameProcessor):
         elif isinstance(frame, LLMTextFrame):
             self.text.append(frame.text)
         elif isinstance(frame, FunctionCallsStartedFrame):
-            self.calls += [ToolCall(c.function_name, dict(c.arguments or {}), c.tool_call_id)
-                           for c in frame.function_calls]
+            self.calls += [
+                ToolCall(c.function_name, dict(c.arguments or {}), c.tool_call_id) for c in frame.function_calls
+            ]
         elif isinstance(frame, ErrorFrame):
             self.error = str(frame.error)
             self.done.set()
@@ -78,13 +79,7 @@ async def _hold_call(params: FunctionCallParams) -> None:
 
 
 class ModelSession:
-    """One LLM service answering context after context.
-
-    Args:
-        llm: The service (scripted, or a provider's class).
-        tools: The function schemas to offer (as recorded).
-        timeout_secs: Longest wait for one response.
-    """
+    """One LLM service (scripted, or a provider's class) answering context after context, offered the recorded tools."""
 
     def __init__(self, llm: LLMService[Any], tools: list[dict[str, Any]], *, timeout_secs: float = 60.0) -> None:
         self.llm = llm
@@ -97,8 +92,8 @@ class ModelSession:
 
     async def __aenter__(self) -> ModelSession:
         self.llm.register_function(None, _hold_call)
-        self._worker = PipelineWorker(Pipeline([self.llm, self._collector]), params=PipelineParams(),
-                                      enable_rtvi=False, idle_timeout_secs=None)
+        pipeline = Pipeline([self.llm, self._collector])
+        self._worker = PipelineWorker(pipeline, params=PipelineParams(), enable_rtvi=False, idle_timeout_secs=None)
         runner = WorkerRunner(handle_sigint=False)
         await runner.add_workers(self._worker)
         self._task = asyncio.ensure_future(runner.run())
@@ -114,11 +109,7 @@ class ModelSession:
                 self._task.cancel()
 
     async def ask(self, messages: list[dict[str, Any]]) -> NextAction:
-        """The service's response to ``messages``.
-
-        Raises:
-            ReplayError: The service reported an error or gave no complete response in time.
-        """
+        """The service's response to ``messages``; a ``ReplayError`` when it fails or does not finish in time."""
         if self._worker is None:
             raise RuntimeError("use 'async with ModelSession(...)' before asking")
         self._collector.reset()

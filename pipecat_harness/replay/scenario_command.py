@@ -25,21 +25,33 @@ def add_parser(subparsers: Any) -> None:
     """Register ``scenario`` and its subcommands."""
     parser = subparsers.add_parser("scenario", help="make scenarios (from a recorded call's trace)")
     sub = parser.add_subparsers(dest="scenario_command", metavar="SUBCOMMAND")
+    description = (
+        "Write the caller side of a recorded call exactly (speech, pauses, barge-ins, silent speech, recognised text) "
+        "and the model side as its recorded decisions, so the call replays with each control on and off."
+    )
     from_trace = sub.add_parser(
-        "from-trace", help="write the scenario a recorded call becomes",
-        description="Write the caller side of a recorded call exactly (speech, pauses, barge-ins, silent speech, "
-        "recognised text) and the model side as its recorded decisions, so the call replays with each control "
-        "on and off.")
-    from_trace.add_argument("trace", help="a JSONL trace of a simulated or real call")
-    from_trace.add_argument("-o", "--output", help="the scenario file to write (default: print it)")
-    from_trace.add_argument("--scenario", help="the scenario the call ran, for its business database, tools "
-                            "and expectations (default: the bundled scenario the trace names, if any)")
-    from_trace.add_argument("--name", help="the new scenario's name (default: <scenario>_replayed)")
-    from_trace.add_argument("--live-model", action="store_true",
-                            help="leave the recorded decisions out: a real model answers (eval --model)")
-    from_trace.add_argument("--model", metavar="PROVIDER:NAME",
-                            help="the real model that will answer (gemini:NAME or openai:NAME): implies "
-                            "--live-model and names the model in the scenario's description")
+        "from-trace", help="write the scenario a recorded call becomes", description=description
+    )
+    add = from_trace.add_argument
+    add("trace", help="a JSONL trace of a simulated or real call")
+    add("-o", "--output", help="the scenario file to write (default: print it)")
+    add(
+        "--scenario",
+        help="the scenario the call ran, for its business database, tools and expectations (default: "
+        "the bundled scenario the trace names, if any)",
+    )
+    add("--name", help="the new scenario's name (default: <scenario>_replayed)")
+    add(
+        "--live-model",
+        action="store_true",
+        help="leave the recorded decisions out: a real model answers (eval --model)",
+    )
+    add(
+        "--model",
+        metavar="PROVIDER:NAME",
+        help="the real model that will answer (gemini:NAME or openai:NAME): "
+        "implies --live-model and names the model in the scenario's description",
+    )
     from_trace.set_defaults(func=_from_trace)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
@@ -62,13 +74,15 @@ def _from_trace(args: argparse.Namespace) -> int:
     if args.model is not None:
         raw["description"] += f" Its model side is live: run it with 'pipecat-harness eval --model {args.model}'."
     if not raw["caller"]:
-        raise ScenarioError(f"{args.trace}: the trace records no caller speech (speech_started/speech_stopped); "
-                            "there is no caller side to replay")
+        raise ScenarioError(
+            f"{args.trace}: the trace records no caller speech (speech_started/speech_stopped); "
+            "there is no caller side to replay"
+        )
     try:
         Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ScenarioError(f"{args.trace}: the scenario it gives is not valid: "
-                            f"{describe_validation_error(exc, model=Scenario)}") from exc
+        problem = describe_validation_error(exc, model=Scenario)
+        raise ScenarioError(f"{args.trace}: the scenario it gives is not valid: {problem}") from exc
     text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=120)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")

@@ -1,9 +1,8 @@
 """Re-run the model at a decision point under treatments and tabulate its next action.
 
-``none``: the recorded context; ``reminder``: the check's rule in words appended to the system instruction (Pipecat's
-``append_system_instruction``); ``feedback``: when the response makes a tool call the check refuses, the check's tool
-result is returned there and the model asked again (its answer is the next action). Sample *i* uses the same seed in
-every treatment. The reference action is read by the scorer alone: nothing of it reaches the model.
+``none``: the recorded context; ``reminder``: the check's rule in words appended to the system instruction;
+``feedback``: a tool call the check refuses gets the check's tool result and the model is asked again. Sample *i* uses
+the same seed in every treatment.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import inspect
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from pipecat.services.llm_service import LLMService
@@ -24,8 +23,16 @@ from pipecat_harness.replay.decision_point import DecisionPoint, ReplayError
 from pipecat_harness.replay.model_session import ModelSession
 from pipecat_harness.sim.model_script import ModelScript
 
-__all__ = ["TREATMENTS", "ModelSource", "ReplayTable", "SampleResult", "ScriptedSource", "ServiceSource",
-           "TreatmentResult", "replay_decision"]
+__all__ = [
+    "TREATMENTS",
+    "ModelSource",
+    "ReplayTable",
+    "SampleResult",
+    "ScriptedSource",
+    "ServiceSource",
+    "TreatmentResult",
+    "replay_decision",
+]
 
 TREATMENTS = ("none", "reminder", "feedback")
 
@@ -44,13 +51,7 @@ class ModelSource(Protocol):
 
 @dataclass
 class ScriptedSource:
-    """The scenario's scripted model; each sample draws the decisions' alternatives with its own seed.
-
-    Parameters:
-        script: The model script (from the scenario the call was simulated from).
-        seed: Base seed; sample *i* samples with ``"{seed}:{i}"``.
-        label: How the table names the model.
-    """
+    """The scripted model of the scenario the call was simulated from; sample *i* samples with ``"{seed}:{i}"``."""
 
     script: ModelScript
     seed: int = 0
@@ -84,15 +85,12 @@ class ServiceSource:
 
 @dataclass(frozen=True)
 class SampleResult:
-    """One sample of one treatment.
+    """One sample of one treatment: the model's ``first`` response and the ``next_action`` the treatment ends with.
 
     Parameters:
-        sample: Its number (0-based; its seed).
-        first: The model's response to the decision point's context.
-        feedback: The tool results the check returned (empty when it refused nothing or was not asked).
-        next_action: The action the treatment ends with (the answer to the feedback, or ``first``).
-        matched: Whether it is the reference action (``None``: no reference given).
-        requests: Model requests this sample made.
+        feedback: The tool results the check returned (empty when it refused nothing or was not asked); the model's
+            answer to them is the next action.
+        matched: Whether the next action is the reference action (``None``: no reference given).
     """
 
     sample: int
@@ -104,8 +102,7 @@ class SampleResult:
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
-        return {"sample": self.sample, "first": self.first.to_dict(), "feedback": self.feedback,
-                "next_action": self.next_action.to_dict(), "matched": self.matched, "requests": self.requests}
+        return {**asdict(self), "first": self.first.to_dict(), "next_action": self.next_action.to_dict()}
 
 
 @dataclass
@@ -144,15 +141,29 @@ class ReplayTable:
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping (what ``replay --json`` writes)."""
+        recorded = self.point.recorded
+        treatments = [
+            {
+                "treatment": r.treatment,
+                "matched": r.matched if self.reference else None,
+                "samples": len(r.samples),
+                "changed_from_recorded": r.changed_from(recorded),
+                "actions": r.actions(),
+                "runs": [s.to_dict() for s in r.samples],
+            }
+            for r in self.results
+        ]
         return {
-            "trace": self.trace, "at": self.point.index, "t": self.point.t, "model": self.model,
-            "model_settings": self.model_settings, "check": self.check, "reminder": self.reminder,
+            "trace": self.trace,
+            "at": self.point.index,
+            "t": self.point.t,
+            "model": self.model,
+            "model_settings": self.model_settings,
+            "check": self.check,
+            "reminder": self.reminder,
             "reference": self.reference.source if self.reference else None,
-            "recorded": self.point.recorded.to_dict(),
-            "treatments": [{"treatment": r.treatment, "matched": r.matched if self.reference else None,
-                            "samples": len(r.samples), "changed_from_recorded": r.changed_from(self.point.recorded),
-                            "actions": r.actions(), "runs": [s.to_dict() for s in r.samples]}
-                           for r in self.results],
+            "recorded": recorded.to_dict(),
+            "treatments": treatments,
         }
 
 
@@ -164,70 +175,72 @@ def _feedback_messages(action: NextAction, results: list[tuple[ToolCall, Any]]) 
     calls = [ToolCall(c.name, c.arguments, c.tool_call_id or f"replay_{i}") for i, (c, _) in enumerate(results)]
     messages.append({"role": "assistant", "tool_calls": [c.to_message() for c in calls]})
     for call, (_, result) in zip(calls, results, strict=True):
-        messages.append({"role": "tool", "tool_call_id": call.tool_call_id,
-                         "content": json.dumps(result, default=str)})
+        messages.append({"role": "tool", "tool_call_id": call.tool_call_id, "content": json.dumps(result, default=str)})
     return messages
 
 
-async def _sample(source: ModelSource, point: DecisionPoint, treatment: str, sample: int, check: ToolCheck,
-                  reference: ReferenceAction | None, write_tools: Iterable[str], timeout_secs: float) -> SampleResult:
-    llm = source.service(point.system, sample)
-    if inspect.isawaitable(llm):
-        llm = await llm
-    if treatment == "reminder":
-        llm.append_system_instruction(check.reminder)
-    async with ModelSession(llm, point.tools, timeout_secs=timeout_secs) as session:
-        first = await session.ask(point.messages)
-        next_action, given = first, []
-        if treatment == "feedback":
-            results = await check.feedback(point, first, write_tools)
-            if results is not None:
-                given = [result for _, result in results]
-                next_action = await session.ask(point.messages + _feedback_messages(first, results))
-        requests = session.requests
-    matched = reference.matches(next_action) if reference is not None else None
-    return SampleResult(sample, first, given, next_action, matched, requests)
+@dataclass(frozen=True)
+class _Replay:
+    """One decision point, model and check, sampled under each treatment."""
+
+    point: DecisionPoint
+    source: ModelSource
+    check: ToolCheck
+    reference: ReferenceAction | None
+    write_tools: frozenset[str]
+    timeout_secs: float
+
+    async def run(self, treatments: Sequence[str], samples: int) -> list[TreatmentResult]:
+        results = []
+        for treatment in treatments:
+            results.append(TreatmentResult(treatment, [await self.sample(treatment, i) for i in range(samples)]))
+        return results
+
+    async def sample(self, treatment: str, sample: int) -> SampleResult:
+        point = self.point
+        llm = self.source.service(point.system, sample)
+        if inspect.isawaitable(llm):
+            llm = await llm
+        if treatment == "reminder":
+            llm.append_system_instruction(self.check.reminder)
+        async with ModelSession(llm, point.tools, timeout_secs=self.timeout_secs) as session:
+            first = await session.ask(point.messages)
+            next_action, given = first, []
+            if treatment == "feedback":
+                results = await self.check.feedback(point, first, self.write_tools)
+                if results is not None:
+                    given = [result for _, result in results]
+                    next_action = await session.ask(point.messages + _feedback_messages(first, results))
+            requests = session.requests
+        matched = self.reference.matches(next_action) if self.reference is not None else None
+        return SampleResult(sample, first, given, next_action, matched, requests)
 
 
-async def _replay(source: ModelSource, point: DecisionPoint, treatments: Sequence[str], samples: int,
-                  check: ToolCheck, reference: ReferenceAction | None, write_tools: frozenset[str],
-                  timeout_secs: float) -> list[TreatmentResult]:
-    results = []
-    for treatment in treatments:
-        result = TreatmentResult(treatment)
-        for sample in range(samples):
-            result.samples.append(await _sample(source, point, treatment, sample, check, reference, write_tools,
-                                                timeout_secs))
-        results.append(result)
-    return results
-
-
-def replay_decision(point: DecisionPoint, source: ModelSource, *, treatments: Sequence[str] = TREATMENTS,
-                    samples: int = 3, check: ToolCheck, reference: ReferenceAction | None = None,
-                    write_tools: Iterable[str] = (), trace: str = "", timeout_secs: float = 60.0) -> ReplayTable:
+def replay_decision(
+    point: DecisionPoint,
+    source: ModelSource,
+    *,
+    treatments: Sequence[str] = TREATMENTS,
+    samples: int = 3,
+    check: ToolCheck,
+    reference: ReferenceAction | None = None,
+    write_tools: Iterable[str] = (),
+    trace: str = "",
+    timeout_secs: float = 60.0,
+) -> ReplayTable:
     """Run every treatment ``samples`` times at ``point`` and return the table.
 
-    Args:
-        point: The decision point.
-        source: The model.
-        treatments: Treatments to run, from :data:`TREATMENTS`.
-        samples: Samples per treatment.
-        check: The check whose feedback and reminder the treatments use.
-        reference: The expected next action (scorer only).
-        write_tools: Tools that change business state (the check's gate guards them).
-        trace: The trace it came from (for the table's title).
-        timeout_secs: Longest wait for one model response.
-
-    Raises:
-        ReplayError: An unknown treatment, a bad sample count, or a model request that failed.
+    ``check`` gives the treatments their feedback and reminder, its gate guarding ``write_tools``; ``reference`` is
+    read by the scorer only; ``trace`` names the table; ``timeout_secs`` is the longest wait for one response. An
+    unknown treatment, a bad sample count or a failed model request is a ``ReplayError``.
     """
     unknown = [t for t in treatments if t not in TREATMENTS]
     if unknown:
         raise ReplayError(f"--treatment {','.join(unknown)}: unknown; choose from {', '.join(TREATMENTS)}")
     if not 1 <= samples <= 1000:
         raise ReplayError(f"--samples {samples}: give a number from 1 to 1000")
-    coroutine = _replay(source, point, list(treatments), samples, check, reference, frozenset(write_tools),
-                        timeout_secs)
+    job = _Replay(point, source, check, reference, frozenset(write_tools), timeout_secs)
+    coroutine = job.run(list(treatments), samples)
     if source.virtual_time:
         from pipecat_harness.sim.clock import virtual_time
 
@@ -236,5 +249,5 @@ def replay_decision(point: DecisionPoint, source: ModelSource, *, treatments: Se
                 results = runner.run(coroutine)
     else:
         results = asyncio.run(coroutine)
-    return ReplayTable(trace, point, source.label, check.name, check.reminder, reference, results,
-                       dict(getattr(source, "settings", {}) or {}))
+    settings = dict(getattr(source, "settings", {}) or {})
+    return ReplayTable(trace, point, source.label, check.name, check.reminder, reference, results, settings)

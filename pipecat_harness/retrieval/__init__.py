@@ -9,6 +9,8 @@ onnxruntime, offline, on by default) → reciprocal rank fusion →
 call's date is eligible.
 """
 
+from typing import Any
+
 from pipecat_harness.retrieval.cache import EvidenceCache, cache_key
 from pipecat_harness.retrieval.documents import (
     GENERAL_PRODUCT,
@@ -18,26 +20,15 @@ from pipecat_harness.retrieval.documents import (
     parse_documents,
 )
 from pipecat_harness.retrieval.eligibility import Eligibility, EligibilityIndex
-from pipecat_harness.retrieval.embedding import (
-    Embedder,
-    EmbeddingUnavailable,
-    MiniLMEmbedder,
-    VectorIndex,
-    load_default_embedder,
-)
 from pipecat_harness.retrieval.evidence import (
     UNTRUSTED_NOTICE,
     Evidence,
     EvidenceItem,
+    EvidenceSource,
     EvidenceStatus,
     StageTimings,
     looks_like_instruction,
 )
-from pipecat_harness.retrieval.fusion import reciprocal_rank_fusion
-from pipecat_harness.retrieval.lexical import LexicalIndex, PostgresLexicalIndex, SqliteLexicalIndex, lexical_index
-from pipecat_harness.retrieval.prepared import PreparedCorpus, build_file_retriever, clear_prepared, prepare_corpus
-from pipecat_harness.retrieval.rerank import SentenceReranker
-from pipecat_harness.retrieval.retriever import EvidenceRetriever
 from pipecat_harness.retrieval.scope import RetrievalScope, ScopeError, eligible_documents, revision_token
 from pipecat_harness.retrieval.terms import query_class, query_terms
 
@@ -53,6 +44,7 @@ __all__ = [
     "EvidenceCache",
     "EvidenceItem",
     "EvidenceRetriever",
+    "EvidenceSource",
     "EvidenceStatus",
     "LexicalIndex",
     "MiniLMEmbedder",
@@ -80,3 +72,21 @@ __all__ = [
     "reciprocal_rank_fusion",
     "revision_token",
 ]
+
+#: Names from the store layer (the indexes and the retriever over them: the ``retrieval`` extra), imported when
+#: first used.
+_STORE_NAMES = {
+    **dict.fromkeys(["Embedder", "EmbeddingUnavailable", "MiniLMEmbedder", "VectorIndex", "load_default_embedder"],
+                    "embedding"),
+    **dict.fromkeys(["LexicalIndex", "PostgresLexicalIndex", "SqliteLexicalIndex", "lexical_index"], "lexical"),
+    **dict.fromkeys(["PreparedCorpus", "build_file_retriever", "clear_prepared", "prepare_corpus"], "prepared"),
+    "reciprocal_rank_fusion": "fusion",
+    "SentenceReranker": "rerank",
+    "EvidenceRetriever": "retriever",
+}
+
+
+def __getattr__(name: str) -> Any:
+    from pipecat_harness.stores import lazy_attribute
+
+    return lazy_attribute(__name__, _STORE_NAMES, name, "retrieval")

@@ -1,13 +1,7 @@
 """Evidence cache keyed by everything that decides what a caller may be told.
 
-The key is tenant, products, the eligible policy revisions, language, query
-class and authorisation scope, so a hit can never carry another tenant's
-policy, an expired revision or an answer computed for a wider scope. A hit is
-a performance event, not an authorisation: the retriever still drops any
-cached item that is not eligible for the current scope.
-
-The cache lives in a :class:`~pipecat_harness.state.store.StateStore`
-(in-process by default, Redis for many workers).
+Tenant, products, eligible revisions, language, query class and authorisation are in the key, so a hit cannot carry
+another tenant's policy or an expired revision; the retriever still drops items the scope does not admit.
 """
 
 from __future__ import annotations
@@ -38,13 +32,7 @@ def cache_key(scope: RetrievalScope, scope_revision: str, query: str) -> str:
 
 
 class EvidenceCache:
-    """Stores evidence items per :func:`cache_key`.
-
-    Args:
-        store: Backing store (memory or Redis).
-        ttl_secs: Lifetime of an entry; cached caller-derived text follows the
-            transcript's retention, so keep this short.
-    """
+    """Stores evidence items per :func:`cache_key` in ``store`` for ``ttl_secs`` (caller text: keep it short)."""
 
     def __init__(self, store: StateStore, *, ttl_secs: float = 600.0) -> None:
         self.store = store
@@ -55,15 +43,14 @@ class EvidenceCache:
     async def get(self, key: str) -> list[EvidenceItem] | None:
         """The cached items, or ``None``."""
         raw: Any = await self.store.get_json(key)
-        if not isinstance(raw, list):
-            self.misses += 1
-            return None
         try:
-            items = [EvidenceItem.from_dict(entry) for entry in raw]
+            items = [EvidenceItem.from_dict(entry) for entry in raw] if isinstance(raw, list) else None
         except (KeyError, TypeError, ValueError):
+            items = None
+        if items is None:
             self.misses += 1
-            return None
-        self.hits += 1
+        else:
+            self.hits += 1
         return items
 
     async def put(self, key: str, items: list[EvidenceItem]) -> None:

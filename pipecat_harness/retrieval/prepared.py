@@ -1,16 +1,7 @@
 """A call's retriever from a documents file, with the file's embeddings computed once per process.
 
-Embedding a corpus costs seconds of CPU (the model's load, then every
-document and sentence); a call's lexical index costs milliseconds. So the
-parsed documents, their vectors and the reranker's sentence vectors are kept
-per process for each documents file, keyed by its resolved path, modification
-time and size: a changed file is embedded again, an unchanged one never. Each
-call still gets its own lexical index (in memory by default), closed with the
-call.
-
-Without the ``retrieval`` extra (onnxruntime, tokenizers and the model
-package) the retriever is lexical only, and one log line says which extra
-brings embedding search back.
+Embedding costs seconds, a lexical index milliseconds: documents and vectors are kept per file (by path, modification
+time and size), each call gets its own lexical index. Without the ``retrieval`` extra it is lexical only (logged once).
 """
 
 from __future__ import annotations
@@ -57,13 +48,7 @@ _lock = threading.Lock()
 _warned_missing = False
 
 
-def _file_version(path: Path) -> tuple[int, int]:
-    stat = path.stat()
-    return stat.st_mtime_ns, stat.st_size
-
-
 def _embedder(embeddings: bool) -> Embedder | None:
-    """The default embedder, or ``None`` (logged once per process) when the extra is not installed."""
     global _warned_missing
     if not embeddings:
         return None
@@ -72,21 +57,17 @@ def _embedder(embeddings: bool) -> Embedder | None:
     except EmbeddingUnavailable as exc:
         if not _warned_missing:
             _warned_missing = True
-            logger.warning("embedding search is off, retrieval is lexical only: install the retrieval extra "
-                           f"(pip install 'pipecat-harness[retrieval]') for it ({exc})")
+            logger.warning(
+                "embedding search is off, retrieval is lexical only: install the retrieval extra "
+                f"(pip install 'pipecat-harness[retrieval]') for it ({exc})"
+            )
         return None
 
 
 def prepare_corpus(path: str | Path, *, embeddings: bool = True, rerank: bool = True) -> PreparedCorpus:
-    """The documents of ``path`` with their vectors, embedded on the first call for this version of the file.
+    """The documents of a YAML file with their vectors (sentences too with ``rerank``), embedded once per version.
 
-    Blocking (model load and embedding): run it off the event loop. Calls for the
-    same file wait for one another rather than embed it twice.
-
-    Args:
-        path: The documents file (YAML).
-        embeddings: Embed the documents (falls back to lexical only without the extra).
-        rerank: Embed their sentences for the reranker too.
+    Blocking (model load and embedding): run it off the event loop. Calls for one file wait rather than embed twice.
 
     Raises:
         DocumentError: The file does not hold valid documents.
@@ -94,22 +75,21 @@ def prepare_corpus(path: str | Path, *, embeddings: bool = True, rerank: bool = 
     resolved = Path(path).resolve()
     key = (str(resolved), embeddings, rerank)
     with _lock:
-        version = _file_version(resolved)
+        stat = resolved.stat()
+        version = (stat.st_mtime_ns, stat.st_size)
         cached = _prepared.get(key)
         if cached is not None and cached.version == version:
             return cached
         documents = load_documents(resolved)
         embedder = _embedder(embeddings)
         vectors = reranker = None
-        runs = 0
         if embedder is not None:
             vectors = VectorIndex(embedder)
             vectors.add(documents)
-            runs += 1
             if rerank:
                 reranker = SentenceReranker(embedder)
                 reranker.add(documents)
-                runs += 1
+        runs = (vectors is not None) + (reranker is not None)
         prepared = PreparedCorpus(str(resolved), version, documents, vectors, reranker, runs)
         _prepared[key] = prepared
         return prepared
@@ -132,14 +112,16 @@ async def build_file_retriever(
 ) -> EvidenceRetriever:
     """A retriever over the documents of ``path``: the prepared corpus (off the loop) plus this call's lexical index.
 
-    Args:
-        path: The documents file.
-        url: Database of the call's lexical index.
-        embeddings: Add embedding search (lexical only when the extra is missing).
-        rerank: Add the sentence reranker with embedding search.
-        table: Table name prefix of the lexical index.
-        **kwargs: :class:`EvidenceRetriever`'s ``limit``, ``candidates`` and ``min_similarity``.
+    ``url`` and ``table`` locate that index; ``kwargs`` are :class:`EvidenceRetriever`'s ``limit``, ``candidates``
+    and ``min_similarity``.
     """
     prepared = await asyncio.to_thread(prepare_corpus, path, embeddings=embeddings, rerank=rerank)
-    return await EvidenceRetriever.build(prepared.documents, url=url, embedder=None, table=table,
-                                         vectors=prepared.vectors, reranker=prepared.reranker, **kwargs)
+    return await EvidenceRetriever.build(
+        prepared.documents,
+        url=url,
+        embedder=None,
+        table=table,
+        vectors=prepared.vectors,
+        reranker=prepared.reranker,
+        **kwargs,
+    )

@@ -1,11 +1,4 @@
-"""Optional reranking: score candidates by their best-matching sentence.
-
-A whole-document vector blurs a long policy; the sentence that answers the
-question is a sharper signal. Sentence vectors are computed at indexing time,
-so reranking costs one matrix product per candidate. Whether it is worth its
-latency is measured by ``scripts/bench_retrieval.py``; the retriever runs
-without it unless asked.
-"""
+"""Reranking by each candidate's best-matching sentence (a whole-document vector blurs a long policy)."""
 
 from __future__ import annotations
 
@@ -23,11 +16,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 class SentenceReranker:
-    """Reranks by the maximum cosine similarity between the query and a candidate's sentences.
-
-    Args:
-        embedder: The embedding model (the same as the vector index's).
-    """
+    """Reranks by the best cosine similarity between the query and a candidate's sentences (the index's embedder)."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
@@ -50,9 +39,9 @@ class SentenceReranker:
 
     def rerank(self, query_vector: np.ndarray, candidates: Sequence[str]) -> list[tuple[str, float]]:
         """``candidates`` reordered best first with their sentence scores."""
-        scored = []
-        for doc_id in candidates:
-            matrix = self._sentences.get(doc_id)
-            score = float(np.max(matrix @ query_vector)) if matrix is not None and len(matrix) else -1.0
-            scored.append((doc_id, score))
+        scored = [(doc_id, self._score(doc_id, query_vector)) for doc_id in candidates]
         return sorted(scored, key=lambda pair: (-pair[1], pair[0]))
+
+    def _score(self, doc_id: str, query_vector: np.ndarray) -> float:
+        matrix = self._sentences.get(doc_id)
+        return float(np.max(matrix @ query_vector)) if matrix is not None and len(matrix) else -1.0

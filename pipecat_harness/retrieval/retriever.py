@@ -1,9 +1,7 @@
 """``EvidenceRetriever``: committed question → scope filters → lexical + embedding search → fusion → evidence.
 
-Each stage is timed against the design's budget (20 ms filters, 50 ms
-search, 60 ms rerank, 20 ms assembly). The scope comes from trusted server
-context; when nothing in it matches, the answer is ``no_eligible_evidence``
-and the scope is never widened to find something.
+Stages are timed against the design's budget (20/50/60/20 ms); an empty scope is ``no_eligible_evidence``, never a
+wider search.
 """
 
 from __future__ import annotations
@@ -43,8 +41,7 @@ class EvidenceRetriever:
         reranker: Sentence reranker (``None``: fused order is final).
         limit: Evidence items returned.
         candidates: Candidates each search contributes to fusion.
-        min_similarity: Embedding hits below this cosine similarity are not
-            evidence on their own (every eligible document has *some* similarity).
+        min_similarity: Embedding hits below this cosine similarity are not evidence on their own.
     """
 
     def __init__(
@@ -82,21 +79,18 @@ class EvidenceRetriever:
         reranker: SentenceReranker | None = None,
         **kwargs: Any,
     ) -> EvidenceRetriever:
-        """Create and fill the indexes for ``documents``.
+        """Create and fill the indexes for ``documents`` (``kwargs``: ``limit``, ``candidates``, ``min_similarity``).
 
         Args:
             documents: The corpus.
             url: Database of the lexical index (SQLite FTS5 or PostgreSQL).
-            embedder: Embedding model: ``"default"`` (all-MiniLM-L6-v2 on onnxruntime,
-                see :func:`load_default_embedder`), your own, or ``None`` for lexical only.
+            embedder: ``"default"`` (:func:`load_default_embedder`), your own, or ``None`` for lexical only.
             cache: Evidence cache.
-            rerank: Add the sentence reranker when there is an ``embedder`` (on by
-                default: on the bundled labeled set it lifts recall@1 for about
-                0.1 ms per query; see ``scripts/bench_retrieval.py``).
+            rerank: Add the sentence reranker with an ``embedder`` (it lifts recall@1 for about 0.1 ms a query).
             table: Table name prefix of the lexical index.
             vectors: ``documents`` already embedded (shared, read-only; ``embedder`` is then not used).
             reranker: Their sentence vectors, already embedded (with ``vectors``).
-            **kwargs: ``limit``, ``candidates``, ``min_similarity``.
+            **kwargs: Passed to the constructor.
         """
         lexical = lexical_index(url, table=table)
         try:
@@ -129,8 +123,7 @@ class EvidenceRetriever:
         timings = StageTimings()
         start = time.perf_counter()
         eligible = self.eligibility.eligible(scope)
-        eligible_ids = eligible.ids
-        scope_revision = eligible.revision
+        eligible_ids, scope_revision = eligible.ids, eligible.revision
         key = cache_key(scope, scope_revision, query)
         timings.filter_ms = _ms(start)
         if not eligible_ids:
@@ -165,12 +158,11 @@ class EvidenceRetriever:
         if self.cache is not None and items:
             await self.cache.put(key, items)
         timings.assembly_ms += _ms(start)
-        if not items:
-            return Evidence("no_eligible_evidence", [], query, scope_revision, timings=timings)
-        return Evidence("evidence", items, query, scope_revision, timings=timings)
+        return Evidence("evidence" if items else "no_eligible_evidence", items, query, scope_revision, timings=timings)
 
-    async def _search(self, query: str, scope: RetrievalScope, eligible: frozenset[str], timings: StageTimings
-                      ) -> tuple[list[tuple[str, float]], np.ndarray | None]:
+    async def _search(
+        self, query: str, scope: RetrievalScope, eligible: frozenset[str], timings: StageTimings
+    ) -> tuple[list[tuple[str, float]], np.ndarray | None]:
         lexical_task = self.lexical.search(query, scope, limit=self.candidates)
         if self.vectors is None:
             return [hit for hit in await lexical_task if hit[0] in eligible], None
@@ -184,15 +176,10 @@ class EvidenceRetriever:
 
         query_vector, lexical_hits = await asyncio.gather(asyncio.to_thread(embed), lexical_task)
         lexical = [hit for hit in lexical_hits if hit[0] in eligible]
-        semantic = [
-            hit for hit in vector_index.search_vector(query_vector, scope, limit=self.candidates, eligible=eligible)
-            if hit[1] >= self.min_similarity
-        ]
-        if not lexical:
-            return semantic, query_vector
-        if not semantic:
-            return lexical, query_vector
-        return reciprocal_rank_fusion([lexical, semantic]), query_vector
+        hits = vector_index.search_vector(query_vector, scope, limit=self.candidates, eligible=eligible)
+        semantic = [hit for hit in hits if hit[1] >= self.min_similarity]
+        ranked = reciprocal_rank_fusion([lexical, semantic]) if lexical and semantic else lexical or semantic
+        return ranked, query_vector
 
     async def close(self) -> None:
         """Release the lexical index's connections."""

@@ -1,8 +1,4 @@
-"""Query terms: the words of a question that a search should match, and its query class.
-
-Both searches and the cache read a question through this one function, so
-the words the lexical index matches are the words the cache key is built from.
-"""
+"""Query terms: the words of a question that both the lexical search and the cache key read, and its query class."""
 
 from __future__ import annotations
 
@@ -34,13 +30,8 @@ def query_terms(text: str, *, limit: int = 24) -> list[str]:
 
 
 def query_class(text: str, *, limit: int = 24) -> str:
-    """The class of a question for caching: its content words, crudely stemmed and sorted.
-
-    "Can I return a damaged item?" and "damaged items return" share a class;
-    a question about a different subject does not.
-    """
-    stems = sorted({_stem(w) for w in query_terms(text, limit=limit)})
-    return " ".join(stems)
+    """A question's class for caching: its content words, crudely stemmed and sorted ("damaged items return")."""
+    return " ".join(sorted({_stem(w) for w in query_terms(text, limit=limit)}))
 
 
 def _stem(word: str) -> str:

@@ -1,16 +1,11 @@
 """How recognisers write what the caller said: formatting profiles for the simulated STT.
 
-Real recognisers do not return the words a script says; they return formatted text, and identifiers come out in the
-recogniser's own shapes. Two profiles model the two families the input controls meet:
-
-* ``deepgram`` (Deepgram with ``smart_format``): digits said one by one become one numeral ("two three seven" ->
-  ``237``), ten digits become a phone number (``415-555-0134``), sentences get capitals and end punctuation;
-* ``whisper`` (Whisper, as faster-whisper tiny.en writes it): every segment is a sentence ending in a period; spoken
-  letters and digits are joined with hyphens (``W-237``, ``C-F-A-0-4-Y``), a run of two digits reads as a decimal ("nine
-  four" -> ``9.4``), a phone number's groups keep their dashes.
-
-``plain`` returns the text unchanged (the simulator's historical behaviour). The shapes follow what the project's audio
-corpus got back from Whisper tiny.en.
+* ``deepgram`` (``smart_format``): spoken digits become one numeral ("two three seven" -> ``237``), ten digits a phone
+  number (``415-555-0134``); sentences get capitals and end punctuation;
+* ``whisper`` (as faster-whisper tiny.en wrote the project's audio corpus): every segment ends in a period; spoken
+  letters and digits are hyphenated (``W-237``, ``C-F-A-0-4-Y``), two digits read as a decimal (``9.4``), a phone
+  number keeps its dashes;
+* ``plain`` returns the text unchanged.
 """
 
 from __future__ import annotations
@@ -29,19 +24,10 @@ _EDGE_PUNCT = re.compile(r"^([\"'(]*)(.*?)([.,!?;:\"')]*)$")
 _UNAMBIGUOUS_DIGITS = {w: d for w, d in DIGIT_WORDS.items() if w not in ("o", "oh")}
 
 
-def format_transcript(text: str, profile: AsrProfile | str, *, closes_segment: bool = True,
-                      opens_segment: bool = True) -> str:
-    """Write ``text`` the way a recogniser of ``profile`` would.
-
-    Args:
-        text: The words the caller said.
-        profile: ``plain``, ``deepgram`` or ``whisper``.
-        closes_segment: Whether this piece ends a stretch of speech (it gets end punctuation).
-        opens_segment: Whether this piece starts a stretch of speech (it gets a capital).
-
-    Raises:
-        ValueError: Unknown profile.
-    """
+def format_transcript(
+    text: str, profile: AsrProfile | str, *, closes_segment: bool = True, opens_segment: bool = True
+) -> str:
+    """Write ``text`` as a recogniser of ``profile`` would (a capital opens a segment, end punctuation closes it)."""
     if profile == "plain":
         return text
     if profile not in ASR_PROFILES:

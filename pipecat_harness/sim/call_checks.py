@@ -15,8 +15,9 @@ from pipecat_harness.sim.scripted_llm import ModelCall
 __all__ = ["check_context", "check_history", "check_state"]
 
 
-async def check_state(scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller,
-                      timed_out: bool) -> list[CheckResult]:
+async def check_state(
+    scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller, timed_out: bool
+) -> list[CheckResult]:
     """The business-state checks, whether the caller got through, and whether the call ended in time."""
     checks = []
     for check in scenario.expect.state:
@@ -25,13 +26,15 @@ async def check_state(scenario: Scenario, db: RetailDatabase, caller: SimulatedC
         except Exception as exc:  # a broken expectation query is a failed check, not a crash
             checks.append(CheckResult(f"state: {check.sql}", False, f"query failed: {exc}"))
             continue
-        ok = _equal(value, check.equals)
         detail = f"got {value!r}, expected {check.equals!r}" + (f" ({check.why})" if check.why else "")
-        checks.append(CheckResult(f"state: {check.sql}", ok, detail))
+        checks.append(CheckResult(f"state: {check.sql}", _equal(value, check.equals), detail))
     if scenario.expect.caller_completed:
-        detail = "caller finished the script" if caller.completed else (
-            f"caller gave up waiting before turn {caller.gave_up_at_turn}" if caller.gave_up_at_turn is not None
-            else "call did not finish")
+        if caller.completed:
+            detail = "caller finished the script"
+        elif caller.gave_up_at_turn is not None:
+            detail = f"caller gave up waiting before turn {caller.gave_up_at_turn}"
+        else:
+            detail = "call did not finish"
         checks.append(CheckResult("caller completed", caller.completed, detail))
     if timed_out:
         checks.append(CheckResult("call ended", False, f"exceeded max_call_secs={scenario.max_call_secs}"))
@@ -41,21 +44,20 @@ async def check_state(scenario: Scenario, db: RetailDatabase, caller: SimulatedC
 def check_history(scenario: Scenario, playback: list[TurnPlayback], calls: list[ModelCall]) -> list[CheckResult]:
     """The history limits: unplayed words kept, played words removed, replies repeated."""
     spec = scenario.expect.history
-    checks = []
-    if spec.max_unplayed_words is not None:
-        worst = max((t.unplayed_retained for t in playback), default=0)
-        checks.append(CheckResult("history: unplayed words retained", worst <= spec.max_unplayed_words,
-                                  f"at most {worst} per turn (limit {spec.max_unplayed_words})"))
-    if spec.max_removed_words is not None:
-        worst = max((t.played_removed for t in playback), default=0)
-        checks.append(CheckResult("history: played words removed", worst <= spec.max_removed_words,
-                                  f"at most {worst} per turn (limit {spec.max_removed_words})"))
-    if spec.max_repeated_replies is not None:
-        replies = [" ".join(c.text.lower().split()) for c in calls if c.text.strip()]
-        repeats = sum(1 for i, r in enumerate(replies) if r in replies[:i])
-        checks.append(CheckResult("history: repeated replies", repeats <= spec.max_repeated_replies,
-                                  f"{repeats} repeated (limit {spec.max_repeated_replies})"))
-    return checks
+    replies = [" ".join(c.text.lower().split()) for c in calls if c.text.strip()]
+    unplayed = max((t.unplayed_retained for t in playback), default=0)
+    removed = max((t.played_removed for t in playback), default=0)
+    repeats = sum(1 for i, r in enumerate(replies) if r in replies[:i])
+    limits = [
+        ("history: unplayed words retained", spec.max_unplayed_words, unplayed, f"at most {unplayed} per turn"),
+        ("history: played words removed", spec.max_removed_words, removed, f"at most {removed} per turn"),
+        ("history: repeated replies", spec.max_repeated_replies, repeats, f"{repeats} repeated"),
+    ]
+    return [
+        CheckResult(name, value <= limit, f"{measured} (limit {limit})")
+        for name, limit, value, measured in limits
+        if limit is not None
+    ]
 
 
 def _equal(value: Any, expected: Any) -> bool:
@@ -79,12 +81,20 @@ def check_context(scenario: Scenario, context: Any, llm: Any) -> list[CheckResul
     checks = []
     for pattern in spec.contains:
         found = any(re.search(pattern, text) for text in texts)
-        checks.append(CheckResult(f"context contains {pattern!r}", found,
-                                  "present in the final context" if found else "missing from the final context"))
+        checks.append(
+            CheckResult(
+                f"context contains {pattern!r}",
+                found,
+                "present in the final context" if found else "missing from the final context",
+            )
+        )
     if spec.max_tokens is not None:
         tokens = estimate_tokens(messages)
-        checks.append(CheckResult("context budget", tokens <= spec.max_tokens,
-                                  f"{tokens} tokens at the end (budget {spec.max_tokens})"))
+        checks.append(
+            CheckResult(
+                "context budget", tokens <= spec.max_tokens, f"{tokens} tokens at the end (budget {spec.max_tokens})"
+            )
+        )
     if spec.summarized:
         count = len(getattr(llm, "summary_requests", []))
         checks.append(CheckResult("context summarised", count > 0, f"{count} summaries requested"))

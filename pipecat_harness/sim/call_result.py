@@ -13,15 +13,10 @@ __all__ = ["CallResult", "CheckResult", "ModelUsage"]
 
 @dataclass(frozen=True)
 class ModelUsage:
-    """What the call cost at the model, from the provider's usage metadata.
+    """What the call cost at the model: requests (responses started) and tokens summed over them.
 
-    Parameters:
-        requests: Model requests (responses started).
-        prompt_tokens: Input tokens, summed over the requests.
-        completion_tokens: Output tokens, summed.
-        total_tokens: Total tokens as the provider reports them.
-        reported: Requests whose usage the provider reported (some servers never send usage in a stream).
-        streamed_chars: Characters of text the model streamed (for an estimate when usage is not reported).
+    ``reported`` counts the requests whose usage the provider reported (some servers never send usage in a stream);
+    ``streamed_chars`` is the text streamed, for an estimate when it is not.
     """
 
     requests: int = 0
@@ -45,22 +40,9 @@ class CheckResult:
 class CallResult:
     """The outcome of one simulated call.
 
-    Parameters:
-        passed: Whether every expectation held (the business outcome matched).
-        expected: The outcome expected with the active controls (``pass``/``fail``).
-        checks: Each expectation and whether it held.
-        active_controls: Controls the harness built for the call.
-        decisions: Every control decision taken.
-        playback: Per assistant turn: generated, heard and retained words.
-        trace_path: Where the timeline was written, if anywhere.
-        virtual_secs: Length of the call in simulated time.
-        wall_secs: Wall-clock time the simulation took.
-        caller_completed: Whether the caller got through the whole script.
-        model_replies: The text of every model reply, in order.
-        tool_executions: Business handler executions by tool.
-        write_tools: The tools that change business state.
-        model_usage: Requests and tokens at the model.
-        caller_requests: Requests a goal caller made to its caller model (cached lines excluded).
+    ``passed`` says every expectation in ``checks`` held (the business outcome matched); ``expected`` is the outcome the
+    scenario states for the ``active_controls``. ``playback`` scores each assistant turn's generated, heard and retained
+    words; ``caller_requests`` counts a goal caller's requests to its caller model (cached lines excluded).
     """
 
     scenario: str

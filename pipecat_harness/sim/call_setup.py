@@ -21,22 +21,18 @@ __all__ = ["create_database", "fault_wrapper", "scenario_config", "tool_sets"]
 
 
 def scenario_config(scenario: Scenario, config: HarnessConfig) -> HarnessConfig:
-    """``config`` with the scenario's own settings applied (its switches stay as given).
-
-    Raises:
-        ScenarioError: A block or setting does not exist or has a bad value.
-    """
+    """``config`` with the scenario's own settings applied (its switches as given); a bad one is a ScenarioError."""
     update = {}
+    where = scenario.source or scenario.name
     for block, values in scenario.harness.items():
         current = getattr(config, block, None)
         if not isinstance(current, BaseModel) or not isinstance(values, dict):
-            raise ScenarioError(f"{scenario.source or scenario.name}: field 'harness.{block}' is not a settings block")
+            raise ScenarioError(f"{where}: field 'harness.{block}' is not a settings block")
         settings = {k: v for k, v in values.items() if k != "enabled"}
         try:
             update[block] = type(current).model_validate({**current.model_dump(), **settings})
         except ValidationError as exc:
-            raise ScenarioError(f"{scenario.source or scenario.name}: harness.{block}: "
-                                f"{describe_validation_error(exc)}") from exc
+            raise ScenarioError(f"{where}: harness.{block}: {describe_validation_error(exc)}") from exc
     return config.model_copy(update=update) if update else config
 
 
@@ -54,11 +50,7 @@ async def tool_sets(scenario: Scenario, db: RetailDatabase) -> list[Any]:
 
 
 async def create_database(scenario: Scenario, workdir: Path) -> RetailDatabase:
-    """The call's business database: the named seed, the scenario's own tables, then its statements one by one.
-
-    Raises:
-        ScenarioError: A table or a statement of ``database.sql`` fails; the message names it.
-    """
+    """The call's business database: the named seed, the scenario's own tables, then its statements one by one."""
     path = workdir / f"{scenario.name}.db"
     # The empty seed is an empty database: the scenario's own tables may reuse the retail names.
     db = await RetailDatabase.create(path, seed=None) if scenario.database.seed == "retail" else RetailDatabase(path)

@@ -32,19 +32,16 @@ VAD_STOP_SECS = 0.2
 _USER_ID = "caller"
 # Loop timers within the clock resolution count as due without time advancing, so waits shorter than this would spin.
 _EPSILON = 1e-6
+#: Seconds after a piece's last word until the recogniser sends that piece's final (endpointing).
+_PIECE_LATENCY_SECS = 0.15
 
 
 @dataclass(frozen=True)
 class CallerEvent:
-    """A frame the caller will inject, at an offset from the start of its turn.
+    """A ``vad_start``, ``vad_stop``, ``interim`` or ``final`` the caller injects ``offset`` seconds into its turn.
 
-    Parameters:
-        offset: Seconds from the start of the turn.
-        kind: ``vad_start``, ``vad_stop``, ``interim`` or ``final``.
-        text: The transcript text (as the recogniser writes it).
-        finalized: For finals: whether the STT marks it finalized (it answers ``Finalize``).
-        closes_segment: For finals: whether it is the last piece of its stretch of speech.
-        segment_text: For closing finals: the whole stretch's transcript.
+    A final may be ``finalized`` (it answers the STT's ``Finalize``) and close its stretch of speech (then
+    ``segment_text`` is the whole stretch's transcript).
     """
 
     offset: float
@@ -55,109 +52,86 @@ class CallerEvent:
     segment_text: str = ""
 
 
-#: Seconds after a piece's last word until the recogniser sends that piece's final (endpointing).
-_PIECE_LATENCY_SECS = 0.15
-
-
 def plan_turn(turn: CallerTurn, voice: CallerSpec) -> list[CallerEvent]:
     """Lay out one caller turn as timed VAD and transcript events.
 
     Segments separated by a pause shorter than VAD's stop window are merged: VAD would not have seen the gap.
     """
     events: list[CallerEvent] = []
-    segments = _merge_short_pauses(turn.speech)
     t = 0.0
-    for segment in segments:
+    for segment in _merge_short_pauses(turn.speech):
         if segment.pause is not None:
             t += segment.pause
             continue
-        if segment.silent is not None:
-            events.append(CallerEvent(t, "vad_start"))
-            t += segment.silent
-            events.append(CallerEvent(t + VAD_STOP_SECS, "vad_stop"))
-            continue
-        text = segment.say or ""
-        duration = segment.secs or max(0.3, len(text.split()) * 60.0 / voice.words_per_minute)
         events.append(CallerEvent(t, "vad_start"))
-        events.extend(_transcript_events(segment.asr, text, t, duration, voice))
+        if segment.silent is not None:
+            duration = segment.silent
+        else:
+            text = segment.say or ""
+            duration = segment.secs or max(0.3, len(text.split()) * 60.0 / voice.words_per_minute)
+            events.extend(_transcript_events(segment.asr, text, t, duration, voice))
         t += duration
         events.append(CallerEvent(t + VAD_STOP_SECS, "vad_stop"))
     return sorted(events, key=lambda e: e.offset)
 
 
-def _transcript_events(asr: str | None, said: str, start: float, duration: float,
-                       voice: CallerSpec) -> list[CallerEvent]:
+def _transcript_events(
+    asr: str | None, said: str, start: float, duration: float, voice: CallerSpec
+) -> list[CallerEvent]:
     """Interims and final pieces of one stretch of speech."""
     words = said.split()
-    written_words = asr.split() if asr is not None else words
-    if not written_words:
-        written_words = [asr or said]
+    written_words = (asr.split() if asr is not None else words) or [asr or said]
     pieces = _split(written_words, min(voice.final_pieces, len(written_words)))
     events: list[CallerEvent] = []
     done = 0  # words already covered by earlier final pieces
     for number, piece in enumerate(pieces, start=1):
-        closes = number == len(pieces)
-        end_word = done + len(piece)
-        piece_end = start + duration * end_word / len(written_words)
+        closes, opens = number == len(pieces), number == 1
+        piece_end = start + duration * (done + len(piece)) / len(written_words)
         for i in range(voice.interim_every_words, len(piece), voice.interim_every_words):
             at = start + duration * (done + i) / len(written_words)
-            events.append(CallerEvent(at, "interim", _format(piece[:i], voice, closes=False, opens=number == 1)))
-        if closes:
+            events.append(CallerEvent(at, "interim", _format(piece[:i], voice, closes=False, opens=opens)))
+        text = _format(piece, voice, closes=closes, opens=opens, written=asr is not None)
+        if not closes:
+            at = min(piece_end + _PIECE_LATENCY_SECS, start + duration)
+            events.append(CallerEvent(at, "final", text, finalized=False, closes_segment=False))
+        else:
             if voice.finalize_delay_secs is not None:
                 at = piece_end + VAD_STOP_SECS + voice.finalize_delay_secs
             else:
                 at = piece_end + max(voice.asr_final_secs, VAD_STOP_SECS + 0.01)
             whole = asr if asr is not None else _format(words, voice, closes=True)
-            events.append(CallerEvent(at, "final", _format(piece, voice, closes=True, opens=number == 1,
-                                                           written=asr is not None),
-                                      finalized=True, segment_text=whole))
-        else:
-            at = min(piece_end + _PIECE_LATENCY_SECS, start + duration)
-            events.append(CallerEvent(at, "final", _format(piece, voice, closes=False, opens=number == 1,
-                                                           written=asr is not None),
-                                      finalized=False, closes_segment=False))
-        done = end_word
+            events.append(CallerEvent(at, "final", text, finalized=True, segment_text=whole))
+        done += len(piece)
     return events
 
 
 def _split(words: list[str], count: int) -> list[list[str]]:
+    """``words`` in ``count`` consecutive pieces, the first ones a word longer when they do not divide evenly."""
     size, extra = divmod(len(words), count)
-    pieces, index = [], 0
-    for n in range(count):
-        length = size + (1 if n < extra else 0)
-        pieces.append(words[index:index + length])
-        index += length
-    return pieces
+    return [words[n * size + min(n, extra) : (n + 1) * size + min(n + 1, extra)] for n in range(count)]
 
 
 def _format(words: list[str], voice: CallerSpec, *, closes: bool, opens: bool = True, written: bool = False) -> str:
     text = " ".join(words)
-    if written:
-        return text
-    return format_transcript(text, voice.asr_format, closes_segment=closes, opens_segment=opens)
+    return text if written else format_transcript(text, voice.asr_format, closes_segment=closes, opens_segment=opens)
 
 
 def _merge_short_pauses(segments: list[SpeechSegment]) -> list[SpeechSegment]:
     merged: list[SpeechSegment] = []
     for segment in segments:
-        if (
-            segment.say is not None
-            and len(merged) >= 2
-            and merged[-1].pause is not None
-            and merged[-1].pause < VAD_STOP_SECS
-            and merged[-2].say is not None
-        ):
-            pause = merged.pop().pause or 0.0
-            previous = merged.pop()
-            secs = None
-            if previous.secs is not None or segment.secs is not None:
-                secs = (previous.secs or 0.0) + pause + (segment.secs or 0.0) or None
-            asr = None
-            if previous.asr is not None or segment.asr is not None:
-                asr = f"{previous.asr or previous.say} {segment.asr or segment.say}"
-            merged.append(SpeechSegment(say=f"{previous.say} {segment.say}", secs=secs, asr=asr))
-        else:
+        gap = merged[-1].pause if len(merged) >= 2 else None
+        if segment.say is None or gap is None or gap >= VAD_STOP_SECS or merged[-2].say is None:
             merged.append(segment)
+            continue
+        merged.pop()
+        previous = merged.pop()
+        secs = None
+        if previous.secs is not None or segment.secs is not None:
+            secs = (previous.secs or 0.0) + gap + (segment.secs or 0.0) or None
+        asr = None
+        if previous.asr is not None or segment.asr is not None:
+            asr = f"{previous.asr or previous.say} {segment.asr or segment.say}"
+        merged.append(SpeechSegment(say=f"{previous.say} {segment.say}", secs=secs, asr=asr))
     return merged
 
 
@@ -168,8 +142,9 @@ def _frame_for(event: CallerEvent) -> Frame:
         return VADUserStoppedSpeakingFrame(stop_secs=VAD_STOP_SECS)
     if event.kind == "interim":
         return InterimTranscriptionFrame(text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601())
-    return TranscriptionFrame(text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601(),
-                              finalized=event.finalized)
+    return TranscriptionFrame(
+        text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601(), finalized=event.finalized
+    )
 
 
 @dataclass
@@ -182,25 +157,23 @@ class _BotState:
 
 
 class SimulatedCaller(BaseObserver):
-    """Plays a caller script into a running ``PipelineWorker``.
+    """Plays a caller script into a running ``PipelineWorker``; as an observer, it times its turns by the bot's speech.
 
-    It is also an observer: it watches the bot start and stop speaking to time its turns.
-
-    Args:
-        voice: How speech maps to frames (speaking rate, ASR latency).
-        recogniser: A live recogniser to drive instead of injecting transcripts (``interim(text)``,
-            ``expect_final(text)``, ``final(text)``, as :class:`~pipecat_harness.fakes.DeepgramFake` offers).
-        sample_rate: Rate of the audio streamed while speaking (with a recogniser).
+    With a ``recogniser`` (``interim``, ``expect_final`` and ``final`` of a text, as
+    :class:`~pipecat_harness.fakes.DeepgramFake` offers) it drives that instead of injecting transcripts, streaming
+    silent audio at ``sample_rate`` while it speaks.
     """
 
-    def __init__(self, turns: list[CallerTurn], voice: CallerSpec, *, recogniser: Any = None,
-                 sample_rate: int = 16000) -> None:
+    def __init__(
+        self, turns: list[CallerTurn], voice: CallerSpec, *, recogniser: Any = None, sample_rate: int = 16000
+    ) -> None:
         super().__init__(observe_every_push=False)
         self._turns = turns
         self._voice = voice
         self._recogniser = recogniser
         self._sample_rate = sample_rate
         self._bot = _BotState()
+        self._call_start = 0.0
         self.completed = False
         self.gave_up_at_turn: int | None = None
         self.log: list[dict[str, Any]] = []
@@ -209,38 +182,48 @@ class SimulatedCaller(BaseObserver):
         """Track the bot's speaking state."""
         if data.direction != FrameDirection.DOWNSTREAM:
             return
-        loop_time = asyncio.get_running_loop().time()
+        now = asyncio.get_running_loop().time()
         if isinstance(data.frame, BotStartedSpeakingFrame):
             self._bot.speaking = True
             self._bot.starts += 1
-            self._bot.last_start = loop_time
+            self._bot.last_start = now
             self._bot.changed.set()
         elif isinstance(data.frame, BotStoppedSpeakingFrame):
             self._bot.speaking = False
-            self._bot.last_stop = loop_time
+            self._bot.last_stop = now
             self._bot.changed.set()
 
     async def run(self, worker: Any, *, linger_secs: float = 1.0, final_wait_secs: float = 12.0) -> None:
         """Speak every turn, then wait for the bot's last reply and end the call."""
         loop = asyncio.get_running_loop()
-        call_start = loop.time()
+        self._call_start = loop.time()
         for index, turn in enumerate(self._turns):
             since = self._bot.starts
             if turn.after == "start":
-                await asyncio.sleep(max(0.0, call_start + turn.delay - loop.time()))
+                await asyncio.sleep(max(0.0, self._call_start + turn.delay - loop.time()))
             elif not await self._wait_for_bot(since, turn):
-                self.gave_up_at_turn = index
-                self.log.append({"t": loop.time() - call_start, "event": "caller_gave_up", "turn": index})
+                self._give_up(index)
                 break
-            self.log.append({"t": loop.time() - call_start, "event": "caller_turn", "turn": index})
+            self._note("caller_turn", index)
             await self._speak(worker, turn)
         else:
             self.completed = True
-            await self._wait_for_bot(
-                self._bot.starts, CallerTurn(after="bot", delay=linger_secs, wait=final_wait_secs,
-                                             speech=[SpeechSegment(pause=0)]),
-            )
+            await self._linger(linger_secs, final_wait_secs)
         await self._end_call(worker)
+
+    def _note(self, event: str, turn: int, **said: str) -> None:
+        """Log a caller event at its time since the call started."""
+        t = asyncio.get_running_loop().time() - self._call_start
+        self.log.append({"t": t, "event": event, "turn": turn, **said})
+
+    def _give_up(self, turn: int) -> None:
+        self.gave_up_at_turn = turn
+        self._note("caller_gave_up", turn)
+
+    async def _linger(self, secs: float, wait: float) -> None:
+        """After the caller's last line: wait up to ``wait`` for the bot's reply, then until it is quiet ``secs``."""
+        if await self._bot_started(self._bot.starts, wait):
+            await self._bot_quiet_for(secs)
 
     async def _end_call(self, worker: Any) -> None:
         await worker.queue_frame(EndFrame())
@@ -255,10 +238,8 @@ class SimulatedCaller(BaseObserver):
                 await asyncio.sleep(max(0.0, start + event.offset - loop.time()))
                 if self._recogniser is None:
                     await worker.queue_frame(_frame_for(event))
-                    continue
-                if event.kind == "vad_start":
-                    final = next((e for e in events[index:] if e.kind in ("final", "vad_start") and e is not event),
-                                 None)
+                elif event.kind == "vad_start":
+                    final = next((e for e in events[index + 1 :] if e.kind in ("final", "vad_start")), None)
                     if final is not None and final.kind == "final":
                         self._recogniser.expect_final(final.text)
                     audio = audio or asyncio.ensure_future(self._stream_audio(worker))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from pipecat_harness.sim.strict_model import StrictModel
 
 __all__ = ["PAUSE_MARK", "CallerGoal", "Interruptions", "KnownFact", "spoken_segments"]
 
@@ -12,11 +14,7 @@ __all__ = ["PAUSE_MARK", "CallerGoal", "Interruptions", "KnownFact", "spoken_seg
 PAUSE_MARK = re.compile(r"\s*(?:\.\.\.|…)\s*")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class KnownFact(_Strict):
+class KnownFact(StrictModel):
     """Something the caller knows and gives when asked.
 
     Parameters:
@@ -30,7 +28,7 @@ class KnownFact(_Strict):
     asked_as: str | None = None
 
 
-class Interruptions(_Strict):
+class Interruptions(StrictModel):
     """When the caller barges in.
 
     Parameters:
@@ -40,7 +38,7 @@ class Interruptions(_Strict):
     after_secs: float | None = Field(default=None, gt=0, le=60)
 
 
-class CallerGoal(_Strict):
+class CallerGoal(StrictModel):
     """A caller played from a goal by an LLM caller.
 
     Parameters:
@@ -69,25 +67,24 @@ class CallerGoal(_Strict):
 
     def instructions(self) -> str:
         """The caller model's system prompt: the goal, and how to write pauses and hang up."""
-        lines = ["You are playing a caller on a phone line to a customer-service voice agent.",
-                 f"Who you are: {self.persona}", f"Why you are calling: {self.reason}"]
-        for fact in self.knows:
-            lines.append(f"If asked for your {fact.what}, say exactly: {fact.say}")
-        for unknown in self.does_not_know:
-            lines.append(f"You do not know {unknown}; if asked, say you don't know it.")
-        lines += ["Speak only your next line, as it would be said aloud: no stage directions, no quotes.",
-                  "Write '...' where you pause. Keep each line short, like a real caller.",
-                  "When your request is done or you give up, say goodbye and end your line with [hang up]."]
+        lines = [
+            "You are playing a caller on a phone line to a customer-service voice agent.",
+            f"Who you are: {self.persona}",
+            f"Why you are calling: {self.reason}",
+            *(f"If asked for your {fact.what}, say exactly: {fact.say}" for fact in self.knows),
+            *(f"You do not know {unknown}; if asked, say you don't know it." for unknown in self.does_not_know),
+            "Speak only your next line, as it would be said aloud: no stage directions, no quotes.",
+            "Write '...' where you pause. Keep each line short, like a real caller.",
+            "When your request is done or you give up, say goodbye and end your line with [hang up].",
+        ]
         return "\n".join(lines)
 
 
 def spoken_segments(utterance: str, pause_secs: float) -> list[dict[str, float | str]]:
     """An utterance as speech segments: the text between ``...`` marks, with pauses between them."""
     segments: list[dict[str, float | str]] = []
-    for index, piece in enumerate(p.strip() for p in PAUSE_MARK.split(utterance)):
-        if not piece:
-            continue
-        if index and segments:
+    for piece in filter(None, (p.strip() for p in PAUSE_MARK.split(utterance))):
+        if segments:
             segments.append({"pause": pause_secs})
         segments.append({"say": piece})
     return segments or [{"silent": 0.4}]

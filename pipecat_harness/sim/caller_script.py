@@ -48,8 +48,7 @@ class CallerTurn(StrictModel):
             seconds; ``bot_started`` starts ``delay`` seconds after the bot starts speaking (a barge-in); ``start``
             starts ``delay`` seconds after the call starts.
         delay: Seconds after the trigger.
-        wait: Longest wait in seconds for the trigger; then the caller gives up and hangs up (the rest of the script is
-            not spoken).
+        wait: Longest wait in seconds for the trigger; then the caller gives up and hangs up (the rest is not spoken).
         speech: The segments of the turn.
     """
 

@@ -1,17 +1,10 @@
-"""Virtual time for simulated calls.
+"""Virtual time for simulated calls: the frame order and timing of a real call, in a fraction of the wall time.
 
-A simulated call must keep the frame order and relative timing of a real call while running in a fraction of the wall
-time. Dividing durations by a factor changes frame order (many Pipecat constants cannot be scaled), so instead the event
-loop runs on virtual time: whenever nothing is runnable, the loop jumps straight to its next timer. Every Pipecat timer
-is an asyncio timer, so the whole pipeline follows. Three other clocks are made to follow the loop:
-
-* the pipeline clock (``LoopClock``, passed to ``PipelineWorker(clock=...)``);
-* ``time.time()`` (through ``time-machine``), which gates bot-speaking ticks, VAD frame timestamps and metrics;
-* ``time.monotonic()`` inside the VAD controller and Smart Turn modules, which mix it with ``asyncio.sleep``.
-
-Work handed to executor threads freezes virtual time until it completes, which makes runs deterministic (model inference
-then takes zero virtual time); so do aiosqlite's thread and a Redis server's replies, which the loop holds for itself,
-leaving the stores' own code a plain ``await``.
+Scaling durations would change frame order (many Pipecat constants cannot be scaled), so the event loop runs on virtual
+time instead: whenever nothing is runnable, it jumps straight to its next timer. Made to follow it: the pipeline clock
+(``LoopClock``), ``time.time()`` (through ``time-machine``: bot-speaking ticks, VAD timestamps, metrics) and
+``time.monotonic()`` in the VAD controller and Smart Turn. Executor threads, aiosqlite's thread and the stores' replies
+freeze virtual time until they complete, so runs are deterministic (inference takes zero virtual time).
 """
 
 from __future__ import annotations
@@ -19,25 +12,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import importlib
 import inspect
 import selectors
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future as ConcurrentFuture
-from typing import Any
+from typing import Any, TypeVar
 from unittest import mock
 
 import time_machine
 from pipecat.clocks.base_clock import BaseClock
 
-__all__ = ["LoopClock", "VirtualTimeGuardError", "VirtualTimeLoop", "virtual_time"]
+__all__ = ["LoopClock", "VirtualTimeGuardError", "VirtualTimeLoop", "run_on_virtual_time", "virtual_time"]
 
 #: Virtual wall-clock time at which every simulated call starts (deterministic traces).
 SIMULATION_EPOCH = _dt.datetime(2026, 1, 5, 9, 0, 0, tzinfo=_dt.UTC)
 
 # Modules that read time.monotonic() next to asyncio sleeps.
 _MONOTONIC_MODULES = ("pipecat.audio.vad.vad_controller", "pipecat.audio.turn.smart_turn.base_smart_turn")
+_Advance = Callable[[float], None]
+_T = TypeVar("_T")
 
 
 class VirtualTimeGuardError(RuntimeError):
@@ -47,15 +43,13 @@ class VirtualTimeGuardError(RuntimeError):
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """A selector event loop whose clock jumps to the next timer when idle.
 
-    Args:
-        max_virtual_secs: Virtual time after which the loop refuses to advance further (a scenario that never ends is an
-            error, not a hang).
-        max_wall_secs: Wall-clock budget for the whole run.
-        on_advance: Called with the number of virtual seconds skipped.
+    Past ``max_virtual_secs`` or ``max_wall_secs`` it raises (a scenario that never ends is an error, not a hang);
+    ``on_advance`` is called with the virtual seconds skipped.
     """
 
-    def __init__(self, *, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0,
-                 on_advance: Callable[[float], None] | None = None) -> None:
+    def __init__(
+        self, *, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0, on_advance: _Advance | None = None
+    ) -> None:
         super().__init__(selectors.DefaultSelector())
         self._virtual_now = 0.0
         self._max_virtual_secs = max_virtual_secs
@@ -82,9 +76,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         """Return the virtual time in seconds."""
         return self._virtual_now
 
-    def run_in_executor(  # type: ignore[override]
-        self, executor: Any, func: Callable[..., Any], *args: Any
-    ) -> asyncio.Future[Any]:
+    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:  # type: ignore[override]
         """Run ``func`` in an executor and freeze virtual time until it completes."""
         future = super().run_in_executor(executor, func, *args)
         self.hold_time_for(future)
@@ -102,13 +94,11 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._check_wall_budget()
         target = self._virtual_now + seconds
         scheduled = getattr(self, "_scheduled", None)
-        if scheduled:
-            # Land exactly on the next timer so float rounding cannot leave it pending.
+        if scheduled:  # land exactly on the next timer so float rounding cannot leave it pending
             target = max(target, scheduled[0].when())
-        seconds = target - self._virtual_now
-        self._virtual_now = target
+        skipped, self._virtual_now = target - self._virtual_now, target
         if self._on_advance is not None:
-            self._on_advance(seconds)
+            self._on_advance(skipped)
 
     def _check_wall_budget(self) -> None:
         if time.perf_counter() - self._wall_started > self._max_wall_secs:
@@ -116,11 +106,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 class LoopClock(BaseClock):
-    """Pipeline clock reading the running event loop's time, in nanoseconds.
-
-    On a ``VirtualTimeLoop`` this is virtual time; on a normal loop it is monotonic time, so the clock is safe to use in
-    real calls too.
-    """
+    """Pipeline clock reading the running loop's time in ns (virtual on a ``VirtualTimeLoop``, else monotonic)."""
 
     def __init__(self) -> None:
         self._start = 0.0
@@ -136,21 +122,15 @@ class LoopClock(BaseClock):
 
 @contextlib.contextmanager
 def virtual_time(*, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0) -> Iterator[VirtualTimeLoop]:
-    """Create a virtual-time loop with the wall clock and monotonic readers following it.
+    """Yield a virtual-time loop with the wall clock and monotonic readers following it.
 
-    Use it with ``asyncio.Runner(loop_factory=lambda: loop)``::
-
-        with virtual_time() as loop:
-            with asyncio.Runner(loop_factory=lambda: loop) as runner:
-                runner.run(main())
-
-    Yields:
-        The loop to run the simulated call on.
+    Run on it with ``asyncio.Runner(loop_factory=lambda: loop)``.
     """
     with contextlib.ExitStack() as stack:
         coordinates = stack.enter_context(time_machine.travel(SIMULATION_EPOCH, tick=False))
-        loop = VirtualTimeLoop(max_virtual_secs=max_virtual_secs, max_wall_secs=max_wall_secs,
-                               on_advance=coordinates.shift)
+        loop = VirtualTimeLoop(
+            max_virtual_secs=max_virtual_secs, max_wall_secs=max_wall_secs, on_advance=coordinates.shift
+        )
         stack.callback(lambda: None if loop.is_closed() else loop.close())
         _patch_monotonic(stack, loop)
         _track_aiosqlite_threads(stack)
@@ -158,15 +138,25 @@ def virtual_time(*, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120
         yield loop
 
 
-def _patch_monotonic(stack: contextlib.ExitStack, loop: VirtualTimeLoop) -> None:
-    import importlib
+def run_on_virtual_time(main: Coroutine[Any, Any, _T], *, max_virtual_secs: float, max_wall_secs: float) -> _T:
+    """Run ``main`` to completion on a fresh :func:`virtual_time` loop."""
+    with virtual_time(max_virtual_secs=max_virtual_secs, max_wall_secs=max_wall_secs) as loop:
+        with asyncio.Runner(loop_factory=lambda: loop) as runner:
+            return runner.run(main)
 
+
+def _patch_monotonic(stack: contextlib.ExitStack, loop: VirtualTimeLoop) -> None:
     shim = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("__")})
     shim.monotonic = loop.time
     shim.monotonic_ns = lambda: int(loop.time() * 1e9)
     for name in _MONOTONIC_MODULES:
         with contextlib.suppress(ImportError):
             stack.enter_context(mock.patch.object(importlib.import_module(name), "time", shim))
+
+
+def _hold(loop: asyncio.AbstractEventLoop, work: asyncio.Future[Any]) -> None:
+    if isinstance(loop, VirtualTimeLoop):
+        loop.hold_time_for(work)
 
 
 class _TrackedQueue:
@@ -178,9 +168,7 @@ class _TrackedQueue:
     def put_nowait(self, item: Any) -> None:
         future = item[0] if isinstance(item, tuple) and item else None
         if isinstance(future, asyncio.Future):
-            loop = future.get_loop()
-            if isinstance(loop, VirtualTimeLoop):
-                loop.hold_time_for(future)
+            _hold(future.get_loop(), future)
         self._queue.put_nowait(item)
 
     def __getattr__(self, name: str) -> Any:
@@ -188,11 +176,7 @@ class _TrackedQueue:
 
 
 def _track_aiosqlite_threads(stack: contextlib.ExitStack) -> None:
-    """Make aiosqlite's per-connection thread hold virtual time while it works.
-
-    aiosqlite completes futures from its own thread rather than through ``run_in_executor``; without this a database
-    call could let virtual time jump past pending work.
-    """
+    """Make aiosqlite's per-connection thread (which completes futures itself, not through an executor) hold time."""
     try:
         from aiosqlite import core
     except ImportError:
@@ -206,9 +190,8 @@ def _track_aiosqlite_threads(stack: contextlib.ExitStack) -> None:
     stack.enter_context(mock.patch.object(core.Connection, "__init__", init))
 
 
-# Store I/O whose reply arrives on a socket or from a thread: a loop waiting for it looks idle, so without a hold
-# the virtual clock would jump to the next timer (a tool's deadline, a lease, a connect timeout) while the
-# database or Redis answers. Production code awaits these plainly; only a simulated call holds the clock.
+# Store I/O whose reply arrives on a socket or from a thread: a loop waiting for it looks idle, so without a hold the
+# virtual clock would jump to the next timer (a tool's deadline, a lease) while the database or Redis answers.
 _HELD_IO = (
     ("redis.asyncio.connection", "AbstractConnection", ("connect", "read_response")),
     ("pipecat_harness.tools.sqlite_thread", "SqliteThread", ("submit",)),  # run() too: it awaits submit()
@@ -220,24 +203,20 @@ _HELD_IO = (
 
 def _hold_time_for_store_io(stack: contextlib.ExitStack) -> None:
     """Make each of :data:`_HELD_IO`'s methods hold virtual time until its reply is in."""
-    import importlib
 
     def holding(original: Callable[..., Any]) -> Callable[..., Any]:
         if not inspect.iscoroutinefunction(original):  # returns a future, resolved from another thread
+
             def hand(self: Any, *args: Any, **kwargs: Any) -> Any:
                 work = original(self, *args, **kwargs)
-                loop = asyncio.get_running_loop()
-                if isinstance(loop, VirtualTimeLoop):
-                    loop.hold_time_for(work)
+                _hold(asyncio.get_running_loop(), work)
                 return work
 
             return hand
 
         async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
             work = asyncio.ensure_future(original(self, *args, **kwargs))
-            loop = asyncio.get_running_loop()
-            if isinstance(loop, VirtualTimeLoop):
-                loop.hold_time_for(work)
+            _hold(asyncio.get_running_loop(), work)
             return await work
 
         return call

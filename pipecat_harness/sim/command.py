@@ -20,6 +20,7 @@ from rich.text import Text
 from pipecat_harness.bundled import bundled_names
 from pipecat_harness.config import CONTROL_NAMES, ConfigError, GraderSettings, HarnessConfig
 from pipecat_harness.errors import InputError
+from pipecat_harness.sim.audio.requirements import AudioModeUnavailable
 from pipecat_harness.sim.runner import SIM_SERVICES, CallResult, run_scenario
 from pipecat_harness.sim.scenario import (
     Scenario,
@@ -33,6 +34,8 @@ from pipecat_harness.trace.show import render_timeline
 from pipecat_harness.trace.timeline import Timeline
 
 __all__ = ["add_parser", "quiet_pipecat_logs"]
+
+_NOT_AS_EXPECTED = "[red]NOT AS EXPECTED[/red]"
 
 
 def quiet_pipecat_logs(verbose: bool = False) -> None:
@@ -52,30 +55,55 @@ def add_parser(subparsers: Any) -> None:
         "and no network. Exits 1 when a call's outcome differs from what the scenario expects with the active "
         "controls, 2 when a scenario or setting cannot be used.",
     )
-    parser.add_argument("scenarios", nargs="*",
-                        help="scenario files, directories or bundled scenario names (default: the bundled set)")
-    parser.add_argument("-s", "--scenario", action="append", default=[], metavar="NAME",
-                        help="a bundled scenario by name, e.g. duplicate_refund (repeatable; --list shows them)")
+    parser.add_argument(
+        "scenarios", nargs="*", help="scenario files, directories or bundled scenario names (default: the bundled set)"
+    )
+    parser.add_argument(
+        "-s",
+        "--scenario",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a bundled scenario by name, e.g. duplicate_refund (repeatable; --list shows them)",
+    )
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
     parser.add_argument("--config", help="a HarnessConfig YAML file (default: each scenario domain's preset)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--controls",
-                       help=f"comma-separated controls to enable, the rest off ({', '.join(CONTROL_NAMES)})")
+    group.add_argument(
+        "--controls", help=f"comma-separated controls to enable, the rest off ({', '.join(CONTROL_NAMES)})"
+    )
     group.add_argument("--no-controls", action="store_true", help="run with every control off")
     parser.add_argument("--without", action="append", default=[], metavar="CONTROL", help="switch one control off")
-    parser.add_argument("--services", choices=SIM_SERVICES, default="scripted",
-                        help="scripted: the simulator's own LLM and TTS; loopback: the bots' Deepgram, Gemini and "
-                             "ElevenLabs services against protocol fakes on 127.0.0.1 (loopback-openai: "
-                             "OpenAILLMService instead of Gemini)")
+    parser.add_argument(
+        "--services",
+        choices=SIM_SERVICES,
+        default="scripted",
+        help="scripted: the simulator's own LLM and TTS; loopback: the bots' Deepgram, Gemini and "
+        "ElevenLabs services against protocol fakes on 127.0.0.1 (loopback-openai: "
+        "OpenAILLMService instead of Gemini)",
+    )
     parser.add_argument("--traces", default="traces", help="directory for call timelines (default: ./traces)")
-    parser.add_argument("--timeline", nargs="?", const="short", choices=["short", "full", "none"], default=None,
-                        help="print every call's timeline (short, or full with per-frame events); none prints no "
-                        "timeline; by default only calls not as expected get theirs")
-    parser.add_argument("--audio", action="store_true",
-                        help="voice the caller with Piper and recognise it with Silero VAD and Whisper tiny.en "
-                        "(needs the [audio] extra; audio and transcripts are cached)")
-    parser.add_argument("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
-                        help="with --audio: the stop strategy (default: speech_timeout)")
+    parser.add_argument(
+        "--timeline",
+        nargs="?",
+        const="short",
+        choices=["short", "full", "none"],
+        default=None,
+        help="print every call's timeline (short, or full with per-frame events); none prints no "
+        "timeline; by default only calls not as expected get theirs",
+    )
+    parser.add_argument(
+        "--audio",
+        action="store_true",
+        help="voice the caller with Piper and recognise it with Silero VAD and Whisper tiny.en "
+        "(needs the [audio] extra; audio and transcripts are cached)",
+    )
+    parser.add_argument(
+        "--turn-stop",
+        choices=["speech_timeout", "smart_turn"],
+        default="speech_timeout",
+        help="with --audio: the stop strategy (default: speech_timeout)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="show Pipecat's logs")
     parser.set_defaults(func=_simulate)
 
@@ -102,8 +130,9 @@ def _check_control_names(args: argparse.Namespace) -> None:
     for flag, names in (("--controls", _requested_controls(args) or []), ("--without", args.without)):
         unknown = [name for name in names if name not in CONTROL_NAMES]
         if unknown:
-            raise ConfigError(f"{flag}: unknown control(s) {', '.join(unknown)}; "
-                              f"controls are {', '.join(CONTROL_NAMES)}")
+            raise ConfigError(
+                f"{flag}: unknown control(s) {', '.join(unknown)}; controls are {', '.join(CONTROL_NAMES)}"
+            )
 
 
 def _config_for(args: argparse.Namespace, base: HarnessConfig | None, domain: str, trace_dir: Path) -> HarnessConfig:
@@ -127,8 +156,10 @@ def _simulated_grader(config: HarnessConfig, domain: str, trace_dir: Path) -> Ha
     if not grader.constraints_path:
         update["constraints_path"] = f"bundled:{domain}"
     if domain not in bundled_names("constraint list") and not grader.constraints_path:
-        raise InputError(f"grader.constraints_path is not set and no constraint list is bundled for domain "
-                         f"'{domain}'; set it in the --config file (a path, or bundled:retail)")
+        raise InputError(
+            f"grader.constraints_path is not set and no constraint list is bundled for domain "
+            f"'{domain}'; set it in the --config file (a path, or bundled:retail)"
+        )
     trace_dir.mkdir(parents=True, exist_ok=True)
     return config.model_copy(update={"grader": grader.model_copy(update=update)})
 
@@ -144,39 +175,29 @@ def _simulate(args: argparse.Namespace) -> int:
         for name in bundled_scenario_names():
             console.print(name, highlight=False)
         return 0
+    rows: list[_Row] = []
+    scenarios: list[Scenario] = []
     try:
         _check_control_names(args)
         base = HarnessConfig.from_yaml(args.config) if args.config else None
         files = scenario_files([*args.scenarios, *args.scenario] or None)
-    except InputError as exc:
-        _print_error(str(exc))
-        return 2
-    if not files:
-        _print_error("no scenario files found; give files, directories or bundled names (see --list)")
-        return 2
-    rows: list[_Row] = []
-    scenarios: list[Scenario] = []
-    for path in files:
-        try:
-            scenarios.append(load_scenario(path))
-        except ScenarioError as exc:
-            rows.append(_Row(path.stem, error=str(exc)))
-            _print_error(str(exc))
-    try:
+        if not files:
+            raise InputError("no scenario files found; give files, directories or bundled names (see --list)")
+        for path in files:
+            try:
+                scenarios.append(load_scenario(path))
+            except ScenarioError as exc:
+                rows.append(_Row(path.stem, error=str(exc)))
+                _print_error(str(exc))
         check_unique_names(scenarios)
-    except ScenarioError as exc:
+        audio = None
+        if args.audio:
+            from pipecat_harness.sim.audio.mode import AudioMode
+
+            audio = AudioMode(turn_stop=args.turn_stop)
+    except (InputError, AudioModeUnavailable) as exc:
         _print_error(str(exc))
         return 2
-    audio = None
-    if args.audio:
-        from pipecat_harness.sim.audio import AudioModeUnavailable
-        from pipecat_harness.sim.audio.mode import AudioMode
-
-        try:
-            audio = AudioMode(turn_stop=args.turn_stop)
-        except AudioModeUnavailable as exc:
-            _print_error(str(exc))
-            return 2
     trace_dir = Path(args.traces)
     started = time.perf_counter()
     for number, scenario in enumerate(scenarios, start=1):
@@ -200,16 +221,21 @@ def _simulate(args: argparse.Namespace) -> int:
     return 1 if any(row.result is not None and not row.result.as_expected for row in rows) else 0
 
 
+def _mark(result: CallResult) -> str:
+    return "[green]as expected[/green]" if result.as_expected else _NOT_AS_EXPECTED
+
+
+def _controls(result: CallResult) -> str:
+    return ", ".join(sorted(result.active_controls)) or "none"
+
+
 def _print_result(console: Console, result: CallResult, timeline: str | None, counter: str) -> None:
-    mark = "[green]as expected[/green]" if result.as_expected else "[red]NOT AS EXPECTED[/red]"
-    console.print(f"[dim]{counter}[/dim] {result.scenario}: {result.outcome} (expected {result.expected})  {mark}",
-                  highlight=False)
-    show = timeline in {"short", "full"} or (timeline is None and not result.as_expected)
-    if not show:
+    heading = f"[dim]{counter}[/dim] {result.scenario}: {result.outcome} (expected {result.expected})"
+    console.print(f"{heading}  {_mark(result)}", highlight=False)
+    if timeline not in {"short", "full"} and (timeline is not None or result.as_expected):
         return
-    controls = ", ".join(sorted(result.active_controls)) or "none"
-    console.rule(f"{result.scenario}")
-    console.print(f"controls: {controls}", highlight=False)
+    console.rule(result.scenario)
+    console.print(f"controls: {_controls(result)}", highlight=False)
     for check in result.checks:
         sign = "[green]✓[/green]" if check.ok else "[red]✗[/red]"
         console.print(f"  {sign} {check.name}: {check.detail}", highlight=False)
@@ -219,18 +245,17 @@ def _print_result(console: Console, result: CallResult, timeline: str | None, co
 
 def _print_summary(console: Console, rows: list[_Row], wall_secs: float, trace_dir: Path) -> None:
     table = Table(title="simulated calls", header_style="bold", title_justify="left")
-    for column, justify in (("scenario", "left"), ("controls", "left"), ("outcome", "left"), ("expected", "left"),
-                            ("", "left"), ("decisions", "right"), ("simulated s", "right"), ("wall s", "right")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    columns = ("scenario", "controls", "outcome", "expected", "", "decisions", "simulated s", "wall s")
+    for index, column in enumerate(columns):
+        table.add_column(column, justify="left" if index < 5 else "right")
     for row in rows:
         result = row.result
         if result is None:
             table.add_row(row.name, "", "[red]error[/red]", "", "[red]could not run[/red]", "", "", "")
             continue
-        mark = "[green]as expected[/green]" if result.as_expected else "[red]NOT AS EXPECTED[/red]"
         outcome = "[green]pass[/green]" if result.passed else "[yellow]fail[/yellow]"
-        table.add_row(result.scenario, ", ".join(sorted(result.active_controls)) or "none", outcome, result.expected,
-                      mark, str(len(result.decisions)), f"{result.virtual_secs:.1f}", f"{result.wall_secs:.2f}")
+        figures = str(len(result.decisions)), f"{result.virtual_secs:.1f}", f"{result.wall_secs:.2f}"
+        table.add_row(result.scenario, _controls(result), outcome, result.expected, _mark(result), *figures)
     console.print(table)
     results = [row.result for row in rows if row.result is not None]
     mismatched = [r for r in results if not r.as_expected]
@@ -238,12 +263,14 @@ def _print_summary(console: Console, rows: list[_Row], wall_secs: float, trace_d
     console.print(
         f"{len(results)} calls in {wall_secs:.1f} s wall ({sum(r.virtual_secs for r in results):.0f} s simulated): "
         f"{len(results) - len(mismatched)} as expected, {len(mismatched)} not as expected"
-        + (f", {len(errors)} could not run" if errors else "") + f". Traces in {trace_dir}/", highlight=False
+        + (f", {len(errors)} could not run" if errors else "")
+        + f". Traces in {trace_dir}/",
+        highlight=False,
     )
     heard = {row.name: row.heard for row in rows}
     for result in mismatched:
-        console.print(f"[red]NOT AS EXPECTED[/red] {result.scenario}: outcome {result.outcome}, "
-                      f"expected {result.expected}", highlight=False)
+        verdict = f"{_NOT_AS_EXPECTED} {result.scenario}: outcome {result.outcome}, expected {result.expected}"
+        console.print(verdict, highlight=False)
         if heard.get(result.scenario):
             console.print(Text(f"  the recogniser wrote: {' | '.join(heard[result.scenario])}"))
     for row in errors:

@@ -1,11 +1,9 @@
 """A deterministic caller brain: plays a :class:`CallerGoal` from the conversation alone.
 
-Offline, the LLM caller talks to the loopback OpenAI-compatible fake and this brain answers there, over the same
-protocol a caller model would receive: the goal as system prompt, the bot's lines as ``user`` turns and the caller's own
-lines as ``assistant`` turns. Its policy is plain and repeatable: open with the reason for the call; give a known fact
-when the bot's last line asks for it (spelled with the pauses the goal gives); repeat its last line when the bot asks it
-to; say it does not know what it does not know; say goodbye and hang up once the bot offers to help with anything else
-(``done_when``); otherwise agree.
+Offline, the LLM caller's requests reach this brain through the loopback OpenAI-compatible fake (bot lines as ``user``
+turns, the caller's as ``assistant``). Its policy: open with the reason for the call; give a known fact when asked for
+it; repeat its last line when asked to; say it does not know what it does not know; say goodbye and hang up once
+``done_when`` matches; otherwise agree.
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ __all__ = ["HANG_UP", "GoalBrain"]
 #: How a caller line ends the call.
 HANG_UP = re.compile(r"\s*\[hang ?up\]\s*", re.IGNORECASE)
 _REPEAT = re.compile(r"\b(?:again|repeat|say that)\b", re.IGNORECASE)
-_STOPWORDS = {"the", "a", "an", "my", "your", "with", "was", "were", "that", "this", "what", "which", "order",
-              "from", "for", "and", "paid", "used"}
+_STOPWORDS = frozenset("the a an my your with was were that this what which order from for and paid used".split())
 
 
 class GoalBrain:
@@ -29,10 +26,10 @@ class GoalBrain:
 
     def __init__(self, goal: CallerGoal) -> None:
         self.goal = goal
-        self._asks = [(fact, re.compile(fact.asked_as or r"\s+".join(map(re.escape, fact.what.split())),
-                                        re.IGNORECASE)) for fact in goal.knows]
-        self._unknown = [{w for w in re.findall(r"[a-z]+", u.lower()) if len(w) > 2 and w not in _STOPWORDS}
-                         for u in goal.does_not_know]
+        asks = [fact.asked_as or r"\s+".join(map(re.escape, fact.what.split())) for fact in goal.knows]
+        self._asks = [(fact, re.compile(ask, re.IGNORECASE)) for fact, ask in zip(goal.knows, asks, strict=True)]
+        unknown = [re.findall(r"[a-z]+", u.lower()) for u in goal.does_not_know]
+        self._unknown = [{w for w in words if len(w) > 2 and w not in _STOPWORDS} for words in unknown]
         self._done = re.compile(goal.done_when, re.IGNORECASE)
 
     async def reply(self, request: ChatRequest) -> ChatReply:

@@ -19,7 +19,7 @@ from pipecat.observers.base_observer import FramePushed
 from pipecat.processors.frame_processor import FrameDirection
 
 from pipecat_harness.fakes.openai_chat import OpenAIChatFake
-from pipecat_harness.sim.caller import SimulatedCaller
+from pipecat_harness.sim.caller import _EPSILON, SimulatedCaller
 from pipecat_harness.sim.caller_goal import CallerGoal, spoken_segments
 from pipecat_harness.sim.goal_brain import HANG_UP, GoalBrain
 from pipecat_harness.sim.model_arm import ModelArm
@@ -27,7 +27,6 @@ from pipecat_harness.sim.scenario import CallerSpec, CallerTurn, SpeechSegment
 
 __all__ = ["CallerLines", "GoalCaller", "GoalCallerSettings"]
 
-_EPSILON = 1e-6
 _OFFLINE_MODEL = "goal-brain"
 
 
@@ -49,19 +48,18 @@ class GoalCallerSettings:
 
 
 class CallerLines:
-    """The caller model's next lines, cached by the turn's context.
+    """The caller model's next lines (``model_name`` at ``base_url``), cached by the turn's context."""
 
-    Args:
-        goal: The caller's goal (its instructions are the system prompt).
-        scenario: Scenario name (part of the cache key).
-        settings: Model, seed, run and cache.
-        base_url: API root of the caller model.
-        api_key: Its key.
-        model_name: The model to ask.
-    """
-
-    def __init__(self, goal: CallerGoal, scenario: str, settings: GoalCallerSettings, *, base_url: str | None,
-                 api_key: str, model_name: str) -> None:
+    def __init__(
+        self,
+        goal: CallerGoal,
+        scenario: str,
+        settings: GoalCallerSettings,
+        *,
+        base_url: str | None,
+        api_key: str,
+        model_name: str,
+    ) -> None:
         from openai import OpenAI
 
         self._goal = goal
@@ -69,15 +67,16 @@ class CallerLines:
         self._settings = settings
         self._model_name = model_name
         # A blocking client run in an executor thread: the loop freezes virtual time until the line is back, while the
-        # client's own timeouts and retry back-off run on real time (on the call's loop they would wait on a clock that
-        # stands still).
+        # client's own timeouts and retry back-off run on real time.
         self._client = OpenAI(api_key=api_key, base_url=base_url, max_retries=2, timeout=60.0)
         self.requests = 0
 
     def _key(self, turn: int, conversation: list[dict[str, str]]) -> str:
         label = self._settings.model.label if self._settings.model else _OFFLINE_MODEL
-        raw = json.dumps([label, self._settings.seed, self._scenario, self._settings.run, turn,
-                          self._goal.model_dump(), conversation], sort_keys=True)
+        goal = self._goal.model_dump()
+        raw = json.dumps(
+            [label, self._settings.seed, self._scenario, self._settings.run, turn, goal, conversation], sort_keys=True
+        )
         return hashlib.sha256(raw.encode()).hexdigest()
 
     async def next_line(self, turn: int, conversation: list[dict[str, str]]) -> str:
@@ -86,7 +85,6 @@ class CallerLines:
         path = Path(self._settings.cache_dir) / f"{key}.json" if self._settings.cache_dir else None
         if path is not None and path.exists():
             return str(json.loads(path.read_text(encoding="utf-8"))["line"])
-        # The caller model's latency is not part of the call: on the virtual-time loop an executor freezes time.
         line = await asyncio.get_running_loop().run_in_executor(None, self._ask, conversation)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +99,8 @@ class CallerLines:
         if not conversation:
             messages.append({"role": "user", "content": "(The call has connected; say your first line.)"})
         response = self._client.chat.completions.create(
-            model=self._model_name, messages=messages, temperature=0.0, seed=self._settings.seed, max_tokens=120)
+            model=self._model_name, messages=messages, temperature=0.0, seed=self._settings.seed, max_tokens=120
+        )
         return (response.choices[0].message.content or "").strip()
 
     def close(self) -> None:
@@ -113,16 +112,18 @@ class GoalCaller(SimulatedCaller):
     """Plays a :class:`CallerGoal` into a running ``PipelineWorker``, line by line from a caller model.
 
     Create with :meth:`start` (it starts the offline caller model when no model is given); :meth:`stop` after.
-
-    Args:
-        lines: Where its lines come from.
-        voice: How speech maps to frames.
-        fake: The loopback caller model to stop afterwards, if one was started.
-        **kwargs: Passed to :class:`SimulatedCaller` (``recogniser``, ``sample_rate``).
+    ``fake`` is the loopback caller model to stop, ``kwargs`` go to :class:`SimulatedCaller`.
     """
 
-    def __init__(self, goal: CallerGoal, lines: CallerLines, voice: CallerSpec, *,
-                 fake: OpenAIChatFake | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        goal: CallerGoal,
+        lines: CallerLines,
+        voice: CallerSpec,
+        *,
+        fake: OpenAIChatFake | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__([], voice, **kwargs)
         self._goal = goal
         self._lines = lines
@@ -131,8 +132,9 @@ class GoalCaller(SimulatedCaller):
         self.conversation: list[dict[str, str]] = []
 
     @classmethod
-    async def start(cls, goal: CallerGoal, scenario: str, voice: CallerSpec, settings: GoalCallerSettings,
-                    **kwargs: Any) -> GoalCaller:
+    async def start(
+        cls, goal: CallerGoal, scenario: str, voice: CallerSpec, settings: GoalCallerSettings, **kwargs: Any
+    ) -> GoalCaller:
         """Build the caller and its caller model (the loopback brain offline)."""
         fake = None
         base_url: str | None
@@ -140,8 +142,7 @@ class GoalCaller(SimulatedCaller):
             fake = await OpenAIChatFake(GoalBrain(goal), server="openai").start()
             base_url, key, name = fake.base_url, "loopback", _OFFLINE_MODEL
         else:
-            base_url, key = settings.model.chat_endpoint()
-            name = settings.model.name
+            (base_url, key), name = settings.model.chat_endpoint(), settings.model.name
         lines = CallerLines(goal, scenario, settings, base_url=base_url, api_key=key, model_name=name)
         return cls(goal, lines, voice, fake=fake, **kwargs)
 
@@ -162,38 +163,29 @@ class GoalCaller(SimulatedCaller):
         if data.direction == FrameDirection.DOWNSTREAM and isinstance(data.frame, TTSTextFrame):
             self._heard.append(data.frame.text)
 
-    def _take_heard(self) -> str:
-        text = " ".join(" ".join(self._heard).split())
-        self._heard.clear()
-        return text
-
     async def run(self, worker: Any, *, linger_secs: float = 1.0, final_wait_secs: float = 12.0) -> None:
         """Answer the bot line by line until the caller hangs up, gives up or runs out of turns."""
-        loop = asyncio.get_running_loop()
-        call_start = loop.time()
+        self._call_start = asyncio.get_running_loop().time()
         for turn in range(self._goal.max_turns):
             if not await self._wait_for_reply(self._bot.starts):
-                self.gave_up_at_turn = turn
-                self.log.append({"t": loop.time() - call_start, "event": "caller_gave_up", "turn": turn})
+                self._give_up(turn)
                 break
-            heard = self._take_heard()
+            heard = " ".join(" ".join(self._heard).split())
+            self._heard.clear()
             if heard:
                 self.conversation.append({"role": "user", "content": heard})
             line = await self._lines.next_line(turn, list(self.conversation))
-            hang_up = bool(HANG_UP.search(line))
             spoken = HANG_UP.sub(" ", line).strip()
             self.conversation.append({"role": "assistant", "content": spoken})
-            self.log.append({"t": loop.time() - call_start, "event": "caller_turn", "turn": turn, "said": spoken})
+            self._note("caller_turn", turn, said=spoken)
             segments = [SpeechSegment.model_validate(s) for s in spoken_segments(spoken, self._goal.pause_secs)]
             await self._speak(worker, CallerTurn(after="bot", delay=0, speech=segments))
-            if hang_up:
+            if HANG_UP.search(line):
                 self.completed = True
-                await self._wait_for_bot(self._bot.starts, CallerTurn(
-                    after="bot", delay=linger_secs, wait=final_wait_secs, speech=[SpeechSegment(pause=0)]))
+                await self._linger(linger_secs, final_wait_secs)
                 break
         else:
-            self.gave_up_at_turn = self._goal.max_turns
-            self.log.append({"t": loop.time() - call_start, "event": "caller_gave_up", "turn": self._goal.max_turns})
+            self._give_up(self._goal.max_turns)
         await self._end_call(worker)
 
     async def _wait_for_reply(self, since: int) -> bool:

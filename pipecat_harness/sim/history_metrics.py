@@ -31,8 +31,7 @@ class TurnPlayback:
         played_removed: Heard words missing from history.
         interrupted: Whether playback stopped before the end because the caller barged in.
         retained_text: The history message matched to this turn.
-        call_ended: Playback was still going when the call hit its limit: not a barge-in, and what history kept of it is
-            not scored.
+        call_ended: Playback was still going when the call hit its limit (not a barge-in; its history is not scored).
     """
 
     context_id: str
@@ -50,40 +49,40 @@ class TurnPlayback:
         return asdict(self)
 
 
-def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]], *,
-                     call_ended: bool = False) -> list[TurnPlayback]:
+def measure_playback(
+    ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]], *, call_ended: bool = False
+) -> list[TurnPlayback]:
     """Score every TTS context of a call against the final history.
 
-    Each context is matched, in order, to the first unmatched assistant text message that shares its first word; a
-    context with no such message was removed from history entirely. With ``call_ended`` (the call was stopped at its
-    time limit) a last context still playing is marked ``call_ended`` instead of interrupted.
+    Each context is matched, in order, to the next assistant text message that shares its first word; a context with no
+    such message was removed from history. With ``call_ended`` (the call hit its time limit) a last context still
+    playing is marked ``call_ended`` instead of interrupted.
     """
-    assistant = [(message_text(m), normalize_words(message_text(m))) for m in messages
-                 if m.get("role") == "assistant" and message_text(m).strip()]
-    used: set[int] = set()
+    texts = [message_text(m) for m in messages if m.get("role") == "assistant" and message_text(m).strip()]
+    assistant = [normalize_words(text) for text in texts]
     cursor = 0
     turns = []
     for context_id, words in ledger.words.items():
         generated = normalize_words(" ".join(w.word for w in words))
-        heard = normalize_words(" ".join(ledger.heard_words(context_id)))
-        match_index = None
-        for index in range(cursor, len(assistant)):
-            if index not in used and generated and assistant[index][1][:1] == generated[:1]:
-                match_index = index
-                break
+        heard = len(normalize_words(" ".join(ledger.heard_words(context_id))))
+        starts = (i for i in range(cursor, len(assistant)) if generated and assistant[i][:1] == generated[:1])
+        match = next(starts, None)
         retained_text, retained = "", 0
-        if match_index is not None:
-            used.add(match_index)
-            cursor = match_index + 1
-            retained_text = assistant[match_index][0]
-            kept = assistant[match_index][1]
-            retained = next((i for i, pair in enumerate(zip(kept, generated, strict=False)) if pair[0] != pair[1]),
-                            min(len(kept), len(generated)))
+        if match is not None:
+            cursor, retained_text, kept = match + 1, texts[match], assistant[match]
+            pairs = zip(kept, generated, strict=False)
+            retained = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(kept), len(generated)))
         turns.append(
-            TurnPlayback(context_id=context_id, generated_words=len(generated), heard_words=len(heard),
-                         retained_words=retained, unplayed_retained=max(0, retained - len(heard)),
-                         played_removed=max(0, len(heard) - retained), interrupted=len(heard) < len(generated),
-                         retained_text=retained_text)
+            TurnPlayback(
+                context_id=context_id,
+                generated_words=len(generated),
+                heard_words=heard,
+                retained_words=retained,
+                unplayed_retained=max(0, retained - heard),
+                played_removed=max(0, heard - retained),
+                interrupted=heard < len(generated),
+                retained_text=retained_text,
+            )
         )
     if call_ended and turns and turns[-1].interrupted:
         turns[-1] = replace(turns[-1], interrupted=False, unplayed_retained=0, played_removed=0, call_ended=True)

@@ -26,10 +26,7 @@ _KEY = "loopback"
 
 @dataclass
 class LoopbackServices:
-    """The fakes of one call and the Pipecat services pointed at them.
-
-    Create with :meth:`start`; :meth:`stop` when the call is over.
-    """
+    """The fakes of one call and the Pipecat services pointed at them (:meth:`start`, then :meth:`stop`)."""
 
     stt: STTService
     llm: LLMService[Any]
@@ -41,8 +38,9 @@ class LoopbackServices:
     exchanges: list[Exchange] = field(default_factory=list)
 
     @classmethod
-    async def start(cls, scenario: Scenario, ledger: SpeechLedger, *, sample_rate: int,
-                    llm: LoopbackLLM = "gemini") -> LoopbackServices:
+    async def start(
+        cls, scenario: Scenario, ledger: SpeechLedger, *, sample_rate: int, llm: LoopbackLLM = "gemini"
+    ) -> LoopbackServices:
         """Start the fakes for ``scenario`` and build the services."""
         from pipecat.services.deepgram.stt import DeepgramSTTService
         from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
@@ -52,34 +50,34 @@ class LoopbackServices:
 
         def on_words(context_id: str, words: list[SynthesizedWord]) -> None:
             ledger.words.setdefault(context_id, []).extend(SpokenWord(w.word, w.start, w.end) for w in words)
-            ledger.synthesized_secs[context_id] = max(ledger.synthesized_secs.get(context_id, 0.0),
-                                                      words[-1].end if words else 0.0)
+            end = max(ledger.synthesized_secs.get(context_id, 0.0), words[-1].end if words else 0.0)
+            ledger.synthesized_secs[context_id] = end
 
-        deepgram = await DeepgramFake(on_exchange=exchanges.append).start()
-        elevenlabs = await ElevenLabsFake(words_per_minute=scenario.tts.words_per_minute,
-                                          first_audio_secs=scenario.tts.first_audio_secs, on_words=on_words,
-                                          on_exchange=exchanges.append).start()
+        record = exchanges.append
+        deepgram = await DeepgramFake(on_exchange=record).start()
+        wpm, first_audio = scenario.tts.words_per_minute, scenario.tts.first_audio_secs
+        elevenlabs = await ElevenLabsFake(
+            words_per_minute=wpm, first_audio_secs=first_audio, on_words=on_words, on_exchange=record
+        ).start()
+        system = scenario.model.system
         llm_fake: LoopbackServer
         llm_service: LLMService[Any]
         if llm == "openai":
             from pipecat.services.openai.llm import OpenAILLMService
 
-            openai_fake = await OpenAIChatFake(model, server="openai", on_exchange=exchanges.append).start()
-            llm_fake = openai_fake
-            settings = OpenAILLMService.Settings(model="gpt-4.1-mini", system_instruction=scenario.model.system)
+            llm_fake = openai_fake = await OpenAIChatFake(model, server="openai", on_exchange=record).start()
+            settings = OpenAILLMService.Settings(model="gpt-4.1-mini", system_instruction=system)
             llm_service = OpenAILLMService(api_key=_KEY, base_url=openai_fake.base_url, settings=settings)
         else:
             from pipecat.services.google.llm import GoogleLLMService
 
-            gemini_fake = await GeminiFake(model, on_exchange=exchanges.append).start()
-            llm_fake = gemini_fake
-            llm_service = GoogleLLMService(api_key=_KEY, http_options=gemini_fake.http_options(),
-                                           settings=GoogleLLMService.Settings(system_instruction=scenario.model.system))
+            llm_fake = gemini_fake = await GeminiFake(model, on_exchange=record).start()
+            settings_g = GoogleLLMService.Settings(system_instruction=system)
+            llm_service = GoogleLLMService(api_key=_KEY, http_options=gemini_fake.http_options(), settings=settings_g)
         stt = DeepgramSTTService(api_key=_KEY, base_url=deepgram.base_url, sample_rate=sample_rate)
-        tts = ElevenLabsTTSService(api_key=_KEY, url=elevenlabs.url, sample_rate=sample_rate,
-                                   settings=ElevenLabsTTSService.Settings(voice="loopback"))
-        return cls(stt=stt, llm=llm_service, tts=tts, model=model, deepgram=deepgram, llm_fake=llm_fake,
-                   elevenlabs=elevenlabs, exchanges=exchanges)
+        voice = ElevenLabsTTSService.Settings(voice="loopback")
+        tts = ElevenLabsTTSService(api_key=_KEY, url=elevenlabs.url, sample_rate=sample_rate, settings=voice)
+        return cls(stt, llm_service, tts, model, deepgram, llm_fake, elevenlabs, exchanges)
 
     def model_calls(self) -> list[ModelCall]:
         """Every model call, with what the fake actually streamed."""

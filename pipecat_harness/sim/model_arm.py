@@ -26,8 +26,7 @@ _GEMINI_OPENAI_URL = "https://generativelanguage.googleapis.com/v1beta/openai/"
 def _compatible_openai_service() -> type:
     """``OpenAILLMService`` sending an assistant tool-call message's ``null`` content as ``""``.
 
-    OpenAI accepts ``null`` there; several OpenAI-compatible servers (llama-cpp-python's among them) refuse the request,
-    and the client's retries would then stand in for the model's answer.
+    Several OpenAI-compatible servers (llama-cpp-python's among them) refuse ``null`` there, which OpenAI accepts.
     """
     from pipecat.services.openai.llm import OpenAILLMService
 
@@ -57,8 +56,7 @@ class ModelArm:
         base_url: API root (``None``: the provider's default endpoint).
         temperature: Sampling temperature sent with every request.
         seed: Sampling seed sent with every request.
-        max_tokens: Output limit sent with every request (``None``: the provider's default, which for some servers is no
-            limit at all).
+        max_tokens: Output limit sent with every request (``None``: the provider's default, for some servers none).
     """
 
     provider: ModelProvider
@@ -69,30 +67,38 @@ class ModelArm:
     max_tokens: int | None = None
 
     @classmethod
-    def parse(cls, spec: str, *, base_url: str | None = None, temperature: float = 0.0, seed: int = 0,
-              env: Mapping[str, str] | None = None, option: str = "--model", max_tokens: int | None = None) -> ModelArm:
-        """Read ``provider:name`` and check that the provider's key is set.
-
-        Raises:
-            ModelArmError: The spec is malformed, the temperature out of range, or the key missing.
-        """
+    def parse(
+        cls,
+        spec: str,
+        *,
+        base_url: str | None = None,
+        temperature: float = 0.0,
+        seed: int = 0,
+        env: Mapping[str, str] | None = None,
+        option: str = "--model",
+        max_tokens: int | None = None,
+    ) -> ModelArm:
+        """Read ``provider:name`` and check it, the sampling options and that the provider's key is set."""
         provider, _, name = spec.partition(":")
         if provider not in KEY_VARIABLES or not name.strip():
-            raise ModelArmError(f"{option} {spec!r}: write it as gemini:<model> or openai:<model> "
-                                "(e.g. gemini:gemini-2.5-flash)")
+            raise ModelArmError(
+                f"{option} {spec!r}: write it as gemini:<model> or openai:<model> (e.g. gemini:gemini-2.5-flash)"
+            )
         if not 0.0 <= temperature <= 2.0:
             raise ModelArmError(f"--temperature {temperature:g}: give a value between 0 and 2")
         if max_tokens is not None and not 0 < max_tokens <= 100_000:
             raise ModelArmError(f"--max-tokens {max_tokens}: give a whole number between 1 and 100000")
         if base_url is not None and not base_url.startswith(("http://", "https://")):
-            raise ModelArmError(f"{option} {spec}: the base URL {base_url!r} is not a URL; "
-                                "give an http:// or https:// one")
+            raise ModelArmError(
+                f"{option} {spec}: the base URL {base_url!r} is not a URL; give an http:// or https:// one"
+            )
         if provider == "gemini":
             require_extra(f"{option} gemini:", "google.genai", "gemini")
         environment = env if env is not None else os.environ
         if not any(environment.get(name) for name in KEY_VARIABLES[provider]):
-            raise ModelArmError(f"{option} {spec}: set {KEY_VARIABLES[provider][0]} to the {provider} API key "
-                                "(it is not set)")
+            raise ModelArmError(
+                f"{option} {spec}: set {KEY_VARIABLES[provider][0]} to the {provider} API key (it is not set)"
+            )
         return cls(provider, name.strip(), base_url, temperature, seed, max_tokens)  # type: ignore[arg-type]
 
     @property
@@ -105,47 +111,35 @@ class ModelArm:
         return {**asdict(self), "label": self.label}
 
     def chat_endpoint(self) -> tuple[str | None, str]:
-        """The OpenAI-compatible API root and key for plain chat requests (the LLM caller's).
-
-        Gemini is reached through its OpenAI-compatible endpoint; ``None`` is OpenAI's default.
-
-        Raises:
-            ModelArmError: The key variable is not set in this process.
-        """
-        if self.provider == "gemini":
-            return self.base_url or _GEMINI_OPENAI_URL, self._key()
-        return self.base_url, self._key()
+        """The OpenAI-compatible API root (``None``: OpenAI's) and key for plain chat requests (the LLM caller's)."""
+        default = _GEMINI_OPENAI_URL if self.provider == "gemini" else None
+        return self.base_url or default, self._key()
 
     def _key(self) -> str:
         key = next((os.environ[name] for name in KEY_VARIABLES[self.provider] if os.environ.get(name)), None)
         if not key:
-            raise ModelArmError(f"model {self.label}: set {KEY_VARIABLES[self.provider][0]} to the {self.provider} "
-                                "API key (it is not set)")
+            variable = KEY_VARIABLES[self.provider][0]
+            raise ModelArmError(f"model {self.label}: set {variable} to the {self.provider} API key (it is not set)")
         return key
 
     def build_service(self, system_instruction: str | None) -> Any:
-        """The Pipecat LLM service for this model, as the bots build it.
-
-        Raises:
-            ModelArmError: The key variable is not set in this process.
-        """
+        """The Pipecat LLM service for this model, as the bots build it (a ModelArmError when the key is not set)."""
         key = self._key()
+        service: Any
         if self.provider == "openai":
             from pipecat.services.openai.llm import OpenAILLMService
 
-            # max_tokens rather than max_completion_tokens: the name every OpenAI-compatible server reads.
-            settings = OpenAILLMService.Settings(model=self.name, system_instruction=system_instruction,
-                                                 temperature=self.temperature, seed=self.seed)
-            if self.max_tokens:
-                settings.max_tokens = self.max_tokens
-            service_class = OpenAILLMService if self.base_url is None else _compatible_openai_service()
-            return service_class(api_key=key, base_url=self.base_url, settings=settings)
-        from google.genai.types import HttpOptions
-        from pipecat.services.google.llm import GoogleLLMService
+            service = OpenAILLMService if self.base_url is None else _compatible_openai_service()
+            endpoint: dict[str, Any] = {"base_url": self.base_url}
+        else:
+            from google.genai.types import HttpOptions
+            from pipecat.services.google.llm import GoogleLLMService
 
-        settings_g = GoogleLLMService.Settings(model=self.name, system_instruction=system_instruction,
-                                               temperature=self.temperature, seed=self.seed)
-        if self.max_tokens:
-            settings_g.max_tokens = self.max_tokens
-        options = HttpOptions(base_url=self.base_url, api_version="v1beta") if self.base_url else None
-        return GoogleLLMService(api_key=key, settings=settings_g, http_options=options)
+            service = GoogleLLMService
+            options = HttpOptions(base_url=self.base_url, api_version="v1beta") if self.base_url else None
+            endpoint = {"http_options": options}
+        sampling = {"temperature": self.temperature, "seed": self.seed}
+        settings = service.Settings(model=self.name, system_instruction=system_instruction, **sampling)
+        if self.max_tokens:  # OpenAI: max_tokens, not max_completion_tokens (the name compatible servers read)
+            settings.max_tokens = self.max_tokens
+        return service(api_key=key, settings=settings, **endpoint)

@@ -1,9 +1,8 @@
 """Counting what a call asks of its model, from the frames Pipecat's LLM service pushes.
 
-A request is a response the service starts; tokens are the provider's usage metadata; text is what was streamed. For a
-networked model the meter also freezes virtual time from the context to the response's end (or its first tool call),
-so the caller does not give up before the answer; a request that streams nothing for ``max_hold_secs`` of real time
-lets virtual time run again, so the service's own timeouts apply.
+For a networked model the meter also freezes virtual time from the context to the response's end (or its first tool
+call), so the caller does not give up before the answer; a request that streams nothing for ``max_hold_secs`` of real
+time lets virtual time run again, so the service's own timeouts apply.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from pipecat.frames.frames import (
@@ -32,6 +32,8 @@ from pipecat_harness.sim.scripted_llm import ModelCall
 
 __all__ = ["ModelMeter"]
 
+_TOKENS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
 
 class ModelMeter(BaseObserver):
     """Requests, tokens and reply text of one LLM service in a call.
@@ -50,19 +52,13 @@ class ModelMeter(BaseObserver):
         self._held: asyncio.Future[None] | None = None
         self._watchdog: threading.Timer | None = None
         self._last_frame = 0.0
-        self.requests = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.total_tokens = 0
-        self.reported = 0
-        self.streamed_chars = 0
+        self._counts: Counter[str] = Counter()  # by ModelUsage field
         self.calls: list[ModelCall] = []
 
     @property
     def usage(self) -> ModelUsage:
         """The call's totals."""
-        return ModelUsage(self.requests, self.prompt_tokens, self.completion_tokens, self.total_tokens,
-                          self.reported, self.streamed_chars)
+        return ModelUsage(**self._counts)
 
     async def on_process_frame(self, data: FrameProcessed) -> None:
         """A context reaching the service starts a request; an interruption or the end releases time."""
@@ -79,19 +75,16 @@ class ModelMeter(BaseObserver):
             return
         frame = data.frame
         if isinstance(frame, LLMFullResponseStartFrame):
-            self.requests += 1
+            self._counts["requests"] += 1
             self.calls.append(ModelCall(messages=[], decision_index=None))
         elif isinstance(frame, LLMTextFrame) and self.calls:
             self.calls[-1].text += frame.text
-            self.streamed_chars += len(frame.text)
-            self._rearm()
+            self._counts["streamed_chars"] += len(frame.text)
+            self._last_frame = time.perf_counter()  # the wait for the next frame starts now
         elif isinstance(frame, MetricsFrame):
             for item in frame.data:
                 if isinstance(item, LLMUsageMetricsData):
-                    self.reported += 1
-                    self.prompt_tokens += item.value.prompt_tokens
-                    self.completion_tokens += item.value.completion_tokens
-                    self.total_tokens += item.value.total_tokens
+                    self._counts.update(reported=1, **{name: getattr(item.value, name) for name in _TOKENS})
         elif isinstance(frame, FunctionCallsStartedFrame):
             self._release()
         elif isinstance(frame, LLMFullResponseEndFrame):
@@ -118,27 +111,19 @@ class ModelMeter(BaseObserver):
         self._watchdog.daemon = True
         self._watchdog.start()
 
-    def _rearm(self) -> None:
-        """A frame streamed: the wait for the next one starts now."""
-        self._last_frame = time.perf_counter()
-
     def _check_idle(self, loop: asyncio.AbstractEventLoop, held: asyncio.Future[None]) -> None:
         if held.done() or self._held is not held:
             return
         idle = time.perf_counter() - self._last_frame
         if idle >= self._max_hold_secs:
-            self._expire(held)
+            held.set_result(None)
         else:
             self._start_watchdog(loop, held, self._max_hold_secs - idle)
-
-    def _expire(self, held: asyncio.Future[None]) -> None:
-        if not held.done():
-            held.set_result(None)
 
     def _release(self) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
-        if self._held is not None:
-            self._expire(self._held)
-            self._held = None
+        if self._held is not None and not self._held.done():
+            self._held.set_result(None)
+        self._held = None

@@ -25,12 +25,9 @@ FILTERS = {
 
 
 def render_template(value: Any, variables: Mapping[str, str]) -> Any:
-    """Fill ``{name}`` / ``{name|filter}`` placeholders in strings, lists and mappings.
-
-    A string that is exactly one placeholder keeps the filter's result type; unknown variables render as an empty string
-    (what a model that heard nothing would pass).
-    """
+    """Fill ``{name}`` / ``{name|filter}`` placeholders in strings, lists and mappings (unknown names render empty)."""
     if isinstance(value, str):
+
         def substitute(match: re.Match[str]) -> str:
             raw = variables.get(match.group(1), "")
             return FILTERS.get(match.group(2) or "raw", FILTERS["raw"])(raw)
@@ -85,8 +82,13 @@ def as_model_reads(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
         if payload is None or payload.kind == "started":
             read.append(message)
         else:
-            read.append({"role": "tool", "tool_call_id": payload.tool_call_id,
-                         "content": payload.result if payload.result is not None else payload.description})
+            read.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": payload.tool_call_id,
+                    "content": payload.result if payload.result is not None else payload.description,
+                }
+            )
     return read
 
 
@@ -94,39 +96,31 @@ def decision_matches(when: DecisionCondition, messages: Sequence[Mapping[str, An
     """Return template variables when ``when`` holds for ``messages``, else ``None``."""
     variables: dict[str, str] = {}
     users = [m for m in messages if m.get("role") == "user"]
-    assistant_texts = [message_text(m) for m in messages if m.get("role") == "assistant" and message_text(m)]
+    said = [message_text(m) for m in messages if m.get("role") == "assistant" and message_text(m)]
     if when.start is not None and when.start != (not users):
         return None
     if when.user is not None:
-        if not users:
-            return None
-        match = _read_user_turn(when.user, message_text(users[-1]))
+        match = _read_user_turn(when.user, message_text(users[-1])) if users else None
         if match is None:
             return None
         variables.update({k: v for k, v in match.groupdict().items() if v is not None})
     if when.tool is not None or when.result is not None:
-        results = _trailing_tool_results(messages)
-        if when.tool is not None:
-            results = [(name, content) for name, content in results if name == when.tool]
-        if not results:
+        results = [content for name, content in _trailing_tool_results(messages) if when.tool in (None, name)]
+        if not results or (when.result is not None and not _found(when.result, results)):
             return None
-        if when.result is not None and not any(re.search(when.result, c, re.IGNORECASE) for _, c in results):
-            return None
-    if when.said is not None and not any(re.search(when.said, t, re.IGNORECASE) for t in assistant_texts):
-        return None
-    if when.not_said is not None and any(re.search(when.not_said, t, re.IGNORECASE) for t in assistant_texts):
-        return None
-    if when.system is not None:
-        system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
-        if not re.search(when.system, system, re.IGNORECASE):
-            return None
-    if when.last_said is not None and not (
-        assistant_texts and re.search(when.last_said, assistant_texts[-1], re.IGNORECASE)
-    ):
-        return None
-    if when.note is not None and not any(re.search(when.note, t, re.IGNORECASE) for t in _recent_notes(messages)):
-        return None
-    return variables
+    system = "\n".join(message_text(m) for m in messages if m.get("role") == "system")
+    holds = (
+        when.said is None or _found(when.said, said),
+        when.not_said is None or not _found(when.not_said, said),
+        when.system is None or _found(when.system, [system]),
+        when.last_said is None or _found(when.last_said, said[-1:]),
+        when.note is None or _found(when.note, _recent_notes(messages)),
+    )
+    return variables if all(holds) else None
+
+
+def _found(pattern: str, texts: Sequence[str]) -> bool:
+    return any(re.search(pattern, text, re.IGNORECASE) for text in texts)
 
 
 #: Punctuation a recogniser ends a stretch of speech with, or puts where the caller paused ("Yusuf Rossi.").
@@ -138,10 +132,9 @@ _PATTERN_PAUSE = re.compile(r"(?<!\\),\??(?= )")
 def _read_user_turn(pattern: str, text: str) -> re.Match[str] | None:
     """Match a decision's ``user`` pattern against a turn the way a model reads it.
 
-    A model reads a recogniser's "W-4817. 420." as the words the caller said, and it reads the recogniser's punctuation
-    as no more than pauses: "Yusuf Rossi. zip code 1 9 1 2 2." is what "Yusuf Rossi, zip code one nine one two two"
-    says. The turn is tried as spoken words, as written, and last as spoken words with every pause mark dropped against
-    the pattern with its literal pause commas dropped.
+    A model reads a recogniser's "W-4817. 420." as the words said, its punctuation as pauses: "Yusuf Rossi. zip code 1 9
+    1 2 2." says "Yusuf Rossi, zip code one nine one two two". So the turn is tried as spoken words, as written, and as
+    spoken words without pause marks against the pattern without its literal pause commas.
     """
     spoken = written_to_spoken(text)
     match = re.search(pattern, spoken, re.IGNORECASE) or re.search(pattern, text, re.IGNORECASE)
@@ -152,11 +145,9 @@ def _read_user_turn(pattern: str, text: str) -> re.Match[str] | None:
 
 
 def _recent_notes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """What the model was told outside the conversation since it last spoke.
+    """The developer notes since the newest assistant text, and the system instruction.
 
-    The developer notes added since the newest assistant text, and the system instruction, where the harness puts a note
-    for the generation it concerns when an LLM service is there to carry it (Gemini would read a developer note as a
-    caller turn).
+    The harness puts a note in the instruction when an LLM service carries it (Gemini reads a developer note as a turn).
     """
     notes: list[str] = [message_text(m) for m in messages[:1] if m.get("role") == "system"]
     for message in reversed(messages):

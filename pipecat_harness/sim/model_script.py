@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from pipecat_harness.sim.strict_model import StrictModel
 
 __all__ = ["TEMPLATE_FILTERS", "TEMPLATE_PATTERN", "DecisionCondition", "ModelAction", "ModelDecision", "ModelScript",
-           "ToolCallSpec"]
+           "ToolCallSpec"]  # fmt: skip
 
 
 #: A ``{group}`` or ``{group|filter}`` placeholder in a scripted reply or tool argument.
@@ -53,10 +53,8 @@ class DecisionCondition(StrictModel):
         said: Regular expression that must match some assistant message in history.
         not_said: Regular expression that must match no assistant message.
         last_said: Regular expression searched in the newest assistant text message.
-        system: Regular expression searched in the system instruction the model received (the prompt with what was
-            appended to it, e.g. a reminder).
-        note: Regular expression searched in the notes added to the context since the model last spoke (``developer``
-            messages, such as an update on an earlier tool call whose outcome was unknown).
+        system: Regular expression searched in the system instruction the model received (with what was appended to it).
+        note: Regular expression searched in the notes (``developer`` messages) added since the model last spoke.
     """
 
     start: bool | None = None
@@ -80,17 +78,21 @@ class DecisionCondition(StrictModel):
         return value
 
 
+def _templates(action: ModelAction | ModelDecision) -> dict[str, Any]:
+    return {"say": action.say, "tool_calls": [call.args for call in action.tool_calls]}
+
+
 def _check_templates(value: Any, groups: set[str]) -> None:
     for where, text in _template_strings(value):
         for match in TEMPLATE_PATTERN.finditer(text):
             name, filter_name = match.group(1), match.group(2)
             if name not in groups:
                 known = f"its groups are {', '.join(sorted(groups))}" if groups else "it has no named groups"
-                raise ValueError(f"{where}: template '{{{name}}}' names no group of when.user ({known}); "
-                                 f"add (?P<{name}>...) to when.user or correct the name")
+                fix = f"add (?P<{name}>...) to when.user or correct the name"
+                raise ValueError(f"{where}: template '{{{name}}}' names no group of when.user ({known}); {fix}")
             if filter_name is not None and filter_name not in TEMPLATE_FILTERS:
-                raise ValueError(f"{where}: unknown template filter '{filter_name}'; "
-                                 f"filters are {', '.join(TEMPLATE_FILTERS)}")
+                filters = ", ".join(TEMPLATE_FILTERS)
+                raise ValueError(f"{where}: unknown template filter '{filter_name}'; filters are {filters}")
 
 
 class ModelAction(StrictModel):
@@ -122,9 +124,8 @@ class ModelDecision(StrictModel):
         tool_calls: Tool calls to make after the text.
         times: How many times the decision may fire.
         weight: Relative chance of the decision's own action when the model samples.
-        alternatives: Other actions the model may take instead. A model that samples (``replay --samples``, one seed per
-            sample) picks one action by weight; without a seed (``simulate``, ``eval``) the decision's own action is
-            taken, so calls stay deterministic.
+        alternatives: Other actions the model may take instead: a model that samples (``replay --samples``) picks one by
+            weight; without a seed (``simulate``, ``eval``) the decision's own action is taken.
     """
 
     when: DecisionCondition = Field(default_factory=DecisionCondition)
@@ -139,10 +140,8 @@ class ModelDecision(StrictModel):
         if not self.say and not self.tool_calls:
             raise ValueError("a decision needs 'say' or 'tool_calls'")
         groups = set(re.compile(self.when.user).groupindex) if self.when.user else set()
-        _check_templates({"say": self.say, "tool_calls": [c.args for c in self.tool_calls]}, groups)
-        for i, action in enumerate(self.alternatives):
-            _check_templates({f"alternatives[{i}]": {"say": action.say,
-                                                     "tool_calls": [c.args for c in action.tool_calls]}}, groups)
+        _check_templates(_templates(self), groups)
+        _check_templates({f"alternatives[{i}]": _templates(a) for i, a in enumerate(self.alternatives)}, groups)
         return self
 
     def actions(self) -> list[ModelAction]:
@@ -158,8 +157,7 @@ class ModelScript(StrictModel):
         greeting: Shorthand for a first decision ``when: {start: true}``.
         decisions: The decisions, tried in order; the first that applies fires.
         fallback: What the model says when no decision applies.
-        summary: What the model answers when Pipecat asks it to summarise the context (scripted, like everything it
-            says).
+        summary: What the model answers when Pipecat asks it to summarise the context.
         first_token_secs: Latency from the model call to the first token.
         token_secs: Time between streamed tokens.
     """

@@ -31,7 +31,7 @@ __all__ = ["TEMPLATE_FILTERS", "TEMPLATE_PATTERN", "CallerGoal", "CallerSpec", "
            "DecisionCondition", "Expectations", "HistoryCheck", "ModelAction", "ModelDecision", "ModelScript",
            "Scenario", "ScenarioError", "SpeechSegment", "StateCheck", "TTSSpec", "TableSpec", "ToolCallSpec",
            "ToolFault", "ToolSpec", "bundled_scenario_names", "bundled_scenario_paths", "check_unique_names",
-           "load_scenario", "load_scenarios", "scenario_files"]
+           "load_scenario", "load_scenarios", "scenario_files"]  # fmt: skip
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -83,8 +83,7 @@ class Scenario(StrictModel):
         name: Unique name (used for trace file names).
         description: What the call exercises.
         domain: ``retail``, ``airline`` or ``telecom`` (selects the config preset).
-        control: The control that addresses the failure this scenario shows, or ``None`` when the call must pass either
-            way.
+        control: The control that addresses the failure the call shows (``None``: the call must pass either way).
         expect_without_control: Outcome expected with that control off.
         tags: Free labels (``stay_out_of_the_way`` marks calls where no control should act).
         database: The business database the tools act on and the expectations query.
@@ -94,14 +93,11 @@ class Scenario(StrictModel):
         model: The scripted model.
         faults: Backend faults injected under the tool layer.
         caller: The caller's turns, in order (a scripted caller).
-        caller_goal: The caller described by goal instead, played by an LLM caller (see
-            :mod:`pipecat_harness.sim.caller_goal`).
+        caller_goal: The caller described by goal instead, played by an LLM caller.
         expect: What must hold at the end of the call.
         max_call_secs: Longest the call may last in simulated time.
-        tools: Demo tool sets the model can call (``retail``, ``callbacks``, ``policies``: the ``lookup_policy`` read
-            tool over the bundled policy fixtures).
-        harness: Settings of this call's harness on top of the domain preset (``{"call_state": {"confirm_tools":
-            ["schedule_callback"]}}``); switches are left to the command line.
+        tools: Demo tool sets the model can call: ``retail``, ``callbacks``, ``policies`` (the ``lookup_policy`` tool).
+        harness: Settings of this call's harness over the domain preset (switches are left to the command line).
     """
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -132,8 +128,10 @@ class Scenario(StrictModel):
     @model_validator(mode="after")
     def _one_caller(self) -> Scenario:
         if bool(self.caller) == (self.caller_goal is not None):
-            raise ValueError("give the caller either as a script ('caller': its turns) or by goal ('caller_goal'), "
-                             "exactly one of them")
+            raise ValueError(
+                "give the caller either as a script ('caller': its turns) or by goal ('caller_goal'), "
+                "exactly one of them"
+            )
         return self
 
     @model_validator(mode="after")
@@ -142,23 +140,28 @@ class Scenario(StrictModel):
         if set(self.tools) - {"retail"}:
             return self  # the other demo tool sets name their tools in their own modules
         declared = [tool.name for tool in self.own_tools]
-        clash = sorted({n for n in declared if declared.count(n) > 1} | (set(declared) & set(RETAIL_TOOL_NAMES)
-                                                                      if self.database.seed == "retail" else set()))
+        retail = set(RETAIL_TOOL_NAMES) if self.database.seed == "retail" else set()
+        clash = sorted({n for n in declared if declared.count(n) > 1} | (set(declared) & retail))
         if clash:
             raise ValueError(f"tools: {', '.join(clash)} declared twice (or also a retail tool); rename it")
         used: list[tuple[str, str]] = []
         for i, decision in enumerate(self.model.decisions):
-            used += [(f"model.decisions[{i}].tool_calls[{j}].name", c.name) for j, c in enumerate(decision.tool_calls)]
-            used += [(f"model.decisions[{i}].alternatives[{k}].tool_calls[{j}].name", c.name)
-                     for k, action in enumerate(decision.alternatives) for j, c in enumerate(action.tool_calls)]
+            where = f"model.decisions[{i}]"
+            actions: list[tuple[str, ModelDecision | ModelAction]] = [("", decision)]
+            actions += [(f".alternatives[{k}]", action) for k, action in enumerate(decision.alternatives)]
+            for alternative, action in actions:
+                calls = enumerate(action.tool_calls)
+                used += [(f"{where}{alternative}.tool_calls[{j}].name", call.name) for j, call in calls]
             if decision.when.tool is not None:
-                used.append((f"model.decisions[{i}].when.tool", decision.when.tool))
+                used.append((f"{where}.when.tool", decision.when.tool))
         used += [(f"faults[{i}].tool", fault.tool) for i, fault in enumerate(self.faults)]
         for where, name in used:
             if name not in names:
                 close = difflib.get_close_matches(name, names, n=1)
-                hint = f"did you mean '{close[0]}'?" if close else (
-                    f"tools here: {', '.join(names)}" if names else "declare it under 'tools:'")
+                if close:
+                    hint = f"did you mean '{close[0]}'?"
+                else:
+                    hint = f"tools here: {', '.join(names)}" if names else "declare it under 'tools:'"
                 raise ValueError(f"{where}: unknown tool '{name}' ({hint})")
         return self
 
@@ -179,12 +182,7 @@ class Scenario(StrictModel):
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Load and validate one scenario file.
-
-    Raises:
-        ScenarioError: The file is missing, is not YAML, or fails validation; the message names the file, the field and
-            the problem.
-    """
+    """Load and validate one scenario file; a :class:`ScenarioError` names the file, the field and the problem."""
     path = Path(path)
     raw = load_mapping_file(path, what="scenario", error=ScenarioError)
     raw.setdefault("name", path.stem)
@@ -206,12 +204,9 @@ def bundled_scenario_names() -> list[str]:
 
 
 def scenario_files(entries: Sequence[str | Path] | None = None) -> list[Path]:
-    """The scenario files that ``entries`` name; none given means the bundled set.
+    """The scenario files that ``entries`` name: files, directories (searched for ``*.yaml``) or bundled names.
 
-    An entry is a file, a directory (searched for ``*.yaml``) or the name of a bundled scenario (``duplicate_refund``).
-
-    Raises:
-        ScenarioError: An entry is neither an existing path nor a bundled name.
+    None given means the bundled set; an entry that is neither an existing path nor a bundled name is a ScenarioError.
     """
     bundled = {path.stem: path for path in bundled_scenario_paths()}
     files: list[Path] = []
@@ -231,11 +226,7 @@ def scenario_files(entries: Sequence[str | Path] | None = None) -> list[Path]:
 
 
 def check_unique_names(scenarios: Sequence[Scenario]) -> None:
-    """Refuse two scenarios with one name (their traces would overwrite each other).
-
-    Raises:
-        ScenarioError: Two scenarios share a name; the message names both files.
-    """
+    """Refuse two scenarios with one name (their traces would overwrite each other); the error names both files."""
     seen: dict[str, str] = {}
     for scenario in scenarios:
         if scenario.name in seen:
@@ -247,11 +238,7 @@ def check_unique_names(scenarios: Sequence[Scenario]) -> None:
 
 
 def load_scenarios(paths: Sequence[str | Path] | None = None) -> list[Scenario]:
-    """Load scenario files, directories or bundled names; none given means the bundled set.
-
-    Raises:
-        ScenarioError: An entry names nothing, a file is invalid, or two scenarios share a name.
-    """
+    """Load scenario files, directories or bundled names (none given: the bundled set), checking names are unique."""
     scenarios = [load_scenario(f) for f in scenario_files(paths)]
     check_unique_names(scenarios)
     return scenarios

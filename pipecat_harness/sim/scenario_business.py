@@ -17,7 +17,7 @@ _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 #: The retail demo's tools (available when ``database.seed`` is ``retail``), read and write.
 RETAIL_TOOL_NAMES = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
                      "return_items", "modify_order_address", "issue_refund", "cancel_pending_order",
-                     "book_callback", "reschedule_callback")
+                     "book_callback", "reschedule_callback")  # fmt: skip
 
 
 class TableSpec(StrictModel):
@@ -37,10 +37,9 @@ class TableSpec(StrictModel):
             if not re.match(_IDENTIFIER, name):
                 raise ValueError(f"column name {name!r} is not an SQL identifier (letters, digits, _)")
         for index, row in enumerate(self.rows):
-            unknown = sorted(set(row) - set(self.columns))
+            unknown = ", ".join(sorted(set(row) - set(self.columns)))
             if unknown:
-                raise ValueError(f"rows[{index}] has {', '.join(unknown)}, which are not columns "
-                                 f"({', '.join(self.columns)})")
+                raise ValueError(f"rows[{index}] has {unknown}, which are not columns ({', '.join(self.columns)})")
         return self
 
 
@@ -48,8 +47,7 @@ class DatabaseSpec(StrictModel):
     """The business database: a named seed, the scenario's own tables, then extra SQL statements.
 
     Parameters:
-        seed: ``retail`` (the demo's customers, orders, items, returns and refunds, with its tools) or ``empty`` (no
-            tables at all: declare your own).
+        seed: ``retail`` (the demo's customers, orders and refunds, with its tools) or ``empty`` (declare your own).
         tables: The scenario's own tables by name: columns and rows, created after the seed.
         sql: Statements run last (to adjust seeded rows); one that fails is reported with its index.
     """

@@ -27,12 +27,7 @@ APPLIED_OPERATIONS_DDL = """CREATE TABLE IF NOT EXISTS applied_operations (
 
 
 async def create_tables(scenario: Scenario, db: RetailDatabase) -> None:
-    """Create the scenario's own tables and insert their rows.
-
-    Raises:
-        ScenarioError: A table cannot be created or a row inserted; the message names the table and row.
-    """
-    # The record of applied writes (as the retail schema has it): one write per idempotency key.
+    """Create the record of applied writes and the scenario's own tables with their rows (errors name table and row)."""
     await db.execute(APPLIED_OPERATIONS_DDL)
     for table, spec in scenario.database.tables.items():
         columns = ", ".join(f"{name} {definition}" for name, definition in spec.columns.items())
@@ -42,10 +37,9 @@ async def create_tables(scenario: Scenario, db: RetailDatabase) -> None:
         except Exception as exc:  # sqlite3 errors: the scenario's definition is wrong
             raise ScenarioError(f"{where}: cannot create the table ({exc}); fix its columns") from exc
         for index, row in enumerate(spec.rows):
-            names = ", ".join(row)
-            marks = ", ".join("?" for _ in row)
+            insert = f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})"
             try:
-                await db.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", tuple(row.values()))
+                await db.execute(insert, tuple(row.values()))
             except Exception as exc:
                 raise ScenarioError(f"{where}.rows[{index}]: cannot insert the row ({exc}); fix its values") from exc
 
@@ -66,12 +60,11 @@ def _sql_handler(spec: ToolSpec, db: RetailDatabase) -> ToolHandler:
             cursor = await conn.execute(statement, bound)
             return {"rows_changed": cursor.rowcount, "row_id": cursor.lastrowid, **spec.result}
 
-        # Like the retail backend, a write is applied once per idempotency key of the tool gate, and the key is recorded
+        # As in the retail backend, a write is applied once per idempotency key of the tool gate and the key is recorded
         # with it, so a write of unknown outcome can be reconciled.
         operation = current_operation()
-        if operation is None:
-            return await db.apply_once(None, spec.name, "", apply)
-        return await db.apply_once(operation.idempotency_key, spec.name, operation.request_hash, apply)
+        key, request_hash = (operation.idempotency_key, operation.request_hash) if operation else (None, "")
+        return await db.apply_once(key, spec.name, request_hash, apply)
 
     run.__name__ = spec.name
     return run
@@ -82,8 +75,10 @@ def _python_handler(spec: ToolSpec, db: RetailDatabase, source: str) -> ToolHand
     try:
         function = getattr(importlib.import_module(module_name), function_name)
     except (ImportError, AttributeError) as exc:
-        raise ScenarioError(f"{source}: field 'tools.{spec.name}.python': cannot import {spec.python} ({exc}); "
-                            "check the module is importable and defines the function") from exc
+        raise ScenarioError(
+            f"{source}: field 'tools.{spec.name}.python': cannot import {spec.python} ({exc}); "
+            "check the module is importable and defines the function"
+        ) from exc
 
     async def run(arguments: Mapping[str, Any]) -> Any:
         result = function(db, dict(arguments))
@@ -96,12 +91,8 @@ def _python_handler(spec: ToolSpec, db: RetailDatabase, source: str) -> ToolHand
 class ScenarioTools:
     """The tools of one simulated call: the scenario's own, plus the retail demo's on the retail seed.
 
-    Args:
-        db: The call's business database.
-        with_retail: Offer the retail tools too on the retail seed (the call pipeline adds them itself).
-
-    Raises:
-        ScenarioError: A ``python`` tool's entry point cannot be imported.
+    ``with_retail=False`` leaves the retail tools out (the call pipeline adds them itself). A ``python`` tool whose
+    entry point cannot be imported is a ScenarioError.
     """
 
     def __init__(self, scenario: Scenario, db: RetailDatabase, *, with_retail: bool = True) -> None:
@@ -111,9 +102,10 @@ class ScenarioTools:
             spec.name: _sql_handler(spec, db) if spec.sql is not None else _python_handler(spec, db, source)
             for spec in scenario.own_tools
         }
-        self._schemas = [FunctionSchema(name=spec.name, description=spec.description or spec.name,
-                                        properties=spec.parameters, required=spec.required)
-                         for spec in scenario.own_tools]
+        self._schemas = [
+            FunctionSchema(spec.name, spec.description or spec.name, spec.parameters, spec.required)
+            for spec in scenario.own_tools
+        ]
         own_writes = {spec.name for spec in scenario.own_tools if spec.write}
         self._db = db
         self._sql_tools = {spec.name for spec in scenario.own_tools if spec.sql is not None}
@@ -131,26 +123,26 @@ class ScenarioTools:
     def register(self, llm: Any, *, wrap: Callable[[str, ToolHandler], ToolHandler] | None = None) -> None:
         """Register every tool straight on a Pipecat LLM service (a call with no harness: the baseline)."""
         for name, handler in self.handlers().items():
-            llm.register_function(name, pipecat_function(wrap(name, handler) if wrap else handler),
-                                  cancel_on_interruption=name not in self.write_tools)
+            function = pipecat_function(wrap(name, handler) if wrap else handler)
+            llm.register_function(name, function, cancel_on_interruption=name not in self.write_tools)
 
     async def reconcile(self, record: OperationRecord) -> Reconciliation | None:
         """What became of a write of unknown outcome: applied (with its result) or not applied.
 
-        Retail writes and the scenario's SQL writes record their idempotency key with the write; a Python tool records
-        nothing, so its outcome stays unknown (``None``) rather than being guessed.
+        Retail and SQL writes record their idempotency key with the write; a Python tool records nothing, so its outcome
+        stays unknown (``None``) rather than being guessed.
         """
         if self._retail is not None and record.op_type not in self._own:
             return await self._retail.reconcile(record)
         if record.op_type not in self._sql_tools:
             return None
         result = await self._db.applied(record.idempotency_key)
-        if result is None:
-            # Applied to nothing, and the gate takes it only once no request of the attempt is under way: the database
-            # applies each key once, so the retry under the same key cannot add a second.
-            return Reconciliation(OperationStatus.FAILED, error="the scenario's database has no record of this write",
-                                  voided=record.attempt)
-        return Reconciliation(OperationStatus.SUCCEEDED, result=result)
+        if result is not None:
+            return Reconciliation(OperationStatus.SUCCEEDED, result=result)
+        # Not applied, and the gate asks only once no request of the attempt is under way: the database applies each key
+        # once, so the retry under the same key cannot add a second.
+        error = "the scenario's database has no record of this write"
+        return Reconciliation(OperationStatus.FAILED, error=error, voided=record.attempt)
 
     def argument_normalizers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         """Per tool, the canonical form of its arguments (the retail tools' order ids)."""

@@ -21,13 +21,7 @@ __all__ = ["SimulatedOutputTransport"]
 
 
 class SimulatedOutputTransport(BaseOutputTransport):
-    """Plays output audio in (virtual) real time and records what was played.
-
-    Args:
-        ledger: Ground-truth ledger shared with the simulated TTS.
-        sample_rate: Output sample rate.
-        **kwargs: Passed to ``BaseOutputTransport``.
-    """
+    """Plays output audio in (virtual) real time and records in ``ledger`` (shared with the TTS) what was played."""
 
     def __init__(self, *, ledger: SpeechLedger | None = None, sample_rate: int = 16000, **kwargs: Any) -> None:
         params = TransportParams(audio_out_enabled=True, audio_out_sample_rate=sample_rate)
@@ -55,13 +49,14 @@ class SimulatedOutputTransport(BaseOutputTransport):
         bytes_per_sec = frame.sample_rate * frame.num_channels * 2
         await asyncio.sleep(len(frame.audio) / bytes_per_sec)
         remaining = len(frame.audio)
+        played = self.ledger.played_secs
         while remaining > 0 and self._pending:
             entry = self._pending[0]
             taken = min(remaining, entry[1])
             entry[1] -= taken
             remaining -= taken
             if entry[0]:
-                self.ledger.played_secs[entry[0]] = self.ledger.played_secs.get(entry[0], 0.0) + taken / bytes_per_sec
+                played[entry[0]] = played.get(entry[0], 0.0) + taken / bytes_per_sec
             if entry[1] <= 0:
                 self._pending.popleft()
         return True

@@ -28,11 +28,7 @@ class SpokenWord:
 
 @dataclass
 class SpeechLedger:
-    """Ground truth of synthesized and played speech, per TTS context.
-
-    The simulated TTS records words with offsets; the simulated transport records how many seconds of each context's
-    audio were actually written.
-    """
+    """Ground truth per TTS context: the words synthesized (with offsets) and the seconds of audio actually played."""
 
     words: dict[str, list[SpokenWord]] = field(default_factory=dict)
     played_secs: dict[str, float] = field(default_factory=dict)
@@ -56,12 +52,26 @@ class SimulatedTTSService(TTSService):
         **kwargs: Passed to ``TTSService``.
     """
 
-    def __init__(self, *, word_timestamps: bool = False, words_per_minute: float = 165.0, first_audio_secs: float = 0.2,
-                 chunk_secs: float = 0.1, ledger: SpeechLedger | None = None, sample_rate: int = 16000,
-                 **kwargs: Any) -> None:
-        super().__init__(push_text_frames=not word_timestamps, push_start_frame=True, push_stop_frames=True,
-                         sample_rate=sample_rate,
-                         settings=TTSSettings(model="simulated", extra={}, voice="simulated", language=None), **kwargs)
+    def __init__(
+        self,
+        *,
+        word_timestamps: bool = False,
+        words_per_minute: float = 165.0,
+        first_audio_secs: float = 0.2,
+        chunk_secs: float = 0.1,
+        ledger: SpeechLedger | None = None,
+        sample_rate: int = 16000,
+        **kwargs: Any,
+    ) -> None:
+        settings = TTSSettings(model="simulated", extra={}, voice="simulated", language=None)
+        super().__init__(
+            push_text_frames=not word_timestamps,
+            push_start_frame=True,
+            push_stop_frames=True,
+            sample_rate=sample_rate,
+            settings=settings,
+            **kwargs,
+        )
         self._word_timestamps = word_timestamps
         self._wpm = words_per_minute
         self._first_audio_secs = first_audio_secs
@@ -92,10 +102,7 @@ class SimulatedTTSService(TTSService):
             await asyncio.sleep(self._first_audio_secs)
         if self._word_timestamps:
             await self.add_word_timestamps([(word, base + start) for word, start, _ in layout], context_id)
-        bytes_per_sec = self.sample_rate * 2
-        remaining = int(total * bytes_per_sec) // 2 * 2
-        chunk = int(self._chunk_secs * bytes_per_sec) // 2 * 2
-        while remaining > 0:
-            size = min(chunk, remaining)
-            remaining -= size
-            yield TTSAudioRawFrame(bytes(size), self.sample_rate, 1, context_id=context_id)
+        size = int(total * self.sample_rate * 2) // 2 * 2
+        chunk = int(self._chunk_secs * self.sample_rate * 2) // 2 * 2
+        for offset in range(0, size, chunk):
+            yield TTSAudioRawFrame(bytes(min(chunk, size - offset)), self.sample_rate, 1, context_id=context_id)

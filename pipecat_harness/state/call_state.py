@@ -1,18 +1,8 @@
 """What the bot knows about one call: conversation history, working state and business state.
 
-Three memories, kept apart because they are trusted differently:
-
-* **history**: the messages of the conversation, each tagged with its turn;
-* **working state**: facts gathered during the call (the caller's order id,
-  the item they mean), each with its *provenance* (who said so: the caller,
-  a tool, the model, an operator; in which turn; when) and its own version;
-* **business state**: the latest snapshot read from the system of record,
-  with the provenance of that read.
-
-The whole record has a version that grows with every saved change, so a
-decision taken on version N can tell whether the state moved under it.
-Changes go through :meth:`CallStateStore.update`, which runs under the
-per-call lock and is therefore safe across worker processes.
+Kept apart because they are trusted differently: working facts carry their provenance (who said so, when) and
+version, business state the provenance of the read. The record's version grows with every saved change (a decision
+on version N can tell whether the state moved), and changes are made under the per-call lock.
 """
 
 from __future__ import annotations
@@ -36,14 +26,7 @@ Source = Literal["caller", "tool", "model", "operator", "system"]
 
 @dataclass(frozen=True)
 class Provenance:
-    """Where a value came from.
-
-    Parameters:
-        source: Who produced it.
-        turn_id: The user turn during which it was produced.
-        detail: Tool name, utterance or operator id.
-        at: Wall-clock time (seconds since the epoch).
-    """
+    """Where a value came from: who, in which user turn, when, and the tool, utterance or operator id (``detail``)."""
 
     source: Source
     turn_id: int = 0
@@ -62,19 +45,10 @@ class Fact:
 
 @dataclass
 class CallState:
-    """The three memories of one call.
+    """The three memories of one call, and what is open in it.
 
-    Parameters:
-        call_id: The call.
-        history: Conversation messages, each with a ``turn_id``.
-        working: Name -> :class:`Fact`.
-        business: Latest business snapshot.
-        business_provenance: Where the snapshot came from.
-        version: Grows with every saved change.
-        pending: Name -> :class:`Fact` for open items (a requested time not yet given, a proposal awaiting
-            confirmation), with the provenance of whoever opened them.
-        operations: Operation id -> record (tool, status, arguments, the turn and tool call it came from).
-        delivery: How the last assistant reply reached the caller (``full`` or ``partial``, what was heard).
+    ``pending``: open items (a time not yet given, a proposal awaiting confirmation) as facts; ``operations``: by id,
+    the tool, status, arguments, turn and tool call; ``delivery``: how the last reply reached the caller.
     """
 
     call_id: str
@@ -92,10 +66,7 @@ class CallState:
         self.history.append({"role": role, "content": content, "turn_id": turn_id})
 
     def set_fact(self, name: str, value: Any, provenance: Provenance) -> bool:
-        """Set a working fact; returns whether its value changed.
-
-        Re-stating the same value keeps the version and the original provenance.
-        """
+        """Set a working fact; return whether its value changed (the same value keeps version and provenance)."""
         current = self.working.get(name)
         if current is not None and current.value == value:
             return False
@@ -117,11 +88,7 @@ class CallState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallState:
-        """Rebuild from :meth:`to_dict` output.
-
-        Raises:
-            ValueError: The data is not a call state.
-        """
+        """Rebuild from :meth:`to_dict` output (``ValueError`` if it is not a call state)."""
         try:
             return _STATE.validate_python(data)
         except ValidationError as exc:
@@ -136,13 +103,7 @@ class VersionConflict(RuntimeError):
 
 
 class CallStateStore:
-    """Loads and updates :class:`CallState` records in a :class:`StateStore`.
-
-    Args:
-        store: The backing store (memory or Redis).
-        lock: The per-call lock guarding updates.
-        ttl_secs: How long a call's record is kept after its last change.
-    """
+    """Loads and updates :class:`CallState` records in a :class:`StateStore`, kept ``ttl_secs`` after a change."""
 
     def __init__(self, store: StateStore, *, lock: CallLock | None = None, ttl_secs: float = 24 * 3600.0) -> None:
         self.store = store
@@ -154,11 +115,7 @@ class CallStateStore:
         return f"call_state:{call_id}"
 
     async def load(self, call_id: str) -> CallState:
-        """The call's state (empty for a new call).
-
-        Raises:
-            StoreError: The stored record is corrupt.
-        """
+        """The call's state (empty for a new call; ``StoreError`` if the stored record is corrupt)."""
         return self._parsed(call_id, await self.store.get_json(self._key(call_id)))
 
     @staticmethod
@@ -166,22 +123,9 @@ class CallStateStore:
         return parse_record(raw, CallState.from_dict, lambda: CallState(call_id=call_id), label=f"call {call_id!r}")
 
     async def update(
-        self,
-        call_id: str,
-        change: Callable[[CallState], Awaitable[Any] | Any],
-        *,
-        expected_version: int | None = None,
+        self, call_id: str, change: Callable[[CallState], Awaitable[Any] | Any], *, expected_version: int | None = None
     ) -> CallState:
-        """Apply ``change`` to the call's state under the per-call lock and save it.
-
-        Args:
-            call_id: The call.
-            change: Mutates the state (may be a coroutine function); its return value is ignored.
-            expected_version: Refuse the update unless the stored version is this one.
-
-        Raises:
-            VersionConflict: ``expected_version`` is stale; nothing was written.
-        """
+        """Apply ``change`` under the lock and save it (``VersionConflict`` if not at ``expected_version``)."""
 
         async def work(values: tuple[Any | None, ...]) -> CallState:
             state = self._parsed(call_id, values[0])

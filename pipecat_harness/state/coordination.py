@@ -1,8 +1,4 @@
-"""Per-call coordination on a :class:`StateStore`: a renewed, fenced lease lock and a newest-wins debounce.
-
-Both work the same whether the store is in-process memory or Redis shared by
-several worker processes.
-"""
+"""Per-call coordination on a :class:`StateStore` (memory or Redis): a renewed, fenced lease lock and a debounce."""
 
 from __future__ import annotations
 
@@ -38,26 +34,10 @@ _HELD: contextvars.ContextVar[tuple[CallLock, str, str] | None] = contextvars.Co
 
 
 class CallLock:
-    """A per-call lease, renewed while its work runs, with writes fenced by the holder's token.
+    """A per-call lease, renewed every third of ``ttl_secs`` while its work runs, with writes fenced by its token.
 
-    The lock lives ``ttl_secs`` and is renewed every third of that while the
-    work runs, so it never expires under live work however long that takes,
-    and a lock left by a killed worker frees itself within ``ttl_secs``.
-    Writes made through :meth:`write` succeed only while the writer's token
-    still holds the lock (checked atomically by the store), so work that
-    lost its lock (a stalled process, a network partition) cannot overwrite
-    newer state.
-
-    Args:
-        store: Where the lock lives.
-        ttl_secs: Lease length; the longest a dead worker's lock blocks the call.
-        work_timeout_secs: Longest the guarded work may run.
-        acquire_timeout_secs: Longest to wait for the lock (at least ``ttl_secs``, so a dead
-            holder's lock always expires within the wait).
-        poll_secs: Wait between attempts while another worker holds it.
-
-    Raises:
-        ValueError: A non-positive time.
+    A killed worker's lock frees itself within ``ttl_secs``, and work that lost its lock cannot overwrite newer state
+    (the store checks the token atomically).
     """
 
     def __init__(
@@ -78,13 +58,7 @@ class CallLock:
         self.poll_secs = poll_secs
 
     async def run(self, call_id: str, work: Callable[[], Awaitable[T]]) -> T:
-        """Run ``work()`` while holding (and renewing) the lock for ``call_id``.
-
-        Raises:
-            LockTimeout: The lock was not obtained within ``acquire_timeout_secs``.
-            TimeoutError: The work took longer than ``work_timeout_secs``.
-            LockLost: The work wrote through :meth:`write` after losing the lock.
-        """
+        """Run ``work()`` while holding (and renewing) the lock for ``call_id`` (see :meth:`run_reading`)."""
         return await self.run_reading(call_id, (), lambda _values: work())
 
     async def run_reading(
@@ -95,23 +69,11 @@ class CallLock:
         *,
         gate: NewestGate | None = None,
     ) -> T:
-        """Take the lock and read ``keys`` in one store operation, then run ``work(values)`` holding the lock.
+        """Take the lock and read ``keys`` in one store operation (one Redis round trip), then run ``work(values)``.
 
-        On Redis that is one round trip before the work starts, where taking
-        the lock and then reading would be one per step.
-
-        Args:
-            call_id: The call.
-            keys: What the work starts from; their values are passed to it, in order.
-            work: The guarded work.
-            gate: A newest-wins stamp: the work runs only while no newer stamp is stored
-                (offered in the same operation when ``gate.offer``).
-
-        Raises:
-            Superseded: A newer stamp than ``gate.stamp`` is stored; the work did not run.
-            LockTimeout: The lock was not obtained within ``acquire_timeout_secs``.
-            TimeoutError: The work took longer than ``work_timeout_secs``.
-            LockLost: The work wrote through :meth:`write` after losing the lock.
+        With a ``gate`` the work runs only while no newer stamp is stored (else :class:`Superseded`); raises
+        :class:`LockTimeout`, ``TimeoutError`` past ``work_timeout_secs``, and :class:`LockLost` for a write after
+        losing the lock.
         """
         held = await self.acquire_reading(call_id, keys, gate=gate)
         context = _HELD.set((self, held.key, held.token))
@@ -123,19 +85,10 @@ class CallLock:
             await held.release()
 
     async def acquire_reading(self, call_id: str, keys: Sequence[str], *, gate: NewestGate | None = None) -> HeldLock:
-        """Take the lock and read ``keys`` in one store operation; the caller releases it.
+        """Take the lock and read ``keys`` as :meth:`run_reading` does, for work that continues in another task.
 
-        For work that continues in another task (the decision on one path, its
-        save on another): the lock is renewed until :meth:`HeldLock.release`,
-        for at most ``work_timeout_secs``, after which it lapses by itself.
-
-        Waiting is a poll of a busy lock on the loop's clock, not a retry of a
-        failure (a store error is raised at once), so it is written out here
-        rather than taken from tenacity, which the base install does not carry.
-
-        Raises:
-            Superseded: A newer stamp than ``gate.stamp`` is stored; nothing is held.
-            LockTimeout: The lock was not obtained within ``acquire_timeout_secs``.
+        Renewed until :meth:`HeldLock.release`, for at most ``work_timeout_secs``. Waiting is a poll of a busy lock (a
+        store error is raised at once), not a retry of a failure, hence no tenacity.
         """
         key = f"lock:{call_id}"
         token = secrets.token_hex(16)
@@ -154,17 +107,12 @@ class CallLock:
             await asyncio.sleep(self.poll_secs)
 
     async def write(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
-        """Store ``value``; inside :meth:`run` only while this work still holds the lock.
-
-        Raises:
-            LockLost: The lock is no longer ours; nothing was written.
-        """
+        """Store ``value``; inside :meth:`run` only while this work still holds the lock (else ``LockLost``)."""
         held = _HELD.get()
         if held is None or held[0] is not self:
             await self.store.set_json(key, value, ttl_secs=ttl_secs)
-            return
-        _, lock_key, token = held
-        await _fenced_write(self.store, key, value, ttl_secs, lock_key, token)
+        else:
+            await _fenced_write(self.store, key, value, ttl_secs, held[1], held[2])
 
 
 async def _fenced_write(
@@ -177,8 +125,7 @@ async def _fenced_write(
 class HeldLock:
     """A taken :class:`CallLock`: the values read with it, fenced writes, and its release.
 
-    Renewal is a timer rather than a task per lock: most work ends long before
-    the first renewal is due, and then nothing was scheduled but the timer.
+    Renewal is a timer, not a task per lock: most work ends before the first renewal is due.
     """
 
     def __init__(self, lock: CallLock, key: str, token: str, values: tuple[Any | None, ...]) -> None:
@@ -198,16 +145,12 @@ class HeldLock:
             self._renewing = asyncio.ensure_future(self._renew())
 
     async def _renew(self) -> None:
+        # Not taken: another worker holds it now (our writes will be refused), or it is being released.
         if await self.lock.store.acquire(self.key, self.token, self.lock.ttl_secs) and not self._released:
             self._timer = asyncio.get_running_loop().call_later(self.lock.ttl_secs / 3, self._renew_due)
-        # Otherwise another worker holds it now (our writes will be refused), or it is being released.
 
     async def write(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
-        """Store ``value`` only while this lock is still held.
-
-        Raises:
-            LockLost: The lock is no longer ours; nothing was written.
-        """
+        """Store ``value`` only while this lock is still held (else ``LockLost``, and nothing is written)."""
         await _fenced_write(self.lock.store, key, value, ttl_secs, self.key, self.token)
 
     async def release(self) -> None:
@@ -217,25 +160,14 @@ class HeldLock:
         self._released = True
         if self._timer is not None:
             self._timer.cancel()
-        if self._renewing is not None:
-            # A renewal still in flight must land before the release, or it would take the lock again.
+        if self._renewing is not None:  # a renewal in flight must land first, or it would take the lock again
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._renewing)
         await self.lock.store.release(self.key, self.token)
 
 
 class TranscriptDebouncer:
-    """Newest-wins debounce of transcripts per call.
-
-    Each utterance offers its timestamp; after ``delay_secs`` only the one
-    whose timestamp is still the newest goes on to the (expensive) model
-    call. A superseded partial bails out without any model call.
-
-    Args:
-        store: Where the newest timestamp per call lives.
-        delay_secs: How long to wait for a newer utterance.
-        ttl_secs: Lifetime of the stored timestamp.
-    """
+    """Newest-wins debounce of transcripts per call: after ``delay_secs`` only the newest utterance goes on."""
 
     def __init__(self, store: StateStore, *, delay_secs: float = 0.3, ttl_secs: float = 3600.0) -> None:
         self.store = store

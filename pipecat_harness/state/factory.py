@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from pipecat_harness.state.memory import MemoryStateStore
-from pipecat_harness.state.redis_store import RedisStateStore
 from pipecat_harness.state.store import StateStore
+from pipecat_harness.stores import open_store
 
 __all__ = ["create_store"]
 
@@ -24,5 +26,6 @@ def create_store(
     if backend == "memory":
         return MemoryStateStore(max_keys=memory_max_keys)
     if backend == "redis":
-        return RedisStateStore(redis_url, prefix=prefix or "pipecat-harness:")
+        return cast(StateStore, open_store("redis_state", "state backend 'redis'", redis_url,
+                                           prefix=prefix or "pipecat-harness:"))
     raise ValueError(f"unknown state backend {backend!r}; choose 'memory' or 'redis'")

@@ -15,11 +15,7 @@ __all__ = ["MemoryStateStore"]
 
 
 class _Json(str):
-    """A value written with ``set_json``, kept as its JSON text.
-
-    Every read hands out a fresh copy; decoding the text is several times
-    faster than deep-copying the objects (a checklist state: 6 against 24 µs).
-    """
+    """A value written with ``set_json``, kept as its JSON text: decoding is faster than a deep copy (6 vs 24 µs)."""
 
     __slots__ = ()
 
@@ -31,22 +27,10 @@ def _copy_out(value: Any) -> Any:
 
 
 class MemoryStateStore(StateStore):
-    """Dictionary-backed store; every operation is atomic within one event loop.
+    """Dictionary-backed store; no operation awaits between read and write, so each is atomic on one loop.
 
-    Operations never await between reading and writing, so on a single loop
-    they cannot interleave. Values are kept as their JSON text, so a caller
-    mutating its object afterwards cannot change the stored state, and each
-    read decodes a copy of its own.
-
-    Memory is bounded: at most ``max_keys`` keys are kept (the least recently
-    used go first), and a key written without a time-to-live gets
-    ``default_ttl_secs``, so the state of calls that ended silently does not
-    pile up. Expired keys are swept as writes happen, not only when read.
-
-    Args:
-        clock: Monotonic time source used for expiry (injectable for tests).
-        max_keys: Most keys kept at once.
-        default_ttl_secs: Lifetime of a key written without one (``None``: forever).
+    At most ``max_keys`` keys (least recently used out first), and ``default_ttl_secs`` for keys written without a
+    lifetime, so the state of calls that ended silently does not pile up.
     """
 
     def __init__(
@@ -74,42 +58,48 @@ class MemoryStateStore(StateStore):
         item = self._values.get(key)
         if item is None:
             return None
-        value, expires = item
-        if expires is not None and self._clock() >= expires:
+        if item[1] is not None and self._clock() >= item[1]:
             del self._values[key]
             return None
         self._values.move_to_end(key)
-        return value
+        return item[0]
 
     def _put(self, key: str, value: Any, ttl_secs: float | None) -> None:
         ttl = self.default_ttl_secs if ttl_secs is None else ttl_secs
-        expires = None if ttl is None else self._clock() + ttl
-        self._values[key] = (value, expires)
+        self._values[key] = (value, None if ttl is None else self._clock() + ttl)
         self._values.move_to_end(key)
         self._writes += 1
         if self._writes % 1024 == 0:
-            self._sweep()
+            now = self._clock()
+            for stale in [k for k, (_, expires) in self._values.items() if expires is not None and now >= expires]:
+                del self._values[stale]
         while len(self._values) > self.max_keys:
             self._values.popitem(last=False)
             self.evicted += 1
 
-    def _sweep(self) -> None:
-        now = self._clock()
-        for key in [k for k, (_, expires) in self._values.items() if expires is not None and now >= expires]:
-            del self._values[key]
+    def _newer_than(self, key: str, stamp: float) -> bool:
+        current = self._live(key)
+        return current is not None and float(current) > stamp
+
+    def _take(self, key: str, token: str, ttl_secs: float) -> bool:
+        holder = self._live(key)
+        if holder is not None and holder != token:
+            return False
+        self._put(key, token, ttl_secs)
+        return True
 
     async def get_json(self, key: str) -> Any | None:
         """Return a copy of the value under ``key``."""
         return _copy_out(self._live(key))
 
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
-        """Store ``value`` as its JSON text (read back as a JSON round-tripped copy)."""
+        """Store ``value`` as its JSON text."""
         self._put(key, _Json(dump_json(key, value)), ttl_secs)
 
     async def set_json_fenced(
         self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str
     ) -> bool:
-        """Store ``value`` only while ``token`` holds ``lock_key`` (no await between check and write)."""
+        """Store ``value`` only while ``token`` holds ``lock_key``."""
         if self._live(lock_key) != token:
             return False
         await self.set_json(key, value, ttl_secs=ttl_secs)
@@ -121,8 +111,7 @@ class MemoryStateStore(StateStore):
 
     async def offer_newest(self, key: str, stamp: float, *, ttl_secs: float | None = None) -> bool:
         """Keep the largest stamp; True when ``stamp`` is the newest."""
-        current = self._live(key)
-        if current is not None and float(current) > stamp:
+        if self._newer_than(key, stamp):
             return False
         self._put(key, float(stamp), ttl_secs)
         return True
@@ -134,11 +123,7 @@ class MemoryStateStore(StateStore):
 
     async def acquire(self, key: str, token: str, ttl_secs: float) -> bool:
         """Take the lock if free or expired."""
-        holder = self._live(key)
-        if holder is not None and holder != token:
-            return False
-        self._put(key, token, ttl_secs)
-        return True
+        return self._take(key, token, ttl_secs)
 
     async def release(self, key: str, token: str) -> bool:
         """Release only our own lock."""
@@ -152,13 +137,10 @@ class MemoryStateStore(StateStore):
     ) -> LockedRead:
         """Offer/check the gate's stamp, take the lock and copy ``keys`` out, with no await in between."""
         if gate is not None:
-            newest = self._live(gate.key)
-            if newest is not None and float(newest) > gate.stamp:
+            if self._newer_than(gate.key, gate.stamp):
                 return LockedRead(acquired=False, superseded=True)
             if gate.offer:
                 self._put(gate.key, float(gate.stamp), gate.ttl_secs)
-        holder = self._live(lock_key)
-        if holder is not None and holder != token:
+        if not self._take(lock_key, token, ttl_secs):
             return LockedRead(acquired=False)
-        self._put(lock_key, token, ttl_secs)
         return LockedRead(acquired=True, values=tuple(_copy_out(self._live(key)) for key in keys))

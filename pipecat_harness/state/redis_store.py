@@ -1,7 +1,6 @@
-"""Redis-backed :class:`StateStore` shared by several worker processes.
+"""Redis-backed :class:`StateStore` shared by worker processes.
 
-Every compare-then-write runs as one Lua script, so two processes can never
-both believe they hold a lock or that their stamp is the newest.
+Every compare-then-write is one Lua script, so two processes never both believe they hold a lock or the newest stamp.
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-
 # KEYS: the lock, the keys to read, then the gate's stamp key when ARGV[3] is 'check' or 'offer'.
 # ARGV: token, lock lease (ms), gate mode ('' for none), stamp, stamp lifetime (ms, '' for none).
 # Returns {1, 0, value...} when the lock is taken, {0, 0} when another token holds it, {0, 1} when superseded.
@@ -72,7 +70,6 @@ def _ms(secs: float) -> int:
 
 
 def _ttl_arg(secs: float | None) -> str:
-    """A lifetime as a script argument: milliseconds, or empty for none."""
     return "" if secs is None else str(_ms(secs))
 
 
@@ -86,14 +83,7 @@ def _decoded(key: str, raw: str | None) -> Any | None:
 
 
 class RedisStateStore(StateStore):
-    """Store on a Redis server (``redis.asyncio``).
-
-    Args:
-        url: Redis URL, e.g. ``redis://127.0.0.1:6379/0``.
-        prefix: Namespace prepended to every key, so deployments and test
-            runs sharing one server do not collide.
-        client: An existing ``redis.asyncio.Redis`` client (overrides ``url``).
-    """
+    """Store on a Redis server (``redis.asyncio``, or ``client``), keys under ``prefix`` so deployments do not mix."""
 
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str = "pipecat-harness:", client: Any = None):
         if client is None:
@@ -106,11 +96,11 @@ class RedisStateStore(StateStore):
             client = aioredis.from_url(url, decode_responses=True)
         self._redis = client
         self.prefix = prefix
-        self._offer = self._redis.register_script(_OFFER_NEWEST)
-        self._acquire = self._redis.register_script(_ACQUIRE)
-        self._release = self._redis.register_script(_RELEASE)
-        self._set_fenced = self._redis.register_script(_SET_FENCED)
-        self._acquire_and_read = self._redis.register_script(_ACQUIRE_AND_READ)
+        self._offer = client.register_script(_OFFER_NEWEST)
+        self._acquire = client.register_script(_ACQUIRE)
+        self._release = client.register_script(_RELEASE)
+        self._set_fenced = client.register_script(_SET_FENCED)
+        self._acquire_and_read = client.register_script(_ACQUIRE_AND_READ)
 
     def _key(self, key: str) -> str:
         return self.prefix + key
@@ -135,13 +125,11 @@ class RedisStateStore(StateStore):
         if gate is not None:
             names.append(self._key(gate.key))
             mode = "offer" if gate.offer else "check"
-            stamp = repr(float(gate.stamp))
-            stamp_ttl = _ttl_arg(gate.ttl_secs)
+            stamp, stamp_ttl = repr(float(gate.stamp)), _ttl_arg(gate.ttl_secs)
         reply = await self._acquire_and_read(keys=names, args=[token, str(_ms(ttl_secs)), mode, stamp, stamp_ttl])
         if not int(reply[0]):
             return LockedRead(acquired=False, superseded=bool(int(reply[1])))
-        values = tuple(_decoded(key, raw) for key, raw in zip(keys, reply[2:], strict=True))
-        return LockedRead(acquired=True, values=values)
+        return LockedRead(acquired=True, values=tuple(_decoded(k, raw) for k, raw in zip(keys, reply[2:], strict=True)))
 
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
         """Store ``value`` as JSON."""
@@ -176,7 +164,7 @@ class RedisStateStore(StateStore):
         return bool(await self._release(keys=[self._key(key)], args=[token]))
 
     async def clear(self) -> int:
-        """Delete every key under this store's prefix; returns how many were deleted."""
+        """Delete every key under this store's prefix; return how many were deleted."""
         keys = [key async for key in self._redis.scan_iter(match=self.prefix + "*", count=500)]
         if keys:
             await self._redis.delete(*keys)

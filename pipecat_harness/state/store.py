@@ -1,11 +1,4 @@
-"""``StateStore``: the interface every per-call shared state goes through.
-
-Per-call state that two workers may touch (checklist state, debounce
-timestamps, locks) lives behind this small async interface. The in-process
-:class:`~pipecat_harness.state.memory.MemoryStateStore` is the embedded
-default; :class:`~pipecat_harness.state.redis_store.RedisStateStore` shares
-the same operations across worker processes.
-"""
+"""``StateStore``: the async interface every per-call shared state (checklist state, debounce stamps, locks) uses."""
 
 from __future__ import annotations
 
@@ -25,22 +18,13 @@ class StoreError(RuntimeError):
 
 
 class JsonText(str):
-    """A value already in its JSON form, written to a store as it is.
-
-    A record that can encode itself in one pass (a pydantic adapter's
-    ``dump_json``) passes this to ``set_json`` instead of a dictionary the
-    store would encode again; reads give back the decoded value either way.
-    """
+    """A value already in its JSON form (a pydantic ``dump_json``), written as it is instead of encoded again."""
 
     __slots__ = ()
 
 
 def dump_json(key: str, value: Any) -> str:
-    """``value`` as JSON text (a :class:`JsonText` as it is).
-
-    Raises:
-        StoreError: ``value`` is not JSON-serialisable.
-    """
+    """Return ``value`` as JSON text (a :class:`JsonText` as it is; ``StoreError`` if not serialisable)."""
     if isinstance(value, JsonText):
         return value
     try:
@@ -50,11 +34,7 @@ def dump_json(key: str, value: Any) -> str:
 
 
 def parse_record(raw: Any | None, parse: Callable[[Any], T], default: Callable[[], T], *, label: str) -> T:
-    """``raw`` (a stored value, or ``None``) rebuilt by ``parse``, or ``default()`` when there is none.
-
-    Raises:
-        StoreError: The stored value is not a valid record (``parse`` raised ``ValueError``).
-    """
+    """Return ``parse(raw)``, or ``default()`` when ``raw`` is ``None`` (``StoreError`` if ``parse`` refuses it)."""
     if raw is None:
         return default()
     try:
@@ -65,14 +45,7 @@ def parse_record(raw: Any | None, parse: Callable[[Any], T], default: Callable[[
 
 @dataclass(frozen=True)
 class NewestGate:
-    """A newest-wins stamp checked, and optionally first offered, by the operation that takes a lock.
-
-    Parameters:
-        key: Where the newest stamp lives.
-        stamp: This request's stamp.
-        offer: Record ``stamp`` first when it is newer than the stored one.
-        ttl_secs: Lifetime of an offered stamp.
-    """
+    """A newest-wins ``stamp`` under ``key``, checked (first offered, if ``offer``) by the operation taking a lock."""
 
     key: str
     stamp: float
@@ -82,14 +55,7 @@ class NewestGate:
 
 @dataclass(frozen=True)
 class LockedRead:
-    """What :meth:`StateStore.acquire_and_read` found.
-
-    Parameters:
-        acquired: The lock is now held by the token.
-        superseded: A newer stamp than the gate's is stored (the lock was not taken).
-        values: The stored values of the keys asked for, in order (``None`` where absent);
-            empty unless ``acquired``.
-    """
+    """What :meth:`StateStore.acquire_and_read` found; ``values`` (those of the keys asked) only if ``acquired``."""
 
     acquired: bool
     superseded: bool = False
@@ -97,11 +63,7 @@ class LockedRead:
 
 
 class StateStore(abc.ABC):
-    """Async key-value store with the atomic operations per-call coordination needs.
-
-    Keys are plain strings; implementations add their own namespace prefix.
-    Values are JSON-serialisable objects.
-    """
+    """Async key-value store of JSON values with the atomic operations per-call coordination needs."""
 
     @abc.abstractmethod
     async def get_json(self, key: str) -> Any | None:
@@ -114,11 +76,7 @@ class StateStore(abc.ABC):
     async def set_json_fenced(
         self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str
     ) -> bool:
-        """Store ``value`` only if ``token`` holds the lock ``lock_key``; returns whether it was stored.
-
-        Backends override this with one atomic operation; this fallback
-        re-takes the lock (which only the holder can) and then writes.
-        """
+        """Store ``value`` only if ``token`` holds ``lock_key`` (this fallback re-takes the lock: only a holder can)."""
         if not await self.acquire(lock_key, token, max(ttl_secs or 0.0, 1.0)):
             return False
         await self.set_json(key, value, ttl_secs=ttl_secs)
@@ -130,12 +88,7 @@ class StateStore(abc.ABC):
 
     @abc.abstractmethod
     async def offer_newest(self, key: str, stamp: float, *, ttl_secs: float | None = None) -> bool:
-        """Atomically record ``stamp`` if it is newer than the stored one.
-
-        Returns:
-            True when ``stamp`` is now the newest stamp for ``key`` (it was
-            stored, or an equal stamp was already there).
-        """
+        """Atomically record ``stamp`` if newer than the stored one; True when it is now the newest (or equal)."""
 
     @abc.abstractmethod
     async def newest(self, key: str) -> float | None:
@@ -143,11 +96,7 @@ class StateStore(abc.ABC):
 
     @abc.abstractmethod
     async def acquire(self, key: str, token: str, ttl_secs: float) -> bool:
-        """Take the lock ``key`` for ``token`` unless another token holds it.
-
-        The lock expires by itself after ``ttl_secs`` so a crashed holder
-        cannot block the call forever.
-        """
+        """Take the lock ``key`` for ``token`` unless another token holds it; it expires after ``ttl_secs``."""
 
     @abc.abstractmethod
     async def release(self, key: str, token: str) -> bool:
@@ -156,17 +105,9 @@ class StateStore(abc.ABC):
     async def acquire_and_read(
         self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *, gate: NewestGate | None = None
     ) -> LockedRead:
-        """Take a lock and read what the work under it starts from, as one operation.
+        """Offer the gate's stamp, give up if superseded, take ``lock_key`` and read ``keys``, as one operation.
 
-        In order: offer the gate's stamp (when ``gate.offer``), give up when a
-        newer stamp is stored (``superseded``), take ``lock_key`` for ``token``
-        as :meth:`acquire` does, and read ``keys`` as :meth:`get_json` does.
-        Backends override this with one atomic operation (one round trip on
-        a network store); this fallback runs the single operations in turn,
-        checking the stamp again once the lock is held.
-
-        Raises:
-            StoreError: A stored value is not JSON.
+        Backends do it atomically (one round trip); this fallback runs the steps in turn, checking the stamp again.
         """
         if gate is not None and gate.offer:
             if not await self.offer_newest(gate.key, gate.stamp, ttl_secs=gate.ttl_secs):

@@ -10,10 +10,8 @@
 * ``pipecat_harness.tools.control.ToolGateControl``: the Pipecat integration (imported on demand).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pipecat_harness.errors import require_extra
 from pipecat_harness.tools.arguments import ArgumentAccumulator, ArgumentError, attach_server_context, parse_arguments
 from pipecat_harness.tools.canonical import CanonicalizationError, canonical_json, request_hash
 from pipecat_harness.tools.execution import current_operation, reports_error
@@ -70,23 +68,16 @@ __all__ = [
     "validate_arguments",
 ]
 
-#: Names whose modules need the ``sqlite`` extra (SQLAlchemy), imported when first used.
+#: Names from the store layer (the ``sqlite`` extra: SQLAlchemy), imported when first used.
 _STORE_NAMES = {
-    "OperationLedger": "pipecat_harness.tools.ledger",
-    "OutboxConsumer": "pipecat_harness.tools.outbox",
-    "OutboxEvent": "pipecat_harness.tools.outbox",
-    "OutboxPublisher": "pipecat_harness.tools.outbox",
+    "OperationLedger": "ledger",
+    "OutboxConsumer": "outbox",
+    "OutboxEvent": "outbox",
+    "OutboxPublisher": "outbox",
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _STORE_NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pipecat_harness.tools' has no attribute {name!r}")
-    require_extra(f"pipecat_harness.tools.{name}", "sqlalchemy", "sqlite")
-    return getattr(importlib.import_module(module), name)
+    from pipecat_harness.stores import lazy_attribute
 
-
-if TYPE_CHECKING:
-    from pipecat_harness.tools.ledger import OperationLedger
-    from pipecat_harness.tools.outbox import OutboxConsumer, OutboxEvent, OutboxPublisher
+    return lazy_attribute(__name__, _STORE_NAMES, name, "sqlite")

@@ -1,14 +1,6 @@
-"""Tool-call arguments: bounded streaming accumulation, parsing, and server context.
+"""Tool-call arguments: bounded streaming accumulation, parsing, validation, and server context.
 
-Models stream a tool call's arguments as JSON text fragments keyed by the
-call's id (or index). :class:`ArgumentAccumulator` keeps one bounded buffer per
-call, finalises each call once and parses it only then. :func:`parse_arguments`
-turns whatever a framework hands over (a mapping, JSON text, bytes) into a
-plain ``dict`` or raises :class:`ArgumentError` with a reason a model can read.
-
-Server context (tenant id, customer id) is never the model's to choose: trusted
-code attaches it with :func:`attach_server_context`, which refuses arguments in
-which the model tried to set those fields itself.
+Server context (tenant id, customer id) is never the model's to choose: arguments setting it are refused.
 """
 
 from __future__ import annotations
@@ -38,39 +30,29 @@ MAX_ARGUMENT_DEPTH = 32
 #: Longest integer accepted, in digits (amounts and ids are far shorter).
 MAX_INTEGER_DIGITS = 30
 
-# Built once (json.dumps with options builds an encoder per call).
-_SIZER = json.JSONEncoder(default=str)
+_SIZER = json.JSONEncoder(default=str)  # built once (json.dumps with options builds an encoder per call)
 
 ArgumentNormalizer = Callable[[dict[str, Any]], Mapping[str, Any]]
 """Gives a tool's arguments their business-canonical form (an order id with its ``#``, say)."""
 
 
 class ArgumentError(ValueError):
-    """Arguments that cannot be forwarded.
-
-    Attributes:
-        kind: ``malformed_json``, ``not_an_object``, ``too_large``, ``too_deep``,
-            ``duplicate_key``, ``invalid``, ``server_context`` or ``already_finalised``.
-    """
+    """Arguments that cannot be forwarded; ``kind`` says why (``malformed_json``, ``too_large``, ``invalid``...)."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
 
 
+def _check_size(size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise ArgumentError("too_large", f"arguments are {size} bytes; the limit is {max_bytes}")
+
+
 def parse_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) -> dict[str, Any]:
-    """Return tool arguments as a ``dict``.
-
-    Args:
-        raw: A mapping, JSON text or UTF-8 bytes; ``None`` and empty text mean ``{}``.
-        max_bytes: Largest accepted size of the JSON encoding.
-
-    Raises:
-        ArgumentError: Malformed JSON, a non-object value, or too large.
-    """
+    """Return a mapping, JSON text or UTF-8 bytes (``None``, blank: ``{}``) as a dict, or raise ``ArgumentError``."""
     if isinstance(raw, bytes | bytearray):
-        if len(raw) > max_bytes:
-            raise ArgumentError("too_large", f"arguments are {len(raw)} bytes; the limit is {max_bytes}")
+        _check_size(len(raw), max_bytes)
         try:
             raw = bytes(raw).decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -78,18 +60,14 @@ def parse_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) ->
     if raw is None:
         return {}
     if isinstance(raw, str):
-        size = len(raw.encode("utf-8"))
-        if size > max_bytes:
-            raise ArgumentError("too_large", f"arguments are {size} bytes; the limit is {max_bytes}")
+        _check_size(len(raw.encode("utf-8")), max_bytes)
         if not raw.strip():
             return {}
         try:
-            value = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
-                               parse_int=_bounded_int)
+            value = json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_int=_bounded_int)
         except json.JSONDecodeError as exc:
-            raise ArgumentError(
-                "malformed_json", f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
-            ) from exc
+            reason = f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+            raise ArgumentError("malformed_json", reason) from exc
         except RecursionError as exc:
             raise ArgumentError("too_deep", f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels") from exc
     else:
@@ -102,8 +80,7 @@ def parse_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) ->
             size = len(_SIZER.encode(value).encode("utf-8"))
         except (TypeError, ValueError) as exc:
             raise ArgumentError("invalid", f"arguments are not JSON-serialisable: {exc}") from exc
-        if size > max_bytes:
-            raise ArgumentError("too_large", f"arguments are {size} bytes; the limit is {max_bytes}")
+        _check_size(size, max_bytes)
     return dict(value)
 
 
@@ -127,15 +104,9 @@ def _bounded_int(text: str) -> int:
 
 
 def check_json_value(value: Any) -> None:
-    """Refuse what has no safe canonical JSON form.
+    """Refuse what has no safe canonical JSON form, iteratively (hostile nesting cannot exhaust the stack).
 
-    Nesting deeper than :data:`MAX_ARGUMENT_DEPTH`, integers longer than
-    :data:`MAX_INTEGER_DIGITS` digits, NaN or infinite numbers, lone UTF-16
-    surrogates, non-string keys and non-JSON types. Iterative, so hostile
-    nesting cannot exhaust the stack.
-
-    Raises:
-        ArgumentError: Why the value is refused.
+    Too deep or long an integer, NaN or infinity, a lone surrogate, a non-string key or a non-JSON type.
     """
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -181,26 +152,13 @@ def _json_type(value: Any) -> str:
 def attach_server_context(
     arguments: Mapping[str, Any], context: Mapping[str, Any], *, reserved: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """Return ``arguments`` with trusted server context added.
-
-    Args:
-        arguments: What the model supplied.
-        context: Trusted values (``tenant_id``, ``customer_id``...).
-        reserved: Further field names only the server may set, even when not
-            in ``context`` for this call.
-
-    Raises:
-        ArgumentError: The model supplied a server-context field (kind ``server_context``).
-    """
+    """Return ``arguments`` plus trusted ``context`` (``ArgumentError`` if the model set it or a ``reserved`` field)."""
     if not context and not reserved:
         return dict(arguments)
-    forbidden = sorted(set(context) | set(reserved))
-    supplied = [key for key in forbidden if key in arguments]
+    supplied = [key for key in sorted(set(context) | set(reserved)) if key in arguments]
     if supplied:
-        raise ArgumentError(
-            "server_context",
-            f"argument(s) {', '.join(repr(k) for k in supplied)} are set by the server, not by the model",
-        )
+        names = ", ".join(repr(k) for k in supplied)
+        raise ArgumentError("server_context", f"argument(s) {names} are set by the server, not by the model")
     return {**arguments, **context}
 
 
@@ -213,15 +171,9 @@ class _Buffer:
 
 
 class ArgumentAccumulator:
-    """Accumulates streamed argument fragments per tool-call id, with a byte limit.
+    """Accumulates streamed argument fragments per tool-call id, each call finalised once, within ``max_bytes``.
 
-    Each call is finalised exactly once: :meth:`finish` parses and forgets it;
-    fragments arriving after that raise. A call that grows beyond the limit
-    stops buffering (memory stays bounded) and fails when finished.
-
-    Args:
-        max_bytes: Largest accepted arguments payload per call.
-        max_calls: Most calls buffered at the same time.
+    A call beyond the limit stops buffering (memory stays bounded) and fails when finished.
     """
 
     def __init__(self, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES, max_calls: int = 64) -> None:
@@ -235,19 +187,13 @@ class ArgumentAccumulator:
         """Ids of calls started but not finished, in arrival order."""
         return list(self._buffers)
 
-    def add(self, call_id: str, fragment: str = "", *, name: str | None = None) -> None:
-        """Append a fragment of a call's arguments.
-
-        Args:
-            call_id: The tool call's id (or stream index as text).
-            fragment: The next piece of the arguments' JSON text.
-            name: The tool name, when this chunk carries it.
-
-        Raises:
-            ArgumentError: The call was already finalised, or too many calls are open.
-        """
+    def _refuse_finalised(self, call_id: str) -> None:
         if call_id in self._finished:
             raise ArgumentError("already_finalised", f"tool call {call_id!r} was already finalised")
+
+    def add(self, call_id: str, fragment: str = "", *, name: str | None = None) -> None:
+        """Append the next piece of a call's arguments (``name``: the tool, when the chunk carries it)."""
+        self._refuse_finalised(call_id)
         buffer = self._buffers.get(call_id)
         if buffer is None:
             if len(self._buffers) >= self.max_calls:
@@ -257,14 +203,12 @@ class ArgumentAccumulator:
             buffer.name = name
         if buffer.overflow or not fragment:
             return
-        size = len(fragment.encode("utf-8"))
-        if buffer.size + size > self.max_bytes:
+        buffer.size += len(fragment.encode("utf-8"))
+        if buffer.size > self.max_bytes:
             buffer.overflow = True
             buffer.parts.clear()
-            buffer.size += size
-            return
-        buffer.parts.append(fragment)
-        buffer.size += size
+        else:
+            buffer.parts.append(fragment)
 
     def name(self, call_id: str) -> str:
         """Return the tool name seen for a pending call (empty when none yet)."""
@@ -272,19 +216,13 @@ class ArgumentAccumulator:
         return buffer.name if buffer else ""
 
     def finish(self, call_id: str) -> dict[str, Any]:
-        """Finalise a call and return its parsed arguments.
-
-        Raises:
-            ArgumentError: Already finalised, too large, malformed JSON or not an object.
-        """
-        if call_id in self._finished:
-            raise ArgumentError("already_finalised", f"tool call {call_id!r} was already finalised")
+        """Finalise a call and return its parsed arguments (``ArgumentError`` as :func:`parse_arguments`, or twice)."""
+        self._refuse_finalised(call_id)
         buffer = self._buffers.pop(call_id, _Buffer())
         self._finished.add(call_id)
         if buffer.overflow:
-            raise ArgumentError(
-                "too_large", f"arguments exceeded {self.max_bytes} bytes (at least {buffer.size} received)"
-            )
+            reason = f"arguments exceeded {self.max_bytes} bytes (at least {buffer.size} received)"
+            raise ArgumentError("too_large", reason)
         return parse_arguments("".join(buffer.parts), max_bytes=self.max_bytes)
 
     def discard(self, call_id: str) -> None:
@@ -294,11 +232,7 @@ class ArgumentAccumulator:
 
 
 def normalize_arguments(normalizer: ArgumentNormalizer, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """Apply a tool's normalizer to a copy of its arguments.
-
-    Raises:
-        ArgumentError: The normalizer failed or did not return a mapping (kind ``invalid``).
-    """
+    """Apply a tool's normalizer to a copy of its arguments (``ArgumentError`` if it fails or returns no mapping)."""
     try:
         normalized = normalizer(dict(arguments))
     except Exception as exc:  # a normalizer rejecting the arguments is a bad request, not a crash
@@ -317,17 +251,9 @@ def prepare_arguments(
     schema: Mapping[str, Any] | None = None,
     normalizer: ArgumentNormalizer | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Turn what the model sent into what the handler runs with.
+    """Parse (bounded), refuse model-set server context, validate, normalize and attach the trusted context.
 
-    Parses (bounded), refuses model-supplied server context, validates against
-    the schema, applies the tool's normalizer and attaches the trusted context.
-
-    Returns:
-        The final arguments, and the normalized model arguments when the
-        normalizer changed them (``None`` otherwise).
-
-    Raises:
-        ArgumentError: The arguments cannot be forwarded; the message says why.
+    Returns the final arguments and, when the normalizer changed them, the normalized model arguments.
     """
     model_arguments = parse_arguments(raw, max_bytes=max_bytes)
     context = dict(trusted or {})

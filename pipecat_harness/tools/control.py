@@ -43,8 +43,8 @@ from pipecat.services.llm_service import FunctionCallParams, LLMService
 from pipecat_harness._pipecat import function_registry, replace_function_registry
 from pipecat_harness.control import HarnessControl, PipecatHandler, Placement
 from pipecat_harness.decisions import ControlDecision
-from pipecat_harness.errors import require_extra
 from pipecat_harness.events import GateDecided
+from pipecat_harness.stores import open_store
 from pipecat_harness.tools.arguments import ArgumentNormalizer
 from pipecat_harness.tools.execution import describe_error
 from pipecat_harness.tools.gate import ToolGate
@@ -54,7 +54,7 @@ from pipecat_harness.tools.result import GateResult
 
 if TYPE_CHECKING:
     from pipecat_harness.control import ControlHost
-    from pipecat_harness.tools.ledger import OperationLedger
+    from pipecat_harness.tools.operations import OperationStore
 
 __all__ = ["GATED_MARK", "GateHook", "GatedRegistry", "GenerationGuard", "ToolGateControl", "UndeclaredTool"]
 
@@ -110,12 +110,10 @@ class ToolGateControl(HarnessControl):
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.tool_gate
-        self.ledger: OperationLedger | None = None
+        self.ledger: OperationStore | None = None
         if settings.ledger_url:
-            require_extra("tool_gate.ledger_url", "sqlalchemy", "sqlite")
-            from pipecat_harness.tools.ledger import OperationLedger
-
-            self.ledger = OperationLedger(settings.ledger_url, table_prefix=settings.ledger_table_prefix)
+            self.ledger = open_store("operation_ledger", "tool_gate.ledger_url", settings.ledger_url,
+                                     table_prefix=settings.ledger_table_prefix)
         self._ledger_ready = asyncio.Lock()
         self._ledger_created = False
         self.gate = ToolGate(

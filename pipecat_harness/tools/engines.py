@@ -1,23 +1,7 @@
-"""One engine and connection pool per database URL, shared by every ledger of a process.
+"""One engine, pool and hot-path store per database URL and event loop, shared by the ledgers and counted.
 
-A gate per call used to build its own engine (a new pool and 20–30 ms of
-connection set-up on its first write, one PostgreSQL connection per call).
-:func:`acquire_engine` hands every ledger of the running event loop the same
-engine for a URL (engines are bound to the loop their connections were made
-in) and counts its users; :func:`release_engine` disposes of it when the last
-one closes. Tables are created once per engine and prefix.
-
-Beside the engine, each shared engine carries the ledger's hot-path store
-(:mod:`pipecat_harness.tools.ledger_store`) on the same database. The
-embedded default, in-memory SQLite, becomes a private database file in a
-temporary directory, removed with the engine: the store's threads and the
-engine's connections must all see one database, which separate connections
-to ``:memory:`` never do.
-
-On SQLite, writers are serialised inside the process with one lock per engine
-(:attr:`SharedEngine.write_lock`): SQLite allows one writer at a time anyway,
-and waiting on an asyncio lock is far cheaper than connections of the same
-process contending for the database lock in threads.
+In-memory SQLite becomes a private temporary file (threads and connections must see one database); SQLite writers
+are serialised in the process by one lock, cheaper than connections contending for the database lock.
 """
 
 from __future__ import annotations
@@ -40,16 +24,7 @@ __all__ = ["SharedEngine", "acquire_engine", "is_memory_sqlite", "release_engine
 
 @dataclass
 class SharedEngine:
-    """An engine shared by the ledgers of one event loop.
-
-    Parameters:
-        engine: The SQLAlchemy async engine.
-        store: The hot-path statements on the same database.
-        write_lock: Serialises SQLAlchemy write transactions (SQLite only).
-        users: Ledgers using it.
-        created: Table prefixes whose tables exist.
-        private_dir: The temporary directory of a private database, removed on disposal.
-    """
+    """An engine shared by the ledgers of one event loop, with the tables (``created``) known to exist."""
 
     engine: AsyncEngine
     store: LedgerStore
@@ -61,19 +36,11 @@ class SharedEngine:
     @contextlib.asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
         """A write transaction (serialised in the process on SQLite)."""
-        if self.write_lock is None:
-            async with self.engine.begin() as conn:
-                yield conn
-            return
-        async with self.write_lock, self.engine.begin() as conn:
+        async with self.write_lock or contextlib.nullcontext(), self.engine.begin() as conn:
             yield conn
 
 
 _BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, SharedEngine]] = weakref.WeakKeyDictionary()
-
-
-def _is_sqlite(url: str) -> bool:
-    return url.startswith("sqlite")
 
 
 def _new_shared(url: str) -> SharedEngine:
@@ -81,19 +48,17 @@ def _new_shared(url: str) -> SharedEngine:
     if is_memory_sqlite(url):
         private_dir = tempfile.mkdtemp(prefix="harness-ledger-")
         url = f"sqlite+aiosqlite:///{private_dir}/ledger.db"
-    return SharedEngine(make_engine(url), make_store(url), asyncio.Lock() if _is_sqlite(url) else None,
-                        private_dir=private_dir)
+    lock = asyncio.Lock() if url.startswith("sqlite") else None
+    return SharedEngine(make_engine(url), make_store(url), lock, private_dir=private_dir)
 
 
 def shared_engine_for(engine: AsyncEngine) -> SharedEngine:
-    """Wrap an engine the caller made (its ledger's store opens its own connections to the same database).
+    """Wrap an engine the caller made; ``ValueError`` for in-memory SQLite (pass the URL instead).
 
-    Raises:
-        ValueError: An in-memory SQLite engine (pass the URL instead).
+    Its ledger's store opens its own connections to the same database.
     """
-    url = engine.url.render_as_string(hide_password=False)
-    return SharedEngine(engine, make_store(url), asyncio.Lock() if engine.dialect.name == "sqlite" else None,
-                        users=1)
+    lock = asyncio.Lock() if engine.dialect.name == "sqlite" else None
+    return SharedEngine(engine, make_store(engine.url.render_as_string(hide_password=False)), lock, users=1)
 
 
 def acquire_engine(url: str) -> SharedEngine:

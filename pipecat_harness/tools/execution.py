@@ -1,9 +1,7 @@
-"""Running a handler with a deadline, and waiting for the late replies of timed-out writes.
+"""Running a handler with a deadline, and following the late replies of timed-out writes.
 
-A handler runs in its own task, so a deadline never cancels a write halfway:
-past the deadline the caller is told the outcome is unknown while the task
-goes on. :class:`LateReplies` follows such tasks until they return; a late
-reply settles the unknown outcome.
+A handler runs in its own task, so a deadline never cancels a write halfway: the caller is told the outcome is
+unknown while the task goes on.
 """
 
 from __future__ import annotations
@@ -31,22 +29,20 @@ __all__ = [
 
 T = TypeVar("T")
 
-_current_operation: contextvars.ContextVar[OperationRecord | None] = contextvars.ContextVar(
-    "_current_operation", default=None
-)
+_operation: contextvars.ContextVar[OperationRecord | None] = contextvars.ContextVar("_current_operation", default=None)
 
 
 def current_operation() -> OperationRecord | None:
     """Return the operation a write handler is executing (pass its key on to the backend)."""
-    return _current_operation.get()
+    return _operation.get()
 
 
-def spawn(start: Callable[[], Awaitable[T]], operation: OperationRecord | None = None,
-          ) -> tuple[asyncio.Future[T], asyncio.Future[None]]:
-    """Run ``start()`` in a task, with ``operation`` as its :func:`current_operation`.
+def spawn(
+    start: Callable[[], Awaitable[T]], operation: OperationRecord | None = None
+) -> tuple[asyncio.Future[T], asyncio.Future[None]]:
+    """Run ``start()`` in a task, ``operation`` as its :func:`current_operation`; also return a future set as it ends.
 
-    Also returns a future resolved as it ends: a turn of the loop sooner than the task, and awaiting or
-    cancelling it leaves the task alone.
+    That future resolves a loop turn sooner than the task, and awaiting or cancelling it leaves the task alone.
     """
     ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -56,14 +52,15 @@ def spawn(start: Callable[[], Awaitable[T]], operation: OperationRecord | None =
         finally:
             if not ended.done():
                 ended.set_result(None)
-    token = _current_operation.set(operation)
+
+    token = _operation.set(operation)
     try:
         work = start()
         if not inspect.isawaitable(work):  # as asyncio.ensure_future would, before anything runs
             raise TypeError("An asyncio.Future, a coroutine or an awaitable is required")
         return asyncio.ensure_future(run(work)), ended
     finally:
-        _current_operation.reset(token)
+        _operation.reset(token)
 
 
 def reports_error(result: Any) -> bool:
@@ -73,15 +70,7 @@ def reports_error(result: Any) -> bool:
 
 @dataclass
 class HandlerOutcome:
-    """What became of one handler run.
-
-    Parameters:
-        task: The task running the handler (still running when ``timed_out``).
-        value: The handler's return value.
-        error: ``"Type: message"`` when the handler raised.
-        timed_out: The deadline passed first.
-        exception: The exception the handler raised.
-    """
+    """What became of one handler run (``error``: ``"Type: message"``; ``task``: still running if timed out)."""
 
     task: asyncio.Future[Any]
     value: Any = None
@@ -98,24 +87,25 @@ def describe_error(exc: BaseException) -> str:
 
 def _settled(task: asyncio.Future[Any]) -> HandlerOutcome:
     if task.cancelled():
-        return HandlerOutcome(task, error="CancelledError: the handler was cancelled",
-                              exception=asyncio.CancelledError())
+        error = "CancelledError: the handler was cancelled"
+        return HandlerOutcome(task, error=error, exception=asyncio.CancelledError())
     exc = task.exception()
     if exc is not None:
         return HandlerOutcome(task, error=describe_error(exc), exception=exc)
     return HandlerOutcome(task, value=task.result())
 
 
-async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None,
-                         ended: asyncio.Future[None] | None = None) -> HandlerOutcome:
-    """Wait at most ``timeout_secs`` for a running handler task (which is never cancelled here).
+async def await_deadline(
+    task: asyncio.Future[Any], timeout_secs: float | None, ended: asyncio.Future[None] | None = None
+) -> HandlerOutcome:
+    """Wait at most ``timeout_secs`` for a running handler task, never cancelling it (cancelling the wait neither).
 
-    Cancelling the waiter leaves the task running. ``ended``: the future
-    :func:`spawn` gave with the task (awaited once). One future and one timer
-    instead of :func:`asyncio.wait`'s bookkeeping: this is on every write's path.
+    ``ended``: the future :func:`spawn` gave with the task (awaited once). One future and one timer instead of
+    :func:`asyncio.wait`'s bookkeeping: this is on every write's path.
     """
     if not task.done():
-        waiter = ended or asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = ended or loop.create_future()
 
         def wake(_: Any = None) -> None:
             if not waiter.done():
@@ -123,7 +113,7 @@ async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None,
 
         if ended is None:  # a callback left on the task after a cancellation is harmless
             task.add_done_callback(wake)
-        timer = None if timeout_secs is None else asyncio.get_running_loop().call_later(timeout_secs, wake)
+        timer = None if timeout_secs is None else loop.call_later(timeout_secs, wake)
         try:
             await waiter
         finally:
@@ -135,12 +125,7 @@ async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None,
 
 
 class LateReplies:
-    """Follows handlers that missed their deadline until they return, however long that takes.
-
-    None is ever cancelled: a cancelled request may still land (a thread goes
-    on, a handler may swallow the cancellation), so a write handler keeps its
-    lease until it has really returned and its outcome settles the operation.
-    """
+    """Follows handlers past their deadline until they return, never cancelling one (its request may still land)."""
 
     def __init__(self) -> None:
         self._watchers: set[asyncio.Task[None]] = set()

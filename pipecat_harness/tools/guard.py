@@ -1,13 +1,4 @@
-"""``GenerationGuard``: which tool calls come from a generation that was interrupted, and notes to the model.
-
-A small processor after the user aggregator watches interruptions, so that a
-call from a generation that was interrupted before the call was issued is not
-executed, notes calls of tools that were never registered, and delivers the
-notes on writes that settled after the model was told their outcome was
-unknown when the next generation starts — in the system instruction of the
-LLM service downstream or, with none, as a developer note in the context (as
-Pipecat words its own notes), never spoken from a background callback.
-"""
+"""``GenerationGuard``: which tool calls come from a generation that was interrupted, and notes to the model."""
 
 from __future__ import annotations
 
@@ -33,23 +24,19 @@ __all__ = ["GenerationGuard"]
 
 
 class GenerationGuard(FrameProcessor):
-    """Tracks whether the current generation was interrupted, and which calls were issued.
+    """After the user aggregator: tracks interruptions and issued calls, and delivers notes at a generation's start.
 
-    A generation starts when a context reaches the LLM after a user turn or
-    after tool results. An interruption after that start and before a call's
-    handler runs means the call came from an interrupted generation, unless
-    the LLM had already announced the call (``FunctionCallsStartedFrame``).
-
-    Args:
-        on_unknown_tool: Called with ``(name, tool_call_id)`` for announced calls
-            of tools the gate never wrapped.
+    A call from a generation interrupted before the LLM announced it (``FunctionCallsStartedFrame``) is not executed.
+    ``on_unknown_tool(name, tool_call_id)`` hears every announced call; the ``notices`` (writes settled after the model
+    was told their outcome was unknown) go into the downstream LLM's system instruction, else a developer note.
     """
 
     #: The frames it watches, besides the lifecycle frames (the start, interruptions).
     handled_frames: tuple[type[Frame], ...] = (LLMContextFrame, FunctionCallResultFrame, FunctionCallsStartedFrame)
 
-    def __init__(self, on_unknown_tool: Any = None, notices: Any = None, on_lifecycle: Any = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, on_unknown_tool: Any = None, notices: Any = None, on_lifecycle: Any = None, **kwargs: Any
+    ) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._on_lifecycle = on_lifecycle
@@ -97,10 +84,8 @@ class GenerationGuard(FrameProcessor):
         await self.push_frame(frame, direction)
 
     def _deliver(self, frame: LLMContextFrame, notices: list[str]) -> None:
-        # With the LLM service downstream, the notices are its system instruction for this generation
-        # (and the runs after its tool results), replaced at the next one: a developer note after the
-        # caller's words reaches Gemini, Anthropic and Bedrock as a second user turn, as if the caller
-        # had said it.
+        # The downstream LLM's system instruction for this generation (and the runs after its tool results): a
+        # developer note after the caller's words reaches Gemini, Anthropic and Bedrock as if the caller said it.
         if self._instruction is not None:
             self._instruction.set("\n".join(notices))
             return

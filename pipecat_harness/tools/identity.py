@@ -1,26 +1,10 @@
 """What makes two write requests one logical operation, and the key that names it.
 
-A logical operation is identified by the tenant, the call, the tool, the
-canonical request (arguments in their business-canonical form, server context
-included) and, per tool, what makes a second identical request a genuinely new
-operation:
-
-* ``"call"`` (the default, and every bundled retail write): an identical
-  request is the same operation for the whole call. Refunding $45 on order
-  #W2378156 "for a damaged item" twice in one call is one refund, whether the
-  repeat comes from a duplicate in one reply, a retry, a later turn, or a
-  restarted process.
-* ``"turn"``: an identical request in a later user turn is a new operation
-  (a tool such as ``resend_verification_code``, where the caller asking
-  again means doing it again). Repeats within a turn are still one operation.
-* a function of the arguments returning a discriminator: the request itself
-  says what distinguishes occurrences (a client-chosen ``occurrence`` field,
-  a date the caller named).
-
-The key (:func:`operation_key`) is derived from those parts only, never from
-an attempt counter, a turn number of a ``"call"`` tool, or a process id: every
-attempt, turn and process computes the same key for the same intent, and a
-backend that dedupes by key (as Stripe does) applies it once.
+An operation is the tenant, call, tool and canonical request, plus what makes an identical request new, per tool:
+``"call"`` (the default: refunding $45 on #W2378156 twice in one call is one refund, whether from a duplicate, a
+retry, a later turn or a restart), ``"turn"`` (asking again in a later turn means doing it again, as for
+``resend_verification_code``), or a function of the arguments returning a discriminator. The key never includes an
+attempt counter or a process id, so a backend deduping by key (as Stripe does) applies the operation once.
 """
 
 from __future__ import annotations
@@ -38,18 +22,7 @@ OperationScope = Literal["call", "turn"] | Callable[[Mapping[str, Any]], str]
 
 @dataclass(frozen=True)
 class OperationIdentity:
-    """The parts that name one logical operation.
-
-    Parameters:
-        tenant: The tenant.
-        call_id: The call (the gate's session id).
-        tool: The tool name.
-        request_hash: Hash of the canonical request (:func:`request_hash`).
-        occurrence: What makes this a new operation despite an identical
-            request (the turn for ``"turn"`` tools, a discriminator, or empty).
-        resource: What the write changes (not part of the key): a different
-            write on the same resource waits while this one is unsettled.
-    """
+    """The parts that name one logical operation; ``resource`` (what the write changes) is not part of the key."""
 
     tenant: str
     call_id: str
@@ -70,24 +43,14 @@ class OperationIdentity:
 
 
 def operation_key(identity: OperationIdentity) -> str:
-    """Return the idempotency key of a logical operation.
-
-    ``<call id>:<tool>:<digest>``, where the digest covers tenant, call, tool,
-    canonical request and occurrence; at most about 200 characters for call ids
-    and tool names of ordinary length, within the limits backends put on keys.
-    """
-    material = "\n".join((identity.tenant, identity.call_id, identity.tool, identity.request_hash,
-                          identity.occurrence))
-    digest = hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    """Return ``<call id>:<tool>:<digest>`` (about 200 characters at most: within what backends accept for keys)."""
+    parts = (identity.tenant, identity.call_id, identity.tool, identity.request_hash, identity.occurrence)
+    digest = hashlib.sha256("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return f"{identity.call_id[:96]}:{identity.tool[:64]}:{digest}"
 
 
 def operation_scope(scope: OperationScope, arguments: Mapping[str, Any], turn_id: int) -> str:
-    """Return the occurrence part of a request's identity under a tool's scope.
-
-    Raises:
-        ValueError: ``scope`` is not ``"call"``, ``"turn"`` or a callable.
-    """
+    """Return the occurrence part of a request's identity (``ValueError`` for a scope of none of the three kinds)."""
     if scope == "call":
         return ""
     if scope == "turn":

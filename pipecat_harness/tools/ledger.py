@@ -1,24 +1,7 @@
-"""``OperationLedger``: one record per write, with idempotency and an exact state machine.
+"""``OperationLedger``: one record per write, with idempotency and the state machine of ``operation_state``.
 
-States and the only transitions allowed::
-
-    prepared ──► executing ──► succeeded | failed | outcome_unknown
-    prepared ──► cancelled
-    outcome_unknown ──► succeeded | failed        (reconciliation)
-    failed | cancelled ──► executing              (a new attempt, same key)
-
-Observing the state a record is already in again is allowed and changes
-nothing; any other transition raises :class:`InvalidTransition`. Every change
-is a compare-and-set on the record's version, and every change into a
-terminal or unknown state writes its completion event to the outbox in the
-same transaction.
-
-One record per logical operation: its key never changes, whatever the number
-of attempts. A timeout or an exception is ``outcome_unknown``: the write may
-have happened, so it is never retried blindly. :meth:`OperationLedger.reconcile`
-asks the business backend for the real outcome, and honours the owner's lease
-(see :mod:`pipecat_harness.tools.owners`); :meth:`OperationLedger.recover`
-turns records a dead owner left ``executing`` into ``outcome_unknown``.
+Every change is a compare-and-set on the record's version; a change into a terminal or unknown state writes its
+outbox event in the same transaction. An unknown outcome is never retried blindly, but reconciled.
 """
 
 from __future__ import annotations
@@ -28,7 +11,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -53,12 +36,16 @@ from pipecat_harness.tools.operation_state import (
 )
 from pipecat_harness.tools.storage import DEFAULT_LEDGER_URL, LedgerTables, ledger_tables
 
+if TYPE_CHECKING:
+    from pipecat_harness.tools.operations import OperationStore
+
 __all__ = [
     "TRANSITIONS",
     "ConcurrentUpdate",
     "IdempotencyConflict",
     "InvalidTransition",
     "LedgerError",
+    "LedgerOperations",
     "OperationLedger",
     "OperationRecord",
     "OperationRefused",
@@ -68,24 +55,24 @@ __all__ = [
     "check_transition",
 ]
 
-
 S = OperationStatus
 _EVENT_STATES = frozenset({S.SUCCEEDED, S.FAILED, S.OUTCOME_UNKNOWN, S.CANCELLED})
+_EVENT_FIELDS = ("tenant", "idempotency_key", "op_type", "status", "result", "error", "version", "attempt", "scope")
+_UNPUBLISHED = {"published_at": None, "attempts": 0, "last_error": None, "claimed_by": None, "claimed_until": 0.0}
 _ENCODER = json.JSONEncoder(default=str, sort_keys=True)  # built once: json.dumps with options builds one per call
 
 
-def _dumps(value: Any) -> str | None:
-    return None if value is None else _ENCODER.encode(value)
+def _outbox_row(tenant: str, key: str, seq: int, event_type: str, payload: str, now: float) -> dict[str, Any]:
+    row = {"event_id": str(uuid.uuid4()), "seq": seq, "tenant": tenant, "idempotency_key": key}
+    return {**row, "event_type": event_type, "payload": payload, "created_at": now, **_UNPUBLISHED}
+
+
+def _key_of(record: OperationRecord) -> list[tuple[str, str, Any]]:
+    return [("tenant", "=", record.tenant), ("idempotency_key", "=", record.idempotency_key)]
 
 
 class OperationLedger(LedgerRecovery):
-    """Operation records and their outbox, on SQLite or PostgreSQL.
-
-    Args:
-        engine: An async SQLAlchemy engine, or a URL (``sqlite+aiosqlite:///ledger.db``,
-            ``postgresql+asyncpg://user@host/db``). Defaults to in-memory SQLite.
-        table_prefix: Prefix of the table names.
-    """
+    """Operation records and their outbox, on SQLite or PostgreSQL (an engine or a URL; default: in-memory SQLite)."""
 
     def __init__(self, engine: AsyncEngine | str = DEFAULT_LEDGER_URL, *, table_prefix: str = "harness_") -> None:
         self._url = engine if isinstance(engine, str) else None
@@ -96,21 +83,16 @@ class OperationLedger(LedgerRecovery):
         self.table_prefix = table_prefix
         self._closed = False
 
-    def begin(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
-        """A write transaction on the ledger's database (serialised in the process on SQLite).
+    def operations(self, tenant: str) -> LedgerOperations:
+        """The records of ``tenant``, as the gate uses them."""
+        return LedgerOperations(self, tenant)
 
-        Never open another write transaction while holding one.
-        """
+    def begin(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        """A write transaction (serialised in the process on SQLite); never open another while holding one."""
         return self._shared.begin()
 
     async def create_tables(self) -> None:
-        """Create the tables, or bring existing ones to the current layout (once per engine and prefix).
-
-        Existing records are kept; see :mod:`pipecat_harness.tools.migrations`.
-
-        Raises:
-            SchemaTooNew: The tables were written by a newer harness version.
-        """
+        """Create the tables, or bring existing ones to the current layout (``SchemaTooNew`` if newer)."""
         await self.sync_clock()
         if self.table_prefix in self._shared.created:
             return
@@ -141,21 +123,15 @@ class OperationLedger(LedgerRecovery):
         else:
             await self.store.close()
 
-    # -- writing -----------------------------------------------------------
-
-    def _values(self, tenant: str, idempotency_key: str, op_type: str, request_hash: str, scope: str | None,
-                status: OperationStatus, attempt: int, owner: str, lease_until: float,
-                resource: str = "") -> dict[str, Any]:
+    def _insert(
+        self, tenant: str, key: str, op_type: str, request_hash: str, scope: str | None, **state: Any
+    ) -> asyncio.Future[tuple[OperationRecord, bool]]:
+        """Insert a record (``prepared``, unless ``state`` says otherwise), begun at once, resolved when it ran."""
         now = self.clock()
-        return {
-            "tenant": tenant, "idempotency_key": idempotency_key, "scope": scope or idempotency_key,
-            "attempt": attempt, "op_type": op_type, "request_hash": request_hash, "status": status.value,
-            "result": None, "error": None, "version": 1, "created_at": now, "updated_at": now,
-            "owner": owner, "lease_until": lease_until, "resource": resource,
-        }
-
-    def _insert(self, values: dict[str, Any]) -> asyncio.Future[tuple[OperationRecord, bool]]:
-        """The insert, begun at once; its future is resolved when it has run, whoever still waits for it."""
+        values = {"tenant": tenant, "idempotency_key": key, "scope": scope or key, "attempt": 0, "op_type": op_type}
+        values.update(request_hash=request_hash, status=S.PREPARED.value, result=None, error=None, version=1)
+        values.update(created_at=now, updated_at=now, owner="", lease_until=0.0, resource="")
+        values.update(state)
         answer: asyncio.Future[tuple[OperationRecord, bool]] = asyncio.get_running_loop().create_future()
 
         def answered(inserted: asyncio.Future[Any]) -> None:
@@ -164,6 +140,7 @@ class OperationLedger(LedgerRecovery):
                     answer.set_result(insert_answer(values, inserted.result()))
             except (Exception, asyncio.CancelledError) as exc:
                 answer.set_exception(exc)
+
         self.store.insert_soon(self.table_prefix, values).add_done_callback(answered)
         return answer
 
@@ -177,16 +154,8 @@ class OperationLedger(LedgerRecovery):
         scope: str | None = None,
         attempt: int = 0,
     ) -> tuple[OperationRecord, bool]:
-        """Create the record in ``prepared`` state, or return the existing one.
-
-        Returns:
-            The record and whether this call created it.
-
-        Raises:
-            IdempotencyConflict: The key exists with a different request hash or operation type.
-        """
-        return await self._insert(self._values(tenant, idempotency_key, op_type, request_hash, scope, S.PREPARED,
-                                               attempt, "", 0.0))
+        """Create the record ``prepared``, or return the stored one (``IdempotencyConflict`` if of another request)."""
+        return await self._insert(tenant, idempotency_key, op_type, request_hash, scope, attempt=attempt)
 
     def start(
         self,
@@ -200,18 +169,12 @@ class OperationLedger(LedgerRecovery):
         lease_until: float = 0.0,
         resource: str = "",
     ) -> asyncio.Future[tuple[OperationRecord, bool]]:
-        """Create the record directly in ``executing`` state, owned by ``owner``, or return the existing one.
+        """Create the record ``executing`` under ``owner``, or return the stored one untouched (see :meth:`claim`).
 
-        One transaction for a new operation; when the key exists the stored
-        record is returned untouched and the caller decides (see :meth:`claim`).
-        Begun at once: the future is resolved when the insert has run, waited for or not, so a caller that stops
-        waiting still learns whether it created the record.
-
-        Raises:
-            IdempotencyConflict: The key exists with a different request hash or operation type.
+        Begun at once and resolved when the insert ran, so a caller that stops waiting still learns if it created it.
         """
-        return self._insert(self._values(tenant, idempotency_key, op_type, request_hash, scope, S.EXECUTING,
-                                         1, owner, lease_until, resource))
+        state = {"status": S.EXECUTING.value, "attempt": 1, "owner": owner, "lease_until": lease_until}
+        return self._insert(tenant, idempotency_key, op_type, request_hash, scope, resource=resource, **state)
 
     async def transition(
         self,
@@ -222,44 +185,26 @@ class OperationLedger(LedgerRecovery):
         error: str | None = None,
         lease_until: float = 0.0,
     ) -> OperationRecord:
-        """Move a record to ``status`` with compare-and-set on its version.
+        """Move a record to ``status`` by compare-and-set on its version (``lease_until``: 0 when no handler runs).
 
-        Re-observing the current state is a no-op that returns the stored
-        record. If the stored record moved on since ``record`` was read, the
-        transition is re-checked against the stored state.
-
-        Args:
-            record: The record as last read.
-            status: The new state.
-            result: The handler's result.
-            error: Why it failed or is unknown.
-            lease_until: The owner's lease after the change (0: no handler runs).
-
-        Raises:
-            InvalidTransition: Not allowed from the stored state.
-            ConcurrentUpdate: Lost the race too many times.
+        Re-observing the state changes nothing; a record that moved on is re-checked as stored (``InvalidTransition``;
+        ``ConcurrentUpdate`` after losing five races).
         """
+        encoded = None if result is None else _ENCODER.encode(result)
         for _ in range(5):
             if not check_transition(record.status, status):
                 return record
             now = self.clock()
-            new_version = record.version + 1
-            updated = record.changed(status=status, result=result, error=error, version=new_version,
-                              updated_at=now, lease_until=float(lease_until))
-            changed = await self.store.update(
-                self.table_prefix, self._this(record),
-                {"status": status.value, "result": _dumps(result), "error": error, "version": new_version,
-                 "updated_at": now, "lease_until": float(lease_until)},
-                self._event(updated, now) if status in _EVENT_STATES else None,
-            )
-            if changed:
+            changes = dict(status=status.value, result=encoded, error=error, version=record.version + 1, updated_at=now)
+            changes["lease_until"] = float(lease_until)
+            updated = record.changed(**{**changes, "status": status, "result": result})
+            event = self._event(updated, now) if status in _EVENT_STATES else None
+            if await self.store.update(self.table_prefix, self._this(record), changes, event):
                 return updated
             stored = await self.get(record.tenant, record.idempotency_key)
             if stored is None:
                 raise ConcurrentUpdate(f"operation {record.idempotency_key!r} disappeared")
-            if stored.attempt != record.attempt:
-                # Evidence about an earlier attempt (fenced off when the next one
-                # started) never touches the current attempt.
+            if stored.attempt != record.attempt:  # evidence about an earlier, fenced-off attempt changes nothing
                 return stored
             record = stored
         raise ConcurrentUpdate(f"operation {record.idempotency_key!r} kept changing; gave up after 5 attempts")
@@ -273,11 +218,7 @@ class OperationLedger(LedgerRecovery):
         error: str | None = None,
         lease_until: float = 0.0,
     ) -> OperationRecord:
-        """Like :meth:`transition`, but a state that no longer permits the change returns the stored record.
-
-        Used for evidence that may arrive after someone else settled the
-        operation (a late reply, a second process): the first settlement wins.
-        """
+        """As :meth:`transition`, but a state no longer permitting it returns the stored record: the first one wins."""
         try:
             return await self.transition(record, status, result=result, error=error, lease_until=lease_until)
         except InvalidTransition:
@@ -286,40 +227,21 @@ class OperationLedger(LedgerRecovery):
     @staticmethod
     def _this(record: OperationRecord) -> list[tuple[str, str, Any]]:
         """The record's row, if it is still at the version ``record`` was read at (compare-and-set)."""
-        return [("tenant", "=", record.tenant), ("idempotency_key", "=", record.idempotency_key),
-                ("version", "=", record.version)]
+        return [*_key_of(record), ("version", "=", record.version)]
 
     @staticmethod
     def _event(record: OperationRecord, now: float) -> dict[str, Any]:
         """The outbox row announcing the record's new state."""
-        payload = {
-            "tenant": record.tenant, "idempotency_key": record.idempotency_key, "op_type": record.op_type,
-            "status": record.status.value, "result": record.result, "error": record.error,
-            "version": record.version, "attempt": record.attempt, "scope": record.scope,
-        }
-        return {
-            "event_id": str(uuid.uuid4()), "seq": record.version, "tenant": record.tenant,
-            "idempotency_key": record.idempotency_key, "event_type": f"operation.{record.status.value}",
-            "payload": _ENCODER.encode(payload), "created_at": now, "published_at": None,
-            "attempts": 0, "last_error": None, "claimed_by": None, "claimed_until": 0.0,
-        }
+        payload = _ENCODER.encode({field: getattr(record, field) for field in _EVENT_FIELDS})
+        event_type = f"operation.{record.status.value}"
+        return _outbox_row(record.tenant, record.idempotency_key, record.version, event_type, payload, now)
 
     async def append_event(self, tenant: str, idempotency_key: str, event_type: str, payload: dict[str, Any]) -> bool:
-        """Put an event with no operation behind it (a grader alert) in the outbox, once per key.
-
-        The outbox's publishers deliver it like any other event, so it survives
-        a crash of the process that appended it.
-
-        Returns:
-            ``True`` if appended, ``False`` if an event with this key was already there.
-        """
+        """Put an event of no operation (a grader alert) in the outbox, once per key (``False``: it was there)."""
+        row = _outbox_row(tenant, idempotency_key, 1, event_type, _ENCODER.encode(payload), self.clock())
         try:
             async with self.engine.begin() as conn:
-                await conn.execute(self.tables.outbox.insert().values(
-                    event_id=str(uuid.uuid4()), seq=1, tenant=tenant, idempotency_key=idempotency_key,
-                    event_type=event_type, payload=json.dumps(payload, default=str, sort_keys=True),
-                    created_at=self.clock(), published_at=None, attempts=0, last_error=None,
-                ))
+                await conn.execute(self.tables.outbox.insert().values(row))
         except IntegrityError:
             return False
         return True
@@ -332,21 +254,14 @@ class OperationLedger(LedgerRecovery):
         timeout_secs: float | None = None,
         is_failure: Callable[[Any], bool] | None = None,
     ) -> OperationRecord:
-        """Claim a ``prepared`` record, run ``operation`` once and store its outcome.
+        """Claim a ``prepared`` record, run ``operation`` once and return the record with its outcome.
 
-        Raising :class:`OperationRefused` (or returning a result ``is_failure``
-        accepts) is ``failed``; any other exception, running past
-        ``timeout_secs`` or being cancelled is ``outcome_unknown`` (the
-        operation may have taken effect).
-
-        Returns:
-            The record in its new state. If another worker claimed the record
-            first, the stored record is returned and ``operation`` is not run.
+        ``OperationRefused`` (or a result ``is_failure`` accepts) is ``failed``; any other exception, a timeout or a
+        cancellation is ``outcome_unknown``. A record another worker claimed first is returned as stored, not run.
         """
         claimed = await self.claim(record)
         if claimed is None:
-            stored = await self.get(record.tenant, record.idempotency_key)
-            return stored or record
+            return await self.get(record.tenant, record.idempotency_key) or record
         try:
             result = await asyncio.wait_for(operation(), timeout_secs)
         except TimeoutError:
@@ -362,37 +277,84 @@ class OperationLedger(LedgerRecovery):
             return await self.settle(claimed, S.FAILED, result=result, error="the operation reported an error")
         return await self.settle(claimed, S.SUCCEEDED, result=result)
 
-    async def claim(self, record: OperationRecord, *, owner: str = "",
-                    lease_until: float = 0.0) -> OperationRecord | None:
-        """Start a new attempt of a record that permits one (prepared, failed or cancelled).
-
-        Returns:
-            The record, ``executing`` under ``owner``, or ``None`` when the
-            record is not at ``record.version`` in such a state any more
-            (another worker owns it).
-        """
+    async def claim(
+        self, record: OperationRecord, *, owner: str = "", lease_until: float = 0.0
+    ) -> OperationRecord | None:
+        """Start a new attempt of a prepared, failed or cancelled record; ``None`` if another worker changed it."""
         if not record.retryable:
             return None
         now = self.clock()
-        changed = await self.store.update(
-            self.table_prefix, [*self._this(record), ("status", "=", record.status.value)],
-            {"status": S.EXECUTING.value, "version": record.version + 1, "updated_at": now,
-             "attempt": record.attempt + 1, "owner": owner, "lease_until": float(lease_until)},
-        )
-        if not changed:
+        changes = {"version": record.version + 1, "updated_at": now, "attempt": record.attempt + 1, "owner": owner}
+        changes["lease_until"] = float(lease_until)
+        where = [*self._this(record), ("status", "=", record.status.value)]
+        if not await self.store.update(self.table_prefix, where, {"status": S.EXECUTING.value, **changes}):
             return None
-        return record.changed(status=S.EXECUTING, version=record.version + 1, updated_at=now,
-                       attempt=record.attempt + 1, owner=owner, lease_until=float(lease_until))
+        return record.changed(status=S.EXECUTING, **changes)
 
     async def release(self, record: OperationRecord) -> None:
         """End ``record.owner``'s lease: its handler is no longer running (it was cancelled)."""
-        await self.store.update(
-            self.table_prefix,
-            [("tenant", "=", record.tenant), ("idempotency_key", "=", record.idempotency_key),
-             ("owner", "=", record.owner), ("status", "<>", S.EXECUTING.value)],
-            {"lease_until": 0.0},
-        )
+        where = [*_key_of(record), ("owner", "=", record.owner), ("status", "<>", S.EXECUTING.value)]
+        await self.store.update(self.table_prefix, where, {"lease_until": 0.0})
 
     async def cancel(self, record: OperationRecord, reason: str) -> OperationRecord:
         """Cancel a ``prepared`` record (it will never execute)."""
         return await self.transition(record, S.CANCELLED, error=reason)
+
+
+class LedgerOperations:
+    """Operations recorded in an :class:`OperationLedger` (survive restarts, shared by processes)."""
+
+    inline = False
+
+    def __init__(self, ledger: OperationLedger, tenant: str) -> None:
+        self.ledger: OperationStore | None = ledger
+        self._ledger = ledger
+        self.tenant = tenant
+
+    def now(self) -> float:
+        """See :class:`Operations`."""
+        return self._ledger.clock()
+
+    def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
+              lease_until: float, resource: str = "") -> Awaitable[tuple[OperationRecord, bool]]:
+        """See :class:`Operations` (the ledger's future)."""
+        return self._ledger.start(self.tenant, key, op_type, request_hash, scope=scope, owner=owner,
+                                  lease_until=lease_until, resource=resource)
+
+    async def get(self, key: str) -> OperationRecord | None:
+        """See :class:`Operations`."""
+        return await self._ledger.get(self.tenant, key)
+
+    async def claim(self, record: OperationRecord, owner: str, lease_until: float) -> OperationRecord | None:
+        """See :class:`Operations`."""
+        return await self._ledger.claim(record, owner=owner, lease_until=lease_until)
+
+    async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
+                     error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
+        """See :class:`Operations`."""
+        return await self._ledger.settle(record, status, result=result, error=error, lease_until=lease_until)
+
+    async def release(self, record: OperationRecord) -> None:
+        """See :class:`Operations`."""
+        await self._ledger.release(record)
+
+    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
+                        grace_secs: float = 0.0) -> OperationRecord:
+        """See :class:`Operations`."""
+        current = await self._ledger.get(record.tenant, record.idempotency_key) or record
+        return await self._ledger.reconcile(current, reconciler, grace_secs)
+
+    async def recover(self, scope_prefix: str, grace_secs: float = 0.0) -> list[OperationRecord]:
+        """See :class:`Operations`."""
+        return await self._ledger.recover(self.tenant, scope_prefix=scope_prefix, grace_secs=grace_secs)
+
+    async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
+        """See :class:`Operations`."""
+        return await self._ledger.find(self.tenant, S.OUTCOME_UNKNOWN, scope_prefix=scope_prefix)
+
+    async def unsettled_on(self, scope_prefix: str, resource: str) -> list[OperationRecord]:
+        """See :class:`Operations`."""
+        found = []
+        for status in (S.EXECUTING, S.OUTCOME_UNKNOWN):
+            found += await self._ledger.find(self.tenant, status, scope_prefix=scope_prefix, resource=resource)
+        return found

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipecat_harness.tools.ledger_store import LedgerStore, Where
+from pipecat_harness.tools.ledger_store import OP_COLUMNS, LedgerStore, Where
 from pipecat_harness.tools.operation_state import IdempotencyConflict, OperationRecord, OperationStatus
 from pipecat_harness.tools.storage import LedgerTables
 
@@ -22,25 +22,16 @@ def _loads(text: str | None) -> Any:
 
 def record_of(row: Sequence[Any]) -> OperationRecord:
     """The record of a row read in :data:`~pipecat_harness.tools.ledger_store.OP_COLUMNS` order."""
-    (tenant, key, scope, attempt, op_type, request_hash, status, result, error, version, created_at, updated_at,
-     owner, lease_until, resource) = row[:15]
-    return OperationRecord(
-        tenant=tenant, idempotency_key=key, op_type=op_type, request_hash=request_hash,
-        status=OperationStatus(status), result=_loads(result), error=error, version=version, scope=scope,
-        attempt=attempt, created_at=created_at, updated_at=updated_at, owner=owner or "",
-        lease_until=lease_until or 0.0, resource=resource or "",
+    fields = dict(zip(OP_COLUMNS, row, strict=False))
+    fields.update(
+        status=OperationStatus(fields["status"]), result=_loads(fields["result"]), owner=fields["owner"] or ""
     )
+    fields.update(lease_until=fields["lease_until"] or 0.0, resource=fields["resource"] or "")
+    return OperationRecord(**fields)
 
 
 def insert_answer(values: dict[str, Any], row: Sequence[Any] | None) -> tuple[OperationRecord, bool]:
-    """The record an insert of ``values`` leaves, and whether it created it (``row``: the one already stored).
-
-    A created record is built without running the dataclass's ``__init__``, as
-    :meth:`OperationRecord.changed` does (every write makes one): its fields are the columns.
-
-    Raises:
-        IdempotencyConflict: The stored record is of a different request hash or operation type.
-    """
+    """The record an insert of ``values`` leaves, and whether it created it (``row``: the one stored before, if any)."""
     if row is None:
         record = object.__new__(OperationRecord)
         record.__dict__.update(values)
@@ -57,11 +48,9 @@ def insert_answer(values: dict[str, Any], row: Sequence[Any] | None) -> tuple[Op
 
 
 class LedgerReads:
-    """The read side of :class:`~pipecat_harness.tools.ledger.OperationLedger`.
+    """The read side of the ledger; every read also brings the database's clock, which :meth:`clock` follows.
 
-    Every read also returns the database's clock; :meth:`clock` is this
-    host's clock corrected by the difference last seen, so leases are written
-    and compared on the ledger's time whatever the host's clock says.
+    Leases are thus written and compared on the ledger's time, whatever this host's clock says.
     """
 
     engine: AsyncEngine
@@ -98,32 +87,29 @@ class LedgerReads:
         return [record_of(row) for row in rows]
 
     async def find(
-        self, tenant: str | None, status: OperationStatus, *, op_type: str | None = None,
-        request_hash: str | None = None, scope_prefix: str | None = None, resource: str | None = None,
+        self,
+        tenant: str | None,
+        status: OperationStatus,
+        *,
+        op_type: str | None = None,
+        request_hash: str | None = None,
+        scope_prefix: str | None = None,
+        resource: str | None = None,
     ) -> list[OperationRecord]:
         """Return the records in one state (of one tenant, request or call scope), oldest first."""
-        # Status and tenant lead, matching the (status, tenant) index: the cost
-        # follows the few records in that state, not the size of the ledger.
-        where: list[tuple[str, str, Any]] = [("status", "=", status.value)]
-        if tenant is not None:
-            where.append(("tenant", "=", tenant))
-        if resource is not None:
-            where.append(("resource", "=", resource))
-        if scope_prefix is not None:
-            where.append(("scope", "prefix", scope_prefix))
-        if op_type is not None:
-            where.append(("op_type", "=", op_type))
-        if request_hash is not None:
-            where.append(("request_hash", "=", request_hash))
-        return await self._select(where)
+        # Status and tenant lead, matching the (status, tenant) index: the cost follows the few records in that state.
+        conditions = [
+            ("status", "=", status.value),
+            ("tenant", "=", tenant),
+            ("resource", "=", resource),
+            ("scope", "prefix", scope_prefix),
+            ("op_type", "=", op_type),
+            ("request_hash", "=", request_hash),
+        ]
+        return await self._select([condition for condition in conditions if condition[2] is not None])
 
     async def succeeded_operations(self, call_id: str) -> list[OperationRecord]:
-        """Operations of one call that succeeded, oldest first.
-
-        A gate's idempotency scopes start with its session id, which the
-        harness sets to the call id; the per-turn grader checks "your refund
-        is done" claims against these records.
-        """
+        """Operations of one call that succeeded, oldest first (the grader checks "your refund is done" on them)."""
         return await self.find(None, OperationStatus.SUCCEEDED, scope_prefix=f"{call_id}:")
 
     async def records(self, tenant: str | None = None) -> list[OperationRecord]:

@@ -22,8 +22,15 @@ S = OperationStatus
 class LedgerRecovery(LedgerReads):
     """Recovery and reconciliation of :class:`~pipecat_harness.tools.ledger.OperationLedger`."""
 
-    async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
-                     error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
+    async def settle(
+        self,
+        record: OperationRecord,
+        status: OperationStatus,
+        *,
+        result: Any = None,
+        error: str | None = None,
+        lease_until: float = 0.0,
+    ) -> OperationRecord:
         """Record an outcome (implemented by the ledger)."""
         raise NotImplementedError
 
@@ -31,44 +38,23 @@ class LedgerRecovery(LedgerReads):
         """Record that an ``executing`` operation's outcome is unknown (e.g. its process died)."""
         return await self.settle(record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until)
 
-    async def recover(self, tenant: str | None = None, *, scope_prefix: str | None = None,
-                      grace_secs: float = 0.0) -> list[OperationRecord]:
-        """Turn records left ``executing`` by an owner that is gone (or whose lease ran out) into ``outcome_unknown``.
-
-        Run on start-up and periodically; the records returned still need
-        reconciliation (:meth:`reconcile`).
-
-        Args:
-            tenant: Only this tenant's records.
-            scope_prefix: Only records of this call.
-            grace_secs: How long past a dead owner's death its request may still land (its timeout).
-
-        Returns:
-            The records moved to ``outcome_unknown``.
-        """
-        moved = []
+    async def recover(
+        self, tenant: str | None = None, *, scope_prefix: str | None = None, grace_secs: float = 0.0
+    ) -> list[OperationRecord]:
+        """Turn records a gone owner (or lapsed lease) left ``executing`` into ``outcome_unknown`` (run it often)."""
+        moved, stopped = [], "its owner stopped while it was executing"
         for record in await self.find(tenant, S.EXECUTING, scope_prefix=scope_prefix):
             if not handler_may_run(record, self.clock(), grace_secs):
-                moved.append(await self.settle(record, S.OUTCOME_UNKNOWN,
-                                               error="its owner stopped while it was executing"))
+                moved.append(await self.settle(record, S.OUTCOME_UNKNOWN, error=stopped))
         return moved
 
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
-                        grace_secs: float = 0.0) -> OperationRecord:
-        """Ask the backend for the real outcome of an ``outcome_unknown`` record.
+    async def reconcile(
+        self, record: OperationRecord, reconciler: Reconciler, grace_secs: float = 0.0
+    ) -> OperationRecord:
+        """Ask the backend for the real outcome of an ``outcome_unknown`` record; return it, settled if it could tell.
 
-        A ``succeeded`` answer is applied at once; a ``failed`` one only
-        for the attempt the backend voided (``Reconciliation.voided``), so a
-        request of that attempt landing later is refused by the backend, and
-        only once no handler of it is known to be running (its lease ended,
-        or its owner has been gone for ``grace_secs``).
-
-        Returns:
-            The record, settled if the backend could tell, otherwise unchanged.
-
-        Raises:
-            InvalidTransition: The record is not ``outcome_unknown`` and the
-                backend's answer contradicts its state.
+        ``succeeded`` applies at once; ``failed`` only for the attempt the backend voided, once no handler of it is
+        known to run (lease ended, or owner gone for ``grace_secs``). An answer of another state: ``InvalidTransition``.
         """
         if record.status != S.OUTCOME_UNKNOWN:
             return record
@@ -82,5 +68,5 @@ class LedgerRecovery(LedgerReads):
             return record
         if answer.status == S.FAILED and handler_may_run(record, self.clock(), grace_secs):
             return record
-        return await self.settle(record, answer.status, result=answer.result,
-                                 error=answer.error or (record.error if answer.status == S.FAILED else None))
+        error = answer.error or (record.error if answer.status == S.FAILED else None)
+        return await self.settle(record, answer.status, result=answer.result, error=error)

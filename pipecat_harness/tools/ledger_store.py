@@ -1,24 +1,8 @@
-"""The ledger's statements on the hot path, issued on each database's own driver.
+"""The ledger's hot-path statements on each database's own driver, each transition as one unit.
 
-Profiling the write lifecycle (insert ``executing``; update to ``succeeded``
-with its outbox row) showed where the time went: SQLAlchemy Core over
-``aiosqlite`` hopped threads once per statement and per ``BEGIN``/``COMMIT``
-and compiled every statement, and over ``asyncpg`` paid a round trip per
-statement plus transaction control. The store issues each transition as one
-unit:
-
-* SQLite: the whole transaction runs in one hop on a dedicated writer thread
-  with a raw ``sqlite3`` connection (:class:`SqliteThread`); reads use a
-  second thread, which WAL never blocks.
-* PostgreSQL: one statement per transition on an ``asyncpg`` pool (the update
-  and its outbox row are one ``WITH … UPDATE … RETURNING`` + ``INSERT``, so one
-  round trip commits both); ``asyncpg`` prepares and caches each statement per
-  connection. Settling commits are asynchronous (see :meth:`PostgresStore.update`):
-  losing one to a server crash is the same as losing it to a worker crash,
-  which recovery already handles; starting an operation is always durable.
-
-DDL, the outbox's publishers and consumers and ad-hoc queries stay on
-SQLAlchemy (:mod:`pipecat_harness.tools.storage`), on the same database.
+SQLAlchemy paid a thread hop (``aiosqlite``) or a round trip (``asyncpg``) per statement and per transaction
+control. Here a SQLite transaction is one hop to a writer thread (reads on a second, which WAL never blocks), and a
+PostgreSQL change with its outbox row is one ``WITH … UPDATE … RETURNING`` + ``INSERT`` statement.
 """
 
 from __future__ import annotations
@@ -47,15 +31,18 @@ __all__ = [
 ]
 
 #: The operations table's columns, in the order every row is read.
-OP_COLUMNS = ("tenant", "idempotency_key", "scope", "attempt", "op_type", "request_hash", "status", "result",
-              "error", "version", "created_at", "updated_at", "owner", "lease_until", "resource")
+OP_COLUMNS = tuple(
+    "tenant idempotency_key scope attempt op_type request_hash status result error version created_at updated_at "
+    "owner lease_until resource".split()
+)
 #: The outbox table's columns, in insert order.
-OUTBOX_COLUMNS = ("event_id", "seq", "tenant", "idempotency_key", "event_type", "payload", "created_at",
-                  "published_at", "attempts", "last_error", "claimed_by", "claimed_until")
+OUTBOX_COLUMNS = tuple(
+    "event_id seq tenant idempotency_key event_type payload created_at published_at attempts last_error claimed_by "
+    "claimed_until".split()
+)
+_PG_OUTBOX_TYPES = "varchar integer varchar varchar varchar text float8 float8 integer text varchar float8".split()
 _op_row = itemgetter(*OP_COLUMNS)
 _outbox_row = itemgetter(*OUTBOX_COLUMNS)
-_PG_OUTBOX_TYPES = ("varchar", "integer", "varchar", "varchar", "varchar", "text", "double precision",
-                    "double precision", "integer", "text", "varchar", "double precision")
 
 Where = Sequence[tuple[str, str, Any]]
 """Conditions ``(column, operator, value)``; operators ``=``, ``<>`` and ``prefix`` (a string prefix)."""
@@ -65,11 +52,20 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def _busy(resource: Any) -> ResourceBusy:
+    return ResourceBusy(f"resource {resource!r} has an unsettled operation")
+
+
 class LedgerStore(ABC):
     """Hot-path statements of one database, shared by the ledgers of a process (any table prefix)."""
 
+    #: The database's own clock in epoch seconds; every read returns it after the columns (leases are compared on
+    #: the ledger's time, not on the clock of whichever host reads).
+    clock_sql = ""
+
     def __init__(self) -> None:
         self._sql: dict[tuple[Any, ...], str] = {}
+        self._fixed: dict[str, tuple[str, str, str]] = {}
 
     @abstractmethod
     def _ph(self, n: int) -> str:
@@ -92,33 +88,28 @@ class LedgerStore(ABC):
             params.append(value)
         return " AND ".join(parts) or "1=1", params
 
-    def _insert_sql(self, prefix: str) -> str:
-        key = ("insert", prefix)
-        if key not in self._sql:
-            slots = ", ".join(self._ph(i + 1) for i in range(len(OP_COLUMNS)))
-            self._sql[key] = (f"INSERT INTO {prefix}operations ({', '.join(OP_COLUMNS)}) VALUES ({slots}) "
-                              "ON CONFLICT DO NOTHING")
-        return self._sql[key]
-
-    #: The database's own clock in epoch seconds; every read returns it after the columns (leases are
-    #: compared on the ledger's time, not on the clock of whichever host reads).
-    clock_sql = ""
-
     def _columns(self) -> str:
         return f"{', '.join(OP_COLUMNS)}, {self.clock_sql}"
+
+    def _statements(self, prefix: str) -> tuple[str, str, str]:
+        """The operation insert and get, and the outbox insert, of a table prefix (built once)."""
+        if prefix not in self._fixed:
+            ph, columns = self._ph, self._columns()
+            slots = ", ".join(ph(i + 1) for i in range(len(OP_COLUMNS)))
+            outbox_slots = ", ".join(ph(i + 1) for i in range(len(OUTBOX_COLUMNS)))
+            self._fixed[prefix] = (
+                f"INSERT INTO {prefix}operations ({', '.join(OP_COLUMNS)}) VALUES ({slots}) ON CONFLICT DO NOTHING",
+                f"SELECT {columns} FROM {prefix}operations WHERE tenant = {ph(1)} AND idempotency_key = {ph(2)}",
+                f"INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES ({outbox_slots})",
+            )
+        return self._fixed[prefix]
 
     def _select_sql(self, prefix: str, condition: str, order: str) -> str:
         return f"SELECT {self._columns()} FROM {prefix}operations WHERE {condition} ORDER BY {order}"
 
-    def _get_sql(self, prefix: str) -> str:
-        key = ("get", prefix)
-        if key not in self._sql:
-            self._sql[key] = (f"SELECT {self._columns()} FROM {prefix}operations "
-                              f"WHERE tenant = {self._ph(1)} AND idempotency_key = {self._ph(2)}")
-        return self._sql[key]
-
-    def _update_parts(self, prefix: str, where: Where, changes: tuple[str, ...],
-                      event: bool = False) -> tuple[str, list[Any]]:
+    def _update_parts(
+        self, prefix: str, where: Where, changes: tuple[str, ...], event: bool = False
+    ) -> tuple[str, list[Any]]:
         """The update's SQL (built once per shape: every write issues one) and its condition's parameters."""
         shape = (prefix, changes, *[(c, op) for c, op, _ in where], event)
         sql = self._sql.get(shape)
@@ -127,9 +118,8 @@ class LedgerStore(ABC):
         condition, params = self._condition(where, len(changes) + 1)
         if sql is None:
             sets = ", ".join(f"{column} = {self._ph(i + 1)}" for i, column in enumerate(changes))
-            sql = self._sql[shape] = self._with_event(
-                prefix, f"UPDATE {prefix}operations SET {sets} WHERE {condition}", len(changes) + len(params),
-            ) if event else f"UPDATE {prefix}operations SET {sets} WHERE {condition}"
+            update = f"UPDATE {prefix}operations SET {sets} WHERE {condition}"
+            sql = self._sql[shape] = self._with_event(prefix, update, len(changes) + len(params)) if event else update
         return sql, params
 
     def _with_event(self, prefix: str, update: str, used: int) -> str:
@@ -142,24 +132,17 @@ class LedgerStore(ABC):
 
     @abstractmethod
     async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
-        """Insert an operation row; ``None`` if inserted, else the row already stored under its key.
-
-        Raises:
-            ResourceBusy: Another unsettled operation holds the row's resource.
-        """
+        """Insert an operation row; ``None``, or the row stored under its key (``ResourceBusy``: resource claimed)."""
 
     def insert_soon(self, prefix: str, values: dict[str, Any]) -> asyncio.Future[Sequence[Any] | None]:
         """:meth:`insert`, begun at once and carried on whoever waits for it (the default: in a task)."""
         return asyncio.ensure_future(self.insert(prefix, values))
 
     @abstractmethod
-    async def update(self, prefix: str, where: Where, changes: dict[str, Any],
-                     event: dict[str, Any] | None = None) -> bool:
-        """Change the rows matching ``where`` (and write ``event`` to the outbox in the same commit if one did).
-
-        Raises:
-            ResourceBusy: The change would give a resource a second unsettled operation.
-        """
+    async def update(
+        self, prefix: str, where: Where, changes: dict[str, Any], event: dict[str, Any] | None = None
+    ) -> bool:
+        """Change the rows matching ``where``, with ``event`` in the same commit if any (``ResourceBusy``: claimed)."""
 
     @abstractmethod
     async def get(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
@@ -176,13 +159,13 @@ class LedgerStore(ABC):
 class SqliteStore(LedgerStore):
     """A SQLite file: one writer thread, one reader thread (WAL lets reads run beside the writer)."""
 
+    clock_sql = "(julianday('now') - 2440587.5) * 86400.0"
+
     def __init__(self, path: str) -> None:
         super().__init__()
         self.path = path
         self._writer = SqliteThread(path, checkpoints=True)
         self._reader = SqliteThread(path)
-
-    clock_sql = "(julianday('now') - 2440587.5) * 86400.0"
 
     def _ph(self, n: int) -> str:
         return "?"
@@ -198,32 +181,26 @@ class SqliteStore(LedgerStore):
 
     def insert_soon(self, prefix: str, values: dict[str, Any]) -> asyncio.Future[Sequence[Any] | None]:
         """See :class:`LedgerStore`: the writer thread's own future (no task)."""
-        insert, get = self._insert_sql(prefix), self._get_sql(prefix)
-        params = _op_row(values)
-        ident = (values["tenant"], values["idempotency_key"])
+        insert, get, _ = self._statements(prefix)
+        params, ident = _op_row(values), (values["tenant"], values["idempotency_key"])
 
         def work(conn: sqlite3.Connection) -> Sequence[Any] | None:
             if conn.execute(insert, params).rowcount == 1:
                 return None
             row: Sequence[Any] | None = conn.execute(get, ident).fetchone()
             if row is None:
-                raise ResourceBusy(f"resource {values['resource']!r} has an unsettled operation")
+                raise _busy(values["resource"])
             return row
 
         return self._writer.submit(work)
 
-    async def update(self, prefix: str, where: Where, changes: dict[str, Any],
-                     event: dict[str, Any] | None = None) -> bool:
+    async def update(
+        self, prefix: str, where: Where, changes: dict[str, Any], event: dict[str, Any] | None = None
+    ) -> bool:
         """See :class:`LedgerStore`."""
         sql, condition_params = self._update_parts(prefix, where, tuple(changes))
         params = (*changes.values(), *condition_params)
-        outbox = None
-        if event is not None:
-            key = ("outbox", prefix)
-            if key not in self._sql:
-                slots = ", ".join("?" for _ in OUTBOX_COLUMNS)
-                self._sql[key] = f"INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES ({slots})"
-            outbox = (self._sql[key], _outbox_row(event))
+        outbox = None if event is None else (self._statements(prefix)[2], _outbox_row(event))
 
         def work(conn: sqlite3.Connection) -> bool:
             try:
@@ -238,7 +215,7 @@ class SqliteStore(LedgerStore):
 
     async def get(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
         """See :class:`LedgerStore`."""
-        sql = self._get_sql(prefix)
+        sql = self._statements(prefix)[1]
         return await self._reader.run(lambda conn: conn.execute(sql, (tenant, key)).fetchone(), transaction=False)
 
     async def select(self, prefix: str, where: Where, order: str = "created_at") -> list[Sequence[Any]]:
@@ -253,12 +230,9 @@ class SqliteStore(LedgerStore):
 
 
 class PostgresStore(LedgerStore):
-    """PostgreSQL through one ``asyncpg`` pool per process and event loop.
+    """PostgreSQL through one ``asyncpg`` pool of at most ``max_connections`` per process and event loop."""
 
-    Args:
-        dsn: A ``postgresql://`` DSN.
-        max_connections: Largest pool size (calls beyond it wait for a connection).
-    """
+    clock_sql = "extract(epoch from clock_timestamp())::float8"
 
     def __init__(self, dsn: str, *, max_connections: int = 10) -> None:
         super().__init__()
@@ -267,27 +241,24 @@ class PostgresStore(LedgerStore):
         self._pool: Any = None
         self._opening = asyncio.Lock()
 
-    clock_sql = "extract(epoch from clock_timestamp())::float8"
-
     def _ph(self, n: int) -> str:
         return f"${n}"
 
     async def now(self) -> float:
         """See :class:`LedgerStore`."""
-        pool = await self.pool()
-        async with pool.acquire() as conn:
+        async with (await self.pool()).acquire() as conn:
             return float(await conn.fetchval(f"SELECT {self.clock_sql}"))
 
     def _with_event(self, prefix: str, update: str, used: int) -> str:
-        # A settling change commits without waiting for the WAL flush (the statement's own
-        # transaction only). A database-server crash can lose the last few hundred
-        # milliseconds of such commits; the record is then back to ``executing`` under its
-        # owner, and recovery and reconciliation settle it as after a worker crash. The
-        # insert that starts an operation, before any handler runs, stays synchronous.
+        # A settling change commits without waiting for the WAL flush (its own transaction only). A server crash can
+        # lose the last few hundred milliseconds of those: the record is back to ``executing`` under its owner, and
+        # recovery settles it as after a worker crash. The insert that starts an operation stays synchronous.
         selected = ", ".join(f"${used + 1 + i}::{kind}" for i, kind in enumerate(_PG_OUTBOX_TYPES))
-        return (f"WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
-                f"changed AS ({update} RETURNING 1) INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) "
-                f"SELECT {selected} FROM changed, relaxed")
+        return (
+            f"WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+            f"changed AS ({update} RETURNING 1) INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) "
+            f"SELECT {selected} FROM changed, relaxed"
+        )
 
     async def pool(self) -> Any:
         """The pool, opened on first use."""
@@ -296,34 +267,30 @@ class PostgresStore(LedgerStore):
                 if self._pool is None:
                     import asyncpg
 
-                    self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=self.max_connections,
-                                                           reset=_keep_session)
+                    pool = asyncpg.create_pool(self.dsn, min_size=1, max_size=self.max_connections, reset=_keep_session)
+                    self._pool = await pool
         return self._pool
 
     async def insert(self, prefix: str, values: dict[str, Any]) -> Sequence[Any] | None:
         """See :class:`LedgerStore`."""
-        pool = await self.pool()
-        async with pool.acquire() as conn:
-            status = await conn.execute(self._insert_sql(prefix), *_op_row(values))
-            if status.endswith(" 1"):
+        insert, get, _ = self._statements(prefix)
+        async with (await self.pool()).acquire() as conn:
+            if (await conn.execute(insert, *_op_row(values))).endswith(" 1"):
                 return None
-            row: Sequence[Any] | None = await conn.fetchrow(self._get_sql(prefix), values["tenant"],
-                                                            values["idempotency_key"])
+            row: Sequence[Any] | None = await conn.fetchrow(get, values["tenant"], values["idempotency_key"])
             if row is None:
-                raise ResourceBusy(f"resource {values['resource']!r} has an unsettled operation")
+                raise _busy(values["resource"])
             return row
 
-    async def update(self, prefix: str, where: Where, changes: dict[str, Any],
-                     event: dict[str, Any] | None = None) -> bool:
+    async def update(
+        self, prefix: str, where: Where, changes: dict[str, Any], event: dict[str, Any] | None = None
+    ) -> bool:
         """See :class:`LedgerStore`."""
         sql, condition_params = self._update_parts(prefix, where, tuple(changes), event is not None)
-        params = [*changes.values(), *condition_params]
-        if event is not None:
-            params += _outbox_row(event)
+        params = [*changes.values(), *condition_params, *(_outbox_row(event) if event is not None else ())]
         import asyncpg
 
-        pool = await self.pool()
-        async with pool.acquire() as conn:
+        async with (await self.pool()).acquire() as conn:
             try:
                 status: str = await conn.execute(sql, *params)
             except asyncpg.UniqueViolationError as exc:
@@ -334,16 +301,14 @@ class PostgresStore(LedgerStore):
 
     async def get(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
         """See :class:`LedgerStore`."""
-        pool = await self.pool()
-        async with pool.acquire() as conn:
-            row: Sequence[Any] | None = await conn.fetchrow(self._get_sql(prefix), tenant, key)
+        async with (await self.pool()).acquire() as conn:
+            row: Sequence[Any] | None = await conn.fetchrow(self._statements(prefix)[1], tenant, key)
             return row
 
     async def select(self, prefix: str, where: Where, order: str = "created_at") -> list[Sequence[Any]]:
         """See :class:`LedgerStore`."""
         condition, params = self._condition(where, 1)
-        pool = await self.pool()
-        async with pool.acquire() as conn:
+        async with (await self.pool()).acquire() as conn:
             return list(await conn.fetch(self._select_sql(prefix, condition, order), *params))
 
     async def close(self) -> None:
@@ -354,12 +319,9 @@ class PostgresStore(LedgerStore):
 
 
 async def _keep_session(_connection: Any) -> None:
-    """Nothing to reset when a connection goes back to the pool.
+    """Nothing to reset on release: asyncpg's default reset (``RESET ALL``...) doubled a write's round trips.
 
-    asyncpg's default reset is a round trip per release (``RESET ALL``,
-    ``UNLISTEN *``...), doubling the statements of a write. The store leaves no
-    session state behind: its one setting (``synchronous_commit``) is local to
-    a statement's own transaction, and it never listens, locks or keeps cursors.
+    The store leaves no session state: its one setting is local to a statement's transaction.
     """
 
 
@@ -372,18 +334,15 @@ def is_memory_sqlite(url: str) -> bool:
 
 
 def make_store(url: str) -> LedgerStore:
-    """The store for a SQLAlchemy ledger URL of a file SQLite database or of PostgreSQL.
-
-    Raises:
-        ValueError: An in-memory SQLite URL (the engine layer gives those a private file) or another database.
-    """
+    """The store for the ledger URL of a file SQLite database or of PostgreSQL (``ValueError`` for others)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if is_memory_sqlite(url):
-            raise ValueError(f"ledger URL {url!r}: an in-memory SQLite database cannot be shared by the ledger's "
-                             "connections; pass a file URL or the default URL")
+            raise ValueError(
+                f"ledger URL {url!r}: an in-memory SQLite database cannot be shared by the ledger's connections; "
+                "pass a file URL or the default URL"
+            )
         return SqliteStore(parsed.database or "")
     if parsed.get_backend_name() == "postgresql":
-        dsn = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-        return PostgresStore(dsn)
+        return PostgresStore(parsed.set(drivername="postgresql").render_as_string(hide_password=False))
     raise ValueError(f"ledger URL {url!r}: only SQLite and PostgreSQL ledgers are supported")

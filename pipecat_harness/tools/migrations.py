@@ -1,26 +1,8 @@
-"""Bringing an existing ledger database up to the current table layout, without losing its records.
+"""Bringing an existing ledger database up to the current table layout, keeping its records (unknown outcomes too).
 
-A ledger database outlives the harness version that created it: the records
-of operations whose outcome is unknown must survive an upgrade. The schema
-version of each table prefix is one row of ``<prefix>schema``; opening a
-ledger (:meth:`~pipecat_harness.tools.ledger.OperationLedger.create_tables`)
-creates what is missing, adds the columns and indexes a newer layout
-introduced to the existing tables (with defaults for the rows already there),
-and records the version. A database written by a newer harness is refused
-rather than written with an older layout.
-
-Additive changes only: columns and indexes are added, never dropped or
-rewritten, so processes of the old and new version can share a database
-while a deployment rolls over.
-
-Why not Alembic: the ledger's tables sit in the application's own database
-under a table prefix (several ledgers may share one database), and every
-worker brings them up to date itself when it opens the ledger, racing the
-other workers. Alembic keeps one version table per migration environment and
-runs its scripts from a deploy step (``alembic upgrade``) with an ``env.py``
-the application would have to ship; for additive changes, SQLAlchemy's
-inspector and one version row per prefix do the same in this module. The
-first change that rewrites or drops a column will bring Alembic in.
+Opening a ledger creates what is missing and adds, additively (old and new processes may share a database during a
+rollout), the columns and indexes a newer layout introduced, under the version in ``<prefix>schema``. Not Alembic:
+the tables sit under a prefix in the application's database, and every worker migrates them as it opens the ledger.
 """
 
 from __future__ import annotations
@@ -35,9 +17,9 @@ from pipecat_harness.tools.storage import LedgerTables
 
 __all__ = ["SCHEMA_VERSION", "SchemaTooNew", "migrate", "schema_table"]
 
-#: The table layout this version writes. 1: operations, outbox, consumed;
-#: 2: owner leases and resources on operations, publisher claims on the outbox,
-#: the (status, tenant) index; 3: the unique claim of a resource by its unsettled operation.
+#: The table layout this version writes. 1: operations, outbox, consumed; 2: owner leases and resources on operations,
+#: publisher claims on the outbox, the (status, tenant) index; 3: the unique claim of a resource by its unsettled
+#: operation.
 SCHEMA_VERSION = 3
 
 # Values for rows that existed before a column was added (a NOT NULL column needs one).
@@ -50,8 +32,8 @@ class SchemaTooNew(RuntimeError):
 
 def schema_table(prefix: str, metadata: MetaData | None = None) -> Table:
     """The ``<prefix>schema`` table: one row per component with its layout version."""
-    return Table(f"{prefix}schema", metadata or MetaData(), Column("component", String(64), primary_key=True),
-                 Column("version", Integer, nullable=False), Column("migrated_at", Float, nullable=False))
+    columns = (Column("version", Integer, nullable=False), Column("migrated_at", Float, nullable=False))
+    return Table(f"{prefix}schema", metadata or MetaData(), Column("component", String(64), primary_key=True), *columns)
 
 
 def _literal(value: Any) -> str:
@@ -80,11 +62,7 @@ def _add_unique_index(conn: Connection, index: Index) -> None:
 
 
 def migrate(conn: Connection, tables: LedgerTables, prefix: str, now: float) -> int:
-    """Create or upgrade the ledger's tables in one transaction; return the version found before (0: new).
-
-    Raises:
-        SchemaTooNew: The database's layout is newer than :data:`SCHEMA_VERSION`.
-    """
+    """Create or upgrade the ledger's tables in one transaction; return the version found (0: new; ``SchemaTooNew``)."""
     versions = schema_table(prefix)
     inspector = inspect(conn)
     existing = set(inspector.get_table_names())
@@ -94,8 +72,10 @@ def migrate(conn: Connection, tables: LedgerTables, prefix: str, now: float) -> 
     elif tables.operations.name in existing:
         found = 1  # the tables predate the version row
     if found > SCHEMA_VERSION:
-        raise SchemaTooNew(f"ledger tables {prefix}* are at schema version {found}, newer than this harness "
-                           f"({SCHEMA_VERSION}); upgrade pipecat-harness or use another ledger_table_prefix")
+        raise SchemaTooNew(
+            f"ledger tables {prefix}* are at schema version {found}, newer than this harness ({SCHEMA_VERSION}); "
+            "upgrade pipecat-harness or use another ledger_table_prefix"
+        )
     versions.create(conn, checkfirst=True)
     for table in tables.metadata.sorted_tables:
         if table.name not in existing:

@@ -1,27 +1,14 @@
 """The operation state machine: states, allowed transitions, records and errors.
 
-States and the only transitions allowed::
+Re-observing the current state changes nothing; any transition but these raises :class:`InvalidTransition`::
 
     prepared ──► executing ──► succeeded | failed | outcome_unknown
     prepared ──► cancelled
     outcome_unknown ──► succeeded | failed        (reconciliation)
     failed | cancelled ──► executing              (a new attempt, same key)
 
-Observing the state a record is already in again is allowed and changes
-nothing; any other transition raises :class:`InvalidTransition`.
-
-Only a definitive failure (the backend said no) or a cancellation before the
-handler ran permits another attempt; an ``outcome_unknown`` record must be
-reconciled to ``succeeded`` or ``failed`` first.
-
-Fencing: every attempt has its number (``attempt``, the fencing token), which
-the handler sends to the backend with the key (:attr:`OperationRecord.fencing_key`).
-A reconciler may answer ``failed`` only for an attempt the backend has voided
-(a late copy of that attempt will be refused) or that provably never left;
-it says so with ``Reconciliation(FAILED, voided=record.attempt)``. A ``failed``
-answer for any other attempt is never applied: the outcome stays unknown.
-While a record is ``executing`` its owner holds a lease (``owner``,
-``lease_until``), so that nobody starts the same operation beside it.
+Each attempt's number goes to the backend with the key (:attr:`OperationRecord.fencing_key`): a reconciler may
+answer ``failed`` only for an attempt the backend voided, so a late copy of it is refused.
 """
 
 from __future__ import annotations
@@ -73,6 +60,7 @@ TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
     S.CANCELLED: frozenset({S.EXECUTING}),
 }
 
+
 class LedgerError(RuntimeError):
     """Base class of ledger errors."""
 
@@ -86,11 +74,9 @@ class IdempotencyConflict(LedgerError):
 
 
 class OperationRefused(Exception):
-    """Raised by a write handler when the backend definitively said no (nothing was applied).
+    """Raised by a write handler when the backend definitively said no, as returning ``{"error": ...}`` is.
 
-    Any other exception from a write handler is ambiguous (the request may
-    have reached the backend): the operation becomes ``outcome_unknown``.
-    Returning ``{"error": ...}`` is a definitive failure too.
+    Any other exception is ambiguous (the request may have reached the backend): the outcome becomes unknown.
     """
 
 
@@ -103,14 +89,7 @@ class ConcurrentUpdate(LedgerError):
 
 
 def check_transition(current: OperationStatus, new: OperationStatus) -> bool:
-    """Return whether ``current → new`` changes anything.
-
-    Returns:
-        ``False`` for a duplicate observation (``current == new``), ``True`` for an allowed change.
-
-    Raises:
-        InvalidTransition: The state machine forbids the transition.
-    """
+    """Return ``True`` for an allowed change, ``False`` for re-observing ``current`` (``InvalidTransition`` else)."""
     if current == new:
         return False
     if new not in TRANSITIONS[current]:
@@ -121,25 +100,10 @@ def check_transition(current: OperationStatus, new: OperationStatus) -> bool:
 
 @dataclass(frozen=True)
 class OperationRecord:
-    """One operation as stored.
+    """One operation as stored (``op_type``: the tool; ``scope``: ``<call id>:<tool>:<request hash>``).
 
-    Parameters:
-        tenant: Tenant the operation belongs to.
-        idempotency_key: Unique per tenant; one key is executed at most once.
-        op_type: What kind of operation (the tool name).
-        request_hash: Hash of the canonical request.
-        status: Current state.
-        result: The handler's result (JSON), when known.
-        error: Why it failed or is unknown.
-        version: Incremented by every change (compare-and-set).
-        scope: The call the operation belongs to, then tool and request
-            (``<call id>:<tool>:<request hash>``).
-        attempt: Executions started so far (0 while prepared, 1 for the first).
-        owner: The gate instance that runs (or last ran) the handler.
-        lease_until: Until when the owner's handler may still be running
-            (0: no handler is running).
-        resource: What the write changes (an order, the caller's callback),
-            so that a different write on it waits while this one is unsettled.
+    ``attempt`` counts executions started; ``owner`` runs the handler until ``lease_until`` (0: none runs); a different
+    write on ``resource`` waits while this one is unsettled.
     """
 
     tenant: str
@@ -164,10 +128,7 @@ class OperationRecord:
         return f"{self.idempotency_key}#{self.attempt}"
 
     def changed(self, **changes: Any) -> OperationRecord:
-        """A copy with ``changes`` (what :func:`dataclasses.replace` does, without re-running ``__init__``).
-
-        Every write makes two or three copies; this keeps them cheap.
-        """
+        """A copy with ``changes``: :func:`dataclasses.replace` without re-running ``__init__`` (writes make many)."""
         copy = object.__new__(OperationRecord)
         fields = copy.__dict__
         fields.update(self.__dict__)
@@ -190,17 +151,10 @@ class OperationRecord:
 
 @dataclass(frozen=True)
 class Reconciliation:
-    """What the business backend says happened to an operation of unknown outcome.
+    """What the backend says became of an operation of unknown outcome (``succeeded`` or ``failed``).
 
-    Parameters:
-        status: ``succeeded`` (it was applied) or ``failed``.
-        result: The applied operation's result.
-        error: Why it failed.
-        voided: For ``failed``: the attempt the backend has voided, so that a
-            request of that attempt still on the wire is refused when it lands
-            (or that attempt provably never left). "Not found" alone is not
-            ``failed``: a ``failed`` answer whose ``voided`` is not the record's
-            current attempt leaves the outcome unknown.
+    A ``failed`` answer applies only with ``voided`` the record's current attempt (the backend will refuse its late
+    copies): "not found" alone leaves the outcome unknown.
     """
 
     status: OperationStatus
@@ -219,6 +173,8 @@ Reconciler = Callable[[OperationRecord], Awaitable[Reconciliation | None]]
 
 def unfenced(record: OperationRecord, answer: Reconciliation) -> None:
     """Say loudly that a reconciler answered ``failed`` without voiding the attempt (the answer is not applied)."""
-    logger.error(f"reconciler answered failed for {record.idempotency_key} attempt {record.attempt} without voiding "
-                 f"it (voided={answer.voided}); the outcome stays unknown. Void the attempt at the backend and "
-                 f"return Reconciliation(FAILED, voided=record.attempt)")
+    logger.error(
+        f"reconciler answered failed for {record.idempotency_key} attempt {record.attempt} without voiding it "
+        f"(voided={answer.voided}); the outcome stays unknown. Void the attempt at the backend and return "
+        "Reconciliation(FAILED, voided=record.attempt)"
+    )

@@ -1,4 +1,4 @@
-"""Where the gate keeps its write operations: in memory, or in an :class:`OperationLedger`.
+"""Where the gate keeps its write operations: in memory, or in a durable :class:`OperationStore` (the ledger).
 
 Both stores hold one record per logical operation under its idempotency key
 and follow the ledger's state machine (:func:`check_transition`) with the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pipecat_harness.tools.operation_state import (
     IdempotencyConflict,
@@ -26,18 +26,25 @@ from pipecat_harness.tools.operation_state import (
 )
 from pipecat_harness.tools.owners import handler_may_run
 
-if TYPE_CHECKING:
-    from pipecat_harness.tools.ledger import OperationLedger
-
-__all__ = ["LedgerOperations", "MemoryOperations", "Operations"]
+__all__ = ["MemoryOperations", "OperationStore", "Operations"]
 
 S = OperationStatus
+
+
+class OperationStore(Protocol):
+    """A durable store of operations shared by processes (:class:`~pipecat_harness.tools.ledger.OperationLedger`)."""
+
+    async def create_tables(self) -> None:
+        """Create or upgrade the store's tables."""
+
+    def operations(self, tenant: str) -> Operations:
+        """The store's records of ``tenant``, as the gate uses them."""
 
 
 class Operations(Protocol):
     """The operation store the gate uses."""
 
-    ledger: OperationLedger | None
+    ledger: OperationStore | None
     #: ``start``, ``claim`` and ``settle`` never suspend (an in-process store): awaited in place, no task.
     inline: bool
 
@@ -85,7 +92,7 @@ class Operations(Protocol):
 class MemoryOperations:
     """Operations held in process memory (the gate's default)."""
 
-    ledger: OperationLedger | None = None
+    ledger: OperationStore | None = None
     inline = True
 
     def __init__(self, tenant: str) -> None:
@@ -192,62 +199,3 @@ class MemoryOperations:
         """See :class:`Operations`."""
         return [r for r in self._records.values() if r.resource == resource and r.scope.startswith(scope_prefix)
                 and r.status in (S.EXECUTING, S.OUTCOME_UNKNOWN)]
-
-
-class LedgerOperations:
-    """Operations recorded in an :class:`OperationLedger` (survive restarts, shared by processes)."""
-
-    inline = False
-
-    def __init__(self, ledger: OperationLedger, tenant: str) -> None:
-        self.ledger: OperationLedger | None = ledger
-        self._ledger = ledger
-        self.tenant = tenant
-
-    def now(self) -> float:
-        """See :class:`Operations`."""
-        return self._ledger.clock()
-
-    def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
-              lease_until: float, resource: str = "") -> Awaitable[tuple[OperationRecord, bool]]:
-        """See :class:`Operations` (the ledger's future)."""
-        return self._ledger.start(self.tenant, key, op_type, request_hash, scope=scope, owner=owner,
-                                  lease_until=lease_until, resource=resource)
-
-    async def get(self, key: str) -> OperationRecord | None:
-        """See :class:`Operations`."""
-        return await self._ledger.get(self.tenant, key)
-
-    async def claim(self, record: OperationRecord, owner: str, lease_until: float) -> OperationRecord | None:
-        """See :class:`Operations`."""
-        return await self._ledger.claim(record, owner=owner, lease_until=lease_until)
-
-    async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
-                     error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
-        """See :class:`Operations`."""
-        return await self._ledger.settle(record, status, result=result, error=error, lease_until=lease_until)
-
-    async def release(self, record: OperationRecord) -> None:
-        """See :class:`Operations`."""
-        await self._ledger.release(record)
-
-    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
-                        grace_secs: float = 0.0) -> OperationRecord:
-        """See :class:`Operations`."""
-        current = await self._ledger.get(record.tenant, record.idempotency_key) or record
-        return await self._ledger.reconcile(current, reconciler, grace_secs)
-
-    async def recover(self, scope_prefix: str, grace_secs: float = 0.0) -> list[OperationRecord]:
-        """See :class:`Operations`."""
-        return await self._ledger.recover(self.tenant, scope_prefix=scope_prefix, grace_secs=grace_secs)
-
-    async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
-        """See :class:`Operations`."""
-        return await self._ledger.find(self.tenant, S.OUTCOME_UNKNOWN, scope_prefix=scope_prefix)
-
-    async def unsettled_on(self, scope_prefix: str, resource: str) -> list[OperationRecord]:
-        """See :class:`Operations`."""
-        found = []
-        for status in (S.EXECUTING, S.OUTCOME_UNKNOWN):
-            found += await self._ledger.find(self.tenant, status, scope_prefix=scope_prefix, resource=resource)
-        return found

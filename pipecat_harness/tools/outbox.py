@@ -1,21 +1,9 @@
-"""The outbox: completion events written with the status change, delivered with retries.
+"""The outbox: completion events written with the status change, delivered at least once.
 
-:class:`OperationLedger` writes an event row in the same transaction as each
-settling status change, so an event exists if and only if the change
-committed. :class:`OutboxPublisher` claims a batch of pending rows, delivers
-them to a sink and marks them published. Claims make concurrent publishers
-(tasks or processes) share the work instead of delivering the same rows: on
-PostgreSQL the batch is picked with ``FOR UPDATE SKIP LOCKED``; on SQLite,
-which serialises writers, the claiming ``UPDATE`` is atomic by itself. A claim
-is a lease (``claim_secs``): a publisher that crashes after claiming loses
-nothing, because its rows become claimable again when the lease ends.
-
-Delivery is at least once. :class:`OutboxConsumer` drops repeats by event id;
-with ``in_transaction=True`` the handler's effect is written in the same
-database transaction as the "consumed" mark, so the effect happens exactly
-once even when an event is delivered twice, concurrently, or the consumer
-crashes halfway. Publishing runs in its own task, never on the voice loop's
-critical path.
+The ledger writes an event in the transaction of each settling change, so it exists if and only if the change
+committed. Publishers claim batches (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite's claiming ``UPDATE`` is
+atomic) under a lease, so concurrent publishers share the work and a crashed one loses nothing. Consumers drop
+repeats by event id, or with ``in_transaction=True`` write the effect with the "consumed" mark: exactly once.
 """
 
 from __future__ import annotations
@@ -32,7 +20,6 @@ from loguru import logger
 from sqlalchemy import and_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql.elements import ColumnElement
 
 from pipecat_harness.tools.ledger import OperationLedger
 from pipecat_harness.tools.owners import new_owner, owner_gone
@@ -40,20 +27,9 @@ from pipecat_harness.tools.owners import new_owner, owner_gone
 __all__ = ["EventSink", "OutboxConsumer", "OutboxEvent", "OutboxPublisher"]
 
 
-
 @dataclass(frozen=True)
 class OutboxEvent:
-    """One completion event.
-
-    Parameters:
-        event_id: Unique id; consumers dedupe on it.
-        event_type: ``operation.succeeded``, ``operation.failed``, ``operation.outcome_unknown``...
-        tenant: Tenant of the operation.
-        idempotency_key: The operation's key.
-        payload: The operation's state after the change.
-        attempts: Delivery attempts so far.
-        claim: The publisher's claim on the row while it delivers it.
-    """
+    """One completion event; consumers dedupe on ``event_id``, and ``claim`` is the publisher's while it delivers it."""
 
     event_id: str
     event_type: str
@@ -66,9 +42,8 @@ class OutboxEvent:
 
 def _event(row: Any, claim: str = "") -> OutboxEvent:
     m = row._mapping
-    return OutboxEvent(event_id=m["event_id"], event_type=m["event_type"], tenant=m["tenant"],
-                       idempotency_key=m["idempotency_key"], payload=json.loads(m["payload"]),
-                       attempts=m["attempts"], claim=claim)
+    payload = json.loads(m["payload"])
+    return OutboxEvent(m["event_id"], m["event_type"], m["tenant"], m["idempotency_key"], payload, m["attempts"], claim)
 
 
 EventSink = Callable[[OutboxEvent], Awaitable[None]]
@@ -76,16 +51,10 @@ EventSink = Callable[[OutboxEvent], Awaitable[None]]
 
 
 class OutboxPublisher:
-    """Delivers pending outbox events to a sink, with retries.
+    """Delivers pending outbox events to a sink (a queue, a webhook, a bus) with retries, off the voice loop.
 
-    Args:
-        ledger: The ledger whose outbox to drain.
-        sink: Where events go (a queue, a webhook, a message bus).
-        max_attempts: Deliveries tried per event before it is left for an operator
-            (it stays pending and is reported, never dropped).
-        batch_size: Events read per pass.
-        retry_delay_secs: Pause between passes after a failed delivery.
-        claim_secs: How long a claimed batch is this publisher's before others may take it over.
+    An event out of its ``max_attempts`` stays pending and is reported, never dropped; a claimed batch is this
+    publisher's for ``claim_secs``.
     """
 
     def __init__(
@@ -104,24 +73,16 @@ class OutboxPublisher:
         self.batch_size = batch_size
         self.retry_delay_secs = retry_delay_secs
         self.claim_secs = claim_secs
-        # An owner token (host, pid): a restarted process takes over a dead publisher's claims at once.
-        self.publisher_id = new_owner()
+        self.publisher_id = new_owner()  # (host, pid): a restarted process takes over a dead one's claims at once
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
     async def pending(self) -> list[OutboxEvent]:
         """Return the events not yet published, oldest first (including those out of attempts)."""
-        return await self._read(include_exhausted=True)
-
-    async def _read(self, *, include_exhausted: bool) -> list[OutboxEvent]:
         outbox = self.ledger.tables.outbox
-        condition: ColumnElement[bool] = outbox.c.published_at.is_(None)
-        if not include_exhausted:
-            condition = and_(condition, outbox.c.attempts < self.max_attempts)
-        query = select(outbox).where(condition).order_by(outbox.c.created_at, outbox.c.seq).limit(self.batch_size)
+        query = select(outbox).where(outbox.c.published_at.is_(None)).order_by(outbox.c.created_at, outbox.c.seq)
         async with self.ledger.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
-        return [_event(r) for r in rows]
+            return [_event(r) for r in (await conn.execute(query.limit(self.batch_size))).all()]
 
     async def claim(self) -> list[OutboxEvent]:
         """Claim up to ``batch_size`` deliverable events nobody else holds; return them, oldest first."""
@@ -129,58 +90,49 @@ class OutboxPublisher:
         now = self.ledger.clock()
         await self._release_dead_claims(now)
         token = f"{self.publisher_id}:{uuid.uuid4().hex[:12]}"
-        free = and_(outbox.c.published_at.is_(None), outbox.c.attempts < self.max_attempts,
-                    outbox.c.claimed_until < now)
-        batch = (select(outbox.c.event_id).where(free).order_by(outbox.c.created_at, outbox.c.seq)
-                 .limit(self.batch_size).with_for_update(skip_locked=True))
+        free = and_(
+            outbox.c.published_at.is_(None), outbox.c.attempts < self.max_attempts, outbox.c.claimed_until < now
+        )
+        oldest = (outbox.c.created_at, outbox.c.seq)
+        batch = select(outbox.c.event_id).where(free).order_by(*oldest).limit(self.batch_size)
+        claimed = and_(outbox.c.event_id.in_(batch.with_for_update(skip_locked=True).scalar_subquery()), free)
         async with self.ledger.begin() as conn:
-            await conn.execute(update(outbox).where(and_(outbox.c.event_id.in_(batch.scalar_subquery()), free))
-                               .values(claimed_by=token, claimed_until=now + self.claim_secs))
-            rows = (await conn.execute(select(outbox).where(outbox.c.claimed_by == token)
-                                       .order_by(outbox.c.created_at, outbox.c.seq))).all()
+            await conn.execute(
+                update(outbox).where(claimed).values(claimed_by=token, claimed_until=now + self.claim_secs)
+            )
+            rows = (await conn.execute(select(outbox).where(outbox.c.claimed_by == token).order_by(*oldest))).all()
         return [_event(r, token) for r in rows]
 
     async def _release_dead_claims(self, now: float) -> None:
         outbox = self.ledger.tables.outbox
+        claims = select(outbox.c.claimed_by).where(outbox.c.published_at.is_(None), outbox.c.claimed_until >= now)
         async with self.ledger.engine.connect() as conn:
-            held = {row[0] for row in await conn.execute(
-                select(outbox.c.claimed_by).where(and_(outbox.c.published_at.is_(None),
-                                                       outbox.c.claimed_until >= now)).distinct())}
+            held = {row[0] for row in await conn.execute(claims.distinct())}
         dead = [token for token in held if token and owner_gone(token.rsplit(":", 1)[0])]
         if dead:
             async with self.ledger.begin() as conn:
-                await conn.execute(update(outbox).where(outbox.c.claimed_by.in_(dead))
-                                   .values(claimed_by=None, claimed_until=0.0))
+                released = update(outbox).where(outbox.c.claimed_by.in_(dead))
+                await conn.execute(released.values(claimed_by=None, claimed_until=0.0))
 
     async def publish_pending(self) -> tuple[int, int]:
-        """Claim a batch of pending events and try once to deliver each.
-
-        Returns:
-            ``(delivered, failed)`` counts for this pass.
-        """
+        """Claim a batch of pending events and try once to deliver each; return ``(delivered, failed)``."""
         outbox = self.ledger.tables.outbox
         delivered = failed = 0
         for event in await self.claim():
-            mine = and_(outbox.c.event_id == event.event_id, outbox.c.claimed_by == event.claim)
+            mine = update(outbox).where(outbox.c.event_id == event.event_id, outbox.c.claimed_by == event.claim)
             try:
                 await self.sink(event)
             except Exception as exc:
                 failed += 1
+                retry = mine.values(attempts=outbox.c.attempts + 1, last_error=f"{type(exc).__name__}: {exc}")
                 async with self.ledger.begin() as conn:
-                    await conn.execute(
-                        update(outbox).where(mine)
-                        .values(attempts=outbox.c.attempts + 1, last_error=f"{type(exc).__name__}: {exc}",
-                                claimed_by=None, claimed_until=0.0)
-                    )
-                if event.attempts + 1 >= self.max_attempts:
-                    attempts = event.attempts + 1
+                    await conn.execute(retry.values(claimed_by=None, claimed_until=0.0))
+                if (attempts := event.attempts + 1) >= self.max_attempts:
                     logger.error(f"outbox event {event.event_id} undeliverable after {attempts} attempts: {exc}")
                 continue
             async with self.ledger.begin() as conn:
-                await conn.execute(
-                    update(outbox).where(mine)
-                    .values(published_at=self.ledger.clock(), attempts=outbox.c.attempts + 1, last_error=None)
-                )
+                now = self.ledger.clock()
+                await conn.execute(mine.values(published_at=now, attempts=outbox.c.attempts + 1, last_error=None))
             delivered += 1
         return delivered, failed
 
@@ -226,25 +178,21 @@ class OutboxPublisher:
 
 
 class OutboxConsumer:
-    """Receives outbox events and hands each event id to its handler once.
+    """Hands each event id to its handler once per consumer ``name``.
 
-    By default the handler runs first and the event id is remembered only
-    after it returned, so a handler failure means redelivery rather than loss
-    (an effect outside the database can then happen twice if the consumer
-    crashes in between). With ``in_transaction=True`` the handler is called as
-    ``handler(event, conn)`` inside the transaction that records the event id:
-    the effect it writes through ``conn`` and the mark commit together, so the
-    effect happens exactly once, even under concurrent duplicate deliveries.
-
-    Args:
-        ledger: The ledger whose database stores the consumed event ids.
-        name: Consumer name (ids are remembered per consumer).
-        handler: What to do with a new event.
-        in_transaction: Run the handler in the marking transaction.
+    By default the id is remembered after the handler returned (a failure means redelivery, not loss; an outside
+    effect may then repeat after a crash). With ``in_transaction=True`` it is ``handler(event, conn)`` inside the
+    transaction that records the id: the effect it writes through ``conn`` commits with the mark, exactly once.
     """
 
-    def __init__(self, ledger: OperationLedger, name: str, handler: Callable[..., Awaitable[None]], *,
-                 in_transaction: bool = False) -> None:
+    def __init__(
+        self,
+        ledger: OperationLedger,
+        name: str,
+        handler: Callable[..., Awaitable[None]],
+        *,
+        in_transaction: bool = False,
+    ) -> None:
         self.ledger = ledger
         self.name = name
         self.handler = handler
@@ -254,34 +202,25 @@ class OutboxConsumer:
     async def seen(self, event_id: str) -> bool:
         """Whether this consumer already handled the event."""
         consumed = self.ledger.tables.consumed
+        query = select(consumed.c.event_id).where(consumed.c.consumer == self.name, consumed.c.event_id == event_id)
         async with self.ledger.engine.connect() as conn:
-            row = (await conn.execute(
-                select(consumed.c.event_id).where(and_(consumed.c.consumer == self.name,
-                                                       consumed.c.event_id == event_id))
-            )).first()
-        return row is not None
+            return (await conn.execute(query)).first() is not None
 
     async def _mark(self, conn: AsyncConnection, event: OutboxEvent) -> None:
-        await conn.execute(self.ledger.tables.consumed.insert().values(
-            consumer=self.name, event_id=event.event_id, consumed_at=self.ledger.clock()
-        ))
+        mark = {"consumer": self.name, "event_id": event.event_id, "consumed_at": self.ledger.clock()}
+        await conn.execute(self.ledger.tables.consumed.insert().values(mark))
 
     async def __call__(self, event: OutboxEvent) -> None:
         """Handle ``event`` unless it was handled before (usable as an :data:`EventSink`)."""
-        if self.in_transaction:
-            try:
-                async with self.ledger.begin() as conn:
-                    await self._mark(conn, event)  # a duplicate fails here, before any effect
-                    await self.handler(event, conn)
-            except IntegrityError:
-                self.duplicates += 1
-            return
-        if await self.seen(event.event_id):
+        if not self.in_transaction and await self.seen(event.event_id):
             self.duplicates += 1
             return
-        await self.handler(event)
+        if not self.in_transaction:
+            await self.handler(event)
         try:
             async with self.ledger.begin() as conn:
-                await self._mark(conn, event)
+                await self._mark(conn, event)  # a duplicate fails here, before any effect in a transaction
+                if self.in_transaction:
+                    await self.handler(event, conn)
         except IntegrityError:
             self.duplicates += 1

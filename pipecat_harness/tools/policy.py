@@ -1,10 +1,7 @@
-"""Policy checks run before a write is forwarded.
+"""Policy checks run before a write is forwarded (none is active by default).
 
-A rule looks at one proposed call and answers ``allow``, ``warn``, ``block``
-or ``clarify`` with a reason. Rules are switchable one by one, may be limited
-to certain tools, and may be limited to firing at most once per call (a
-"confirm large refunds" rule that asks once, then lets the confirmed request
-through). No business rule is active by default.
+A rule looks at one proposed call and answers ``allow``, ``warn``, ``block`` or ``clarify`` with a reason; it may be
+switched, limited to tools, or fire once per call (confirm a large refund once, then let it through).
 """
 
 from __future__ import annotations
@@ -22,14 +19,7 @@ _SEVERITY: dict[str, int] = {"allow": 0, "warn": 1, "clarify": 2, "block": 3}
 
 @dataclass(frozen=True)
 class ToolRequest:
-    """A proposed tool call as policies see it.
-
-    Parameters:
-        name: Tool name.
-        arguments: Validated arguments, server context included.
-        turn_id: The user turn the call belongs to.
-        write: Whether the tool changes business state.
-    """
+    """A proposed tool call as policies see it (``arguments``: validated, server context included)."""
 
     name: str
     arguments: Mapping[str, Any]
@@ -39,14 +29,7 @@ class ToolRequest:
 
 @dataclass(frozen=True)
 class PolicyVerdict:
-    """A rule's answer.
-
-    Parameters:
-        action: ``allow``, ``warn`` (forward, note the reason), ``block``
-            (never forward) or ``clarify`` (do not forward now; ask the caller first).
-        reason: Why, in words the model can relay.
-        rule: Name of the rule that gave the verdict (filled in by :class:`PolicySet`).
-    """
+    """A rule's answer: ``warn`` forwards, noting why; ``block`` never forwards; ``clarify`` asks the caller first."""
 
     action: PolicyAction = "allow"
     reason: str = ""
@@ -55,14 +38,9 @@ class PolicyVerdict:
 
 @dataclass
 class PolicyRule:
-    """One switchable rule.
+    """One switchable rule for calls of ``tools`` (``None``: every write); ``check`` returning ``None`` allows.
 
-    Parameters:
-        name: Unique name (used in decisions and to switch the rule).
-        check: Returns a verdict, or ``None`` for allow.
-        tools: Tools the rule applies to (``None``: every write).
-        enabled: Switch.
-        once_per_call: Fire at most once per call; later matches are allowed.
+    With ``once_per_call`` it fires at most once per call; later matches are allowed.
     """
 
     name: str
@@ -78,14 +56,7 @@ class PolicyRule:
 
 
 class PolicySet:
-    """The rules run before forwarding, combined into one verdict.
-
-    The most severe verdict wins (``block`` > ``clarify`` > ``warn`` > ``allow``);
-    the reasons of every non-allow verdict are kept.
-
-    Args:
-        rules: The rules, in evaluation order.
-    """
+    """The rules run before forwarding, in order; the most severe verdict wins (block > clarify > warn > allow)."""
 
     def __init__(self, rules: Iterable[PolicyRule] = ()) -> None:
         self._rules: dict[str, PolicyRule] = {}
@@ -98,36 +69,22 @@ class PolicySet:
         return list(self._rules.values())
 
     def add(self, rule: PolicyRule) -> None:
-        """Add a rule.
-
-        Raises:
-            ValueError: A rule with that name exists.
-        """
+        """Add a rule (``ValueError`` if one with its name exists)."""
         if rule.name in self._rules:
             raise ValueError(f"a policy rule named {rule.name!r} already exists")
         self._rules[rule.name] = rule
 
     def set_enabled(self, name: str, enabled: bool) -> None:
-        """Switch one rule on or off.
-
-        Raises:
-            KeyError: No rule with that name.
-        """
+        """Switch one rule on or off (``KeyError`` if there is none of that name)."""
         if name not in self._rules:
             raise KeyError(f"no policy rule named {name!r}; known: {', '.join(self._rules) or 'none'}")
         self._rules[name].enabled = enabled
 
     def evaluate(self, request: ToolRequest) -> tuple[PolicyVerdict, list[PolicyVerdict]]:
-        """Run the enabled rules that apply to ``request``.
-
-        Returns:
-            The combined verdict and every non-allow verdict, in rule order.
-        """
+        """Run the rules that apply; return the verdict (reasons of the worst) and every non-allow one, in order."""
         verdicts: list[PolicyVerdict] = []
         for rule in self._rules.values():
-            if not rule.enabled or not rule.applies_to(request.name):
-                continue
-            if rule.once_per_call and rule.fired:
+            if not rule.enabled or not rule.applies_to(request.name) or (rule.once_per_call and rule.fired):
                 continue
             verdict = rule.check(request)
             if verdict is None or verdict.action == "allow":

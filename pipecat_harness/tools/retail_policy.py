@@ -1,9 +1,4 @@
-"""An example policy rule for the retail demo (not active unless added).
-
-Large refunds are confirmed with the caller once before they are issued::
-
-    control.gate.policies.add(large_refund_rule(threshold_usd=100))
-"""
+"""An example policy rule for the retail demo, not active unless added: ``policies.add(large_refund_rule(100))``."""
 
 from __future__ import annotations
 
@@ -13,11 +8,7 @@ __all__ = ["large_refund_rule"]
 
 
 def large_refund_rule(threshold_usd: float = 100.0) -> PolicyRule:
-    """Return a rule that asks the model to confirm refunds above ``threshold_usd`` once per call.
-
-    Args:
-        threshold_usd: Refunds above this amount need the caller's confirmation.
-    """
+    """Return a rule that asks the model to confirm refunds above ``threshold_usd`` once per call."""
 
     def check(request: ToolRequest) -> PolicyVerdict | None:
         try:
@@ -25,9 +16,8 @@ def large_refund_rule(threshold_usd: float = 100.0) -> PolicyRule:
         except (TypeError, ValueError):
             return None
         if amount > threshold_usd:
-            return PolicyVerdict(
-                "clarify", f"a refund of ${amount:,.2f} is above ${threshold_usd:,.2f}; read the amount back first"
-            )
+            reason = f"a refund of ${amount:,.2f} is above ${threshold_usd:,.2f}; read the amount back first"
+            return PolicyVerdict("clarify", reason)
         return None
 
     return PolicyRule("large_refund_confirmation", check, tools=frozenset({"issue_refund"}), once_per_call=True)

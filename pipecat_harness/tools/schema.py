@@ -1,11 +1,7 @@
-"""Validation of tool arguments against the tool's JSON Schema (Draft 2020-12, with ``jsonschema``).
+"""Validation of tool arguments against the tool's JSON Schema (Draft 2020-12, ``jsonschema``).
 
-A tool's ``parameters`` schema is compiled once into a validator and kept
-while the schema object lives; each problem is reported as ``<field path>:
-<what is wrong>`` (``arguments`` for the object itself), so the model reads
-which argument to fix. ``format`` is checked for the formats ``jsonschema``
-knows without extra packages (``date``, ``email``, ``uuid``, ...); a schema
-that is not valid JSON Schema refuses every call with one sentence saying so.
+A problem reads ``<field path>: <what is wrong>``, so the model knows which argument to fix; a schema that is not
+valid JSON Schema refuses every call with one sentence saying so.
 """
 
 from __future__ import annotations
@@ -15,6 +11,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+
+from pipecat_harness.tools.canonical import field_path
 
 __all__ = ["schema_of", "validate_arguments"]
 
@@ -40,34 +38,17 @@ def _validator(schema: Mapping[str, Any]) -> Draft202012Validator | str:
     return compiled
 
 
-def _where(path: Any) -> str:
-    where = ""
-    for part in path:
-        where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
-    return where or "arguments"
-
-
 def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
-    """Return the problems of ``arguments`` against ``schema`` (empty when valid).
-
-    Args:
-        arguments: The parsed arguments object.
-        schema: A JSON Schema of type ``object`` (a tool's ``parameters``).
-    """
+    """Return the problems of ``arguments`` against an object ``schema`` (a tool's ``parameters``); empty if valid."""
     validator = _validator(schema)
     if isinstance(validator, str):
         return [validator]
     errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
-    return [f"{_where(error.absolute_path)}: {error.message}" for error in errors]
+    return [f"{field_path(error.absolute_path)}: {error.message}" for error in errors]
 
 
 def schema_of(tool: Any) -> dict[str, Any]:
-    """Return the parameters schema of a tool definition.
-
-    Accepts a Pipecat ``FunctionSchema`` (``properties``/``required``), an
-    OpenAI tool (``{"type": "function", "function": {"parameters": ...}}``),
-    an OpenAI function (``{"name", "parameters"}``) or a bare schema.
-    """
+    """Return the parameters schema of a Pipecat ``FunctionSchema``, an OpenAI tool or function, or a bare schema."""
     if hasattr(tool, "properties") and hasattr(tool, "required"):
         return {"type": "object", "properties": dict(tool.properties), "required": list(tool.required)}
     if isinstance(tool, Mapping):

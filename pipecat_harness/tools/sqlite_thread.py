@@ -1,31 +1,10 @@
-"""One raw ``sqlite3`` connection served by a dedicated thread.
+"""One raw ``sqlite3`` connection served by a dedicated thread, a whole unit of work per hop.
 
-Measured on the ledger's write lifecycle, ``aiosqlite`` behind SQLAlchemy
-paid one thread hop per statement and per ``BEGIN``/``COMMIT`` (about nine
-per write) plus SQLAlchemy's statement compilation; the write ran at a few
-hundred operations per second where plain ``sqlite3`` did thousands.
-:class:`SqliteThread` runs a whole unit of work (every statement of one
-transaction) in one hop: the event loop hands it a function, the thread runs
-it inside ``BEGIN IMMEDIATE … COMMIT`` and resolves the caller's future.
-The loop never blocks on the database.
-
-Units queued while one runs are taken together and their futures resolved
-in one wake-up of the loop, so throughput grows with concurrency instead of
-paying a wake-up per unit.
-
-WAL checkpoints (copying committed pages into the database file, with an
-``fsync`` of each file under ``synchronous=NORMAL``) ran on the writer,
-inside the commit that crossed SQLite's 1,000-page threshold: about one
-transaction in 150 of the ledger's paid them, and they were more than half
-of the writer's time on a busy disk. A writer made with ``checkpoints=True``
-hands them to a thread of their own instead, every :data:`CHECKPOINT_EVERY`
-commits (as often as before for the ledger's transactions of six or seven
-pages, so the WAL is synced as often as before). These checkpoints are
-passive: they never wait for or block the writer. Under continuous writes
-they cannot let the WAL start over (that needs every frame copied back
-before the next write), so once it holds :data:`WAL_LIMIT` frames the writer
-checkpoints itself, between units, after answering the unit that ran.
-Commits, their durability and the journal settings are unchanged.
+``aiosqlite`` behind SQLAlchemy paid a thread hop per statement and per ``BEGIN``/``COMMIT`` (about nine per ledger
+write): hundreds of writes per second where plain ``sqlite3`` did thousands. Units queued meanwhile run together and
+are answered in one wake-up of the loop. WAL checkpoints (an ``fsync`` per file) took over half of the writer's
+time: with ``checkpoints=True`` passive ones run on a thread of their own every :data:`CHECKPOINT_EVERY` commits,
+and past :data:`WAL_LIMIT` frames (so the WAL can start over) the writer runs one between units.
 """
 
 from __future__ import annotations
@@ -51,15 +30,6 @@ WAL_LIMIT = 4000
 _Unit = tuple["asyncio.Future[Any] | None", Callable[[sqlite3.Connection], Any], bool]
 
 
-def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():  # the caller was cancelled; the unit ran (or not) all the same
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
 def _passive_checkpoint(conn: sqlite3.Connection) -> int:
     """Copy committed WAL frames back to the database file without waiting for anyone; the WAL's length."""
     try:
@@ -71,21 +41,20 @@ def _passive_checkpoint(conn: sqlite3.Connection) -> int:
 
 def _resolve_all(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
     for future, result, error in outcomes:
-        _resolve(future, result, error)
+        if future.done():  # the caller was cancelled; the unit ran (or not) all the same
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
 
 
 class SqliteThread:
-    """A thread owning one ``sqlite3`` connection (WAL, ``synchronous=NORMAL``).
+    """A thread owning one ``sqlite3`` connection (WAL, ``synchronous=NORMAL``); ``name`` says what the database is."""
 
-    Args:
-        path: The database file.
-        busy_timeout_secs: How long a write waits for another process's write lock.
-        name: What the database is, for the thread's name and error messages.
-        checkpoints: Run the WAL checkpoints on a thread of their own (see the module).
-    """
-
-    def __init__(self, path: str, *, busy_timeout_secs: float = 30.0, name: str = "ledger",
-                 checkpoints: bool = False) -> None:
+    def __init__(
+        self, path: str, *, busy_timeout_secs: float = 30.0, name: str = "ledger", checkpoints: bool = False
+    ) -> None:
         self.path = path
         self.name = name
         self._busy_timeout_secs = busy_timeout_secs
@@ -101,15 +70,13 @@ class SqliteThread:
 
     def _connect(self) -> sqlite3.Connection | None:
         """Open the connection, or record why not (the next unit tries again)."""
-        # Switching a new file to WAL takes an exclusive lock and does not wait for another
-        # connection's lock the way statements do (it fails "database is locked" at once):
-        # retried briefly, and the connection is opened when first needed, not at start.
+        # Switching a new file to WAL takes an exclusive lock without waiting for another connection's lock as
+        # statements do (it fails "database is locked" at once): retried briefly, and opened when first needed.
         for attempt in range(50):
             conn = None
             try:
                 conn = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy_timeout_secs)
-                # WAL with synchronous=NORMAL keeps every commit durable against process crashes
-                # (the ledger's concern) without an fsync per transaction; readers never block writers.
+                # Durable against process crashes without an fsync per transaction; readers never block writers.
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 if self._checkpointer is not None:
@@ -129,8 +96,7 @@ class SqliteThread:
         conn: sqlite3.Connection | None = None
         try:
             while True:
-                item = self._queue.get()
-                batch: list[_Unit | None] = [item]
+                batch: list[_Unit | None] = [self._queue.get()]
                 with contextlib.suppress(queue.Empty):
                     while len(batch) < 64:
                         batch.append(self._queue.get_nowait())
@@ -179,11 +145,13 @@ class SqliteThread:
         finally:
             self._checkpointing = False
 
-    def _run(self, conn: sqlite3.Connection | None, work: Callable[[sqlite3.Connection], Any],
-             transaction: bool) -> tuple[Any, BaseException | None]:
+    def _run(
+        self, conn: sqlite3.Connection | None, work: Callable[[sqlite3.Connection], Any], transaction: bool
+    ) -> tuple[Any, BaseException | None]:
         if conn is None:
             return None, sqlite3.OperationalError(
-                f"cannot open the SQLite {self.name} {self.path!r}: {self._open_error}")
+                f"cannot open the SQLite {self.name} {self.path!r}: {self._open_error}"
+            )
         try:
             if not transaction:
                 return work(conn), None
@@ -199,20 +167,11 @@ class SqliteThread:
             return None, exc
 
     async def run(self, work: Callable[[sqlite3.Connection], T], *, transaction: bool = True) -> T:
-        """Run ``work(connection)`` in the thread (in one transaction unless ``transaction=False``).
-
-        Raises:
-            RuntimeError: The thread was closed.
-            sqlite3.Error: Whatever the database raised; a transaction is rolled back.
-        """
+        """Run ``work(connection)`` in the thread, in one transaction (rolled back if it raises) unless told not to."""
         return await self.submit(work, transaction=transaction)
 
     def submit(self, work: Callable[[sqlite3.Connection], T], *, transaction: bool = True) -> asyncio.Future[T]:
-        """Queue ``work`` as :meth:`run` does; its future is resolved when it has run (unless cancelled first).
-
-        Raises:
-            RuntimeError: The thread was closed.
-        """
+        """Queue ``work`` as :meth:`run` does; its future is resolved when it has run (unless cancelled first)."""
         if self._closed:
             raise RuntimeError(f"the SQLite {self.name} {self.path!r} is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()

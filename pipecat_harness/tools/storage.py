@@ -1,10 +1,4 @@
-"""Tables and engines shared by the operation ledger and its outbox.
-
-The ledger and the outbox live in the same database so that an operation's
-status change and its completion event commit in one transaction. The same
-SQLAlchemy Core code runs on SQLite (``sqlite+aiosqlite://``, the embedded
-default) and PostgreSQL (``postgresql+asyncpg://``, the shared backend).
-"""
+"""Tables and engines of the operation ledger and its outbox: one database, so a change and its event commit at once."""
 
 from __future__ import annotations
 
@@ -12,22 +6,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (
-    Column,
-    Float,
-    Index,
-    Integer,
-    MetaData,
-    PrimaryKeyConstraint,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    event,
-    text,
-)
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.schema import PrimaryKeyConstraint, UniqueConstraint
 
 __all__ = ["DEFAULT_LEDGER_URL", "LedgerTables", "ledger_tables", "make_engine"]
 
@@ -35,6 +17,7 @@ __all__ = ["DEFAULT_LEDGER_URL", "LedgerTables", "ledger_tables", "make_engine"]
 DEFAULT_LEDGER_URL = "sqlite+aiosqlite://"
 
 _UNSETTLED = text("resource <> '' AND status IN ('executing', 'outcome_unknown')")
+_WHERE_UNSETTLED: dict[str, Any] = {"sqlite_where": _UNSETTLED, "postgresql_where": _UNSETTLED}
 
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 
@@ -50,11 +33,7 @@ class LedgerTables:
 
 
 def ledger_tables(prefix: str = "harness_") -> LedgerTables:
-    """Return table definitions named ``<prefix>operations``, ``<prefix>outbox``, ``<prefix>consumed``.
-
-    Raises:
-        ValueError: ``prefix`` is not a plain SQL identifier prefix.
-    """
+    """Return the tables ``<prefix>operations``, ``outbox`` and ``consumed`` (``prefix``: a plain identifier)."""
     if not _PREFIX.match(prefix):
         raise ValueError(f"table prefix {prefix!r} must be letters, digits and underscores")
     metadata = MetaData()
@@ -78,13 +57,10 @@ def ledger_tables(prefix: str = "harness_") -> LedgerTables:
         Column("resource", String(256), nullable=False, default=""),
         PrimaryKeyConstraint("tenant", "idempotency_key", name=f"{prefix}operations_pk"),
         Index(f"{prefix}operations_scope", "scope"),
-        # Recovery and reconciliation look for the few executing/unknown
-        # records; with this index their cost does not grow with the ledger.
+        # Recovery and reconciliation look for the few executing/unknown records: no cost growing with the ledger.
         Index(f"{prefix}operations_status", "status", "tenant"),
-        # The claim on a resource: at most one operation per resource (qualified by its call) is executing
-        # or of unknown outcome, whichever process starts it.
-        Index(f"{prefix}operations_resource_claim", "tenant", "resource", unique=True,
-              sqlite_where=_UNSETTLED, postgresql_where=_UNSETTLED),
+        # At most one operation per resource (qualified by its call) is unsettled, whichever process starts it.
+        Index(f"{prefix}operations_resource_claim", "tenant", "resource", unique=True, **_WHERE_UNSETTLED),
     )
     outbox = Table(
         f"{prefix}outbox",
@@ -116,12 +92,7 @@ def ledger_tables(prefix: str = "harness_") -> LedgerTables:
 
 
 def make_engine(url: str = DEFAULT_LEDGER_URL) -> AsyncEngine:
-    """Create an async engine for a ledger URL.
-
-    An in-memory SQLite URL gets a single shared connection (otherwise every
-    connection would see its own empty database); file SQLite waits for locks
-    instead of failing at once.
-    """
+    """An async engine for a ledger URL: in-memory SQLite on one shared connection, file SQLite waiting for locks."""
     if url.startswith("sqlite"):
         if url.rstrip("/") in ("sqlite+aiosqlite:", "sqlite+aiosqlite:/") or ":memory:" in url:
             return create_async_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
@@ -132,8 +103,7 @@ def make_engine(url: str = DEFAULT_LEDGER_URL) -> AsyncEngine:
 
 
 def _sqlite_wal(dbapi_connection: Any, _record: Any) -> None:
-    # WAL with synchronous=NORMAL keeps every commit durable against process
-    # crashes (the ledger's concern) without an fsync per transaction.
+    # WAL with synchronous=NORMAL keeps commits durable against process crashes without an fsync per transaction.
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")

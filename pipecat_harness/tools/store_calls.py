@@ -1,16 +1,4 @@
-"""The gate's ledger writes: bounded by the tool's deadline, safe against cancellation, retried off the loop.
-
-* :func:`retrying` runs a write once and, if the database failed, again with
-  exponential back-off (tenacity) for a bounded time; a state-machine refusal
-  is not retried.
-* :func:`owned` runs a write that may make the gate the owner of a record
-  (start, claim) in its own task (in place if ``inline``: it never suspends;
-  none if the store handed a future, begun already and resolved whether or
-  not anyone waits): the caller waits at most the tool's deadline; if it is
-  cancelled or gives up, ``abandon`` is handed the write still under way, to
-  undo what it commits, so nothing is left ``executing`` with no handler
-  behind it.
-"""
+"""The gate's ledger writes: bounded by the tool's deadline, safe against cancellation, retried off the loop."""
 
 from __future__ import annotations
 
@@ -38,30 +26,30 @@ def transient(exc: BaseException) -> bool:
 
 
 async def retrying(write: Callable[[], Awaitable[T]], *, within_secs: float) -> T:
-    """Run ``write()``; while the database fails, try again with back-off for at most ``within_secs``.
-
-    Raises:
-        Exception: The last failure, once the time is up (or a non-transient one at once).
-    """
+    """Run ``write()``; while the database (not the state machine) refuses it, retry with back-off ``within_secs``."""
     try:
         return await write()
     except Exception as exc:
         if not transient(exc) or within_secs <= 0:
             raise
-    async for attempt in AsyncRetrying(stop=stop_after_delay(within_secs), retry=retry_if_exception(transient),
-                                       wait=wait_exponential(multiplier=0.05, max=2.0), reraise=True):
+    stop, backoff = stop_after_delay(within_secs), wait_exponential(multiplier=0.05, max=2.0)
+    async for attempt in AsyncRetrying(stop=stop, retry=retry_if_exception(transient), wait=backoff, reraise=True):
         with attempt:
             return await write()
     raise AssertionError("unreachable")  # pragma: no cover - tenacity returns or raises
 
 
-async def owned(write: Awaitable[T], timeout_secs: float | None,
-                abandon: Callable[[asyncio.Future[T]], Any], *, inline: bool = False) -> T:
-    """Run a write that may make the caller an owner, waiting at most ``timeout_secs``.
+async def owned(
+    write: Awaitable[T],
+    timeout_secs: float | None,
+    abandon: Callable[[asyncio.Future[T]], Any],
+    *,
+    inline: bool = False,
+) -> T:
+    """Run a write that may make the caller an owner (start, claim), waiting at most ``timeout_secs``.
 
-    Raises:
-        StoreTimeout: No answer in time (``abandon`` is handed the write, still running).
-        asyncio.CancelledError: The caller was cancelled (likewise).
+    In a task of its own (in place if ``inline``; none for a store's future, begun already): if the caller is cancelled
+    or gives up (``StoreTimeout``), ``abandon`` is handed the write still under way, to undo what it commits.
     """
     if inline:
         return await write

@@ -1,40 +1,28 @@
 """The verified handoff summary: what a human taking over the call needs, each line backed by a record.
 
-Built from a call's timeline (its caller turns, tool results, tool-gate
-decisions carrying the ledger's idempotency keys, the ledger's settlements —
-late replies and reconciliations —, proposal decisions and call-state
-snapshots) in the design's shape:
-
-* **Requested**: what the caller asked for — a write they confirmed after hearing it read back;
-* **Proposed**: what the agent proposed and the caller did not confirm (declined, expired, open);
-* **Verified**: what a trusted result or the caller's confirmation established;
-* **Operation**: what each write did, as the ledger settled it (succeeded, failed, outcome unknown);
-* **Pending**: what is still open (a proposal awaiting confirmation, an outcome to reconcile);
-* **Caller correction**: which request the caller's own words replaced;
-* **Agent change**: which request the agent changed without the caller asking.
-
-Each line says who caused it (``cause``: the ``caller``'s turn, the ``agent``'s
-action, or the ``system``'s record) and links the real turn, tool result or
-ledger event; a link must resolve to an event of the same timeline, and a
-statement left without a resolving link is not emitted. A caller's question or
-decline is never shown as a confirmation, and an agent's proposal is never
-shown as the caller's request.
+Built from a call's timeline in sections (:data:`SECTIONS`): writes the caller confirmed, the agent's unconfirmed
+proposals, facts a trusted result verified, each write as the ledger settled it, what is still open, and requests the
+caller's words or the agent replaced. Each line names its ``cause`` and links the turn, tool result or ledger event of
+the same timeline; a statement left without a link is not emitted, a caller's question or decline is never shown as
+a confirmation, nor an agent's proposal as the caller's request.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
 __all__ = ["Handoff", "HandoffLine", "Link", "build_handoff"]
 
 Section = Literal["Requested", "Proposed", "Verified", "Operation", "Pending", "Caller correction", "Agent change"]
-SECTIONS: tuple[Section, ...] = ("Requested", "Proposed", "Verified", "Operation", "Pending", "Caller correction",
-                                 "Agent change")
+SECTIONS: tuple[Section, ...] = get_args(Section)
 Cause = Literal["caller", "agent", "system"]
+LinkKind = Literal["caller_turn", "tool_result", "ledger_event"]
+_Quote = Callable[[TraceEvent], str]
 
 
 @dataclass(frozen=True)
@@ -49,7 +37,7 @@ class Link:
         index: Position of the event in the timeline (the trace page's row ``e<index>``).
     """
 
-    kind: Literal["caller_turn", "tool_result", "ledger_event"]
+    kind: LinkKind
     ref: str
     t: float
     quote: str = ""
@@ -79,27 +67,28 @@ class Handoff:
     lines: list[HandoffLine]
     dropped: int = 0
 
+    @property
+    def by_section(self) -> list[HandoffLine]:
+        """The lines in section order."""
+        return sorted(self.lines, key=lambda line: SECTIONS.index(line.section))
+
     def to_text(self) -> str:
         """One statement per line, each followed by its links."""
         if not self.lines:
             return f"Call {self.call_id}: nothing verified to hand off."
-        out = [f"Handoff for call {self.call_id}"]
-        for section in SECTIONS:
-            for line in self.lines:
-                if line.section == section:
-                    out.append(f"{section}: {line.text}  " + " ".join(link.label() for link in line.links))
-        return "\n".join(out)
+        out = [f"{x.section}: {x.text}  " + " ".join(link.label() for link in x.links) for x in self.by_section]
+        return "\n".join([f"Handoff for call {self.call_id}", *out])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
-        return {"call_id": self.call_id, "dropped_without_link": self.dropped,
-                "lines": [{"section": x.section, "text": x.text, "cause": x.cause,
-                           "links": [asdict(k) for k in x.links]} for x in self.lines]}
+        lines = [
+            {"section": x.section, "text": x.text, "cause": x.cause, "links": [asdict(k) for k in x.links]}
+            for x in self.lines
+        ]
+        return {"call_id": self.call_id, "dropped_without_link": self.dropped, "lines": lines}
 
 
 class _Records:
-    """Index of the timeline's records that statements may link to."""
-
     def __init__(self, timeline: Timeline) -> None:
         self.turns: dict[int, TraceEvent] = {}
         self.results: dict[str, TraceEvent] = {}
@@ -111,18 +100,17 @@ class _Records:
         self.call_id = ""
         self.index: dict[int, int] = {}
         decision_rows: dict[Any, int] = {}
-        turn = 0
         for number, event in enumerate(timeline.events):
+            decision_id = event.data.get("decision_id")
             # An outcome is shown on its decision's row of the trace page (outcome rows are folded in).
             if event.kind == "decision":
-                decision_rows[event.data.get("decision_id")] = number
-            self.index[id(event)] = (decision_rows.get(event.data.get("decision_id"), number)
-                                     if event.kind == "decision_outcome" else number)
+                decision_rows[decision_id] = number
+            folded = event.kind == "decision_outcome"
+            self.index[id(event)] = decision_rows.get(decision_id, number) if folded else number
             if event.kind == "call_started":
                 self.call_id = str(event.data.get("call_id", ""))
             elif event.lane == "caller" and event.kind == "submitted":
-                turn += 1
-                self.turns[turn] = event
+                self.turns[len(self.turns) + 1] = event
             elif event.lane == "tool" and event.kind == "tool_request":
                 self.requests[str(event.data.get("tool_call_id"))] = event
             elif event.lane == "tool" and event.kind == "tool_result":
@@ -150,37 +138,33 @@ class _Records:
             self.proposals[str(proposal["proposal_id"])] = proposal
             self.proposal_events[str(proposal["proposal_id"])] = event
 
+    def _link(self, kind: LinkKind, ref: str, event: TraceEvent | None, quote: _Quote) -> Link | None:
+        return None if event is None else Link(kind, ref, event.t, quote(event), self.index.get(id(event), -1))
+
     def turn_link(self, turn: Any) -> Link | None:
         event = self.turns.get(int(turn)) if isinstance(turn, int | str) and str(turn).isdigit() else None
-        if event is None:
-            return None
-        return Link("caller_turn", str(turn), event.t, _short(str(event.data.get("text", ""))),
-                    self.index.get(id(event), -1))
+        return self._link("caller_turn", str(turn), event, lambda e: _short(str(e.data.get("text", ""))))
 
     def result_link(self, tool_call_id: Any) -> Link | None:
         event = self.results.get(str(tool_call_id))
-        if event is None:
-            return None
-        return Link("tool_result", str(tool_call_id), event.t,
-                    _short(json.dumps(event.data.get("result"), default=str)), self.index.get(id(event), -1))
+        return self._link(
+            "tool_result", str(tool_call_id), event, lambda e: _short(json.dumps(e.data.get("result"), default=str))
+        )
 
     def ledger_link(self, key: Any, label: str) -> Link | None:
-        event = self.ledger.get(str(key))
-        if event is None:
-            return None
-        outcome = event.data.get("outcome") or {}
-        status = outcome.get("status") if isinstance(outcome, dict) else None
-        if event.data.get("action") == "reconciled":
-            status = (event.data.get("evidence") or {}).get("status")
-        return Link("ledger_event", label, event.t, f"{event.data.get('action')}" + (f" → {status}" if status else ""),
-                    self.index.get(id(event), -1))
+        return self._link("ledger_event", label, self.ledger.get(str(key)), _ledger_quote)
 
     def proposal_link(self, proposal_id: str) -> Link | None:
         event = self.proposal_events.get(proposal_id)
-        if event is None:
-            return None
-        return Link("ledger_event", proposal_id, event.t, str(event.data.get("action", "")),
-                    self.index.get(id(event), -1))
+        return self._link("ledger_event", proposal_id, event, lambda e: str(e.data.get("action", "")))
+
+
+def _ledger_quote(event: TraceEvent) -> str:
+    outcome = event.data.get("outcome") or {}
+    status = outcome.get("status") if isinstance(outcome, dict) else None
+    if event.data.get("action") == "reconciled":
+        status = (event.data.get("evidence") or {}).get("status")
+    return f"{event.data.get('action')}" + (f" → {status}" if status else "")
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -189,6 +173,10 @@ def _short(text: str, limit: int = 80) -> str:
 
 def _arguments(arguments: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(arguments.items()) if k not in {"tenant_id", "customer_id"})
+
+
+def _line(section: Section, text: str, cause: Cause, *links: Link | None) -> HandoffLine:
+    return HandoffLine(section, text, [link for link in links if link is not None], cause)
 
 
 def build_handoff(timeline: Timeline) -> Handoff:
@@ -202,44 +190,37 @@ def build_handoff(timeline: Timeline) -> Handoff:
     return Handoff(records.call_id, lines, dropped=len(candidates) - len(lines))
 
 
-def _link_list(*links: Link | None) -> list[Link]:
-    """The links that resolved (a statement left with none is dropped)."""
-    return [link for link in links if link is not None]
-
-
 def _requests(records: _Records, out: list[HandoffLine]) -> None:
-    """Proposals: confirmed ones are the caller's requests; the rest are the agent's proposals."""
+    turn = records.turn_link
     for proposal in records.proposals.values():
-        tool, pid = str(proposal["tool"]), str(proposal["proposal_id"])
+        tool, status = str(proposal["tool"]), proposal.get("status")
         arguments = _arguments(proposal.get("arguments", {}))
-        proposed = records.proposal_link(pid)
-        status = proposal.get("status")
+        proposed = records.proposal_link(str(proposal["proposal_id"]))
         if status == "confirmed":
-            heard = f" after hearing \"{_short(str(proposal.get('readback') or ''), 60)}\"" \
-                if proposal.get("readback") else ""
-            out.append(HandoffLine("Requested", f"Caller confirmed {tool}: {arguments}{heard}",
-                                   _link_list(records.turn_link(proposal.get("confirmed_turn")), proposed), "caller"))
+            readback = str(proposal.get("readback") or "")
+            heard = f' after hearing "{_short(readback, 60)}"' if readback else ""
+            text = f"Caller confirmed {tool}: {arguments}{heard}"
+            out.append(_line("Requested", text, "caller", turn(proposal.get("confirmed_turn")), proposed))
         elif status == "awaiting_confirmation":
-            out.append(HandoffLine("Pending", f"Agent proposed {tool} ({arguments}); it awaits the caller's "
-                                              "confirmation and nothing was done",
-                                   _link_list(proposed, records.turn_link(proposal.get("proposed_turn"))), "agent"))
+            text = f"Agent proposed {tool} ({arguments}); it awaits the caller's confirmation and nothing was done"
+            out.append(_line("Pending", text, "agent", proposed, turn(proposal.get("proposed_turn"))))
         elif status == "declined":
-            out.append(HandoffLine("Proposed", f"Caller declined the agent's proposal {tool} ({arguments}); "
-                                               "nothing was done",
-                                   _link_list(records.turn_link(proposal.get("closed_turn")), proposed), "caller"))
+            text = f"Caller declined the agent's proposal {tool} ({arguments}); nothing was done"
+            out.append(_line("Proposed", text, "caller", turn(proposal.get("closed_turn")), proposed))
         elif status == "expired":
-            out.append(HandoffLine("Proposed", f"Agent proposed {tool} ({arguments}); the caller never confirmed "
-                                               "it and it expired; nothing was done", _link_list(proposed), "agent"))
+            text = (
+                f"Agent proposed {tool} ({arguments}); the caller never confirmed it and it expired; nothing was done"
+            )
+            out.append(_line("Proposed", text, "agent", proposed))
         elif status == "superseded" and proposal.get("superseded_by"):
-            replacement = records.proposals.get(str(proposal["superseded_by"]), {})
-            new = _arguments(replacement.get("arguments", {}))
+            replacement = str(proposal["superseded_by"])
+            new = _arguments(records.proposals.get(replacement, {}).get("arguments", {}))
             if proposal.get("changed_by") == "caller":
-                out.append(HandoffLine("Caller correction", f"{new} supersedes the earlier {arguments} ({tool})",
-                                       _link_list(records.turn_link(proposal.get("correction_turn"))), "caller"))
+                text = f"{new} supersedes the earlier {arguments} ({tool})"
+                out.append(_line("Caller correction", text, "caller", turn(proposal.get("correction_turn"))))
             else:
-                out.append(HandoffLine("Agent change", f"Agent changed {tool} from {arguments} to {new}; the "
-                                                       "caller did not ask for it",
-                                       _link_list(records.proposal_link(str(proposal["superseded_by"]))), "agent"))
+                text = f"Agent changed {tool} from {arguments} to {new}; the caller did not ask for it"
+                out.append(_line("Agent change", text, "agent", records.proposal_link(replacement)))
 
 
 def _verified(records: _Records, out: list[HandoffLine]) -> None:
@@ -247,10 +228,9 @@ def _verified(records: _Records, out: list[HandoffLine]) -> None:
         provenance = fact.get("provenance") or {}
         if provenance.get("source") != "tool":
             continue  # caller-confirmed facts are stated with their proposal
-        tool_call_id = str(provenance.get("detail", "")).rpartition(" ")[2]
-        out.append(HandoffLine("Verified", f"{name.replace('_', ' ')}: {fact.get('value')} "
-                                           f"(by {str(provenance.get('detail', '')).partition(' ')[0]})",
-                               _link_list(records.result_link(tool_call_id)), "system"))
+        detail = str(provenance.get("detail", ""))
+        text = f"{name.replace('_', ' ')}: {fact.get('value')} (by {detail.partition(' ')[0]})"
+        out.append(_line("Verified", text, "system", records.result_link(detail.rpartition(" ")[2])))
 
 
 def _operations(records: _Records, out: list[HandoffLine]) -> None:
@@ -258,31 +238,26 @@ def _operations(records: _Records, out: list[HandoffLine]) -> None:
     for op_id, operation in dict(records.state.get("operations") or {}).items():
         if str(op_id).startswith("proposal-") or "confirm with the caller first" in str(operation.get("reason")):
             continue  # proposals and their read-back steps are stated above
-        tool = str(operation.get("tool"))
-        status = str(operation.get("status"))
+        tool, status, call_id = str(operation.get("tool")), str(operation.get("status")), operation.get("tool_call_id")
         if status in ("not_executed", "blocked") and _held_before_running(operation):
             continue  # a request the gate held for the caller's confirmation or identity: stated as a proposal
-        key = operation.get("idempotency_key") or operation.get("tool_call_id")
-        ledger = records.ledger_link(key, str(op_id))
-        result = records.result_link(operation.get("tool_call_id"))
-        request = records.requests.get(str(operation.get("tool_call_id")))
+        ledger = records.ledger_link(operation.get("idempotency_key") or call_id, str(op_id))
+        request = records.requests.get(str(call_id))
         arguments = f" ({_arguments(dict(request.data.get('arguments') or {}))})" if request is not None else ""
         settled = " (settled by reconciliation)" if operation.get("settled_by") else ""
         if status == "succeeded":
             text = f"{tool}{arguments} succeeded ({op_id}){settled}"
         elif status == "outcome_unknown":
             text = f"{tool}{arguments} outcome unknown ({op_id}); reconcile before retrying"
-            out.append(HandoffLine("Pending", f"reconcile {tool} {op_id} with the backend", _link_list(ledger),
-                                   "system"))
+            out.append(_line("Pending", f"reconcile {tool} {op_id} with the backend", "system", ledger))
         elif status == "not_executed":
             text = f"{tool} request not executed: {operation.get('reason') or 'held by the gate'}"
         else:
             text = f"{tool}{arguments} {status.replace('_', ' ')} ({op_id}){settled}"
-        out.append(HandoffLine("Operation", f"Agent's {text}",
-                               _link_list(ledger, result, records.turn_link(operation.get("turn_id"))), "agent"))
+        links = (ledger, records.result_link(call_id), records.turn_link(operation.get("turn_id")))
+        out.append(_line("Operation", f"Agent's {text}", "agent", *links))
 
 
 def _held_before_running(operation: dict[str, Any]) -> bool:
     reason = str(operation.get("reason") or "")
-    return "awaiting_confirmation" in reason or "read back" in reason or "verify the caller" in reason \
-        or "look up" in reason
+    return any(mark in reason for mark in ("awaiting_confirmation", "read back", "verify the caller", "look up"))

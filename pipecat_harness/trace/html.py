@@ -9,11 +9,11 @@ from typing import Any
 
 from markupsafe import Markup
 
-from pipecat_harness.trace.handoff import SECTIONS, build_handoff
+from pipecat_harness.trace.handoff import build_handoff
 from pipecat_harness.trace.render import render, template_text
-from pipecat_harness.trace.show import describe_event
+from pipecat_harness.trace.show import FRAME_EVENT_KINDS, describe_event
 from pipecat_harness.trace.swimlanes import SWIMLANE_CSS, history_panel_html, swimlanes_html
-from pipecat_harness.trace.timeline import Timeline, TraceEvent
+from pipecat_harness.trace.timeline import Timeline
 
 __all__ = [
     "PAGE_CSS",
@@ -35,15 +35,7 @@ TIMELINE_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("played / history kept", ("bot",)),
     ("control decisions", ("control",)),
 )
-# Per-frame noise left out of the page (the JSONL keeps it).
-_OMITTED = {"asr_interim", "played_text", "user_turn_started", "user_turn_stopped", "decision_outcome",
-            "speech_started", "speech_stopped"}
-
 PAGE_CSS = template_text("pipecat_harness.trace", "page.css")
-
-
-def _cell_text(event: TraceEvent) -> str:
-    return describe_event(event, width=None)
 
 
 def call_header_html(timeline: Timeline) -> str:
@@ -52,75 +44,53 @@ def call_header_html(timeline: Timeline) -> str:
 
 
 def timeline_html(timeline: Timeline, *, full: bool = False, anchor_prefix: str = "") -> str:
-    """The call as swimlanes on one time axis, the history decisions side by side, and the table of events.
-
-    Args:
-        timeline: The call timeline.
-        full: Keep per-frame events (interim transcripts, played words) in the table.
-        anchor_prefix: Prefix of the rows' ids (unique per call when a page shows several).
-    """
-    return (swimlanes_html(timeline, anchor_prefix=anchor_prefix) + history_panel_html(timeline)
-            + timeline_table_html(timeline, full=full, anchor_prefix=anchor_prefix))
+    """The call as swimlanes, the history decisions side by side, and the table of events (see below)."""
+    table = timeline_table_html(timeline, full=full, anchor_prefix=anchor_prefix)
+    return swimlanes_html(timeline, anchor_prefix=anchor_prefix) + history_panel_html(timeline) + table
 
 
 def timeline_table_html(timeline: Timeline, *, full: bool = False, anchor_prefix: str = "") -> str:
-    """The call as an HTML table: one row per event, one column per record plus decisions.
+    """The call as an HTML table: one row per event (per-frame ones with ``full``), one column per record.
 
-    Args:
-        timeline: The call timeline.
-        full: Keep per-frame events (interim transcripts, played words).
-        anchor_prefix: Prefix of the rows' ids; a row's id is the prefix, ``e`` and the event's index.
+    A row's id is ``anchor_prefix`` (unique per call when a page shows several), ``e`` and the event's index.
     """
     column_of = {lane: i for i, (_, lanes) in enumerate(TIMELINE_COLUMNS) for lane in lanes}
     rows = [
-        {"id": f"{anchor_prefix}e{number}", "t": event.t, "column": column_of.get(event.lane), "lane": event.lane,
-         "kind": event.kind, "text": _cell_text(event), "title": _title(event)}
-        for number, event in enumerate(timeline) if full or event.kind not in _OMITTED
+        {
+            "id": f"{anchor_prefix}e{number}",
+            "event": event,
+            "column": column_of.get(event.lane),
+            "text": describe_event(event, width=None),
+            "title": json.dumps(event.data, ensure_ascii=False, default=str),  # the full data as a tooltip
+        }
+        for number, event in enumerate(timeline)
+        if full or event.kind not in FRAME_EVENT_KINDS
     ]
     return render("pipecat_harness.trace", "timeline_table.html", titles=[t for t, _ in TIMELINE_COLUMNS], rows=rows)
 
 
-def _title(event: TraceEvent) -> str:
-    """Full event data as a tooltip."""
-    return json.dumps(event.data, ensure_ascii=False, default=str)
-
-
 def html_page(title: str, body: str) -> str:
     """A complete, self-contained HTML document around ``body`` (HTML)."""
-    return render("pipecat_harness.trace", "page.html", title=title, css=Markup(PAGE_CSS + SWIMLANE_CSS),
-                  body=Markup(body))
+    css = Markup(PAGE_CSS + SWIMLANE_CSS)
+    return render("pipecat_harness.trace", "page.html", title=title, css=css, body=Markup(body))
 
 
 def write_trace_html(trace: str | Path, output: str | Path | None = None, *, full: bool = False) -> Path:
-    """Render one trace file as an HTML page and return where it was written.
-
-    Args:
-        trace: The JSONL trace.
-        output: The HTML file (default: the trace's path with ``.html``).
-        full: Keep per-frame events.
-
-    Raises:
-        TraceFileError: No such trace, or it is not valid JSONL.
-    """
+    """Render one trace as an HTML page (default: beside it, ``.html``); returns its path (``TraceFileError``)."""
     trace = Path(trace)
     timeline = Timeline.load(trace)
     output = Path(output) if output is not None else trace.with_suffix(".html")
     title = f"call timeline: {timeline.call.get('call_id') or trace.stem}"
-    body = (Markup("<h1>{}</h1>").format(title) + call_header_html(timeline) + handoff_html(timeline)
-            + timeline_html(timeline, full=full))
+    header = Markup("<h1>{}</h1>").format(title) + call_header_html(timeline) + handoff_html(timeline)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(html_page(title, body), encoding="utf-8")
+    output.write_text(html_page(title, header + timeline_html(timeline, full=full)), encoding="utf-8")
     return output
 
 
 def handoff_html(timeline: Timeline) -> Markup:
-    """The call's handoff summary as an HTML section (empty when nothing verified is to hand off).
-
-    Each link jumps to its event's row in the page's timeline table (``e<index>``).
-    """
-    lines = build_handoff(timeline).lines
-    ordered = [line for section in SECTIONS for line in lines if line.section == section]
-    return render("pipecat_harness.trace", "handoff_section.html", lines=ordered) if ordered else Markup("")
+    """The call's handoff summary as an HTML section linking each event's table row (empty: nothing to hand off)."""
+    lines = build_handoff(timeline).by_section
+    return render("pipecat_harness.trace", "handoff_section.html", lines=lines) if lines else Markup("")
 
 
 def add_html_parser(trace_subparsers: Any) -> None:
@@ -133,6 +103,5 @@ def add_html_parser(trace_subparsers: Any) -> None:
 
 
 def _html_command(args: argparse.Namespace) -> int:
-    output = write_trace_html(args.file, args.output, full=args.full)
-    print(output)
+    print(write_trace_html(args.file, args.output, full=args.full))
     return 0

@@ -1,47 +1,18 @@
 """``TraceRecorder``: a Pipecat observer writing one JSONL timeline per call.
 
-It records the four records of a call, plus every control decision:
-
-* caller audio events, raw ASR and the submitted user text;
-* the messages passed to each model call and the text it generated;
-* tool requests, their results and cancellations;
-* what was played (released text, seconds of audio) and what the assistant
-  aggregator committed to history.
-
-Observers never change frames. Each event is a record of values that do not
-change afterwards (text, numbers, and copies of what frames and contexts hold:
-messages, tool arguments and results, decisions), handed to a
-:class:`~pipecat_harness.trace.writer.TraceWriter`, which encodes and writes it
-from its own thread: the loop spends no JSON encoding on the trace and never
-waits for the disk.
-
-The model input is logged as a delta, so a trace grows with the call rather
-than with its square: each ``model_input`` event carries ``keep``, how many
-leading messages of the previous model input the model received again
-unchanged, and ``messages``, the ones that follow (the new turn, tool results,
-or everything from the first message the history control rewrote). The first
-model input of a call, and the next one after :meth:`TraceRecorder.request_full_context`,
-carry the whole context (``keep`` 0). ``total`` is the length of the full
-context; :meth:`~pipecat_harness.trace.timeline.Timeline.model_context` rebuilds it.
-Given the placed pipeline (:meth:`TraceRecorder.listen`, which ``Harness.place``
-calls), it is no worker observer at all: it takes the model inputs from the LLM
-as it starts on them, the played audio and text from the output transport as it
-pushes them, and every other frame from its first push by the transport or a
-processor before it (what is pushed after it goes upstream through it, or is
-what it played). A worker observer gets every push through its own queue
-and task, which cost the loop more than the recording; as a plain observer (of a
-pipeline it was not placed in), it records the same from first pushes.
-
-The LLM service's system instruction (``system``) and the tools offered
-(``tools``, their JSON schemas) are logged on the first model input and again
-only when they change, so a decision point can be replayed with what the model
-was given (``pipecat-harness replay``).
+It records the four records of a call (caller audio and text, model inputs and output, tools, what was played and
+committed) plus every control decision, as copies handed to a :class:`~pipecat_harness.trace.writer.TraceWriter`
+that encodes and writes them on its own thread. A ``model_input`` event is a delta (``keep`` leading messages of the
+previous input, then ``messages``; the first, and the one after :meth:`TraceRecorder.request_full_context`, is
+whole), so a trace grows with the call, not its square; the system instruction and tools are logged when they change.
+Placed in the pipeline (:meth:`TraceRecorder.listen`) it records from the processors' own events rather than as a
+worker observer, whose queue and task would cost the loop more than the recording.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,24 +53,6 @@ from pipecat_harness.trace.writer import TraceWriter, encode_record
 
 __all__ = ["TraceRecorder"]
 
-#: The frames recorded from their first push (model inputs and playback are taken apart).
-_RECORDED: tuple[type[Frame], ...] = (
-    VADUserStartedSpeakingFrame, VADUserStoppedSpeakingFrame, InterimTranscriptionFrame, TranscriptionFrame,
-    UserStartedSpeakingFrame, UserStoppedSpeakingFrame, LLMContextUserTurnFrame, LLMFullResponseStartFrame,
-    LLMTextFrame, LLMFullResponseEndFrame, FunctionCallInProgressFrame, FunctionCallResultFrame,
-    FunctionCallCancelFrame, BotStartedSpeakingFrame, BotStoppedSpeakingFrame, InterruptionFrame,
-    LLMContextAssistantTurnFrame, ErrorFrame,
-)
-
-
-_RECORDED_KINDS: dict[type[Frame], bool] = {}
-
-
-def _recorded(kind: type[Frame]) -> bool:
-    """Whether frames of this class are among :data:`_RECORDED` (cached: a push pays one look-up)."""
-    hit = _RECORDED_KINDS.get(kind)
-    return _RECORDED_KINDS.setdefault(kind, issubclass(kind, _RECORDED)) if hit is None else hit
-
 
 def _jsonable(value: Any) -> Any:
     try:
@@ -115,9 +68,8 @@ _IMMUTABLE = (str, int, float, bool, type(None))
 def _snapshot(value: Any) -> Any:
     """JSON-shaped data as it is now, which later changes to ``value`` do not reach.
 
-    Dicts and lists are copied and immutable leaves shared, which costs the
-    loop less than encoding them (the writer thread encodes the record) and a
-    third of ``copy.deepcopy``; any other leaf is taken in its JSON form now.
+    Dicts and lists are copied and immutable leaves shared (cheaper for the loop than encoding, and a third of
+    ``copy.deepcopy``); any other leaf is taken in its JSON form now.
     """
     if isinstance(value, dict):
         return {key if isinstance(key, str) else str(key): _snapshot(item) for key, item in value.items()}
@@ -134,19 +86,12 @@ def _same_message(current: Any, logged: Any) -> bool:
 
 
 def _clock_secs(processor: FrameProcessor) -> float:
-    """The processor's clock, in seconds (the time observers are given for its pushes)."""
     return float(processor.get_clock().get_time()) / 1e9
 
 
 def _tool_schemas(tools: Any) -> list[dict[str, Any]]:
-    """The standard function schemas of a context's ``ToolsSchema`` (none: an empty list)."""
     standard = getattr(tools, "standard_tools", None) or []
-    schemas = []
-    for schema in standard:
-        to_dict = getattr(schema, "to_default_dict", None)
-        if callable(to_dict):
-            schemas.append(_jsonable(to_dict()))
-    return schemas
+    return [_jsonable(s.to_default_dict()) for s in standard if callable(getattr(s, "to_default_dict", None))]
 
 
 class TraceRecorder(BaseObserver):
@@ -194,8 +139,7 @@ class TraceRecorder(BaseObserver):
     def add(self, lane: str, kind: str, *, t: float | None = None, **data: Any) -> None:
         """Append an event to the timeline (used by the recorder and by simulators).
 
-        The values in ``data`` must not change afterwards: the event is encoded
-        later, off the loop (pass copies of what is still changing).
+        The values in ``data`` must not change afterwards: the event is encoded later, off the loop.
         """
         record = {"t": round(self._time() if t is None else t, 4), "lane": lane, "kind": kind, **data}
         self._records.append(record)
@@ -205,26 +149,16 @@ class TraceRecorder(BaseObserver):
     @property
     def events(self) -> list[TraceEvent]:
         """The events recorded so far, in recording order (as read back from the file)."""
-        for record in self._records[len(self._events):]:
+        for record in self._records[len(self._events) :]:
             self._events.append(TraceEvent.from_mapping(json.loads(encode_record(record))))
         return self._events
 
     def listen(self, processors: Sequence[FrameProcessor], *, entry: FrameProcessor | None = None) -> bool:
-        """Record from the processors' own events instead of as a worker observer.
+        """Record from the processors' own events (in the frame's path) instead of as a worker observer.
 
-        Pipecat runs a processor's ``on_before_process_frame`` and
-        ``on_before_push_frame`` handlers in the frame's own path; these note
-        the frame (a model input is copied, as it is logged anyway) and return.
-        Once listening, the recorder is not to be added to the worker's observers.
-
-        Args:
-            processors: The pipeline's processors in order, the LLM service and the output transport among them
-                (those after the transport are not listened to).
-            entry: The processor frames queued into the pipeline reach first, if ``processors`` may pass
-                some of them by.
-
-        Returns:
-            Whether it listens: ``False`` (observe it instead) without an LLM service and an output transport.
+        ``processors`` are the pipeline's in order, with the LLM service and the output transport (those after it are
+        not listened to); ``entry`` is where queued frames arrive first if ``processors`` may pass some by. Returns
+        whether it listens (``False`` without an LLM and an output transport: observe it instead).
         """
         llm = next((p for p in processors if isinstance(p, LLMService)), None)
         output = next((p for p in processors if isinstance(p, BaseOutputTransport)), None)
@@ -232,7 +166,7 @@ class TraceRecorder(BaseObserver):
             return self.listening
         llm.add_event_handler("on_before_process_frame", self._on_llm_frame)
         output.add_event_handler("on_before_push_frame", self._on_output_push)
-        for processor in processors[:processors.index(output)]:
+        for processor in processors[: processors.index(output)]:
             # A TTS service first pushes none of the frames recorded here, only audio and the text spoken.
             if not isinstance(processor, TTSService):
                 processor.add_event_handler("on_before_push_frame", self._on_push)
@@ -244,14 +178,13 @@ class TraceRecorder(BaseObserver):
         return True
 
     def _on_push(self, processor: FrameProcessor, frame: Frame) -> None:
-        if not _recorded(type(frame)):
-            return
+        record = _recording(type(frame))
         seen = self._seen
-        if frame.id in seen or frame.broadcast_sibling_id in seen:
+        if record is None or frame.id in seen or frame.broadcast_sibling_id in seen:
             return
         seen.add(frame.id)
         self._now = _clock_secs(processor)
-        self._record_first_push(frame, processor)
+        record(self, frame, processor)
 
     def _time(self) -> float:
         """Now on the pipeline's clock once it runs; before that, the time of the last push observed."""
@@ -288,19 +221,18 @@ class TraceRecorder(BaseObserver):
         """The events recorded so far."""
         return Timeline(self.events)
 
-    def _add_model_input(self, messages: list[Any], llm: LLMService[Any], context: Any, *,
-                         t: float | None = None) -> None:
+    def _add_model_input(
+        self, messages: list[Any], llm: LLMService[Any], context: Any, *, t: float | None = None
+    ) -> None:
         extra: dict[str, Any] = {}
         system = getattr(llm.settings, "system_instruction", None)
         system = system if isinstance(system, str) else None
         tools = _tool_schemas(getattr(context, "tools", None))
         first = not self._model_input and self._model_system is None and self._model_tools is None
         if first or system != self._model_system:
-            extra["system"] = system
-            self._model_system = system
+            extra["system"] = self._model_system = system
         if first or tools != self._model_tools:
-            extra["tools"] = tools
-            self._model_tools = tools
+            extra["tools"] = self._model_tools = tools
         previous = self._model_input
         keep = 0
         if not self._full_context_next:
@@ -314,8 +246,8 @@ class TraceRecorder(BaseObserver):
 
     def _on_decision(self, kind: str, decision: ControlDecision) -> None:
         # Evidence and outcome are the control's own mappings: copied as they are now.
-        self.add("control", "decision" if kind == "decision" else "decision_outcome", t=decision.at,
-                 **_snapshot(decision.to_dict()))
+        event_kind = "decision" if kind == "decision" else "decision_outcome"
+        self.add("control", event_kind, t=decision.at, **_snapshot(decision.to_dict()))
 
     async def on_push_frame(self, data: FramePushed) -> None:
         """Record the frames that make up the four records of a call (not once it listens to the pipeline)."""
@@ -336,55 +268,70 @@ class TraceRecorder(BaseObserver):
                 self.add("bot", "played_text", text=frame.text)
             return
         # Broadcast frames travel as one copy per direction: record the downstream one.
-        if not data.first_push or data.direction != FrameDirection.DOWNSTREAM:
-            return
-        if _recorded(type(frame)):
-            self._record_first_push(frame, data.source)
+        record = _recording(type(frame))
+        if record is not None and data.first_push and data.direction == FrameDirection.DOWNSTREAM:
+            record(self, frame, data.source)
 
-    def _record_first_push(self, frame: Frame, source: FrameProcessor) -> None:
-        if isinstance(frame, VADUserStartedSpeakingFrame):
-            self.add("caller", "speech_started")
-        elif isinstance(frame, VADUserStoppedSpeakingFrame):
-            self.add("caller", "speech_stopped", stop_secs=frame.stop_secs)
-        elif isinstance(frame, InterimTranscriptionFrame):
-            self.add("caller", "asr_interim", text=frame.text)
-        elif isinstance(frame, TranscriptionFrame):
-            self.add("caller", "asr_final", text=frame.text)
-        elif isinstance(frame, UserStartedSpeakingFrame):
-            self.add("caller", "user_turn_started")
-        elif isinstance(frame, UserStoppedSpeakingFrame):
-            self.add("caller", "user_turn_stopped")
-        elif isinstance(frame, LLMContextUserTurnFrame):
-            self.add("caller", "submitted", text=frame.text)
-        elif isinstance(frame, LLMFullResponseStartFrame) and isinstance(source, LLMService):
+    def _response(self, frame: Frame, source: FrameProcessor) -> None:
+        if not isinstance(source, LLMService):
+            return
+        if isinstance(frame, LLMFullResponseStartFrame):
             self._generated = []
-        elif isinstance(frame, LLMTextFrame) and isinstance(source, LLMService):
+        elif isinstance(frame, LLMTextFrame):
             if self._generated is not None:
                 self._generated.append(frame.text)
-        elif isinstance(frame, LLMFullResponseEndFrame) and isinstance(source, LLMService):
+        else:
             text = "".join(self._generated or []).strip()
             if text:
                 self.add("model", "generated", text=text)
             self._generated = None
-        elif isinstance(frame, FunctionCallInProgressFrame):
-            self.add("tool", "tool_request", name=frame.function_name, tool_call_id=frame.tool_call_id,
-                     arguments=_snapshot(dict(frame.arguments or {})))
+
+    def _tool(self, frame: Any, _source: FrameProcessor) -> None:
+        call = {"name": frame.function_name, "tool_call_id": frame.tool_call_id}
+        if isinstance(frame, FunctionCallInProgressFrame):
+            self.add("tool", "tool_request", **call, arguments=_snapshot(dict(frame.arguments or {})))
         elif isinstance(frame, FunctionCallResultFrame):
-            self.add("tool", "tool_result", name=frame.function_name, tool_call_id=frame.tool_call_id,
-                     result=_snapshot(frame.result), error=getattr(frame, "error", None))
-        elif isinstance(frame, FunctionCallCancelFrame):
-            self.add("tool", "tool_cancelled", name=frame.function_name, tool_call_id=frame.tool_call_id)
-        elif isinstance(frame, BotStartedSpeakingFrame):
+            self.add("tool", "tool_result", **call, result=_snapshot(frame.result), error=getattr(frame, "error", None))
+        else:
+            self.add("tool", "tool_cancelled", **call)
+
+    def _bot_speech(self, frame: Frame, _source: FrameProcessor) -> None:
+        self._bot_speaking = isinstance(frame, BotStartedSpeakingFrame)
+        if self._bot_speaking:
             self._played_at_start = self._played_secs
-            self._bot_speaking = True
             self.add("bot", "bot_started_speaking")
-        elif isinstance(frame, BotStoppedSpeakingFrame):
-            self._bot_speaking = False
-            played = self._played_secs - self._played_at_start
-            self.add("bot", "bot_stopped_speaking", played_secs=round(played, 3))
-        elif isinstance(frame, InterruptionFrame):
-            self.add("bot", "interruption", bot_speaking=self._bot_speaking)
-        elif isinstance(frame, LLMContextAssistantTurnFrame):
-            self.add("bot", "assistant_committed", text=frame.text)
-        elif isinstance(frame, ErrorFrame):
-            self.add("call", "error", error=str(frame.error))
+        else:
+            self.add("bot", "bot_stopped_speaking", played_secs=round(self._played_secs - self._played_at_start, 3))
+
+
+_Recording = Callable[[TraceRecorder, Any, FrameProcessor], None]
+
+#: How each frame recorded from its first push is recorded (model inputs and playback are taken apart).
+_FIRST_PUSH: dict[type[Frame], _Recording] = {
+    VADUserStartedSpeakingFrame: lambda r, f, _: r.add("caller", "speech_started"),
+    VADUserStoppedSpeakingFrame: lambda r, f, _: r.add("caller", "speech_stopped", stop_secs=f.stop_secs),
+    InterimTranscriptionFrame: lambda r, f, _: r.add("caller", "asr_interim", text=f.text),
+    TranscriptionFrame: lambda r, f, _: r.add("caller", "asr_final", text=f.text),
+    UserStartedSpeakingFrame: lambda r, f, _: r.add("caller", "user_turn_started"),
+    UserStoppedSpeakingFrame: lambda r, f, _: r.add("caller", "user_turn_stopped"),
+    LLMContextUserTurnFrame: lambda r, f, _: r.add("caller", "submitted", text=f.text),
+    LLMFullResponseStartFrame: TraceRecorder._response,
+    LLMTextFrame: TraceRecorder._response,
+    LLMFullResponseEndFrame: TraceRecorder._response,
+    FunctionCallInProgressFrame: TraceRecorder._tool,
+    FunctionCallResultFrame: TraceRecorder._tool,
+    FunctionCallCancelFrame: TraceRecorder._tool,
+    BotStartedSpeakingFrame: TraceRecorder._bot_speech,
+    BotStoppedSpeakingFrame: TraceRecorder._bot_speech,
+    InterruptionFrame: lambda r, f, _: r.add("bot", "interruption", bot_speaking=r._bot_speaking),
+    LLMContextAssistantTurnFrame: lambda r, f, _: r.add("bot", "assistant_committed", text=f.text),
+    ErrorFrame: lambda r, f, _: r.add("call", "error", error=str(f.error)),
+}
+_RECORDINGS: dict[type[Frame], _Recording | None] = {}
+
+
+def _recording(kind: type[Frame]) -> _Recording | None:
+    """How frames of this class are recorded, if they are (cached: a push pays one look-up)."""
+    if kind not in _RECORDINGS:
+        _RECORDINGS[kind] = next((_FIRST_PUSH[c] for c in kind.__mro__ if c in _FIRST_PUSH), None)
+    return _RECORDINGS[kind]

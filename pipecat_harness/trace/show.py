@@ -11,13 +11,14 @@ from rich.text import Text
 
 from pipecat_harness.trace.timeline import Timeline, TraceEvent
 
-__all__ = ["describe_event", "is_routine", "render_timeline", "short_timeline"]
+__all__ = ["FRAME_EVENT_KINDS", "describe_event", "is_routine", "render_timeline", "short_timeline"]
 
-_LANE_STYLES = {"caller": "cyan", "model": "magenta", "tool": "yellow", "bot": "green", "control": "bold red",
-                "call": "dim"}
-# Noisy per-frame events shown only in full mode.
-_DETAIL_KINDS = {"asr_interim", "played_text", "model_input", "speech_started", "speech_stopped",
-                 "user_turn_started", "user_turn_stopped", "decision_outcome", "turn_playback"}
+_LANE_STYLES = dict(caller="cyan", model="magenta", tool="yellow", bot="green", control="bold red", call="dim")
+#: Per-frame events the short views leave out (the JSONL keeps them).
+FRAME_EVENT_KINDS = frozenset(
+    "asr_interim played_text user_turn_started user_turn_stopped decision_outcome speech_started speech_stopped".split()
+)
+_DETAIL_KINDS = FRAME_EVENT_KINDS | {"model_input", "turn_playback"}
 
 
 def _clip(text: str, width: int | None) -> str:
@@ -34,16 +35,14 @@ def is_routine(event: TraceEvent) -> bool:
 
 def describe_event(event: TraceEvent, width: int | None = 110) -> str:
     """One-line description of an event, clipped to ``width`` characters (``None``: nothing cut)."""
-    d = event.data
-    kind = event.kind
+    d, kind = event.data, event.kind
     if kind == "assistant_committed":  # before any history correction, which is its own decision
         return _clip(f'Pipecat committed "{d.get("text", "")}"', width)
     if kind in {"asr_final", "asr_interim", "submitted", "generated", "played_text"}:
         return _clip(f'"{d.get("text", "")}"', width)
     if kind == "model_input":
         messages = d.get("messages") or []
-        total = int(d.get("total", len(messages)))
-        keep = int(d.get("keep") or 0)
+        total, keep = int(d.get("total", len(messages))), int(d.get("keep") or 0)
         size = f"{total} messages" + (f" ({total - keep} new)" if keep else "")
         if not messages:
             return _clip(f"{size}; none new", width)
@@ -51,17 +50,16 @@ def describe_event(event: TraceEvent, width: int | None = 110) -> str:
         content = last.get("content") or json.dumps(last.get("tool_calls") or "")
         return _clip(f"{size}; last {last.get('role', '?')}: {content}", width)
     if kind == "tool_request":
-        return _clip(f"{d.get('name')}({json.dumps(d.get('arguments'), ensure_ascii=False)}) [{d.get('tool_call_id')}]",
-                     width)
+        arguments = json.dumps(d.get("arguments"), ensure_ascii=False)
+        return _clip(f"{d.get('name')}({arguments}) [{d.get('tool_call_id')}]", width)
     if kind == "tool_result":
         error = f" error={d['error']}" if d.get("error") else ""
         return _clip(f"{d.get('name')} -> {json.dumps(d.get('result'), ensure_ascii=False)}{error}", width)
     if kind == "decision" and "retained_text" in (d.get("evidence") or {}):
         # The history decision is the one a reader needs whole: what was generated, heard and kept.
-        evidence = d["evidence"]
-        return (f"{d.get('control')}: {d.get('action')} (turn {d.get('turn_id')}); "
-                f"generated \"{evidence.get('generated_text', '')}\"; heard \"{evidence.get('heard_text', '')}\"; "
-                f"kept \"{evidence.get('retained_text', '')}\"")
+        ev, head = d["evidence"], f"{d.get('control')}: {d.get('action')} (turn {d.get('turn_id')})"
+        said = f'generated "{ev.get("generated_text", "")}"; heard "{ev.get("heard_text", "")}"'
+        return f'{head}; {said}; kept "{ev.get("retained_text", "")}"'
     if kind in {"decision", "decision_outcome"}:
         evidence = json.dumps(d.get("evidence") or {}, ensure_ascii=False, default=str)
         outcome = f" outcome={json.dumps(d['outcome'], default=str)}" if d.get("outcome") else ""
@@ -75,9 +73,9 @@ def describe_event(event: TraceEvent, width: int | None = 110) -> str:
     if kind == "call_started":
         return _clip(f"call {d.get('call_id')} controls={d.get('controls')} {d.get('description', '')}", width)
     if kind == "turn_playback":
-        return (f"generated {d.get('generated_words')} words, heard {d.get('heard_words')}, "
-                f"retained {d.get('retained_words')}")
-    rest = {k: v for k, v in d.items() if k not in {"call_id"}}
+        heard = f"heard {d.get('heard_words')}, retained {d.get('retained_words')}"
+        return f"generated {d.get('generated_words')} words, {heard}"
+    rest = {k: v for k, v in d.items() if k != "call_id"}
     return _clip(json.dumps(rest, ensure_ascii=False, default=str) if rest else "", width)
 
 
@@ -86,8 +84,9 @@ def short_timeline(timeline: Timeline) -> list[TraceEvent]:
     return [e for e in timeline if e.kind not in _DETAIL_KINDS and not is_routine(e)]
 
 
-def render_timeline(timeline: Timeline, *, console: Console | None = None, full: bool = False,
-                    lanes: set[str] | None = None) -> None:
+def render_timeline(
+    timeline: Timeline, *, console: Console | None = None, full: bool = False, lanes: set[str] | None = None
+) -> None:
     """Print a timeline as a table (time, lane, event, detail).
 
     Args:

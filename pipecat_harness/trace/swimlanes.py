@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,15 @@ def _history_evidence(event: TraceEvent) -> dict[str, Any] | None:
     return None
 
 
+def _hold(event: TraceEvent, *actions: str) -> bool:
+    data = event.data
+    return event.kind == "decision" and data.get("control") == "identifier_hold" and data.get("action") in actions
+
+
+def _answers(tool_call_id: Any, event: TraceEvent) -> bool:
+    return event.data.get("tool_call_id") == tool_call_id
+
+
 def _tool_css(result: TraceEvent | None) -> tuple[str, str]:
     if result is None:
         return "tool-error", "no result"
@@ -66,124 +77,105 @@ def _marks(timeline: Timeline) -> list[_Mark]:
     end_of_call = max((e.t for e in events), default=0.0)
     marks: list[_Mark] = []
 
-    def later(start: int, *kinds: str, lane: str | None = None) -> TraceEvent | None:
-        return next((e for e in events[start + 1:] if e.kind in kinds and (lane is None or e.lane == lane)), None)
+    def later(start: int, *kinds: str, where: Callable[[TraceEvent], bool] = lambda _: True) -> TraceEvent | None:
+        return next((e for e in events[start + 1 :] if e.kind in kinds and where(e)), None)
 
     for i, event in enumerate(events):
         kind, d = event.kind, event.data
         if kind == "speech_started":
-            stop = later(i, "speech_stopped")
-            heard = later(i, "asr_final")  # the table omits speech frames: link to what was recognised
-            marks.append(_Mark("caller speech", event.t, stop.t if stop else end_of_call, "speech", "",
-                               "caller speaking" + (f": {heard.data.get('text', '')}" if heard else ""),
-                               index[id(heard)] if heard else i))
+            stop, heard = later(i, "speech_stopped"), later(i, "asr_final")
+            tooltip = "caller speaking" + (f": {heard.data.get('text', '')}" if heard else "")
+            anchor = index[id(heard)] if heard else i  # the table omits speech frames: link to what was recognised
+            marks.append(
+                _Mark("caller speech", event.t, stop.t if stop else end_of_call, "speech", "", tooltip, anchor)
+            )
         elif kind == "asr_final":
             text = str(d.get("text", ""))
             marks.append(_Mark("recognised text", event.t, event.t, "asr", text, f"recognised: {text}", i))
         elif kind == "submitted":
             text = str(d.get("text", ""))
-            marks.append(_Mark("recognised text", event.t, event.t, "model", "", f"submitted to the model: {text}",
-                               i))
-        elif kind == "decision" and d.get("control") == "identifier_hold" and d.get("action") == "held":
-            release = next((e for e in events[i + 1:] if e.kind == "decision" and e.data.get("control")
-                            == "identifier_hold" and e.data.get("action") in {"merged", "released", "resumed"}),
-                           None)
+            marks.append(_Mark("recognised text", event.t, event.t, "model", "", f"submitted to the model: {text}", i))
+        elif _hold(event, "held"):
+            release = later(i, "decision", where=lambda e: _hold(e, "merged", "released", "resumed"))
             evidence = d.get("evidence") or {}
-            marks.append(_Mark("held turns", event.t, release.t if release else end_of_call, "hold",
-                               f"held: {evidence.get('rule', '')}",
-                               f"identifier hold: held \"{evidence.get('text', '')}\""
-                               + (f"; then {release.data.get('action')}" if release else ""), i))
+            then = f"; then {release.data.get('action')}" if release else ""
+            tooltip = f'identifier hold: held "{evidence.get("text", "")}"{then}'
+            end = release.t if release else end_of_call
+            marks.append(_Mark("held turns", event.t, end, "hold", f"held: {evidence.get('rule', '')}", tooltip, i))
         elif kind == "model_input":
             done = later(i, "generated", "tool_request", "model_input")
             end = done.t if done is not None and done.kind != "model_input" else event.t
             reply = done.data.get("text", "") if done is not None and done.kind == "generated" else ""
-            messages = d.get("messages") or []
-            marks.append(_Mark("model runs", event.t, end, "model", "",
-                               f"model run on {len(messages)} messages" + (f"; generated: {reply}" if reply else ""),
-                               i))
+            tooltip = f"model run on {len(d.get('messages') or [])} messages" + (
+                f"; generated: {reply}" if reply else ""
+            )
+            marks.append(_Mark("model runs", event.t, end, "model", "", tooltip, i))
         elif kind == "tool_request":
-            call_id = d.get("tool_call_id")
-            result = next((e for e in events[i + 1:] if e.kind == "tool_result"
-                           and e.data.get("tool_call_id") == call_id), None)
+            result = later(i, "tool_result", where=functools.partial(_answers, d.get("tool_call_id")))
             css, status = _tool_css(result)
             arguments = json.dumps(d.get("arguments"), ensure_ascii=False)
             returned = json.dumps(result.data.get("result"), ensure_ascii=False, default=str) if result else ""
-            marks.append(_Mark("tool calls", event.t, result.t if result else end_of_call, css,
-                               f"{d.get('name')}: {status}",
-                               f"{d.get('name')}({arguments}) -> {status} {returned}", i))
+            tooltip = f"{d.get('name')}({arguments}) -> {status} {returned}"
+            end = result.t if result else end_of_call
+            marks.append(_Mark("tool calls", event.t, end, css, f"{d.get('name')}: {status}", tooltip, i))
         elif kind == "bot_started_speaking":
-            stop = later(i, "bot_stopped_speaking")
+            stop, spoken = later(i, "bot_stopped_speaking"), later(i, "generated")
             end = stop.t if stop else end_of_call
-            cut = any(e.kind == "interruption" and e.data.get("bot_speaking") and event.t <= e.t <= end
-                      for e in events)
-            spoken = later(i, "generated")
+            cut = any(e.kind == "interruption" and e.data.get("bot_speaking") and event.t <= e.t <= end for e in events)
             text = str(spoken.data.get("text", "")) if spoken is not None and spoken.t <= end else ""
-            marks.append(_Mark("bot audio played", event.t, end, "audio-cut" if cut else "audio", text,
-                               ("interrupted after " if cut else "played ")
-                               + f"{end - event.t:.2f} s" + (f": {text}" if text else ""), i))
+            tooltip = f"{'interrupted after' if cut else 'played'} {end - event.t:.2f} s" + (
+                f": {text}" if text else ""
+            )
+            marks.append(_Mark("bot audio played", event.t, end, "audio-cut" if cut else "audio", text, tooltip, i))
         elif (evidence := _history_evidence(event)) is not None:
             played = float(evidence.get("played_secs") or 0.0)
             audio = float(evidence.get("audio_secs") or played)
-            start = event.t - played
-            action = str(d.get("action"))
+            start, action = event.t - played, str(d.get("action"))
+            said = f'generated "{evidence.get("generated_text", "")}"; heard "{evidence.get("heard_text", "")}"'
+            tooltip = f'history {action}: {said}; kept "{evidence.get("retained_text", "")}"'
+            label = (
+                f"{action}: kept {evidence.get('chars_kept', '?')} chars, removed {evidence.get('chars_removed', '?')}"
+            )
             kept_css = "kept-unheard" if action == "retained" else "kept"
-            tooltip = (f"history {action}: generated \"{evidence.get('generated_text', '')}\"; heard "
-                       f"\"{evidence.get('heard_text', '')}\"; kept \"{evidence.get('retained_text', '')}\"")
             marks.append(_Mark("history kept / generated", start, start + audio, "generated", "", tooltip, i))
-            marks.append(_Mark("history kept / generated", start, event.t, kept_css,
-                               f"{action}: kept {evidence.get('chars_kept', '?')} chars, "
-                               f"removed {evidence.get('chars_removed', '?')}", tooltip, i))
+            marks.append(_Mark("history kept / generated", start, event.t, kept_css, label, tooltip, i))
     return marks
 
 
-def _interruptions(timeline: Timeline) -> list[tuple[float, int]]:
-    return [(e.t, i) for i, e in enumerate(timeline)
-            if e.kind == "interruption" and e.data.get("bot_speaking")]
-
-
 def swimlanes_html(timeline: Timeline, *, anchor_prefix: str = "") -> str:
-    """The call as an inline SVG of swimlanes on one time axis, with a legend.
-
-    Args:
-        timeline: The call timeline.
-        anchor_prefix: Prefix of the table rows' ids the marks link to (unique per call on a page).
-    """
+    """The call as an inline SVG of swimlanes on one time axis, with a legend; marks link ``anchor_prefix`` rows."""
     marks = _marks(timeline)
     duration = max([e.t for e in timeline] + [m.end for m in marks] + [1.0])
     scale = (_WIDTH - _LABEL_W - 10) / duration
-    height = _AXIS_H + _ROW_H * len(SWIMLANES) + 6
 
     def x(t: float) -> float:
         return _LABEL_W + t * scale
 
     step = next(s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600) if duration / s <= 14)
-    ticks, tick = [], 0.0
-    while tick <= duration:
-        ticks.append({"x": x(tick), "label": f"{tick:g}"})
-        tick += step
+    ticks = [{"x": x(n * step), "label": f"{float(n * step):g}"} for n in range(int(duration // step) + 1)]
     starts: dict[str, list[float]] = {}
     for mark in marks:
         if mark.label:  # unlabelled marks (submitted text) may sit under a neighbour's label
             starts.setdefault(mark.lane, []).append(x(mark.start))
-    drawn = []
+    bars = []
     for mark in marks:
-        y = _AXIS_H + SWIMLANES.index(mark.lane) * _ROW_H + 5
         x0, width = x(mark.start), max((mark.end - mark.start) * scale, 3.0)
-        drawn.append({"anchor": mark.anchor, "tooltip": mark.tooltip, "css": mark.css, "x": x0, "y": y,
-                      "width": width, "height": _ROW_H - 10, **_label(mark, x0, width, starts)})
+        y = _AXIS_H + SWIMLANES.index(mark.lane) * _ROW_H + 5
+        bars.append({"mark": mark, "x": x0, "y": y, "width": width, **_label(mark, x0, width, starts)})
+    cuts = [(e.t, i, x(e.t)) for i, e in enumerate(timeline) if e.kind == "interruption" and e.data.get("bot_speaking")]
     return render(
-        "pipecat_harness.trace", "swimlanes.html", legend=_LEGEND, width=_WIDTH, height=height, row_height=_ROW_H,
-        axis_height=_AXIS_H, lanes=[{"name": lane, "y": _AXIS_H + row * _ROW_H} for row, lane in enumerate(SWIMLANES)],
-        ticks=ticks, marks=drawn, anchor_prefix=anchor_prefix,
-        interruptions=[(t, anchor, x(t)) for t, anchor in _interruptions(timeline)],
+        "pipecat_harness.trace",
+        "swimlanes.html",
+        width=_WIDTH,
+        height=_AXIS_H + _ROW_H * len(SWIMLANES) + 6,
+        row_height=_ROW_H,
+        axis_height=_AXIS_H,
+        lanes=SWIMLANES,
+        ticks=ticks,
+        bars=bars,
+        anchor_prefix=anchor_prefix,
+        interruptions=cuts,
     )
-
-
-_LEGEND = (
-    ("caller speaking", "#7cc4ea"), ("held turn", "#f2b84b"), ("model run", "#b48ad8"), ("tool ran", "#43a35a"),
-    ("tool not executed", "#9aa5b1"), ("tool error", "#d2463c"), ("bot audio", "#5fbf73"),
-    ("history kept", "#2e8b57"), ("generated, not kept", "#e6e9ed"), ("unheard text kept", "#d2463c"),
-)
 
 
 def _label(mark: _Mark, x0: float, width: float, starts: dict[str, list[float]]) -> dict[str, Any]:
@@ -197,19 +189,18 @@ def _label(mark: _Mark, x0: float, width: float, starts: dict[str, list[float]])
     chars = int(room / 5.6)
     if not mark.label or chars < 4:
         return {"text": ""}
-    return {"text": mark.label if len(mark.label) <= chars else mark.label[: chars - 1] + "…",
-            "text_css": "dark-text" if outside or mark.css == "generated" else "bar-text",
-            "text_x": x0 + width + 3 if outside else x0 + 3}
+    return {
+        "text": mark.label if len(mark.label) <= chars else mark.label[: chars - 1] + "…",
+        "text_css": "dark-text" if outside or mark.css == "generated" else "bar-text",
+        "text_x": x0 + width + 3 if outside else x0 + 3,
+    }
 
 
 def history_panel_html(timeline: Timeline) -> str:
     """Each interrupted reply's generated, heard and kept text side by side (empty when there is none)."""
-    rows = []
-    for event in timeline:
-        evidence = _history_evidence(event)
-        if evidence is None or event.data.get("action") == "played_in_full":
-            continue
-        rows.append({"t": event.t, "action": event.data.get("action"), "turn_id": event.data.get("turn_id"),
-                     "generated": evidence.get("generated_text", ""), "heard": evidence.get("heard_text", ""),
-                     "kept": evidence.get("retained_text", ""), "committed": evidence.get("pipecat_committed_text")})
+    rows = [
+        (event, evidence)
+        for event in timeline
+        if (evidence := _history_evidence(event)) is not None and event.data.get("action") != "played_in_full"
+    ]
     return render("pipecat_harness.trace", "history_panel.html", rows=rows) if rows else ""

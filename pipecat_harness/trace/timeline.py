@@ -1,25 +1,8 @@
-"""One timeline per call: the events of a trace file and queries over them.
+"""One timeline per call: the events of a JSONL trace (``t``, ``lane``, ``kind``) and queries over them.
 
-A trace is JSON Lines. Every line is one event with ``t`` (seconds since the
-call started), ``lane`` and ``kind``. The lanes answer the four questions of a
-call review:
-
-======== =============================================================
-lane     question
-======== =============================================================
-caller   what did the caller say (speech, raw ASR), what was submitted?
-model    what did the model receive, what did it generate?
-tool     which actions were requested, forwarded, executed, with what result?
-bot      what did the caller hear, what did history keep?
-control  which control decided what, on which evidence, with what outcome?
-call     call metadata and the simulated outcome
-======== =============================================================
-
-A ``model_input`` event logs what is new since the previous one: the first
-``keep`` messages of the previous model input, then its ``messages``
-(``keep`` 0, or absent as in older traces, means the whole context).
-:meth:`Timeline.model_context` rebuilds what the model received; every reader
-that shows model inputs goes through it.
+The lanes: ``caller`` (said, recognised, submitted), ``model`` (received, generated), ``tool`` (requested, executed),
+``bot`` (heard, kept in history), ``control`` (decisions and their evidence) and ``call`` (metadata, outcome). A
+``model_input`` logs what is new since the previous one; :meth:`Timeline.model_context` rebuilds the whole context.
 """
 
 from __future__ import annotations
@@ -33,6 +16,7 @@ from typing import Any
 from pipecat_harness.errors import InputError
 
 __all__ = ["LANES", "Timeline", "TraceEvent", "TraceFileError"]
+
 
 class TraceFileError(InputError):
     """A trace file that cannot be read; the message names the file (and line) and the fix."""
@@ -52,15 +36,15 @@ class TraceEvent:
 
     def to_json(self) -> str:
         """Serialise as one JSON line."""
-        return json.dumps({"t": round(self.t, 4), "lane": self.lane, "kind": self.kind, **self.data},
-                          default=str, ensure_ascii=False)
+        return json.dumps(
+            {"t": round(self.t, 4), "lane": self.lane, "kind": self.kind, **self.data}, default=str, ensure_ascii=False
+        )
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any]) -> TraceEvent:
         """Build an event from a parsed JSON line."""
         data = {k: v for k, v in raw.items() if k not in {"t", "lane", "kind"}}
-        return cls(t=float(raw.get("t", 0.0)), lane=str(raw.get("lane", "call")), kind=str(raw.get("kind", "")),
-                   data=data)
+        return cls(float(raw.get("t", 0.0)), str(raw.get("lane", "call")), str(raw.get("kind", "")), data)
 
 
 class Timeline:
@@ -72,12 +56,7 @@ class Timeline:
 
     @classmethod
     def load(cls, path: str | Path) -> Timeline:
-        """Read a JSONL trace file.
-
-        Raises:
-            TraceFileError: The path is not a readable UTF-8 file, or a line is not
-                a JSON object (the message names the file and the line).
-        """
+        """Read a JSONL trace file (``TraceFileError``: not a readable UTF-8 file, or a line is no JSON object)."""
         path = Path(path)
         if path.is_dir():
             found = sorted(path.glob("*.jsonl"))
@@ -86,8 +65,8 @@ class Timeline:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise TraceFileError(f"{path}: no such trace file; check the path (simulate writes them under traces/)") \
-                from None
+            hint = "check the path (simulate writes them under traces/)"
+            raise TraceFileError(f"{path}: no such trace file; {hint}") from None
         except UnicodeDecodeError as exc:
             raise TraceFileError(f"{path}: not a trace: byte {exc.start} is not UTF-8 text") from exc
         except OSError as exc:
@@ -118,10 +97,10 @@ class Timeline:
     def spans(
         self, start: str, stop: str, *, lane: str | None = None, open_until: float | None = None
     ) -> list[tuple[float, float]]:
-        """The ``(start, stop)`` times of each stretch between a ``start`` event and the next ``stop`` event.
+        """The ``(start, stop)`` times of each stretch from a ``start`` event (a repeat restarts it) to a ``stop``.
 
         Args:
-            start: The kind that opens a stretch (a repeat while open restarts it).
+            start: The kind that opens a stretch.
             stop: The kind that closes it.
             lane: Only events of this lane.
             open_until: Where a stretch still open at the end closes; ``None`` drops it.
@@ -143,11 +122,7 @@ class Timeline:
         return next((e for e in self.events if e.kind == kind), None)
 
     def model_context(self, event: TraceEvent) -> list[Any]:
-        """The full message list the model received at a ``model_input`` event.
-
-        Raises:
-            ValueError: ``event`` is not a model input of this timeline.
-        """
+        """The full message list the model received at ``event`` (``ValueError``: not a model input here)."""
         if self._contexts is None:
             self._contexts = {}
             context: list[Any] = []
@@ -169,11 +144,9 @@ class Timeline:
     @property
     def call(self) -> dict[str, Any]:
         """The call header's data (empty when the trace has none)."""
-        header = self.first("call_started")
-        return header.data if header else {}
+        return header.data if (header := self.first("call_started")) else {}
 
     @property
     def result(self) -> dict[str, Any]:
         """The simulated outcome's data (empty for real calls)."""
-        result = self.first("call_result")
-        return result.data if result else {}
+        return result.data if (result := self.first("call_result")) else {}

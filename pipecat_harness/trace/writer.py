@@ -1,12 +1,7 @@
 """``TraceWriter``: encodes trace records and appends them to a file from a background thread.
 
-The voice loop only hands over a record (a non-blocking queue put); JSON
-encoding, opening, writing and flushing files happen on one writer thread per
-process, shared by every call's trace. The thread wakes at most every
-``BATCH_SECS`` and writes what piled up in one go, so a call's events cost
-the loop no thread switch each, and a slow disk never stalls a frame. Lines
-reach a file in the order they were handed over; :meth:`TraceWriter.close`
-returns once all of a file's lines are written.
+The loop only queues a record; one writer thread per process encodes and writes what piled up every ``BATCH_SECS``,
+so an event costs no thread switch and a slow disk never stalls a frame. Lines keep their order per file.
 """
 
 from __future__ import annotations
@@ -31,20 +26,17 @@ _CLOSE = object()
 def encode_record(record: Mapping[str, Any]) -> str:
     """One trace line: ``record`` as JSON, values JSON does not know as their text.
 
-    A record JSON cannot hold at all (circular data) keeps its time, lane and
-    kind, with the rest as text.
+    A record JSON cannot hold at all (circular data) keeps its time, lane and kind, with the rest as text.
     """
     try:
         return json.dumps(record, default=str, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         rest = {k: v for k, v in record.items() if k not in ("t", "lane", "kind")}
-        return json.dumps({"t": record.get("t"), "lane": record.get("lane"), "kind": record.get("kind"),
-                           "data": str(rest)}, default=str, ensure_ascii=False)
+        head = {"t": record.get("t"), "lane": record.get("lane"), "kind": record.get("kind")}
+        return json.dumps({**head, "data": str(rest)}, default=str, ensure_ascii=False)
 
 
 class _WriterThread:
-    """The process's trace-writing thread (started on first use)."""
-
     def __init__(self) -> None:
         self.queue: queue.SimpleQueue[tuple[TraceWriter, object]] = queue.SimpleQueue()
         self.hurry = threading.Event()
@@ -65,11 +57,8 @@ class _WriterThread:
             # Let a burst of events pile up (unless a trace is being closed), then write it in one go.
             self.hurry.wait(BATCH_SECS)
             self.hurry.clear()
-            while True:
-                try:
-                    batch.append(self.queue.get_nowait())
-                except queue.Empty:
-                    break
+            while not self.queue.empty():
+                batch.append(self.queue.get_nowait())
             lines: dict[TraceWriter, list[str]] = {}
             closing: list[TraceWriter] = []
             for writer, item in batch:
@@ -88,11 +77,7 @@ _THREAD = _WriterThread()
 
 
 class TraceWriter:
-    """Write lines to ``path`` off the caller's thread.
-
-    Args:
-        path: The file to create (its directory is created too); an existing file is replaced.
-    """
+    """Write lines to ``path`` (created with its directory, replacing any file) off the caller's thread."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -102,13 +87,7 @@ class TraceWriter:
         self._done = threading.Event()
 
     def write(self, line: str | Mapping[str, Any]) -> None:
-        """Queue one line (without its newline), or a record the writer thread encodes; never blocks.
-
-        A record must not change once handed over: it is encoded later, on the writer thread.
-
-        Raises:
-            ValueError: The writer is closed.
-        """
+        """Queue a line (no newline) or a record (unchanged afterwards); never blocks (``ValueError`` once closed)."""
         if self._closed:
             raise ValueError(f"trace writer for {self.path} is closed")
         _THREAD.put(self, line)

@@ -1,12 +1,10 @@
 """Who may use the operator console, and which tenants' rows they see.
 
 A token belongs to one tenant (or a few); an optional admin token sees every tenant. A browser presents its token once
-(``?token=``) and from then on a session cookie that holds only a random session id and its signature, never the token:
-``HttpOnly`` (scripts cannot read it), ``SameSite=Strict`` (other sites cannot make the browser send it) and ``Secure``
-when the console is reached over TLS (directly or behind a proxy that says so in ``X-Forwarded-Proto``). Tokens are
-compared in constant time, every one of them every time. Each token holds at most ``max_sessions`` sessions: opening one
-more closes that token's oldest, never another token's. A session's CSRF token (:meth:`ConsoleAccess.csrf_token`) is
-derived from its id and the console's key, so it lives and dies with the session.
+(``?token=``), then a session cookie holding only a random session id and its signature: ``HttpOnly``,
+``SameSite=Strict``, and ``Secure`` over TLS (direct, or ``X-Forwarded-Proto: https``). Tokens are compared in constant
+time, all of them every time. A token holds at most ``max_sessions`` sessions (a new one closes that token's oldest); a
+session's CSRF token is derived from its id and the console's key, so it lives and dies with the session.
 """
 
 from __future__ import annotations
@@ -64,22 +62,21 @@ def _bearer(request: Request) -> str | None:
 
 
 class ConsoleAccess:
-    """Tokens, their tenant scopes, and browser sessions.
-
-    Args:
-        tenant_tokens: Token -> tenant (or tenants) it may see.
-        admin_tokens: Tokens that see every tenant.
-        session_ttl_secs: Life of a browser session.
-        max_sessions: Most sessions of one token (its oldest goes first).
-        clock: Wall-clock source (injectable for tests).
+    """Tokens (``tenant_tokens``: token -> its tenant or tenants; ``admin_tokens``), their scopes, and browser sessions.
 
     Raises:
         ValueError: No token at all, an empty token, or a tenant token without a tenant.
     """
 
-    def __init__(self, tenant_tokens: Mapping[str, str | Iterable[str]] | None = None, admin_tokens: Iterable[str] = (),
-                 *, session_ttl_secs: float = 8 * 3600.0, max_sessions: int = 100,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
+        admin_tokens: Iterable[str] = (),
+        *,
+        session_ttl_secs: float = 8 * 3600.0,
+        max_sessions: int = 100,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._tokens: list[tuple[bytes, Scope]] = []
         for token, tenants in (tenant_tokens or {}).items():
             names = frozenset([tenants] if isinstance(tenants, str) else tenants)
@@ -93,8 +90,7 @@ class ConsoleAccess:
         if not self._tokens:
             raise ValueError("the console needs a token: an admin token or at least one tenant token")
         self._key = secrets.token_bytes(32)
-        self._sessions: dict[str, _Session] = {}
-        self._owned: dict[str, dict[str, None]] = {}  # owner -> its session ids, oldest first
+        self._sessions: dict[str, _Session] = {}  # oldest first
         self.session_ttl_secs = session_ttl_secs
         self.max_sessions = max_sessions
         self._clock = clock
@@ -104,38 +100,23 @@ class ConsoleAccess:
         if not token:
             return None
         probe = _digest(token)
-        found: Scope | None = None
-        for digest, scope in self._tokens:
-            if hmac.compare_digest(probe, digest) and found is None:
-                found = scope
-        return found
+        found = [scope for digest, scope in self._tokens if hmac.compare_digest(probe, digest)]  # every one compared
+        return found[0] if found else None
 
     def _sign(self, session_id: str) -> str:
         return hmac.new(self._key, session_id.encode(), hashlib.sha256).hexdigest()
 
     def open_session(self, scope: Scope) -> str:
-        """Start a session for ``scope``; returns the cookie value (session id and signature).
-
-        The token's expired sessions close first; at ``max_sessions`` its oldest live one does too.
-        """
+        """Start a session, return its cookie; at ``max_sessions`` the token's expired, else oldest, ones close."""
         now = self._clock()
-        owned = self._owned.setdefault(scope.owner, {})
+        owned = [sid for sid, session in self._sessions.items() if session.scope.owner == scope.owner]
         if len(owned) >= self.max_sessions:
-            expired = [s for s in owned if self._sessions[s].expires <= now]
-            for session_id in expired or list(owned)[: len(owned) - self.max_sessions + 1]:
-                self._drop(session_id)
+            expired = [sid for sid in owned if self._sessions[sid].expires <= now]
+            for session_id in expired or owned[: len(owned) - self.max_sessions + 1]:
+                del self._sessions[session_id]
         session_id = secrets.token_urlsafe(24)
         self._sessions[session_id] = _Session(scope, now + self.session_ttl_secs)
-        self._owned.setdefault(scope.owner, {})[session_id] = None
         return f"{session_id}.{self._sign(session_id)}"
-
-    def _drop(self, session_id: str) -> None:
-        session = self._sessions.pop(session_id, None)
-        if session is not None:
-            owned = self._owned.get(session.scope.owner, {})
-            owned.pop(session_id, None)
-            if not owned:
-                self._owned.pop(session.scope.owner, None)
 
     def _live_session_id(self, value: str | None) -> str | None:
         """The id of a live, correctly signed session cookie."""
@@ -145,12 +126,10 @@ class ConsoleAccess:
         if not hmac.compare_digest(_digest(signature), _digest(self._sign(session_id))):
             return None
         session = self._sessions.get(session_id)
-        if session is None:
-            return None
-        if session.expires <= self._clock():
-            self._drop(session_id)
-            return None
-        return session_id
+        if session is not None and session.expires <= self._clock():
+            del self._sessions[session_id]
+            session = None
+        return None if session is None else session_id
 
     def scope_for_cookie(self, value: str | None) -> Scope | None:
         """The scope of a live, correctly signed session cookie."""
@@ -161,23 +140,21 @@ class ConsoleAccess:
         """End the session of a cookie value (logout)."""
         session_id = self._live_session_id(value)
         if session_id is not None:
-            self._drop(session_id)
+            del self._sessions[session_id]
 
     def csrf_token(self, request: Request) -> str:
         """The CSRF token of the request's session ("" when it is not authenticated by a session cookie)."""
-        if _bearer(request) is not None:
-            return ""
-        session_id = self._live_session_id(request.cookies.get(SESSION_COOKIE))
+        session_id = (
+            None if _bearer(request) is not None else self._live_session_id(request.cookies.get(SESSION_COOKIE))
+        )
         if session_id is None:
             return ""
         return hmac.new(self._key, b"csrf:" + session_id.encode(), hashlib.sha256).hexdigest()
 
     def scope(self, request: Request) -> Scope | None:
         """The scope of a request: its bearer token, else its session cookie."""
-        token = _bearer(request)
-        if token is not None:
-            return self.scope_for_token(token)
-        return self.scope_for_cookie(request.cookies.get(SESSION_COOKIE))
+        token, cookie = _bearer(request), request.cookies.get(SESSION_COOKIE)
+        return self.scope_for_cookie(cookie) if token is None else self.scope_for_token(token)
 
     @staticmethod
     def behind_tls(request: Request) -> bool:
@@ -186,5 +163,7 @@ class ConsoleAccess:
 
     def set_cookie(self, response: Response, request: Request, scope: Scope) -> None:
         """Attach a new session cookie for ``scope`` to ``response``."""
-        response.set_cookie(SESSION_COOKIE, self.open_session(scope), max_age=int(self.session_ttl_secs), httponly=True,
-                            samesite="strict", secure=self.behind_tls(request), path="/")
+        value, ttl, secure = self.open_session(scope), int(self.session_ttl_secs), self.behind_tls(request)
+        response.set_cookie(
+            SESSION_COOKIE, value, max_age=ttl, httponly=True, samesite="strict", secure=secure, path="/"
+        )

@@ -1,13 +1,10 @@
 """FastAPI app of the operator console.
 
 Pages: ``/``, the queue of flagged claims with acknowledge / override / escalate; ``/t/<tenant>/calls/<call>``, the
-call as graded with its flags in place (``#turn_018``), its handoff summary and recording (``/transcript`` and
-``/audio`` are the alert's other links); ``/t/<tenant>``, the tenant's daily flag and out_of_scope rates.
-
-Every request needs a credential (:mod:`~pipecat_harness.grader.console.access`): ``Authorization: Bearer ...``, or
-``?token=...`` once, swapped for a session cookie. A token sees only its tenants' rows; another tenant's row answers
-404, as a missing one does. The unsafe routes refuse cross-origin and non-form requests; from a session they need its
-CSRF token (:mod:`~pipecat_harness.grader.console.csrf`).
+call as graded with its flags in place (``#turn_018``), handoff summary and recording (``/transcript`` and ``/audio``
+are the alert's other links); ``/t/<tenant>``, the tenant's daily flag and out_of_scope rates. Every request needs a
+credential (``Authorization: Bearer ...``, or ``?token=...`` once, swapped for a session cookie); a token sees only its
+tenants' rows, and another tenant's row answers 404 as a missing one does.
 """
 
 from __future__ import annotations
@@ -41,22 +38,22 @@ _MAX_WHO_CHARS = 128
 _AUDIO_TYPES = {".wav": "audio/wav", ".mp3": "audio/mpeg", ".ogg": "audio/ogg", ".webm": "audio/webm"}
 
 
-def create_console_app(store: AuditStore, token: str | None = None, *, title: str = "Flagged turns",
-                       tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
-                       access: ConsoleAccess | None = None, max_note_chars: int = DEFAULT_MAX_NOTE_CHARS,
-                       recordings: str | Path | None = None, traces: str | Path | None = None) -> FastAPI:
+def create_console_app(
+    store: AuditStore,
+    token: str | None = None,
+    *,
+    title: str = "Flagged turns",
+    tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
+    access: ConsoleAccess | None = None,
+    max_note_chars: int = DEFAULT_MAX_NOTE_CHARS,
+    recordings: str | Path | None = None,
+    traces: str | Path | None = None,
+) -> FastAPI:
     """Build the console app over an audit store.
 
-    Args:
-        store: Audit rows to list and update.
-        token: Admin token: sees every tenant (optional when ``tenant_tokens`` are given).
-        title: Heading of the queue page.
-        tenant_tokens: Token -> the tenant (or tenants) whose rows it may see and review.
-        access: A ready :class:`ConsoleAccess` (instead of ``token`` and ``tenant_tokens``).
-        max_note_chars: Longest review note.
-        recordings: Directory of call recordings named by call id.
-        traces: Directory of call traces (``<call id>.jsonl``, as the harness writes them); a call's page then shows its
-            verified handoff summary.
+    ``token`` is the admin token, which sees every tenant (optional with ``tenant_tokens``: token -> the tenant or
+    tenants whose rows it may see and review); ``access`` replaces both. ``recordings`` is a directory of recordings
+    named by call id, ``traces`` one of call traces (``<call id>.jsonl``): a call's page then shows its handoff summary.
 
     Raises:
         ValueError: No token at all, or an empty one.
@@ -85,37 +82,27 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
     def visible(scope: Scope, request: Request) -> frozenset[str] | None:
         """The tenants to list: the scope's, narrowed by ``?tenant=``."""
         wanted = request.query_params.get("tenant") or None
-        if wanted is None:
-            return scope.tenants
-        if not scope.allows(wanted):
+        if wanted is not None and not scope.allows(wanted):
             raise HTTPException(status_code=403, detail="this token cannot see that tenant")
-        return frozenset([wanted])
+        return scope.tenants if wanted is None else frozenset([wanted])
 
     def page_scope(request: Request) -> Scope | Response:
         """The viewer of an HTML page; a ``?token=`` is swapped for a session cookie and leaves the address."""
         given = request.query_params.get("token")
-        if given is not None:
-            scope = access.scope_for_token(given)
-            if scope is None:
-                return HTMLResponse("<h1>401: console token required</h1>", status_code=401)
-            # The token leaves the address bar (and the history) at once; the cookie carries a session id.
-            query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
-            response = RedirectResponse(request.url.path + (f"?{query}" if query else ""), status_code=303)
-            access.set_cookie(response, request, scope)
-            return response
-        found = access.scope(request)
-        if found is None:
+        scope = access.scope(request) if given is None else access.scope_for_token(given)
+        if scope is None:
             return HTMLResponse("<h1>401: console token required</h1>", status_code=401)
-        return found
+        if given is None:
+            return scope
+        # The token leaves the address bar (and the history) at once; the cookie carries a session id.
+        query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "token"])
+        response = RedirectResponse(request.url.path + (f"?{query}" if query else ""), status_code=303)
+        access.set_cookie(response, request, scope)
+        return response
 
     def recording(call_id: str) -> Path | None:
-        if recordings_dir is None:
-            return None
-        for suffix in _AUDIO_TYPES:
-            path = recordings_dir / f"{call_id}{suffix}"
-            if path.parent == recordings_dir and path.is_file():  # a call id never walks out of the directory
-                return path
-        return None
+        paths = [recordings_dir / f"{call_id}{suffix}" for suffix in _AUDIO_TYPES] if recordings_dir else []
+        return next((p for p in paths if p.parent == recordings_dir and p.is_file()), None)  # never out of the dir
 
     async def handoff(call_id: str) -> Handoff | str | None:
         path = traces_dir / f"{call_id}.jsonl" if traces_dir is not None else None
@@ -148,8 +135,9 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
         rows = await queries.flagged_rows(store, filters, tenants)
         history = await store.history([r.id for r in rows if r.id is not None])
         names = await queries.tenants(store, scope.tenants)
-        return HTMLResponse(views.queue_page(rows, filters, names, history, title=title,
-                                             csrf=access.csrf_token(request)))
+        return HTMLResponse(
+            views.queue_page(rows, filters, names, history, title=title, csrf=access.csrf_token(request))
+        )
 
     @app.get("/t/{tenant}", response_class=HTMLResponse)
     async def tenant_page(request: Request, tenant: str, days: int = 30) -> Response:
@@ -171,17 +159,18 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
             return scope
         rows = await call_rows(scope, tenant, call_id)
         history = await store.history([r.id for r in rows if r.id is not None])
-        return HTMLResponse(views.call_page(tenant, call_id, rows, history, has_audio=recording(call_id) is not None,
-                                            handoff=await handoff(call_id), csrf=access.csrf_token(request)))
+        has_audio, summary, csrf = recording(call_id) is not None, await handoff(call_id), access.csrf_token(request)
+        return HTMLResponse(
+            views.call_page(tenant, call_id, rows, history, has_audio=has_audio, handoff=summary, csrf=csrf)
+        )
 
     @app.get("/t/{tenant}/calls/{call_id}/transcript")
     async def transcript(request: Request, tenant: str, call_id: str) -> Response:
-        turns = {r.turn_id: r for r in await call_rows(require(request), tenant, call_id)}
+        turns = sorted({r.turn_id: r for r in await call_rows(require(request), tenant, call_id)}.items())
         if "application/json" in request.headers.get("accept", ""):
-            return JSONResponse([{"turn_id": t, "caller": r.caller_utterance, "agent": r.utterance}
-                                 for t, r in sorted(turns.items())])
+            return JSONResponse([{"turn_id": t, "caller": r.caller_utterance, "agent": r.utterance} for t, r in turns])
         lines = []
-        for turn, row in sorted(turns.items()):
+        for turn, row in turns:
             if row.caller_utterance:
                 lines.append(f"caller: {row.caller_utterance}")
             lines.append(f"agent [turn {turn}]: {row.utterance}")
@@ -223,8 +212,8 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
         who = form.get("who", [""])[0].strip()
         back = form.get("next", [""])[0]
         if len(note) > max_note_chars:
-            raise HTTPException(status_code=413,
-                                detail=f"review note of {len(note)} characters exceeds the {max_note_chars} limit")
+            detail = f"review note of {len(note)} characters exceeds the {max_note_chars} limit"
+            raise HTTPException(status_code=413, detail=detail)
         if len(who) > _MAX_WHO_CHARS:
             raise HTTPException(status_code=413, detail=f"who exceeds {_MAX_WHO_CHARS} characters")
         await ready()
@@ -242,4 +231,3 @@ def create_console_app(store: AuditStore, token: str | None = None, *, title: st
         return RedirectResponse(f"{back.split('#')[0]}#row-{row_id}", status_code=303)
 
     return app
-

@@ -1,14 +1,10 @@
 """Refusing cross-site requests to the console's unsafe routes (reviews, logout).
 
-``SameSite=Strict`` keeps other *sites* from sending the session cookie, but a page on another port of the same host, or
-on a sibling subdomain, is the same site. So every unsafe request must also:
-
-* come from the console's own origin: a ``Sec-Fetch-Site`` other than ``same-origin`` (or ``none``, the user's own
-  navigation), or else an ``Origin`` other than the console's, is refused;
-* carry a form-encoded body (``application/x-www-form-urlencoded``) if any; other bodies are refused before they are
-  parsed;
-* when authenticated by the session cookie, carry the session's CSRF token in the form's ``csrf_token`` field (the
-  console's own forms carry it). A bearer-token request carries no cookie, so it needs no token.
+``SameSite=Strict`` keeps other *sites* from sending the session cookie, but another port of the same host, or a sibling
+subdomain, is the same site. So an unsafe request must also come from the console's own origin (``Sec-Fetch-Site``
+``same-origin`` or ``none``, else an ``Origin`` equal to the console's), carry a form-encoded body if any (others are
+refused unparsed), and, when a session cookie authenticates it, the session's CSRF token in ``csrf_token`` (a
+bearer-token request carries no cookie, so needs no token).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Response headers every console page carries: a strict CSP, no framing, no sniffing, no caching, no referrer.
 
-Pages are rendered on the server and need no script; a view that does add an inline ``<script>`` must give it the
-per-response nonce, ``<script nonce="{request.state.csp_nonce}">``, or the browser will not run it. Inline ``style`` is
-allowed (the page's stylesheet is inline); the call view's recording plays from the console itself (``media-src
-'self'``).
+Pages need no script; an inline ``<script>`` needs the per-response nonce (``request.state.csp_nonce``) to run. Inline
+``style`` is allowed (the stylesheet is inline); recordings play from the console itself (``media-src 'self'``).
 """
 
 from __future__ import annotations
@@ -20,15 +18,8 @@ __all__ = ["content_security_policy", "install_security_headers"]
 def content_security_policy(nonce: str) -> str:
     """The console's CSP for one response."""
     return (
-        "default-src 'none'; "
-        f"script-src 'nonce-{nonce}'; "
-        "style-src 'unsafe-inline'; "
-        "img-src 'self' data:; "
-        "media-src 'self'; "
-        "connect-src 'self'; "
-        "form-action 'self'; "
-        "base-uri 'none'; "
-        "frame-ancestors 'none'"
+        f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; img-src 'self' data:; "
+        "media-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     )
 
 

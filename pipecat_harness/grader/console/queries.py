@@ -1,7 +1,6 @@
 """What the console reads from the audit store: the queue with its filters, one call, a tenant's rates.
 
-Every query takes the tenants the viewer may see (``None``: all), so that access control decides scope in one place and
-no page can widen it.
+Every query takes the tenants the viewer may see (``None``: all): access control decides scope in one place.
 """
 
 from __future__ import annotations
@@ -16,8 +15,9 @@ from sqlalchemy.sql.elements import ColumnElement
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore, day_start
 from pipecat_harness.grader.verdict import CATEGORIES, FLAGGED
 
-__all__ = ["STATUSES", "FilterError", "QueueFilter", "RatePoint", "call_rows", "flagged_rows", "tenant_rates",
-           "tenants"]
+__all__ = [
+    "STATUSES", "FilterError", "QueueFilter", "RatePoint", "call_rows", "flagged_rows", "tenant_rates", "tenants",
+]  # fmt: skip
 
 STATUSES = ("open", *REVIEW_STATUS.values())
 _SEVERITIES = ("info", "warning", "critical")
@@ -40,11 +40,8 @@ class QueueFilter:
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> QueueFilter:
-        """Read filters from query parameters; empty values mean "any".
+        """Read filters from query parameters (empty means "any"); ``FilterError`` for a bad choice or date."""
 
-        Raises:
-            FilterError: A value outside its choices, or a date that is not YYYY-MM-DD.
-        """
         def choice(name: str, allowed: Collection[str]) -> str | None:
             value = (params.get(name) or "").strip()
             if value and value not in allowed:
@@ -59,27 +56,26 @@ class QueueFilter:
                 raise FilterError(f"{name} must be a date like 2026-05-31, got {value!r}") from None
 
         tenant = (params.get("tenant") or "").strip() or None
-        return cls(tenant, choice("severity", _SEVERITIES), choice("category", CATEGORIES),
-                   choice("status", STATUSES), day("since"), day("until"))
+        allowed = {"severity": _SEVERITIES, "category": CATEGORIES, "status": STATUSES}
+        severity, category, status = (choice(name, values) for name, values in allowed.items())
+        return cls(tenant, severity, category, status, day("since"), day("until"))
 
     def params(self) -> dict[str, str]:
         """The filters as query parameters (set ones only)."""
-        values = {"tenant": self.tenant, "severity": self.severity, "category": self.category,
-                  "status": self.status, "since": self.since and self.since.isoformat(),
-                  "until": self.until and self.until.isoformat()}
-        return {k: v for k, v in values.items() if v}
+        return {name: v.isoformat() if isinstance(v, date) else v for name, v in vars(self).items() if v}
 
 
 def _scope(store: AuditStore, visible: Collection[str] | None) -> list[ColumnElement[bool]]:
     return [] if visible is None else [store.table.c.tenant.in_(sorted(visible))]
 
 
-async def flagged_rows(store: AuditStore, filters: QueueFilter, visible: Collection[str] | None = None, *,
-                       limit: int = 200) -> list[AuditRow]:
+async def flagged_rows(
+    store: AuditStore, filters: QueueFilter, visible: Collection[str] | None = None, *, limit: int = 200
+) -> list[AuditRow]:
     """Flagged rows matching the filters, newest first."""
     c = store.table.c
-    where = [column == value for column, value in ((c.tenant, filters.tenant), (c.severity, filters.severity),
-                                                   (c.category, filters.category)) if value is not None]
+    chosen = [(c.tenant, filters.tenant), (c.severity, filters.severity), (c.category, filters.category)]
+    where = [column == value for column, value in chosen if value is not None]
     if filters.since is not None:
         where.append(c.created_at >= day_start(filters.since))
     if filters.until is not None:
@@ -87,9 +83,9 @@ async def flagged_rows(store: AuditStore, filters: QueueFilter, visible: Collect
     return await store.flagged(*where, limit=limit, status=filters.status, tenants=visible)
 
 
-async def call_rows(store: AuditStore, tenant: str, call_id: str, visible: Collection[str] | None = None) -> list[
-    AuditRow
-]:
+async def call_rows(
+    store: AuditStore, tenant: str, call_id: str, visible: Collection[str] | None = None
+) -> list[AuditRow]:
     """Every row of one call, in turn order (the call's transcript as graded)."""
     c = store.table.c
     query = select(store.table).where(and_(c.tenant == tenant, c.call_id == call_id, *_scope(store, visible)))
@@ -99,9 +95,7 @@ async def call_rows(store: AuditStore, tenant: str, call_id: str, visible: Colle
 async def tenants(store: AuditStore, visible: Collection[str] | None = None) -> list[str]:
     """Tenants with audit rows."""
     c = store.table.c
-    query = select(c.tenant).distinct().order_by(c.tenant)
-    if visible is not None:
-        query = query.where(c.tenant.in_(sorted(visible)))
+    query = select(c.tenant).distinct().where(*_scope(store, visible)).order_by(c.tenant)
     async with store.engine.connect() as conn:
         return [r[0] for r in (await conn.execute(query)).all()]
 
@@ -126,9 +120,7 @@ class RatePoint:
         return self.out_of_scope / self.turns if self.turns else 0.0
 
 
-async def tenant_rates(store: AuditStore, tenant: str, *, days: int = 30, today: date | None = None) -> list[
-    RatePoint
-]:
+async def tenant_rates(store: AuditStore, tenant: str, *, days: int = 30, today: date | None = None) -> list[RatePoint]:
     """Per day over the last ``days`` days: graded turns, and how many were flagged or out of scope."""
     last = today or datetime.now(UTC).date()
     first = last - timedelta(days=days - 1)

@@ -1,9 +1,8 @@
 """HTML of the console's pages, rendered on the server from the Jinja2 templates in ``templates/``.
 
-No script and no style attribute: the pages work without JavaScript, carry the stylesheet (``static/console.css``) in
-one ``<style>`` element, which the console's Content-Security-Policy allows, and draw the tenant chart as inline SVG.
-Every value is escaped by the templates' autoescaping. Every form that changes something carries the viewer's session
-CSRF token (``csrf``; none for a bearer-token viewer, whose requests carry no cookie).
+No script and no style attribute: the stylesheet (``static/console.css``) sits in one ``<style>`` element, which the
+console's CSP allows, and the tenant chart is inline SVG. The templates escape every value. Every form that changes
+something carries the viewer's session CSRF token (``csrf``; none for a bearer-token viewer, who sends no cookie).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 
 from pipecat_harness.grader.alerts import call_links
@@ -39,25 +38,32 @@ def _refs(row: AuditRow) -> str:
     return ", ".join(r.strip() for r in (row.constraint_ref or "none").split(","))
 
 
-_ENV = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=select_autoescape(["html"]),
-                   trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(when=_when, refs=_refs, urlpart=lambda value: quote(value, safe=""),
-                    call_url=lambda row: call_links(row.tenant, row.call_id, row.turn_id)["operator_console"])
-_ENV.globals.update(stylesheet=_STYLESHEET, review_actions=REVIEW_STATUS, severities=_SEVERITIES, categories=CATEGORIES,
-                    statuses=STATUSES, record_kinds={"caller_turn": "Caller turn", "tool_result": "Tool result",
-                                                     "ledger_event": "Ledger event"})
+_RECORD_KINDS = {"caller_turn": "Caller turn", "tool_result": "Tool result", "ledger_event": "Ledger event"}
+_ENV = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+_ENV.filters.update(when=_when, refs=_refs, urlpart=lambda value: quote(value, safe=""))
+_ENV.filters["call_url"] = lambda row: call_links(row.tenant, row.call_id, row.turn_id)["operator_console"]
+_ENV.globals.update(stylesheet=_STYLESHEET, review_actions=REVIEW_STATUS, severities=_SEVERITIES, categories=CATEGORIES)
+_ENV.globals.update(statuses=STATUSES, record_kinds=_RECORD_KINDS)
 
 
 def _render(template: str, **values: Any) -> str:
     return _ENV.get_template(template).render(**values)
 
 
-def queue_page(rows: Sequence[AuditRow], filters: QueueFilter, tenants: Sequence[str],
-               history: dict[int, list[ReviewEvent]], *, title: str = "Flagged turns", csrf: str = "") -> str:
+def queue_page(
+    rows: Sequence[AuditRow],
+    filters: QueueFilter,
+    tenants: Sequence[str],
+    history: dict[int, list[ReviewEvent]],
+    *,
+    title: str = "Flagged turns",
+    csrf: str = "",
+) -> str:
     """The queue: flagged claims newest first, filterable, each with its actions and a link to its call."""
     back = "/" + (f"?{urlencode(filters.params())}" if filters.params() else "")
-    return _render("queue.html", title=title, rows=rows, filters=filters, tenants=tenants, history=history,
-                   back=back, csrf=csrf)
+    return _render(
+        "queue.html", title=title, rows=rows, filters=filters, tenants=tenants, history=history, back=back, csrf=csrf
+    )
 
 
 def _handoff(handoff: Handoff | str | None) -> dict[str, Any] | None:
@@ -69,38 +75,50 @@ def _handoff(handoff: Handoff | str | None) -> dict[str, Any] | None:
     records: dict[str, Link] = {}
     lines = []
     for section in SECTIONS:
-        for line in (line for line in handoff.lines if line.section == section):
-            links = [("rec-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{link.kind}-{link.ref}").strip("-"), link)
-                     for link in line.links]
+        for line in [line for line in handoff.lines if line.section == section]:
+            anchors = ["rec-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{k.kind}-{k.ref}").strip("-") for k in line.links]
+            links = list(zip(anchors, line.links, strict=True))
             for anchor, link in links:
                 records.setdefault(anchor, link)
             lines.append((section, line, links))
     return {"lines": lines, "records": sorted(records.items(), key=lambda item: item[1].t)}
 
 
-def call_page(tenant: str, call_id: str, rows: Sequence[AuditRow], history: dict[int, list[ReviewEvent]], *,
-              has_audio: bool, handoff: Handoff | str | None = None, csrf: str = "") -> str:
+def call_page(
+    tenant: str,
+    call_id: str,
+    rows: Sequence[AuditRow],
+    history: dict[int, list[ReviewEvent]],
+    *,
+    has_audio: bool,
+    handoff: Handoff | str | None = None,
+    csrf: str = "",
+) -> str:
     """One call: its verified handoff summary, then the transcript as graded, flags in place.
 
     ``handoff``: the call's summary, why its trace could not be read, or ``None`` (no trace known: no section). Each
     statement links to the records supporting it (caller turn, tool result, ledger event), listed under the summary.
     """
     links = call_links(tenant, call_id)
-    by_turn: dict[int, list[AuditRow]] = {}
-    for row in rows:
-        by_turn.setdefault(row.turn_id, []).append(row)
     turns = []
-    for number, claims in sorted(by_turn.items()):
+    for number in sorted({r.turn_id for r in rows}):
+        claims = [r for r in rows if r.turn_id == number]
         flagged = [r for r in claims if r.flagged or r.verdict == "not_graded"]
         worst = next((s for s in _SEVERITIES if any(r.severity == s for r in flagged)), "")
-        turns.append({
-            "number": number, "caller": claims[0].caller_utterance, "agent": claims[0].utterance, "flagged": flagged,
-            "classes": f"turn flagged {worst}" if flagged else "turn",
-        })
+        classes = f"turn flagged {worst}" if flagged else "turn"
+        turns.append({"number": number, "row": claims[0], "flagged": flagged, "classes": classes})
+    versions = sorted({r.constraints_version for r in rows})
     return _render(
-        "call.html", title=f"Call {call_id}", tenant=tenant, links=links, back=links["operator_console"],
-        versions=sorted({r.constraints_version for r in rows}), has_audio=has_audio, turns=turns, history=history,
-        handoff=_handoff(handoff), csrf=csrf,
+        "call.html",
+        title=f"Call {call_id}",
+        tenant=tenant,
+        links=links,
+        versions=versions,
+        has_audio=has_audio,
+        turns=turns,
+        history=history,
+        handoff=_handoff(handoff),
+        csrf=csrf,
     )
 
 
@@ -114,17 +132,13 @@ def _chart(points: Sequence[RatePoint]) -> dict[str, Any]:
             f"{pad + i * step:.1f},{height - pad - v / top * (height - 2 * pad):.1f}" for i, v in enumerate(values)
         )
 
-    ticks = [(f"{pad + i * step:.1f}", p.day.strftime("%m-%d"))
-             for i, p in enumerate(points) if i % max(1, len(points) // 6) == 0]
-    return {
-        "width": width, "height": height, "pad": pad, "top": top, "ticks": ticks,
-        "flag_points": coords([p.flag_rate for p in points]),
-        "oos_points": coords([p.out_of_scope_rate for p in points]),
-    }
+    every = max(1, len(points) // 6)
+    ticks = [(f"{pad + i * step:.1f}", p.day.strftime("%m-%d")) for i, p in enumerate(points) if i % every == 0]
+    flags, oos = coords([p.flag_rate for p in points]), coords([p.out_of_scope_rate for p in points])
+    return dict(width=width, height=height, pad=pad, top=top, ticks=ticks, flag_points=flags, oos_points=oos)
 
 
 def tenant_page(tenant: str, points: Sequence[RatePoint], *, csrf: str = "") -> str:
     """A tenant's flag rate and out_of_scope rate per day, as a chart and a table."""
-    return _render("tenant.html", title=f"Tenant {tenant}", points=points, chart=_chart(points),
-                   turns=sum(p.turns for p in points), flagged=sum(p.flagged for p in points),
-                   queue=f"/?{urlencode({'tenant': tenant})}", csrf=csrf)
+    queue = f"/?{urlencode({'tenant': tenant})}"
+    return _render("tenant.html", title=f"Tenant {tenant}", points=points, chart=_chart(points), queue=queue, csrf=csrf)

@@ -29,11 +29,7 @@ def digest(*parts: str | bytes) -> str:
 
 
 class AudioCache:
-    """Synthesised PCM under ``tts/``, transcripts under ``asr/``, one small file per entry.
-
-    Args:
-        directory: Root of the cache (created on first write).
-    """
+    """Synthesised PCM under ``tts/``, transcripts under ``asr/``, one small file per entry below ``directory``."""
 
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or default_cache_dir()
@@ -42,12 +38,7 @@ class AudioCache:
 
     def audio(self, key: str) -> bytes | None:
         """Cached PCM for ``key``, if any."""
-        path = self.directory / "tts" / f"{key}.pcm"
-        if path.exists():
-            self.hits += 1
-            return path.read_bytes()
-        self.misses += 1
-        return None
+        return self._read(self.directory / "tts" / f"{key}.pcm")
 
     def put_audio(self, key: str, pcm: bytes) -> None:
         """Store PCM for ``key``."""
@@ -55,17 +46,20 @@ class AudioCache:
 
     def transcript(self, key: str) -> str | None:
         """Cached transcript for ``key``, if any."""
-        path = self.directory / "asr" / f"{key}.json"
-        if path.exists():
-            self.hits += 1
-            return str(json.loads(path.read_text(encoding="utf-8"))["text"])
-        self.misses += 1
-        return None
+        data = self._read(self.directory / "asr" / f"{key}.json")
+        return None if data is None else str(json.loads(data.decode("utf-8"))["text"])
 
     def put_transcript(self, key: str, text: str, **about: object) -> None:
         """Store a transcript for ``key`` (with what produced it)."""
         payload = json.dumps({"text": text, **about}, ensure_ascii=False).encode("utf-8")
         self._write(self.directory / "asr" / f"{key}.json", payload)
+
+    def _read(self, path: Path) -> bytes | None:
+        if not path.exists():
+            self.misses += 1
+            return None
+        self.hits += 1
+        return path.read_bytes()
 
     @staticmethod
     def _write(path: Path, data: bytes) -> None:

@@ -33,13 +33,12 @@ def turn_audio(turn: CallerTurn, voice: PiperCallerVoice, *, rate: float = 1.0) 
 class AudioCaller(SimulatedCaller):
     """Speaks a caller script as audio into a running ``PipelineWorker``.
 
-    Args:
-        spec: The caller's voice spec (its speaking rate scales Piper's).
-        rate: Speaking-rate multiplier on top of the spec's (1.0: Piper's own pace).
+    ``rate`` multiplies Piper's own pace (default: the ``spec``'s words per minute over 150).
     """
 
-    def __init__(self, turns: list[CallerTurn], spec: CallerSpec, voice: PiperCallerVoice, *,
-                 rate: float | None = None) -> None:
+    def __init__(
+        self, turns: list[CallerTurn], spec: CallerSpec, voice: PiperCallerVoice, *, rate: float | None = None
+    ) -> None:
         super().__init__(turns, spec)
         self._piper = voice
         self.rate = rate if rate is not None else spec.words_per_minute / 150.0
@@ -53,7 +52,7 @@ class AudioCaller(SimulatedCaller):
         try:
             await super().run(worker, linger_secs=linger_secs, final_wait_secs=final_wait_secs)
         finally:
-            if self._line is not None and not self._line.done():
+            if self._line is not None:
                 self._line.cancel()
 
     async def _speak(self, worker: Any, turn: CallerTurn) -> None:
@@ -73,15 +72,12 @@ class AudioCaller(SimulatedCaller):
     async def _stream(self, worker: Any) -> None:
         loop = asyncio.get_running_loop()
         due = loop.time()
-        silence = bytes(_FRAME_BYTES)
         while True:
+            chunk = bytes(self._pending[:_FRAME_BYTES]).ljust(_FRAME_BYTES, b"\x00")
             if self._pending:
-                chunk = bytes(self._pending[:_FRAME_BYTES]).ljust(_FRAME_BYTES, b"\x00")
                 del self._pending[:_FRAME_BYTES]
                 if not self._pending:
                     self._drained.set()
-            else:
-                chunk = silence
             await worker.queue_frame(InputAudioRawFrame(audio=chunk, sample_rate=SAMPLE_RATE, num_channels=1))
             due += FRAME_SECS
             await asyncio.sleep(max(0.0, due - loop.time()))

@@ -1,10 +1,7 @@
-"""The line between the caller and the bot: clean, a telephone's 8 kHz G.711 μ-law, or a noisy room.
+"""The line between the caller and the bot: ``clean`` (as synthesised), ``phone`` or ``noise``.
 
-* ``clean``: the 16 kHz PCM as synthesised;
-* ``phone``: down to 8 kHz, μ-law encoded and decoded (what Twilio carries), back up to 16 kHz;
-* ``noise``: stationary noise shaped like speech (pink, band-limited) added at 15 dB SNR, the SNR taken over the
-  stretches where the caller speaks. The noise is seeded from the audio, so the same utterance always gets the same
-  noise.
+``phone`` is down to 8 kHz, G.711 μ-law encoded and decoded (what Twilio carries), and back up to 16 kHz; ``noise``
+adds pink, band-limited noise at 15 dB SNR over the stretches where the caller speaks, seeded from the audio.
 """
 
 from __future__ import annotations
@@ -41,11 +38,7 @@ def _noise(n: int, seed: int) -> np.ndarray:
 
 
 def through_channel(pcm: bytes, channel: str) -> bytes:
-    """``pcm`` (16 kHz mono int16) as the bot hears it over ``channel``.
-
-    Raises:
-        ValueError: Unknown channel.
-    """
+    """``pcm`` (16 kHz mono int16) as the bot hears it over ``channel`` (a ValueError when unknown)."""
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}; choose one of {', '.join(CHANNELS)}")
     if channel == "clean" or not pcm:

@@ -15,15 +15,9 @@ _ESPEAK_RATE = 22050
 
 
 class EspeakCallerVoice(CachedVoice):
-    """Synthesises caller speech with the ``espeak-ng`` command line; ``rate`` scales the words per minute.
+    """Synthesises caller speech with the ``espeak-ng`` command line (a RuntimeError when it is not installed).
 
-    Args:
-        cache: Where synthesised audio is kept.
-        variant: The espeak-ng voice (``en-us``, ``en-us+m3``...).
-        words_per_minute: espeak-ng's ``-s`` at rate 1.0.
-
-    Raises:
-        RuntimeError: ``espeak-ng`` is not installed (``apt-get install espeak-ng``).
+    ``variant`` is the espeak-ng voice (``en-us``, ``en-us+m3``...), ``words_per_minute`` its ``-s`` at rate 1.0.
     """
 
     def __init__(self, cache: AudioCache, *, variant: str = "en-us", words_per_minute: int = 160) -> None:
@@ -39,7 +33,7 @@ class EspeakCallerVoice(CachedVoice):
     def _synthesise(self, text: str, rate: float) -> bytes:
         import soxr
 
-        wav = subprocess.run(
-            ["espeak-ng", "-v", self.variant, "-s", str(round(self.words_per_minute * rate)), "--stdout",
-             read_aloud(text)], check=True, capture_output=True, timeout=60).stdout
+        speed = str(round(self.words_per_minute * rate))
+        command = ["espeak-ng", "-v", self.variant, "-s", speed, "--stdout", read_aloud(text)]
+        wav = subprocess.run(command, check=True, capture_output=True, timeout=60).stdout
         return to_pcm(soxr.resample(from_pcm(wav[44:]), _ESPEAK_RATE, SAMPLE_RATE))

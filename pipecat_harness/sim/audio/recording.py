@@ -69,8 +69,9 @@ def _front_end_path(speech: bytes, cache: AudioCache, stt_latency_secs: float) -
     return pcm, cache.directory / "front_end" / f"{key}.json"
 
 
-def is_recorded(parts: list[str], pause: float, *, rate: float, cache: AudioCache,
-                stt_latency_secs: float = WHISPER_LATENCY_SECS) -> bool:
+def is_recorded(
+    parts: list[str], pause: float, *, rate: float, cache: AudioCache, stt_latency_secs: float = WHISPER_LATENCY_SECS
+) -> bool:
     """Whether the utterance's front-end events are cached (checked without synthesising anything)."""
     voice = PiperCallerVoice(cache)
     if not all(voice.is_cached(part, rate=rate) for part in parts):
@@ -79,8 +80,9 @@ def is_recorded(parts: list[str], pause: float, *, rate: float, cache: AudioCach
     return bool(_front_end_path(speech, cache, stt_latency_secs)[1].exists())
 
 
-def record_utterance(parts: list[str], pause: float, *, rate: float, cache: AudioCache,
-                     stt_latency_secs: float = WHISPER_LATENCY_SECS) -> Utterance:
+def record_utterance(
+    parts: list[str], pause: float, *, rate: float, cache: AudioCache, stt_latency_secs: float = WHISPER_LATENCY_SECS
+) -> Utterance:
     """Run the utterance through Silero VAD and Whisper once (cached by content) and return what they produced."""
     voice = PiperCallerVoice(cache)
     speech, ends = utterance_audio(parts, pause, voice, rate=rate)
@@ -90,14 +92,13 @@ def record_utterance(parts: list[str], pause: float, *, rate: float, cache: Audi
     return Utterance(ends, duration, events)
 
 
-def record_line(parts: list[str], pause: float, *, voice: Any, rate: float, channel: str, recogniser: str,
-                cache: AudioCache) -> tuple[Utterance, bytes]:
+def record_line(
+    parts: list[str], pause: float, *, voice: Any, rate: float, channel: str, recogniser: str, cache: AudioCache
+) -> tuple[Utterance, bytes]:
     """One cell of the speech matrix: ``voice`` reads the parts, ``channel`` carries them, ``recogniser`` hears them.
 
-    The channel acts on the whole line, trailing silence included (a noisy line is noisy between words too).
-
-    Returns:
-        The utterance as heard, and the audio as the bot received it (what Smart Turn analyses on replay).
+    Returns the utterance as heard and the audio as the bot received it (what Smart Turn analyses on replay). The
+    channel acts on the whole line, trailing silence included (a noisy line is noisy between words too).
     """
     from pipecat_harness.sim.audio.channel import through_channel
     from pipecat_harness.sim.audio.recogniser import RECOGNISERS
@@ -122,15 +123,13 @@ def _cached_events(path: Path, parts: list[str], run: Callable[[], list[Recorded
 
 
 def _run_front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float, recogniser: str) -> list[RecordedEvent]:
-    from pipecat_harness.sim.clock import virtual_time
+    from pipecat_harness.sim.clock import run_on_virtual_time
 
-    with virtual_time(max_virtual_secs=600.0, max_wall_secs=900.0) as loop:
-        with asyncio.Runner(loop_factory=lambda: loop) as runner:
-            return runner.run(_front_end(pcm, cache, stt_latency_secs, recogniser))
+    front_end = _front_end(pcm, cache, stt_latency_secs, recogniser)
+    return run_on_virtual_time(front_end, max_virtual_secs=600.0, max_wall_secs=900.0)
 
 
-async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float,
-                     recogniser: str) -> list[RecordedEvent]:
+async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float, recogniser: str) -> list[RecordedEvent]:
     from pipecat.audio.vad.silero import SileroVADAnalyzer
     from pipecat.frames.frames import (
         Frame,
@@ -169,9 +168,8 @@ async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float,
     chunk = int(_CHUNK_SECS * SAMPLE_RATE) * 2
     frames: list[Frame] = []
     for offset in range(0, len(pcm), chunk):
-        frames.append(InputAudioRawFrame(audio=pcm[offset:offset + chunk].ljust(chunk, b"\x00"),
-                                         sample_rate=SAMPLE_RATE, num_channels=1))
-        frames.append(SleepFrame(sleep=_CHUNK_SECS))
-    await run_test(Pipeline([VADProcessor(vad_analyzer=SileroVADAnalyzer()), stt]), frames_to_send=frames,
-                   expected_down_frames=None, observers=[_Tap()])
+        audio = pcm[offset : offset + chunk].ljust(chunk, b"\x00")
+        frames += [InputAudioRawFrame(audio=audio, sample_rate=SAMPLE_RATE, num_channels=1), SleepFrame(_CHUNK_SECS)]
+    pipeline = Pipeline([VADProcessor(vad_analyzer=SileroVADAnalyzer()), stt])
+    await run_test(pipeline, frames_to_send=frames, expected_down_frames=None, observers=[_Tap()])
     return events

@@ -20,11 +20,8 @@ _AUDIO_CHUNK_SECS = 0.1
 class ReplayResult:
     """What one arm did with one utterance.
 
-    Parameters:
-        messages: User messages written to the context.
-        stops: Virtual times the user turns ended.
-        decisions: The hold's ``(action, evidence)`` records.
-        watchdog: Whether the turn watchdog ended a turn.
+    The user messages written to the context, the virtual times the user turns stopped, the hold's ``(action,
+    evidence)`` decisions, and whether the turn watchdog ended a turn.
     """
 
     messages: list[str] = field(default_factory=list)
@@ -33,27 +30,23 @@ class ReplayResult:
     watchdog: bool = False
 
 
-def replay(utterance: Utterance, pcm: bytes, *, turn_stop: str, hold_config: Any | None,
-           question: str = "") -> ReplayResult:
-    """Feed the recorded front-end events (and, for Smart Turn, the audio) to the user aggregator.
+def replay(
+    utterance: Utterance, pcm: bytes, *, turn_stop: str, hold_config: Any | None, question: str = ""
+) -> ReplayResult:
+    """Feed the recorded front-end events (and, for Smart Turn, the audio ``pcm``) to the user aggregator.
 
-    Args:
-        utterance: The recorded events.
-        pcm: The utterance's audio (Smart Turn analyses it).
-        turn_stop: ``speech_timeout`` or ``smart_turn``.
-        hold_config: The identifier hold's config; ``None`` runs without the hold.
-        question: The agent's question the caller answers, sent first as Pipecat's assistant-turn frame (the hold reads
-            the slot from it); empty: none.
+    ``hold_config`` is the identifier hold's (``None``: no hold); ``question``, when given, is the agent's question the
+    caller answers, sent first as Pipecat's assistant-turn frame (the hold reads the slot from it).
     """
-    from pipecat_harness.sim.clock import virtual_time
+    from pipecat_harness.sim.clock import run_on_virtual_time
 
-    with virtual_time(max_virtual_secs=600.0, max_wall_secs=600.0) as loop:
-        with asyncio.Runner(loop_factory=lambda: loop) as runner:
-            return runner.run(_replay(utterance, pcm, turn_stop, hold_config, question))
+    arm = _replay(utterance, pcm, turn_stop, hold_config, question)
+    return run_on_virtual_time(arm, max_virtual_secs=600.0, max_wall_secs=600.0)
 
 
-async def _replay(utterance: Utterance, pcm: bytes, turn_stop: str, hold_config: Any | None,
-                  question: str) -> ReplayResult:
+async def _replay(
+    utterance: Utterance, pcm: bytes, turn_stop: str, hold_config: Any | None, question: str
+) -> ReplayResult:
     from pipecat.frames.frames import (
         Frame,
         InputAudioRawFrame,
@@ -78,11 +71,17 @@ async def _replay(utterance: Utterance, pcm: bytes, turn_stop: str, hold_config:
     stop: Any = inner
     if hold_config is not None:
         timeout = max(timeout, required_stop_timeout(inner, hold_config.longest_wait_secs))
-        stop = IdentifierHoldStopStrategy(inner, config=hold_config, user_turn_stop_timeout=timeout,
-                                          on_decision=lambda a, e: result.decisions.append((a, e)))
+        stop = IdentifierHoldStopStrategy(
+            inner,
+            config=hold_config,
+            user_turn_stop_timeout=timeout,
+            on_decision=lambda a, e: result.decisions.append((a, e)),
+        )
     context = LLMContext()
-    aggregator = LLMUserAggregator(context, params=LLMUserAggregatorParams(
-        user_turn_strategies=UserTurnStrategies(stop=[stop]), user_turn_stop_timeout=timeout))
+    params = LLMUserAggregatorParams(
+        user_turn_strategies=UserTurnStrategies(stop=[stop]), user_turn_stop_timeout=timeout
+    )
+    aggregator = LLMUserAggregator(context, params=params)
     loop = asyncio.get_running_loop()
     start = loop.time()
 
@@ -107,9 +106,9 @@ async def _replay(utterance: Utterance, pcm: bytes, turn_stop: str, hold_config:
         chunk = int(_AUDIO_CHUNK_SECS * SAMPLE_RATE) * 2
         pcm = pcm.ljust(int(utterance.duration * SAMPLE_RATE) * 2, b"\x00")
         for index, offset in enumerate(range(0, len(pcm), chunk)):
-            audio = pcm[offset:offset + chunk].ljust(chunk, b"\x00")
-            timed.append((index * _AUDIO_CHUNK_SECS, 1, InputAudioRawFrame(audio=audio, sample_rate=SAMPLE_RATE,
-                                                                           num_channels=1)))
+            audio = pcm[offset : offset + chunk].ljust(chunk, b"\x00")
+            frame = InputAudioRawFrame(audio=audio, sample_rate=SAMPLE_RATE, num_channels=1)
+            timed.append((index * _AUDIO_CHUNK_SECS, 1, frame))
     timed.sort(key=lambda item: (item[0], item[1]))
     frames: list[Frame] = [STTMetadataFrame(service_name="WhisperSTTService", ttfs_p99_latency=WHISPER_P99_SECS)]
     if question:
@@ -122,6 +121,6 @@ async def _replay(utterance: Utterance, pcm: bytes, turn_stop: str, hold_config:
         frames.append(frame)
     frames.append(SleepFrame(sleep=max(0.0, utterance.duration - now)))
     await run_test(aggregator, frames_to_send=frames, expected_down_frames=None)
-    result.messages = [str(m["content"]) for m in context.get_messages()
-                       if isinstance(m, dict) and m.get("role") == "user"]
+    users = [m for m in context.get_messages() if isinstance(m, dict) and m.get("role") == "user"]
+    result.messages = [str(m["content"]) for m in users]
     return result

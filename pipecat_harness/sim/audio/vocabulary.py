@@ -25,20 +25,11 @@ def _customer_names(scenario: Any) -> list[str]:
         rows.extend(DEFAULT_SEED["customers"])
     for table in scenario.database.tables.values():
         rows.extend(table.rows)
-    names: list[str] = []
-    for row in rows:
-        parts = [str(row[c]) for c in _NAME_COLUMNS if row.get(c)]
-        if len(parts) == len(_NAME_COLUMNS) and " ".join(parts) not in names:
-            names.append(" ".join(parts))
-    return names
+    names = [" ".join(str(row[c]) for c in _NAME_COLUMNS) for row in rows if all(row.get(c) for c in _NAME_COLUMNS)]
+    return list(dict.fromkeys(names))
 
 
 def recogniser_vocabulary(scenario: Any) -> str:
-    """The hotwords for ``scenario``'s call: its domain's terms, then its customers' names.
-
-    Returns:
-        One comma-separated string (faster-whisper's ``hotwords`` is a single string); empty when there is nothing to
-        key.
-    """
+    """The hotwords for ``scenario``'s call: its domain's terms, then its customers' names, comma-separated."""
     terms = list(DOMAIN_TERMS.get(scenario.domain, ())) + _customer_names(scenario)
     return ", ".join(terms)

