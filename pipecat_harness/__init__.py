@@ -1,14 +1,12 @@
 """pipecat-harness: controls that make Pipecat voice agents safe on real phone lines.
 
-The model decides what to say; the harness owns what the model cannot see for
-itself: whether the caller's input is complete, whether an action already
-executed, and what the caller actually heard.
+The model decides what to say; the harness owns what the model cannot see for itself: whether the caller's input is
+complete, whether an action already executed, and what the caller actually heard.
 
-Public names are imported lazily, so ``import pipecat_harness`` stays cheap and
-a control's dependencies load only when it is used. The simulator, the retail demo and
-the other lab tools are not here: they are imported from their modules
-(``pipecat_harness.sim.runner.run_scenario``, ``pipecat_harness.demo.retail_tools.RetailTools``),
-with the ``lab`` extra installed.
+Public names are imported lazily, so ``import pipecat_harness`` stays cheap and a control's dependencies load only when
+it is used. The simulator, the retail demo and the other lab tools are imported from their modules
+(``pipecat_harness.sim.runner.run_scenario``, ``pipecat_harness.demo.retail_tools.RetailTools``), with the ``lab``
+extra installed.
 """
 
 from __future__ import annotations
@@ -17,65 +15,31 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-_EXPORTS: dict[str, str] = {
+#: The lazily imported public names, by the module (under ``pipecat_harness``) that defines them.
+_NAMES_BY_MODULE: dict[str, tuple[str, ...]] = {
     # foundation
-    "Harness": "pipecat_harness.harness",
-    "HarnessConfig": "pipecat_harness.config",
-    "ConfigError": "pipecat_harness.config",
-    "CONTROL_NAMES": "pipecat_harness.config",
-    "HarnessControl": "pipecat_harness.control",
-    "Placement": "pipecat_harness.control",
-    "ControlDecision": "pipecat_harness.decisions",
-    "DecisionLog": "pipecat_harness.decisions",
-    "TraceRecorder": "pipecat_harness.trace.recorder",
-    "Timeline": "pipecat_harness.trace.timeline",
-    # input controls
-    "hold_decision": "pipecat_harness.input",
-    "IdentifierHoldConfig": "pipecat_harness.input",
-    "IdentifierHoldStopStrategy": "pipecat_harness.input",
-    "SpellingNormalizer": "pipecat_harness.input",
-    "SilentReplyGuard": "pipecat_harness.input",
-    # tool controls
-    "ToolGate": "pipecat_harness.tools",
-    "OperationLedger": "pipecat_harness.tools",
-    # history controls
-    "estimate_heard_prefix": "pipecat_harness.history",
-    "PlaybackTracker": "pipecat_harness.history",
-    "HistoryCorrector": "pipecat_harness.history",
-    # checklist and grader
-    "ChecklistDirector": "pipecat_harness.checklist",
-    "RuleGrader": "pipecat_harness.grader",
-    "ConstraintList": "pipecat_harness.grader",
-    "TurnGrader": "pipecat_harness.grader",
+    "harness": ("Harness",),
+    "config": ("HarnessConfig", "ConfigError", "CONTROL_NAMES"),
+    "control": ("HarnessControl", "Placement"),
+    "decisions": ("ControlDecision", "DecisionLog"),
+    "trace.recorder": ("TraceRecorder",),
+    "trace.timeline": ("Timeline",),
+    # controls, checklist and grader
+    "input": ("hold_decision", "IdentifierHoldConfig", "IdentifierHoldStopStrategy", "SpellingNormalizer",
+              "SilentReplyGuard"),
+    "tools": ("ToolGate", "OperationLedger"),
+    "history": ("estimate_heard_prefix", "PlaybackTracker", "HistoryCorrector"),
+    "checklist": ("ChecklistDirector",),
+    "grader": ("RuleGrader", "ConstraintList", "TurnGrader"),
 }
+_EXPORTS: dict[str, str] = {name: f"pipecat_harness.{module}" for module, names in _NAMES_BY_MODULE.items()
+                            for name in names}
 
-__all__ = [
-    "CONTROL_NAMES",
-    "ChecklistDirector",
-    "ConfigError",
-    "ConstraintList",
-    "ControlDecision",
-    "DecisionLog",
-    "Harness",
-    "HarnessConfig",
-    "HarnessControl",
-    "HistoryCorrector",
-    "IdentifierHoldConfig",
-    "IdentifierHoldStopStrategy",
-    "OperationLedger",
-    "Placement",
-    "PlaybackTracker",
-    "RuleGrader",
-    "SilentReplyGuard",
-    "SpellingNormalizer",
-    "Timeline",
-    "ToolGate",
-    "TraceRecorder",
-    "TurnGrader",
-    "__version__",
-    "estimate_heard_prefix",
-    "hold_decision",
-]
+__all__ = ["CONTROL_NAMES", "ChecklistDirector", "ConfigError", "ConstraintList", "ControlDecision", "DecisionLog",
+           "Harness", "HarnessConfig", "HarnessControl", "HistoryCorrector", "IdentifierHoldConfig",
+           "IdentifierHoldStopStrategy", "OperationLedger", "Placement", "PlaybackTracker", "RuleGrader",
+           "SilentReplyGuard", "SpellingNormalizer", "Timeline", "ToolGate", "TraceRecorder", "TurnGrader",
+           "__version__", "estimate_heard_prefix", "hold_decision"]
 
 
 def __getattr__(name: str) -> Any:

@@ -15,27 +15,11 @@ from pipecat.pipeline.base_pipeline import BasePipeline
 from pipecat.pipeline.worker_observer import WorkerObserver
 from pipecat.processors.frame_processor import FrameProcessor, FrameProcessorSetup
 
-__all__ = [
-    "PipecatInternalsChanged",
-    "appended_system_instructions",
-    "base_system_instruction",
-    "cleanup_members",
-    "external_stop_timeout",
-    "function_registry",
-    "in_direct_mode",
-    "mark_setup_finished",
-    "mark_setup_started",
-    "push_llm_text",
-    "recompose_system_instruction",
-    "replace_function_registry",
-    "set_neighbours",
-    "setup_members",
-    "speech_timeout",
-    "stt_user_id",
-    "turn_analyzer",
-    "user_aggregator_params",
-    "worker_observers",
-]
+__all__ = ["PipecatInternalsChanged", "appended_system_instructions", "base_system_instruction", "cleanup_members",
+           "external_stop_timeout", "function_registry", "in_direct_mode", "mark_setup_finished", "mark_setup_started",
+           "push_llm_text", "recompose_system_instruction", "replace_function_registry", "set_neighbours",
+           "setup_members", "speech_timeout", "stt_user_id", "turn_analyzer", "user_aggregator_params",
+           "worker_observers"]
 
 _MISSING = object()
 
@@ -47,10 +31,9 @@ class PipecatInternalsChanged(AttributeError):
 def _read(obj: object, attribute: str) -> Any:
     value = getattr(obj, attribute, _MISSING)
     if value is _MISSING:
-        raise PipecatInternalsChanged(
-            f"{type(obj).__name__} has no {attribute!r}: the installed Pipecat moved it; pipecat-harness supports "
-            "pipecat-ai 1.14 (see the README's list of Pipecat internals the harness uses)"
-        )
+        raise PipecatInternalsChanged(f"{type(obj).__name__} has no {attribute!r}: the installed Pipecat moved it; "
+                                      "pipecat-harness supports pipecat-ai 1.14 (see the README's list of Pipecat "
+                                      "internals the harness uses)")
     return value
 
 

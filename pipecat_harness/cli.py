@@ -41,7 +41,7 @@ COMMANDS: tuple[Command, ...] = (
             "print a call's verified handoff summary (every line linked to its record)"),
     Command("console", "pipecat_harness.grader.command",
             "serve the operator console of flagged turns (needs pipecat-harness[proxy])", extra="proxy"),
-)  # fmt: skip
+)
 
 
 class _Parser(argparse.ArgumentParser):

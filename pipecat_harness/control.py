@@ -1,18 +1,11 @@
 """``HarnessControl``: how a control plugs into a Pipecat pipeline.
 
-A control may contribute to any of four places, and only to those:
-
-* the user aggregator's turn stop strategies (``wrap_stop_strategies``);
-* processors at a named position in the pipeline (``processors``);
-* tool handlers, wrapped at registration (``wrap_function``, after
-  ``set_argument_normalizer`` for tools whose arguments have a canonical form);
-* read-only observers (``observers``).
-
-It is told of each submitted user turn (``on_user_turn``) before the model
-runs for it, and meets the one collaborator another control provides, the
-tool gate, through ``bind_gate``: it never looks other controls up by name.
-Every hook has a do-nothing default, so a control implements only what it
-needs.
+A control may contribute to four places only: the user aggregator's turn stop strategies (``wrap_stop_strategies``),
+processors at a named position (``processors``), tool handlers wrapped at registration (``wrap_function``, after
+``set_argument_normalizer`` for tools whose arguments have a canonical form) and read-only observers (``observers``).
+It is told of each submitted user turn (``on_user_turn``) before the model runs for it, and meets the tool gate, the one
+collaborator another control provides, through ``bind_gate``: it never looks other controls up by name. Every hook has
+a do-nothing default, so a control implements only what it needs.
 """
 
 from __future__ import annotations
@@ -31,10 +24,8 @@ if TYPE_CHECKING:
     from pipecat_harness.events import CallEvents
     from pipecat_harness.trace.recorder import TraceRecorder
 
-__all__ = [
-    "ControlHost", "HarnessControl", "PipecatHandler", "Placement", "ToolHandler", "find_downstream",
-    "pipecat_function",
-]
+__all__ = ["ControlHost", "HarnessControl", "PipecatHandler", "Placement", "ToolHandler", "find_downstream",
+           "pipecat_function"]
 
 PipecatHandler = Callable[[FunctionCallParams], Awaitable[None]]
 """A Pipecat function-call handler."""
@@ -111,8 +102,7 @@ class HarnessControl:
         Args:
             params: The user aggregator's params (``LLMUserAggregatorParams``).
             strategies: The wrapped stop strategies.
-            adjust: Whether the control may raise ``params.user_turn_stop_timeout``
-                (not once the aggregator exists).
+            adjust: Whether the control may raise ``params.user_turn_stop_timeout`` (not once the aggregator exists).
         """
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:

@@ -44,16 +44,9 @@ class ControlDecision:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the decision as a JSON-serialisable mapping."""
-        return {
-            "decision_id": self.decision_id,
-            "control": self.control,
-            "action": self.action,
-            "call_id": self.call_id,
-            "turn_id": self.turn_id,
-            "at": round(self.at, 4),
-            "evidence": self.evidence,
-            "outcome": self.outcome,
-        }
+        return {"decision_id": self.decision_id, "control": self.control, "action": self.action,
+                "call_id": self.call_id, "turn_id": self.turn_id, "at": round(self.at, 4), "evidence": self.evidence,
+                "outcome": self.outcome}
 
 
 DecisionListener = Callable[[str, ControlDecision], None]

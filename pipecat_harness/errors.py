@@ -6,18 +6,8 @@ import importlib
 import os
 from typing import Any
 
-__all__ = [
-    "EXTRA_INCLUDES",
-    "EXTRA_MODULES",
-    "GEMINI_KEY_ENV",
-    "InputError",
-    "UsageError",
-    "extra_for_module",
-    "gemini_client",
-    "import_or_name_extra",
-    "missing_extra_message",
-    "require_extra",
-]
+__all__ = ["EXTRA_INCLUDES", "EXTRA_MODULES", "GEMINI_KEY_ENV", "InputError", "UsageError", "extra_for_module",
+           "gemini_client", "import_or_name_extra", "missing_extra_message", "require_extra"]
 
 #: The top-level modules each optional extra of ``pipecat-harness`` installs.
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {

@@ -74,32 +74,21 @@ class Harness:
     Args:
         config: The configuration (defaults: :class:`HarnessConfig` from the environment).
         call_id: Identifier of the call (a random one when omitted).
-        trace_path: JSONL file for the call's timeline; defaults to
-            ``<config.trace.directory>/<call_id>.jsonl`` when tracing is on.
+        trace_path: JSONL file for the call's timeline (``<config.trace.directory>/<call_id>.jsonl`` when tracing).
         trace_metadata: Extra fields for the trace header.
-        write_tools: Names of tools that change business state, in addition to
-            ``config.tool_gate.write_tools``.
-        strict: Raise :class:`~pipecat_harness.integration.IntegrationError`
-            from :meth:`place` when an active control cannot act (a tool
-            registered without the harness, user params not from
-            :meth:`user_params`, a tool gate with no tools); otherwise each
-            problem is logged as an error with its fix.
+        write_tools: Names of tools that change business state, in addition to ``config.tool_gate.write_tools``.
+        strict: Raise :class:`~pipecat_harness.integration.IntegrationError` from :meth:`place` when an active control
+            cannot act (a tool registered without the harness, user params not from :meth:`user_params`, a tool gate
+            with no tools); otherwise each problem is logged as an error with its fix.
     """
 
     #: Place the processors of one placement as one :class:`~pipecat_harness.placement.PlacementGroup`
     #: (``False``: one by one, as ``scripts/bench_pipeline.py`` compares).
     grouped: bool = True
 
-    def __init__(
-        self,
-        config: HarnessConfig | None = None,
-        *,
-        call_id: str | None = None,
-        trace_path: str | Path | None = None,
-        trace_metadata: dict[str, Any] | None = None,
-        write_tools: Iterable[str] = (),
-        strict: bool = False,
-    ) -> None:
+    def __init__(self, config: HarnessConfig | None = None, *, call_id: str | None = None,
+                 trace_path: str | Path | None = None, trace_metadata: dict[str, Any] | None = None,
+                 write_tools: Iterable[str] = (), strict: bool = False) -> None:
         self.config = config or HarnessConfig()
         self.strict = strict
         self._user_params: LLMUserAggregatorParams | None = None
@@ -110,12 +99,8 @@ class Harness:
         self.recorder: TraceRecorder | None = None
         if self.config.trace.enabled:
             path = trace_path or Path(self.config.trace.directory) / f"{self.call_id}.jsonl"
-            self.recorder = TraceRecorder(
-                path,
-                call_id=self.call_id,
-                decisions=self.decisions,
-                metadata={"controls": sorted(self.active_controls_from_config()), **(trace_metadata or {})},
-            )
+            metadata = {"controls": sorted(self.active_controls_from_config()), **(trace_metadata or {})}
+            self.recorder = TraceRecorder(path, call_id=self.call_id, decisions=self.decisions, metadata=metadata)
         self.controls: list[HarnessControl] = self._build_controls()
         self._advise_turn_strategies = False
         self._turn_strategy_defaults: UserTurnStrategies | None = None
@@ -150,14 +135,11 @@ class Harness:
     def user_params(self, params: LLMUserAggregatorParams | None = None) -> LLMUserAggregatorParams:
         """Return user-aggregator params with the controls' stop-strategy wrappers applied.
 
-        Strategies the bot passes are wrapped in place. When it passes none, the
-        params stay empty so the aggregator still adopts what an STT service
-        recommends (Deepgram Flux); :meth:`place` then adds a
-        :class:`~pipecat_harness.turn_strategies.TurnStrategyAdvisor` that wraps
-        Pipecat's defaults and every recommendation on their way in. With no
-        control that wraps stop strategies, the params are returned unchanged.
-        A control may raise ``user_turn_stop_timeout`` so its wait fits inside
-        the turn watchdog.
+        Strategies the bot passes are wrapped in place. When it passes none, the params stay empty so the aggregator
+        still adopts what an STT service recommends (Deepgram Flux); :meth:`place` then adds a
+        :class:`~pipecat_harness.turn_strategies.TurnStrategyAdvisor` that wraps Pipecat's defaults and every
+        recommendation on their way in. With no control that wraps stop strategies, the params are returned unchanged.
+        A control may raise ``user_turn_stop_timeout`` so its wait fits inside the turn watchdog.
 
         Args:
             params: The params the bot would use without the harness.
@@ -197,19 +179,13 @@ class Harness:
     def place(self, processors: list[FrameProcessor]) -> list[FrameProcessor]:
         """Insert the controls' processors into a pipeline's processor list.
 
-        Positions are found by type: the ``LLMUserAggregator``, the
-        ``LLMService``, the ``BaseOutputTransport`` and the
-        ``LLMAssistantAggregator``. A control whose anchor is missing is
-        reported with a clear error rather than placed somewhere wrong. The
-        processors of one placement stand in the list as one
-        :class:`~pipecat_harness.placement.PlacementGroup` (one hop for every
-        frame that passes; :func:`~pipecat_harness.placement.flatten` lists its members).
-        The trace recorder, if any, then listens to the processors directly
-        (:meth:`~pipecat_harness.trace.recorder.TraceRecorder.listen`).
-
-        Then checks that every active control can act (see
-        :mod:`pipecat_harness.integration`): each problem is logged as an error
-        with its fix, or raised under ``strict``.
+        Positions are found by type: the ``LLMUserAggregator``, the ``LLMService``, the ``BaseOutputTransport`` and the
+        ``LLMAssistantAggregator``; a missing anchor is an error, never a processor placed somewhere wrong. The
+        processors of one placement stand in the list as one :class:`~pipecat_harness.placement.PlacementGroup` (one
+        hop per frame; :func:`~pipecat_harness.placement.flatten` lists its members), and the trace recorder, if any,
+        listens to the processors directly. Then checks that every active control can act
+        (:mod:`pipecat_harness.integration`): each problem is logged as an error with its fix, or raised under
+        ``strict``.
 
         Raises:
             ValueError: A required anchor is missing from ``processors``.
@@ -250,35 +226,25 @@ class Harness:
             params = control.assistant_params(params)
         return params
 
-    def register_function(
-        self,
-        llm: LLMService,
-        name: str,
-        handler: PipecatHandler,
-        *,
-        write: bool | None = None,
-        normalize: Callable[[dict[str, Any]], Any] | None = None,
-        reconciler: Reconciler | None = None,
-        resource: Callable[[Mapping[str, Any]], str | None] | None = None,
-        **options: Any,
-    ) -> None:
+    def register_function(self, llm: LLMService, name: str, handler: PipecatHandler, *, write: bool | None = None,
+                          normalize: Callable[[dict[str, Any]], Any] | None = None,
+                          reconciler: Reconciler | None = None,
+                          resource: Callable[[Mapping[str, Any]], str | None] | None = None, **options: Any) -> None:
         """Register a Pipecat handler with every control's wrapper applied.
 
-        Writes default to ``cancel_on_interruption=False``: a barge-in must
-        not cancel a write halfway through.
+        Writes default to ``cancel_on_interruption=False``: a barge-in must not cancel a write halfway through.
 
         Args:
             llm: The LLM service.
             name: Tool name.
             handler: ``async def handler(params: FunctionCallParams)``.
-            write: Whether the tool changes business state (default: listed
-                in ``write_tools``).
-            normalize: Gives the tool's arguments their business-canonical form,
-                so that the same request said two ways is one request.
-            reconciler: Asks the backend what became of this tool's writes of
-                unknown outcome (see :class:`~pipecat_harness.tools.ToolGate`).
-            resource: Names what a write changes; a different write on the same
-                resource is held while an earlier one is in flight or unknown.
+            write: Whether the tool changes business state (default: listed in ``write_tools``).
+            normalize: Gives the tool's arguments their business-canonical form, so that the same request said two
+                ways is one request.
+            reconciler: Asks the backend what became of this tool's writes of unknown outcome (see
+                :class:`~pipecat_harness.tools.ToolGate`).
+            resource: Names what a write changes; a different write on the same resource is held while an earlier one
+                is in flight or unknown.
             **options: Passed to ``llm.register_function``.
         """
         gate_control = self._gate
@@ -303,16 +269,10 @@ class Harness:
         self._attach(llm)
         llm.register_function(name, wrapped, **options)
 
-    def register_tools(
-        self,
-        llm: LLMService,
-        handlers: Mapping[str, ToolHandler],
-        *,
-        write_tools: Iterable[str] = (),
-        normalizers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
-        reconciler: Reconciler | None = None,
-        resources: Mapping[str, Callable[[Mapping[str, Any]], str | None]] | None = None,
-    ) -> None:
+    def register_tools(self, llm: LLMService, handlers: Mapping[str, ToolHandler], *, write_tools: Iterable[str] = (),
+                       normalizers: Mapping[str, Callable[[dict[str, Any]], Any]] | None = None,
+                       reconciler: Reconciler | None = None,
+                       resources: Mapping[str, Callable[[Mapping[str, Any]], str | None]] | None = None) -> None:
         """Register framework-free handlers (arguments mapping in, result out).
 
         Args:
@@ -335,14 +295,13 @@ class Harness:
     def wrap_registered_functions(self, llm: LLMService, tools: Any = None) -> None:
         """Gate every handler of ``llm``, already registered or registered later, however registered.
 
-        Direct functions and ``FunctionSchema(handler=...)`` tools that Pipecat
-        registers at the first model run, and tools added after start, are
-        gated when Pipecat stores them. Wrapping twice is a no-op.
+        Direct functions and ``FunctionSchema(handler=...)`` tools that Pipecat registers at the first model run, and
+        tools added after start, are gated when Pipecat stores them. Wrapping twice is a no-op.
 
         Args:
             llm: The LLM service.
-            tools: The tools the context advertises (a ``ToolsSchema`` or list);
-                each handler-carrying one must be declared a read or a write.
+            tools: The tools the context advertises (a ``ToolsSchema`` or list); each handler-carrying one must be
+                declared a read or a write.
 
         Raises:
             ValueError: A registered or advertised tool is declared neither a read nor a write.
@@ -376,13 +335,10 @@ class Harness:
     def observers(self) -> list[BaseObserver]:
         """Return the observers to add to the worker: one group of the controls' observers and the recorder.
 
-        The controls' observers come first and the trace recorder last
-        (``observers()[0].members``); one group costs the voice loop one
-        observer queue per frame instead of one per observer.
+        The controls' observers come first and the trace recorder last (``observers()[0].members``); one group costs
+        the voice loop one observer queue per frame instead of one per observer.
         """
-        members: list[BaseObserver] = []
-        for control in self.controls:
-            members.extend(control.observers())
+        members: list[BaseObserver] = [observer for control in self.controls for observer in control.observers()]
         if self.recorder is not None and not self.recorder.listening:
             members.append(self.recorder)
         return [ObserverGroup(members)] if members else []

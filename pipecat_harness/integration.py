@@ -25,13 +25,8 @@ class IntegrationError(InputError):
     """The bot wired the harness in so that an active control cannot act; the message says how to fix it."""
 
 
-def _wraps_stop_strategies(control: HarnessControl) -> bool:
-    return type(control).wrap_stop_strategies is not HarnessControl.wrap_stop_strategies
-
-
-def integration_problems(
-    controls: Sequence[HarnessControl], processors: Sequence[FrameProcessor], user_params: Any | None, *, gated: bool
-) -> list[str]:
+def integration_problems(controls: Sequence[HarnessControl], processors: Sequence[FrameProcessor],
+                         user_params: Any | None, *, gated: bool) -> list[str]:
     """What keeps an active control from acting in this pipeline, one sentence (with the fix) per problem.
 
     Args:
@@ -41,23 +36,22 @@ def integration_problems(
         user_params: The params :meth:`Harness.user_params` returned, or ``None`` if it was never called.
     """
     problems: list[str] = []
-    stop_controls = sorted(c.name for c in controls if _wraps_stop_strategies(c))
+    base = HarnessControl.wrap_stop_strategies
+    stop_controls = sorted(c.name for c in controls if type(c).wrap_stop_strategies is not base)
     aggregator = next((p for p in processors if isinstance(p, LLMUserAggregator)), None)
     if stop_controls and aggregator is not None:
         if user_params is None or user_aggregator_params(aggregator) is not user_params:
-            problems.append(
-                f"{', '.join(stop_controls)} active but the user aggregator was built without harness.user_params(); "
-                "pass LLMContextAggregatorPair(context, user_params=harness.user_params(LLMUserAggregatorParams(...)))"
-            )
+            problems.append(f"{', '.join(stop_controls)} active but the user aggregator was built without "
+                            "harness.user_params(); pass LLMContextAggregatorPair(context, "
+                            "user_params=harness.user_params(LLMUserAggregatorParams(...)))")
     # Registered tools are gated (or refused as undeclared) by the gate itself; left is a gate with nothing to act on.
     if gated:
         llms = [p for p in processors if isinstance(p, LLMService)]
         registered = [name for llm in llms for name in function_registry(llm) if name is not None]
         if llms and not registered:
-            problems.append(
-                "tool_gate active but the LLM has no registered tools, so it has nothing to act on; register "
-                "tools with harness.register_function(...) before harness.place(...), or switch tool_gate off"
-            )
+            problems.append("tool_gate active but the LLM has no registered tools, so it has nothing to act on; "
+                            "register tools with harness.register_function(...) before harness.place(...), or switch "
+                            "tool_gate off")
     return problems
 
 

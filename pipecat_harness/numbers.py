@@ -13,35 +13,21 @@ from dataclasses import dataclass
 
 from pipecat_harness.spoken import DIGIT_WORDS
 
-__all__ = [
-    "TENS_WORDS",
-    "UNIT_WORDS",
-    "NumberToken",
-    "Token",
-    "negated",
-    "read_numbers",
-    "split_sentences",
-    "stem",
-    "tokenize",
-]
+__all__ = ["TENS_WORDS", "UNIT_WORDS", "NumberToken", "Token", "negated", "read_numbers", "split_sentences", "stem",
+           "tokenize"]
 
 #: Number words 0-19 and their values (from :data:`~pipecat_harness.spoken.DIGIT_WORDS`; a lone "o" is a letter here).
 UNIT_WORDS = {word: int(digit) for word, digit in DIGIT_WORDS.items() if len(word) > 1} | {
     "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
-    "seventeen": 17, "eighteen": 18, "nineteen": 19,
-}  # fmt: skip
+    "seventeen": 17, "eighteen": 18, "nineteen": 19}
 #: Tens words and their values ("fourty" is a misspelling a model writes).
-TENS_WORDS = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fourty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
-    "eighty": 80, "ninety": 90,
-}  # fmt: skip
+TENS_WORDS = {"twenty": 20, "thirty": 30, "forty": 40, "fourty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
+              "eighty": 80, "ninety": 90}
 _SCALES = {"hundred": 100, "thousand": 1000}
 _NUMBER_WORDS = set(UNIT_WORDS) | set(TENS_WORDS) | set(_SCALES)
 
-_NEGATIONS = {
-    "no", "not", "don't", "doesn't", "didn't", "can't", "cannot", "won't", "isn't", "aren't", "wasn't",
-    "haven't", "hasn't", "never", "unable", "unfortunately", "nor", "without",
-}  # fmt: skip
+_NEGATIONS = {"no", "not", "don't", "doesn't", "didn't", "can't", "cannot", "won't", "isn't", "aren't", "wasn't",
+              "haven't", "hasn't", "never", "unable", "unfortunately", "nor", "without"}
 
 _TOKEN_RE = re.compile(r"\d+(?:[.,]\d+)*|[a-z]+(?:'[a-z]+)?|[$€£%/:]")
 _SENTENCE_RE = re.compile(r"(?<=[.?!;])\s+|\n+")
@@ -142,7 +128,6 @@ def _small(words: list[str], i: int) -> tuple[int, int] | None:
 def _read_words(words: list[str], start: int) -> tuple[NumberToken, int] | None:
     i = start
     total = 0
-    current = 0
     used_scale = False
     if words[i] == "oh":
         return None

@@ -59,10 +59,9 @@ ANCHORS: dict[Placement, tuple[type[FrameProcessor], bool]] = {
 }
 
 #: Frames that reach every member of a group: Pipecat's base processor acts on them, or they end the pipeline.
-LIFECYCLE_FRAMES: tuple[type[Frame], ...] = (
-    StartFrame, EndFrame, StopFrame, CancelFrame, InterruptionFrame, FrameProcessorPauseFrame,
-    FrameProcessorPauseUrgentFrame, FrameProcessorResumeFrame, FrameProcessorResumeUrgentFrame,
-)  # fmt: skip
+LIFECYCLE_FRAMES: tuple[type[Frame], ...] = (StartFrame, EndFrame, StopFrame, CancelFrame, InterruptionFrame,
+                                              FrameProcessorPauseFrame, FrameProcessorPauseUrgentFrame,
+                                              FrameProcessorResumeFrame, FrameProcessorResumeUrgentFrame)
 
 
 class _Acts:
@@ -76,9 +75,9 @@ class _Acts:
         if frames is None:
             frames = getattr(member, "handled_data_frames", None)
         # A queueing member is never passed by: a frame going past it would overtake its queue.
-        self.frames: tuple[type[Frame], ...] | None = (
-            tuple(frames) if frames is not None and in_direct_mode(member) else None
-        )
+        self.frames: tuple[type[Frame], ...] | None = None
+        if frames is not None and in_direct_mode(member):
+            self.frames = tuple(frames)
         self.inspects = self.frames is not None and callable(getattr(member, "inspect_frame", None))
 
     def on(self, kind: type[Frame]) -> bool:
@@ -214,12 +213,8 @@ class PlacementGroup(BasePipeline):
 
     def processors_with_metrics(self) -> list[FrameProcessor]:
         """Members that generate metrics (as a ``Pipeline`` reports its processors)."""
-        found: list[FrameProcessor] = []
-        for member in self.members:
-            if member.can_generate_metrics():
-                found.append(member)
-            found.extend(member.processors_with_metrics())
-        return found
+        return [found for member in self.members
+                for found in [*([member] if member.can_generate_metrics() else []), *member.processors_with_metrics()]]
 
     def link(self, processor: FrameProcessor) -> None:
         """Link the group, and so its last member, to the next processor."""
@@ -251,9 +246,8 @@ class PlacementGroup(BasePipeline):
         await super().cleanup()
         await cleanup_members(self, self.members)
 
-    async def queue_frame(
-        self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM, callback: FrameCallback | None = None
-    ) -> None:
+    async def queue_frame(self, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM,
+                          callback: FrameCallback | None = None) -> None:
         """Let the members that inspect a frame see it, hand it to the next one that acts on it, or push it on."""
         if callback is not None:  # a frame that reports back runs through the members as in a pipeline
             first = self.members[0] if direction == FrameDirection.DOWNSTREAM else self.members[-1]
@@ -299,13 +293,8 @@ def flatten(processors: Iterable[FrameProcessor]) -> list[FrameProcessor]:
     return [m for p in processors for m in (p.members if isinstance(p, PlacementGroup) else [p])]
 
 
-def insert_placed(
-    processors: Sequence[FrameProcessor],
-    placed: dict[Placement, list[FrameProcessor]],
-    owners: str,
-    *,
-    grouped: bool = True,
-) -> list[FrameProcessor]:
+def insert_placed(processors: Sequence[FrameProcessor], placed: dict[Placement, list[FrameProcessor]], owners: str, *,
+                  grouped: bool = True) -> list[FrameProcessor]:
     """``processors`` with each placement's processors inserted at its anchor, one group per placement.
 
     With ``grouped`` off, the processors stand in the list one by one (``scripts/bench_pipeline.py`` compares).

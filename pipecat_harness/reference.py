@@ -69,11 +69,6 @@ def _attribute_comments(model: type) -> dict[str, str]:
     return comments
 
 
-def _summary(model: type) -> str:
-    doc = inspect.getdoc(model) or ""
-    return doc.split("\n\n", 1)[0].replace("\n", " ").strip()
-
-
 def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -105,16 +100,12 @@ def _default(field: FieldInfo) -> str:
 
 
 _CONSTRAINT_SYMBOLS = {"gt": ">", "ge": "≥", "lt": "<", "le": "≤", "min_length": "min length",
-                       "max_length": "max length", "pattern": "pattern"}  # fmt: skip
+                       "max_length": "max length", "pattern": "pattern"}
 
 
 def _constraints(field: FieldInfo) -> str:
-    parts = [
-        f"{symbol} {getattr(meta, name)}"
-        for meta in field.metadata
-        for name, symbol in _CONSTRAINT_SYMBOLS.items()
-        if getattr(meta, name, None) is not None
-    ]
+    parts = [f"{symbol} {getattr(meta, name)}" for meta in field.metadata
+             for name, symbol in _CONSTRAINT_SYMBOLS.items() if getattr(meta, name, None) is not None]
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -128,7 +119,8 @@ def _model_section(model: type[BaseModel], *, heading: str, env_prefix: str | No
     descriptions = field_descriptions(model)
     fourth_column = "environment variable" if env_prefix else "example"
     header = f"| field | type | default | {fourth_column} | what it does |"
-    lines = [f"### {heading}", "", _summary(model), "", header, "|---|---|---|---|---|"]
+    summary = (inspect.getdoc(model) or "").split("\n\n", 1)[0].replace("\n", " ").strip()
+    lines = [f"### {heading}", "", summary, "", header, "|---|---|---|---|---|"]
     for name, field in model.model_fields.items():
         if field.exclude:
             continue
@@ -171,113 +163,69 @@ def config_reference() -> str:
 
 #: Examples for the scenario reference, by ``Model.field``.
 SCENARIO_EXAMPLES: dict[str, str] = {
-    "Scenario.name": "`duplicate_refund`",
-    "Scenario.description": "`The caller asks twice for one refund.`",
-    "Scenario.domain": "`airline`",
-    "Scenario.control": "`tool_gate`",
-    "Scenario.expect_without_control": "`fail`",
-    "Scenario.tags": "`[stay_out_of_the_way]`",
-    "Scenario.max_call_secs": "`120`",
-    "Scenario.own_tools": "see [ToolSpec](#toolspec)",
-    "Scenario.tools": "`[retail, callbacks]`",
+    "Scenario.name": "`duplicate_refund`", "Scenario.description": "`The caller asks twice for one refund.`",
+    "Scenario.domain": "`airline`", "Scenario.control": "`tool_gate`", "Scenario.expect_without_control": "`fail`",
+    "Scenario.tags": "`[stay_out_of_the_way]`", "Scenario.max_call_secs": "`120`",
+    "Scenario.own_tools": "see [ToolSpec](#toolspec)", "Scenario.tools": "`[retail, callbacks]`",
     "Scenario.harness": "`{call_state: {confirm_tools: [schedule_callback]}}`",
+    "Scenario.database": "see [DatabaseSpec](#databasespec)", "Scenario.tts": "`{word_timestamps: true}`",
+    "Scenario.caller_voice": "`{asr_format: deepgram}`", "Scenario.model": "see [ModelScript](#modelscript)",
+    "Scenario.faults": "`[{tool: issue_refund, kind: hang}]`", "Scenario.caller": "see [CallerTurn](#callerturn)",
+    "Scenario.caller_goal": "see [CallerGoal](#callergoal)", "Scenario.expect": "see [Expectations](#expectations)",
     "ModelScript.summary": "`The caller asked for a refund of order W2378156.`",
-    "Expectations.context": '`{contains: ["W2378156"], summarized: true}`',
-    "ContextCheck.contains": '`["W2378156"]`',
-    "ContextCheck.max_tokens": "`4000`",
-    "ContextCheck.summarized": "`true`",
-    "ToolSpec.name": "`refund_fee`",
-    "ToolSpec.write": "`true`",
+    "ModelScript.system": "`You are a helpful airline agent.`",
+    "ModelScript.greeting": "`Thanks for calling. How can I help?`", "ModelScript.fallback": "`Could you repeat that?`",
+    "ModelScript.decisions": "see [ModelDecision](#modeldecision)", "ModelScript.first_token_secs": "`0.6`",
+    "ModelScript.token_secs": "`0.03`",
+    "Expectations.context": '`{contains: ["W2378156"], summarized: true}`', "Expectations.caller_completed": "`false`",
+    "Expectations.state": '`[{sql: "SELECT count(*) FROM refunds", equals: 1}]`',
+    "Expectations.history": "`{max_unplayed_words: 0}`",
+    "ContextCheck.contains": '`["W2378156"]`', "ContextCheck.max_tokens": "`4000`", "ContextCheck.summarized": "`true`",
+    "ToolSpec.name": "`refund_fee`", "ToolSpec.write": "`true`",
     "ToolSpec.description": "`Refund a fee charged on a booking.`",
-    "ToolSpec.parameters": "`{booking: {type: string}}`",
-    "ToolSpec.required": "`[booking]`",
+    "ToolSpec.parameters": "`{booking: {type: string}}`", "ToolSpec.required": "`[booking]`",
     "ToolSpec.sql": "`INSERT INTO fee_refunds (booking, amount_usd) VALUES (:booking, :amount_usd)`",
-    "ToolSpec.python": "`my_tools.refunds:refund_fee`",
-    "ToolSpec.result": "`{status: refunded}`",
+    "ToolSpec.python": "`my_tools.refunds:refund_fee`", "ToolSpec.result": "`{status: refunded}`",
     "DatabaseSpec.seed": "`empty`",
     "DatabaseSpec.tables": "`{bookings: {columns: {code: TEXT PRIMARY KEY}, rows: [{code: ABC123}]}}`",
     "DatabaseSpec.sql": "`[\"UPDATE orders SET status = 'pending'\"]`",
     "TableSpec.columns": "`{code: TEXT PRIMARY KEY, fee_usd: REAL}`",
     "TableSpec.rows": "`[{code: ABC123, fee_usd: 75}]`",
-    "ModelScript.system": "`You are a helpful airline agent.`",
-    "ModelScript.greeting": "`Thanks for calling. How can I help?`",
-    "ModelScript.fallback": "`Could you repeat that?`",
     "ModelDecision.say": "`Your order {order|identifier} is on its way.`",
     "ModelDecision.tool_calls": '`[{name: issue_refund, args: {order_id: "{order|identifier}"}}]`',
-    "ModelDecision.times": "`2`",
-    "ModelDecision.weight": "`8`",
+    "ModelDecision.times": "`2`", "ModelDecision.weight": "`8`",
     "ModelDecision.alternatives": '`[{say: "May I ask why you want both cancelled?", weight: 1}]`',
+    "ModelDecision.when": '`{user: "refund"}`',
     "ModelAction.say": "`May I ask why you want both cancelled?`",
     "ModelAction.tool_calls": '`[{name: get_order_details, args: {order_id: "#W2378156"}}]`',
     "ModelAction.weight": "`1`",
-    "DecisionCondition.system": "`retrieve the details`",
-    "DecisionCondition.note": "`issue_refund.*went through`",
-    "DecisionCondition.start": "`true`",
-    "DecisionCondition.user": "`order (?P<order>.+)`",
-    "DecisionCondition.tool": "`issue_refund`",
-    "DecisionCondition.result": "`refunded`",
-    "DecisionCondition.said": "`anything else`",
-    "DecisionCondition.not_said": "`refund`",
+    "DecisionCondition.system": "`retrieve the details`", "DecisionCondition.note": "`issue_refund.*went through`",
+    "DecisionCondition.start": "`true`", "DecisionCondition.user": "`order (?P<order>.+)`",
+    "DecisionCondition.tool": "`issue_refund`", "DecisionCondition.result": "`refunded`",
+    "DecisionCondition.said": "`anything else`", "DecisionCondition.not_said": "`refund`",
     "DecisionCondition.last_said": "`confirm`",
-    "ToolCallSpec.name": "`issue_refund`",
-    "ToolCallSpec.args": '`{order_id: "#W2378156", amount_usd: 45}`',
-    "CallerTurn.after": "`bot_started`",
-    "CallerTurn.delay": "`2.5`",
-    "CallerTurn.wait": "`20`",
-    "SpeechSegment.say": "`My order number is W two three`",
-    "SpeechSegment.secs": "`2.0`",
-    "SpeechSegment.asr": "`My order number is W 23`",
-    "SpeechSegment.pause": "`1.2`",
-    "SpeechSegment.silent": "`0.8`",
-    "ToolFault.tool": "`issue_refund`",
-    "ToolFault.kind": "`lost_reply`",
-    "ToolFault.secs": "`12`",
-    "StateCheck.sql": "`SELECT count(*) FROM refunds`",
-    "StateCheck.equals": "`1`",
-    "StateCheck.why": "`one refund, not two`",
-    "HistoryCheck.max_unplayed_words": "`0`",
-    "Expectations.caller_completed": "`false`",
-    "Expectations.state": '`[{sql: "SELECT count(*) FROM refunds", equals: 1}]`',
-    "Expectations.history": "`{max_unplayed_words: 0}`",
-    "HistoryCheck.max_removed_words": "`1`",
-    "HistoryCheck.max_repeated_replies": "`0`",
-    "TTSSpec.word_timestamps": "`true`",
-    "TTSSpec.words_per_minute": "`180`",
-    "TTSSpec.first_audio_secs": "`0.35`",
-    "CallerSpec.words_per_minute": "`120`",
-    "CallerSpec.asr_final_secs": "`0.5`",
-    "CallerSpec.interim_every_words": "`3`",
-    "CallerSpec.asr_format": "`deepgram`",
-    "CallerSpec.final_pieces": "`2`",
-    "CallerSpec.finalize_delay_secs": "`0.2`",
-    "CallerSpec.stt_p99_secs": "`0.8`",
+    "ToolCallSpec.name": "`issue_refund`", "ToolCallSpec.args": '`{order_id: "#W2378156", amount_usd: 45}`',
+    "CallerTurn.after": "`bot_started`", "CallerTurn.delay": "`2.5`", "CallerTurn.wait": "`20`",
     "CallerTurn.speech": '`[{say: "My order number is"}, {pause: 1.5}, {say: "W two three"}]`',
-    "ModelScript.decisions": "see [ModelDecision](#modeldecision)",
-    "ModelScript.first_token_secs": "`0.6`",
-    "ModelScript.token_secs": "`0.03`",
-    "ModelDecision.when": '`{user: "refund"}`',
-    "ToolFault.occurrence": "`2`",
-    "ToolFault.message": "`timeout talking to billing`",
-    "Scenario.database": "see [DatabaseSpec](#databasespec)",
-    "Scenario.tts": "`{word_timestamps: true}`",
-    "Scenario.caller_voice": "`{asr_format: deepgram}`",
-    "Scenario.model": "see [ModelScript](#modelscript)",
-    "Scenario.faults": "`[{tool: issue_refund, kind: hang}]`",
-    "Scenario.caller": "see [CallerTurn](#callerturn)",
-    "Scenario.caller_goal": "see [CallerGoal](#callergoal)",
-    "Scenario.expect": "see [Expectations](#expectations)",
+    "SpeechSegment.say": "`My order number is W two three`", "SpeechSegment.secs": "`2.0`",
+    "SpeechSegment.asr": "`My order number is W 23`", "SpeechSegment.pause": "`1.2`", "SpeechSegment.silent": "`0.8`",
+    "ToolFault.tool": "`issue_refund`", "ToolFault.kind": "`lost_reply`", "ToolFault.secs": "`12`",
+    "ToolFault.occurrence": "`2`", "ToolFault.message": "`timeout talking to billing`",
+    "StateCheck.sql": "`SELECT count(*) FROM refunds`", "StateCheck.equals": "`1`",
+    "StateCheck.why": "`one refund, not two`",
+    "HistoryCheck.max_unplayed_words": "`0`", "HistoryCheck.max_removed_words": "`1`",
+    "HistoryCheck.max_repeated_replies": "`0`",
+    "TTSSpec.word_timestamps": "`true`", "TTSSpec.words_per_minute": "`180`", "TTSSpec.first_audio_secs": "`0.35`",
+    "CallerSpec.words_per_minute": "`120`", "CallerSpec.asr_final_secs": "`0.5`",
+    "CallerSpec.interim_every_words": "`3`", "CallerSpec.asr_format": "`deepgram`", "CallerSpec.final_pieces": "`2`",
+    "CallerSpec.finalize_delay_secs": "`0.2`", "CallerSpec.stt_p99_secs": "`0.8`",
     "CallerGoal.persona": "`A retired teacher, polite, a little hard of hearing.`",
     "CallerGoal.reason": "`The thermostat from my last order arrived broken and I want a refund.`",
     "CallerGoal.knows": '`[{what: order number, say: "W two three seven ... eight one five six"}]`',
-    "CallerGoal.does_not_know": "`[the card the order was paid with]`",
-    "CallerGoal.interrupts": "`{after_secs: 4}`",
-    "CallerGoal.done_when": "`anything else|goodbye`",
-    "CallerGoal.reply_delay_secs": "`1.0`",
-    "CallerGoal.pause_secs": "`1.5`",
-    "CallerGoal.max_turns": "`6`",
-    "CallerGoal.wait_secs": "`20`",
-    "KnownFact.what": "`order number`",
-    "KnownFact.say": "`W two three seven ... eight one five six`",
+    "CallerGoal.does_not_know": "`[the card the order was paid with]`", "CallerGoal.interrupts": "`{after_secs: 4}`",
+    "CallerGoal.done_when": "`anything else|goodbye`", "CallerGoal.reply_delay_secs": "`1.0`",
+    "CallerGoal.pause_secs": "`1.5`", "CallerGoal.max_turns": "`6`", "CallerGoal.wait_secs": "`20`",
+    "KnownFact.what": "`order number`", "KnownFact.say": "`W two three seven ... eight one five six`",
     "KnownFact.asked_as": "`order (?:number|id)`",
     "Interruptions.after_secs": "`4`",
 }
@@ -295,10 +243,8 @@ def scenario_reference() -> str:
     """The scenario reference as Markdown: every model a scenario file uses, field by field."""
     from pipecat_harness.sim.scenario import Scenario
 
-    sections = [
-        _model_section(model, heading=model.__name__, env_prefix=None, examples=SCENARIO_EXAMPLES)
-        for model in _all_models(Scenario)
-    ]
+    sections = [_model_section(model, heading=model.__name__, env_prefix=None, examples=SCENARIO_EXAMPLES)
+                for model in _all_models(Scenario)]
     return (
         "# Scenario reference\n\n"
         "<!-- Generated by `python -m pipecat_harness.reference docs` from the scenario model; do not edit. -->\n\n"

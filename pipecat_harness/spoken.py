@@ -8,32 +8,18 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
-    "CONNECTOR_WORDS",
-    "DIGIT_HOMOPHONES",
-    "DIGIT_WORDS",
-    "LETTER_HOMOPHONES",
-    "MULTIPLIER_WORDS",
-    "NATO_WORDS",
-    "spoken_to_identifier",
-    "written_to_spoken",
-]
+__all__ = ["CONNECTOR_WORDS", "DIGIT_HOMOPHONES", "DIGIT_WORDS", "LETTER_HOMOPHONES", "MULTIPLIER_WORDS", "NATO_WORDS",
+           "spoken_to_identifier", "written_to_spoken"]
 
-DIGIT_WORDS = {
-    "zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3", "four": "4",
-    "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
-}  # fmt: skip
-NATO_WORDS = {
-    "alpha": "A", "alfa": "A", "bravo": "B", "charlie": "C", "delta": "D", "echo": "E", "foxtrot": "F",
-    "golf": "G", "hotel": "H", "india": "I", "juliet": "J", "juliett": "J", "kilo": "K", "lima": "L",
-    "mike": "M", "november": "N", "oscar": "O", "papa": "P", "quebec": "Q", "romeo": "R",
-    "sierra": "S", "tango": "T", "uniform": "U", "victor": "V", "whiskey": "W", "whisky": "W",
-    "xray": "X", "x-ray": "X", "yankee": "Y", "zulu": "Z",
-}  # fmt: skip
-CONNECTOR_WORDS = {
-    "dash": "-", "hyphen": "-", "minus": "-", "underscore": "_", "dot": ".", "period": ".",
-    "point": ".", "at": "@", "slash": "/", "hash": "#", "pound": "#",
-}  # fmt: skip
+DIGIT_WORDS = {"zero": "0", "oh": "0", "o": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
+               "six": "6", "seven": "7", "eight": "8", "nine": "9"}
+NATO_WORDS = {"alpha": "A", "alfa": "A", "bravo": "B", "charlie": "C", "delta": "D", "echo": "E", "foxtrot": "F",
+              "golf": "G", "hotel": "H", "india": "I", "juliet": "J", "juliett": "J", "kilo": "K", "lima": "L",
+              "mike": "M", "november": "N", "oscar": "O", "papa": "P", "quebec": "Q", "romeo": "R", "sierra": "S",
+              "tango": "T", "uniform": "U", "victor": "V", "whiskey": "W", "whisky": "W", "xray": "X", "x-ray": "X",
+              "yankee": "Y", "zulu": "Z"}
+CONNECTOR_WORDS = {"dash": "-", "hyphen": "-", "minus": "-", "underscore": "_", "dot": ".", "period": ".", "point": ".",
+                   "at": "@", "slash": "/", "hash": "#", "pound": "#"}
 #: Words that repeat the next character ("double seven").
 MULTIPLIER_WORDS = {"double": 2, "triple": 3}
 _SPELLED_SYMBOLS = NATO_WORDS | CONNECTOR_WORDS
@@ -79,11 +65,8 @@ def spoken_to_identifier(text: str) -> str:
 
 _NUMERAL_WORDS = [next(w for w, d in DIGIT_WORDS.items() if d == str(n) and len(w) > 2) for n in range(10)]
 _SYMBOL_WORDS = {"@": " at ", "_": " underscore ", "#": " pound "}
-_PAUSE_PUNCT = re.compile(
-    r"(?<=[\dA-Za-z])[.,](?=\s+(?:\d|[A-Za-z](?:[\s.,-]|$)|[A-Za-z]{1,3}\d|"
-    r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)\b))",
-    re.IGNORECASE,
-)
+_PAUSE_PUNCT = re.compile(r"(?<=[\dA-Za-z])[.,](?=\s+(?:\d|[A-Za-z](?:[\s.,-]|$)|[A-Za-z]{1,3}\d|"
+                          r"(?:zero|oh|one|two|three|four|five|six|seven|eight|nine)\b))", re.IGNORECASE)
 _EDGES = re.compile(r"^([^\w]*)(.*?)([^\w]*)$")
 _GROUPED = re.compile(r"[A-Za-z0-9]+(?:[-.][A-Za-z0-9]+)*")
 
@@ -122,4 +105,4 @@ DIGIT_HOMOPHONES = {"for": "4", "fore": "4", "to": "2", "too": "2", "won": "1", 
 LETTER_HOMOPHONES = {"see": "C", "sea": "C", "bee": "B", "be": "B", "you": "U", "why": "Y", "are": "R",
                      "our": "R", "oh": "O", "tea": "T", "jay": "J", "kay": "K", "queue": "Q", "eye": "I", "ex": "X",
                      "el": "L", "elle": "L", "em": "M", "en": "N", "es": "S", "dee": "D", "gee": "G", "pea": "P",
-                     "vee": "V", "double-u": "W", "zed": "Z", "zee": "Z"}  # fmt: skip
+                     "vee": "V", "double-u": "W", "zed": "Z", "zee": "Z"}

@@ -26,15 +26,9 @@ MAX_DEPTH = 64
 MAX_NODES = 200_000
 
 # Fixes for the pydantic error types a hand-written file most often hits.
-_HINTS = {
-    "bool_parsing": "use true or false",
-    "bool_type": "use true or false",
-    "int_parsing": "use a whole number",
-    "float_parsing": "use a number",
-    "missing": "add it",
-    "extra_forbidden": "remove it or correct its spelling",
-    "string_pattern_mismatch": "use letters, digits and the characters the pattern allows",
-}
+_HINTS = {"bool_parsing": "use true or false", "bool_type": "use true or false", "int_parsing": "use a whole number",
+          "float_parsing": "use a number", "missing": "add it", "extra_forbidden": "remove it or correct its spelling",
+          "string_pattern_mismatch": "use letters, digits and the characters the pattern allows"}
 
 
 def _location(loc: tuple[int | str, ...]) -> str:

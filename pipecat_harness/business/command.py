@@ -15,9 +15,8 @@ __all__ = ["add_parser"]
 
 def add_parser(subparsers: Any) -> None:
     """Register ``handoff``."""
-    parser = subparsers.add_parser(
-        "handoff", help="print a call's verified handoff summary (each line linked to its record)"
-    )
+    parser = subparsers.add_parser("handoff",
+                                   help="print a call's verified handoff summary (each line linked to its record)")
     parser.add_argument("trace", help="a trace file written by a simulated or real call")
     parser.add_argument("--json", action="store_true", help="print JSON with the links")
     parser.set_defaults(func=_handoff)

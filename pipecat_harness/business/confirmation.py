@@ -55,19 +55,11 @@ class ConfirmationPolicy:
             without a voice loop).
     """
 
-    def __init__(
-        self,
-        tools: Iterable[str] | Callable[[str], bool],
-        *,
-        on_change: Callable[[Proposal], None] | None = None,
-        describe: Callable[[str, Mapping[str, Any]], str] | None = None,
-        hidden_fields: Iterable[str] = ("tenant_id", "customer_id"),
-        store: ProposalStore | None = None,
-        call_id: str = "",
-        max_turns: int = 20,
-        window_turns: int = 3,
-        require_readback: bool = True,
-    ) -> None:
+    def __init__(self, tools: Iterable[str] | Callable[[str], bool], *,
+                 on_change: Callable[[Proposal], None] | None = None,
+                 describe: Callable[[str, Mapping[str, Any]], str] | None = None,
+                 hidden_fields: Iterable[str] = ("tenant_id", "customer_id"), store: ProposalStore | None = None,
+                 call_id: str = "", max_turns: int = 20, window_turns: int = 3, require_readback: bool = True) -> None:
         if store is not None and not call_id:
             raise ValueError("a ConfirmationPolicy with a store needs the call_id its proposals belong to")
         if callable(tools):
@@ -165,32 +157,30 @@ class ConfirmationPolicy:
         elif current.changed_by == "caller":
             lead = f"the caller changed the request; {current.proposal_id} is replaced by {proposal.proposal_id}"
         else:
-            lead = (
-                f"the request differs from {current.proposal_id}, which the caller did not change; "
-                f"{proposal.proposal_id} replaces it"
-            )
-        described = self._describe(request.name, arguments)
-        return PolicyVerdict(
-            "clarify", f"{lead}: read back {described} and ask the caller to confirm before it is done"
-        )
+            lead = (f"the request differs from {current.proposal_id}, which the caller did not change; "
+                    f"{proposal.proposal_id} replaces it")
+        ask = f"read back {self._describe(request.name, arguments)} and ask the caller to confirm before it is done"
+        return PolicyVerdict("clarify", f"{lead}: {ask}")
 
     def _judge(self, current: Proposal, request: ToolRequest, arguments: dict[str, Any]) -> PolicyVerdict | None:
         described = self._describe(request.name, arguments)
-        turn, text = self._latest_caller_turn_after(current.proposed_turn, request.turn_id)
+        # The latest caller turn since the proposal, and the last read-back the caller heard before it.
+        turn = max((t for t in self._turns if current.proposed_turn < t <= request.turn_id), default=None)
+        text = "" if turn is None else self._turns[turn]
         if turn is None or not is_confirmation(text):
             said = "" if turn is None else f" (their reply {text!r} is not a confirmation)"
             reason = f"the caller has not confirmed {described} yet{said}; read it back and ask them to confirm"
             return PolicyVerdict("clarify", f"awaiting_confirmation of {current.proposal_id}: {reason}")
-        heard = self._readback_before(current.proposed_turn, turn)
+        heard_turn = max((t for t in self._heard if current.proposed_turn <= t < turn), default=None)
+        heard = "" if heard_turn is None else self._heard[heard_turn]
         unstated = unstated_arguments(arguments, heard, self.hidden_fields) if self.require_readback else []
         if unstated:
             current.readback = heard
             self._changed(current)
             values = ", ".join(f"{name}={arguments[name]}" for name in unstated)
-            reason = f"what the caller heard did not state {values}; read back {described} and ask again"
-            return PolicyVerdict(
-                "clarify", f"awaiting_confirmation of {current.proposal_id}: {reason} — nothing was done"
-            )
+            again = f"read back {described} and ask again — nothing was done"
+            reason = f"what the caller heard did not state {values}; {again}"
+            return PolicyVerdict("clarify", f"awaiting_confirmation of {current.proposal_id}: {reason}")
         del self._pending[request.name]
         self._confirm(current, turn, text, heard)
         return None
@@ -219,14 +209,6 @@ class ConfirmationPolicy:
             return "model" if not words else "caller"
         return "caller" if not unstated_arguments(changed, words, self.hidden_fields) else "model"
 
-    def _readback_before(self, proposed: int, turn: int) -> str:
-        heard = [t for t in self._heard if proposed <= t < turn]
-        return self._heard[max(heard)] if heard else ""
-
-    def _latest_caller_turn_after(self, proposed: int, current: int) -> tuple[int | None, str]:
-        later = [t for t in self._turns if proposed < t <= current]
-        return (max(later), self._turns[max(later)]) if later else (None, "")
-
     def _changed(self, proposal: Proposal) -> None:
         self._dirty = True
         if self.on_change is not None:
@@ -234,13 +216,10 @@ class ConfirmationPolicy:
 
     def to_document(self) -> dict[str, Any]:
         """The stored form: every proposal, the pending one per tool, the recent caller turns."""
-        return {
-            "seq": self._seq,
-            "proposals": [p.to_dict() for p in self.proposals],
-            "pending": {tool: p.proposal_id for tool, p in self._pending.items()},
-            "turns": {str(turn): text for turn, text in sorted(self._turns.items())},
-            "heard": {str(turn): text for turn, text in sorted(self._heard.items())},
-        }
+        return {"seq": self._seq, "proposals": [p.to_dict() for p in self.proposals],
+                "pending": {tool: p.proposal_id for tool, p in self._pending.items()},
+                "turns": {str(turn): text for turn, text in sorted(self._turns.items())},
+                "heard": {str(turn): text for turn, text in sorted(self._heard.items())}}
 
     def _adopt(self, document: Mapping[str, Any]) -> None:
         proposals = [Proposal.from_dict(p) for p in document.get("proposals", [])]

@@ -23,15 +23,8 @@ from pipecat.utils.context.llm_context_summarization import (
 from pipecat_harness.business.working_state import STATE_MESSAGE_MARK
 from pipecat_harness.state.call_state import CallState
 
-__all__ = [
-    "KEPT_HEADER",
-    "SUMMARY_PROMPT",
-    "KeepItem",
-    "SummaryGuard",
-    "estimate_tokens",
-    "must_keep",
-    "summarization_config",
-]
+__all__ = ["KEPT_HEADER", "SUMMARY_PROMPT", "KeepItem", "SummaryGuard", "estimate_tokens", "must_keep",
+           "summarization_config"]
 
 SUMMARY_PROMPT = """You are compressing the older part of a customer-service phone call so the agent can continue it.
 Write short factual lines under these headings, and never drop an item that fits one of them:
@@ -47,16 +40,12 @@ Omit greetings and small talk. Output only the summary."""
 KEPT_HEADER = "Kept verbatim from the call record (the summary had dropped these):"
 _SUMMARY_LEAD = "Summary of the earlier call"
 
-_REFUSAL = re.compile(
-    r"\b(i do not want|i don't want|i do not|i don't|don't|do not|no longer|not interested|cancel|stop|never|"
-    r"refuse|no,|not (?:the|that|this)|instead|make it|rather|actually|sorry,? (?:i meant|make))\b",
-    re.IGNORECASE,
-)
-_CONSTRAINT = re.compile(
-    r"\b(only|must|need(?:s)? to|has to|have to|no later than|not before|not after|by (?:monday|tuesday|wednesday|"
-    r"thursday|friday|saturday|sunday|tomorrow)|at most|at least|under|below|maximum|minimum)\b",
-    re.IGNORECASE,
-)
+_REFUSAL = re.compile(r"\b(i do not want|i don't want|i do not|i don't|don't|do not|no longer|not interested|cancel|"
+                      r"stop|never|refuse|no,|not (?:the|that|this)|instead|make it|rather|actually|"
+                      r"sorry,? (?:i meant|make))\b", re.IGNORECASE)
+_CONSTRAINT = re.compile(r"\b(only|must|need(?:s)? to|has to|have to|no later than|not before|not after|"
+                         r"by (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow)|at most|at least|"
+                         r"under|below|maximum|minimum)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -86,11 +75,9 @@ def must_keep(state: CallState) -> list[KeepItem]:
             items.append(KeepItem("correction", f'caller (turn {turn}) said: "{text}"', text))
         elif _CONSTRAINT.search(text):
             items.append(KeepItem("constraint", f'caller (turn {turn}) set: "{text}"', text))
-    for name, fact in state.pending.items():
-        items.append(KeepItem("pending", f"open: {name} = {fact.value}", str(fact.value)))
-    for op_id, record in state.operations.items():
-        items.append(KeepItem("operation", f"{op_id} {record.get('tool')} {record.get('status')}", op_id))
-    return items
+    items += [KeepItem("pending", f"open: {name} = {f.value}", str(f.value)) for name, f in state.pending.items()]
+    return items + [KeepItem("operation", f"{op} {record.get('tool')} {record.get('status')}", op)
+                    for op, record in state.operations.items()]
 
 
 def _normal(text: str) -> str:
@@ -102,26 +89,19 @@ def estimate_tokens(messages: list[Any]) -> int:
     return int(LLMContextSummarizationUtil.estimate_context_tokens(LLMContext(messages=list(messages))))
 
 
-def summarization_config(
-    *, max_context_tokens: int, max_unsummarized_messages: int | None = 20, keep_recent_messages: int = 4
-) -> LLMAutoContextSummarizationConfig:
+def summarization_config(*, max_context_tokens: int, max_unsummarized_messages: int | None = 20,
+                         keep_recent_messages: int = 4) -> LLMAutoContextSummarizationConfig:
     """Pipecat's auto-summarisation settings with the keep-what-matters prompt.
 
-    Args:
-        max_context_tokens: The context budget (Pipecat's estimate).
-        max_unsummarized_messages: Also summarise after this many new messages.
-        keep_recent_messages: Recent messages always kept uncompressed.
+    It summarises past ``max_context_tokens`` (Pipecat's estimate) or after ``max_unsummarized_messages`` new
+    messages, and always keeps the ``keep_recent_messages`` most recent messages uncompressed.
     """
-    return LLMAutoContextSummarizationConfig(
-        max_context_tokens=max_context_tokens,
-        max_unsummarized_messages=max_unsummarized_messages,
-        summary_config=LLMContextSummaryConfig(
-            target_context_tokens=max(100, max_context_tokens // 3),
-            min_messages_after_summary=keep_recent_messages,
-            summarization_prompt=SUMMARY_PROMPT,
-            summary_message_template=f"{_SUMMARY_LEAD} (older messages were compressed):\n{{summary}}",
-        ),
-    )
+    summary = LLMContextSummaryConfig(
+        target_context_tokens=max(100, max_context_tokens // 3), min_messages_after_summary=keep_recent_messages,
+        summarization_prompt=SUMMARY_PROMPT,
+        summary_message_template=f"{_SUMMARY_LEAD} (older messages were compressed):\n{{summary}}")
+    return LLMAutoContextSummarizationConfig(max_context_tokens=max_context_tokens, summary_config=summary,
+                                             max_unsummarized_messages=max_unsummarized_messages)
 
 
 class SummaryGuard:
@@ -133,13 +113,8 @@ class SummaryGuard:
         on_checked: Called with ``(kept, restored)`` item lists (for the trace).
     """
 
-    def __init__(
-        self,
-        context: LLMContext,
-        state: Callable[[], CallState],
-        *,
-        on_checked: Callable[[list[KeepItem], list[KeepItem]], None] | None = None,
-    ) -> None:
+    def __init__(self, context: LLMContext, state: Callable[[], CallState], *,
+                 on_checked: Callable[[list[KeepItem], list[KeepItem]], None] | None = None) -> None:
         self.context = context
         self.state = state
         self.on_checked = on_checked

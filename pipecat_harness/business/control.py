@@ -1,25 +1,19 @@
 """``CallStateControl``: the call's working state in a Pipecat pipeline.
 
-* fills the state from the call: each submitted user turn (the turn boundary),
-  each executed tool's result, each tool-gate decision on a write, how each
-  reply was delivered (from the history control);
-* shows the model a compact read-only rendering before every run (the LLM
-  service's system instruction, replaced each time);
-* installs the confirmation rule into the tool gate for every write tool
-  (``call_state.confirm_writes``, on by default; each exemption is logged and
-  recorded), judged against what the caller heard of the read-back (the
-  history control's played text, else the assistant's committed reply), with
-  the proposals shared through Redis (``store: redis``) or the operation
-  ledger's database (``tool_gate.ledger_url``) so another worker sees them;
-* installs the verified-customer rule for ``call_state.verified_tools``: the
-  customer a configured verification step established, and only records a
-  trusted result showed that customer owns;
-* renders what the model receives for every gated call from the operation
-  record (``call_state.tool_results: operation``; see
-  :mod:`pipecat_harness.business.tool_results`);
-* with ``retrieval.pre_turn``, adds policy evidence for the caller's turn
-  before the model runs (:class:`~pipecat_harness.retrieval.tool.PreTurnEvidence`),
-  dropped when the state version moved during the search;
+* fills the state from the call: each submitted user turn (the turn boundary), each executed tool's result, each
+  tool-gate decision on a write, how each reply was delivered (from the history control);
+* shows the model a compact read-only rendering before every run (the LLM service's system instruction, replaced each
+  time);
+* installs the confirmation rule into the tool gate for every write tool (``call_state.confirm_writes``, on by default;
+  each exemption is logged and recorded), judged against what the caller heard of the read-back (the history control's
+  played text, else the assistant's committed reply), with the proposals shared through Redis (``store: redis``) or
+  the operation ledger's database (``tool_gate.ledger_url``) so another worker sees them;
+* installs the verified-customer rule for ``call_state.verified_tools``: the customer a configured verification step
+  established, and only records a trusted result showed that customer owns;
+* renders what the model receives for every gated call from the operation record (``call_state.tool_results:
+  operation``; see :mod:`pipecat_harness.business.tool_results`);
+* with ``retrieval.pre_turn``, adds policy evidence for the caller's turn before the model runs
+  (:class:`~pipecat_harness.retrieval.tool.PreTurnEvidence`), dropped when the state version moved during the search;
 * puts every state change on the trace (``control`` lane, ``call_state``).
 """
 
@@ -66,11 +60,10 @@ __all__ = ["CallStateControl", "StateRenderer"]
 class StateRenderer(FrameProcessor):
     """Shows the model the read-only state rendering before each model run.
 
-    With an ``LLMService`` downstream the rendering is one of the service's
-    appended system instructions, replaced before every run: a system message
-    later in the context would reach Gemini, Anthropic and Bedrock as a *user*
-    message, and the instruction also holds for the runs after tool results.
-    Without one (a processor tested on its own) it is the last system message.
+    With an ``LLMService`` downstream the rendering is one of the service's appended system instructions, replaced
+    before every run: a system message later in the context would reach Gemini, Anthropic and Bedrock as a *user*
+    message, and the instruction also holds for the runs after tool results. Without one (a processor tested on its
+    own) it is the last system message.
     """
 
     #: The only frame it acts on, besides the lifecycle frames (the start).
@@ -120,17 +113,14 @@ class CallStateControl(HarnessControl):
         steps.update(settings.verification)
         self.verification = CustomerVerification(steps, customer_field=settings.customer_field,
                                                  owner_field=settings.owner_field)
-        self.keeper = WorkingStateKeeper(
-            harness.call_id, store=store, identity_tools=frozenset(steps), on_change=self._on_state_change,
-            verification=self.verification,
-        )
+        self.keeper = WorkingStateKeeper(harness.call_id, store=store, identity_tools=frozenset(steps),
+                                         on_change=self._on_state_change, verification=self.verification)
         self.unconfirmed = frozenset(settings.unconfirmed_tools)
         self.confirmation = (
             ConfirmationPolicy(self._needs_confirmation, on_change=self._on_proposal,
                                store=_proposal_store(harness, redis), call_id=harness.call_id,
                                window_turns=settings.confirm_window_turns)
-            if settings.confirm_writes or settings.confirm_tools else None
-        )
+            if settings.confirm_writes or settings.confirm_tools else None)
         self.hidden_result_fields = frozenset(settings.internal_result_fields)
         self.verified_tools = frozenset(settings.verified_tools)
         self._heard_from_history = harness.config.history.enabled
@@ -145,9 +135,8 @@ class CallStateControl(HarnessControl):
 
     def _needs_confirmation(self, tool: str) -> bool:
         settings = self.harness.config.call_state
-        if tool in self.unconfirmed:
-            return False
-        return tool in settings.confirm_tools or (settings.confirm_writes and tool in self.harness.write_tools)
+        return tool not in self.unconfirmed and (
+            tool in settings.confirm_tools or (settings.confirm_writes and tool in self.harness.write_tools))
 
     def _log_opt_outs(self) -> None:
         settings = self.harness.config.call_state
@@ -155,7 +144,7 @@ class CallStateControl(HarnessControl):
             logger.warning(f"call {self.harness.call_id}: confirmation before writes is OFF (call_state."
                            "confirm_writes: false); write tools run without the caller's confirmation")
             self.record("confirmation_opt_out", {"tools": "all write tools", "setting": "confirm_writes"})
-        exempt = sorted(self.unconfirmed & set(self.harness.write_tools) | self.unconfirmed)
+        exempt = sorted(self.unconfirmed)
         if exempt:
             logger.warning(f"call {self.harness.call_id}: write tools exempt from confirmation "
                            f"(call_state.unconfirmed_tools): {', '.join(exempt)}")
@@ -163,17 +152,11 @@ class CallStateControl(HarnessControl):
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """Pre-turn evidence and the state renderer, right before the model."""
-        placed: list[tuple[Placement, FrameProcessor]] = []
-        if self.evidence is not None:
-            placed.append((Placement.BEFORE_LLM, self.evidence))
-        if self.renderer is not None:
-            placed.append((Placement.BEFORE_LLM, self.renderer))
-        return placed
+        return [(Placement.BEFORE_LLM, p) for p in (self.evidence, self.renderer) if p is not None]
 
     # -- pre-turn evidence ---------------------------------------------------------------------------
 
-    def use_retriever(self, retriever: EvidenceSource,
-                      scope: Callable[[], RetrievalScope] | None = None) -> None:
+    def use_retriever(self, retriever: EvidenceSource, scope: Callable[[], RetrievalScope] | None = None) -> None:
         """Search ``retriever`` (within ``scope``) for pre-turn evidence instead of the configured documents.
 
         Call it before the pipeline is built; ``retrieval.pre_turn`` must be on.
@@ -189,10 +172,9 @@ class CallStateControl(HarnessControl):
         require_extra("retrieval.pre_turn", "sqlalchemy", "sqlite")  # the evidence index is a SQL full-text index
         from pipecat_harness.retrieval.tool import PreTurnEvidence
 
-        return PreTurnEvidence(
-            None, self.retrieval_scope, lambda: self.keeper.version, budget_secs=settings.budget_ms / 1000.0,
-            on_result=self._on_evidence, limit=settings.limit, build=self._build_retriever,
-        )
+        return PreTurnEvidence(None, self.retrieval_scope, lambda: self.keeper.version,
+                               budget_secs=settings.budget_ms / 1000.0, on_result=self._on_evidence,
+                               limit=settings.limit, build=self._build_retriever)
 
     def retrieval_scope(self) -> RetrievalScope:
         """The call's scope from trusted context: the gate's server context, else the configured tenant."""
@@ -233,10 +215,8 @@ class CallStateControl(HarnessControl):
             return params
         params.enable_auto_context_summarization = True
         params.auto_context_summarization_config = summarization_config(
-            max_context_tokens=settings.context_budget_tokens,
-            max_unsummarized_messages=settings.summarize_after_messages,
-            keep_recent_messages=settings.keep_recent_messages,
-        )
+            max_context_tokens=settings.context_budget_tokens, keep_recent_messages=settings.keep_recent_messages,
+            max_unsummarized_messages=settings.summarize_after_messages)
         return params
 
     def on_pipeline(self, processors: list[FrameProcessor]) -> None:

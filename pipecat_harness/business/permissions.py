@@ -52,16 +52,10 @@ class CustomerVerification:
         normalize: Canonical form of a record id for comparison (default: upper case, no ``#``).
     """
 
-    def __init__(
-        self,
-        steps: Mapping[str, Sequence[str]],
-        *,
-        customer_field: str = "user_id",
-        owner_field: str = "user_id",
-        record_fields: Sequence[str] = ("order_id",),
-        owned_lists: Mapping[str, str] | None = None,
-        normalize: Callable[[str, Any], str] | None = None,
-    ) -> None:
+    def __init__(self, steps: Mapping[str, Sequence[str]], *, customer_field: str = "user_id",
+                 owner_field: str = "user_id", record_fields: Sequence[str] = ("order_id",),
+                 owned_lists: Mapping[str, str] | None = None,
+                 normalize: Callable[[str, Any], str] | None = None) -> None:
         self.steps = {tool: tuple(fields) for tool, fields in steps.items()}
         self.customer_field = customer_field
         self.owner_field = owner_field

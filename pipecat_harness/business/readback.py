@@ -21,10 +21,8 @@ _DAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "su
 _MONTHS = "january february march april may june july august september october november december".split()
 _TIME = re.compile(r"^(\d{1,2}):(\d{2})(?::\d{2})?$")
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
-_MATERIAL_NAME = re.compile(
-    r"(^|_)(id|ids|amount|usd|price|total|quantity|qty|date|day|time|email|phone|zip|"
-    r"account|target|to|number)$"
-)
+_MATERIAL_NAME = re.compile(r"(^|_)(id|ids|amount|usd|price|total|quantity|qty|date|day|time|email|phone|zip|"
+                            r"account|target|to|number)$")
 _CENTS = {"cents", "cent"}
 _DOLLARS = {"dollars", "dollar", "bucks", "usd", "$"}
 
@@ -32,13 +30,8 @@ _DOLLARS = {"dollars", "dollar", "bucks", "usd", "$"}
 def material_arguments(arguments: Mapping[str, Any], hidden: Iterable[str] = ()) -> dict[str, Any]:
     """The arguments a read-back must state: numbers, values with digits, days and months, named targets."""
     skip = frozenset(hidden)
-    found: dict[str, Any] = {}
-    for name, value in arguments.items():
-        if name in skip or value is None or value == "" or isinstance(value, bool):
-            continue
-        if _is_material(name, value):
-            found[name] = value
-    return found
+    return {name: value for name, value in arguments.items() if name not in skip and value not in (None, "")
+            and not isinstance(value, bool) and _is_material(name, value)}
 
 
 def _is_material(name: str, value: Any) -> bool:
@@ -75,10 +68,6 @@ def spoken_values(text: str) -> set[float]:
     return values
 
 
-def _digits(text: str) -> str:
-    return re.sub(r"\D", "", spoken_to_identifier(text))
-
-
 def _stated(value: Any, heard: str, values: set[float]) -> bool:
     if isinstance(value, list | tuple):
         return all(_stated(v, heard, values) for v in value if v not in (None, ""))
@@ -86,13 +75,11 @@ def _stated(value: Any, heard: str, values: set[float]) -> bool:
         return any(abs(v - float(value)) < 0.005 for v in values)
     text = str(value).strip()
     lower = heard.lower()
-    time = _TIME.match(text)
-    if time:
+    if time := _TIME.match(text):
         hour, minute = int(time.group(1)), int(time.group(2))
         wanted = {round(hour + minute / 100, 2), round((hour % 12 or 12) + minute / 100, 2)}
         return bool(wanted & values) or (minute == 30 and "half past" in lower)
-    date = _DATE.match(text)
-    if date:
+    if date := _DATE.match(text):
         month, day = int(date.group(2)), int(date.group(3))
         return float(day) in values and (_MONTHS[month - 1] in lower or float(month) in values)
     if text.lower() in _DAYS or text.lower() in _MONTHS:
@@ -104,7 +91,7 @@ def _stated(value: Any, heard: str, values: set[float]) -> bool:
         with contextlib.suppress(ValueError):
             return float(text.replace("$", "").replace(",", "")) in values
     if digits:
-        return digits in _digits(heard)
+        return digits in re.sub(r"\D", "", spoken_to_identifier(heard))
     compact = spoken_to_identifier(heard).lower()
     return text.lower().replace(" ", "") in compact
 

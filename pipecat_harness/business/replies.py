@@ -15,22 +15,17 @@ __all__ = ["ReplyKind", "classify_reply", "is_confirmation", "is_decline"]
 ReplyKind = Literal["confirm", "decline", "other"]
 
 # Phrases of assent, and words that may surround them without changing what the turn says.
-_ASSENT_PHRASES = tuple(
-    phrase.strip()
-    for phrase in """yes|yeah|yep|yup|yea|aye|correct|right|sure|ok|okay|alright|all right|go ahead|please do|do it|
-    do that|confirm|confirmed|i confirm|absolutely|exactly|definitely|of course|sounds good|that's right|that is right|
-    that's correct|that is correct|that's it|that works|that's fine|that is fine|fine|perfect|great|book it|go for it|
-    uh huh|mm hmm|yes it is|it is|that's good|please go ahead|you may|you can|proceed|please proceed""".split("|")
-)
+_ASSENT_PHRASES = tuple(phrase.strip() for phrase in """yes|yeah|yep|yup|yea|aye|correct|right|sure|ok|okay|alright|
+    all right|go ahead|please do|do it|do that|confirm|confirmed|i confirm|absolutely|exactly|definitely|of course|
+    sounds good|that's right|that is right|that's correct|that is correct|that's it|that works|that's fine|that is fine|
+    fine|perfect|great|book it|go for it|uh huh|mm hmm|yes it is|it is|that's good|please go ahead|you may|you can|
+    proceed|please proceed""".split("|"))
 _PHRASE_WORDS = sorted((p.split() for p in _ASSENT_PHRASES), key=len, reverse=True)  # longest first
 _FILLER = frozenset("please thanks thank you so much very oh well um uh great then now and yes".split())
-_DECLINE = re.compile(
-    r"^\W*(no|nope|nah|not|don't|do not|never ?mind|cancel|stop|forget it|i'll keep|i will keep|leave it|"
-    r"hold off|not now|no thanks|no thank you)\b"
-    r"|\b(don't do|do not do|don't (?:issue|send|book|refund|change|cancel)|cancel (?:it|that|this)|"
-    r"i changed my mind|i'll keep it|not (?:right )?now|no longer want)\b",
-    re.IGNORECASE,
-)
+_DECLINE = re.compile(r"^\W*(no|nope|nah|not|don't|do not|never ?mind|cancel|stop|forget it|i'll keep|i will keep|"
+                      r"leave it|hold off|not now|no thanks|no thank you)\b"
+                      r"|\b(don't do|do not do|don't (?:issue|send|book|refund|change|cancel)|cancel (?:it|that|this)|"
+                      r"i changed my mind|i'll keep it|not (?:right )?now|no longer want)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 

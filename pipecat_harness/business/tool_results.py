@@ -19,20 +19,15 @@ __all__ = ["DEFAULT_INTERNAL_FIELDS", "RenderedStatus", "parsed_json", "render_o
 RenderedStatus = Literal["succeeded", "failed", "outcome_unknown", "blocked", "awaiting_confirmation", "not_executed"]
 
 #: Result fields that are bookkeeping or trusted context, never shown to the model.
-DEFAULT_INTERNAL_FIELDS = tuple(
-    "tenant_id idempotency_key request_hash owner lease_until internal_notes internal_id".split()
-)
+DEFAULT_INTERNAL_FIELDS = ("tenant_id", "idempotency_key", "request_hash", "owner", "lease_until", "internal_notes",
+                           "internal_id")
 # Substrings of field names that mark a secret wherever they appear.
 _SECRETS = ("password", "secret", "token", "card_number", "cvv", "ssn", "api_key")
 _MAX_ITEMS = 50
 
-_STATUS: dict[GateStatus, RenderedStatus] = {
-    GateStatus.EXECUTED: "succeeded",
-    GateStatus.FAILED: "failed",
-    GateStatus.OUTCOME_UNKNOWN: "outcome_unknown",
-    GateStatus.BLOCKED: "blocked",
-    GateStatus.NOT_EXECUTED: "not_executed",
-}
+_STATUS: dict[GateStatus, RenderedStatus] = {GateStatus.EXECUTED: "succeeded", GateStatus.FAILED: "failed",
+                                              GateStatus.OUTCOME_UNKNOWN: "outcome_unknown",
+                                              GateStatus.BLOCKED: "blocked", GateStatus.NOT_EXECUTED: "not_executed"}
 
 
 def user_safe_fields(value: Any, hidden: Iterable[str] = DEFAULT_INTERNAL_FIELDS) -> Any:
@@ -52,23 +47,16 @@ def parsed_json(value: Any) -> Any:
 
 def _safe(value: Any, hidden: frozenset[str]) -> Any:
     if isinstance(value, Mapping):
-        return {
-            str(k): _safe(v, hidden)
-            for k, v in value.items()
-            if str(k) not in hidden and not str(k).startswith("_") and not any(s in str(k).lower() for s in _SECRETS)
-        }
+        return {str(k): _safe(v, hidden) for k, v in value.items() if str(k) not in hidden
+                and not str(k).startswith("_") and not any(s in str(k).lower() for s in _SECRETS)}
     if isinstance(value, list | tuple):
         return [_safe(v, hidden) for v in list(value)[:_MAX_ITEMS]]
     return value
 
 
-def render_operation_result(
-    result: GateResult,
-    *,
-    hidden_fields: Iterable[str] = DEFAULT_INTERNAL_FIELDS,
-    proposal_id: str | None = None,
-    operation_id: Callable[[str], str] | None = None,
-) -> dict[str, Any]:
+def render_operation_result(result: GateResult, *, hidden_fields: Iterable[str] = DEFAULT_INTERNAL_FIELDS,
+                            proposal_id: str | None = None,
+                            operation_id: Callable[[str], str] | None = None) -> dict[str, Any]:
     """The model's view of one gated call: ``{"status", "tool", "operation_id"?, "result"?, "reason"?, ...}``.
 
     Args:

@@ -43,15 +43,10 @@ class WorkingStateKeeper:
             matched the request verifies the caller, and the verified customer is the record's.
     """
 
-    def __init__(
-        self,
-        call_id: str,
-        *,
-        store: CallStateStore | None = None,
-        identity_tools: frozenset[str] = frozenset(),
-        on_change: Callable[[CallState, str], None] | None = None,
-        verification: CustomerVerification | None = None,
-    ) -> None:
+    def __init__(self, call_id: str, *, store: CallStateStore | None = None,
+                 identity_tools: frozenset[str] = frozenset(),
+                 on_change: Callable[[CallState, str], None] | None = None,
+                 verification: CustomerVerification | None = None) -> None:
         self.state = CallState(call_id=call_id)
         self.store = store
         self.identity_tools = identity_tools
@@ -108,16 +103,8 @@ class WorkingStateKeeper:
 
         self.update(change, f"assistant reply {'played in full' if full else 'partly played'}")
 
-    def tool_result(
-        self,
-        tool: str,
-        tool_call_id: str,
-        result: Any,
-        *,
-        write: bool,
-        turn_id: int,
-        arguments: Mapping[str, Any] | None = None,
-    ) -> None:
+    def tool_result(self, tool: str, tool_call_id: str, result: Any, *, write: bool, turn_id: int,
+                    arguments: Mapping[str, Any] | None = None) -> None:
         """An executed tool's result: the business snapshot, and facts a trusted backend established."""
         provenance = Provenance("tool", turn_id, f"{tool} {tool_call_id}")
         if self.verification is not None:
@@ -136,9 +123,8 @@ class WorkingStateKeeper:
 
         self.update(change, f"{'write' if write else 'read'} result from {tool}")
 
-    def gate_decision(
-        self, action: str, evidence: Mapping[str, Any], outcome: Mapping[str, Any] | None, turn_id: int
-    ) -> None:
+    def gate_decision(self, action: str, evidence: Mapping[str, Any], outcome: Mapping[str, Any] | None,
+                      turn_id: int) -> None:
         """A tool-gate decision on a write: the operation's status, following the ledger's settlement.
 
         A ``reconciled`` event (a late reply, a reconciliation) settles the operation; a later request the gate
@@ -261,10 +247,8 @@ def _customer_id(result: Any) -> str:
 def render_state(state: CallState, *, max_chars: int = 1200) -> str:
     """A compact read-only rendering for the model: facts with provenance, pending items, operations."""
     lines = [f"{STATE_MESSAGE_MARK} version {state.version}"]
-    facts = [
-        f"{name}={json.dumps(f.value, default=str)} ({f.provenance.source} turn {f.provenance.turn_id})"
-        for name, f in state.working.items()
-    ]
+    facts = [f"{name}={json.dumps(f.value, default=str)} ({f.provenance.source} turn {f.provenance.turn_id})"
+             for name, f in state.working.items()]
     if facts:
         lines.append("confirmed: " + "; ".join(facts))
     if state.pending:

@@ -23,33 +23,10 @@ from pipecat_harness.checklist.progress import ChecklistState, ItemState, ItemSt
 from pipecat_harness.checklist.prompt import strip_directives
 from pipecat_harness.checklist.rule_analyzer import RuleAnalyzer
 
-__all__ = [
-    "DEFAULT_MARKER",
-    "Analysis",
-    "Analyzer",
-    "AnalyzerError",
-    "Checklist",
-    "ChecklistDirector",
-    "ChecklistDriver",
-    "ChecklistError",
-    "ChecklistState",
-    "ClosingStep",
-    "Directive",
-    "GeminiAnalyzer",
-    "ItemState",
-    "ItemStatus",
-    "ItemUpdate",
-    "Location",
-    "Question",
-    "RuleAnalyzer",
-    "Section",
-    "apply_analysis",
-    "bundled_checklist",
-    "load_checklist",
-    "mark_issued",
-    "next_directive",
-    "strip_directives",
-]
+__all__ = ["DEFAULT_MARKER", "Analysis", "Analyzer", "AnalyzerError", "Checklist", "ChecklistDirector",
+           "ChecklistDriver", "ChecklistError", "ChecklistState", "ClosingStep", "Directive", "GeminiAnalyzer",
+           "ItemState", "ItemStatus", "ItemUpdate", "Location", "Question", "RuleAnalyzer", "Section", "apply_analysis",
+           "bundled_checklist", "load_checklist", "mark_issued", "next_directive", "strip_directives"]
 
 
 def __getattr__(name: str) -> Any:

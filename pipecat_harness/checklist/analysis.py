@@ -54,9 +54,8 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (what ``dataclasses.asdict`` gives, without its deep copies)."""
-        data = {**vars(self), "locations": list(self.locations), "unexpected_topics": list(self.unexpected_topics)}
-        data["updates"] = [dict(vars(update)) for update in self.updates]
-        return data
+        return {**vars(self), "updates": [dict(vars(update)) for update in self.updates],
+                "locations": list(self.locations), "unexpected_topics": list(self.unexpected_topics)}
 
 
 class Analyzer(abc.ABC):

@@ -38,34 +38,22 @@ def build_analyzer(settings: ChecklistSettings, *, gemini_client: Any = None) ->
         if gemini_client is None:
             from pipecat_harness.errors import gemini_client as make_gemini_client
 
-            gemini_client = make_gemini_client(
-                "the Gemini checklist analyzer (checklist.analyzer: gemini)", "set checklist.analyzer: rules"
-            )
+            gemini_client = make_gemini_client("the Gemini checklist analyzer (checklist.analyzer: gemini)",
+                                               "set checklist.analyzer: rules")
         return GeminiAnalyzer(gemini_client, model=settings.gemini_model)
     return RuleAnalyzer()
 
 
-def build_driver(
-    settings: ChecklistSettings, *, on_decision: DecisionSink, decisions_wanted: Callable[[], bool] | None = None
-) -> ChecklistDriver:
+def build_driver(settings: ChecklistSettings, *, on_decision: DecisionSink,
+                 decisions_wanted: Callable[[], bool] | None = None) -> ChecklistDriver:
     """The driver of the configured checklist, with its store, analyzer and lock."""
     checklist = load_configured_checklist(settings)
-    store = create_store(
-        settings.store,
-        redis_url=settings.redis_url,
-        prefix=settings.key_prefix,
-        memory_max_keys=settings.memory_max_keys,
-    )
-    return ChecklistDriver(
-        checklist,
-        store,
-        analyzer=build_analyzer(settings),
-        debounce_secs=settings.debounce_secs,
-        lock=CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs),
-        on_decision=on_decision,
-        decisions_wanted=decisions_wanted,
-        state_ttl_secs=settings.state_ttl_secs,
-    )
+    store = create_store(settings.store, redis_url=settings.redis_url, prefix=settings.key_prefix,
+                         memory_max_keys=settings.memory_max_keys)
+    lock = CallLock(store, ttl_secs=settings.lock_ttl_secs, work_timeout_secs=settings.work_timeout_secs)
+    return ChecklistDriver(checklist, store, analyzer=build_analyzer(settings), debounce_secs=settings.debounce_secs,
+                           lock=lock, on_decision=on_decision, decisions_wanted=decisions_wanted,
+                           state_ttl_secs=settings.state_ttl_secs)
 
 
 class ChecklistControl(HarnessControl):

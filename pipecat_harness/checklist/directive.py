@@ -77,11 +77,8 @@ def _partner_key(checklist: Checklist, state: ChecklistState, question: Question
 
 
 def _summary(checklist: Checklist, state: ChecklistState) -> str:
-    reported = []
-    for key in state.all_keys(checklist):
-        question_id, location = split_key(key)
-        if state.status(key) == ItemStatus.ANSWERED:
-            reported.append(f"{checklist.question(question_id).topic_name}{_at(location)}")
+    answered = [split_key(key) for key in state.all_keys(checklist) if state.status(key) == ItemStatus.ANSWERED]
+    reported = [f"{checklist.question(question_id).topic_name}{_at(location)}" for question_id, location in answered]
     return "reported " + ", ".join(reported) if reported else "nothing to report on any item"
 
 
@@ -89,10 +86,8 @@ def next_directive(checklist: Checklist, state: ChecklistState) -> Directive:
     """Return the directive for the current state (pure: the state is not changed)."""
     if state.pending_topics:
         topic = state.pending_topics[0]
-        instruction = (
-            f'The caller raised something not on the checklist: "{topic}". Acknowledge it and ask one short '
-            "follow-up question about it before returning to the checklist."
-        )
+        instruction = (f'The caller raised something not on the checklist: "{topic}". Acknowledge it and ask one '
+                       "short follow-up question about it before returning to the checklist.")
         wording = f"You mentioned {topic}. Could you tell me a bit more about that?"
         return Directive("topic", (topic,), instruction, wording, (f"topic:{topic}",))
     keys = state.all_keys(checklist)

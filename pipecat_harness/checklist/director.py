@@ -86,8 +86,7 @@ class ChecklistDirector(FrameProcessor):
         else:
             instruction = compose_instruction(_base_instruction(self.llm), rendered, self.marker)
             # Queued ahead of the context frame, so the LLM applies it before this run.
-            await self.push_frame(
-                LLMUpdateSettingsFrame(delta=LLMSettings(system_instruction=instruction), service=self.llm)
-            )
+            await self.push_frame(LLMUpdateSettingsFrame(delta=LLMSettings(system_instruction=instruction),
+                                                         service=self.llm))
         context.set_messages(cleaned)
         self.last_directive = directive

@@ -7,6 +7,7 @@ per-call lock, after a newest-wins debounce.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -47,20 +48,11 @@ class ChecklistDriver:
         max_turns_per_sync: Most caller turns one sync analyses (a longer backlog waits for the next turns).
     """
 
-    def __init__(
-        self,
-        checklist: Checklist,
-        store: StateStore,
-        *,
-        analyzer: Analyzer | None = None,
-        fallback_analyzer: Analyzer | object | None = _RULES_UNLESS_RULES,
-        debounce_secs: float = 0.0,
-        lock: CallLock | None = None,
-        on_decision: DecisionSink | None = None,
-        decisions_wanted: Callable[[], bool] | None = None,
-        state_ttl_secs: float = 6 * 3600.0,
-        max_turns_per_sync: int = 25,
-    ) -> None:
+    def __init__(self, checklist: Checklist, store: StateStore, *, analyzer: Analyzer | None = None,
+                 fallback_analyzer: Analyzer | object | None = _RULES_UNLESS_RULES, debounce_secs: float = 0.0,
+                 lock: CallLock | None = None, on_decision: DecisionSink | None = None,
+                 decisions_wanted: Callable[[], bool] | None = None, state_ttl_secs: float = 6 * 3600.0,
+                 max_turns_per_sync: int = 25) -> None:
         self.checklist = checklist
         self.store = store
         self.analyzer = analyzer or RuleAnalyzer()
@@ -94,9 +86,8 @@ class ChecklistDriver:
 
     @staticmethod
     def _parsed(call_id: str, raw: Any | None) -> ChecklistState:
-        return parse_record(
-            raw, ChecklistState.from_dict, lambda: ChecklistState(call_id=call_id), label=f"call {call_id!r}"
-        )
+        return parse_record(raw, ChecklistState.from_dict, lambda: ChecklistState(call_id=call_id),
+                            label=f"call {call_id!r}")
 
     async def save(self, state: ChecklistState) -> None:
         """Store the call's state, bumping its version (inside the call's lock: only while it is still held)."""
@@ -120,15 +111,8 @@ class ChecklistDriver:
             self.record("analyzer_fallback", {"error": str(exc), "fallback": self.fallback_analyzer.name})
             return await self.fallback_analyzer.analyze(self.checklist, state, utterance)
 
-    async def sync(
-        self,
-        call_id: str,
-        user_turns: Sequence[str],
-        *,
-        stamp: float | None = None,
-        issue: bool = True,
-        ready: asyncio.Future[Directive | None] | None = None,
-    ) -> Directive | None:
+    async def sync(self, call_id: str, user_turns: Sequence[str], *, stamp: float | None = None, issue: bool = True,
+                   ready: asyncio.Future[Directive | None] | None = None) -> Directive | None:
         """Analyse the caller turns not analysed yet and return the next directive.
 
         Args:
@@ -147,22 +131,20 @@ class ChecklistDriver:
         await turn.finish()
         return turn.directive
 
-    async def begin(
-        self, call_id: str, user_turns: Sequence[str], *, stamp: float | None = None, issue: bool = True
-    ) -> DecidedTurn:
+    async def begin(self, call_id: str, user_turns: Sequence[str], *, stamp: float | None = None,
+                    issue: bool = True) -> DecidedTurn:
         """:meth:`sync` up to the directive; the save, the release and the records are left to ``finish``.
 
         Without a debounce wait, the stamp is offered, the lock taken and the state read in one store round trip.
         """
         stamp = time.time() if stamp is None else stamp
         offered = self.debouncer.delay_secs > 0
-        if offered and not await self.debouncer.settle(call_id, stamp):
-            self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
-            return DecidedTurn(self, None)
-        gate = self.debouncer.gate(call_id, stamp, offer=not offered)
-        try:
-            held = await self.lock.acquire_reading(call_id, (self._key(call_id),), gate=gate)
-        except Superseded:
+        held: HeldLock | None = None
+        if not offered or await self.debouncer.settle(call_id, stamp):
+            gate = self.debouncer.gate(call_id, stamp, offer=not offered)
+            with contextlib.suppress(Superseded):
+                held = await self.lock.acquire_reading(call_id, (self._key(call_id),), gate=gate)
+        if held is None:
             self.record("superseded", {"stamp": stamp, "turns": len(user_turns)})
             return DecidedTurn(self, None)
         try:
@@ -175,9 +157,8 @@ class ChecklistDriver:
     def _analysis_never_waits(self) -> bool:
         """Whether deciding never waits (the stock rule analysis, and its fallback): no work deadline to arm."""
         fallback = self.fallback_analyzer
-        return type(self.analyzer).analyze is _RULE_ANALYSIS and (
-            fallback is None or type(fallback).analyze is _RULE_ANALYSIS
-        )
+        fallback_never_waits = fallback is None or type(fallback).analyze is _RULE_ANALYSIS
+        return type(self.analyzer).analyze is _RULE_ANALYSIS and fallback_never_waits
 
     async def _decide(self, held: HeldLock, call_id: str, user_turns: Sequence[str], issue: bool) -> DecidedTurn:
         state = self._parsed(call_id, held.values[0])

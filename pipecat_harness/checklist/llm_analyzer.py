@@ -48,17 +48,11 @@ class AnalysisSchema(BaseModel):
 
 def build_analysis_prompt(checklist: Checklist, state: ChecklistState, utterance: str) -> str:
     """The user content sent to the model for one utterance."""
-    items = [
-        {"question_id": q.id, "question": q.ask, "status": {k: state.status(k).value for k in state.keys_for(q)}}
-        for q in checklist.questions
-    ]
-    payload = {
-        "checklist": items,
-        "known_locations": [loc.name for loc in checklist.locations],
-        "locations_mentioned_so_far": state.locations,
-        "last_instruction": (state.last_directive or {}).get("instruction"),
-        "caller_utterance": utterance,
-    }
+    items = [{"question_id": q.id, "question": q.ask, "status": {k: state.status(k).value for k in state.keys_for(q)}}
+             for q in checklist.questions]
+    payload = {"checklist": items, "known_locations": [loc.name for loc in checklist.locations],
+               "locations_mentioned_so_far": state.locations,
+               "last_instruction": (state.last_directive or {}).get("instruction"), "caller_utterance": utterance}
     return json.dumps(payload, ensure_ascii=False)
 
 
@@ -79,12 +73,8 @@ class GeminiAnalyzer(Analyzer):
     def _config(self) -> Any:
         from google.genai import types
 
-        return types.GenerateContentConfig(
-            system_instruction=_INSTRUCTIONS,
-            temperature=0,
-            response_mime_type="application/json",
-            response_schema=AnalysisSchema,
-        )
+        return types.GenerateContentConfig(system_instruction=_INSTRUCTIONS, temperature=0,
+                                           response_mime_type="application/json", response_schema=AnalysisSchema)
 
     async def analyze(self, checklist: Checklist, state: ChecklistState, utterance: str) -> Analysis:
         """Ask the model for the analysis and validate it (``AnalyzerError`` on failure or a schema mismatch)."""
@@ -102,14 +92,8 @@ class GeminiAnalyzer(Analyzer):
         except ValidationError as exc:
             raise AnalyzerError(f"Gemini analyzer answer does not match the schema: {exc}") from exc
         known_locations = {loc.name for loc in checklist.locations}
-        updates = [
-            ItemUpdate(u.question_id, u.outcome, u.location if u.location in known_locations else None, u.note)
-            for u in parsed.updates
-            if checklist.has_question(u.question_id)
-        ]
-        return Analysis(
-            updates=updates,
-            locations=[loc for loc in parsed.locations if loc in known_locations],
-            unexpected_topics=[t.strip() for t in parsed.unexpected_topics if t.strip()],
-            analyzer=self.name,
-        )
+        updates = [ItemUpdate(u.question_id, u.outcome, u.location if u.location in known_locations else None, u.note)
+                   for u in parsed.updates if checklist.has_question(u.question_id)]
+        topics = [topic.strip() for topic in parsed.unexpected_topics if topic.strip()]
+        return Analysis(updates=updates, locations=[loc for loc in parsed.locations if loc in known_locations],
+                        unexpected_topics=topics, analyzer=self.name)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -12,16 +11,8 @@ from pipecat_harness.bundled import BUNDLED_PREFIX, resolve_data_path
 from pipecat_harness.errors import InputError
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
-__all__ = [
-    "Checklist",
-    "ChecklistError",
-    "ClosingStep",
-    "Location",
-    "Question",
-    "Section",
-    "bundled_checklist",
-    "load_checklist",
-]
+__all__ = ["Checklist", "ChecklistError", "ClosingStep", "Location", "Question", "Section", "bundled_checklist",
+           "load_checklist"]
 
 
 class ChecklistError(InputError):
@@ -144,15 +135,6 @@ class Checklist(_Model):
         return question_id in self._by_id
 
 
-def _parse(raw: Any, source: str) -> Checklist:
-    if not isinstance(raw, dict):
-        raise ChecklistError(f"{source}: a checklist must be a mapping")
-    try:
-        return Checklist.model_validate(raw)
-    except ValidationError as exc:
-        raise ChecklistError(f"{source}: invalid checklist: {describe_validation_error(exc, model=Checklist)}") from exc
-
-
 def load_checklist(path: str | Path) -> Checklist:
     """Load and validate a checklist YAML file or a bundled one (``bundled:site_check_in``).
 
@@ -162,7 +144,10 @@ def load_checklist(path: str | Path) -> Checklist:
         path = resolve_data_path(path, "checklist")
     except InputError as exc:
         raise ChecklistError(str(exc)) from exc
-    return _parse(load_mapping_file(path, what="checklist", error=ChecklistError), str(path))
+    try:
+        return Checklist.model_validate(load_mapping_file(path, what="checklist", error=ChecklistError))
+    except ValidationError as exc:
+        raise ChecklistError(f"{path}: invalid checklist: {describe_validation_error(exc, model=Checklist)}") from exc
 
 
 def bundled_checklist(name: str = "site_check_in") -> Checklist:

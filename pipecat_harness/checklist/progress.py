@@ -196,9 +196,7 @@ def apply_analysis(checklist: Checklist, state: ChecklistState, analysis: Analys
     It also advances the last directive's flow: a followed-up topic is addressed, an emitted closing step done.
     """
     changes: list[dict[str, Any]] = []
-    for location in analysis.locations:
-        if location not in state.locations:
-            state.locations.append(location)
+    state.locations.extend(loc for loc in dict.fromkeys(analysis.locations) if loc not in state.locations)
     for update in analysis.updates:
         if checklist.has_question(update.question_id):
             changes.extend(_apply_update(checklist, state, update))
@@ -211,8 +209,8 @@ def apply_analysis(checklist: Checklist, state: ChecklistState, analysis: Analys
     if last.get("kind") == "closing" and state.closing_index == int(last.get("step", -1)):
         state.closing_index += 1
         changes.append({"closing_step": state.closing_index})
-    for topic in analysis.unexpected_topics:
-        if topic and topic not in state.pending_topics and topic not in state.addressed_topics:
-            state.pending_topics.append(topic)
+    known = {*state.pending_topics, *state.addressed_topics}
+    state.pending_topics.extend(topic for topic in dict.fromkeys(analysis.unexpected_topics)
+                                if topic and topic not in known)
     state.analyzed_turns += 1
     return changes

@@ -81,10 +81,5 @@ def strip_directives(messages: Sequence[Any], marker: str) -> tuple[list[Any], i
 
 def user_turns(messages: Sequence[Any]) -> list[str]:
     """The text of every user message, oldest first (empty ones skipped)."""
-    turns = []
-    for message in messages:
-        if _is_mapping(message) and message.get("role") == "user":
-            text = content_text(message.get("content")).strip()
-            if text:
-                turns.append(text)
-    return turns
+    texts = (content_text(m.get("content")).strip() for m in messages if _is_mapping(m) and m.get("role") == "user")
+    return [text for text in texts if text]

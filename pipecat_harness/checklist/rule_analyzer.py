@@ -64,15 +64,9 @@ def _word_index(words: list[str]) -> dict[str, list[int]]:
 
 def _phrase_positions(words: list[str], target: list[str], index: dict[str, list[int]]) -> list[int]:
     """Where the word sequence ``target`` starts in ``words`` (looked up by its first word in ``index``)."""
+    starts = index.get(target[0], []) if target else []
     n = len(target)
-    if not n:
-        return []
-    starts = index.get(target[0])
-    if not starts:
-        return []
-    if n == 1:
-        return starts
-    return [i for i in starts if words[i : i + n] == target]
+    return starts if n == 1 else [i for i in starts if words[i : i + n] == target]
 
 
 @dataclass(frozen=True)
@@ -230,8 +224,7 @@ class RuleAnalyzer(Analyzer):
                         continue
                     seen.add((question_id, location))
                     seen.add((question_id, None))
-                    analysis.updates.append(
-                        ItemUpdate(question_id, answer, location or target_location, clause.strip())
-                    )
+                    analysis.updates.append(ItemUpdate(question_id, answer, location or target_location,
+                                                       clause.strip()))
                 addressed = True
         return analysis

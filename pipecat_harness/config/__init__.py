@@ -29,23 +29,7 @@ from pipecat_harness.config.harness_config import (
 )
 from pipecat_harness.config.service_blocks import ChecklistSettings, GraderSettings, ProxySettings
 
-__all__ = [
-    "CONTROL_NAMES",
-    "CallStateSettings",
-    "ChecklistSettings",
-    "ConfigError",
-    "Domain",
-    "GraderSettings",
-    "HarnessConfig",
-    "HistorySettings",
-    "IdentifierHoldSettings",
-    "ProxySettings",
-    "RetrievalSettings",
-    "SilentReplySettings",
-    "SpellingSettings",
-    "ToolGateSettings",
-    "TraceSettings",
-    "check_database_url",
-    "describe_config_error",
-    "env_name",
-]
+__all__ = ["CONTROL_NAMES", "CallStateSettings", "ChecklistSettings", "ConfigError", "Domain", "GraderSettings",
+           "HarnessConfig", "HistorySettings", "IdentifierHoldSettings", "ProxySettings", "RetrievalSettings",
+           "SilentReplySettings", "SpellingSettings", "ToolGateSettings", "TraceSettings", "check_database_url",
+           "describe_config_error", "env_name"]

@@ -8,19 +8,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pipecat_harness.config.database import check_database_url
+from pipecat_harness.config.database import DatabaseUrl, OptionalDatabaseUrl
 
-__all__ = [
-    "CallStateSettings",
-    "Domain",
-    "HistorySettings",
-    "IdentifierHoldSettings",
-    "RetrievalSettings",
-    "SilentReplySettings",
-    "SpellingSettings",
-    "ToolGateSettings",
-    "TraceSettings",
-]
+__all__ = ["CallStateSettings", "Domain", "HistorySettings", "IdentifierHoldSettings", "RetrievalSettings",
+           "SilentReplySettings", "SpellingSettings", "ToolGateSettings", "TraceSettings"]
 
 Domain = Literal["retail", "airline", "telecom"]
 
@@ -117,15 +108,10 @@ class ToolGateSettings(Block):
     handler_timeout_secs: float = Field(default=10.0, gt=0, le=600)
     max_argument_bytes: int = Field(default=16_384, gt=0)
     late_reply_secs: float = Field(default=300.0, ge=0, le=3600)
-    ledger_url: str = ""
+    ledger_url: OptionalDatabaseUrl = ""
     ledger_table_prefix: str = Field(default="harness_", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
     tenant: str = Field(default="default", min_length=1, max_length=128)
     server_context_fields: list[str] = Field(default_factory=lambda: ["tenant_id", "customer_id"])
-
-    @field_validator("ledger_url")
-    @classmethod
-    def _ledger_url(cls, value: str) -> str:
-        return check_database_url(value) if value else value
 
 
 class HistorySettings(Block):
@@ -222,16 +208,11 @@ class RetrievalSettings(Block):
     limit: int = Field(default=3, ge=1, le=20)
     budget_ms: float = Field(default=150.0, gt=0, le=5000)
     documents: str = ""
-    index_url: str = "sqlite+aiosqlite://"
+    index_url: DatabaseUrl = "sqlite+aiosqlite://"
     embeddings: bool = True
     tenant: str = Field(default="", max_length=128)
     products: list[str] = Field(default_factory=list)
     call_date: dt.date | None = None
-
-    @field_validator("index_url")
-    @classmethod
-    def _index_url(cls, value: str) -> str:
-        return check_database_url(value)
 
     @field_validator("documents")
     @classmethod

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 from pipecat_harness.errors import missing_extra_message
 
-__all__ = ["check_database_url", "require_module"]
+__all__ = ["DatabaseUrl", "OptionalDatabaseUrl", "check_database_url", "require_module"]
 
 # The async drivers a database URL may name, with the module and extra each needs.
 _DATABASE_DRIVERS = {"sqlite+aiosqlite": ("aiosqlite", None), "postgresql+asyncpg": ("asyncpg", "postgres")}
@@ -33,3 +36,9 @@ def check_database_url(url: str) -> str:
     if extra is not None:
         require_module(module, extra, f"a {scheme.split('+')[0]} URL")
     return url
+
+
+#: A settings field holding a database URL, checked by :func:`check_database_url`.
+DatabaseUrl = Annotated[str, AfterValidator(check_database_url)]
+#: The same, where an empty string means none.
+OptionalDatabaseUrl = Annotated[str, AfterValidator(lambda url: check_database_url(url) if url else url)]

@@ -37,19 +37,15 @@ class ConfigError(InputError):
     """A configuration that cannot be used; the message names the source and the field."""
 
 
-_DOMAIN_PRESETS: dict[str, dict[str, Any]] = {
-    "retail": {"identifier_hold": {"domain": "retail", "extra_wait_secs": 2.5}},
-    "airline": {"identifier_hold": {"domain": "airline", "extra_wait_secs": 2.5}},
-    "telecom": {"identifier_hold": {"domain": "telecom", "extra_wait_secs": 1.5}},
-}
+_DOMAIN_PRESETS: dict[str, dict[str, Any]] = {domain: {"identifier_hold": {"domain": domain, "extra_wait_secs": wait}}
+                                              for domain, wait in (("retail", 2.5), ("airline", 2.5), ("telecom", 1.5))}
 
 
 class HarnessConfig(BaseSettings):
     """The harness configuration: one block per control."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="PIPECAT_HARNESS_", env_nested_delimiter="__", extra="forbid", validate_default=True
-    )
+    model_config = SettingsConfigDict(env_prefix="PIPECAT_HARNESS_", env_nested_delimiter="__", extra="forbid",
+                                      validate_default=True)
 
     domain: Domain = "retail"
     identifier_hold: IdentifierHoldSettings = Field(default_factory=IdentifierHoldSettings)
@@ -65,11 +61,7 @@ class HarnessConfig(BaseSettings):
     proxy: ProxySettings = Field(default_factory=ProxySettings)
 
     def __init__(self, **values: Any) -> None:
-        """Build from keyword arguments, the environment and the YAML file given to :meth:`from_yaml`.
-
-        Raises:
-            ConfigError: A value is invalid; the message names the setting (and its environment variable).
-        """
+        """Build from keyword arguments, the environment and :meth:`from_yaml`'s file (``ConfigError``: a bad value)."""
         try:
             super().__init__(**values)
         except ValidationError as exc:
@@ -79,23 +71,15 @@ class HarnessConfig(BaseSettings):
 
     @classmethod
     def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
         """Keyword arguments, then environment, then the YAML file given to :meth:`from_yaml`."""
         return init_settings, env_settings, InitSettingsSource(settings_cls, dict(_yaml_source.get() or {}))
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> HarnessConfig:
-        """Load a YAML file; environment variables override its values.
-
-        Raises:
-            ConfigError: The file is unreadable, not a mapping, or invalid.
-        """
+        """Load a YAML file; environment variables override its values (``ConfigError``: unreadable or invalid)."""
         path = Path(path)
         raw = load_mapping_file(path, what="config", error=ConfigError)
         token = _yaml_source.set(_merge(_DOMAIN_PRESETS.get(str(raw.get("domain")), {}), raw))

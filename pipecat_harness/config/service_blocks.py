@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from pipecat_harness.config.call_blocks import Block
-from pipecat_harness.config.database import check_database_url, require_module
+from pipecat_harness.config.database import DatabaseUrl, require_module
 
 __all__ = ["ChecklistSettings", "GraderSettings", "ProxySettings"]
 
@@ -87,7 +87,7 @@ class GraderSettings(Block):
     mode: Literal["rules", "llm", "combined"] = "rules"
     llm_model: str = "gemini-2.5-flash"
     tenant: str | None = None
-    audit_url: str = "sqlite+aiosqlite:///grader_audit.db"
+    audit_url: DatabaseUrl = "sqlite+aiosqlite:///grader_audit.db"
     webhook_url: str | None = None
     webhook_secret: str | None = None
     console_url: str | None = None
@@ -98,11 +98,6 @@ class GraderSettings(Block):
     webhook_format: Literal["harness", "slack", "teams", "pagerduty"] = "harness"
     pagerduty_routing_key: str | None = None
     alert_outbox_url: str | None = None
-
-    @field_validator("audit_url")
-    @classmethod
-    def _audit_url(cls, value: str) -> str:
-        return check_database_url(value)
 
 
 class ProxySettings(Block):

@@ -33,20 +33,12 @@ class CallPipeline:
     assistant_aggregator: LLMAssistantAggregator
 
 
-def build_call_pipeline(
-    *,
-    harness: Harness | None,
-    llm: LLMService[Any],
-    tts: FrameProcessor,
-    output: FrameProcessor,
-    tools: RetailTools,
-    user_params: LLMUserAggregatorParams,
-    source: Sequence[FrameProcessor] = (),
-    before_output: Sequence[FrameProcessor] = (),
-    wrap_handler: Callable[[str, ToolHandler], ToolHandler] | None = None,
-    extra_tools: Sequence[Any] = (),
-    extra_write_tools: frozenset[str] = frozenset(),
-) -> CallPipeline:
+def build_call_pipeline(*, harness: Harness | None, llm: LLMService[Any], tts: FrameProcessor, output: FrameProcessor,
+                        tools: RetailTools, user_params: LLMUserAggregatorParams, source: Sequence[FrameProcessor] = (),
+                        before_output: Sequence[FrameProcessor] = (),
+                        wrap_handler: Callable[[str, ToolHandler], ToolHandler] | None = None,
+                        extra_tools: Sequence[Any] = (),
+                        extra_write_tools: frozenset[str] = frozenset()) -> CallPipeline:
     """Build the agent's processor list, with the harness placed when given.
 
     Args:
@@ -74,14 +66,8 @@ def build_call_pipeline(
         handlers = {name: wrap_handler(name, handler) for name, handler in handlers.items()}
         extra_handlers = {name: wrap_handler(name, handler) for name, handler in extra_handlers.items()}
     if harness is not None:
-        harness.register_tools(
-            llm,
-            {**handlers, **extra_handlers},
-            write_tools=RETAIL_WRITE_TOOLS | extra_write_tools,
-            normalizers=normalizers,
-            reconciler=tools.reconcile,
-            resources=tools.resources(),
-        )
+        harness.register_tools(llm, {**handlers, **extra_handlers}, write_tools=RETAIL_WRITE_TOOLS | extra_write_tools,
+                               normalizers=normalizers, reconciler=tools.reconcile, resources=tools.resources())
         user_params = harness.user_params(user_params)
     else:
         tools.register(llm, wrap=wrap_handler)

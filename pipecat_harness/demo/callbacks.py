@@ -17,18 +17,13 @@ CALLBACK_WRITE_TOOLS = frozenset({"schedule_callback"})
 
 _DAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 
-_SCHEMAS = [
-    FunctionSchema(
-        name="schedule_callback",
-        description="Book a callback from an agent. Read the day, time and timezone back and get a yes first.",
-        properties={
-            "day": {"type": "string", "description": "Weekday, e.g. Friday"},
-            "time": {"type": "string", "description": "24-hour local time, e.g. 18:00"},
-            "timezone": {"type": "string", "description": "IANA timezone, e.g. Asia/Singapore"},
-        },
-        required=["day", "time", "timezone"],
-    ),
-]
+_SCHEMAS = [FunctionSchema(
+    name="schedule_callback",
+    description="Book a callback from an agent. Read the day, time and timezone back and get a yes first.",
+    properties={"day": {"type": "string", "description": "Weekday, e.g. Friday"},
+                "time": {"type": "string", "description": "24-hour local time, e.g. 18:00"},
+                "timezone": {"type": "string", "description": "IANA timezone, e.g. Asia/Singapore"}},
+    required=["day", "time", "timezone"])]
 
 
 class CallbackTools:

@@ -27,9 +27,8 @@ class PolicyTools:
         self.scope = scope
 
     @classmethod
-    async def create(
-        cls, *, tenant: str = "northwind", products: Sequence[str] = (), call_date: dt.date = DEMO_CALL_DATE
-    ) -> PolicyTools:
+    async def create(cls, *, tenant: str = "northwind", products: Sequence[str] = (),
+                     call_date: dt.date = DEMO_CALL_DATE) -> PolicyTools:
         """Index the bundled fixtures (lexical, in memory) for ``tenant``."""
         retriever = await EvidenceRetriever.build(load_documents(DATA_DIR / "policies.yaml"))
         return cls(retriever, RetrievalScope(tenant, tuple(products), call_date))

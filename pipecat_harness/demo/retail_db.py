@@ -88,7 +88,7 @@ DEFAULT_SEED: dict[str, list[dict[str, Any]]] = {
         {"item_id": "2343503231", "order_id": "#W5061109", "name": "running shoes", "price_usd": 120.00,
          "status": "processed"},
     ],
-}  # fmt: skip
+}
 
 
 class RetailDatabase:
@@ -155,11 +155,8 @@ class RetailDatabase:
                 return result
             if key is not None:
                 stored = json.dumps(result, sort_keys=True, default=str)
-                await conn.execute(
-                    "INSERT INTO applied_operations (idempotency_key, op_type, request_hash, result)"
-                    " VALUES (?, ?, ?, ?)",
-                    (key, op_type, request_hash, stored),
-                )
+                await conn.execute("INSERT INTO applied_operations (idempotency_key, op_type, request_hash, result)"
+                                   " VALUES (?, ?, ?, ?)", (key, op_type, request_hash, stored))
             await conn.commit()
             return result
 
@@ -174,9 +171,8 @@ class RetailDatabase:
         if not rows:
             return None
         order = rows[0]
-        order["items"] = await self.query(
-            "SELECT item_id, name, price_usd, status FROM items WHERE order_id = ?", (order_id,)
-        )
+        order["items"] = await self.query("SELECT item_id, name, price_usd, status FROM items WHERE order_id = ?",
+                                          (order_id,))
         address = await self.query("SELECT * FROM addresses WHERE address_id = ?", (order["address_id"],))
         order["address"] = address[0] if address else None
         return order

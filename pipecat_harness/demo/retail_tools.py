@@ -23,7 +23,7 @@ __all__ = ["RETAIL_WRITE_TOOLS", "RetailTools", "ToolHandler", "pipecat_function
 
 #: Tools that change business state.
 RETAIL_WRITE_TOOLS = frozenset({"return_items", "modify_order_address", "issue_refund", "cancel_pending_order",
-                                "book_callback", "reschedule_callback"})  # fmt: skip
+                                "book_callback", "reschedule_callback"})
 
 _STR = {"type": "string"}
 
@@ -51,8 +51,7 @@ _SCHEMAS = [
     _schema("cancel_pending_order", "Cancel a pending order.",
             {"order_id": _STR, "reason": _STR}, ["order_id", "reason"]),
     _schema("book_callback", "Book a callback from a specialist on a day.", {"day": _STR}, ["day"]),
-    _schema("reschedule_callback", "Move the latest booked callback to another day.", {"day": _STR}, ["day"]),
-]  # fmt: skip
+    _schema("reschedule_callback", "Move the latest booked callback to another day.", {"day": _STR}, ["day"])]
 
 
 def _canonical_order_id(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -120,11 +119,9 @@ class RetailTools:
 
     async def find_user_id_by_name_zip(self, args: Mapping[str, Any]) -> Any:
         """Find a user id by first name, last name and zip code."""
-        rows = await self.db.query(
-            "SELECT user_id, first_name, last_name, zip FROM customers WHERE lower(first_name) = lower(?)"
-            " AND lower(last_name) = lower(?) AND zip = ?",
-            (str(args.get("first_name", "")), str(args.get("last_name", "")), str(args.get("zip", ""))),
-        )
+        name_zip = (str(args.get("first_name", "")), str(args.get("last_name", "")), str(args.get("zip", "")))
+        rows = await self.db.query("SELECT user_id, first_name, last_name, zip FROM customers WHERE lower(first_name) ="
+                                   " lower(?) AND lower(last_name) = lower(?) AND zip = ?", name_zip)
         return dict(rows[0]) if rows else {"error": "no customer with that name and zip"}
 
     async def get_user_details(self, args: Mapping[str, Any]) -> Any:
@@ -148,9 +145,8 @@ class RetailTools:
             return {"error": f"order {order.get('order_id')} does not belong to this customer"}
         return None
 
-    async def _writable_order(
-        self, args: Mapping[str, Any], status: str | None = None, verb: str = ""
-    ) -> dict[str, Any]:
+    async def _writable_order(self, args: Mapping[str, Any], status: str | None = None,
+                              verb: str = "") -> dict[str, Any]:
         """The order a write names, or the write's refusal (``{"error"}``): unknown, not owned, or not in ``status``."""
         order = await self.db.order(normalize_order_id(args.get("order_id", "")))
         if order is None:
@@ -187,10 +183,8 @@ class RetailTools:
             return {"error": "item ids do not belong to this order"}
 
         async def apply(conn: aiosqlite.Connection) -> Any:
-            cursor = await conn.execute(
-                "INSERT INTO returns (order_id, item_ids, payment_method) VALUES (?, ?, ?)",
-                (order_id, RetailDatabase.encode_ids(wanted), order["payment_method"]),
-            )
+            cursor = await conn.execute("INSERT INTO returns (order_id, item_ids, payment_method) VALUES (?, ?, ?)",
+                                        (order_id, RetailDatabase.encode_ids(wanted), order["payment_method"]))
             marks = ",".join("?" for _ in wanted)
             await conn.execute(f"UPDATE items SET status = 'return requested' WHERE item_id IN ({marks})", wanted)
             result = {"return_id": cursor.lastrowid, "order_id": order_id, "item_ids": sorted(wanted)}
@@ -208,10 +202,8 @@ class RetailTools:
         address = (order["user_id"], street, str(args.get("address2", "") or ""), city, state, zip_code)
 
         async def apply(conn: aiosqlite.Connection) -> Any:
-            cursor = await conn.execute(
-                "INSERT INTO addresses (user_id, address1, address2, city, state, zip) VALUES (?, ?, ?, ?, ?, ?)",
-                address,
-            )
+            cursor = await conn.execute("INSERT INTO addresses (user_id, address1, address2, city, state, zip)"
+                                        " VALUES (?, ?, ?, ?, ?, ?)", address)
             await conn.execute("UPDATE orders SET address_id = ? WHERE order_id = ?", (cursor.lastrowid, order_id))
             return {"order_id": order_id, "address_id": cursor.lastrowid, "status": "address updated"}
 
@@ -231,10 +223,8 @@ class RetailTools:
             return {"error": "amount_usd must be positive"}
 
         async def apply(conn: aiosqlite.Connection) -> Any:
-            cursor = await conn.execute(
-                "INSERT INTO refunds (order_id, amount_usd, reason) VALUES (?, ?, ?)",
-                (order_id, amount, str(args.get("reason", ""))),
-            )
+            cursor = await conn.execute("INSERT INTO refunds (order_id, amount_usd, reason) VALUES (?, ?, ?)",
+                                        (order_id, amount, str(args.get("reason", ""))))
             return {"refund_id": cursor.lastrowid, "order_id": order_id, "amount_usd": amount, "status": "refunded"}
 
         return await self._apply("issue_refund", args, apply)

@@ -5,14 +5,5 @@ from pipecat_harness.eval.rules import DecisionRules, load_rules
 from pipecat_harness.eval.runner import EvalRun, arm_controls, run_evaluation
 from pipecat_harness.eval.variation import TimingVariation, vary_scenario
 
-__all__ = [
-    "CallMetrics",
-    "DecisionRules",
-    "EvalRun",
-    "TimingVariation",
-    "arm_controls",
-    "load_rules",
-    "measure_call",
-    "run_evaluation",
-    "vary_scenario",
-]
+__all__ = ["CallMetrics", "DecisionRules", "EvalRun", "TimingVariation", "arm_controls", "load_rules", "measure_call",
+           "run_evaluation", "vary_scenario"]

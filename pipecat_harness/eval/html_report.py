@@ -46,15 +46,8 @@ def render_report(evaluation: EvalRun) -> str:
         for call in calls:
             unique.setdefault(_anchor(call), call)
     views = [_call_view(call) for _, call in sorted(unique.items())]
-    body = render(
-        "pipecat_harness.eval",
-        "report.html",
-        evaluation=evaluation,
-        run_lines=run_lines(evaluation),
-        sections=sections,
-        anchor=_anchor,
-        calls=views,
-    )
+    body = render("pipecat_harness.eval", "report.html", evaluation=evaluation, run_lines=run_lines(evaluation),
+                  sections=sections, anchor=_anchor, calls=views)
     return html_page("pipecat-harness evaluation", body)
 
 

@@ -30,17 +30,13 @@ _IDENTIFIER_SHAPES = re.compile(r"[a-z]*\d[a-z\d]*|(?:[a-z]|\d+)(?:-(?:[a-z]|\d+
 def is_identifier_token(token: str) -> bool:
     """Whether a spoken word is identifier material (a digit, a letter, a NATO word, a connector)."""
     word = re.sub(r"[^\w'-]", "", token).lower()
-    if word.isdigit() or (len(word) == 1 and word.isalpha()) or word in _IDENTIFIER_WORDS:
-        return True
-    return _IDENTIFIER_SHAPES.fullmatch(word) is not None
+    return (word.isdigit() or (len(word) == 1 and word.isalpha()) or word in _IDENTIFIER_WORDS
+            or _IDENTIFIER_SHAPES.fullmatch(word) is not None)
 
 
 @dataclass(frozen=True)
 class IdentifierPause:
-    """A pause inside caller turn ``turn``; ``before_final`` and ``after_final`` time the two parts' transcripts.
-
-    Both offsets are from the turn's start.
-    """
+    """A pause in caller turn ``turn``; ``before_final``/``after_final``: its parts' transcripts from the turn start."""
 
     turn: int
     before_final: float
@@ -64,10 +60,7 @@ def identifier_pauses(scenario: Scenario) -> list[IdentifierPause]:
 
 @dataclass
 class InputWaiting:
-    """Input-waiting figures of one call, as the module defines them.
-
-    ``added_wait_ms`` is the silence input controls added: needless holds plus the waits they declared.
-    """
+    """Input-waiting figures of one call (``added_wait_ms``: needless holds plus the waits input controls declared)."""
 
     identifier_pauses: int = 0
     submitted_early: int = 0

@@ -17,16 +17,8 @@ from pipecat_harness.trace.timeline import Timeline
 if TYPE_CHECKING:
     from pipecat_harness.eval.identifier_splits import InputWaiting
 
-__all__ = [
-    "DOMAINS",
-    "YIELD_WINDOW_SECS",
-    "ArmCall",
-    "InteractionCosts",
-    "domain_pass_rates",
-    "interaction_rows",
-    "interaction_summary",
-    "measure_interaction",
-]
+__all__ = ["DOMAINS", "YIELD_WINDOW_SECS", "ArmCall", "InteractionCosts", "domain_pass_rates", "interaction_rows",
+           "interaction_summary", "measure_interaction"]
 
 #: How soon the bot must go quiet after the caller starts speaking over it for the bot to have yielded.
 YIELD_WINDOW_SECS = 2.0
@@ -121,19 +113,14 @@ def interaction_summary(calls: Sequence[ArmCall]) -> dict[str, Any]:
     requests = sum(c.interaction.model_requests for c in calls)
     mean = round(sum(latencies) / len(latencies)) if latencies else None
     return {
-        "calls": len(calls),
-        "responses": len(latencies),
+        "calls": len(calls), "responses": len(latencies),
         "response_latency_ms": {"p50": _percentile(latencies, 0.5), "p90": _percentile(latencies, 0.9), "mean": mean},
-        "barge_ins": sum(c.interaction.barge_ins for c in calls),
-        "yielded": sum(c.interaction.yielded for c in calls),
+        "barge_ins": sum(c.interaction.barge_ins for c in calls), "yielded": sum(c.interaction.yielded for c in calls),
         "yield_latency_ms": {"p50": _percentile(yields, 0.5), "max": max(yields) if yields else None},
         "talk_over_ms": sum(c.interaction.talk_over_ms for c in calls),
         "bot_started_over_caller": sum(c.interaction.bot_started_over_caller for c in calls),
-        "model_requests": requests,
-        "model_requests_per_call": requests / len(calls) if calls else None,
-        "added_wait_ms": sum(c.input.added_wait_ms for c in calls),
-        "pass_rates": domain_pass_rates(calls),
-    }
+        "model_requests": requests, "model_requests_per_call": requests / len(calls) if calls else None,
+        "added_wait_ms": sum(c.input.added_wait_ms for c in calls), "pass_rates": domain_pass_rates(calls)}
 
 
 def _ms(value: int | None) -> str:
@@ -155,8 +142,7 @@ def _cells(summary: dict[str, Any]) -> dict[str, str]:
         "added waiting": f"{_ms(wait)} ({wait / n:.0f} ms/call)",
     }
     rates = summary["pass_rates"]
-    for domain, figure in rates["domains"].items():
-        cells[f"passed: {domain}"] = f"{figure['passed']}/{figure['calls']} = {figure['rate']:.0%}"
+    cells.update({f"passed: {d}": f"{f['passed']}/{f['calls']} = {f['rate']:.0%}" for d, f in rates["domains"].items()})
     mean = rates["equal_weight_mean"]
     cells["passed: equal-weight mean of domains"] = "n/a" if mean is None else f"{mean:.1%}"
     return cells

@@ -21,10 +21,7 @@ __all__ = ["CallMetrics", "HistoryFidelity", "measure_call", "measure_history"]
 
 @dataclass
 class HistoryFidelity:
-    """History figures of one call: assistant turns, and those whose history kept unheard or lost heard words.
-
-    ``call_ended_turns`` were still playing when the call hit its limit (not barge-ins, not scored).
-    """
+    """History figures of one call (``call_ended_turns``: still playing at the call's limit, so not scored)."""
 
     assistant_turns: int = 0
     interrupted_turns: int = 0
@@ -38,20 +35,14 @@ class HistoryFidelity:
 
 def measure_history(result: CallResult) -> HistoryFidelity:
     """Measure history fidelity for one call from its playback ground truth and model replies."""
-    figures = HistoryFidelity(assistant_turns=len(result.playback))
-    for turn in result.playback:
-        figures.interrupted_turns += int(turn.interrupted)
-        figures.call_ended_turns += int(turn.call_ended)
-        figures.unplayed_retained_turns += int(turn.unplayed_retained > 0)
-        figures.unplayed_retained_words += turn.unplayed_retained
-        figures.played_removed_turns += int(turn.played_removed > 0)
-        figures.played_removed_words += turn.played_removed
-    seen: set[str] = set()
-    for reply in result.model_replies:
-        normalised = " ".join(reply.lower().split())
-        figures.repeated_replies += int(normalised in seen)
-        seen.add(normalised)
-    return figures
+    played, replies = result.playback, [" ".join(reply.lower().split()) for reply in result.model_replies]
+    return HistoryFidelity(
+        assistant_turns=len(played), interrupted_turns=sum(t.interrupted for t in played),
+        unplayed_retained_turns=sum(t.unplayed_retained > 0 for t in played),
+        unplayed_retained_words=sum(t.unplayed_retained for t in played),
+        played_removed_turns=sum(t.played_removed > 0 for t in played),
+        played_removed_words=sum(t.played_removed for t in played), repeated_replies=len(replies) - len(set(replies)),
+        call_ended_turns=sum(t.call_ended for t in played))
 
 
 @dataclass
@@ -104,27 +95,13 @@ def measure_call(scenario: Scenario, result: CallResult, timeline: Timeline, *, 
     """Measure one call of ``scenario``, the variant that was run (its script is the ground truth of what was said)."""
     usage = result.model_usage
     return CallMetrics(
-        scenario=scenario.name,
-        domain=scenario.domain,
-        arm=arm,
-        run=run,
-        controls=sorted(result.active_controls),
-        passed=result.passed,
-        expected=result.expected,
-        stay_out_of_the_way="stay_out_of_the_way" in scenario.tags,
+        scenario=scenario.name, domain=scenario.domain, arm=arm, run=run, controls=sorted(result.active_controls),
+        passed=result.passed, expected=result.expected, stay_out_of_the_way="stay_out_of_the_way" in scenario.tags,
         input=measure_input_waiting(scenario, timeline, result.decisions),
         tools=measure_tool_checks(timeline, result.decisions, write_tools=result.write_tools or RETAIL_WRITE_TOOLS),
-        history=measure_history(result),
-        interaction=measure_interaction(timeline),
+        history=measure_history(result), interaction=measure_interaction(timeline),
         decisions=dict(Counter(f"{d.control}/{d.action}" for d in result.decisions)),
-        virtual_secs=round(result.virtual_secs, 3),
-        wall_secs=round(result.wall_secs, 3),
-        trace=str(result.trace_path or ""),
-        model_requests=usage.requests,
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        total_tokens=usage.total_tokens,
-        usage_reported=usage.reported,
-        streamed_chars=usage.streamed_chars,
-        caller_requests=result.caller_requests,
-    )
+        virtual_secs=round(result.virtual_secs, 3), wall_secs=round(result.wall_secs, 3),
+        trace=str(result.trace_path or ""), model_requests=usage.requests, prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens, usage_reported=usage.reported,
+        streamed_chars=usage.streamed_chars, caller_requests=result.caller_requests)

@@ -9,15 +9,8 @@ from typing import Any
 from pipecat_harness.eval.interaction import interaction_summary
 from pipecat_harness.eval.runner import EvalRun
 
-__all__ = [
-    "CHARS_PER_TOKEN",
-    "RESULTS_FORMAT",
-    "compare_results",
-    "load_results",
-    "results_to_dict",
-    "usage_to_dict",
-    "write_results",
-]
+__all__ = ["CHARS_PER_TOKEN", "RESULTS_FORMAT", "compare_results", "load_results", "results_to_dict", "usage_to_dict",
+           "write_results"]
 
 #: Characters per token of the estimate used when a server reports no usage (English text, BPE tokenisers).
 CHARS_PER_TOKEN = 4
@@ -28,34 +21,17 @@ def results_to_dict(evaluation: EvalRun) -> dict[str, Any]:
     """The whole run as a JSON-serialisable mapping."""
     model, caller = evaluation.model, evaluation.caller_model
     return {
-        "format": RESULTS_FORMAT,
-        "scenarios": evaluation.scenarios,
-        "runs": evaluation.runs,
-        "seed": evaluation.seed,
-        "rules": evaluation.rules_source,
-        "wall_secs": evaluation.wall_secs,
-        "calls_simulated": evaluation.calls_simulated,
-        "rounds_done": evaluation.rounds_done,
-        "ended": evaluation.ended,
+        "format": RESULTS_FORMAT, "scenarios": evaluation.scenarios, "runs": evaluation.runs, "seed": evaluation.seed,
+        "rules": evaluation.rules_source, "wall_secs": evaluation.wall_secs,
+        "calls_simulated": evaluation.calls_simulated, "rounds_done": evaluation.rounds_done, "ended": evaluation.ended,
         "budget": evaluation.budget.to_dict(),
         # The model that decided (its temperature and seed), or the scenarios' scripted models.
         "model": model.to_dict() if model is not None else {"label": "scripted"},
-        "caller_model": caller.to_dict() if caller is not None else None,
-        "usage": usage_to_dict(evaluation),
-        "controls": [
-            {
-                **result.comparison.to_dict(),
-                "keep": result.keep.to_dict(),
-                "stop": result.stop.to_dict(),
-                "stopped_early": result.stopped_early,
-                "sample": result.sample.to_dict(),
-                "interaction": {
-                    arm: interaction_summary([c for c in result.calls if c.arm == arm]) for arm in ("on", "off")
-                },
-                "calls": [c.to_dict() for c in result.calls],
-            }
-            for result in evaluation.results
-        ],
+        "caller_model": caller.to_dict() if caller is not None else None, "usage": usage_to_dict(evaluation),
+        "controls": [{**result.comparison.to_dict(), "keep": result.keep.to_dict(), "stop": result.stop.to_dict(),
+                      "stopped_early": result.stopped_early, "sample": result.sample.to_dict(),
+                      "interaction": {arm: interaction_summary(result.calls_of(arm)) for arm in ("on", "off")},
+                      "calls": [c.to_dict() for c in result.calls]} for result in evaluation.results],
     }
 
 
@@ -67,10 +43,8 @@ def usage_to_dict(evaluation: EvalRun) -> dict[str, Any]:
     if not evaluation.tokens_reported:
         usage.update(tokens="not reported", tokens_per_call="not reported")
         usage["completion_tokens_estimated"] = round(evaluation.streamed_chars / CHARS_PER_TOKEN)
-        usage["estimate"] = (
-            f"output tokens estimated as the streamed text's characters / {CHARS_PER_TOKEN}; "
-            "the model server reported no usage"
-        )
+        usage["estimate"] = (f"output tokens estimated as the streamed text's characters / {CHARS_PER_TOKEN}; "
+                             "the model server reported no usage")
         return usage
     tokens = evaluation.tokens or {"prompt": 0, "completion": 0, "total": 0}
     return {**usage, "tokens": tokens, "tokens_per_call": {k: round(v / calls, 1) for k, v in tokens.items()}}

@@ -1,7 +1,4 @@
-"""Pre-declared decision rules: the benefit that keeps a control and the regression that stops a run.
-
-Read from YAML (the bundled ``rules.yaml`` by default) before any call runs, so a verdict cannot be fitted afterwards.
-"""
+"""Decision rules (keep, stop, sample), read from YAML before any call runs so a verdict cannot be fitted afterwards."""
 
 from __future__ import annotations
 
@@ -16,20 +13,8 @@ from pipecat_harness.eval.summary import Comparison
 from pipecat_harness.sim.strict_model import StrictModel
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
-__all__ = [
-    "BUNDLED_RULES",
-    "DecisionRules",
-    "KeepRule",
-    "RuleCheck",
-    "RuleVerdict",
-    "RulesError",
-    "SampleRule",
-    "StopRule",
-    "check_keep",
-    "check_sample",
-    "check_stop",
-    "load_rules",
-]
+__all__ = ["BUNDLED_RULES", "DecisionRules", "KeepRule", "RuleCheck", "RuleVerdict", "RulesError", "SampleRule",
+           "StopRule", "check_keep", "check_sample", "check_stop", "load_rules"]
 
 BUNDLED_RULES = Path(__file__).resolve().parent / "rules.yaml"
 

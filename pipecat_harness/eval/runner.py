@@ -39,8 +39,7 @@ _CallDone = Callable[[int, int], None]
 class CallJob:
     """One simulated call to run: timing variant ``run`` of a scenario (as written) with a set of controls.
 
-    The fields after ``trace_dir`` are :func:`run_evaluation`'s options; ``caller_cache`` is the directory of the goal
-    callers' cached lines.
+    The fields after ``trace_dir`` are :func:`run_evaluation`'s options (``caller_cache``: goal callers' lines).
     """
 
     scenario: Scenario
@@ -79,10 +78,7 @@ def _quiet_worker() -> None:
 
 
 def run_call(job: CallJob) -> CallMetrics:
-    """Run one call and measure it (the unit of work of the process pool).
-
-    A simulation that raises is a failed call with its error, so one broken scenario cannot take the evaluation down.
-    """
+    """Run and measure one call (the pool's unit of work); a simulation that raises is a failed call with its error."""
     from pipecat_harness.eval.metrics import measure_call
     from pipecat_harness.sim.goal_caller import GoalCallerSettings
     from pipecat_harness.sim.runner import run_scenario
@@ -98,30 +94,16 @@ def run_call(job: CallJob) -> CallMetrics:
 
                 audio = AudioMode(turn_stop=job.audio_turn_stop)  # type: ignore[arg-type]
             goal_caller = GoalCallerSettings(job.caller_model, job.seed, job.run, job.caller_cache)
-            result = run_scenario(
-                variant,
-                controls=list(job.controls),
-                trace_dir=job.trace_dir,
-                services=job.services,  # type: ignore[arg-type]
-                audio=audio,
-                model=job.model,
-                goal_caller=goal_caller,
-            )
+            result = run_scenario(variant, controls=list(job.controls), trace_dir=job.trace_dir,
+                                  services=job.services,  # type: ignore[arg-type]
+                                  audio=audio, model=job.model, goal_caller=goal_caller)
         timeline = Timeline.load(result.trace_path) if result.trace_path else Timeline([])
         return measure_call(variant, result, timeline, arm="", run=job.run)
     except Exception as exc:  # a broken scenario is a failed call, reported with its reason
-        return CallMetrics(
-            scenario=variant.name,
-            domain=variant.domain,
-            arm="",
-            run=job.run,
-            controls=list(job.controls),
-            passed=False,
-            expected="pass",
-            stay_out_of_the_way="stay_out_of_the_way" in variant.tags,
-            wall_secs=round(time.perf_counter() - started, 3),
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        return CallMetrics(scenario=variant.name, domain=variant.domain, arm="", run=job.run,
+                           controls=list(job.controls), passed=False, expected="pass",
+                           stay_out_of_the_way="stay_out_of_the_way" in variant.tags,
+                           wall_secs=round(time.perf_counter() - started, 3), error=f"{type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -154,10 +136,7 @@ class Budget:
     minutes: float | None = None
 
     def exceeded_by(self, calls: int, tokens: int, secs: float, next_calls: int, per_call: tuple[float, float]) -> str:
-        """Which limit the next round of ``next_calls`` calls would pass (empty: none).
-
-        ``per_call`` is the (tokens, seconds) a call has cost so far, the estimate of the next round's.
-        """
+        """Which limit ``next_calls`` more calls at ``per_call`` (tokens, seconds) each would pass (empty: none)."""
         more_tokens, more_secs = per_call[0] * next_calls, per_call[1] * next_calls
         if self.calls is not None and calls + next_calls > self.calls:
             return f"calls ({calls} simulated; the next round needs {next_calls}, budget {self.calls})"
@@ -203,9 +182,8 @@ class EvalRun:
     streamed_chars: int = 0
 
 
-def _execute(
-    jobs: Sequence[CallJob], pool: ProcessPoolExecutor | None, call_done: _CallDone | None
-) -> list[CallMetrics]:
+def _execute(jobs: Sequence[CallJob], pool: ProcessPoolExecutor | None,
+             call_done: _CallDone | None) -> list[CallMetrics]:
     outputs = pool.map(run_call, jobs, chunksize=1) if pool is not None and len(jobs) > 1 else map(run_call, jobs)
     results: list[CallMetrics] = []
     for metrics in outputs:
@@ -229,37 +207,23 @@ def _spent(calls: list[CallMetrics], workers: int) -> tuple[int, tuple[float, fl
     return tokens, (tokens / len(calls), sum(c.wall_secs for c in calls) / len(calls) / max(1, workers))
 
 
-def run_evaluation(
-    scenarios: Sequence[Scenario],
-    toggles: Sequence[str],
-    rules: DecisionRules,
-    *,
-    runs: int = 1,
-    seed: int = 0,
-    out_dir: str | Path,
-    workers: int = 2,
-    progress: Callable[[str], None] | None = None,
-    call_done: _CallDone | None = None,
-    audio_turn_stop: str | None = None,
-    services: str = "scripted",
-    model: ModelArm | None = None,
-    caller_model: ModelArm | None = None,
-    budget: Budget | None = None,
-) -> EvalRun:
+def run_evaluation(scenarios: Sequence[Scenario], toggles: Sequence[str], rules: DecisionRules, *, runs: int = 1,
+                   seed: int = 0, out_dir: str | Path, workers: int = 2, progress: Callable[[str], None] | None = None,
+                   call_done: _CallDone | None = None, audio_turn_stop: str | None = None, services: str = "scripted",
+                   model: ModelArm | None = None, caller_model: ModelArm | None = None,
+                   budget: Budget | None = None) -> EvalRun:
     """Run the evaluation and return per-control results.
 
-    ``toggles`` are switched one at a time (``all``: the full preset against none) over at most ``runs`` rounds of
-    timing variants seeded by ``seed`` (which also seeds the model and the caller model), ``workers`` processes at a
-    time, traces under ``out_dir``. ``progress`` gets a line after every round, ``call_done`` (calls done, calls in the
-    round) after every call. ``audio_turn_stop`` runs every call on audio with that stop strategy; ``services``,
-    ``model`` (``None``: each scenario's scripted model) and ``caller_model`` (``None``: the offline brain) are
-    ``simulate``'s.
+    ``toggles`` are switched one at a time (``all``: the preset against none) over at most ``runs`` rounds of timing
+    variants seeded by ``seed`` (the models' too), ``workers`` processes at a time, traces under ``out_dir``.
+    ``progress`` gets a line per round, ``call_done`` (done, in the round) one per call. ``audio_turn_stop`` runs calls
+    on audio; ``services``, ``model`` (``None``: each scenario's scripted one) and ``caller_model`` (``None``: the
+    offline brain) are ``simulate``'s.
     """
     if runs < 1:
         raise ValueError("runs must be at least 1")
-    for control in toggles:
-        if control not in TOGGLES:
-            raise ValueError(f"unknown control {control!r}; choose from {', '.join(TOGGLES)}")
+    if unknown := [c for c in toggles if c not in TOGGLES]:
+        raise ValueError(f"unknown control {unknown[0]!r}; choose from {', '.join(TOGGLES)}")
     budget, started, traces = budget or Budget(), time.perf_counter(), Path(out_dir) / "traces"
     # The fields of every CallJob after its trace directory.
     same_for_all = (audio_turn_stop, services, model, caller_model, str(Path(out_dir) / "caller-lines"))
@@ -282,10 +246,8 @@ def run_evaluation(
                 if job.key not in cache:
                     jobs.setdefault(job.key, job)
             if run and budget.tokens is not None and model is not None and not _usage_reported(cache.values()):
-                ended = (
-                    "the token budget cannot be kept: the model reported no token usage "
-                    "(give --budget-calls or --budget-minutes)"
-                )
+                ended = ("the token budget cannot be kept: the model reported no token usage "
+                         "(give --budget-calls or --budget-minutes)")
                 break
             if run:
                 tokens, per_call = _spent(list(cache.values()), workers)
@@ -317,21 +279,11 @@ def run_evaluation(
             pool.shutdown(cancel_futures=True)
     calls = list(cache.values())
     return EvalRun(
-        [s.name for s in scenarios],
-        runs,
-        seed,
-        rules.source,
-        results=list(judged.values()),
-        wall_secs=round(time.perf_counter() - started, 2),
-        calls_simulated=len(calls),
-        model=model,
-        caller_model=caller_model,
-        budget=budget,
-        rounds_done=max((r.comparison.runs_done for r in judged.values()), default=0),
-        ended=ended,
+        [s.name for s in scenarios], runs, seed, rules.source, results=list(judged.values()),
+        wall_secs=round(time.perf_counter() - started, 2), calls_simulated=len(calls), model=model,
+        caller_model=caller_model, budget=budget,
+        rounds_done=max((r.comparison.runs_done for r in judged.values()), default=0), ended=ended,
         model_requests=sum(c.model_requests for c in calls),
         tokens={k: sum(getattr(c, f"{k}_tokens") for c in calls) for k in ("prompt", "completion", "total")},
-        caller_requests=sum(c.caller_requests for c in calls),
-        tokens_reported=model is None or _usage_reported(calls),
-        streamed_chars=sum(c.streamed_chars for c in calls),
-    )
+        caller_requests=sum(c.caller_requests for c in calls), tokens_reported=model is None or _usage_reported(calls),
+        streamed_chars=sum(c.streamed_chars for c in calls))

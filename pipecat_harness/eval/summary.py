@@ -1,8 +1,7 @@
 """Aggregate per-call metrics into per-arm figures and one comparison per toggled control.
 
-Every figure is a :class:`Figure`: a count, the denominator it is a rate of, and the number of calls behind it (calls
-with at least one opportunity for the error, e.g. an identifier pause or a write request). A control's target error
-and costs are :data:`CONTROL_TARGETS`.
+Every figure is a :class:`Figure`: a count, the denominator it is a rate of, and the calls behind it (those with an
+opportunity for the error, e.g. an identifier pause or a write). :data:`CONTROL_TARGETS` names the targets and costs.
 """
 
 from __future__ import annotations
@@ -99,15 +98,10 @@ class ArmSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
-        return {
-            "calls": self.calls,
-            "passed": self.passed,
-            "errors": self.errors,
-            "pass_rate": self.pass_rate,
-            "pass_rate_interval_95": _interval_list(self.pass_rate_interval),
-            "figures": {k: v.to_dict() for k, v in self.figures.items()},
-            "out_of_the_way": self.out_of_the_way.to_dict() if self.out_of_the_way else None,
-        }
+        return {"calls": self.calls, "passed": self.passed, "errors": self.errors, "pass_rate": self.pass_rate,
+                "pass_rate_interval_95": _interval_list(self.pass_rate_interval),
+                "figures": {k: v.to_dict() for k, v in self.figures.items()},
+                "out_of_the_way": self.out_of_the_way.to_dict() if self.out_of_the_way else None}
 
 
 def summarize_arm(calls: Iterable[CallMetrics], control: str | None = None) -> ArmSummary:
@@ -122,18 +116,14 @@ def summarize_arm(calls: Iterable[CallMetrics], control: str | None = None) -> A
         quiet = [c for c in calls if c.stay_out_of_the_way]
         acted = sum(1 for c in quiet if _acted(c, control))
         out_of_the_way = Figure(acted, len(quiet), len(quiet), "stay-out-of-the-way calls")
-    return ArmSummary(
-        len(calls), sum(c.passed for c in calls), sum(bool(c.error) for c in calls), figures, out_of_the_way
-    )
+    return ArmSummary(len(calls), sum(c.passed for c in calls), sum(bool(c.error) for c in calls), figures,
+                      out_of_the_way)
 
 
 def _acted(call: CallMetrics, control: str) -> bool:
     """Whether a control changed something in the call."""
-    for key, n in call.decisions.items():
-        owner, action = key.split("/", 1)
-        if n and (control == "all" or owner == control) and action not in _PASSIVE:
-            return True
-    return False
+    splits = ((key.split("/", 1), n) for key, n in call.decisions.items())
+    return any(n and control in ("all", owner) and action not in _PASSIVE for (owner, action), n in splits)
 
 
 #: Control -> (target figure, cost figures). Costs marked ``extra_`` are on-arm minus off-arm totals.
@@ -145,27 +135,14 @@ CONTROL_TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
     "history": ("unplayed_text_retained", ("played_text_removed", "played_words_removed", "repeated_replies")),
     "checklist": ("failed_calls", ("follow_up_questions",)),
     "grader": ("failed_calls", ()),
-    "all": (
-        "failed_calls",
-        (
-            "needless_delays",
-            "extra_added_wait_ms",
-            "false_blocks",
-            "played_text_removed",
-            "repeated_replies",
-            "extra_lookups",
-            "extra_follow_up_questions",
-        ),
-    ),
+    "all": ("failed_calls", ("needless_delays", "extra_added_wait_ms", "false_blocks", "played_text_removed",
+                             "repeated_replies", "extra_lookups", "extra_follow_up_questions")),
 }
 
 
 @dataclass
 class Comparison:
-    """One toggled control (or ``all``): both arms, the target and cost names, and the values the rules read.
-
-    ``runs_done`` counts the timing variants completed before the run ended or stopped.
-    """
+    """One toggled control (or ``all``): both arms, target and cost names, the rules' values, variants ``runs_done``."""
 
     control: str
     on: ArmSummary
@@ -177,40 +154,27 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
-        arms = {"runs_done": self.runs_done, "on": self.on.to_dict(), "off": self.off.to_dict()}
-        return {
-            "control": self.control,
-            "target": self.target,
-            "costs": list(self.costs),
-            **arms,
-            "values": self.values,
-        }
+        return {"control": self.control, "target": self.target, "costs": list(self.costs), "runs_done": self.runs_done,
+                "on": self.on.to_dict(), "off": self.off.to_dict(), "values": self.values}
 
 
 def compare_arms(control: str, on_calls: list[CallMetrics], off_calls: list[CallMetrics], runs_done: int) -> Comparison:
     """Summarise both arms and compute the values the decision rules read.
 
-    Values: ``target_on``/``target_off`` (counts) and their rates, ``target_reduction`` (off minus on),
-    ``target_reduction_rate`` (relative to off), ``pass_rate_on``/``off``, ``pass_rate_drop`` (off minus on), one rate
-    per figure (``<name>_rate``), ``<name>_per_call`` and ``extra_<name>_per_call`` for totals, and
-    ``out_of_the_way_rate``.
+    Values: ``target_on``/``off`` (counts), ``target_rate_on``/``off``, ``target_reduction`` (off minus on) and
+    ``target_reduction_rate`` (of off), ``pass_rate_on``/``off`` and ``pass_rate_drop`` (off minus on), ``<name>_rate``
+    per figure, ``[extra_]<name>_per_call`` for totals, ``out_of_the_way_rate``.
     """
     target, costs = CONTROL_TARGETS.get(control, ("failed_calls", ()))
     on, off = summarize_arm(on_calls, control), summarize_arm(off_calls, control)
     t_on, t_off = on.figures[target], off.figures[target]
     drop = off.pass_rate - on.pass_rate if on.pass_rate is not None and off.pass_rate is not None else None
     values: dict[str, float | None] = {
-        "target_on": t_on.count,
-        "target_off": t_off.count,
-        "target_rate_on": t_on.rate,
-        "target_rate_off": t_off.rate,
+        "target_on": t_on.count, "target_off": t_off.count, "target_rate_on": t_on.rate, "target_rate_off": t_off.rate,
         "target_reduction": t_off.count - t_on.count,
         "target_reduction_rate": (t_off.count - t_on.count) / t_off.count if t_off.count else None,
-        "pass_rate_on": on.pass_rate,
-        "pass_rate_off": off.pass_rate,
-        "pass_rate_drop": drop,
-        "out_of_the_way_rate": on.out_of_the_way.rate if on.out_of_the_way is not None else None,
-    }
+        "pass_rate_on": on.pass_rate, "pass_rate_off": off.pass_rate, "pass_rate_drop": drop,
+        "out_of_the_way_rate": on.out_of_the_way.rate if on.out_of_the_way is not None else None}
     values.update({f"{name}_rate": on.figures[name].rate for name in _FIGURES})
     calls = max(on.calls, 1)
     for name in ("lookups", "follow_up_questions", "added_wait_ms"):

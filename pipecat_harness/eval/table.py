@@ -71,9 +71,8 @@ def row_cells(result: ControlResult) -> list[tuple[str, str, str, str, str]]:
 
 
 def _verdict_lines(title: str, verdict: RuleVerdict) -> list[str]:
-    return [f"{title}: {'MET' if verdict.met else 'not met'}"] + [
-        f"  [{'x' if c.met else ' '}] {c.condition}  ({c.detail})" for c in verdict.checks
-    ]
+    checks = [f"  [{'x' if c.met else ' '}] {c.condition}  ({c.detail})" for c in verdict.checks]
+    return [f"{title}: {'MET' if verdict.met else 'not met'}", *checks]
 
 
 def run_lines(evaluation: EvalRun) -> list[str]:
@@ -89,17 +88,12 @@ def run_lines(evaluation: EvalRun) -> list[str]:
         total, prompt, completion = (tokens.get(k, 0) for k in ("total", "prompt", "completion"))
         spent = f"{total} tokens ({total / calls:.0f}/call: {prompt / calls:.0f} in, {completion / calls:.0f} out)"
     else:
-        estimate = evaluation.streamed_chars / CHARS_PER_TOKEN
-        spent = (
-            f"tokens not reported by the model (about {estimate:.0f} output tokens estimated from the streamed text)"
-        )
+        spent = (f"tokens not reported by the model (about {evaluation.streamed_chars / CHARS_PER_TOKEN:.0f} output "
+                 "tokens estimated from the streamed text)")
     requests = f"{evaluation.model_requests} requests ({evaluation.model_requests / calls:.1f}/call)"
     caller_requests = f"; caller model: {evaluation.caller_requests} requests" if evaluation.caller_requests else ""
-    return [
-        f"{decided}; goal callers: {callers}",
-        f"{evaluation.rounds_done} of {evaluation.runs} round(s) run: {evaluation.ended}",
-        f"model usage: {requests}, {spent}{caller_requests}",
-    ]
+    rounds = f"{evaluation.rounds_done} of {evaluation.runs} round(s) run: {evaluation.ended}"
+    return [f"{decided}; goal callers: {callers}", rounds, f"model usage: {requests}, {spent}{caller_requests}"]
 
 
 def _print_lines(console: Console, lines: Iterable[str]) -> None:
@@ -112,10 +106,8 @@ def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
     console = console or Console()
     for result in evaluation.results:
         comparison = result.comparison
-        title = (
-            f"{result.control}: on vs off · {len(evaluation.scenarios)} scenarios × "
-            f"{comparison.runs_done} run(s) = {comparison.on.calls} calls per arm"
-        )
+        title = (f"{result.control}: on vs off · {len(evaluation.scenarios)} scenarios × {comparison.runs_done} run(s) "
+                 f"= {comparison.on.calls} calls per arm")
         table = Table(title=title, title_justify="left", show_lines=False)
         for column in ("group", "figure", "role", "on", "off"):
             table.add_column(column, overflow="fold")

@@ -87,9 +87,8 @@ def _settled_statuses(decisions: list[ControlDecision]) -> dict[str, str]:
     return {call_id: settled[key] for call_id, key in keys.items() if key in settled}
 
 
-def measure_tool_checks(
-    timeline: Timeline, decisions: Iterable[ControlDecision], write_tools: frozenset[str] = RETAIL_WRITE_TOOLS
-) -> ToolChecks:
+def measure_tool_checks(timeline: Timeline, decisions: Iterable[ControlDecision],
+                        write_tools: frozenset[str] = RETAIL_WRITE_TOOLS) -> ToolChecks:
     """Measure tool checks for one call from its trace and its decisions."""
     decisions = list(decisions)
     refused = {str(d.evidence.get("tool_call_id")): d for d in decisions if _refusal(d)}
@@ -122,7 +121,6 @@ def measure_tool_checks(
             figures.held_until_settled += 1
         else:
             figures.false_blocks += 1
-    figures.follow_up_questions = sum(
-        "?" in str(e.data.get("text", "")) for e in timeline.of("generated", lane="model")
-    )
+    replies = timeline.of("generated", lane="model")
+    figures.follow_up_questions = sum("?" in str(e.data.get("text", "")) for e in replies)
     return figures

@@ -53,10 +53,7 @@ def _vary_turn(turn: CallerTurn, rng: random.Random, variation: TimingVariation,
 
 
 def vary_scenario(scenario: Scenario, run: int, *, seed: int = 0, variation: TimingVariation | None = None) -> Scenario:
-    """Return the timing variant ``run`` of a scenario: a validated copy, identical for equal ``(seed, name, run)``.
-
-    Run 0 returns ``scenario`` itself; ``variation`` defaults to :class:`TimingVariation`'s ranges.
-    """
+    """The validated timing variant ``run`` of a scenario, equal for equal ``(seed, name, run)``; run 0: itself."""
     if run < 0:
         raise ValueError(f"run must be >= 0, got {run}")
     if run == 0:

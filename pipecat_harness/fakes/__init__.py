@@ -8,20 +8,6 @@ from pipecat_harness.fakes.gemini import GeminiFake, gemini_to_chat_messages
 from pipecat_harness.fakes.openai_chat import OpenAIChatFake, openai_to_chat_messages
 from pipecat_harness.fakes.server import Exchange, LoopbackServer
 
-__all__ = [
-    "ChatModel",
-    "ChatReply",
-    "ChatRequest",
-    "DeepgramFake",
-    "ElevenLabsFake",
-    "Exchange",
-    "GeminiFake",
-    "LoopbackServer",
-    "OpenAIChatFake",
-    "ReplyList",
-    "SynthesizedWord",
-    "as_chat_model",
-    "gemini_to_chat_messages",
-    "openai_to_chat_messages",
-    "serve_in_background",
-]
+__all__ = ["ChatModel", "ChatReply", "ChatRequest", "DeepgramFake", "ElevenLabsFake", "Exchange", "GeminiFake",
+           "LoopbackServer", "OpenAIChatFake", "ReplyList", "SynthesizedWord", "as_chat_model",
+           "gemini_to_chat_messages", "openai_to_chat_messages", "serve_in_background"]

@@ -40,11 +40,9 @@ class _Stream:
 def _timed_words(text: str, start: float, duration: float) -> list[dict[str, Any]]:
     tokens = text.split()
     step = duration / len(tokens) if tokens else 0.0
-    return [
-        {"word": t.strip(".,?!;:").lower() or t, "start": round(start + i * step, 3),
-         "end": round(start + (i + 1) * step, 3), "confidence": 0.98, "punctuated_word": t}
-        for i, t in enumerate(tokens)
-    ]  # fmt: skip
+    return [{"word": t.strip(".,?!;:").lower() or t, "start": round(start + i * step, 3),
+             "end": round(start + (i + 1) * step, 3), "confidence": 0.98, "punctuated_word": t}
+            for i, t in enumerate(tokens)]
 
 
 class DeepgramFake(LoopbackServer):
@@ -97,9 +95,8 @@ class DeepgramFake(LoopbackServer):
                 self.record("sent", kind, message)
                 await stream.ws.send_str(json.dumps(message))
 
-    async def _results(
-        self, text: str, *, is_final: bool, speech_final: bool = False, from_finalize: bool = False
-    ) -> None:
+    async def _results(self, text: str, *, is_final: bool, speech_final: bool = False,
+                       from_finalize: bool = False) -> None:
         for stream in list(self._streams):
             now = stream.audio_secs
             if stream.utterance_start is None:
@@ -111,11 +108,9 @@ class DeepgramFake(LoopbackServer):
                 stream.last_word_end = words[-1]["end"]
             alternative = {"transcript": text, "confidence": 0.98 if text else 0.0, "words": words}
             metadata = {"request_id": str(uuid.uuid4()), "model_uuid": str(uuid.uuid4()), "model_info": _MODEL_INFO}
-            message = {
-                "type": "Results", "channel_index": [0, 1], "duration": round(duration, 3), "start": round(start, 3),
-                "is_final": is_final, "speech_final": speech_final, "from_finalize": from_finalize,
-                "channel": {"alternatives": [alternative]}, "metadata": metadata,
-            }  # fmt: skip
+            message = {"type": "Results", "channel_index": [0, 1], "duration": round(duration, 3),
+                       "start": round(start, 3), "is_final": is_final, "speech_final": speech_final,
+                       "from_finalize": from_finalize, "channel": {"alternatives": [alternative]}, "metadata": metadata}
             await self._send(stream, message, "Results")
 
     async def _answer_finalize(self) -> None:
@@ -149,11 +144,9 @@ class DeepgramFake(LoopbackServer):
                 if kind == "Finalize":
                     self.spawn(self._answer_finalize())
                 elif kind == "CloseStream":
-                    metadata = {
-                        "type": "Metadata", "transaction_key": "deprecated", "request_id": str(uuid.uuid4()),
-                        "sha256": "0" * 64, "created": "2026-01-05T09:00:00.000Z",
-                        "duration": round(stream.audio_secs, 3), "channels": channels,
-                    }  # fmt: skip
+                    metadata = {"type": "Metadata", "transaction_key": "deprecated", "request_id": str(uuid.uuid4()),
+                                "sha256": "0" * 64, "created": "2026-01-05T09:00:00.000Z",
+                                "duration": round(stream.audio_secs, 3), "channels": channels}
                     await self._send(stream, metadata, "Metadata")
                     break
         finally:

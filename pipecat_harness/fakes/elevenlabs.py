@@ -51,15 +51,8 @@ class ElevenLabsFake(LoopbackServer):
     ``on_words`` is called with ``(context_id, words)`` as each text is laid out (the ground truth of what plays).
     """
 
-    def __init__(
-        self,
-        *,
-        words_per_minute: float = 165.0,
-        first_audio_secs: float = 0.2,
-        synthesis_speed: float = 4.0,
-        on_words: Callable[[str, list[SynthesizedWord]], None] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, words_per_minute: float = 165.0, first_audio_secs: float = 0.2, synthesis_speed: float = 4.0,
+                 on_words: Callable[[str, list[SynthesizedWord]], None] | None = None, **kwargs: Any) -> None:
         super().__init__("elevenlabs", **kwargs)
         self.words_per_minute = words_per_minute
         self.first_audio_secs = first_audio_secs
@@ -133,9 +126,8 @@ class ElevenLabsFake(LoopbackServer):
             await ws.close()
         return ws
 
-    async def _speak(
-        self, text: str, context_id: str, context: _Context, rate: int, send: Callable[[dict[str, Any], str], Any]
-    ) -> None:
+    async def _speak(self, text: str, context_id: str, context: _Context, rate: int,
+                     send: Callable[[dict[str, Any], str], Any]) -> None:
         layout = speech_duration(text, self.words_per_minute)
         if not layout:
             return

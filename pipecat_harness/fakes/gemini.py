@@ -53,7 +53,7 @@ def gemini_to_chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         for response in responses:
             result = response.get("response")
             messages.append({"role": "tool", "name": response.get("name", ""), "tool_call_id": response.get("id", ""),
-                             "content": result if isinstance(result, str) else json.dumps(result)})  # fmt: skip
+                             "content": result if isinstance(result, str) else json.dumps(result)})
         if text or not responses:
             messages.append({"role": "user", "content": text})
     return messages
@@ -99,11 +99,8 @@ class GeminiFake(ModelServer):
             return web.json_response({"error": error}, status=400)
         self.record("received", "request", body)
         limit = _get(_get(body, "generationConfig", "generation_config") or {}, "maxOutputTokens", "max_output_tokens")
-        tools = [
-            str(declaration.get("name", ""))
-            for tool in body.get("tools") or []
-            for declaration in _get(tool, "functionDeclarations", "function_declarations") or []
-        ]
+        tools = [str(declaration.get("name", "")) for tool in body.get("tools") or []
+                 for declaration in _get(tool, "functionDeclarations", "function_declarations") or []]
         streaming, limit = method == "streamGenerateContent", limit if isinstance(limit, int) else None
         chat = ChatRequest("gemini", model_name, gemini_to_chat_messages(body), tools, body, streaming, limit)
         reply = await self.answer(chat)
@@ -121,7 +118,7 @@ class GeminiFake(ModelServer):
     @staticmethod
     def _call_parts(reply: ChatReply) -> list[dict[str, Any]]:
         return [{"functionCall": {"id": call.get("id") or uuid.uuid4().hex[:12], "name": call["name"],
-                                  "args": call.get("arguments") or {}}} for call in reply.tool_calls]  # fmt: skip
+                                  "args": call.get("arguments") or {}}} for call in reply.tool_calls]
 
     def _whole(self, reply: ChatReply, model_name: str) -> web.Response:
         parts = ([{"text": reply.text}] if reply.text else []) + self._call_parts(reply)

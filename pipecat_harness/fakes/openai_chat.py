@@ -27,7 +27,7 @@ SERVERS = ("strict", "openai", "llama-cpp-python")
 
 _STRICT_ROLES = frozenset({"system", "user", "assistant", "tool"})
 _ROLES = {"strict": _STRICT_ROLES, "openai": _STRICT_ROLES | {"developer", "function"},
-          "llama-cpp-python": _STRICT_ROLES | {"function"}}  # fmt: skip
+          "llama-cpp-python": _STRICT_ROLES | {"function"}}
 _USER_PART_TYPES = frozenset({"text", "image_url"})
 _PART_TYPE_NAMES = sorted(_USER_PART_TYPES)
 
@@ -137,9 +137,8 @@ class OpenAIChatFake(ModelServer):
         tools = [str(t.get("function", {}).get("name", "")) for t in body.get("tools") or []]
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
         streaming, limit = bool(body.get("stream")), limit if isinstance(limit, int) else None
-        chat = ChatRequest(
-            "openai", str(body.get("model", "")), openai_to_chat_messages(body), tools, body, streaming, limit
-        )
+        model = str(body.get("model", ""))
+        chat = ChatRequest("openai", model, openai_to_chat_messages(body), tools, body, streaming, limit)
         reply = await self.answer(chat)
         if not streaming:
             return self._whole(chat, reply)
@@ -152,20 +151,14 @@ class OpenAIChatFake(ModelServer):
 
     @staticmethod
     def _tool_calls(reply: ChatReply) -> list[dict[str, Any]]:
-        return [
-            {"id": call.get("id") or f"call_{uuid.uuid4().hex[:8]}", "type": "function",
-             "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments") or {})}}
-            for call in reply.tool_calls
-        ]  # fmt: skip
+        return [{"id": call.get("id") or f"call_{uuid.uuid4().hex[:8]}", "type": "function",
+                 "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments") or {})}}
+                for call in reply.tool_calls]
 
     @staticmethod
     def _envelope(chat: ChatRequest, kind: str) -> dict[str, Any]:
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-            "object": kind,
-            "created": int(time.time()),
-            "model": chat.model,
-        }
+        identifier = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        return {"id": identifier, "object": kind, "created": int(time.time()), "model": chat.model}
 
     def _whole(self, chat: ChatRequest, reply: ChatReply) -> web.Response:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}

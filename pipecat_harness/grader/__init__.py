@@ -1,12 +1,8 @@
 """Per-turn grader: check every agent utterance against the tenant's facts, audit it, alert on it.
 
-* :class:`ConstraintList` / :class:`ConstraintStore`: a tenant's versioned facts.
-* :class:`RuleGrader` (deterministic, offline default), :class:`LLMGrader` (Gemini), :class:`CombinedGrader`:
-  ``grade(agent_utterance, caller_utterance=None)`` -> :class:`Verdict` list.
-* :class:`TurnGrader`: the Pipecat observer grading committed assistant turns off the voice loop.
-* :class:`AuditRow`, :class:`WebhookAlerter`, :class:`SeverityPolicy`: rows, alerts, severity.
-* :class:`AuditStore`: the SQL audit store (the ``sqlite`` extra; imported on first use).
-* ``pipecat_harness.grader.control.GraderControl``: the harness control (imported on demand).
+:class:`RuleGrader` (offline default), :class:`LLMGrader` and :class:`CombinedGrader` grade against a
+:class:`ConstraintList`; :class:`TurnGrader` is the Pipecat observer; :class:`AuditStore` (the ``sqlite`` extra) is
+imported on first use, ``pipecat_harness.grader.control.GraderControl`` on demand.
 """
 
 from typing import Any

@@ -1,8 +1,4 @@
-"""Action claims ("I've updated your address") checked against the call's operation ledger.
-
-A claim that something was done is only true if a matching operation succeeded on this call. The ledger is read through
-:class:`OperationLedgerView` (the tools' ``OperationLedger`` is one; :class:`InMemoryOperations` stands in for tests).
-"""
+"""Action claims ("I've updated your address"): true only if a matching operation succeeded on the call's ledger."""
 
 from __future__ import annotations
 
@@ -15,10 +11,8 @@ from typing import Protocol, runtime_checkable
 from pipecat_harness.grader.verdict import Verdict
 from pipecat_harness.numbers import stem, tokenize
 
-__all__ = [
-    "InMemoryOperations", "OperationLedgerView", "RecordedOperation", "SucceededOperation", "check_action_claim",
-    "find_action_claims",
-]  # fmt: skip
+__all__ = ["InMemoryOperations", "OperationLedgerView", "RecordedOperation", "SucceededOperation", "check_action_claim",
+           "find_action_claims"]
 
 
 @runtime_checkable
@@ -65,8 +59,7 @@ _DONE_VERBS = (
     "updated|changed|cancell?ed|booked|scheduled|rescheduled|submitted|processed|issued|sent|refunded|placed|"
     "applied|added|removed|emailed|initiated|moved|modified|corrected|confirmed|returned|approved|credited|"
     "filed|created|started|set up|taken care of|gone through|reserved|saved|texted|messaged|set|switched|swapped|"
-    "locked in|gone back|went back|sent back|put through|fixed"
-)
+    "locked in|gone back|went back|sent back|put through|fixed")
 _DONE_RE = re.compile(
     rf"\b(?:i|we)(?:'ve|\s+have|\s+just|\s+went ahead and|\s+already)*\s+(?:just\s+|already\s+)?(?:{_DONE_VERBS})\b"
     rf"|\b(?:is|has been|have been|has|was|were|are|'re|'s been|'s|got)\s+(?:now\s+|already\s+|successfully\s+|all\s+)?"
@@ -75,22 +68,18 @@ _DONE_RE = re.compile(
     r"|\ball done\b|^\s*done\b|\b(?:put|got|have) you down\b|\bpenciled you in\b|\bgot you (?:booked|in)\b"
     r"|\b(?:that's|it's|that is|it is)\s+(?:been\s+)?taken care of\b|\bon the calendar\b"
     r"|\b(?:address|email|phone number|number|appointment|booking|plan)\b(?:\s+\w+){0,3}\s+is now\b"
-    r"|\bis on (?:its|the) way\b|\bgo(?:es)? through\b|\bwent through\b"
-)
+    r"|\bis on (?:its|the) way\b|\bgo(?:es)? through\b|\bwent through\b")
 _NOT_DONE_RE = re.compile(
     r"\b(?:will|'ll|can|could|would|going to|once|after|before|if|when|as soon as|should|need to|let me|"
-    r"want me to)\b"
-)
-_OBJECTS = {
-    "address": "address", "refund": "refund", "refunded": "refund", "return": "return", "returned": "return",
-    "appointment": "book", "booking": "book", "booked": "book", "reservation": "book", "reserved": "book",
-    "scheduled": "book", "rescheduled": "reschedule", "cancelled": "cancel", "canceled": "cancel",
-    "cancellation": "cancel", "exchange": "exchange", "email": "email", "emailed": "email", "phone": "phone",
-    "payment": "payment", "credit": "refund", "credited": "refund", "subscription": "subscription",
-    "plan": "plan", "password": "password", "texted": "sms", "text": "sms", "confirmation": "confirmation",
-    "callback": "callback", "moved": "reschedule", "label": "return", "sent": "send", "switched": "reschedule",
-    "swapped": "reschedule",
-}  # fmt: skip
+    r"want me to)\b")
+_OBJECTS = {"address": "address", "refund": "refund", "refunded": "refund", "return": "return", "returned": "return",
+            "appointment": "book", "booking": "book", "booked": "book", "reservation": "book", "reserved": "book",
+            "scheduled": "book", "rescheduled": "reschedule", "cancelled": "cancel", "canceled": "cancel",
+            "cancellation": "cancel", "exchange": "exchange", "email": "email", "emailed": "email", "phone": "phone",
+            "payment": "payment", "credit": "refund", "credited": "refund", "subscription": "subscription",
+            "plan": "plan", "password": "password", "texted": "sms", "text": "sms", "confirmation": "confirmation",
+            "callback": "callback", "moved": "reschedule", "label": "return", "sent": "send", "switched": "reschedule",
+            "swapped": "reschedule"}
 #: A plural subject with "are" states a policy ("refunds are issued as store credit"), not something done.
 _GENERIC_RE = re.compile(r"^\s*(?:all\s+)?[a-z]+s\s+are\b")
 #: Words in tool names that say nothing about which action ran.
@@ -104,8 +93,7 @@ def find_action_claims(utterance: str, caller_utterance: str | None = None) -> l
         if sentence.rstrip().endswith("?"):
             continue
         text = re.sub(r"\b(?:went|gone|go) ahead and ", "", sentence, flags=re.I)
-        parts = re.split(r"[,;:]|\band\b|\bbut\b|\bso\b", text, flags=re.I)
-        clauses = [_words(part) for part in parts]
+        clauses = map(_words, re.split(r"[,;:]|\band\b|\bbut\b|\bso\b", text, flags=re.I))
         done = [clause for clause in clauses if _claims_completion(clause)]
         if not done:
             continue
@@ -119,14 +107,12 @@ def find_action_claims(utterance: str, caller_utterance: str | None = None) -> l
 
 
 def _words(text: str) -> str:
-    lowered = " ".join(tokenize(text.replace("’", "'")))
-    return re.sub(r" '(ve|s|re|ll|m)\b", r"'\1", lowered)
+    return re.sub(r" '(ve|s|re|ll|m)\b", r"'\1", " ".join(tokenize(text.replace("’", "'"))))
 
 
 def _claims_completion(clause: str) -> bool:
-    if not _DONE_RE.search(clause) or _NOT_DONE_RE.search(clause) or _GENERIC_RE.search(clause):
-        return False
-    return not re.search(r"\b(?:not|never|haven't|hasn't|wasn't|couldn't|unable|yet)\b|n't\b", clause)
+    refused = re.search(r"\b(?:not|never|haven't|hasn't|wasn't|couldn't|unable|yet)\b|n't\b", clause)
+    return bool(_DONE_RE.search(clause)) and not (_NOT_DONE_RE.search(clause) or _GENERIC_RE.search(clause) or refused)
 
 
 #: Nouns that name what was acted on, not the action ("your appointment is cancelled" is a cancellation).
@@ -140,10 +126,7 @@ def _keys(text: str) -> set[str]:
     # "sent to your phone", "by email": where it went, not what was done
     text = re.sub(
         r"\b(?:to|on|at|onto) (?:your|the) (?:original )?(?:phone|email|cell|mobile|card|payment method|payment|"
-        r"account)\b|\bby (?:email|text|phone)\b",
-        " ",
-        text,
-    )
+        r"account)\b|\bby (?:email|text|phone)\b", " ", text)
     words = text.split()
     keys = {_normal(_OBJECTS[w]) for w in words if w in _OBJECTS}
     keys |= {_normal(stem(w)) for w in words if stem(w) in _KEY_STEMS}

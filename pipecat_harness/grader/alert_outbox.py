@@ -1,7 +1,6 @@
-"""Alerts through an outbox of their own (table prefix :data:`ALERT_TABLE_PREFIX`): a queued alert survives a crash.
+"""Alerts through an outbox of their own (:data:`ALERT_TABLE_PREFIX`), delivered signed, surviving a crash.
 
-Each alert is appended once per audit row before :meth:`OutboxAlerter.dispatch` returns; an ``OutboxPublisher``
-delivers it, signed, with the outbox's retries, and the next publisher on the database delivers what a killed one left.
+Each alert is queued once per audit row; an ``OutboxPublisher`` delivers it with the outbox's retries.
 """
 
 from __future__ import annotations
@@ -24,26 +23,14 @@ ALERT_TABLE_PREFIX = "grader_alerts_"
 
 
 class OutboxAlerter:
-    """Queue alerts in an outbox and deliver them, signed, to a webhook from it.
+    """Queue alerts in an outbox (in ``ledger``, or its URL) and deliver them, signed, to a webhook from it.
 
-    ``ledger`` (or its database URL) holds the outbox; ``formatter`` shapes the body (Slack, Teams...); with
-    ``publish=False`` another process delivers; an alert still undelivered after ``max_attempts`` stays pending for an
-    operator; every ``interval_secs`` the publisher also looks for alerts it was not told about.
+    With ``publish=False`` another process delivers; an alert undelivered after ``max_attempts`` stays pending.
     """
 
-    def __init__(
-        self,
-        ledger: OperationLedger | str,
-        url: str,
-        secret: str,
-        *,
-        formatter: Formatter | None = None,
-        publish: bool = True,
-        max_attempts: int = 10,
-        retry_delay_secs: float = 0.5,
-        interval_secs: float = 1.0,
-        timeout_secs: float = 5.0,
-    ) -> None:
+    def __init__(self, ledger: OperationLedger | str, url: str, secret: str, *, formatter: Formatter | None = None,
+                 publish: bool = True, max_attempts: int = 10, retry_delay_secs: float = 0.5,
+                 interval_secs: float = 1.0, timeout_secs: float = 5.0) -> None:
         if not secret:
             raise ValueError("a webhook secret is required to sign alerts")
         self._owns_ledger = isinstance(ledger, str)
@@ -55,9 +42,8 @@ class OutboxAlerter:
         self.interval_secs = interval_secs
         self.timeout_secs = timeout_secs
         self.delivered: list[dict[str, Any]] = []
-        self.publisher = OutboxPublisher(
-            self.ledger, self._deliver, max_attempts=max_attempts, retry_delay_secs=retry_delay_secs
-        )
+        self.publisher = OutboxPublisher(self.ledger, self._deliver, max_attempts=max_attempts,
+                                         retry_delay_secs=retry_delay_secs)
         self._ready = False
 
     async def _prepare(self) -> None:

@@ -1,9 +1,7 @@
-"""Alerts: severity of a verdict, the design's webhook payload, its HMAC signature, and delivery off the loop.
+"""Alerts: a verdict's severity, the design's webhook payload, its HMAC signature, and delivery off the loop.
 
-``X-Harness-Signature`` is ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` (:func:`verify_signature` checks
-origin and freshness). :class:`WebhookAlerter` posts from a bounded in-memory queue in its own task, with exponential
-backoff, each POST in an executor thread; every queued alert ends delivered or failed. Alerts still queued when the
-process dies are lost, so the grader uses the outbox alerter (:mod:`~pipecat_harness.grader.alert_outbox`).
+``X-Harness-Signature`` is ``t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">``. :class:`WebhookAlerter` posts from
+a bounded in-memory queue (lost if the process dies; the grader uses :mod:`~pipecat_harness.grader.alert_outbox`).
 """
 
 from __future__ import annotations
@@ -25,40 +23,30 @@ from tenacity import AsyncRetrying, RetryError, stop_after_attempt, wait_exponen
 
 from pipecat_harness.grader.audit_row import AuditRow
 
-__all__ = [
-    "ALERT_EVENT", "PAYLOAD_FIELDS", "SEVERITY_ORDER", "SIGNATURE_HEADER", "Alerter", "SeverityPolicy",
-    "WebhookAlerter", "WebhookStats", "alert_payload", "call_links", "post_signed", "sign", "turn_ref",
-    "verify_signature",
-]  # fmt: skip
+__all__ = ["ALERT_EVENT", "PAYLOAD_FIELDS", "SEVERITY_ORDER", "SIGNATURE_HEADER", "Alerter", "SeverityPolicy",
+           "WebhookAlerter", "WebhookStats", "alert_payload", "call_links", "post_signed", "sign", "turn_ref",
+           "verify_signature"]
 
 SIGNATURE_HEADER = "X-Harness-Signature"
 SEVERITY_ORDER = {"info": 0, "warning": 1, "critical": 2}
 
 ALERT_EVENT = "hallucination_grader.flag"
 #: The design's payload fields, in its order.
-PAYLOAD_FIELDS = (
-    "event", "severity", "tenant_id", "call_id", "turn_id", "verdict", "category", "claim", "agent_utterance",
-    "caller_utterance", "constraint_ref", "rationale", "confidence", "grader_model", "constraint_list_version",
-    "audit_row_ref", "links", "recommended_action",
-)  # fmt: skip
+PAYLOAD_FIELDS = ("event", "severity", "tenant_id", "call_id", "turn_id", "verdict", "category", "claim",
+                  "agent_utterance", "caller_utterance", "constraint_ref", "rationale", "confidence", "grader_model",
+                  "constraint_list_version", "audit_row_ref", "links", "recommended_action")
 #: Severity on the wire (the design's ``warn``) for the audit row's severity.
 _WIRE_SEVERITY = {"info": "info", "warning": "warn", "critical": "critical"}
 #: A starting opinion per category for the on-call, as an identifier like the design's.
-_RECOMMENDED = {
-    "price": "honour_or_correct_quote_callback_caller_within_2h",
-    "hours": "confirm_hours_with_caller_before_visit",
-    "policy": "refund_or_callback_caller_within_2h",
-    "capability": "arrange_with_human_and_callback_caller",
-    "action": "verify_action_then_do_it_or_tell_caller",
-}
+_RECOMMENDED = {"price": "honour_or_correct_quote_callback_caller_within_2h",
+                "hours": "confirm_hours_with_caller_before_visit", "policy": "refund_or_callback_caller_within_2h",
+                "capability": "arrange_with_human_and_callback_caller",
+                "action": "verify_action_then_do_it_or_tell_caller"}
 
 
 @dataclass(frozen=True)
 class SeverityPolicy:
-    """Maps a verdict to a severity: ``unsupported`` in ``critical_categories`` is critical, other flags are warnings.
-
-    Rows of ``alert_min_severity`` or above trigger a webhook.
-    """
+    """Severity of a verdict (``unsupported`` in ``critical_categories``: critical, other flags: warning)."""
 
     critical_categories: frozenset[str] = frozenset({"price", "policy", "action"})
     alert_min_severity: str = "critical"
@@ -98,26 +86,15 @@ def call_links(tenant: str, call_id: str, turn: int | None = None, *, console_ur
 
 def alert_payload(row: AuditRow, *, console_url: str | None = None) -> dict[str, Any]:
     """The design's alert payload for a written, flagged audit row (its ``id`` is the audit reference)."""
-    return {
-        "event": ALERT_EVENT,
-        "severity": _WIRE_SEVERITY.get(row.severity, row.severity),
-        "tenant_id": row.tenant,
-        "call_id": row.call_id,
-        "turn_id": turn_ref(row.call_id, row.turn_id),
-        "verdict": row.verdict,
-        "category": row.category,
-        "claim": row.claim,
-        "agent_utterance": row.utterance,
-        "caller_utterance": row.caller_utterance,
-        "constraint_ref": [r.strip() for r in (row.constraint_ref or "").split(",") if r.strip()],
-        "rationale": row.rationale,
-        "confidence": row.confidence,
-        "grader_model": row.grader_model,
-        "constraint_list_version": row.constraints_version,
-        "audit_row_ref": f"audit_{row.id}",
-        "links": call_links(row.tenant, row.call_id, row.turn_id, console_url=console_url),
-        "recommended_action": _RECOMMENDED.get(row.category, "review_turn"),
-    }
+    return {"event": ALERT_EVENT, "severity": _WIRE_SEVERITY.get(row.severity, row.severity), "tenant_id": row.tenant,
+            "call_id": row.call_id, "turn_id": turn_ref(row.call_id, row.turn_id), "verdict": row.verdict,
+            "category": row.category, "claim": row.claim, "agent_utterance": row.utterance,
+            "caller_utterance": row.caller_utterance,
+            "constraint_ref": [r.strip() for r in (row.constraint_ref or "").split(",") if r.strip()],
+            "rationale": row.rationale, "confidence": row.confidence, "grader_model": row.grader_model,
+            "constraint_list_version": row.constraints_version, "audit_row_ref": f"audit_{row.id}",
+            "links": call_links(row.tenant, row.call_id, row.turn_id, console_url=console_url),
+            "recommended_action": _RECOMMENDED.get(row.category, "review_turn")}
 
 
 def sign(secret: str, body: bytes, timestamp: int | None = None) -> str:
@@ -134,9 +111,7 @@ def verify_signature(secret: str, body: bytes, header: str, *, tolerance_secs: f
         stamp = int(parts["t"])
     except (KeyError, ValueError):
         return False
-    if abs(time.time() - stamp) > tolerance_secs:
-        return False
-    return hmac.compare_digest(sign(secret, body, stamp), header)
+    return abs(time.time() - stamp) <= tolerance_secs and hmac.compare_digest(sign(secret, body, stamp), header)
 
 
 @dataclass
@@ -150,23 +125,14 @@ class WebhookStats:
 
 
 class WebhookAlerter:
-    """Post signed alerts to a webhook from a background task.
+    """Post signed alerts to a webhook from a background task, with exponential backoff from ``backoff_secs``.
 
-    ``backoff_secs`` is the wait before the second try (it doubles each try); alerts beyond ``queue_size`` waiting are
-    dropped and counted, never blocking; ``formatter`` shapes the body (Slack, Teams, PagerDuty...).
+    Alerts beyond ``queue_size`` waiting are dropped and counted, never blocking; ``formatter`` shapes the body.
     """
 
-    def __init__(
-        self,
-        url: str,
-        secret: str,
-        *,
-        max_attempts: int = 4,
-        backoff_secs: float = 0.5,
-        timeout_secs: float = 5.0,
-        queue_size: int = 256,
-        formatter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    ) -> None:
+    def __init__(self, url: str, secret: str, *, max_attempts: int = 4, backoff_secs: float = 0.5,
+                 timeout_secs: float = 5.0, queue_size: int = 256,
+                 formatter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         if not secret:
             raise ValueError("a webhook secret is required to sign alerts")
         self.url = url
@@ -233,7 +199,8 @@ class WebhookAlerter:
                     attempts += 1
                     self.stats.attempts += 1
                     try:
-                        status = await asyncio.get_running_loop().run_in_executor(None, self._post, body)
+                        status = await asyncio.get_running_loop().run_in_executor(None, post_signed, self.url,
+                                                                                  self.secret, body, self.timeout_secs)
                     except Exception as exc:  # any answer at all (http.client's errors are not all OSErrors)
                         error = f"{type(exc).__name__}: {str(exc)[:200]}"
                         raise
@@ -244,9 +211,6 @@ class WebhookAlerter:
             self._give_up(payload, attempts, error)
         else:
             self.stats.delivered.append(payload)
-
-    def _post(self, body: bytes) -> int:
-        return post_signed(self.url, self.secret, body, self.timeout_secs)
 
     async def dispatch(self, payload: dict[str, Any]) -> bool:
         """Queue an alert (the observer's interface; same as :meth:`send`)."""

@@ -1,8 +1,7 @@
 """Calibration from production: operators' reviews of audited turns are the labels that check the grader.
 
 ``acknowledge`` says the verdict was right, ``override`` that it was not, ``escalate`` that the claim is a real problem.
-:func:`calibrate` samples rows per tenant and ISO week, flagged and unflagged apart (flags are rare), and weights each
-reviewed row by the rows of its stratum it stands for; the reliability table puts stated confidence beside correctness.
+Rows are sampled per tenant, ISO week and stratum (flagged or not), a reviewed row weighted by the rows it stands for.
 """
 
 from __future__ import annotations
@@ -10,11 +9,11 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 
 from sqlalchemy import and_, select
 
-from pipecat_harness.grader.audit import AuditStore, day_start
+from pipecat_harness.grader.audit import AuditStore, within_days
 from pipecat_harness.grader.audit_row import AuditRow, ReviewEvent
 from pipecat_harness.grader.calibration import CategoryScore, share
 
@@ -88,15 +87,10 @@ class AuditCalibration:
 
         lines = [f"{'tenant':<20}{'week':<10}{'audited':>8}{'sampled':>8}{'labeled':>8}{'precision':>11}{'recall':>8}"]
         for score in [*self.weeks, self.total]:
-            lines.append(
-                f"{score.tenant:<20}{score.week:<10}{score.audited:>8}{score.sampled:>8}{score.labeled:>8}"
-                f"{pct(score.precision):>11}{pct(score.recall):>8}"
-            )
-        lines += [
-            "",
-            "reliability (labeled rows): stated confidence vs observed correctness",
-            f"{'confidence':<12}{'rows':>6}{'mean conf':>11}{'observed':>10}{'gap':>8}",
-        ]
+            lines.append(f"{score.tenant:<20}{score.week:<10}{score.audited:>8}{score.sampled:>8}{score.labeled:>8}"
+                         f"{pct(score.precision):>11}{pct(score.recall):>8}")
+        lines += ["", "reliability (labeled rows): stated confidence vs observed correctness",
+                  f"{'confidence':<12}{'rows':>6}{'mean conf':>11}{'observed':>10}{'gap':>8}"]
         for b in self.bins:
             gap = "-" if b.rows == 0 else f"{(b.observed or 0) - (b.mean_confidence or 0):+.2f}"
             mean = "-" if b.mean_confidence is None else f"{b.mean_confidence:.2f}"
@@ -105,42 +99,22 @@ class AuditCalibration:
         return "\n".join(lines)
 
 
-def _week(stamp: float) -> str:
-    year, week, _ = datetime.fromtimestamp(stamp, UTC).isocalendar()
-    return f"{year}-W{week:02d}"
-
-
-async def calibrate(
-    store: AuditStore,
-    *,
-    per_week: int = 50,
-    seed: int = 0,
-    tenant: str | None = None,
-    since: date | None = None,
-    until: date | None = None,
-) -> AuditCalibration:
-    """Sample audited rows per tenant and week and score the grader against the operators' reviews.
-
-    ``per_week`` rows are sampled per tenant, week and stratum (flagged, unflagged); the same ``seed``, the same sample.
-    ``tenant``, ``since`` and ``until`` (UTC days, both included) narrow the rows.
-    """
+async def calibrate(store: AuditStore, *, per_week: int = 50, seed: int = 0, tenant: str | None = None,
+                    since: date | None = None, until: date | None = None) -> AuditCalibration:
+    """Score the grader against operators' reviews of ``per_week`` rows sampled per tenant, week and stratum."""
     c = store.table.c
-    conditions = [c.verdict != "not_graded"]
+    conditions = [c.verdict != "not_graded", *within_days(c.created_at, since, until)]
     if tenant is not None:
         conditions.append(c.tenant == tenant)
-    if since is not None:
-        conditions.append(c.created_at >= day_start(since))
-    if until is not None:
-        conditions.append(c.created_at < day_start(until + timedelta(days=1)))
     rows = await store.select(select(store.table).where(and_(*conditions)).order_by(c.id))
     strata: dict[tuple[str, str, bool], list[AuditRow]] = defaultdict(list)
     for row in rows:
-        strata[(row.tenant, _week(row.created_at), row.flagged)].append(row)
+        year, number, _ = datetime.fromtimestamp(row.created_at, UTC).isocalendar()
+        strata[(row.tenant, f"{year}-W{number:02d}", row.flagged)].append(row)
     rng = random.Random(seed)
     sample: dict[tuple[str, str, bool], list[AuditRow]] = {
         key: sorted(rng.sample(members, min(per_week, len(members))), key=lambda r: r.id or 0)
-        for key, members in sorted(strata.items())
-    }
+        for key, members in sorted(strata.items())}
     history = await store.history([r.id for members in sample.values() for r in members if r.id is not None])
     weeks: dict[tuple[str, str], WeekScore] = {}
     total = WeekScore("all", "")

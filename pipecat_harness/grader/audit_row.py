@@ -1,7 +1,4 @@
-"""The audit record (one row per verdict), the operator's review actions, and the sink rows go to.
-
-Plain dataclasses, so grading runs on a base install; :class:`~pipecat_harness.grader.audit.AuditStore` is the SQL sink.
-"""
+"""The audit record (one row per verdict), the operator's review actions, and the sink rows go to (no SQL needed)."""
 
 from __future__ import annotations
 

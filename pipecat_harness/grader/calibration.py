@@ -93,14 +93,12 @@ class CategoryScore:
     @property
     def precision(self) -> float:
         """Flagged items that were really ungrounded (1.0 when nothing was flagged)."""
-        found = share(self.tp, self.fp)
-        return 1.0 if found is None else found
+        return 1.0 if (found := share(self.tp, self.fp)) is None else found
 
     @property
     def recall(self) -> float:
         """Ungrounded items that were flagged (1.0 when there were none)."""
-        found = share(self.tp, self.fn)
-        return 1.0 if found is None else found
+        return 1.0 if (found := share(self.tp, self.fn)) is None else found
 
     @property
     def false_flag_rate(self) -> float:
@@ -128,25 +126,18 @@ class CalibrationReport:
 
     def table(self) -> str:
         """The report as a plain-text table."""
-        lines = [
-            f"grader: {self.grader}",
-            f"{'category':<12}{'items':>6}{'precision':>11}{'recall':>8}{'false flags':>13}",
-        ]
+        lines = [f"grader: {self.grader}",
+                 f"{'category':<12}{'items':>6}{'precision':>11}{'recall':>8}{'false flags':>13}"]
         for name, score in [*self.scores.items(), ("all", self.total)]:
             count = score.tp + score.fp + score.fn + score.tn
             lines.append(
-                f"{name:<12}{count:>6}{score.precision:>11.1%}{score.recall:>8.1%}{score.false_flag_rate:>13.1%}"
-            )
+                f"{name:<12}{count:>6}{score.precision:>11.1%}{score.recall:>8.1%}{score.false_flag_rate:>13.1%}")
         return "\n".join(lines)
 
 
-async def evaluate(
-    make_grader: Callable[[ConstraintList, OperationLedgerView], Grader], labeled: LabeledSet
-) -> CalibrationReport:
-    """Grade every labeled item and count flags per category.
-
-    ``make_grader`` builds a grader from constraints and a ledger holding each item's ``operations`` under its own call.
-    """
+async def evaluate(make_grader: Callable[[ConstraintList, OperationLedgerView], Grader],
+                   labeled: LabeledSet) -> CalibrationReport:
+    """Grade every labeled item (its ``operations`` in a ledger under a call of its own) and count flags."""
     ledger = InMemoryOperations()
     for index, item in enumerate(labeled.items):
         for tool in item.operations:

@@ -1,10 +1,8 @@
 """Capability claims: what the agent offers to do, checked against what the tenant can do.
 
-An offered action ("let me waive the fee") is checked against the ``capabilities``; a transfer to a named person or team
-against a transfer capability and the ``staff`` (a referral to "someone" names nobody, so is fine); a look-up against
-the ``integrations``; a message against a send capability of that channel and kind; a callback at a time against a
-callback capability. Availability ("we have an opening at three") is ``out_of_scope``. Reading an offer from words is
-never certain, so these verdicts sit below ``SETTLED_CONFIDENCE``: the combined grader asks the model about each.
+Offered actions, transfers, look-ups, messages and timed callbacks are checked against the ``capabilities``, ``staff``
+and ``integrations``; availability is ``out_of_scope``. Reading an offer from words is never certain, so these verdicts
+sit below ``SETTLED_CONFIDENCE``: the combined grader asks the model about each.
 """
 
 from __future__ import annotations
@@ -25,50 +23,41 @@ _OFFER_RE = re.compile(
     r"'d be happy to|'d be glad to|'d love to|'m going to|\s+am going to|'m|\s+am|\s+would|'d)\s+"
     r"(?:also\s+|definitely\s+|go ahead and\s+|just\s+|quickly\s+|now\s+)?(?P<verb>[a-z]+)"
     r"|\b(?:let me|want me to|like me to|shall i|should i)\s+(?:just\s+|quickly\s+|go ahead and\s+)?(?P<verb2>[a-z]+)"
-    r"|\bwe\s+(?:also\s+|do\s+)?(?P<verb3>offer|do|provide|sell|handle)\s+(?P<object>[a-z ]+)"
-)
+    r"|\bwe\s+(?:also\s+|do\s+)?(?P<verb3>offer|do|provide|sell|handle)\s+(?P<object>[a-z ]+)")
 #: Verbs that offer no business action by themselves (looking things up and handing over are checked apart).
-_NEUTRAL_VERBS = {
-    "help", "tell", "explain", "repeat", "take", "confirm", "answer", "walk", "go", "note", "have", "try", "read",
-    "ask", "be", "verify", "make", "assist", "say", "start", "share", "spell", "hold", "wait", "understand", "do",
-    "happy", "glad", "sorry", "afraid", "not", "just", "going", "able", "also", "definitely", "still",
-}  # fmt: skip
+_NEUTRAL_VERBS = {"help", "tell", "explain", "repeat", "take", "confirm", "answer", "walk", "go", "note", "have", "try",
+                  "read", "ask", "be", "verify", "make", "assist", "say", "start", "share", "spell", "hold", "wait",
+                  "understand", "do", "happy", "glad", "sorry", "afraid", "not", "just", "going", "able", "also",
+                  "definitely", "still"}
 #: Verbs whose object names the action ("give you a discount").
 _OBJECT_VERBS = {"give", "get", "arrange", "set", "offer", "do", "process", "put"}
 _LOOKUP_VERBS = {"look", "pull", "check", "find", "see", "access", "review", "bring", "open", "search"}
 _TRANSFER_VERBS = {"transfer", "connect", "patch", "put", "forward"}
 _MESSAGE_VERBS = {"send", "text", "email", "message", "mail"}
 #: Business actions and the capability stems that cover them.
-_ACTION_VERBS = {
-    "book": {"book", "schedul", "appointment"}, "schedul": {"book", "schedul", "appointment"},
-    "reschedul": {"reschedul"}, "move": {"reschedul"}, "cancel": {"cancel"}, "refund": {"refund"},
-    "process": {"refund", "process", "return"}, "issu": {"refund"}, "ship": {"ship"}, "deliver": {"deliver"},
-    "waiv": {"waiv"}, "discount": {"discount"}, "upgrad": {"upgrad"}, "install": {"install"}, "repair": {"repair"},
-    "pick": {"pick", "pickup"}, "pickup": {"pick", "pickup"}, "quot": {"pric", "quot"}, "pric": {"pric", "quot"},
-    "order": {"order"}, "chang": {"chang", "updat", "modify"}, "invoic": {"email", "invoic"},
-    "arrang": {"arrang"}, "updat": {"updat", "chang", "modify"}, "modify": {"modify", "updat", "chang"},
-    "come": {"mobil", "visit"}, "return": {"return"},
-}  # fmt: skip
+_ACTION_VERBS = {"book": {"book", "schedul", "appointment"}, "schedul": {"book", "schedul", "appointment"},
+                 "reschedul": {"reschedul"}, "move": {"reschedul"}, "cancel": {"cancel"}, "refund": {"refund"},
+                 "process": {"refund", "process", "return"}, "issu": {"refund"}, "ship": {"ship"},
+                 "deliver": {"deliver"}, "waiv": {"waiv"}, "discount": {"discount"}, "upgrad": {"upgrad"},
+                 "install": {"install"}, "repair": {"repair"}, "pick": {"pick", "pickup"}, "pickup": {"pick", "pickup"},
+                 "quot": {"pric", "quot"}, "pric": {"pric", "quot"}, "order": {"order"},
+                 "chang": {"chang", "updat", "modify"}, "invoic": {"email", "invoic"}, "arrang": {"arrang"},
+                 "updat": {"updat", "chang", "modify"}, "modify": {"modify", "updat", "chang"},
+                 "come": {"mobil", "visit"}, "return": {"return"}}
 
 # -- transfers ---------------------------------------------------------------
 _TRANSFER_TARGET_RE = re.compile(
     r"\b(?:transfer|connect|patch|put|forward)\w*\s+(?:you|your call|the call)\s+(?:directly\s+|right\s+|over\s+)?"
-    r"(?:through\s+|over\s+|back\s+)?(?:to|with)\s+(?P<target>.+)",
-    re.IGNORECASE,
-)
+    r"(?:through\s+|over\s+|back\s+)?(?:to|with)\s+(?P<target>.+)", re.IGNORECASE)
 _ON_THE_LINE_RE = re.compile(r"\bget\s+(?P<target>.+?)\s+on the (?:line|phone)\b", re.IGNORECASE)
 #: Who a referral may name without naming anyone in particular.
-_REFERRAL_WORDS = {
-    "someone", "somebody", "person", "human", "member", "agent", "representative", "rep", "specialist",
-    "colleague", "manager", "supervisor", "staff", "team", "shop", "office", "people", "associate", "coworker",
-    "technician", "owner", "expert", "one", "else", "who", "that", "can", "help", "with", "a", "an", "the", "our",
-    "of", "us", "from", "in", "at", "on", "this", "right", "now", "directly", "for", "you", "your", "line",
-    "phone", "call", "who'll", "front", "desk", "back",
-}  # fmt: skip
-_NOT_NAMES = {
-    "i", "i'm", "i'll", "i've", "i'd", "ok", "okay", "monday", "tuesday", "wednesday", "thursday", "friday",
-    "saturday", "sunday", "eastern", "central", "pacific", "mountain", "dr", "mr", "mrs", "ms", "am", "pm",
-}  # fmt: skip
+_REFERRAL_WORDS = {"someone", "somebody", "person", "human", "member", "agent", "representative", "rep", "specialist",
+                   "colleague", "manager", "supervisor", "staff", "team", "shop", "office", "people", "associate",
+                   "coworker", "technician", "owner", "expert", "one", "else", "who", "that", "can", "help", "with",
+                   "a", "an", "the", "our", "of", "us", "from", "in", "at", "on", "this", "right", "now", "directly",
+                   "for", "you", "your", "line", "phone", "call", "who'll", "front", "desk", "back"}
+_NOT_NAMES = {"i", "i'm", "i'll", "i've", "i'd", "ok", "okay", "monday", "tuesday", "wednesday", "thursday", "friday",
+              "saturday", "sunday", "eastern", "central", "pacific", "mountain", "dr", "mr", "mrs", "ms", "am", "pm"}
 _TITLES = {"dr", "mr", "mrs", "ms", "doctor"}
 _TEAM_WORDS = {"team", "department", "dept", "desk", "office", "line"}
 #: A role named in a transfer target ends at these words ("a manager who can help"); the fillers are left out.
@@ -77,59 +66,48 @@ _FILLER = {"a", "an", "the", "our", "your", "one", "of"}
 
 # -- look-ups ------------------------------------------------------------------
 #: What booking capabilities let the agent read.
-_BOOKING_RECORDS = {
-    "appointment", "booking", "reservation", "availability", "available", "opening", "slot", "schedule", "calendar",
-}  # fmt: skip
+_BOOKING_RECORDS = {"appointment", "booking", "reservation", "availability", "available", "opening", "slot", "schedule",
+                    "calendar"}
 #: Kinds of record a caller might be told the agent is reading; other words are not checked.
 _RECORD_WORDS = _BOOKING_RECORDS | {
     "order", "status", "tracking", "shipment", "address", "account", "profile", "email", "history", "record", "file",
     "chart", "balance", "point", "reward", "loyalty", "statement", "payment", "billing", "invoice", "receipt",
     "transaction", "card", "credit", "claim", "insurance", "coverage", "result", "lab", "prescription", "warranty",
     "stock", "inventory", "vehicle", "membership", "subscription", "refund", "treatment", "accounting", "crm",
-    "database", "portal", "warehouse", "detail", "purchase",
-}  # fmt: skip
+    "database", "portal", "warehouse", "detail", "purchase"}
 #: Words a look-up may name that stand for the business's systems in general.
 _GENERIC_SYSTEM = {"system", "computer", "records", "here", "screen", "our", "end"}
 #: What a capability lets the agent read, by a stem of the capability's name.
-_IMPLIED_RECORDS = {
-    "book": _BOOKING_RECORDS, "reschedul": _BOOKING_RECORDS, "pric": {"pric", "price", "service", "quote"},
-    "order": {"order", "status", "purchase"}, "refund": {"refund", "payment"}, "return": {"return", "order"},
-    "address": {"address"},
-}  # fmt: skip
+_IMPLIED_RECORDS = {"book": _BOOKING_RECORDS, "reschedul": _BOOKING_RECORDS,
+                    "pric": {"pric", "price", "service", "quote"}, "order": {"order", "status", "purchase"},
+                    "refund": {"refund", "payment"}, "return": {"return", "order"}, "address": {"address"}}
 
 # -- messages and callbacks ---------------------------------------------------
-_CHANNELS = {
-    "text": "sms", "sms": "sms", "message": "sms", "email": "email", "e": "email", "mail": "email", "inbox": "email",
-    "whatsapp": "whatsapp", "fax": "fax", "messag": "sms",
-}  # fmt: skip
+_CHANNELS = {"text": "sms", "sms": "sms", "message": "sms", "email": "email", "e": "email", "mail": "email",
+             "inbox": "email", "whatsapp": "whatsapp", "fax": "fax", "messag": "sms"}
 #: Informal verbs of sending ("shoot you a text", "fire off an email", "pop it in your inbox"): a message
 #: only when a channel is named with them.
 _INFORMAL_SEND_VERBS = {"shoot", "fire", "drop", "pop", "ping", "get", "have", "forward", "pass", "whatsapp", "fax"}
 #: A send already made ("I've emailed you the details"): the channel is checked as for an offer.
 _SENT_RE = re.compile(
     r"\b(?:i've|i have|we've|we have|i just|we just|i)\s+(?:just\s+|already\s+)?(?P<verb>sent|emailed|texted|"
-    r"messaged|faxed|whatsapped|dropped|shot|fired|popped|pinged|forwarded)\b"
-)
+    r"messaged|faxed|whatsapped|dropped|shot|fired|popped|pinged|forwarded)\b")
 #: A message the caller is told they will receive from the agent ("you'll get a text from us").
 _RECEIVE_RE = re.compile(r"\byou(?:'ll| will)\s+(?:get|receive|have)\s+(?P<rest>.*\b(?:from (?:me|us)|we send)\b.*)")
-_MESSAGE_OBJECTS = {
-    "code", "coupon", "discount", "promo", "voucher", "confirmation", "confirm", "receipt", "invoice", "link",
-    "reminder", "tracking", "number", "quote", "estimate", "form", "portal", "summary", "detail",
-}  # fmt: skip
+_MESSAGE_OBJECTS = {"code", "coupon", "discount", "promo", "voucher", "confirmation", "confirm", "receipt", "invoice",
+                    "link", "reminder", "tracking", "number", "quote", "estimate", "form", "portal", "summary",
+                    "detail"}
 _CALLBACK_RE = re.compile(
-    r"\b(?:call (?:you|you guys) back|call you|give you a call|ring you|callback|call back|reach out to you)\b"
-)
+    r"\b(?:call (?:you|you guys) back|call you|give you a call|ring you|callback|call back|reach out to you)\b")
 _TIME_RE = re.compile(
     r"\b(?:\d{1,2}(?::\d{2})?\s*(?:am|pm|o'clock)|at \d{1,2}(?::\d{2})?|at (?:one|two|three|four|five|six|seven|"
     r"eight|nine|ten|eleven|twelve|noon)|tomorrow|tonight|today|this (?:morning|afternoon|evening)|"
     r"within (?:the|an|the next) (?:hour|day)|in (?:\d+|a few|an?|ten|fifteen|twenty|thirty) (?:minutes?|hours?)|"
-    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|end of (?:the )?day|later today)\b"
-)
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|end of (?:the )?day|later today)\b")
 _AVAILABILITY_RE = re.compile(
     r"\b(?:we have|we've got|there's|there is|there are|we still have)\s+(?:an?\s+|one\s+|two\s+|some\s+)?"
     r"(?:opening|openings|slot|slots|availability|spot|spots|room)\b|\b(?:fully|all) booked\b|\bin stock\b|"
-    r"\bsold out\b|\bavailable (?:at|on|tomorrow|today|this|next)\b"
-)
+    r"\bsold out\b|\bavailable (?:at|on|tomorrow|today|this|next)\b")
 
 
 _CLAUSE_BREAK = r",?\s*\bbut\b|;|\bhowever\b"
@@ -179,13 +157,9 @@ def _cannot(sentence: str, constraints: ConstraintList, what: str) -> Verdict:
     return _verdict("unsupported", sentence, "capabilities", f"{what}; capabilities are {capabilities}")
 
 
-def check_capabilities(
-    tokens: list[Token], sentence: str, constraints: ConstraintList, *, policy_claim: bool = False
-) -> list[Verdict]:
-    """Check what a sentence offers to do against the tenant's capabilities, staff and integrations.
-
-    ``policy_claim``: the sentence states a policy, so its "we"-offers ("we'll issue store credit") describe the policy.
-    """
+def check_capabilities(tokens: list[Token], sentence: str, constraints: ConstraintList, *,
+                       policy_claim: bool = False) -> list[Verdict]:
+    """Check a sentence's offers; with ``policy_claim`` its "we"-offers describe the policy and are not checked."""
     text = " ".join(t.word for t in tokens)
     if sentence.rstrip().endswith("?") and not re.search(r"\b(?:like me to|want me to|shall i|should i)\b", text):
         return []
@@ -198,9 +172,8 @@ def check_capabilities(
     return verdicts
 
 
-def _check_clause(
-    clause: str, original: str, sentence: str, constraints: ConstraintList, policy_claim: bool
-) -> list[Verdict]:
+def _check_clause(clause: str, original: str, sentence: str, constraints: ConstraintList,
+                  policy_claim: bool) -> list[Verdict]:
     checks = (_check_callback(clause, sentence, constraints), _check_transfer(original, sentence, constraints))
     verdicts = [v for v in checks if v is not None]
     handled = bool(verdicts)  # a callback or transfer is not also an offer of an action
@@ -241,8 +214,7 @@ def _check_offer(verb: str, rest: str, sentence: str, constraints: ConstraintLis
         verb_stem = next((stem(w) for w in rest_words[:4] if stem(w) in _ACTION_VERBS), "")
     if verb in _NEUTRAL_VERBS or verb_stem in _NEUTRAL_VERBS or verb_stem not in _ACTION_VERBS:
         return None
-    covering = _ACTION_VERBS[verb_stem]
-    cap = next((c for c, parts in _capability_parts(constraints).items() if covering & parts), None)
+    cap = next((c for c, parts in _capability_parts(constraints).items() if _ACTION_VERBS[verb_stem] & parts), None)
     return _can(sentence, cap) if cap is not None else _cannot(sentence, constraints, f"offered to {verb}")
 
 
@@ -256,9 +228,8 @@ def _check_offered_service(obj: str, sentence: str, constraints: ConstraintList)
         return _verdict("supported", sentence, item.id, f"{item.service} is a listed service")
     if not obj.strip() or (obj.split()[0] in {"that", "this", "it", "not", "have", "a"} and len(obj.split()) < 2):
         return None
-    return _verdict(
-        "unsupported", sentence, "price_list", f"offered '{obj.strip()}', which is not a listed service", 0.75
-    )
+    why = f"offered '{obj.strip()}', which is not a listed service"
+    return _verdict("unsupported", sentence, "price_list", why, 0.75)
 
 
 def _check_lookup(rest: list[str], sentence: str, constraints: ConstraintList) -> Verdict | None:
@@ -296,13 +267,9 @@ def _channel_of(verb_stem: str, window: list[str]) -> str | None:
     return _CHANNELS.get(verb_stem) or next(filter(None, near), None)
 
 
-def _check_message(
-    verb_stem: str, rest: list[str], sentence: str, constraints: ConstraintList, *, channel_only: bool = False
-) -> Verdict | None:
-    """A send against the send capabilities: the same channel, and (for an offer) the same kind of message.
-
-    A send said as done (``channel_only``) is checked for its channel only: what it sent is an action claim.
-    """
+def _check_message(verb_stem: str, rest: list[str], sentence: str, constraints: ConstraintList, *,
+                   channel_only: bool = False) -> Verdict | None:
+    """A send against the send capabilities: the same channel, and the same kind of message unless ``channel_only``."""
     window = rest[:10]
     channel = _channel_of(verb_stem, window)
     objects = {stem(w) for w in window if stem(w) in _MESSAGE_OBJECTS or w in _MESSAGE_OBJECTS}
@@ -341,9 +308,8 @@ def _check_transfer(original: str, sentence: str, constraints: ConstraintList) -
         return None
     names = _names(match.group("target"))
     words = [re.sub(r"'s$", "", w) for w in tokenize(match.group("target"))[:8]]
-    team = next(
-        (f"{a} {b}" for a, b in itertools.pairwise(words) if b in _TEAM_WORDS and a not in _REFERRAL_WORDS), None
-    )
+    pairs = itertools.pairwise(words)
+    team = next((f"{a} {b}" for a, b in pairs if b in _TEAM_WORDS and a not in _REFERRAL_WORDS), None)
     can_transfer = next((c for c in constraints.capabilities if "transfer" in c or "connect" in c), None)
     if not names and team is None:
         role = " ".join(w for w in itertools.takewhile(lambda w: w not in _ROLE_END, words[:5]) if w not in _FILLER)
@@ -359,9 +325,8 @@ def _check_transfer(original: str, sentence: str, constraints: ConstraintList) -
     for member in constraints.staff:
         name = member.name.lower().replace(".", "")
         known = {name, *name.split()} - _TITLES
-        if (names and all(n in known or n.split()[-1] in known for n in names)) or (
-            not names and (said in member.name.lower() or said.split()[0] in member.role.lower())
-        ):
+        by_role = said in member.name.lower() or said.split()[0] in member.role.lower()
+        if all(n in known or n.split()[-1] in known for n in names) if names else by_role:
             return _verdict("supported", sentence, f"staff.{member.id}", f"calls can be transferred to {member.name}")
     listed = ", ".join(s.name for s in constraints.staff) or "nobody"
     why = f"offered a transfer to {said}, who is not on the staff list ({listed})"

@@ -13,11 +13,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from pipecat_harness.cli import port_number
 from pipecat_harness.errors import gemini_client, require_extra
-from pipecat_harness.grader.actions import OperationLedgerView
 from pipecat_harness.grader.audit import DEFAULT_AUDIT_URL, AuditStore
 from pipecat_harness.grader.calibration import LABELED_SET_PATH, LabeledSet, evaluate
-from pipecat_harness.grader.constraints import ConstraintError, ConstraintList
-from pipecat_harness.grader.verdict import Grader
+from pipecat_harness.grader.constraints import ConstraintError
 
 __all__ = ["add_parser"]
 
@@ -31,9 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     console = subparsers.add_parser("console", help="serve the operator console of flagged turns")
     _audit_arguments(console)
     console.add_argument("--recordings", help="directory of call recordings (<call id>.wav, .mp3...)")
-    console.add_argument(
-        "--traces", help="directory of call traces (<call id>.jsonl); call pages show the handoff summary"
-    )
+    console.add_argument("--traces",
+                         help="directory of call traces (<call id>.jsonl); call pages show the handoff summary")
     console.add_argument("--host", default="127.0.0.1")
     console.add_argument("--port", type=port_number, default=8765)
     token_help = f"admin token, sees every tenant (default: ${_TOKEN_ENV}); optional with tenant tokens"
@@ -43,22 +40,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     grader = subparsers.add_parser("grader", help="per-turn grader tools")
     actions = grader.add_subparsers(dest="grader_command", metavar="ACTION")
     eval_parser = actions.add_parser("eval", help="score a grader against a labeled set")
-    eval_parser.add_argument(
-        "file", nargs="?", default=str(LABELED_SET_PATH), help="labeled set (default: the shipped set)"
-    )
+    eval_parser.add_argument("file", nargs="?", default=str(LABELED_SET_PATH),
+                             help="labeled set (default: the shipped set)")
     eval_parser.add_argument("--mode", choices=["rules", "llm", "combined"], default="rules")
     eval_parser.add_argument("--model", default="gemini-2.5-flash", help="Gemini model for llm/combined")
     eval_parser.add_argument("--show-misses", action="store_true", help="list the misjudged utterances")
     eval_parser.add_argument("--min-recall", type=float, help="exit 1 below this overall recall")
     eval_parser.add_argument("--max-false-flags", type=float, help="exit 1 above this overall false-flag rate")
     eval_parser.set_defaults(func=_eval)
-    cal_parser = actions.add_parser(
-        "calibrate", help="score the grader against operators' reviews of sampled audited turns"
-    )
+    cal_parser = actions.add_parser("calibrate",
+                                    help="score the grader against operators' reviews of sampled audited turns")
     _audit_arguments(cal_parser)
-    cal_parser.add_argument(
-        "--per-week", type=int, default=50, help="rows sampled per tenant, week and stratum (flagged/unflagged)"
-    )
+    cal_parser.add_argument("--per-week", type=int, default=50,
+                            help="rows sampled per tenant, week and stratum (flagged/unflagged)")
     cal_parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     cal_parser.add_argument("--tenant", help="only this tenant")
     cal_parser.add_argument("--since", help="first day, YYYY-MM-DD")
@@ -70,9 +64,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     url = os.environ.get("PIPECAT_HARNESS_GRADER__AUDIT_URL", DEFAULT_AUDIT_URL)
-    parser.add_argument(
-        "--audit-url", default=url, help="SQLAlchemy async URL of the audit store (default: %(default)s)"
-    )
+    parser.add_argument("--audit-url", default=url,
+                        help="SQLAlchemy async URL of the audit store (default: %(default)s)")
     parser.add_argument("--table", default="grader_audit", help="audit table name")
 
 
@@ -115,9 +108,8 @@ def _console(args: argparse.Namespace) -> int:
         if directory and not os.path.isdir(directory):
             return _fail(f"console: {flag} {directory!r} is not a directory")
     try:
-        app = create_console_app(
-            store, args.token, tenant_tokens=tenant_tokens, recordings=args.recordings, traces=args.traces
-        )
+        app = create_console_app(store, args.token, tenant_tokens=tenant_tokens, recordings=args.recordings,
+                                 traces=args.traces)
     except ValueError as exc:
         return _fail(f"console: {exc}")
     from sqlalchemy.engine import make_url
@@ -140,14 +132,11 @@ def _eval(args: argparse.Namespace) -> int:
 
     if args.mode != "rules":
         gemini_client(f"grader eval --mode {args.mode}", "use --mode rules")
+    from pipecat_harness.config import GraderSettings
+    from pipecat_harness.grader.control import build_grader
 
-    def make(constraints: ConstraintList, ledger: OperationLedgerView) -> Grader:
-        from pipecat_harness.config import GraderSettings
-        from pipecat_harness.grader.control import build_grader
-
-        return build_grader(GraderSettings(mode=args.mode, llm_model=args.model), constraints, ledger)
-
-    report = asyncio.run(evaluate(make, labeled))
+    settings = GraderSettings(mode=args.mode, llm_model=args.model)
+    report = asyncio.run(evaluate(lambda constraints, ledger: build_grader(settings, constraints, ledger), labeled))
     print(report.table())
     if args.show_misses:
         for item, verdicts in report.misses:
@@ -155,8 +144,7 @@ def _eval(args: argparse.Namespace) -> int:
             said = "; ".join(f"{v.verdict}/{v.category}: {v.rationale}" for v in verdicts) or "no verdict"
             print(f"- {kind} [{item.category}] {item.text!r} -> {said}")
     failed = (args.min_recall is not None and report.total.recall < args.min_recall) or (
-        args.max_false_flags is not None and report.total.false_flag_rate > args.max_false_flags
-    )
+        args.max_false_flags is not None and report.total.false_flag_rate > args.max_false_flags)
     return 1 if failed else 0
 
 
@@ -167,8 +155,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     from pipecat_harness.grader.audit_calibration import calibrate
 
     try:
-        since = date.fromisoformat(args.since) if args.since else None
-        until = date.fromisoformat(args.until) if args.until else None
+        since, until = (date.fromisoformat(day) if day else None for day in (args.since, args.until))
     except ValueError as exc:
         return _fail(f"grader calibrate: --since/--until must be dates like 2026-05-31 ({exc})")
     if args.per_week < 1:
@@ -178,18 +165,15 @@ def _calibrate(args: argparse.Namespace) -> int:
         store = AuditStore(args.audit_url, table_name=args.table)
         try:
             await store.create_tables()
-            report = await calibrate(
-                store, per_week=args.per_week, seed=args.seed, tenant=args.tenant, since=since, until=until
-            )
+            report = await calibrate(store, per_week=args.per_week, seed=args.seed, tenant=args.tenant, since=since,
+                                     until=until)
         finally:
             await store.close()
         text = report.table()
         if args.show_unlabeled:
-            text += "".join(
-                f"\n- row {row.id} {row.tenant} {row.verdict}/{row.category}: {row.utterance!r} "
-                f"{call_links(row.tenant, row.call_id, row.turn_id)['operator_console']}"
-                for row in report.unlabeled
-            )
+            text += "".join(f"\n- row {row.id} {row.tenant} {row.verdict}/{row.category}: {row.utterance!r} "
+                            f"{call_links(row.tenant, row.call_id, row.turn_id)['operator_console']}"
+                            for row in report.unlabeled)
         return text
 
     try:

@@ -1,9 +1,7 @@
 """Time conditions of policy claims: how much notice, how long since delivery, which side of a window.
 
-A policy with a window says what holds on one side of it ("free up to 24 hours before", "returns within 30 days"). A
-claim either restates the rule (a *threshold*: "a fee inside 48 hours"), true only with the same boundary, or states a
-*case* ("free even on the same day"), true when the policy gives that outcome then. Moments said in words ("the night
-before") read as hours of notice.
+A claim either restates the policy's rule (a *threshold*: "a fee inside 48 hours"), true only with the same boundary, or
+states a *case* ("free even on the same day"), true when the policy gives that outcome then.
 """
 
 from __future__ import annotations
@@ -14,46 +12,35 @@ from typing import Literal
 
 from pipecat_harness.numbers import Token
 
-__all__ = [
-    "Condition", "anchor_conflict", "claim_polarity", "read_conditions", "unit_hours", "universal", "window_outcome",
-]  # fmt: skip
+__all__ = ["Condition", "anchor_conflict", "claim_polarity", "read_conditions", "unit_hours", "universal",
+           "window_outcome"]
 
 _HOURS_PER = {"minute": 1 / 60, "hour": 1.0, "day": 24.0, "week": 168.0, "month": 720.0, "year": 8760.0}
-_UNIT = {
-    "minute": "minute", "minutes": "minute", "min": "minute", "mins": "minute", "h": "hour", "hr": "hour",
-    "hrs": "hour", "hour": "hour", "hours": "hour", "day": "day", "days": "day", "day's": "day", "days'": "day",
-    "week": "week", "weeks": "week", "week's": "week", "month": "month", "months": "month", "year": "year",
-    "years": "year", "hours'": "hour",
-}  # fmt: skip
+_UNIT = {"minute": "minute", "minutes": "minute", "min": "minute", "mins": "minute", "h": "hour", "hr": "hour",
+         "hrs": "hour", "hour": "hour", "hours": "hour", "day": "day", "days": "day", "day's": "day", "days'": "day",
+         "week": "week", "weeks": "week", "week's": "week", "month": "month", "months": "month", "year": "year",
+         "years": "year", "hours'": "hour"}
 _COUNT_WORDS = {"a": 1.0, "an": 1.0, "one": 1.0, "few": 3.0, "couple": 2.0, "several": 3.0}
 #: Moments said in words, as hours of notice.
-_MOMENTS = (
-    (r"\bsame (?:day|morning|afternoon)\b|\bday of\b|\bmorning of\b|\bthat (?:morning|day)\b", 4.0),
-    (r"\bnight before\b|\bevening before\b", 12.0),
-    (r"\blast[ -]minute\b|\ban hour before\b", 1.0),
-    (r"\bday before\b", 24.0),
-)
+_MOMENTS = ((r"\bsame (?:day|morning|afternoon)\b|\bday of\b|\bmorning of\b|\bthat (?:morning|day)\b", 4.0),
+            (r"\bnight before\b|\bevening before\b", 12.0), (r"\blast[ -]minute\b|\ban hour before\b", 1.0),
+            (r"\bday before\b", 24.0))
 _UNDER_RE = re.compile(r"\b(?:under|within|inside|less than|fewer than|late|short notice|have|get|got)\b")
 _AT_LEAST_RE = re.compile(
     r"\b(?:at least|more than|or more|as long as|if|with|by|as late as|any time before|prior|until|up until|"
-    r"in advance|over|beyond)\b"
-)
+    r"in advance|over|beyond)\b")
 _UNIVERSAL_RE = re.compile(r"\b(?:at all|always|anytime|any time|no matter when|whenever|no questions asked)\b")
 _POSITIVE_RE = re.compile(
     r"\bfree\b|\bno (?:charge|fee|cost|penalty)\b|\bnot charge\b|\bdon't charge\b|\bwon't charge\b|"
     r"\bdoesn't cost\b|\bcosts? nothing\b|\bwithout (?:any |a )?(?:fee|charge|penalty)\b|\bno extra\b|"
     r"\bat no (?:charge|cost)\b|\bno problem\b|\bfine\b|\bwithin the\b|\bstill within\b|\bcan return\b|"
-    r"\bare accepted\b|\bis accepted\b"
-)
+    r"\bare accepted\b|\bis accepted\b")
 _NEGATIVE_RE = re.compile(
     r"\b(?:fee|charge|penalty|cost|costs)\b|\$|\bcan't\b|\bcannot\b|\bnot eligible\b|\boutside\b|\bpast the\b|"
-    r"\btoo late\b|\bwon't be able\b|\bno longer\b|\bisn't\b|\baren't\b"
-)
-_ANCHORS = {
-    "delivery": {"delivery", "delivered", "arrival", "arrived", "arrives", "received", "receive", "got"},
-    "purchase": {"purchase", "purchased", "bought", "order", "ordered", "buy", "checkout", "paid"},
-    "shipping": {"shipped", "shipping", "ships", "dispatch", "dispatched"},
-}
+    r"\btoo late\b|\bwon't be able\b|\bno longer\b|\bisn't\b|\baren't\b")
+_ANCHORS = {"delivery": {"delivery", "delivered", "arrival", "arrived", "arrives", "received", "receive", "got"},
+            "purchase": {"purchase", "purchased", "bought", "order", "ordered", "buy", "checkout", "paid"},
+            "shipping": {"shipped", "shipping", "ships", "dispatch", "dispatched"}}
 
 
 @dataclass(frozen=True)
@@ -96,23 +83,17 @@ def read_conditions(tokens: list[Token]) -> list[Condition]:
             continue
         if words[i] in {"a", "an"} and i and words[i - 1] in {"once", "per", "twice"}:
             continue  # "once a day" is a frequency
-        before = " ".join(words[max(0, i - 4) : i])
-        after = " ".join(words[i + 2 : i + 6])
-        if words[i] == "few" and i and words[i - 1] == "a":
-            before = " ".join(words[max(0, i - 5) : i - 1])
+        skip = 1 if words[i] == "few" and i and words[i - 1] == "a" else 0  # "a few days": before the "a"
+        before, after = " ".join(words[max(0, i - 4 - skip) : i - skip]), " ".join(words[i + 2 : i + 6])
         ago = re.search(r"\bago\b", after) or (
-            re.search(r"\b(?:been|it's been)\b", before) and "more than" not in before
-        )
+            re.search(r"\b(?:been|it's been)\b", before) and "more than" not in before)
         found.append(Condition(count * _HOURS_PER[unit], "case" if ago else _kind(before, after)))
     text = " ".join(words)
-    if not found:
-        for pattern, hours in _MOMENTS:
-            match = re.search(pattern, text)
-            if match:
-                # A moment is a case ("if you cancel on the same day") unless it bounds one ("by the morning of").
-                bounded = re.search(r"\b(?:by|as late as|until|up to|up until)\b", text[: match.start()][-20:])
-                found.append(Condition(hours, "at_least" if bounded else "case"))
-                break
+    moment = next(((match, hours) for pattern, hours in _MOMENTS if (match := re.search(pattern, text))), None)
+    if not found and moment is not None:
+        # A moment is a case ("if you cancel on the same day") unless it bounds one ("by the morning of").
+        bounded = re.search(r"\b(?:by|as late as|until|up to|up until)\b", text[: moment[0].start()][-20:])
+        found.append(Condition(moment[1], "at_least" if bounded else "case"))
     if not found and re.search(r"\blate (?:cancell?ations?|cancel|reschedul\w*)\b|\bshort notice\b", text):
         found.append(Condition(0.0, "under", boundary_given=False))
     return found
@@ -132,8 +113,7 @@ def claim_polarity(text: str) -> bool | None:
 
 def window_outcome(window_hours: float, inside: bool, positive_inside: bool, at_hours: float) -> bool:
     """The policy's outcome (good: ``True``) at ``at_hours`` of notice or elapsed time."""
-    in_region = at_hours < window_hours if inside else at_hours >= window_hours
-    return in_region == positive_inside
+    return (at_hours < window_hours if inside else at_hours >= window_hours) == positive_inside
 
 
 def anchor_conflict(claim: str, statement: str) -> tuple[str, str] | None:

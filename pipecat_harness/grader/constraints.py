@@ -20,16 +20,12 @@ from pipecat_harness.bundled import resolve_data_path
 from pipecat_harness.errors import InputError
 from pipecat_harness.validation import load_mapping_file
 
-__all__ = [
-    "WEEKDAYS", "ConstraintError", "ConstraintList", "ConstraintStore", "DayHours", "Integration", "PriceItem",
-    "Promotion", "StaffMember", "policy_statement",
-]  # fmt: skip
+__all__ = ["WEEKDAYS", "ConstraintError", "ConstraintList", "ConstraintStore", "DayHours", "Integration", "PriceItem",
+           "Promotion", "StaffMember", "policy_statement"]
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_DAY_GROUPS = {
-    "mon_fri": WEEKDAYS[:5], "weekdays": WEEKDAYS[:5], "sat_sun": WEEKDAYS[5:], "weekends": WEEKDAYS[5:],
-    "weekend": WEEKDAYS[5:], "daily": WEEKDAYS, "every_day": WEEKDAYS, "mon_sat": WEEKDAYS[:6],
-}  # fmt: skip
+_DAY_GROUPS = {"mon_fri": WEEKDAYS[:5], "weekdays": WEEKDAYS[:5], "sat_sun": WEEKDAYS[5:], "weekends": WEEKDAYS[5:],
+               "weekend": WEEKDAYS[5:], "daily": WEEKDAYS, "every_day": WEEKDAYS, "mon_sat": WEEKDAYS[:6]}
 _HOURS_RE = re.compile(r"^\s*(\d{1,2}):?(\d{2})?\s*-\s*(\d{1,2}):?(\d{2})?\s*$")
 _ABBREVIATIONS = {"h": "hours", "hr": "hours", "hrs": "hours", "d": "days", "min": "minutes", "mins": "minutes"}
 
@@ -252,10 +248,7 @@ class ConstraintStore:
 
     def versions(self, tenant: str) -> list[int]:
         """Published version numbers of a tenant, oldest first."""
-        folder = self._folder(tenant)
-        if not folder.is_dir():
-            return []
-        return sorted(int(p.stem[1:]) for p in folder.glob("v*.json") if p.stem[1:].isdigit())
+        return sorted(int(p.stem[1:]) for p in self._folder(tenant).glob("v*.json") if p.stem[1:].isdigit())
 
     def publish(self, constraints: ConstraintList) -> ConstraintList:
         """Store ``constraints`` as the tenant's next version and return it with ``version`` set."""
@@ -263,8 +256,7 @@ class ConstraintStore:
         folder.mkdir(parents=True, exist_ok=True)
         number = (self.versions(constraints.tenant) or [0])[-1] + 1
         published = constraints.model_copy(update={"version": f"v{number}"})
-        path = folder / f"v{number}.json"
-        with path.open("x", encoding="utf-8") as handle:  # never overwrite a version
+        with (folder / f"v{number}.json").open("x", encoding="utf-8") as handle:  # never overwrite a version
             json.dump(published.model_dump(mode="json"), handle, indent=2, sort_keys=True)
         return published
 

@@ -31,21 +31,17 @@ def _alerter(settings: GraderSettings) -> Alerter | None:
     """The webhook alerter the settings ask for: an outbox in ``alert_outbox_url``, else in the audit database."""
     if not settings.webhook_url:
         return None
-    secret = settings.webhook_secret or ""
-    if not secret:
-        raise ConfigError(
-            "grader: webhook_url is set but webhook_secret is empty "
-            "(set grader.webhook_secret or PIPECAT_HARNESS_GRADER__WEBHOOK_SECRET)"
-        )
+    if not settings.webhook_secret:
+        raise ConfigError("grader: webhook_url is set but webhook_secret is empty "
+                          "(set grader.webhook_secret or PIPECAT_HARNESS_GRADER__WEBHOOK_SECRET)")
     formatter = FORMATTERS[settings.webhook_format]
     if settings.webhook_format == "pagerduty":
         if not settings.pagerduty_routing_key:
             raise ConfigError("grader: webhook_format is pagerduty but pagerduty_routing_key is empty")
-        key = settings.pagerduty_routing_key
-        formatter = functools.partial(pagerduty_event, routing_key=key)
+        formatter = functools.partial(pagerduty_event, routing_key=settings.pagerduty_routing_key)
     alerter: Alerter = open_store(
         "alert_outbox", "grader.webhook_url", settings.alert_outbox_url or settings.audit_url, settings.webhook_url,
-        secret, formatter=formatter, max_attempts=settings.webhook_max_attempts,
+        settings.webhook_secret, formatter=formatter, max_attempts=settings.webhook_max_attempts,
         retry_delay_secs=settings.webhook_backoff_secs)
     return alerter
 
@@ -63,13 +59,7 @@ def build_grader(settings: GraderSettings, constraints: ConstraintList,
 class GraderControl(HarnessControl):
     """Grades every committed assistant turn of the call against the tenant's constraint list.
 
-    Action claims are checked against the ledger of the tool gate control when it is active and exposes one (an
-    ``OperationLedgerView``); otherwise against the tool results the observer saw succeed on this call, and the
-    operations the gate reported settled as succeeded later (a late reply or a reconciliation of an outcome the model
-    was told was unknown).
-
-    Raises:
-        ConfigError: No or an invalid constraint list is configured.
+    Action claims go to the tool gate's ledger when it keeps one, else to the operations seen to succeed on the call.
     """
 
     name = "grader"
@@ -92,8 +82,7 @@ class GraderControl(HarnessControl):
             constraints_version=self.constraints.version_id,
             severity=SeverityPolicy(frozenset(settings.critical_categories), settings.alert_min_severity),
             alerter=self.alerter, console_url=settings.console_url, queue_size=settings.queue_size,
-            decisions=harness.decisions, close_resources=True,
-        )
+            decisions=harness.decisions, close_resources=True)
         self._gate_ledger: OperationLedgerView | None = None
         harness.events.subscribe(GateDecided, self._on_gate)
 

@@ -13,14 +13,10 @@ __all__ = ["check_hours", "find_days"]
 
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _DAY_WORDS = {form: name[:3] for name in _DAYS for form in (name, name + "s", name[:3])}
-_GROUP_WORDS = {
-    "weekdays": WEEKDAYS[:5], "weekday": WEEKDAYS[:5], "weekends": WEEKDAYS[5:], "weekend": WEEKDAYS[5:],
-    "daily": WEEKDAYS, "everyday": WEEKDAYS,
-}  # fmt: skip
-_ZONE_WORDS = {
-    "America/New_York": "eastern est edt et", "America/Chicago": "central cst cdt",
-    "America/Denver": "mountain mst mdt", "America/Los_Angeles": "pacific pst pdt", "UTC": "utc gmt",
-}  # fmt: skip
+_GROUP_WORDS = {"weekdays": WEEKDAYS[:5], "weekday": WEEKDAYS[:5], "weekends": WEEKDAYS[5:], "weekend": WEEKDAYS[5:],
+                "daily": WEEKDAYS, "everyday": WEEKDAYS}
+_ZONE_WORDS = {"America/New_York": "eastern est edt et", "America/Chicago": "central cst cdt",
+               "America/Denver": "mountain mst mdt", "America/Los_Angeles": "pacific pst pdt", "UTC": "utc gmt"}
 _ZONES = {word: zone for zone, words in _ZONE_WORDS.items() for word in words.split()}
 _OPEN_WORDS = {"open", "opens", "opening"}
 _CLOSE_WORDS = {"close", "closes", "closing", "shut", "shuts"}
@@ -28,6 +24,7 @@ _HOURS_CUES = _OPEN_WORDS | _CLOSE_WORDS | {"closed", "hours", "until", "till", 
 #: Words before "hours" that make it a duration ("takes about two hours"), before "opening" a free slot ("an opening").
 _DURATION_COUNTS = {"an", "few", "couple", "several", "24"}
 _SLOT_WORDS = {"an", "any", "the", "one", "no", "some", "next", "first"}
+_NAMED_TIMES = {"noon": [time(12, 0)], "midnight": [time(0, 0), time(23, 59)]}
 
 
 def find_days(tokens: list[Token]) -> list[str]:
@@ -42,12 +39,8 @@ def find_days(tokens: list[Token]) -> list[str]:
                 days.extend(WEEKDAYS[start + 1 : WEEKDAYS.index(day) + 1])
             elif day not in days:
                 days.append(day)
-        elif word in _GROUP_WORDS:
-            days.extend(d for d in _GROUP_WORDS[word] if d not in days)
-        elif word == "every" and i + 1 < len(words) and words[i + 1] == "day":
-            days.extend(d for d in WEEKDAYS if d not in days)
-        elif word == "seven" and words[i + 1 : i + 3] == ["days", "a"]:
-            days.extend(d for d in WEEKDAYS if d not in days)
+        elif word in _GROUP_WORDS or words[i : i + 2] == ["every", "day"] or words[i : i + 3] == ["seven", "days", "a"]:
+            days.extend(d for d in _GROUP_WORDS.get(word, WEEKDAYS) if d not in days)
     return days
 
 
@@ -55,10 +48,8 @@ def _candidates(tokens: list[Token], i: int) -> list[time]:
     """Possible clock times for the number at ``i`` (am and pm when not said)."""
     token = tokens[i]
     following = [t.word for t in tokens[i + 1 : i + 4]]
-    if token.word == "noon":
-        return [time(12, 0)]
-    if token.word == "midnight":
-        return [time(0, 0), time(23, 59)]
+    if token.word in _NAMED_TIMES:
+        return list(_NAMED_TIMES[token.word])
     number = token.number
     assert number is not None
     if number.minutes is not None or len(number.groups) == 2:
@@ -140,13 +131,10 @@ def check_hours(tokens: list[Token], sentence: str, constraints: ConstraintList)
 
 def _time_range(tokens: list[Token]) -> bool:
     """Whether the sentence says a span of clock times ("eight to six", "9 am - 5 pm")."""
-    for i in range(len(tokens) - 2):
-        link = tokens[i + 1].word
-        if tokens[i].number is None or tokens[i + 2].number is None:
-            continue
-        if link in {"to", "-", "till", "until"} or (link == "and" and i and tokens[i - 1].word == "between"):
-            return True
-    return False
+    return any(tokens[i].number is not None and tokens[i + 2].number is not None
+               and (tokens[i + 1].word in {"to", "-", "till", "until"}
+                    or (tokens[i + 1].word == "and" and i > 0 and tokens[i - 1].word == "between"))
+               for i in range(len(tokens) - 2))
 
 
 def _segments(tokens: list[Token]) -> list[list[Token]]:
@@ -183,18 +171,15 @@ def _check_segment(tokens: list[Token], sentence: str, week: dict[str, DayHours]
     if not said_days:
         return []
     if "closed" in words and not (set(words) & {"closes", "close", "until", "till"}):
-        claim_closed = not _negates_closed(words)
+        index = words.index("closed")
+        claim_closed = not any(w in {"not", "never", "aren't", "isn't"} or w.endswith("n't")
+                               for w in words[max(0, index - 3) : index])
     elif set(words) & _OPEN_WORDS:
         claim_closed = negated(words)
     else:
         return []
     ok = all(week[d].closed == claim_closed for d in days)
     return [_verdict(ok, sentence, ref, "closed" if claim_closed else "open", week, days)]
-
-
-def _negates_closed(words: list[str]) -> bool:
-    index = words.index("closed")
-    return any(w in {"not", "never", "aren't", "isn't"} or w.endswith("n't") for w in words[max(0, index - 3) : index])
 
 
 def _fits(role: str, candidates: list[time], day: DayHours) -> bool:
@@ -206,13 +191,8 @@ def _fits(role: str, candidates: list[time], day: DayHours) -> bool:
 
 
 def _verdict(ok: bool, sentence: str, ref: str, what: str, week: dict[str, DayHours], days: list[str]) -> Verdict:
-    listed = "; ".join(f"{d} {_describe(week[d])}" for d in days)
-    if ok:
-        return Verdict("supported", sentence, "hours", ref, f"matches the listed hours ({listed})", 0.9)
-    return Verdict("unsupported", sentence, "hours", ref, f"said {what}, but the listed hours are {listed}", 0.9)
-
-
-def _describe(day: DayHours) -> str:
-    if day.closed or day.opens is None or day.closes is None:
-        return "closed"
-    return f"{day.opens:%H:%M}-{day.closes:%H:%M}"
+    spans = ["closed" if week[d].opens is None or week[d].closes is None
+             else f"{week[d].opens:%H:%M}-{week[d].closes:%H:%M}" for d in days]
+    listed = "; ".join(f"{d} {span}" for d, span in zip(days, spans, strict=True))
+    why = f"matches the listed hours ({listed})" if ok else f"said {what}, but the listed hours are {listed}"
+    return Verdict("supported" if ok else "unsupported", sentence, "hours", ref, why, 0.9)

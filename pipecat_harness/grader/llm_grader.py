@@ -35,23 +35,14 @@ as constraint_ref (null if none); give a one-sentence rationale and a confidence
 Return {"verdicts": [...]}; an utterance with no claim returns {"verdicts": []}."""
 
 _VERDICTS = ["supported", "unsupported", "out_of_scope", "llm_flagged"]
-_VERDICT_ITEM = {
-    "type": "object",
-    "properties": {
-        "verdict": {"type": "string", "enum": _VERDICTS},
-        "claim": {"type": "string"},
-        "category": {"type": "string", "enum": list(CATEGORIES)},
-        "constraint_ref": {"type": ["string", "null"]},
-        "rationale": {"type": "string"},
-        "confidence": {"type": "number"},
-    },
-    "required": ["verdict", "claim", "category", "rationale", "confidence"],
-}
+_VERDICT_FIELDS = {"verdict": {"type": "string", "enum": _VERDICTS}, "claim": {"type": "string"},
+                   "category": {"type": "string", "enum": list(CATEGORIES)},
+                   "constraint_ref": {"type": ["string", "null"]}, "rationale": {"type": "string"},
+                   "confidence": {"type": "number"}}
+_VERDICT_ITEM = {"type": "object", "properties": _VERDICT_FIELDS,
+                 "required": [name for name in _VERDICT_FIELDS if name != "constraint_ref"]}
 VERDICT_JSON_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"verdicts": {"type": "array", "items": _VERDICT_ITEM}},
-    "required": ["verdicts"],
-}
+    "type": "object", "properties": {"verdicts": {"type": "array", "items": _VERDICT_ITEM}}, "required": ["verdicts"]}
 
 
 class LLMGrader:
@@ -68,26 +59,18 @@ class LLMGrader:
         facts = constraints.model_dump(mode="json", exclude={"policies", "version"})
         self._facts = json.dumps({**facts, "policies": constraints.statements()}, sort_keys=True)
 
-    def _config(self) -> Any:
-        from google.genai import types
-
-        answer: dict[str, Any] = {"response_mime_type": "application/json", "response_json_schema": VERDICT_JSON_SCHEMA}
-        return types.GenerateContentConfig(temperature=0, system_instruction=GRADER_PROMPT, **answer)
-
-    async def grade(
-        self,
-        agent_utterance: str,
-        caller_utterance: str | None = None,
-        *,
-        call_id: str | None = None,
-        succeeded_operations: Sequence[str] = (),
-    ) -> list[Verdict]:
+    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None,
+                    succeeded_operations: Sequence[str] = ()) -> list[Verdict]:
         """Ask the model for one verdict per claim (``call_id`` is unused: the model cannot read the ledger)."""
         request = {"facts": json.loads(self._facts), "succeeded_operations": list(succeeded_operations)}
         contents = json.dumps({**request, "caller_utterance": caller_utterance, "agent_utterance": agent_utterance})
         try:
-            models = self.client.aio.models
-            response = await models.generate_content(model=self.model, contents=contents, config=self._config())
+            from google.genai import types
+
+            config = types.GenerateContentConfig(temperature=0, system_instruction=GRADER_PROMPT,
+                                                 response_mime_type="application/json",
+                                                 response_json_schema=VERDICT_JSON_SCHEMA)
+            response = await self.client.aio.models.generate_content(model=self.model, contents=contents, config=config)
             text = getattr(response, "text", None) or ""
         except Exception as exc:  # a grader failure must never break the call; the row says why
             logger.warning(f"LLM grader request failed: {exc!r}")
@@ -110,8 +93,7 @@ class LLMGrader:
     def _verdict(item: Any) -> Verdict:
         if not isinstance(item, dict):
             raise TypeError(f"verdict is not an object: {item!r}")
-        verdict = str(item["verdict"])
-        category = str(item["category"])
+        verdict, category = str(item["verdict"]), str(item["category"])
         if verdict not in _VERDICTS or category not in CATEGORIES:
             raise ValueError(f"unknown verdict or category: {verdict!r}, {category!r}")
         confidence = min(1.0, max(0.0, float(item.get("confidence", 0.5))))
@@ -125,11 +107,10 @@ class LLMGrader:
 
 
 class CombinedGrader:
-    """Rules first; the model for every claim the rules cannot settle with confidence.
+    """Rules first; the model for every claim the rules cannot settle (``out_of_scope``, below ``min_confidence``).
 
-    The model is asked when a rule verdict is ``out_of_scope`` or below ``min_confidence``, or when the rules found no
-    claim in an utterance that says a number, an offer or a promise. Its verdicts replace the unsettled ones (if it
-    returns none, the rules' stand). Action claims stay with the rules: only they read the ledger.
+    The model is also asked when the rules found no claim in an utterance that says a number, an offer or a promise.
+    Its verdicts replace the unsettled ones (if it returns none, the rules' stand); action claims stay with the rules.
     """
 
     def __init__(self, rules: RuleGrader, llm: LLMGrader, *, min_confidence: float = SETTLED_CONFIDENCE) -> None:
@@ -143,9 +124,8 @@ class CombinedGrader:
         unsettled = (v for v in verdicts if v.verdict == "out_of_scope" or v.confidence < self.min_confidence)
         return [v for v in unsettled if v.category != "action"]
 
-    async def grade(
-        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
-    ) -> list[Verdict]:
+    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *,
+                    call_id: str | None = None) -> list[Verdict]:
         """Grade with rules, then hand unsettled claims to the model."""
         verdicts = await self.rules.grade(agent_utterance, caller_utterance, call_id=call_id)
         unsettled = self.unsettled(verdicts)
@@ -157,8 +137,7 @@ class CombinedGrader:
 
 
 _PROMISE_RE = re.compile(
-    r"\b(?:i|we)(?:'ll| will| can| could)\b|\blet me\b|\bguarantee|\bpromise|\bavailable\b|\bopening|\bfree\b"
-)
+    r"\b(?:i|we)(?:'ll| will| can| could)\b|\blet me\b|\bguarantee|\bpromise|\bavailable\b|\bopening|\bfree\b")
 
 
 def _needs_a_look(text: str) -> bool:

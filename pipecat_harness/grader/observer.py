@@ -1,15 +1,13 @@
 """``TurnGrader``: a Pipecat observer that grades every committed assistant turn off the voice loop.
 
-It grades what the caller heard (``LLMContextAssistantTurnFrame``), with the caller's turn before it as context. A frame
-only queues a job; grading, audit writes and alerts run in the observer's own task, and a full queue gives the turn a
-``not_graded`` row instead of blocking the pipeline.
+A frame only queues a job (what the caller heard, with the caller's turn before it); grading, audit writes and alerts
+run in the observer's own task, and a full queue gives the turn a ``not_graded`` row instead of blocking the pipeline.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 from loguru import logger
 from pipecat.frames.frames import FunctionCallResultFrame, LLMContextAssistantTurnFrame, LLMContextUserTurnFrame
@@ -36,29 +34,15 @@ class GradingJob:
 
 
 class TurnGrader(BaseObserver):
-    """Grade committed assistant turns, write audit rows, send alerts.
+    """Grade committed assistant turns, write audit rows to ``audit``, send alerts through ``alerter`` (optional).
 
-    Rows go to ``audit`` (an ``AuditStore`` or any sink) for ``tenant``, ``call_id`` (also the ledger key of action
-    claims) and ``constraints_version``; ``severity`` maps verdicts to severities and the alert threshold; alerts go to
-    ``alerter`` (none: rows only) with links into ``console_url``; every flagged or ungraded turn is recorded in
-    ``decisions``; ``close_resources`` closes ``alerter`` and ``audit`` at cleanup (when they belong to this call).
+    ``call_id`` is also the ledger key of action claims; ``severity`` maps verdicts to severities and the alert
+    threshold; flagged and ungraded turns go to ``decisions``; ``close_resources`` closes ``alerter`` and ``audit``.
     """
 
-    def __init__(
-        self,
-        grader: Grader,
-        *,
-        audit: AuditSink,
-        tenant: str,
-        call_id: str,
-        constraints_version: str,
-        severity: SeverityPolicy | None = None,
-        alerter: Alerter | None = None,
-        console_url: str | None = None,
-        queue_size: int = 256,
-        decisions: DecisionLog | None = None,
-        close_resources: bool = False,
-    ) -> None:
+    def __init__(self, grader: Grader, *, audit: AuditSink, tenant: str, call_id: str, constraints_version: str,
+                 severity: SeverityPolicy | None = None, alerter: Alerter | None = None, console_url: str | None = None,
+                 queue_size: int = 256, decisions: DecisionLog | None = None, close_resources: bool = False) -> None:
         super().__init__(observe_every_push=False)
         self.grader = grader
         self.audit = audit
@@ -156,25 +140,19 @@ class TurnGrader(BaseObserver):
         if not self._tables_ready:
             await self.audit.create_tables()
             self._tables_ready = True
-        turn: dict[str, Any] = {"tenant": self.tenant, "call_id": self.call_id, "turn_id": job.turn_id}
-        turn.update(utterance=job.utterance, caller_utterance=job.caller_utterance, grader_model=self.grader.model)
-        turn.update(constraints_version=self.constraints_version)  # and every field of the row's verdict
-        rows = [
-            AuditRow(**turn, **v.to_dict(), severity=self.severity.severity(v.verdict, v.category)) for v in verdicts
-        ]
+        rows = [AuditRow(self.tenant, self.call_id, job.turn_id, job.utterance, job.caller_utterance, **v.to_dict(),
+                         grader_model=self.grader.model, constraints_version=self.constraints_version,
+                         severity=self.severity.severity(v.verdict, v.category)) for v in verdicts]
         await self.audit.write_many(rows)
         self.rows_written += len(rows)
+        fields = ("verdict", "category", "severity", "constraint_ref", "rationale")
         for row in rows:
-            if row.flagged or row.verdict == "not_graded":
-                self._record(row, reason)
+            if self.decisions is not None and (row.flagged or row.verdict == "not_graded"):
+                detail = {"audit_row": row.id, "assistant_turn": row.turn_id, **{f: getattr(row, f) for f in fields}}
+                action = "flagged" if row.flagged else "not_graded"
+                self.decisions.record("grader", action, {**detail, "reason": reason})
             if self.alerter is not None and row.flagged and self.severity.should_alert(row.severity):
                 await self.alerter.dispatch(alert_payload(row, console_url=self.console_url))
-
-    def _record(self, row: AuditRow, reason: str) -> None:
-        if self.decisions is not None:
-            fields = ("verdict", "category", "severity", "constraint_ref", "rationale")
-            detail = {"audit_row": row.id, "assistant_turn": row.turn_id, **{f: getattr(row, f) for f in fields}}
-            self.decisions.record("grader", "flagged" if row.flagged else "not_graded", {**detail, "reason": reason})
 
 
 def _succeeded(frame: FunctionCallResultFrame) -> bool:

@@ -33,28 +33,23 @@ _TOPIC_SYNONYMS = {
     "pay": {"pay you", "pay at", "pay when", "pay the", "pay after", "pay later", "payment is", "payment due",
             "payment at", "payment when", "collect payment", "payment plan", "financing", "installment", "you'll pay",
             "you'd pay", "pay on", "pay for it", "balance"},
-}  # fmt: skip
+}
 #: Policy subjects an agent may state that a tenant's list may not cover.
-_POLICY_TOPICS = {
-    "refund", "reschedul", "cancel", "return", "warranty", "guarantee", "deposit", "price match", "financing",
-}  # fmt: skip
-_PAYMENT_TERMS = {
-    "cash", "card", "credit card", "original payment", "money back", "full refund", "check", "store credit",
-    "gift card",
-}  # fmt: skip
+_POLICY_TOPICS = {"refund", "reschedul", "cancel", "return", "warranty", "guarantee", "deposit", "price match",
+                  "financing"}
+_PAYMENT_TERMS = {"cash", "card", "credit card", "original payment", "money back", "full refund", "check",
+                  "store credit", "gift card"}
 #: Payment terms that say a refund is meant even when the sentence does not say "refund".
 _TOPIC_NAMING_TERMS = {"cash", "store credit", "gift card", "money back", "full refund"}
 #: Ways of saying "the payment method the caller used", read as "original payment".
 _ORIGINAL_PAYMENT_RE = re.compile(
     r"\b(?:original (?:card|form of payment|payment method|method of payment)|(?:card|payment method|method|one) "
-    r"(?:that )?you (?:originally )?(?:paid with|used|paid)|same card|original payment)\b"
-)
+    r"(?:that )?you (?:originally )?(?:paid with|used|paid)|same card|original payment)\b")
 _CARD_WORDS_RE = re.compile(r"\b(?:visa|mastercard|amex|debit card|credit card|bank card)\b")
 #: Paying later than the policy says: on a payment plan, after the claim, next month.
 _DEFERRED_RE = re.compile(
     r"\b(?:after (?:your|the)\b|later\b|next (?:month|week)|payment plan|financing|installments?|over time|"
-    r"monthly|bill you)"
-)
+    r"monthly|bill you)")
 _AT_SERVICE_RE = re.compile(r"\b(?:at|when|during)\b.{0,25}\b(?:visit|service|appointment|come in|arrive)\b")
 _Judge = Callable[[VerdictKind, str, float], Verdict]
 
@@ -85,9 +80,10 @@ class PolicyFacts:
                 facts.only |= {t for t in _PAYMENT_TERMS if t in clause} or {" ".join(words[:-1])}
             facts.free |= "free" in words
             tokens = read_numbers(tokenize(clause))
-            facts.window_hours += _durations(tokens)
+            facts.window_hours += [t.number.value * unit_hours(n.word) for t, n in itertools.pairwise(tokens)
+                                   if t.number is not None and n.word in DURATION_UNITS]
             facts.amounts += [a.value for a in find_amounts(tokens, price_context=True)]
-            facts.inside_window = _direction(clause.split()) if facts.window_hours else facts.inside_window
+            facts.inside_window = _direction(clause) if facts.window_hours else facts.inside_window
         return facts
 
 
@@ -96,14 +92,8 @@ def _policy_facts(name: str, identifier: str) -> PolicyFacts:
     return PolicyFacts.read(name, identifier)
 
 
-def _durations(tokens: list[Token]) -> list[float]:
-    pairs = itertools.pairwise(tokens)
-    return [t.number.value * unit_hours(n.word) for t, n in pairs if t.number is not None and n.word in DURATION_UNITS]
-
-
-def _direction(words: list[str]) -> bool | None:
+def _direction(text: str) -> bool | None:
     """Whether a time window means "less notice than" (True) or "at least" (False)."""
-    text = " ".join(words)
     if any(w in text for w in ("under", "within", "less than", "inside", "last minute")):
         return True
     if any(w in text for w in ("up to", "before", "ahead", "at least", "more than", "in advance", "out")):
@@ -126,8 +116,7 @@ def _topics(text: str) -> set[str]:
 def _payment_terms(text: str) -> set[str]:
     """Payment terms said, with the ways of naming the original payment method read as one."""
     original = bool(_ORIGINAL_PAYMENT_RE.search(text))
-    text = _ORIGINAL_PAYMENT_RE.sub(" ", text)
-    text = _CARD_WORDS_RE.sub(" card ", text)
+    text = _CARD_WORDS_RE.sub(" card ", _ORIGINAL_PAYMENT_RE.sub(" ", text))
     terms = {t for t in _PAYMENT_TERMS if re.search(rf"\b{t}\b", text)}
     if "gift card" in terms or "credit card" in terms:
         terms.discard("card")
@@ -149,10 +138,9 @@ def check_policies(tokens: list[Token], sentence: str, constraints: ConstraintLi
         topics = {t for f in facts if said & (f.denied | f.only) for t in covers[f.name]}
     if not topics or sentence.rstrip().endswith("?"):
         return []
-    verdicts = []
-    for topic in sorted(topics):
-        policy = next((f for f in facts if topic in covers[f.name] or (topic == "pay" and "pay" in f.name)), None)
-        verdicts.append(_check_topic(topic, policy, words, text, sentence))
+    policies = {t: next((f for f in facts if t in covers[f.name] or (t == "pay" and "pay" in f.name)), None)
+                for t in topics}
+    verdicts = (_check_topic(topic, policies[topic], words, text, sentence) for topic in sorted(topics))
     return [v for v in verdicts if v is not None]
 
 
@@ -208,9 +196,8 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
     return None
 
 
-def _check_window(
-    policy: PolicyFacts, conditions: list[Condition], text: str, said: str, judge: _Judge
-) -> Verdict | None:
+def _check_window(policy: PolicyFacts, conditions: list[Condition], text: str, said: str,
+                  judge: _Judge) -> Verdict | None:
     """Judge what a claim says about the policy's time window (its conditions, or "whenever")."""
     window = policy.window_hours[0]
     inside = bool(policy.inside_window)
@@ -231,10 +218,8 @@ def _check_window(
             return judge("supported", f"the condition holds at that time; {said}", 0.8)
         if condition.boundary_given and abs(condition.hours - window) > max(0.5, window * 0.02):
             return judge("unsupported", f"stated a {condition.hours:g}-hour limit; {said}", 0.8)
-        if polarity is None:
-            return judge("supported", f"time window matches; {said}", 0.8)
         side = window - 0.001 if condition.kind == "under" else window + 0.001
-        if polarity != window_outcome(window, inside, good_inside, side):
+        if polarity is not None and polarity != window_outcome(window, inside, good_inside, side):
             return judge("unsupported", f"turned the time window around; {said}", 0.8)
         return judge("supported", f"time window matches; {said}", 0.8)
     return None

@@ -12,20 +12,14 @@ from pipecat_harness.numbers import Token, stem, tokenize
 __all__ = ["DURATION_UNITS", "TIME_WORDS", "Amount", "check_prices", "find_amounts", "find_services"]
 
 _CURRENCY_BEFORE = {"$": "USD", "usd": "USD", "€": "EUR", "eur": "EUR", "£": "GBP", "gbp": "GBP"}
-_CURRENCY_AFTER = {
-    "dollar": "USD", "dollars": "USD", "bucks": "USD", "usd": "USD", "euro": "EUR", "euros": "EUR",
-    "eur": "EUR", "pound": "GBP", "pounds": "GBP", "gbp": "GBP",
-}  # fmt: skip
+_CURRENCY_AFTER = {"dollar": "USD", "dollars": "USD", "bucks": "USD", "usd": "USD", "euro": "EUR", "euros": "EUR",
+                   "eur": "EUR", "pound": "GBP", "pounds": "GBP", "gbp": "GBP"}
 _SYMBOL = {code: sign for sign, code in _CURRENCY_BEFORE.items() if not sign.isalpha()}  # "USD" -> "$"
-DURATION_UNITS = {
-    "minute", "minutes", "min", "mins", "hour", "hours", "h", "hr", "hrs", "day", "days", "week", "weeks",
-    "month", "months", "year", "years",
-}  # fmt: skip
+DURATION_UNITS = {"minute", "minutes", "min", "mins", "hour", "hours", "h", "hr", "hrs", "day", "days", "week", "weeks",
+                  "month", "months", "year", "years"}
 TIME_WORDS = {"am", "pm", "o'clock", "oclock", "noon", "midnight", "morning", "evening", "afternoon", "tonight"}
-_PRICE_CUES = {
-    "cost", "costs", "price", "prices", "priced", "pricing", "charge", "charges", "fee", "fees", "runs", "run",
-    "rate", "pay", "total", "quote", "starts", "starting", "only", "just",
-}  # fmt: skip
+_PRICE_CUES = {"cost", "costs", "price", "prices", "priced", "pricing", "charge", "charges", "fee", "fees", "runs",
+               "run", "rate", "pay", "total", "quote", "starts", "starting", "only", "just"}
 _HOURS_CUES = {"open", "opens", "close", "closes", "closed", "hours", "until", "till", "til", "closing", "opening"}
 _RANGE_WORDS = {"to", "and", "through", "-"}
 #: Words that say one amount is the total of several services ("an exam plus x-rays comes to $145").
@@ -35,10 +29,7 @@ _PERCENT_WORDS = {"%", "percent"}
 
 @dataclass(frozen=True)
 class Amount:
-    """A money amount said at token ``position`` (``value`` to ``high`` for a range; ``USD`` when no currency is said).
-
-    ``alternative`` is the other reading of two spoken groups ("twelve ninety-nine": 1299 or 12.99).
-    """
+    """A money amount said at token ``position``: ``value`` to ``high``, ``alternative`` the other reading of it."""
 
     value: float
     currency: str
@@ -138,11 +129,8 @@ def find_services(tokens: list[Token], constraints: ConstraintList) -> list[tupl
         if best is not None:
             mentions.append((best[0], best[1], item))
     # Drop a mention covered by a longer one ("detail" inside "premium detail").
-    kept = [
-        (pos, size, item)
-        for pos, size, item in mentions
-        if not any(p <= pos and pos + size <= p + s and s > size for p, s, _ in mentions)
-    ]
+    kept = [(pos, size, item) for pos, size, item in mentions
+            if not any(p <= pos and pos + size <= p + s and s > size for p, s, _ in mentions)]
     return [(pos, item) for pos, _, item in sorted(kept, key=lambda m: m[0])]
 
 
@@ -154,12 +142,10 @@ def _service_index(price_list: tuple[PriceItem, ...]) -> list[tuple[PriceItem, l
         for name in item.names:
             for word in tokenize(name):
                 owners.setdefault(stem(word), set()).add(item.id)
-    index = []
-    for item in price_list:
-        names = [tuple(stem(w) for w in tokenize(name) if w not in {"a", "the", "of"}) for name in item.names]
-        distinctive = frozenset(s for parts in names for s in parts if owners.get(s) == {item.id})
-        index.append((item, names, distinctive))
-    return index
+    named = [(item, [tuple(stem(w) for w in tokenize(name) if w not in {"a", "the", "of"}) for name in item.names])
+             for item in price_list]
+    return [(item, names, frozenset(s for parts in names for s in parts if owners.get(s) == {item.id}))
+            for item, names in named]
 
 
 def _pair(amounts: list[Amount], services: list[tuple[int, PriceItem]]) -> list[PriceItem | None]:
@@ -181,14 +167,8 @@ def _price(kind: VerdictKind, sentence: str, ref: str | None, why: str, confiden
     return Verdict(kind, sentence, "price", ref, why, confidence)
 
 
-def check_prices(
-    tokens: list[Token],
-    sentence: str,
-    constraints: ConstraintList,
-    *,
-    context: PriceItem | None = None,
-    asked: tuple[PriceItem, ...] = (),
-) -> list[Verdict]:
+def check_prices(tokens: list[Token], sentence: str, constraints: ConstraintList, *, context: PriceItem | None = None,
+                 asked: tuple[PriceItem, ...] = ()) -> list[Verdict]:
     """Check every amount said in a sentence against the price list and promotions.
 
     When the sentence names no service, the amounts are about ``context`` (the service the previous sentence named:
@@ -212,18 +192,14 @@ def check_prices(
     return verdicts + _check_percentages(tokens, sentence, constraints)
 
 
-def _said_under(tokens: list[Token], amount: Amount) -> bool:
-    """Whether the amount is said as an upper bound ("just under sixty")."""
-    before = [t.word for t in tokens[max(0, amount.position - 3) : amount.position] if t.word not in _CURRENCY_BEFORE]
-    return bool({"under", "below"} & set(before[-2:])) or before[-2:] == ["less", "than"]
-
-
-def _check_amount(
-    tokens: list[Token], amount: Amount, item: PriceItem | None, sentence: str, constraints: ConstraintList
-) -> Verdict:
+def _check_amount(tokens: list[Token], amount: Amount, item: PriceItem | None, sentence: str,
+                  constraints: ConstraintList) -> Verdict:
     if item is not None:
         listed = Amount(item.amount, item.currency.upper(), item.price_max)
-        if amount.high is None and listed.currency == amount.currency and _said_under(tokens, amount):
+        before = [t.word for t in tokens[max(0, amount.position - 3) : amount.position]
+                  if t.word not in _CURRENCY_BEFORE]
+        said_under = bool({"under", "below"} & set(before[-2:])) or before[-2:] == ["less", "than"]
+        if amount.high is None and listed.currency == amount.currency and said_under:
             # "just under sixty": the listed price must be below the amount, and close to it.
             ok = 0.9 * amount.value <= item.amount < amount.value
             why = f"said under {amount.spoken()}; {item.service} is listed at {item.amount:g}"
@@ -240,9 +216,8 @@ def _check_amount(
             return _price("supported", sentence, item.id, why, 0.8)
         return _price("unsupported", sentence, item.id, mismatch, 0.95)
     said = (amount.value, amount.alternative)
-    listed_range = amount.high is None or any(
-        _same(amount.high, e) for o in constraints.price_list for e in (o.amount, o.price_max)
-    )
+    listed_ends = [end for other in constraints.price_list for end in (other.amount, other.price_max)]
+    listed_range = amount.high is None or any(_same(amount.high, end) for end in listed_ends)
     for other in constraints.price_list:
         if listed_range and other.currency.upper() == amount.currency and any(_same(v, other.amount) for v in said):
             why = f"{amount.spoken()} is the listed price of {other.service}"
@@ -251,28 +226,18 @@ def _check_amount(
         if promo.discount_usd is not None and amount.currency == "USD" and _same(amount.value, promo.discount_usd):
             why = f"{amount.spoken()} off is the {promo.id} promotion"
             return _price("supported", sentence, f"promotions.{promo.id}", why, 0.8)
-    near = _services_sharing_a_word(sentence, constraints)
+    said_stems = {stem(w) for w in tokenize(sentence)}  # "a quick detail": the basic and the premium detail
+    near = [item for item in constraints.price_list
+            if any(stem(w) in said_stems for name in item.names for w in tokenize(name) if len(w) > 3)]
     listed_near = f" ({', '.join(f'{i.service} {i.amount:g}' for i in near)})" if near else ""
     why = f"no listed price or promotion is {amount.spoken()}{listed_near}"
     return _price("unsupported", sentence, ",".join(i.id for i in near) or None, why, 0.85)
 
 
-def _services_sharing_a_word(sentence: str, constraints: ConstraintList) -> list[PriceItem]:
-    """Services whose name shares a word with the sentence ("a quick detail": the basic and premium detail)."""
-    said = {stem(w) for w in tokenize(sentence)}
-    return [
-        item
-        for item in constraints.price_list
-        if any(stem(w) in said for name in item.names for w in tokenize(name) if len(w) > 3)
-    ]
-
-
 def _check_percentages(tokens: list[Token], sentence: str, constraints: ConstraintList) -> list[Verdict]:
     verdicts = []
-    for i, token in enumerate(tokens):
-        if token.number is None or _word(tokens, i + 1) not in _PERCENT_WORDS:
-            continue
-        value = token.number.value
+    for value in [t.number.value for i, t in enumerate(tokens)
+                  if t.number is not None and _word(tokens, i + 1) in _PERCENT_WORDS]:
         promo = next((p for p in constraints.promotions if _same(value, p.discount_percent)), None)
         if promo is None:
             verdicts.append(_price("unsupported", sentence, "promotions", f"no promotion gives {value:g}% off", 0.85))
@@ -283,6 +248,4 @@ def _check_percentages(tokens: list[Token], sentence: str, constraints: Constrai
 
 
 def _same(a: float | None, b: float | None) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return abs(a - b) < 0.005
+    return abs(a - b) < 0.005 if a is not None and b is not None else a is None and b is None

@@ -1,8 +1,4 @@
-"""``RuleGrader``: the deterministic, offline default grader.
-
-Per sentence, price, hours, policy and capability claims are checked against the tenant's constraint list, and action
-claims against the call's operation ledger. Filler, questions, referrals to a human and refusals produce no verdict.
-"""
+"""``RuleGrader``: the deterministic, offline default grader (filler, questions and refusals give no verdict)."""
 
 from __future__ import annotations
 
@@ -21,10 +17,7 @@ __all__ = ["RuleGrader"]
 
 
 class RuleGrader:
-    """Check an utterance's claims against a constraint list with deterministic rules.
-
-    Action claims are checked against ``ledger``; without one they are ``out_of_scope`` (nothing to check them against).
-    """
+    """Check an utterance's claims with deterministic rules; action claims need ``ledger`` (else ``out_of_scope``)."""
 
     model = "rules"
 
@@ -36,9 +29,8 @@ class RuleGrader:
         """Grade price, hours, policy and capability claims (no ledger access, synchronous)."""
         verdicts: list[Verdict] = []
         service: PriceItem | None = None  # the service last named, for "That one's one forty-nine."
-        asked = tuple(
-            item for _, item in find_services(read_numbers(tokenize(caller_utterance or "")), self.constraints)
-        )
+        caller = read_numbers(tokenize(caller_utterance or ""))
+        asked = tuple(item for _, item in find_services(caller, self.constraints))
         for sentence in split_sentences(agent_utterance):
             tokens = read_numbers(tokenize(sentence))
             policies = check_policies(tokens, sentence, self.constraints)
@@ -50,15 +42,14 @@ class RuleGrader:
             verdicts += check_hours(tokens, sentence, self.constraints)
             verdicts += prices + policies
             verdicts += check_capabilities(tokens, sentence, self.constraints, policy_claim=bool(policies))
-        return _dedupe(verdicts)
+        unique: dict[tuple[str, str, str | None, str], Verdict] = {}
+        for v in verdicts:
+            unique.setdefault((v.verdict, v.category, v.constraint_ref, v.claim), v)
+        return list(unique.values())
 
-    async def grade(
-        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
-    ) -> list[Verdict]:
-        """One verdict per claim of an utterance; action claims are checked against ``call_id``'s ledger.
-
-        The caller's preceding turn names the action behind "Done, you're all set".
-        """
+    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *,
+                    call_id: str | None = None) -> list[Verdict]:
+        """One verdict per claim; action claims (named by the caller's turn if need be) go to ``call_id``'s ledger."""
         verdicts = self.check(agent_utterance, caller_utterance)
         claims = find_action_claims(agent_utterance, caller_utterance)
         return verdicts + (await self.check_actions(claims, call_id) if claims else [])
@@ -70,10 +61,3 @@ class RuleGrader:
             return [Verdict("out_of_scope", claim, "action", "ledger", why, 0.5) for claim, _ in claims]
         succeeded = await self.ledger.succeeded_operations(call_id)
         return [check_action_claim(claim, keys, succeeded) for claim, keys in claims]
-
-
-def _dedupe(verdicts: list[Verdict]) -> list[Verdict]:
-    unique: dict[tuple[str, str, str | None, str], Verdict] = {}
-    for v in verdicts:
-        unique.setdefault((v.verdict, v.category, v.constraint_ref, v.claim), v)
-    return list(unique.values())

@@ -13,8 +13,7 @@ VerdictKind = Literal["supported", "unsupported", "out_of_scope", "llm_flagged",
 #: ``none``: the category of a turn with no checkable claim.
 Category = Literal["price", "hours", "policy", "capability", "action", "none"]
 CATEGORIES: tuple[str, ...] = ("price", "hours", "policy", "capability", "action")
-#: Rule verdicts below this confidence (capability offers, policy conditions, availability) go to the model in combined
-#: mode.
+#: Rule verdicts below this confidence (offers, policy conditions, availability) go to the model in combined mode.
 SETTLED_CONFIDENCE = 0.85
 #: Verdicts that need a human to look at the turn.
 FLAGGED: frozenset[str] = frozenset({"unsupported", "llm_flagged"})
@@ -48,7 +47,6 @@ class Grader(Protocol):
     #: Identifies the grader in audit rows (``rules``, ``gemini-2.5-flash``...).
     model: str
 
-    async def grade(
-        self, agent_utterance: str, caller_utterance: str | None = None, *, call_id: str | None = None
-    ) -> Sequence[Verdict]:
+    async def grade(self, agent_utterance: str, caller_utterance: str | None = None, *,
+                    call_id: str | None = None) -> Sequence[Verdict]:
         """One verdict per claim of what the caller heard (none without a claim); ``call_id`` names its ledger."""

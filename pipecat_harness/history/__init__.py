@@ -8,20 +8,6 @@ from pipecat_harness.history.marks import format_mark, parse_mark, twilio_mark_m
 from pipecat_harness.history.playback import PlaybackTracker, ReplyPlayback, SpokenSegment
 from pipecat_harness.history.synthesis import SynthesisObserver
 
-__all__ = [
-    "DEFAULT_BIAS",
-    "DEFAULT_CHARS_PER_SEC",
-    "Correction",
-    "CorrectionPolicy",
-    "HeardPrefix",
-    "HistoryCorrector",
-    "PlaybackTracker",
-    "ReplyPlayback",
-    "SpokenSegment",
-    "SynthesisObserver",
-    "estimate_heard_prefix",
-    "format_mark",
-    "parse_mark",
-    "twilio_mark_message",
-    "twilio_mark_name",
-]
+__all__ = ["DEFAULT_BIAS", "DEFAULT_CHARS_PER_SEC", "Correction", "CorrectionPolicy", "HeardPrefix", "HistoryCorrector",
+           "PlaybackTracker", "ReplyPlayback", "SpokenSegment", "SynthesisObserver", "estimate_heard_prefix",
+           "format_mark", "parse_mark", "twilio_mark_message", "twilio_mark_name"]

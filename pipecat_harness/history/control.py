@@ -38,10 +38,8 @@ class HistoryControl(HarnessControl):
 
     def processors(self) -> list[tuple[Placement, FrameProcessor]]:
         """The tracker after the output transport, the corrector after the assistant aggregator."""
-        return [
-            (Placement.AFTER_OUTPUT_TRANSPORT, self.tracker),
-            (Placement.AFTER_ASSISTANT_AGGREGATOR, self.corrector),
-        ]
+        return [(Placement.AFTER_OUTPUT_TRANSPORT, self.tracker),
+                (Placement.AFTER_ASSISTANT_AGGREGATOR, self.corrector)]
 
     def observers(self) -> list[BaseObserver]:
         """The synthesis observer, unless the placed pipeline's LLM and TTS feed it directly (:meth:`on_pipeline`)."""

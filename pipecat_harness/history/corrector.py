@@ -54,15 +54,9 @@ class HistoryCorrector(FrameProcessor):
     #: The only frame it acts on besides the lifecycle frames; a placement group passes the rest by it.
     handled_frames: tuple[type[Frame], ...] = (LLMContextAssistantTurnFrame,)
 
-    def __init__(
-        self,
-        tracker: PlaybackTracker,
-        *,
-        context: LLMContext | None = None,
-        policy: CorrectionPolicy | None = None,
-        on_decision: DecisionCallback | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, tracker: PlaybackTracker, *, context: LLMContext | None = None,
+                 policy: CorrectionPolicy | None = None, on_decision: DecisionCallback | None = None,
+                 **kwargs: Any) -> None:
         # Direct mode: the aggregator's commit and the InterruptionFrame after it must not be reordered by a queue.
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
@@ -80,9 +74,8 @@ class HistoryCorrector(FrameProcessor):
         if isinstance(frame, StartFrame) and self.context is None:
             self.context = self._find_context()
             if self.context is None:
-                logger.error(
-                    f"{self}: no LLMAssistantAggregator before it and no context= given; history will not be corrected"
-                )
+                logger.error(f"{self}: no LLMAssistantAggregator before it and no context= given; "
+                             "history will not be corrected")
         elif isinstance(frame, InterruptionFrame):
             self.correct_interrupted()
         await self.inspect_frame(frame, direction)
@@ -95,11 +88,9 @@ class HistoryCorrector(FrameProcessor):
 
     def _find_context(self) -> LLMContext | None:
         processor = self.previous
-        while processor is not None:
-            if isinstance(processor, LLMAssistantAggregator):
-                return processor.context
+        while processor is not None and not isinstance(processor, LLMAssistantAggregator):
             processor = processor.previous
-        return None
+        return processor.context if processor is not None else None
 
     def _on_commit(self, text: str) -> None:
         # The aggregator commits a reply once it stopped playing; a newer one may already be playing.
@@ -178,9 +169,8 @@ class HistoryCorrector(FrameProcessor):
         if index is not None and self.context is not None:
             self.context.set_messages([m for i, m in enumerate(self._messages()) if i != index])
 
-    def _record(
-        self, action: str, reply: ReplyPlayback, heard: HeardPrefix | None, *, retained: str, **extra: Any
-    ) -> None:
+    def _record(self, action: str, reply: ReplyPlayback, heard: HeardPrefix | None, *, retained: str,
+                **extra: Any) -> None:
         if self._on_decision is None:
             return
         generated = reply.full_text
@@ -188,23 +178,12 @@ class HistoryCorrector(FrameProcessor):
         audio = [self.tracker.observer.audio_secs(s.frame_id) for s in reply.segments]
         heard = heard or HeardPrefix(text=retained, method="complete", confidence=1.0)
         evidence: dict[str, Any] = {
-            "reply_id": reply.reply_id,
-            "context_id": reply.context_id,
-            "generated_text": generated,
-            "heard_text": heard.text,
-            "retained_text": retained,
-            "pipecat_committed_text": reply.pipecat_committed,
-            "played_secs": round(reply.played_secs, 3),
-            "written_secs": round(reply.written_secs, 3),
-            "audio_secs": round(sum(a for a in audio if a), 3) if any(audio) else None,
-            "receipts": reply.marks_sent,
-            "method": heard.method,
-            "confidence": heard.confidence,
-            "reason": heard.reason,
-            "chars_kept": len(kept),
-            "chars_removed": max(0, len(generated) - len(kept)),
-            "marker": kept != retained,
-        }
+            "reply_id": reply.reply_id, "context_id": reply.context_id, "generated_text": generated,
+            "heard_text": heard.text, "retained_text": retained, "pipecat_committed_text": reply.pipecat_committed,
+            "played_secs": round(reply.played_secs, 3), "written_secs": round(reply.written_secs, 3),
+            "audio_secs": round(sum(a for a in audio if a), 3) if any(audio) else None, "receipts": reply.marks_sent,
+            "method": heard.method, "confidence": heard.confidence, "reason": heard.reason, "chars_kept": len(kept),
+            "chars_removed": max(0, len(generated) - len(kept)), "marker": kept != retained}
         self._on_decision(action, {**evidence, **extra})
 
 
@@ -216,9 +195,8 @@ def _strip_marker(text: str, policy: CorrectionPolicy) -> str:
 
 
 def _is_plain_assistant_text(message: Mapping[str, Any]) -> bool:
-    return (
-        message.get("role") == "assistant" and not message.get("tool_calls") and isinstance(message.get("content"), str)
-    )
+    return (message.get("role") == "assistant" and not message.get("tool_calls")
+            and isinstance(message.get("content"), str))
 
 
 def _same_reply(a: list[str], b: list[str]) -> bool:

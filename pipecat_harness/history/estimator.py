@@ -15,16 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = [
-    "DEFAULT_BIAS",
-    "DEFAULT_CHARS_PER_SEC",
-    "HeardMethod",
-    "HeardPrefix",
-    "TextUnit",
-    "estimate_heard_prefix",
-    "layout_units",
-    "split_units",
-]
+__all__ = ["DEFAULT_BIAS", "DEFAULT_CHARS_PER_SEC", "HeardMethod", "HeardPrefix", "TextUnit", "estimate_heard_prefix",
+           "layout_units", "split_units"]
 
 HeardMethod = Literal["word_timestamps", "audio_length", "speaking_rate", "complete", "none"]
 
@@ -95,17 +87,14 @@ def split_units(text: str) -> list[TextUnit]:
     """
     units: list[TextUnit] = []
     for match in _TOKEN.finditer(text):
-        token, offset = match.group(), match.start()
-        if token.isascii() or not any(_is_unspaced(c) for c in token):
-            units.append(_unit(text, offset, offset + len(token)))
-            continue
-        # Each unspaced character is a unit; punctuation attaches to the one before.
-        start = offset
-        for position in range(offset + 1, offset + len(token)):
-            if text[position].isalnum() and any(c.isalnum() for c in text[start:position]):
-                units.append(_unit(text, start, position))
-                start = position
-        units.append(_unit(text, start, offset + len(token)))
+        start, end = match.span()
+        if not match.group().isascii() and any(_is_unspaced(c) for c in match.group()):
+            # Each unspaced character is a unit; punctuation attaches to the one before.
+            for position in range(start + 1, end):
+                if text[position].isalnum() and any(c.isalnum() for c in text[start:position]):
+                    units.append(_unit(text, start, position))
+                    start = position
+        units.append(_unit(text, start, end))
     return units
 
 
@@ -141,9 +130,8 @@ def _cut(text: str, units: Sequence[TextUnit], heard: int) -> str:
     return text[: units[heard - 1].end].strip() if heard > 0 else ""
 
 
-def _count_heard(
-    spans: Sequence[tuple[float, float]], played: float, bias: float, *, drift: float = 0.0, length: float | None = None
-) -> int:
+def _count_heard(spans: Sequence[tuple[float, float]], played: float, bias: float, *, drift: float = 0.0,
+                 length: float | None = None) -> int:
     """Leading spans heard by ``played``: ``bias`` of each played, past the drift margin from the nearest anchor."""
     heard = 0
     for start, end in spans:
@@ -158,9 +146,8 @@ def _normal(word: str) -> str:
     return "".join(c for c in word.lower() if c.isalnum())
 
 
-def _spans_from_word_times(
-    units: Sequence[TextUnit], word_times: Sequence[tuple[str, float]], chars_per_sec: float
-) -> list[tuple[float, float]] | None:
+def _spans_from_word_times(units: Sequence[TextUnit], word_times: Sequence[tuple[str, float]],
+                           chars_per_sec: float) -> list[tuple[float, float]] | None:
     """Align timed words to the text's units; return a span per timed unit, or None when they do not align."""
     spoken = [i for i, u in enumerate(units) if u.spoken]
     timed = [(w, t) for w, t in word_times if _normal(w)]
@@ -189,33 +176,17 @@ def _spans_from_word_times(
     return spans
 
 
-def estimate_heard_prefix(
-    text: str,
-    *,
-    played_secs: float,
-    audio_secs: float | None = None,
-    word_times: Sequence[tuple[str, float]] | None = None,
-    bias: float = DEFAULT_BIAS,
-    chars_per_sec: float | None = None,
-    streaming: bool = False,
-) -> HeardPrefix:
-    """Estimate the prefix of ``text`` the caller heard after ``played_secs`` of its audio.
+def estimate_heard_prefix(text: str, *, played_secs: float, audio_secs: float | None = None,
+                          word_times: Sequence[tuple[str, float]] | None = None, bias: float = DEFAULT_BIAS,
+                          chars_per_sec: float | None = None, streaming: bool = False) -> HeardPrefix:
+    """Estimate the prefix of ``text`` the caller heard after ``played_secs`` of its audio (from its start).
 
-    Args:
-        text: The text whose audio was (partly) played.
-        played_secs: Seconds of that audio played (from its start).
-        audio_secs: Length of the text's complete audio, when known; the duration model is scaled to it.
-        word_times: ``(word, start_secs)`` of the text's words in order (words not listed had not started).
-        bias: Share of a word's audio that must have played for it to count as heard (higher keeps less).
-        chars_per_sec: Speaking rate in letters per second when ``audio_secs`` is unknown.
-        streaming: The synthesis had not ended: ``audio_secs`` is ignored and the last word is never heard.
-
-    Returns:
-        The heard prefix; not ``reliable`` when no audio played, the text has no words, or more audio played
-        than the text accounts for.
-
-    Raises:
-        ValueError: ``bias`` outside ``[0, 1]`` or a negative duration.
+    The duration model is scaled to ``audio_secs``, the complete audio's length when known, else runs at
+    ``chars_per_sec``; ``word_times`` are ``(word, start_secs)`` of the words in order (words not listed had not
+    started); ``bias`` is the share of a word that must have played (higher keeps less); ``streaming``: the synthesis
+    had not ended, so ``audio_secs`` is ignored and the last word is never heard. The prefix is not ``reliable``
+    when no audio played, the text has no words, or more audio played than the text accounts for. ``ValueError``:
+    ``bias`` outside ``[0, 1]`` or a negative duration.
     """
     if not 0.0 <= bias <= 1.0:
         raise ValueError(f"bias must be between 0 and 1, got {bias}")

@@ -7,9 +7,11 @@ echoes) replace the server-side count.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pipecat.frames.frames import (
     AggregatedTextFrame,
@@ -26,20 +28,134 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
 from pipecat_harness.audio import audio_frame_secs
-from pipecat_harness.history.estimator import DEFAULT_BIAS, DEFAULT_CHARS_PER_SEC, HeardPrefix
-from pipecat_harness.history.marks import format_mark, parse_mark
-from pipecat_harness.history.reply import (
-    ReplyPlayback,
-    ReplyState,
-    SpokenSegment,
-    measured_chars_per_sec,
-    reply_heard_prefix,
+from pipecat_harness.history.estimator import (
+    DEFAULT_BIAS,
+    DEFAULT_CHARS_PER_SEC,
+    HeardMethod,
+    HeardPrefix,
+    estimate_heard_prefix,
+    split_units,
 )
+from pipecat_harness.history.marks import format_mark, parse_mark
 from pipecat_harness.history.synthesis import SynthesisObserver
 
-__all__ = ["PlaybackTracker", "ReplyPlayback", "ReplyState", "SpokenSegment"]
+__all__ = ["PlaybackTracker", "ReplyPlayback", "ReplyState", "SpokenSegment", "measured_chars_per_sec",
+           "reply_heard_prefix"]
+
+ReplyState = Literal["playing", "finished", "interrupted"]
 
 _MAX_REPLIES = 64
+_EPSILON = 1e-6
+
+
+@dataclass
+class SpokenSegment:
+    """One piece of text (usually a sentence) the TTS spoke for a reply, announced by ``frame_id``.
+
+    ``start_secs``: the reply's audio written when the announcement passed the transport; ``played_through``: its
+    audio was written completely (its sentence text was released).
+    """
+
+    text: str
+    frame_id: int | None
+    start_secs: float
+    played_through: bool = False
+
+
+@dataclass
+class ReplyPlayback:
+    """Playback of one assistant reply, by its TTS context and the ``LLMFullResponseStartFrame`` that opened it.
+
+    ``segments`` are the sentences the TTS announced, ``word_times`` the ``(word, start_secs)`` of a word-timestamp
+    TTS; ``written_secs`` of audio reached the transport, ``receipt_secs`` were confirmed played by receipts (when
+    ``marks_sent``); ``pipecat_committed`` is what Pipecat's aggregator committed, ``generated_text`` the LLM's.
+    """
+
+    reply_id: int
+    context_id: str | None = None
+    response_frame_id: int | None = None
+    segments: list[SpokenSegment] = field(default_factory=list)
+    word_times: list[tuple[str, float]] = field(default_factory=list)
+    written_secs: float = 0.0
+    receipt_secs: float | None = None
+    marks_sent: bool = False
+    state: ReplyState = "playing"
+    pipecat_committed: str | None = None
+    generated_text: str = ""
+    first_word_pts: int | None = None
+    last_mark_secs: float = 0.0
+
+    @property
+    def spoken_text(self) -> str:
+        """The text announced to the TTS, joined."""
+        return " ".join(s.text.strip() for s in self.segments if s.text.strip())
+
+    @property
+    def full_text(self) -> str:
+        """The generated text when known, else the spoken text."""
+        return self.generated_text.strip() or self.spoken_text
+
+    @property
+    def played_secs(self) -> float:
+        """Seconds played: confirmed receipts when requested, else the audio written."""
+        return min(self.receipt_secs or 0.0, self.written_secs) if self.marks_sent else self.written_secs
+
+
+def measured_chars_per_sec(replies: Iterable[ReplyPlayback], observer: SynthesisObserver, default: float) -> float:
+    """Speaking rate measured on the replies' completely synthesized sentences (``default`` below 20 letters)."""
+    letters, secs = 0, 0.0
+    for reply in replies:
+        for segment in reply.segments:
+            length = observer.audio_secs(segment.frame_id)
+            if length and (segment.played_through or observer.synthesis_complete(segment.frame_id)):
+                letters += sum(1 for c in segment.text if c.isalnum())
+                secs += length
+    return letters / secs if letters >= 20 and secs > 0 else default
+
+
+def reply_heard_prefix(reply: ReplyPlayback, observer: SynthesisObserver, *, bias: float,
+                       chars_per_sec: float) -> HeardPrefix:
+    """Estimate the prefix of ``reply`` the caller heard, with ``observer``'s synthesized sentence lengths.
+
+    A sentence whose audio played through is heard whole, the one being played is estimated with its synthesized
+    length (or, while it still streams, without a known length), and nothing after it counts.
+    """
+    played = reply.played_secs
+    estimate = functools.partial(estimate_heard_prefix, bias=bias, chars_per_sec=chars_per_sec)
+    if reply.word_times:
+        return estimate(reply.spoken_text, played_secs=played, word_times=reply.word_times)
+    if not reply.segments:
+        return estimate(reply.full_text, played_secs=played)
+    kept: list[str] = []
+    total_units = len(split_units(reply.spoken_text))
+    heard_units = 0
+    cumulative: float | None = 0.0
+    partial: HeardPrefix | None = None
+    for segment in reply.segments:
+        length = observer.audio_secs(segment.frame_id)
+        streaming = length is not None and not observer.synthesis_complete(segment.frame_id)
+        start = cumulative if cumulative is not None else segment.start_secs
+        cumulative = cumulative + length if cumulative is not None and length is not None else None
+        if segment.played_through or (length is not None and not streaming and played >= start + length - _EPSILON):
+            kept.append(segment.text.strip())
+            heard_units += len(split_units(segment.text))
+            continue
+        if played <= start + _EPSILON:
+            break
+        # While it streams, the audio so far is a lower bound of the sentence's length, not its length.
+        partial = estimate(segment.text, played_secs=played - start, audio_secs=length, streaming=streaming)
+        if partial.reliable and partial.text:
+            kept.append(partial.text)
+            heard_units += partial.units_heard
+        break
+    unreliable = partial is not None and not partial.reliable
+    if not kept and (unreliable or played <= 0):
+        reason = partial.reason if partial is not None and unreliable else "no audio played"
+        return HeardPrefix("", "none", 0.0, reliable=False, reason=reason, units_total=total_units)
+    method: HeardMethod = "complete" if partial is None else partial.method
+    confidence = 1.0 if partial is None else partial.confidence
+    text = " ".join(kept if partial is None else [p for p in kept if p])
+    return HeardPrefix(text, method, confidence, units_heard=heard_units, units_total=total_units)
 
 
 class PlaybackTracker(FrameProcessor):
@@ -50,23 +166,11 @@ class PlaybackTracker(FrameProcessor):
     """
 
     #: The frames it tracks besides the lifecycle frames; a placement group passes the rest by it.
-    handled_frames: tuple[type[Frame], ...] = (
-        LLMFullResponseStartFrame,
-        LLMFullResponseEndFrame,
-        TTSStartedFrame,
-        TTSStoppedFrame,
-        AggregatedTextFrame,
-        OutputAudioRawFrame,
-    )
+    handled_frames: tuple[type[Frame], ...] = (LLMFullResponseStartFrame, LLMFullResponseEndFrame, TTSStartedFrame,
+                                               TTSStoppedFrame, AggregatedTextFrame, OutputAudioRawFrame)
 
-    def __init__(
-        self,
-        *,
-        bias: float = DEFAULT_BIAS,
-        chars_per_sec: float = DEFAULT_CHARS_PER_SEC,
-        synthesis: SynthesisObserver | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, bias: float = DEFAULT_BIAS, chars_per_sec: float = DEFAULT_CHARS_PER_SEC,
+                 synthesis: SynthesisObserver | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self.bias = bias
@@ -79,10 +183,7 @@ class PlaybackTracker(FrameProcessor):
         self._receipt_contexts: dict[str, float] = {}
 
     def enable_marks(self, build_message: Callable[[str], Any], *, interval_secs: float = 0.25) -> None:
-        """Send a playback mark upstream to the transport every ``interval_secs`` of written audio.
-
-        ``build_message`` turns a mark name into the transport message (``lambda n: twilio_mark_message(sid, n)``).
-        """
+        """Send a mark upstream every ``interval_secs`` of written audio, as ``build_message(name)`` makes it."""
         self._mark_message = build_message
         self._mark_interval = max(0.02, interval_secs)
 
@@ -158,9 +259,8 @@ class PlaybackTracker(FrameProcessor):
 
     def heard_prefix(self, reply: ReplyPlayback) -> HeardPrefix:
         """Estimate the prefix of ``reply`` the caller heard."""
-        return reply_heard_prefix(
-            self.complete(reply), self.observer, bias=self.bias, chars_per_sec=self.chars_per_sec(reply)
-        )
+        return reply_heard_prefix(self.complete(reply), self.observer, bias=self.bias,
+                                  chars_per_sec=self.chars_per_sec(reply))
 
     def _open(self, *, response_frame_id: int | None = None, context_id: str | None = None) -> ReplyPlayback:
         reply = ReplyPlayback(reply_id=self._next_id, response_frame_id=response_frame_id, context_id=context_id)
@@ -190,18 +290,14 @@ class PlaybackTracker(FrameProcessor):
         if self._mark_message is not None and reply.written_secs - reply.last_mark_secs >= self._mark_interval:
             name = self.mark_now()
             if name is not None:
-                await self.push_frame(
-                    OutputTransportMessageUrgentFrame(message=self._mark_message(name)), FrameDirection.UPSTREAM
-                )
+                await self.push_frame(OutputTransportMessageUrgentFrame(message=self._mark_message(name)),
+                                      FrameDirection.UPSTREAM)
 
     def _track(self, frame: Frame) -> None:
         reply = self.current
         if isinstance(frame, LLMFullResponseStartFrame):
-            if (
-                reply is not None
-                and reply.response_frame_id is None
-                and not (reply.written_secs > 0 or reply.segments or reply.word_times)
-            ):
+            if reply is not None and reply.response_frame_id is None and not (
+                    reply.written_secs > 0 or reply.segments or reply.word_times):
                 # The TTS's start for this reply overtook the response start (it was queued behind
                 # the previous reply's audio) and nothing of it played yet: one reply, not two.
                 reply.response_frame_id = frame.id
@@ -222,8 +318,7 @@ class PlaybackTracker(FrameProcessor):
         elif reply is None:
             return
         elif isinstance(frame, LLMFullResponseEndFrame) or (
-            isinstance(frame, TTSStoppedFrame) and reply.context_id in (None, frame.context_id)
-        ):
+                isinstance(frame, TTSStoppedFrame) and reply.context_id in (None, frame.context_id)):
             reply.state = "finished"
         elif isinstance(frame, InterruptionFrame):
             reply.state = "interrupted"

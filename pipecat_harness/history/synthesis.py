@@ -27,7 +27,6 @@ from pipecat_harness.audio import audio_frame_secs
 
 __all__ = ["SynthesisObserver"]
 
-
 _MAX_ENTRIES = 512
 
 

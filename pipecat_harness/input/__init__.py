@@ -11,23 +11,12 @@ from typing import TYPE_CHECKING, Any
 from pipecat_harness.input.endings import IDENTIFIER_CUES, HoldDecision, hold_decision
 from pipecat_harness.input.identifier_formats import DOMAIN_WAIT_SECS, IdentifierFormat, IdentifierHoldConfig
 
-__all__ = [
-    "DOMAIN_WAIT_SECS",
-    "IDENTIFIER_CUES",
-    "HoldDecision",
-    "IdentifierFormat",
-    "IdentifierHoldConfig",
-    "IdentifierHoldStopStrategy",
-    "SilentReplyGuard",
-    "SpellingNormalizer",
-    "hold_decision",
-]
+__all__ = ["DOMAIN_WAIT_SECS", "IDENTIFIER_CUES", "HoldDecision", "IdentifierFormat", "IdentifierHoldConfig",
+           "IdentifierHoldStopStrategy", "SilentReplyGuard", "SpellingNormalizer", "hold_decision"]
 
-_PIPECAT_EXPORTS = {
-    "IdentifierHoldStopStrategy": "pipecat_harness.input.identifier_hold",
-    "SpellingNormalizer": "pipecat_harness.input.spelling",
-    "SilentReplyGuard": "pipecat_harness.input.silent_reply",
-}
+_PIPECAT_EXPORTS = {"IdentifierHoldStopStrategy": "pipecat_harness.input.identifier_hold",
+                    "SpellingNormalizer": "pipecat_harness.input.spelling",
+                    "SilentReplyGuard": "pipecat_harness.input.silent_reply"}
 
 
 def __getattr__(name: str) -> Any:

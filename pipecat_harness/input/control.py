@@ -43,14 +43,11 @@ class IdentifierHoldControl(HarnessControl):
         wrapped: list[Any] = []
         for strategy in strategies or default_user_turn_stop_strategies():
             # The silent-reply guard ends only empty turns: there is nothing in them to hold.
-            if isinstance(strategy, (IdentifierHoldStopStrategy, SilentReplyGuard)) or not isinstance(
-                strategy, BaseUserTurnStopStrategy
-            ):
-                wrapped.append(strategy)
-                continue
-            hold = IdentifierHoldStopStrategy(strategy, config=self.config, on_decision=self.record)
-            self.strategies.append(hold)
-            wrapped.append(hold)
+            kept = isinstance(strategy, (IdentifierHoldStopStrategy, SilentReplyGuard))
+            if not kept and isinstance(strategy, BaseUserTurnStopStrategy):
+                strategy = IdentifierHoldStopStrategy(strategy, config=self.config, on_decision=self.record)
+                self.strategies.append(strategy)
+            wrapped.append(strategy)
         return wrapped
 
     def fit_turn_watchdog(self, params: Any, strategies: list[Any], *, adjust: bool = True) -> None:
@@ -64,10 +61,9 @@ class IdentifierHoldControl(HarnessControl):
         needed = max(required_stop_timeout(h.inner, self.config.longest_wait_secs) for h in holds)
         timeout = float(params.user_turn_stop_timeout)
         if adjust and timeout < needed:
-            logger.info(
-                f"identifier_hold: user_turn_stop_timeout raised from {timeout:.2f} s to {needed:.2f} s so the "
-                f"wrapped strategy's wait plus extra_wait_secs={self.config.extra_wait_secs:.2f} s fits inside it"
-            )
+            logger.info(f"identifier_hold: user_turn_stop_timeout raised from {timeout:.2f} s to {needed:.2f} s so "
+                        f"the wrapped strategy's wait plus extra_wait_secs={self.config.extra_wait_secs:.2f} s "
+                        "fits inside it")
             params.user_turn_stop_timeout = timeout = needed
         for hold in holds:
             hold.fit_watchdog(timeout, refuse=adjust)

@@ -9,7 +9,7 @@ letter rules. ``use_context=False`` keeps only the connector and length rules (t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from pipecat_harness.input.identifier_formats import IDENTIFIER_CUES, KNOWN_TLDS, IdentifierFormat, IdentifierHoldConfig
 from pipecat_harness.input.slots import slot_decision
@@ -35,9 +35,8 @@ _GROUPED_DIGITS = re.compile(r"[0-9]+(?:[-.][0-9]+)+[-.]?", re.ASCII)
 _GROUP_SEPARATOR = re.compile(r"(?<=[0-9])[-.](?=[0-9])", re.ASCII)
 _JOINERS = frozenset({".", "_", "@"})
 _EMAIL_ANNOUNCED = re.compile(r"\be-?mail(?: address)?(?: is|'s| was)\s+(?P<tail>[^?!]*)$", re.IGNORECASE)
-_PROVIDER_ENDING = re.compile(
-    r"(?:GMAIL|YAHOO|OUTLOOK|HOTMAIL|ICLOUD|AOL|PROTONMAIL|PROTON)\.(?:COM|NET|ORG|ME|CO)$", re.ASCII
-)
+_PROVIDER_ENDING = re.compile(r"(?:GMAIL|YAHOO|OUTLOOK|HOTMAIL|ICLOUD|AOL|PROTONMAIL|PROTON)\.(?:COM|NET|ORG|ME|CO)$",
+                              re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -51,18 +50,14 @@ class HoldDecision:
 
     def to_dict(self) -> dict[str, object]:
         """Return the decision as a JSON-serialisable mapping."""
-        return {"hold": self.hold, "reason": self.reason, "rule": self.rule, "identifier": self.identifier}
+        return asdict(self)
 
 
 _DEFAULT_CONFIG = IdentifierHoldConfig()
 
 
 def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> HoldDecision:
-    """Decide whether the user turn's text so far ends in an open identifier (only its tail is read).
-
-    Raises:
-        TypeError: ``text`` is not a string.
-    """
+    """Decide whether the user turn's text so far ends in an open identifier (its tail only; ``TypeError``: no str)."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     config = config or _DEFAULT_CONFIG
@@ -234,22 +229,17 @@ def _written(run: list[Piece]) -> str:
     return "".join(out)
 
 
-def _format_decision(
-    ident: str, window: set[str], config: IdentifierHoldConfig, *, formatted: bool = False
-) -> HoldDecision | None:
-    expected = [f for f in config.formats if f.cues & window]
-    for fmt in expected:
-        if fmt.is_complete(ident):
-            return HoldDecision(False, f"complete {fmt.name} (announced)", f"complete:{fmt.name}", ident)
-    for fmt in expected:
-        if fmt.is_prefix(ident):
-            return _prefix_decision(fmt, ident, f"prefix of an announced {fmt.name}", formatted=formatted)
-    for fmt in config.formats:
-        if fmt.is_complete(ident):
-            return HoldDecision(False, f"complete {fmt.name}", f"complete:{fmt.name}", ident)
-    for fmt in config.formats:
-        if not fmt.needs_cue_for_prefix and fmt.is_prefix(ident):
-            return _prefix_decision(fmt, ident, f"prefix of a {fmt.name}", formatted=formatted)
+def _format_decision(ident: str, window: set[str], config: IdentifierHoldConfig, *,
+                     formatted: bool = False) -> HoldDecision | None:
+    announced = [f for f in config.formats if f.cues & window]
+    if fmt := next((f for f in announced if f.is_complete(ident)), None):
+        return HoldDecision(False, f"complete {fmt.name} (announced)", f"complete:{fmt.name}", ident)
+    if fmt := next((f for f in announced if f.is_prefix(ident)), None):
+        return _prefix_decision(fmt, ident, f"prefix of an announced {fmt.name}", formatted=formatted)
+    if fmt := next((f for f in config.formats if f.is_complete(ident)), None):
+        return HoldDecision(False, f"complete {fmt.name}", f"complete:{fmt.name}", ident)
+    if fmt := next((f for f in config.formats if not f.needs_cue_for_prefix and f.is_prefix(ident)), None):
+        return _prefix_decision(fmt, ident, f"prefix of a {fmt.name}", formatted=formatted)
     return None
 
 
@@ -269,9 +259,8 @@ def _prefix_decision(fmt: IdentifierFormat, ident: str, reason: str, *, formatte
     return HoldDecision(True, reason, f"prefix:{fmt.name}", ident)
 
 
-def _generic_decision(
-    run: list[Piece], ident: str, window: set[str], config: IdentifierHoldConfig, *, spelled: bool, mid_list: bool
-) -> HoldDecision:
+def _generic_decision(run: list[Piece], ident: str, window: set[str], config: IdentifierHoldConfig, *, spelled: bool,
+                      mid_list: bool) -> HoldDecision:
     digits = sum(c.isdigit() for c in ident)
     letters = sum(c.isalpha() for c in ident)
     if digits and digits == len(ident):

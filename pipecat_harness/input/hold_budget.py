@@ -48,17 +48,14 @@ def required_stop_timeout(strategy: Any, extra_wait_secs: float, *, stt_p99_secs
     return round(inner_wait_secs(strategy, stt_p99_secs=stt_p99_secs) + extra_wait_secs + WATCHDOG_MARGIN_SECS, 3)
 
 
-def check_hold_budget(
-    strategy: Any, extra_wait_secs: float, user_turn_stop_timeout: float, *, stt_p99_secs: float | None = None
-) -> None:
+def check_hold_budget(strategy: Any, extra_wait_secs: float, user_turn_stop_timeout: float, *,
+                      stt_p99_secs: float | None = None) -> None:
     """Refuse a hold that the turn watchdog would cut short (``HoldBudgetError`` names the numbers and fixes)."""
     wait = inner_wait_secs(strategy, stt_p99_secs=stt_p99_secs)
     needed = required_stop_timeout(strategy, extra_wait_secs, stt_p99_secs=stt_p99_secs)
     if user_turn_stop_timeout + 1e-9 < needed:
         fitting = max(0.0, user_turn_stop_timeout - wait - WATCHDOG_MARGIN_SECS)
-        raise HoldBudgetError(
-            f"identifier hold does not fit the turn watchdog: {type(strategy).__name__} waits up to {wait:.2f} s "
-            f"and identifier_hold.extra_wait_secs adds {extra_wait_secs:.2f} s, but user_turn_stop_timeout is "
-            f"{user_turn_stop_timeout:.2f} s; raise user_turn_stop_timeout to at least {needed:.2f} s or lower "
-            f"extra_wait_secs to {fitting:.2f} s"
-        )
+        raise HoldBudgetError(f"identifier hold does not fit the turn watchdog: {type(strategy).__name__} waits up to "
+                              f"{wait:.2f} s and identifier_hold.extra_wait_secs adds {extra_wait_secs:.2f} s, but "
+                              f"user_turn_stop_timeout is {user_turn_stop_timeout:.2f} s; raise user_turn_stop_timeout "
+                              f"to at least {needed:.2f} s or lower extra_wait_secs to {fitting:.2f} s")

@@ -10,15 +10,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
-__all__ = [
-    "DOMAIN_WAIT_SECS",
-    "EMAIL_FORMAT",
-    "IDENTIFIER_CUES",
-    "KNOWN_TLDS",
-    "USER_ID_FORMAT",
-    "IdentifierFormat",
-    "IdentifierHoldConfig",
-]
+__all__ = ["DOMAIN_WAIT_SECS", "EMAIL_FORMAT", "IDENTIFIER_CUES", "KNOWN_TLDS", "USER_ID_FORMAT", "IdentifierFormat",
+           "IdentifierHoldConfig"]
 
 DomainName = Literal["retail", "airline", "telecom"]
 
@@ -26,10 +19,8 @@ DomainName = Literal["retail", "airline", "telecom"]
 DOMAIN_WAIT_SECS: dict[str, float] = {"retail": 2.5, "airline": 2.5, "telecom": 1.5}
 
 #: Top-level domains that complete an email address once they follow the last dot.
-KNOWN_TLDS = frozenset(
-    "com org net edu gov mil int io co us uk ca de fr es it nl au nz in jp cn br mx ru ch se no dk fi "
-    "ie be at pl pt info biz me tv ai app dev xyz online store shop tech email mail".split()
-)
+KNOWN_TLDS = frozenset("com org net edu gov mil int io co us uk ca de fr es it nl au nz in jp cn br mx ru ch se no dk "
+                       "fi ie be at pl pt info biz me tv ai app dev xyz online store shop tech email mail".split())
 
 
 @dataclass(frozen=True)
@@ -56,49 +47,33 @@ class IdentifierFormat:
         return not self.is_complete(ident) and self.prefix.fullmatch(ident) is not None
 
 
-def _fmt(
-    name: str, complete: str, prefix: str, cues: str, *, needs_cue: bool = False, fixed: bool = True
-) -> IdentifierFormat:
-    return IdentifierFormat(
-        name, re.compile(complete, re.ASCII), re.compile(prefix, re.ASCII), frozenset(cues.split()), needs_cue, fixed
-    )
+def _fmt(name: str, complete: str, prefix: str, cues: str, *, needs_cue: bool = False,
+         fixed: bool = True) -> IdentifierFormat:
+    return IdentifierFormat(name, re.compile(complete, re.ASCII), re.compile(prefix, re.ASCII),
+                            frozenset(cues.split()), needs_cue, fixed)
 
 
 #: Nouns that announce an identifier (a lone number after them is not a quantity).
-IDENTIFIER_CUES = frozenset(
-    "number # id code zip zipcode postal postcode phone digits confirmation reservation booking locator "
-    "account tracking reference ref serial email e-mail username user sku extension ext card member "
-    "membership ticket claim case invoice policy spelled spell spelling letters initials".split()
-)
-
+IDENTIFIER_CUES = frozenset("number # id code zip zipcode postal postcode phone digits confirmation reservation "
+                            "booking locator account tracking reference ref serial email e-mail username user sku "
+                            "extension ext card member membership ticket claim case invoice policy spelled spell "
+                            "spelling letters initials".split())
 
 _TLD_ALTERNATION = "|".join(sorted(KNOWN_TLDS, key=len, reverse=True)).upper()
 
 #: ``local@domain.tld`` once a known TLD follows the last dot; any partial address is a prefix.
-EMAIL_FORMAT = _fmt(
-    "email",
-    rf"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9\-]+(?:\.[A-Z0-9\-]+)*\.(?:{_TLD_ALTERNATION})",
-    r"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9.\-]*",
-    "email e-mail mail address",
-    fixed=False,
-)
+EMAIL_FORMAT = _fmt("email", rf"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9\-]+(?:\.[A-Z0-9\-]+)*\.(?:{_TLD_ALTERNATION})",
+                    r"[A-Z0-9][A-Z0-9._+\-]*@[A-Z0-9.\-]*", "email e-mail mail address", fixed=False)
 #: τ-bench user ids: ``first_last_1234``.
-USER_ID_FORMAT = _fmt(
-    "user_id", r"[A-Z]+_[A-Z]+_[0-9]{4}", r"[A-Z]+_(?:[A-Z]+(?:_[0-9]{0,3})?)?", "user username login"
-)
+USER_ID_FORMAT = _fmt("user_id", r"[A-Z]+_[A-Z]+_[0-9]{4}", r"[A-Z]+_(?:[A-Z]+(?:_[0-9]{0,3})?)?",
+                      "user username login")
 _ORDER_ID = _fmt("order_id", r"#?W[0-9]{7}", r"#|#?W[0-9]{0,6}", "order")
 _ZIP = _fmt("zip_code", r"[0-9]{5}", r"[0-9]{1,4}", "zip zipcode postal postcode", needs_cue=True)
 _ITEM_ID = _fmt("item_id", r"[0-9]{10}", r"[0-9]{1,9}", "item product sku variant", needs_cue=True)
-_RESERVATION = _fmt(
-    "reservation_code",
-    r"(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}",
-    r"[A-Z0-9]{1,5}",
-    "reservation confirmation booking locator record",
-    needs_cue=True,
-)
-_PHONE = _fmt(
-    "phone_number", r"1?[0-9]{10}", r"[0-9]{1,9}", "phone cell mobile telephone line callback number", needs_cue=True
-)
+_RESERVATION = _fmt("reservation_code", r"(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}", r"[A-Z0-9]{1,5}",
+                    "reservation confirmation booking locator record", needs_cue=True)
+_PHONE = _fmt("phone_number", r"1?[0-9]{10}", r"[0-9]{1,9}", "phone cell mobile telephone line callback number",
+              needs_cue=True)
 
 _DOMAIN_FORMATS: dict[str, tuple[IdentifierFormat, ...]] = {
     "retail": (_ORDER_ID, USER_ID_FORMAT, EMAIL_FORMAT, _ZIP, _ITEM_ID),

@@ -8,6 +8,7 @@ is re-checked. A turn released mid-identifier is remembered, so its continuation
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -29,15 +30,16 @@ from pipecat.turns.types import ProcessFrameResult
 from pipecat.turns.user_stop.base_user_turn_stop_strategy import BaseUserTurnStopStrategy, UserTurnStoppedParams
 
 from pipecat_harness.input.endings import HoldDecision, continues_identifier, hold_decision
-from pipecat_harness.input.hold_budget import check_hold_budget
-from pipecat_harness.input.hold_timing import HoldTiming
+from pipecat_harness.input.hold_budget import WATCHDOG_MARGIN_SECS, check_hold_budget
 from pipecat_harness.input.identifier_formats import IdentifierHoldConfig
 from pipecat_harness.input.slots import expecting
 from pipecat_harness.input.wrapped_strategy import WrappedStopStrategy
 
-__all__ = ["DecisionSink", "IdentifierHoldStopStrategy"]
+__all__ = ["DecisionSink", "HoldTiming", "IdentifierHoldStopStrategy"]
 
 _EVIDENCE_CHARS = 240
+#: How long an interim keeps the timer from firing when the STT announced no P99.
+_INTERIM_GRACE_SECS = 0.5
 
 #: Receives ``(action, evidence)`` for every hold, resume, merge and release.
 DecisionSink = Callable[[str, dict[str, Any]], Any]
@@ -47,27 +49,75 @@ _SPEECH_STARTED = (VADUserStartedSpeakingFrame, UserStartedSpeakingFrame, Propos
 _SPEECH_STOPPED = (VADUserStoppedSpeakingFrame, UserStoppedSpeakingFrame, ProposedUserStoppedSpeakingFrame)
 
 
+class HoldTiming:
+    """The clock readings one hold needs (event-loop times), with its waits and the watchdog, when known.
+
+    Only held silence counts toward ``max_hold_secs``; a release comes no sooner than the STT's P99 after the last
+    VAD stop, and no later than the aggregator's watchdog.
+    """
+
+    def __init__(self, config: IdentifierHoldConfig, stop_timeout: float | None = None) -> None:
+        self._config = config
+        self.stop_timeout = stop_timeout
+        self.stt_p99: float | None = None
+        self.last_activity: float | None = None
+        self.last_speech_stop: float | None = None
+        self.reset_turn()
+
+    def reset_turn(self) -> None:
+        """Forget the held silence of the last turn."""
+        self._held_secs = 0.0
+        self._silence_since: float | None = None
+
+    def silence_started(self, now: float) -> None:
+        """The caller went quiet while the turn is held (no-op if already counting)."""
+        if self._silence_since is None:
+            self._silence_since = now
+
+    def silence_ended(self, now: float) -> None:
+        """The caller spoke again or the hold ended: bank the silence so far."""
+        if self._silence_since is not None:
+            self._held_secs += now - self._silence_since
+            self._silence_since = None
+
+    def held_secs(self, now: float) -> float:
+        """Silence held so far in this turn."""
+        return self._held_secs + (now - self._silence_since if self._silence_since is not None else 0.0)
+
+    def cap_left(self, now: float) -> float:
+        """How much more silence ``max_hold_secs`` allows."""
+        return max(0.0, self._config.max_hold_secs - self.held_secs(now))
+
+    def _watchdog_due(self) -> float:
+        if self.stop_timeout is None or self.last_activity is None:
+            return math.inf
+        return self.last_activity + self.stop_timeout - WATCHDOG_MARGIN_SECS
+
+    def round_wait(self, now: float, wait_secs: float | None = None) -> float:
+        """The wait of a new hold round: ``wait_secs`` (default ``extra_wait_secs``), within the cap and watchdog."""
+        wait = min(self._config.extra_wait_secs if wait_secs is None else wait_secs, self.cap_left(now))
+        return max(0.0, min(wait, self._watchdog_due() - now))
+
+    def release_due(self, deadline: float) -> float:
+        """When a round with ``deadline`` releases: after the STT's P99 past the last VAD stop, before the watchdog."""
+        return min(max(deadline, (self.last_speech_stop or 0.0) + (self.stt_p99 or 0.0)), self._watchdog_due())
+
+    def after_interim(self, now: float, deadline: float) -> float:
+        """The deadline after an interim in silence: the STT is still working, give it its P99, within the cap."""
+        return max(deadline, now + min(self.stt_p99 or _INTERIM_GRACE_SECS, self.cap_left(now)))
+
+
 class IdentifierHoldStopStrategy(WrappedStopStrategy):
     """Delay the wrapped stop strategy's turn end while the text ends in an open identifier.
 
     ``on_decision`` gets ``(action, evidence)`` for each decision. Given the aggregator's watchdog
-    (``user_turn_stop_timeout``), a hold that cannot fit inside it is refused, and a hold ends before it.
-
-    Raises:
-        TypeError: ``inner`` is not a stop strategy.
-        HoldBudgetError: ``inner``'s wait plus ``extra_wait_secs`` exceeds ``user_turn_stop_timeout``.
+    (``user_turn_stop_timeout``), a hold that cannot fit inside it is refused (``HoldBudgetError``), and a hold ends
+    before it. ``TypeError``: ``inner`` is not a stop strategy.
     """
 
-    def __init__(
-        self,
-        inner: BaseUserTurnStopStrategy,
-        *,
-        config: IdentifierHoldConfig | None = None,
-        on_decision: DecisionSink | None = None,
-        fallback_stop_secs: float = 0.8,
-        user_turn_stop_timeout: float | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, inner: BaseUserTurnStopStrategy, *, config: IdentifierHoldConfig | None = None,
+                 on_decision: DecisionSink | None = None, fallback_stop_secs: float = 0.8,
+                 user_turn_stop_timeout: float | None = None, **kwargs: Any) -> None:
         self._config = config or IdentifierHoldConfig()
         self._base_config = self._config
         self._context: Any = None
@@ -109,11 +159,10 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
 
         ``tools`` defaults to the attached context's tools; a question asking for none clears the expectation.
         """
-        self._config = expecting(self._base_config, question, self._context_tools() if tools is None else tools)
-
-    def _context_tools(self) -> list[Mapping[str, Any]]:
-        schema = getattr(self._context, "tools", None)
-        return [t.properties for t in getattr(schema, "standard_tools", None) or [] if isinstance(t.properties, dict)]
+        if tools is None:
+            standard = getattr(getattr(self._context, "tools", None), "standard_tools", None) or []
+            tools = [t.properties for t in standard if isinstance(t.properties, dict)]
+        self._config = expecting(self._base_config, question, tools)
 
     @property
     def config(self) -> IdentifierHoldConfig:
@@ -300,18 +349,10 @@ class IdentifierHoldStopStrategy(WrappedStopStrategy):
         now, text, last = self._now(), self.turn_text, self._last_signal_at
         # Added wait: how long the turn end came after the wrapped strategy's latest decision.
         added = now - last if action in ("merged", "released") and last is not None else 0.0
-        evidence = {
-            "text": text[-_EVIDENCE_CHARS:],
-            "text_chars": len(text),
-            "rule": decision.rule,
-            "reason": decision.reason,
-            "identifier": decision.identifier,
-            "domain": self._base_config.domain,
-            "strategy": type(self._inner).__name__,
-            "holds": self._holds,
-            "held_ms": round(self._timing.held_secs(now) * 1000),
-            "added_wait_ms": round(added * 1000),
-        }
+        evidence = {"text": text[-_EVIDENCE_CHARS:], "text_chars": len(text), "rule": decision.rule,
+                    "reason": decision.reason, "identifier": decision.identifier, "domain": self._base_config.domain,
+                    "strategy": type(self._inner).__name__, "holds": self._holds,
+                    "held_ms": round(self._timing.held_secs(now) * 1000), "added_wait_ms": round(added * 1000)}
         self._record(action, {**evidence, **extra})
 
     def _record(self, action: str, evidence: dict[str, Any]) -> None:

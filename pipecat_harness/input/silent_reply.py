@@ -33,9 +33,8 @@ __all__ = ["DEFAULT_REASK_PROMPT", "SilentReplyGuard", "is_yes_no_question", "re
 # it would read as the caller agreeing.
 DEFAULT_REASK_PROMPT = "Sorry, I didn't catch your answer. Could you say it again?"
 
-_AUXILIARIES = frozenset(
-    "shall should can could would will do does did is are was were may might have has am want wanna".split()
-)
+_AUXILIARIES = frozenset("shall should can could would will do does did is are was were may might have has am want "
+                         "wanna".split())
 _TAGS = re.compile(r"(?:\b(?:right|okay|ok|correct|alright|yes or no|is that (?:right|correct|ok|okay)))\s*\?$", re.I)
 
 
@@ -54,33 +53,21 @@ def is_yes_no_question(text: str) -> bool:
 
 def reask_instruction(prompt: str) -> str:
     """The developer message Pipecat's empty-turn recovery gives the model for a silent confirmation."""
-    return (
-        "The caller answered your last question, but their answer was not recognized, and nothing has been "
-        f'done yet. Ask them again, briefly, for example: "{prompt}"'
-    )
+    return ("The caller answered your last question, but their answer was not recognized, and nothing has been "
+            f'done yet. Ask them again, briefly, for example: "{prompt}"')
 
 
 class SilentReplyGuard(BaseUserTurnStopStrategy):
     """Ends a silent reply to a pending confirmation early and lets Pipecat's empty-turn recovery re-ask.
 
     Place it beside the bot's own stop strategies and :meth:`attach` it to the user aggregator. The settings are
-    :class:`~pipecat_harness.config.SilentReplySettings`; ``on_decision`` gets ``(action, evidence)`` of each
-    re-ask or refusal.
-
-    Raises:
-        ValueError: A setting is out of range (its name is in the message).
+    :class:`~pipecat_harness.config.SilentReplySettings` (``ValueError`` names one out of range); ``on_decision``
+    gets ``(action, evidence)`` of each re-ask or refusal.
     """
 
-    def __init__(
-        self,
-        *,
-        window_secs: float = 1.5,
-        max_reasks: int = 1,
-        prompt: str = DEFAULT_REASK_PROMPT,
-        infer_from_assistant: bool = True,
-        on_decision: Callable[[str, dict[str, Any]], Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, window_secs: float = 1.5, max_reasks: int = 1, prompt: str = DEFAULT_REASK_PROMPT,
+                 infer_from_assistant: bool = True, on_decision: Callable[[str, dict[str, Any]], Any] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if window_secs <= 0:
             raise ValueError("window_secs must be positive")
@@ -171,12 +158,9 @@ class SilentReplyGuard(BaseUserTurnStopStrategy):
         if self._transcript_seen or self._speaking or not self._in_turn or not self.pending_confirmation:
             return
         evidence: dict[str, Any] = {
-            "window_ms": round(self.window_secs * 1000),
-            "added_wait_ms": round(self.window_secs * 1000),
+            "window_ms": round(self.window_secs * 1000), "added_wait_ms": round(self.window_secs * 1000),
             "pending": "application" if self._app_pending else "inferred",
-            "last_assistant": self._last_assistant[-200:],
-            "reasks": self._reasks,
-        }
+            "last_assistant": self._last_assistant[-200:], "reasks": self._reasks}
         if self._turn_interrupted_bot:
             reason = "the reply interrupted the bot: Pipecat's interrupted-turn recovery answers it"
             self._record("deferred", evidence, reason=reason)

@@ -27,16 +27,13 @@ __all__ = ["SPELLED_NAME", "expected_format", "expecting", "formats_from_tools",
 
 _NAME_CUES = frozenset({"spell", "spelled", "spelling", "surname", "last", "name"})
 #: A spelled name: no fixed shape; complete when the letters spell the name the caller said.
-SPELLED_NAME = IdentifierFormat(
-    "last_name", re.compile(r"(?!)"), re.compile(r"[A-Z]{1,40}"), _NAME_CUES, fixed_length=False
-)
+SPELLED_NAME = IdentifierFormat("last_name", re.compile(r"(?!)"), re.compile(r"[A-Z]{1,40}"), _NAME_CUES,
+                                fixed_length=False)
 #: The alphabet of each slot; any other (order id, reservation code, user id) is "alnum".
-_SLOT_KINDS = dict.fromkeys(("zip_code", "phone_number", "item_id"), "digits") | dict(
-    last_name="letters", email="email"
-)
-_CORRECTIONS = re.compile(
-    r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s+mean|sorry|no\s+no)\b[,.]?", re.IGNORECASE
-)
+_SLOT_KINDS = {**dict.fromkeys(("zip_code", "phone_number", "item_id"), "digits"), "last_name": "letters",
+               "email": "email"}
+_CORRECTIONS = re.compile(r"\b(?:no,?\s+sorry|sorry,?\s+i\s+mean|wait,?\s+no|i\s+mean|sorry|no\s+no)\b[,.]?",
+                          re.IGNORECASE)
 _TOKEN_EDGES = re.compile(r"^[^\w\x00\x01]+|[^\w\x00\x01]+$")
 _AS_IN = re.compile(r"\b(?:as|is|s|and)\s+in\s+([A-Z]?[a-z]+)", re.IGNORECASE)
 #: Words a caller says between the symbols of an identifier; any other word there is the recogniser's.
@@ -102,11 +99,6 @@ def _symbols(token: str, kind: str, previous: str) -> str:
     return ""
 
 
-def _homophone(token: str, kind: str) -> str:
-    table = DIGIT_HOMOPHONES if kind in ("digits", "alnum") else LETTER_HOMOPHONES if kind == "letters" else {}
-    return table.get(token.lower(), "")
-
-
 def read_slot(text: str, fmt: IdentifierFormat) -> str:
     """``text`` read into ``fmt``'s alphabet, in the written form the format matches (``W3940283``)."""
     return _read(text, fmt)[0]
@@ -115,6 +107,7 @@ def read_slot(text: str, fmt: IdentifierFormat) -> str:
 def _read(text: str, fmt: IdentifierFormat) -> tuple[str, int]:
     """The slot's symbols, and how many other words the recogniser wrote between them."""
     kind = _SLOT_KINDS.get(fmt.name, "alnum")
+    homophones = DIGIT_HOMOPHONES if kind in ("digits", "alnum") else LETTER_HOMOPHONES if kind == "letters" else {}
     # "N as in Mary": the example word's initial is the letter (recognisers confuse N and M, not Mary and Nancy).
     marked = _CORRECTIONS.sub(" \x00 ", _AS_IN.sub(lambda m: f" \x01{m.group(1)[0].upper()} ", text))
     spoken = written_to_spoken(marked)
@@ -143,7 +136,7 @@ def _read(text: str, fmt: IdentifierFormat) -> tuple[str, int]:
             continue
         symbols = _symbols(token, kind, out[-1][-1] if out else "")
         if not symbols:
-            homophone = _homophone(token, kind)
+            homophone = homophones.get(token.lower(), "")
             # Kept only between symbols of the slot, or right before one ("are O-S-S-I").
             pending = [*pending, homophone] if homophone and (out or not pending) else []
             if not homophone:
@@ -179,20 +172,10 @@ def _name_decision(text: str, letters: str) -> tuple[bool, str, str]:
 
 
 #: Words of a reply that is not the identifier ("I don't have it", "what do you mean?"): never held for the slot.
-_NOT_AN_ANSWER = re.compile(
-    r"\b(?:don't|dont|do not|can't|cannot|no idea|not sure|what|why|which|how|where|forgot|lost|remember|never mind)"
-    r"\b|\?\s*$",
-    re.IGNORECASE,
-)
+_NOT_AN_ANSWER = re.compile(r"\b(?:don't|dont|do not|can't|cannot|no idea|not sure|what|why|which|how|where|forgot|lost"
+                            r"|remember|never mind)\b|\?\s*$", re.IGNORECASE)
 #: An answer that has said nothing of the slot yet is held only while it is short (a lead-in: "It's ...").
 _LEAD_IN_WORDS = 8
-
-
-def _empty_answer(text: str) -> tuple[bool, str, str, str] | None:
-    """A short answer to the slot's question with nothing of the slot in it yet: the identifier is coming."""
-    if _NOT_AN_ANSWER.search(text) or len(text.split()) > _LEAD_IN_WORDS:
-        return None
-    return True, "the slot was asked for and none of it has arrived yet", "slot_empty", ""
 
 
 def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str] | None:
@@ -216,8 +199,10 @@ def slot_decision(text: str, fmt: IdentifierFormat) -> tuple[bool, str, str, str
             return None
         hold, reason, rule = _name_decision(text, ident)
         return hold, reason, rule, ident
-    if not ident:
-        return _empty_answer(text)
+    if not ident:  # a short answer with nothing of the slot in it yet: the identifier is coming
+        if _NOT_AN_ANSWER.search(text) or len(text.split()) > _LEAD_IN_WORDS:
+            return None
+        return True, "the slot was asked for and none of it has arrived yet", "slot_empty", ""
     if fmt.is_complete(ident):
         return False, f"complete {fmt.name} (the slot asked for)", f"complete:{fmt.name}", ident
     length = _fixed_length(fmt)
@@ -240,9 +225,8 @@ def _unfinishable(what: str, rule: str, ident: str) -> tuple[bool, str, str, str
     return False, f"{what}: waiting cannot complete it", rule, ident
 
 
-def expecting(
-    config: IdentifierHoldConfig, question: str, tools: Iterable[Mapping[str, Any]] = ()
-) -> IdentifierHoldConfig:
+def expecting(config: IdentifierHoldConfig, question: str,
+              tools: Iterable[Mapping[str, Any]] = ()) -> IdentifierHoldConfig:
     """``config`` expecting the identifier the agent's ``question`` asks for (``expected=None``: none).
 
     The slot's format comes from the tools' argument schemas when one names it, else from the domain formats.

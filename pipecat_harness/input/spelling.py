@@ -28,12 +28,9 @@ _LETTER_MARK = re.compile(r"(?<=\b[A-Za-z]-)([A-Za-z])['’]d(?=-[A-Za-z]\b)", r
 _DOTTED = re.compile(r"\b(?:[A-Za-z][.\-]){3,}[A-Za-z]\b\.?", re.ASCII)
 _SPLIT_UNDERSCORE = re.compile(r"\b(under) (score)\b", re.IGNORECASE)
 #: A number reading ("8.9", "8,066") that ends the phrase (an identifier, not "2.5 times").
-_NUMBER_READING = re.compile(
-    r"(?<![0-9.,])(?P<number>[0-9]{1,2}\.[0-9]{1,2}|[0-9]{1,3}(?:,[0-9]{3})+)(?![0-9]|\.[0-9]|,[0-9])(?=[.,;!?]*(?:\s+[0-9]|\s*$))",
-    re.ASCII,
-)
+_NUMBER_READING = re.compile(r"(?<![0-9.,])(?P<number>[0-9]{1,2}\.[0-9]{1,2}|[0-9]{1,3}(?:,[0-9]{3})+)"
+                             r"(?![0-9]|\.[0-9]|,[0-9])(?=[.,;!?]*(?:\s+[0-9]|\s*$))", re.ASCII)
 _CUE_WORDS = 4
-
 
 #: Which rewrites are on: the ``spelling`` settings block itself (``enabled`` is the control's switch).
 SpellingRules = SpellingSettings
@@ -98,22 +95,14 @@ def normalize_spelling(text: str, rules: SpellingRules | None = None) -> Spellin
 class SpellingNormalizer(FrameProcessor):
     """Rewrites final transcripts between STT and the user aggregator; interim transcripts pass unchanged.
 
-    Args:
-        rules: Which rewrites are on.
-        on_rewrite: Called with ``("rewritten", evidence)`` for each rewrite.
-        **kwargs: Passed to ``FrameProcessor``.
+    ``rules`` says which rewrites are on; ``on_rewrite`` gets ``("rewritten", evidence)`` for each rewrite.
     """
 
     #: The only frame it acts on, besides the lifecycle frames.
     handled_frames: tuple[type[Frame], ...] = (TranscriptionFrame,)
 
-    def __init__(
-        self,
-        rules: SpellingRules | None = None,
-        *,
-        on_rewrite: Callable[[str, dict[str, Any]], Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, rules: SpellingRules | None = None, *,
+                 on_rewrite: Callable[[str, dict[str, Any]], Any] | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self.rules = rules or SpellingRules()
@@ -129,7 +118,6 @@ class SpellingNormalizer(FrameProcessor):
                 frame = copy.copy(frame)
                 frame.text = result.after
                 if self._on_rewrite is not None:
-                    self._on_rewrite(
-                        "rewritten", {"before": result.before, "after": result.after, "rules": list(result.rules)}
-                    )
+                    self._on_rewrite("rewritten",
+                                     {"before": result.before, "after": result.after, "rules": list(result.rules)})
         await self.push_frame(frame, direction)

@@ -27,9 +27,8 @@ _AMBIGUOUS_LETTERS = frozenset({"a", "i"})
 _SYMBOLS = frozenset({".", "-", "_", "/", "#"})
 _CHUNK_EDGE = re.compile(r"^[\"'(\[{]+|[\"')\]},;:!?]+$")
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
-_QUANTITY_LIKE = re.compile(
-    r"\$.*|.*%|[0-9]+(?:st|nd|rd|th|am|pm|s|k)|[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+\.[0-9]+", re.ASCII
-)
+_QUANTITY_LIKE = re.compile(r"\$.*|.*%|[0-9]+(?:st|nd|rd|th|am|pm|s|k)|[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+\.[0-9]+",
+                            re.ASCII)
 _WRITTEN_ID = re.compile(r"#?[A-Za-z0-9]+(?:[._@/\-#][A-Za-z0-9]+)*[._@/\-#]?|#", re.ASCII)
 _SPELLED_LETTERS = re.compile(r"[A-Za-z](?:[.\-][A-Za-z])+\.?", re.ASCII)
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
@@ -117,9 +116,8 @@ def _resolve_ambiguous(pieces: list[Piece]) -> None:
                 pieces[index] = Piece("digit", "0", piece.word)
         elif piece.kind == "letter" and lower in _AMBIGUOUS_LETTERS:
             announced = piece.word == "A" and index > 0 and pieces[index - 1].text in IDENTIFIER_CUES
-            if not announced and not (
-                before in ("letter", "digit", "written", "connector") or after in ("letter", "digit", "connector")
-            ):
+            if not announced and not (before in ("letter", "digit", "written", "connector")
+                                      or after in ("letter", "digit", "connector")):
                 pieces[index] = Piece("word", lower, piece.word)
 
 

@@ -1,8 +1,4 @@
-"""``WrappedStopStrategy``: a user-turn stop strategy that runs another one as if the controller held it.
-
-A subclass decides what to do with the wrapped strategy's turn-end events. A wrapped strategy that raises is
-logged and recorded once; from then on a fallback timer ends each turn a fixed time after the caller went quiet.
-"""
+"""``WrappedStopStrategy``: a user-turn stop strategy that runs another one as if the controller held it."""
 
 from __future__ import annotations
 
@@ -26,14 +22,9 @@ class WrappedStopStrategy(BaseUserTurnStopStrategy):
     ``fallback_stop_secs`` after the caller went quiet.
     """
 
-    def __init__(
-        self,
-        inner: BaseUserTurnStopStrategy,
-        *,
-        on_failure: Callable[[str, dict[str, Any]], Any] | None = None,
-        fallback_stop_secs: float = 0.8,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, inner: BaseUserTurnStopStrategy, *,
+                 on_failure: Callable[[str, dict[str, Any]], Any] | None = None, fallback_stop_secs: float = 0.8,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not isinstance(inner, BaseUserTurnStopStrategy):
             raise TypeError(f"inner must be a BaseUserTurnStopStrategy, got {type(inner).__name__}")
@@ -82,8 +73,7 @@ class WrappedStopStrategy(BaseUserTurnStopStrategy):
     async def process_inner(self, frame: Frame, *, speaking: bool) -> ProcessFrameResult | None:
         """Let the wrapped strategy see ``frame``; once it has failed, a fallback timer armed in silence ends turns."""
         quiet = isinstance(frame, VADUserStoppedSpeakingFrame) or (
-            isinstance(frame, TranscriptionFrame) and not speaking
-        )
+            isinstance(frame, TranscriptionFrame) and not speaking)
         if self._inner_failed and quiet:
             self._arm_fallback()
         try:
@@ -107,10 +97,8 @@ class WrappedStopStrategy(BaseUserTurnStopStrategy):
 
     async def on_inner_turn_stopped(self, params: UserTurnStoppedParams) -> None:
         """The wrapped strategy ended the turn; forwarded as is by default."""
-        await self.trigger_user_turn_finalized(
-            enable_user_speaking_frames=params.enable_user_speaking_frames,
-            confirms_speculation=params.confirms_speculation,
-        )
+        await self.trigger_user_turn_finalized(enable_user_speaking_frames=params.enable_user_speaking_frames,
+                                               confirms_speculation=params.confirms_speculation)
 
     async def on_fallback_turn_end(self) -> None:
         """The fallback timer fired (the wrapped strategy is broken); ends the turn by default."""
@@ -134,9 +122,8 @@ class WrappedStopStrategy(BaseUserTurnStopStrategy):
             await self._cancel(self._fallback_timer)
             self._fallback_timer = None
 
-    async def _inner_push_frame(
-        self, _: BaseUserTurnStopStrategy, frame: Frame, direction: FrameDirection = FrameDirection.DOWNSTREAM
-    ) -> None:
+    async def _inner_push_frame(self, _: BaseUserTurnStopStrategy, frame: Frame,
+                                direction: FrameDirection = FrameDirection.DOWNSTREAM) -> None:
         await self.push_frame(frame, direction)
 
     async def _inner_broadcast_frame(self, _: BaseUserTurnStopStrategy, frame_cls: type[Frame], **kwargs: Any) -> None:
@@ -145,9 +132,8 @@ class WrappedStopStrategy(BaseUserTurnStopStrategy):
     async def _inner_speculation_cancelled(self, _: BaseUserTurnStopStrategy) -> None:
         await self.trigger_user_turn_speculation_cancelled()
 
-    async def _inner_inference_triggered(
-        self, _: BaseUserTurnStopStrategy, speculation: UserTurnSpeculation | None = None
-    ) -> None:
+    async def _inner_inference_triggered(self, _: BaseUserTurnStopStrategy,
+                                         speculation: UserTurnSpeculation | None = None) -> None:
         if speculation is not None:
             # Speculative inference answers nothing until the turn is confirmed.
             await self.trigger_user_turn_inference_triggered(speculation=speculation)

@@ -19,24 +19,7 @@ from pipecat_harness.proxy.upstream import (
     UpstreamRequest,
 )
 
-__all__ = [
-    "GeminiUpstream",
-    "ModelPolicy",
-    "OpenAICompatibleUpstream",
-    "ProxyAuth",
-    "ProxyLimits",
-    "ProxyService",
-    "RequestError",
-    "RetellSession",
-    "ScriptedReply",
-    "ScriptedUpstream",
-    "SystemPrompt",
-    "ToolCallDelta",
-    "Upstream",
-    "UpstreamChunk",
-    "UpstreamError",
-    "UpstreamRequest",
-    "create_app",
-    "parse_chat_request",
-    "parse_conversation_update",
-]
+__all__ = ["GeminiUpstream", "ModelPolicy", "OpenAICompatibleUpstream", "ProxyAuth", "ProxyLimits", "ProxyService",
+           "RequestError", "RetellSession", "ScriptedReply", "ScriptedUpstream", "SystemPrompt", "ToolCallDelta",
+           "Upstream", "UpstreamChunk", "UpstreamError", "UpstreamRequest", "create_app", "parse_chat_request",
+           "parse_conversation_update"]

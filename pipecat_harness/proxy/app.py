@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -24,6 +24,7 @@ from pipecat_harness.proxy.requests import (
     ChatTurnRequest,
     ConversationUpdate,
     RequestError,
+    RetellEvent,
     ended_call_id,
     parse_chat_request,
     parse_conversation_update,
@@ -39,6 +40,8 @@ __all__ = ["DEFAULT_MAX_BODY_BYTES", "EventStreamResponse", "ProxyApp", "create_
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 
 _SOCKET_REASONS = {400: "invalid call id", 401: UNAUTHORIZED_MESSAGE}
+
+T = TypeVar("T")
 
 
 def _unauthorized() -> JSONResponse:
@@ -135,9 +138,8 @@ class _ChatEventStream(EventStreamResponse):
     """
 
     def __init__(self, service: ProxyService, request: UpstreamRequest, call_id: str) -> None:
-        super().__init__(
-            (), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        )
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        super().__init__((), media_type="text/event-stream", headers=headers)
         self.service = service
         self.request = request
         self.call_id = call_id
@@ -185,6 +187,12 @@ def _conversation_update(raw: bytes, limits: ProxyLimits) -> ConversationUpdate 
     return None if ended is None else check_call_id(ended, limits)
 
 
+def _retell_event(raw: bytes, limits: ProxyLimits) -> RetellEvent:
+    event = parse_retell_event(decode_json(raw, limits))
+    check_call_id(event.call_id, limits)
+    return event
+
+
 def _error(exc: RequestError) -> JSONResponse:
     return JSONResponse(exc.to_body(), status_code=exc.status)
 
@@ -197,9 +205,8 @@ async def _collect(service: ProxyService, request: UpstreamRequest, call_id: str
     finish = "stop"
     async for chunk in service.stream(request, call_id=call_id):
         text.append(chunk.text)
-        for delta in chunk.tool_calls:
-            function = {"name": delta.name, "arguments": delta.arguments}
-            calls.append({"id": delta.id, "type": "function", "function": function})
+        calls.extend({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+                     for call in chunk.tool_calls)
         if chunk.finish_reason is not None:
             finish = chunk.finish_reason
     return writer.completion("".join(text), calls, finish)
@@ -229,14 +236,8 @@ class ProxyApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-def create_app(
-    service: ProxyService,
-    *,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    retell_greeting: str = "",
-    auth: ProxyAuth | None = None,
-    limits: ProxyLimits | None = None,
-) -> FastAPI:
+def create_app(service: ProxyService, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, retell_greeting: str = "",
+               auth: ProxyAuth | None = None, limits: ProxyLimits | None = None) -> FastAPI:
     """Build the proxy application around ``service``.
 
     Args:
@@ -273,29 +274,25 @@ def create_app(
     app.add_api_route("/chat/completions", chat_completions, methods=["POST"])
     app.add_api_route("/{prefix:path}/chat/completions", chat_completions, methods=["POST"])
 
-    async def signed_body(
-        request: Request,
-        may_pass: Callable[[Mapping[str, str]], bool],
-        allowed: Callable[[Mapping[str, str], bytes], bool],
-    ) -> bytes | Response:
-        """A webhook's body, or the response refusing it (not signed as configured, unreadable or too large)."""
+    async def signed(request: Request, may_pass: Callable[[Mapping[str, str]], bool],
+                     allowed: Callable[[Mapping[str, str], bytes], bool],
+                     parse: Callable[[bytes, ProxyLimits], T]) -> T | Response:
+        """A webhook's parsed body, or the response refusing it (not signed as configured, unreadable or invalid)."""
         if not may_pass(request.headers):
             return _unauthorized()  # before a byte of the body is read
         try:
             raw = await read_body(request, limits.max_body_bytes)
+            if not allowed(request.headers, raw):
+                return _unauthorized()
+            return await off_loop_if_large(parse, raw, limits)
         except RequestError as exc:
             return _error(exc)
-        return raw if allowed(request.headers, raw) else _unauthorized()
 
     @app.post("/webhook/vapi")
     async def vapi_webhook(request: Request) -> Response:
-        raw = await signed_body(request, auth.vapi_webhook_may_pass, auth.vapi_webhook_allowed)
-        if isinstance(raw, Response):
-            return raw
-        try:
-            update = await off_loop_if_large(_conversation_update, raw, limits)
-        except RequestError as exc:
-            return _error(exc)
+        update = await signed(request, auth.vapi_webhook_may_pass, auth.vapi_webhook_allowed, _conversation_update)
+        if isinstance(update, Response):
+            return update
         if update is None:
             return JSONResponse({"status": "ignored"})
         if isinstance(update, str):
@@ -306,14 +303,9 @@ def create_app(
 
     @app.post("/webhook/retell")
     async def retell_webhook(request: Request) -> Response:
-        raw = await signed_body(request, auth.retell_webhook_may_pass, auth.retell_webhook_allowed)
-        if isinstance(raw, Response):
-            return raw
-        try:
-            event = parse_retell_event(decode_json(raw, limits))
-            check_call_id(event.call_id, limits)
-        except RequestError as exc:
-            return _error(exc)
+        event = await signed(request, auth.retell_webhook_may_pass, auth.retell_webhook_allowed, _retell_event)
+        if isinstance(event, Response):
+            return event
         if event.event == "call_ended":
             await service.forget(event.call_id)
         return Response(status_code=204)

@@ -34,10 +34,7 @@ def matches_any(given: str | None, secrets: Sequence[str]) -> bool:
     if given is None:
         return False
     probe = _digest(given)
-    found = False
-    for secret in secrets:
-        found |= hmac.compare_digest(probe, _digest(secret))
-    return found
+    return any([hmac.compare_digest(probe, _digest(secret)) for secret in secrets])  # every one compared
 
 
 def vapi_hmac_signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -99,10 +96,8 @@ class ProxyAuth:
 
     def vapi_webhook_allowed(self, headers: Mapping[str, str], body: bytes) -> bool:
         """``POST /webhook/vapi``: ``X-Vapi-Secret``, bearer, or a fresh HMAC signature over the exact body."""
-        if not self.enabled:
-            return True
         keys = self.webhook_secrets or self.secrets
-        return _plain_credential(headers, keys) | self._vapi_hmac_ok(headers, body, keys)
+        return not self.enabled or _plain_credential(headers, keys) | self._vapi_hmac_ok(headers, body, keys)
 
     def vapi_webhook_may_pass(self, headers: Mapping[str, str]) -> bool:
         """Before the body is read: a valid plain credential, or a well-formed, fresh HMAC signature header."""
@@ -114,10 +109,9 @@ class ProxyAuth:
 
     def retell_webhook_may_pass(self, headers: Mapping[str, str]) -> bool:
         """Before the body is read: a well-formed, fresh ``x-retell-signature`` (checked against the body later)."""
-        if not self.enabled:
-            return True
         match = _RETELL_SIGNATURE.match(headers.get("x-retell-signature", ""))
-        return bool(match and self.retell_api_keys and self._fresh(match.group(1), milliseconds=True))
+        fresh = match is not None and self._fresh(match.group(1), milliseconds=True)
+        return not self.enabled or bool(self.retell_api_keys and fresh)
 
     def _fresh(self, stamp: str | None, *, milliseconds: bool = False) -> bool:
         """Whether a signature's timestamp is within the tolerance (Vapi's: seconds, or ms from 13 digits on)."""
@@ -136,9 +130,7 @@ class ProxyAuth:
 
     def retell_socket_allowed(self, path_secret: str | None, headers: Mapping[str, str]) -> bool:
         """The Retell socket: the URL's secret segment or a bearer header."""
-        if not self.enabled:
-            return True
-        return matches_any(path_secret, self.secrets) | matches_any(_bearer(headers), self.secrets)
+        return not self.enabled or matches_any(path_secret, self.secrets) | matches_any(_bearer(headers), self.secrets)
 
     def retell_webhook_allowed(self, headers: Mapping[str, str], body: bytes) -> bool:
         """``POST /webhook/retell``: a fresh ``x-retell-signature`` by one of the Retell API keys."""

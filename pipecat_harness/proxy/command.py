@@ -8,6 +8,7 @@ import gc
 import ipaddress
 import json
 import os
+import sys
 from typing import Any
 
 from loguru import logger
@@ -25,29 +26,15 @@ from pipecat_harness.proxy.policy import ModelPolicy
 from pipecat_harness.proxy.service import ProxyService
 from pipecat_harness.proxy.upstream import Upstream
 
-__all__ = [
-    "ARGS_ENV",
-    "add_parser",
-    "app_from_environment",
-    "build_auth",
-    "build_limits",
-    "build_service",
-    "build_upstream",
-    "is_loopback",
-]
+__all__ = ["ARGS_ENV", "add_parser", "app_from_environment", "build_auth", "build_limits", "build_service",
+           "build_upstream", "is_loopback"]
 
 #: Environment variable through which ``--workers`` processes receive the command line's settings.
 ARGS_ENV = "PIPECAT_HARNESS_PROXY_ARGS"
 
 
-def build_upstream(
-    kind: str,
-    *,
-    url: str | None = None,
-    model: str = "",
-    api_key_env: str = "OPENAI_API_KEY",
-    settings: ProxySettings | None = None,
-) -> Upstream:
+def build_upstream(kind: str, *, url: str | None = None, model: str = "", api_key_env: str = "OPENAI_API_KEY",
+                   settings: ProxySettings | None = None) -> Upstream:
     """The upstream named on the command line (``ValueError`` for an unknown kind, or ``openai`` without URL).
 
     ``settings`` gives the system-prompt form sent upstream.
@@ -61,13 +48,9 @@ def build_upstream(
 
         if not url:
             raise ValueError("--upstream openai needs --upstream-url (e.g. http://127.0.0.1:8001/v1)")
-        return OpenAICompatibleUpstream(
-            url,
-            api_key=os.environ.get(api_key_env, "not-needed"),
-            model=model,
-            system_blocks=settings.upstream_system_blocks if settings else False,
-            mark_cacheable=settings.upstream_cache_control if settings else False,
-        )
+        return OpenAICompatibleUpstream(url, api_key=os.environ.get(api_key_env, "not-needed"), model=model,
+                                        system_blocks=settings.upstream_system_blocks if settings else False,
+                                        mark_cacheable=settings.upstream_cache_control if settings else False)
     if kind == "gemini":
         from pipecat_harness.proxy.gemini_upstream import GeminiUpstream
 
@@ -104,12 +87,8 @@ def is_loopback(host: str) -> bool:
 
 def build_auth(settings: ProxySettings) -> ProxyAuth:
     """The credentials of the config's ``proxy`` block."""
-    return ProxyAuth(
-        secrets=tuple(settings.secrets),
-        webhook_secrets=tuple(settings.webhook_secrets),
-        retell_api_keys=tuple(settings.retell_api_keys),
-        tolerance_secs=settings.signature_tolerance_secs,
-    )
+    return ProxyAuth(secrets=tuple(settings.secrets), webhook_secrets=tuple(settings.webhook_secrets),
+                     retell_api_keys=tuple(settings.retell_api_keys), tolerance_secs=settings.signature_tolerance_secs)
 
 
 def build_limits(settings: ProxySettings) -> ProxyLimits:
@@ -158,9 +137,8 @@ def _app(args: argparse.Namespace, config: HarnessConfig) -> Any:
     """The application (raises ``ValueError`` for an unusable upstream)."""
     upstream = build_upstream(args.upstream, url=args.upstream_url, model=args.upstream_model, settings=config.proxy)
     service = build_service(config, upstream, with_checklist=not args.no_checklist)
-    app = create_app(
-        service, retell_greeting=args.retell_greeting, auth=build_auth(config.proxy), limits=build_limits(config.proxy)
-    )
+    app = create_app(service, retell_greeting=args.retell_greeting, auth=build_auth(config.proxy),
+                     limits=build_limits(config.proxy))
     app.router.on_startup.append(_freeze_startup_heap)
     return app
 
@@ -174,8 +152,6 @@ def _credentials(config: HarnessConfig) -> list[str]:
 
 def _configure_logging(level: str, config: HarnessConfig) -> None:
     """Log at ``level``, every credential redacted, from a background thread (a line never waits on the loop)."""
-    import sys
-
     logger.remove()
     logger.add(sys.stderr, level=level.upper(), enqueue=True)
     _SINK_LEVEL["no"] = logger.level(level.upper()).no
@@ -206,30 +182,21 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"--checklist: {exc}") from exc
     config = _config(args)
     if not is_loopback(args.host) and not build_auth(config.proxy).secrets:
-        return _refuse(
-            f"refusing to serve on {args.host} without a secret; set proxy.secrets in the config or "
-            "PIPECAT_HARNESS_PROXY__SECRETS='[\"<secret>\"]' (or bind 127.0.0.1)"
-        )
+        return _refuse(f"refusing to serve on {args.host} without a secret; set proxy.secrets in the config or "
+                       "PIPECAT_HARNESS_PROXY__SECRETS='[\"<secret>\"]' (or bind 127.0.0.1)")
     if args.workers < 1:
         return _refuse(f"--workers must be at least 1, not {args.workers}")
     if args.workers > 1 and not args.no_checklist and config.checklist.store != "redis":
-        return _refuse(
-            "--workers above 1 needs --store redis: each call's checklist state must be shared by the "
-            "workers that serve its turns"
-        )
+        return _refuse("--workers above 1 needs --store redis: each call's checklist state must be shared by the "
+                       "workers that serve its turns")
     try:
         app = _app(args, config)
     except ValueError as exc:
         return _refuse(str(exc))
     _configure_logging(args.log_level, config)
     # Access lines cost a log record per request on the serving path; --access-log turns them on.
-    options: dict[str, Any] = {
-        "host": args.host,
-        "port": args.port,
-        "log_level": args.log_level,
-        "access_log": args.access_log,
-        "log_config": uvicorn_log_config(_credentials(config)),
-    }
+    options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level,
+                               "access_log": args.access_log, "log_config": uvicorn_log_config(_credentials(config))}
     if args.workers == 1:
         uvicorn.run(app, **options)
         return 0
@@ -257,7 +224,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--retell-greeting", default="", help="first agent line on a Retell call")
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--access-log", action="store_true", help="log one line per request")
-    parser.add_argument(
-        "--workers", type=int, default=1, help="worker processes sharing the port (above 1 needs --store redis)"
-    )
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes sharing the port (above 1 needs --store redis)")
     parser.set_defaults(func=_run)

@@ -73,25 +73,16 @@ class GeminiUpstream(Upstream):
     def _config(self, request: UpstreamRequest) -> Any:
         from google.genai import types
 
-        tools: list[Any] | None = None
-        if request.tools:
-            declarations = [
-                types.FunctionDeclaration(
-                    name=tool["function"]["name"],
-                    description=tool["function"].get("description", ""),
-                    parameters_json_schema=tool["function"].get("parameters") or {"type": "object", "properties": {}},
-                )
-                for tool in request.tools
-                if tool.get("type", "function") == "function" and "function" in tool
-            ]
-            tools = [types.Tool(function_declarations=declarations)]
+        functions = [tool["function"] for tool in request.tools
+                     if tool.get("type", "function") == "function" and "function" in tool]
+        declarations = [types.FunctionDeclaration(
+            name=f["name"], description=f.get("description", ""),
+            parameters_json_schema=f.get("parameters") or {"type": "object", "properties": {}}) for f in functions]
+        tools: list[Any] | None = [types.Tool(function_declarations=declarations)] if request.tools else None
         return types.GenerateContentConfig(
             system_instruction=types.Content(parts=[types.Part(text=block) for block in request.system.blocks()]),
-            temperature=request.temperature,
-            max_output_tokens=request.max_tokens,
-            tools=tools,
-            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True) if tools else None,
-        )
+            temperature=request.temperature, max_output_tokens=request.max_tokens, tools=tools,
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True) if tools else None)
 
     async def stream(self, request: UpstreamRequest) -> AsyncIterator[UpstreamChunk]:
         """Stream the answer; function calls become whole tool-call deltas."""
@@ -107,9 +98,8 @@ class GeminiUpstream(Upstream):
                     for part in parts:
                         if part.function_call is not None:
                             call = part.function_call
-                            delta = ToolCallDelta(
-                                calls, call.id or f"call_{calls}", call.name, json.dumps(dict(call.args or {}))
-                            )
+                            delta = ToolCallDelta(calls, call.id or f"call_{calls}", call.name,
+                                                  json.dumps(dict(call.args or {})))
                             calls += 1
                             yield UpstreamChunk(tool_calls=(delta,))
                         elif part.text and not part.thought:

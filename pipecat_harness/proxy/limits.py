@@ -15,15 +15,8 @@ from typing import Any, TypeVar
 
 from pipecat_harness.proxy.requests import RequestError, parse_json_body
 
-__all__ = [
-    "CALL_ID_PATTERN",
-    "OFF_LOOP_BYTES",
-    "ProxyLimits",
-    "check_call_id",
-    "check_depth",
-    "decode_json",
-    "off_loop_if_large",
-]
+__all__ = ["CALL_ID_PATTERN", "OFF_LOOP_BYTES", "ProxyLimits", "check_call_id", "check_depth", "decode_json",
+           "off_loop_if_large"]
 
 T = TypeVar("T")
 
@@ -76,15 +69,9 @@ class ProxyLimits:
         """Refuse too many messages or too much text (413 naming ``max_messages`` or ``max_total_chars``)."""
         if len(messages) > self.max_messages:
             raise self._beyond(f"{where} has {len(messages)} messages", "max_messages", "too_many_messages")
-        total = 0
-        for message in messages:
-            total += _chars(message.get("content"))
-            if total > self.max_total_chars:
-                raise RequestError(
-                    413,
-                    f"{where} carries more than {self.max_total_chars} characters of content (proxy.max_total_chars)",
-                    "too_much_text",
-                )
+        if sum(_chars(message.get("content")) for message in messages) > self.max_total_chars:
+            raise RequestError(413, f"{where} carries more than {self.max_total_chars} characters of content "
+                               "(proxy.max_total_chars)", "too_much_text")
 
     def _beyond(self, subject: str, setting: str, code: str, status: int = 413) -> RequestError:
         return RequestError(status, f"{subject}; the limit is {getattr(self, setting)} (proxy.{setting})", code)
@@ -103,11 +90,8 @@ def check_call_id(call_id: str, limits: ProxyLimits) -> str:
     if len(call_id) > limits.max_call_id_chars:
         raise limits._beyond(f"call id is {len(call_id)} characters", "max_call_id_chars", "invalid_call_id", 400)
     if not CALL_ID_PATTERN.fullmatch(call_id):
-        raise RequestError(
-            400,
-            "call id may contain only letters, digits and . _ : - (and must start with a letter or digit)",
-            "invalid_call_id",
-        )
+        message = "call id may contain only letters, digits and . _ : - (and must start with a letter or digit)"
+        raise RequestError(400, message, "invalid_call_id")
     return call_id
 
 
@@ -122,10 +106,8 @@ def check_depth(value: Any, limit: int) -> None:
         node, depth = stack.pop()
         if depth > limit:
             raise _too_deep(limit)
-        if isinstance(node, dict):
-            stack.extend((child, depth + 1) for child in node.values() if isinstance(child, dict | list))
-        elif isinstance(node, list):
-            stack.extend((child, depth + 1) for child in node if isinstance(child, dict | list))
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 def decode_json(raw: bytes | str, limits: ProxyLimits) -> Any:
@@ -142,11 +124,8 @@ def decode_json(raw: bytes | str, limits: ProxyLimits) -> Any:
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise RequestError(
-                400,
-                "request JSON contains a lone UTF-16 surrogate (\\ud800-\\udfff); it is not valid Unicode",
-                "invalid_unicode",
-            ) from exc
+            message = "request JSON contains a lone UTF-16 surrogate (\\ud800-\\udfff); it is not valid Unicode"
+            raise RequestError(400, message, "invalid_unicode") from exc
     return value
 
 

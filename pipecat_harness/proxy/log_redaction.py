@@ -12,15 +12,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = [
-    "REDACTED",
-    "RefusedHandshakeNoise",
-    "SecretRedactor",
-    "install_loguru_redaction",
-    "redact",
-    "redact_socket_path",
-    "uvicorn_log_config",
-]
+__all__ = ["REDACTED", "RefusedHandshakeNoise", "SecretRedactor", "install_loguru_redaction", "redact",
+           "redact_socket_path", "uvicorn_log_config"]
 
 REDACTED = "<redacted>"
 

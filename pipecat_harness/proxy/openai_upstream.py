@@ -75,12 +75,9 @@ def render_openai_messages(
 
 
 def _tool_calls(delta: Mapping[str, Any]) -> tuple[ToolCallDelta, ...]:
-    calls = []
-    for call in delta.get("tool_calls") or []:
-        function = call.get("function") or {}
-        arguments = function.get("arguments") or ""
-        calls.append(ToolCallDelta(int(call.get("index", 0)), call.get("id"), function.get("name"), arguments))
-    return tuple(calls)
+    calls = [(call, call.get("function") or {}) for call in delta.get("tool_calls") or []]
+    return tuple(ToolCallDelta(int(call.get("index", 0)), call.get("id"), function.get("name"),
+                               function.get("arguments") or "") for call, function in calls)
 
 
 def _chunks(data: bytes | str) -> list[UpstreamChunk]:
@@ -155,32 +152,18 @@ class OpenAICompatibleUpstream(Upstream):
 
     name = "openai"
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        api_key: str = "not-needed",
-        model: str = "",
-        mark_cacheable: bool = False,
-        system_blocks: bool = False,
-        timeout_secs: float = 30.0,
-        extra_body: dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
-        session: aiohttp.ClientSession | None = None,
-        client: httpx.AsyncClient | None = None,
-    ) -> None:
+    def __init__(self, base_url: str, *, api_key: str = "not-needed", model: str = "", mark_cacheable: bool = False,
+                 system_blocks: bool = False, timeout_secs: float = 30.0, extra_body: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None, session: aiohttp.ClientSession | None = None,
+                 client: httpx.AsyncClient | None = None) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.session = session
         self.client = client
         self._owns_session = session is None
         self.timeout = aiohttp.ClientTimeout(total=None, connect=timeout_secs, sock_read=timeout_secs)
         self.read_timeout_secs = timeout_secs
-        self.headers = {
-            "Authorization": f"Bearer {api_key}",
-            "Accept": "text/event-stream",
-            "Content-Type": "application/json",
-            **(headers or {}),
-        }
+        self.headers = {"Authorization": f"Bearer {api_key}", "Accept": "text/event-stream",
+                        "Content-Type": "application/json", **(headers or {})}
         self.model = model
         self.mark_cacheable = mark_cacheable
         self.system_blocks = system_blocks
@@ -189,13 +172,8 @@ class OpenAICompatibleUpstream(Upstream):
 
     def _body(self, request: UpstreamRequest) -> dict[str, Any]:
         messages = render_openai_messages(request, mark_cacheable=self.mark_cacheable, system_blocks=self.system_blocks)
-        body: dict[str, Any] = {
-            "model": self.model or request.model,
-            "messages": messages,
-            "temperature": request.temperature,
-            "stream": True,
-            **self.extra_body,
-        }
+        body: dict[str, Any] = {"model": self.model or request.model, "messages": messages,
+                                "temperature": request.temperature, "stream": True, **self.extra_body}
         if request.max_tokens:
             body["max_tokens"] = request.max_tokens
         if request.tools:
@@ -279,9 +257,8 @@ class OpenAICompatibleUpstream(Upstream):
     async def _stream_httpx(self, body: bytes, sent: Callable[[], None]) -> AsyncIterator[UpstreamChunk]:
         assert self.client is not None
         try:
-            reply = await self.client.send(
-                self.client.build_request("POST", self.url, content=body, headers=self.headers), stream=True
-            )
+            outgoing = self.client.build_request("POST", self.url, content=body, headers=self.headers)
+            reply = await self.client.send(outgoing, stream=True)
         finally:
             sent()
         complete = False

@@ -69,13 +69,7 @@ class ModelPolicy:
     @classmethod
     def from_settings(cls, settings: Any, *, tools: Sequence[Mapping[str, Any]] = ()) -> ModelPolicy:
         """Build from a :class:`~pipecat_harness.config.ProxySettings` block."""
-        return cls(
-            model=settings.model,
-            max_tokens=settings.max_tokens,
-            temperature=settings.temperature,
-            tools=tuple(tools or settings.tools),
-            tool_choice=settings.tool_choice,
-            base_prompt=settings.base_prompt,
-            trust_platform_prompt=settings.trust_platform_prompt,
-            content_parts=frozenset(getattr(settings, "content_parts", ())),
-        )
+        return cls(model=settings.model, max_tokens=settings.max_tokens, temperature=settings.temperature,
+                   tools=tuple(tools or settings.tools), tool_choice=settings.tool_choice,
+                   base_prompt=settings.base_prompt, trust_platform_prompt=settings.trust_platform_prompt,
+                   content_parts=frozenset(getattr(settings, "content_parts", ())))

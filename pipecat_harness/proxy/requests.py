@@ -10,18 +10,8 @@ from typing import Annotated, Any, Literal, Required, get_args
 from pydantic import ConfigDict, Field, StrictFloat, StrictInt, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
-__all__ = [
-    "ALLOWED_ROLES",
-    "ChatTurnRequest",
-    "ConversationUpdate",
-    "RequestError",
-    "RetellEvent",
-    "ended_call_id",
-    "parse_chat_request",
-    "parse_conversation_update",
-    "parse_json_body",
-    "parse_retell_event",
-]
+__all__ = ["ALLOWED_ROLES", "ChatTurnRequest", "ConversationUpdate", "RequestError", "RetellEvent", "ended_call_id",
+           "parse_chat_request", "parse_conversation_update", "parse_json_body", "parse_retell_event"]
 
 _Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 ALLOWED_ROLES = frozenset(get_args(_Role))
@@ -89,16 +79,13 @@ def parse_json_body(raw: bytes | str) -> Any:
 
 
 def _call_id(body: Mapping[str, Any]) -> str | None:
-    call = body.get("call")
-    if isinstance(call, Mapping):
-        for key in ("id", "callId", "call_id"):
-            if isinstance(call.get(key), str | int) and str(call[key]).strip():
-                return str(call[key]).strip()
-    metadata = body.get("metadata")
-    for source in (metadata if isinstance(metadata, Mapping) else {}, body):
-        for key in ("call_id", "callId"):
-            if isinstance(source.get(key), str | int) and str(source[key]).strip():
-                return str(source[key]).strip()
+    by_source = ((body.get("call"), ("id", "callId", "call_id")), (body.get("metadata"), ("call_id", "callId")),
+                 (body, ("call_id", "callId")))
+    for source, keys in by_source:
+        if isinstance(source, Mapping):
+            for key in keys:
+                if isinstance(source.get(key), str | int) and str(source[key]).strip():
+                    return str(source[key]).strip()
     return None
 
 
@@ -160,25 +147,16 @@ def parse_chat_request(body: Any) -> ChatTurnRequest:
         raise _request_error(exc, body) from None
     call_id = _call_id(body)
     if call_id is None:
-        raise RequestError(
-            400,
-            "missing call id: send the 'call' object with 'id' (Vapi metadataSendMode 'variable' or "
-            "'destructured'), or metadata.call_id",
-            "missing_call_id",
-        )
+        raise RequestError(400, "missing call id: send the 'call' object with 'id' (Vapi metadataSendMode 'variable' "
+                           "or 'destructured'), or metadata.call_id", "missing_call_id")
     # The body was parsed for this request alone: its message objects are used, not copied.
     temperature, metadata = body.get("temperature"), body.get("metadata")
-    return ChatTurnRequest(
-        call_id=call_id,
-        messages=body["messages"],
-        model=str(body.get("model") or ""),
-        temperature=None if temperature is None else float(temperature),
-        max_tokens=body.get("max_tokens", body.get("max_completion_tokens")),
-        stream=bool(body.get("stream", True)),
-        tools=[dict(t) for t in body.get("tools") or []],
-        tool_choice=body.get("tool_choice"),
-        metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
-    )
+    return ChatTurnRequest(call_id=call_id, messages=body["messages"], model=str(body.get("model") or ""),
+                           temperature=None if temperature is None else float(temperature),
+                           max_tokens=body.get("max_tokens", body.get("max_completion_tokens")),
+                           stream=bool(body.get("stream", True)), tools=[dict(t) for t in body.get("tools") or []],
+                           tool_choice=body.get("tool_choice"),
+                           metadata=dict(metadata) if isinstance(metadata, Mapping) else {})
 
 
 def ended_call_id(body: Any) -> str | None:
@@ -207,11 +185,8 @@ def parse_conversation_update(body: Any) -> ConversationUpdate | None:
         if not isinstance(raw, list):
             raise RequestError(400, "conversation-update needs 'conversation' or 'messages'", "invalid_messages")
         roles = {"user": "user", "bot": "assistant", "assistant": "assistant", "system": "system"}
-        messages = [
-            {"role": roles[str(m.get("role"))], "content": str(m.get("message") or m.get("content") or "")}
-            for m in raw
-            if isinstance(m, Mapping) and str(m.get("role")) in roles
-        ]
+        messages = [{"role": roles[str(m.get("role"))], "content": str(m.get("message") or m.get("content") or "")}
+                    for m in raw if isinstance(m, Mapping) and str(m.get("role")) in roles]
     return ConversationUpdate(call_id=call_id, messages=messages)
 
 

@@ -41,11 +41,8 @@ def transcript_to_messages(transcript: Any) -> list[dict[str, Any]]:
     """Retell ``transcript`` utterances as OpenAI messages (unknown roles skipped)."""
     if not isinstance(transcript, Sequence) or isinstance(transcript, str):
         return []
-    return [
-        {"role": _ROLES[str(item.get("role"))], "content": str(item.get("content") or "")}
-        for item in transcript
-        if isinstance(item, Mapping) and str(item.get("role")) in _ROLES
-    ]
+    return [{"role": _ROLES[str(item.get("role"))], "content": str(item.get("content") or "")}
+            for item in transcript if isinstance(item, Mapping) and str(item.get("role")) in _ROLES]
 
 
 class RetellSession:
@@ -59,15 +56,8 @@ class RetellSession:
         limits: Bounds on each frame and its transcript.
     """
 
-    def __init__(
-        self,
-        websocket: WebSocket,
-        call_id: str,
-        service: ProxyService,
-        *,
-        greeting: str = "",
-        limits: ProxyLimits | None = None,
-    ) -> None:
+    def __init__(self, websocket: WebSocket, call_id: str, service: ProxyService, *, greeting: str = "",
+                 limits: ProxyLimits | None = None) -> None:
         self.websocket = websocket
         self.call_id = call_id
         self.service = service

@@ -49,15 +49,8 @@ class ScriptedUpstream(Upstream):
 
     name = "scripted"
 
-    def __init__(
-        self,
-        replies: Sequence[ScriptedReply | str] = (),
-        *,
-        token_delay_secs: float = 0.0,
-        first_token_delay_secs: float = 0.0,
-        fallback_text: str = "Okay.",
-        keep_requests: int = 1_000,
-    ) -> None:
+    def __init__(self, replies: Sequence[ScriptedReply | str] = (), *, token_delay_secs: float = 0.0,
+                 first_token_delay_secs: float = 0.0, fallback_text: str = "Okay.", keep_requests: int = 1_000) -> None:
         self._replies = [ScriptedReply(text=r) if isinstance(r, str) else r for r in replies]
         self.token_delay_secs = token_delay_secs
         self.first_token_delay_secs = first_token_delay_secs

@@ -79,19 +79,10 @@ class ProxyService:
         quiet: When held state saves may start (default: after 5 ms without a new turn, at most 50 ms).
     """
 
-    def __init__(
-        self,
-        upstream: Upstream,
-        driver: ChecklistDriver | None = None,
-        *,
-        marker: str = DEFAULT_MARKER,
-        fallback_text: str = DEFAULT_FALLBACK,
-        first_token_timeout_secs: float = 8.0,
-        chunk_timeout_secs: float = 5.0,
-        policy: ModelPolicy | None = None,
-        max_tool_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
-        quiet: QuietWindow | None = None,
-    ) -> None:
+    def __init__(self, upstream: Upstream, driver: ChecklistDriver | None = None, *, marker: str = DEFAULT_MARKER,
+                 fallback_text: str = DEFAULT_FALLBACK, first_token_timeout_secs: float = 8.0,
+                 chunk_timeout_secs: float = 5.0, policy: ModelPolicy | None = None,
+                 max_tool_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES, quiet: QuietWindow | None = None) -> None:
         self.upstream = upstream
         self.policy = policy or ModelPolicy()
         self.driver = driver
@@ -124,9 +115,8 @@ class ProxyService:
             self._quiet.sent(window)  # no model request of this service waits for it
         return directive
 
-    async def _decide(
-        self, call_id: str, turns: Sequence[str], issue: bool
-    ) -> tuple[Directive | None, asyncio.Event | None]:
+    async def _decide(self, call_id: str, turns: Sequence[str],
+                      issue: bool) -> tuple[Directive | None, asyncio.Event | None]:
         """The directive, and the quiet window holding the turn's save (``None``: nothing held)."""
         if self.driver is None:
             return None, None
@@ -234,11 +224,9 @@ class ProxyService:
         if self.driver is not None and self.driver.wants_decisions():
             # Recorded once this task waits, as the state save is: after the model request has gone out.
             loop = asyncio.get_running_loop()
-            for action, field_name, value in (
-                ("stripped_directives", "messages", split.removed),
-                ("ignored_platform_prompt", "messages", split.ignored),
-                ("dropped_content_parts", "types", split.dropped_parts),
-            ):
+            for action, field_name, value in (("stripped_directives", "messages", split.removed),
+                                              ("ignored_platform_prompt", "messages", split.ignored),
+                                              ("dropped_content_parts", "types", split.dropped_parts)):
                 if value:
                     loop.call_soon(self._record, action, {"call_id": call_id, field_name: value})
         policy = self.policy
@@ -247,15 +235,10 @@ class ProxyService:
             base_parts.append(self.driver.checklist.base_prompt)
         base_parts.extend(text for text in split.platform_prompt if text not in base_parts)
         rendered = directive.render(self.marker) if directive is not None else ""
-        request = UpstreamRequest(
-            system=SystemPrompt("\n\n".join(p for p in base_parts if p), rendered),
-            messages=split.conversation,
-            tools=policy.tool_list(),
-            tool_choice=policy.tool_choice if policy.tools else None,
-            max_tokens=policy.max_tokens,
-            model=policy.model,
-            temperature=policy.temperature,
-        )
+        request = UpstreamRequest(system=SystemPrompt("\n\n".join(p for p in base_parts if p), rendered),
+                                  messages=split.conversation, tools=policy.tool_list(),
+                                  tool_choice=policy.tool_choice if policy.tools else None,
+                                  max_tokens=policy.max_tokens, model=policy.model, temperature=policy.temperature)
         if window is not None:
             request.sent = functools.cache(functools.partial(self._quiet.sent, window))  # reported once
         return PreparedTurn(request=request, directive=directive)

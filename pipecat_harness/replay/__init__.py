@@ -5,17 +5,5 @@ from pipecat_harness.replay.decision_point import DecisionPoint, ReplayError, de
 from pipecat_harness.replay.from_trace import scenario_from_trace
 from pipecat_harness.replay.treatments import TREATMENTS, ReplayTable, TreatmentResult, replay_decision
 
-__all__ = [
-    "TREATMENTS",
-    "DecisionPoint",
-    "NextAction",
-    "ReferenceAction",
-    "ReplayError",
-    "ReplayTable",
-    "ToolCall",
-    "TreatmentResult",
-    "decision_point",
-    "decision_points",
-    "replay_decision",
-    "scenario_from_trace",
-]
+__all__ = ["TREATMENTS", "DecisionPoint", "NextAction", "ReferenceAction", "ReplayError", "ReplayTable", "ToolCall",
+           "TreatmentResult", "decision_point", "decision_points", "replay_decision", "scenario_from_trace"]

@@ -1,8 +1,7 @@
 """The model's next action at a decision point, and the reference action a scorer compares it with.
 
-A reference is written ``tool:NAME`` (the action calls that tool), ``say:REGEX`` (its text matches, case-insensitive) or
-``no_tool:NAME`` (it does not call that tool), several joined with ``|`` meaning any of them. It is read by the scorer
-only; the model never sees it.
+A reference is ``tool:NAME`` (calls that tool), ``say:REGEX`` (its text matches, case-insensitive) or ``no_tool:NAME``
+(does not call it), alternatives joined with ``|``; the scorer reads it, the model never sees it.
 """
 
 from __future__ import annotations
@@ -74,10 +73,8 @@ class ReferenceAction:
         for raw in text.split("|"):
             kind, sep, value = raw.strip().partition(":")
             if not sep or kind not in ("tool", "say", "no_tool") or not value.strip():
-                raise InputError(
-                    f"{option} {text!r}: write each part as tool:NAME, say:REGEX or no_tool:NAME "
-                    f"(joined with |), not {raw.strip()!r}"
-                )
+                raise InputError(f"{option} {text!r}: write each part as tool:NAME, say:REGEX or no_tool:NAME "
+                                 f"(joined with |), not {raw.strip()!r}")
             if kind == "say":
                 try:
                     re.compile(value)

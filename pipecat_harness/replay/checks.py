@@ -1,7 +1,4 @@
-"""The checks whose feedback a replay returns at the model's tool call.
-
-The gate is first brought to the call's state by replaying the recorded tool calls through it (nothing executes).
-"""
+"""The checks whose feedback a replay returns at the model's tool call, from a gate brought up to the call's state."""
 
 from __future__ import annotations
 
@@ -34,18 +31,14 @@ _SPOKEN_ORDER = re.compile(rf"\bW(?:[\s,.-]+{_DIGITS}){{7}}\b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class ToolCheck:
-    """A check at the tool call (``rules`` builds extra policy rules; none: the gate alone), and its rule in words.
-
-    ``reminder`` is the text the ``reminder`` treatment adds to the prompt.
-    """
+    """A tool-call check: ``reminder``, its rule in words, and ``rules``, extra policy rules (none: the gate alone)."""
 
     name: str
     reminder: str
     rules: RuleFactory | None = None
 
-    async def feedback(
-        self, point: DecisionPoint, action: NextAction, write_tools: Iterable[str]
-    ) -> list[tuple[ToolCall, Any]] | None:
+    async def feedback(self, point: DecisionPoint, action: NextAction,
+                       write_tools: Iterable[str]) -> list[tuple[ToolCall, Any]] | None:
         """The tool results the check returns for ``action``'s calls, or ``None`` when it refuses none."""
         if not action.tool_calls:
             return None
@@ -53,13 +46,11 @@ class ToolCheck:
         policies = PolicySet(self.rules(point) if self.rules is not None else ())
         gate = ToolGate(write_tools, schemas=schemas or None, policies=policies, timeout_secs=None)
         await _bring_up_to_date(gate, point.messages)
-        results: list[tuple[ToolCall, Any]] = []
-        refused = False
-        for call in action.tool_calls:
-            outcome = await gate.call(call.name, call.arguments, _not_run, tool_call_id=call.tool_call_id or None)
-            refused |= not outcome.executed
-            results.append((call, dict(_LET_THROUGH) if outcome.executed else outcome.to_tool_result()))
-        return results if refused else None
+        outcomes = [(call, await gate.call(call.name, call.arguments, _not_run, tool_call_id=call.tool_call_id or None))
+                    for call in action.tool_calls]
+        if all(outcome.executed for _, outcome in outcomes):
+            return None
+        return [(call, dict(_LET_THROUGH) if o.executed else o.to_tool_result()) for call, o in outcomes]
 
 
 async def _not_run(arguments: Mapping[str, Any]) -> Any:
@@ -99,10 +90,8 @@ def listed_orders(text: str) -> list[str]:
 
 def inspect_orders_rule(point: DecisionPoint) -> list[PolicyRule]:
     """Block a change to an order whose details were not retrieved; list the named orders still to retrieve."""
-    listed: list[str] = []
-    for message in point.messages:
-        if message.get("role") == "user" and isinstance(message.get("content"), str):
-            listed += [o for o in listed_orders(message["content"]) if o not in listed]
+    said = [m["content"] for m in point.messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
+    listed = list(dict.fromkeys(order for text in said for order in listed_orders(text)))
     inspected = set()
     for function in [c.get("function") or {} for m in point.messages for c in m.get("tool_calls") or []]:
         arguments = _parsed(function.get("arguments") or "{}")
@@ -122,17 +111,11 @@ def inspect_orders_rule(point: DecisionPoint) -> list[PolicyRule]:
 
 #: The checks ``--check`` names.
 CHECKS: dict[str, ToolCheck] = {
-    "tool_gate": ToolCheck(
-        "tool_gate",
-        "Never repeat a write that already succeeded on this call, and never retry one whose outcome is unknown; "
-        "use the earlier result.",
-    ),
-    "inspect_orders": ToolCheck(
-        "inspect_orders",
-        "Before changing an order, retrieve the details of every order the caller named with get_order_details, "
-        "or ask the caller which order they mean and why.",
-        inspect_orders_rule,
-    ),
+    "tool_gate": ToolCheck("tool_gate", "Never repeat a write that already succeeded on this call, and never retry one "
+                           "whose outcome is unknown; use the earlier result."),
+    "inspect_orders": ToolCheck("inspect_orders", "Before changing an order, retrieve the details of every order the "
+                                "caller named with get_order_details, or ask the caller which order they mean and why.",
+                                inspect_orders_rule),
 }
 
 

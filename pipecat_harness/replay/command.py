@@ -1,7 +1,7 @@
 r"""``pipecat-harness replay TRACE``: re-run the model at a recorded decision point under treatments.
 
-The scripted model is the scenario's the call was simulated from (by name, or ``--scenario FILE``); ``--model`` runs a
-real one through Pipecat's service class. Exit status 0, or 2 on bad input.
+The scripted model is the one of the scenario the call ran (by name, or ``--scenario FILE``), ``--model`` a real one
+through Pipecat's service class. Exit status 0, or 2 on bad input.
 """
 
 from __future__ import annotations
@@ -34,13 +34,11 @@ _DATA = Path(__file__).resolve().parent / "data"
 def add_parser(subparsers: Any) -> None:
     """Register ``replay``."""
     parser = subparsers.add_parser(
-        "replay",
-        help="re-run the model at a recorded decision point under treatments (none, reminder, feedback)",
+        "replay", help="re-run the model at a recorded decision point under treatments (none, reminder, feedback)",
         description="Rebuild what the model received at one model request of a trace, re-run the model there "
         "N times per treatment (none; the check's rule appended to the system instruction; the check's feedback "
         "returned at the tool call) and tabulate its next action. The reference action (--expect) is read by the "
-        "scorer only, never given to the model.",
-    )
+        "scorer only, never given to the model.")
     add = parser.add_argument
     add("trace", help="a JSONL trace, or bundled:NAME (bundled:cancel_two_orders)")
     add("--list", action="store_true", help="list the trace's model requests and exit")
@@ -48,23 +46,13 @@ def add_parser(subparsers: Any) -> None:
     treatments = ",".join(TREATMENTS)
     add("--treatment", default=treatments, help=f"comma-separated treatments (default: {treatments})")
     add("--samples", type=int, default=3, help="samples per treatment (default 3)")
-    add(
-        "--check",
-        default="tool_gate",
-        help=f"the check at the tool call: {', '.join(CHECKS)}, or module:function "
-        "returning policy rules for a decision point (default: tool_gate)",
-    )
+    add("--check", default="tool_gate", help=f"the check at the tool call: {', '.join(CHECKS)}, or module:function "
+        "returning policy rules for a decision point (default: tool_gate)")
     add("--reminder", help="the reminder text (default: the check's rule in words)")
-    add(
-        "--expect",
-        help="the reference next action, for the scorer: tool:NAME, say:REGEX or no_tool:NAME, "
-        "alternatives joined with |",
-    )
-    add(
-        "--model",
-        default="scripted",
-        help="scripted (default), gemini:NAME or openai:NAME (key from GOOGLE_API_KEY / OPENAI_API_KEY)",
-    )
+    add("--expect", help="the reference next action, for the scorer: tool:NAME, say:REGEX or no_tool:NAME, "
+        "alternatives joined with |")
+    add("--model", default="scripted",
+        help="scripted (default), gemini:NAME or openai:NAME (key from GOOGLE_API_KEY / OPENAI_API_KEY)")
     add("--base-url", help="with --model openai:NAME: an OpenAI-compatible endpoint")
     add("--temperature", type=float, default=1.0, help="sampling temperature of a real model (default 1.0)")
     add("--seed", type=int, default=0, help="base seed; sample i uses seed + i (default 0)")
@@ -89,20 +77,16 @@ def scenario_of_trace(timeline: Timeline, trace: Path, given: str | None) -> Sce
     for path in [trace.with_suffix(".yaml"), _DATA / f"{name}.yaml", *bundled] if name else []:
         if path.exists() and (scenario := load_scenario(path)).name == name:
             return scenario
-    raise ReplayError(
-        f"{trace}: the scripted model needs the scenario the call ran ({name or 'the trace names none'}); "
-        "give --scenario FILE, or --model gemini:NAME / openai:NAME for a real model"
-    )
+    raise ReplayError(f"{trace}: the scripted model needs the scenario the call ran ({name or 'the trace names none'})"
+                      "; give --scenario FILE, or --model gemini:NAME / openai:NAME for a real model")
 
 
 def _live_source(args: argparse.Namespace) -> ModelSource:
     try:
         from pipecat_harness.sim.model_arm import ModelArm
     except ImportError as exc:  # the model arm ships with the evaluation's real-model support
-        raise ReplayError(
-            f"--model {args.model}: a real model needs pipecat_harness.sim.model_arm, which this "
-            f"installation lacks ({exc}); use --model scripted"
-        ) from exc
+        raise ReplayError(f"--model {args.model}: a real model needs pipecat_harness.sim.model_arm, which this "
+                          f"installation lacks ({exc}); use --model scripted") from exc
     arm = ModelArm.parse(args.model, base_url=args.base_url, temperature=args.temperature, seed=args.seed)
 
     def build(system: str | None, sample: int) -> Any:
@@ -148,16 +132,8 @@ def _replay(args: argparse.Namespace) -> int:
         raise ReplayError(str(exc)) from exc
     from pipecat_harness.replay.treatments import replay_decision
 
-    table = replay_decision(
-        point,
-        source,
-        treatments=treatments,
-        samples=args.samples,
-        check=check,
-        reference=reference,
-        write_tools=_write_tools(timeline, scenario),
-        trace=str(trace),
-    )
+    table = replay_decision(point, source, treatments=treatments, samples=args.samples, check=check,
+                            reference=reference, write_tools=_write_tools(timeline, scenario), trace=str(trace))
     print_table(table, console)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(table.to_dict(), indent=1, default=str), encoding="utf-8")
@@ -169,10 +145,8 @@ def print_table(table: ReplayTable, console: Console | None = None) -> None:
     """Print the treatment table of a replay."""
     console = console or Console()
     point = table.point
-    lines = [
-        f"decision point {point.describe()}",
-        f'model: {table.model}; check: {table.check}; reminder: "{table.reminder}"',
-    ]
+    lines = [f"decision point {point.describe()}",
+             f'model: {table.model}; check: {table.check}; reminder: "{table.reminder}"']
     if table.reference is not None:
         lines.append(f"reference action (scorer only): {table.reference.source}")
     for line in lines:

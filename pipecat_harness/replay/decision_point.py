@@ -102,12 +102,9 @@ def decision_point(timeline: Timeline, at: int, *, source: str = "the trace") ->
     """The ``at``-th model request of a call (1-based); a ``ReplayError`` when there is none such."""
     points = decision_points(timeline)
     if not points:
-        raise ReplayError(
-            f"{source}: no model requests recorded (model_input events); record the call with the harness's trace on"
-        )
+        raise ReplayError(f"{source}: no model requests recorded (model_input events); record the call with the "
+                          "harness's trace on")
     if not 1 <= at <= len(points):
-        raise ReplayError(
-            f"--at {at}: {source} has model requests 1 to {len(points)}; "
-            "'pipecat-harness replay TRACE --list' shows them"
-        )
+        raise ReplayError(f"--at {at}: {source} has model requests 1 to {len(points)}; "
+                          "'pipecat-harness replay TRACE --list' shows them")
     return points[at - 1]

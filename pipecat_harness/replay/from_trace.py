@@ -1,9 +1,8 @@
 """Turn a recorded call into a scenario: the caller side exactly, the model side as recorded decisions.
 
-Every stretch of speech VAD heard (its stop moved back by the stop window) is a ``say`` segment of the recogniser's
-finals, or ``silent`` without one, gaps inside a turn are ``pause`` segments, and a turn starts ``after`` what it
-followed (``bot_started``: over the bot). Each model request is a decision that fires once, keyed on what it answered;
-input the model never received matches none, and the scripted model says its fallback.
+Each stretch of speech VAD heard (its stop less the stop window) is a ``say`` segment of the recogniser's finals, or
+``silent``; gaps inside a turn are ``pause`` segments; a turn starts ``after`` what it followed (``bot_started``: over
+the bot). Each model request is a decision firing once, keyed on what it answered (other input: the fallback).
 """
 
 from __future__ import annotations
@@ -134,9 +133,8 @@ def _prompt(timeline: Timeline) -> str | None:
     return system.strip() or None
 
 
-def scenario_from_trace(
-    timeline: Timeline, *, name: str | None = None, source: Scenario | None = None, live_model: bool = False
-) -> dict[str, Any]:
+def scenario_from_trace(timeline: Timeline, *, name: str | None = None, source: Scenario | None = None,
+                        live_model: bool = False) -> dict[str, Any]:
     """The scenario a recorded call becomes, as the mapping a scenario file holds.
 
     ``name`` defaults to the trace's scenario name or call id with ``_replayed``. ``source``, the scenario the call was
@@ -161,6 +159,4 @@ def scenario_from_trace(
             model["system"] = prompt
     if not live_model:
         model["decisions"] = _model_decisions(timeline)
-    raw["model"] = model
-    raw["caller"] = turns
-    return raw
+    return {**raw, "model": model, "caller": turns}

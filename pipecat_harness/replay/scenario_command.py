@@ -1,7 +1,4 @@
-"""``pipecat-harness scenario from-trace TRACE``: write the scenario a recorded call becomes.
-
-The business side comes from ``--scenario FILE`` or the bundled scenario the trace names. Exit 0, or 2 on bad input.
-"""
+"""``pipecat-harness scenario from-trace``: write the scenario a recorded call becomes; exit 0, or 2 on bad input."""
 
 from __future__ import annotations
 
@@ -25,33 +22,21 @@ def add_parser(subparsers: Any) -> None:
     """Register ``scenario`` and its subcommands."""
     parser = subparsers.add_parser("scenario", help="make scenarios (from a recorded call's trace)")
     sub = parser.add_subparsers(dest="scenario_command", metavar="SUBCOMMAND")
-    description = (
-        "Write the caller side of a recorded call exactly (speech, pauses, barge-ins, silent speech, recognised text) "
-        "and the model side as its recorded decisions, so the call replays with each control on and off."
-    )
     from_trace = sub.add_parser(
-        "from-trace", help="write the scenario a recorded call becomes", description=description
-    )
+        "from-trace", help="write the scenario a recorded call becomes",
+        description="Write the caller side of a recorded call exactly (speech, pauses, barge-ins, silent speech, "
+        "recognised text) and the model side as its recorded decisions, so the call replays with each control on "
+        "and off.")
     add = from_trace.add_argument
     add("trace", help="a JSONL trace of a simulated or real call")
     add("-o", "--output", help="the scenario file to write (default: print it)")
-    add(
-        "--scenario",
-        help="the scenario the call ran, for its business database, tools and expectations (default: "
-        "the bundled scenario the trace names, if any)",
-    )
+    add("--scenario", help="the scenario the call ran, for its business database, tools and expectations (default: "
+        "the bundled scenario the trace names, if any)")
     add("--name", help="the new scenario's name (default: <scenario>_replayed)")
-    add(
-        "--live-model",
-        action="store_true",
-        help="leave the recorded decisions out: a real model answers (eval --model)",
-    )
-    add(
-        "--model",
-        metavar="PROVIDER:NAME",
-        help="the real model that will answer (gemini:NAME or openai:NAME): "
-        "implies --live-model and names the model in the scenario's description",
-    )
+    add("--live-model", action="store_true",
+        help="leave the recorded decisions out: a real model answers (eval --model)")
+    add("--model", metavar="PROVIDER:NAME", help="the real model that will answer (gemini:NAME or openai:NAME): "
+        "implies --live-model and names the model in the scenario's description")
     from_trace.set_defaults(func=_from_trace)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
@@ -74,10 +59,8 @@ def _from_trace(args: argparse.Namespace) -> int:
     if args.model is not None:
         raw["description"] += f" Its model side is live: run it with 'pipecat-harness eval --model {args.model}'."
     if not raw["caller"]:
-        raise ScenarioError(
-            f"{args.trace}: the trace records no caller speech (speech_started/speech_stopped); "
-            "there is no caller side to replay"
-        )
+        raise ScenarioError(f"{args.trace}: the trace records no caller speech (speech_started/speech_stopped); "
+                            "there is no caller side to replay")
     try:
         Scenario.model_validate(raw)
     except ValidationError as exc:

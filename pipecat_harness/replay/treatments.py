@@ -1,8 +1,7 @@
-"""Re-run the model at a decision point under treatments and tabulate its next action.
+"""Re-run the model at a decision point under treatments and tabulate its next action (nothing executes).
 
-``none``: the recorded context; ``reminder``: the check's rule in words appended to the system instruction;
-``feedback``: a tool call the check refuses gets the check's tool result and the model is asked again. Sample *i* uses
-the same seed in every treatment.
+``none``: the recorded context; ``reminder``: the check's rule appended to the system instruction; ``feedback``: a
+refused tool call gets the check's result and the model is asked again. Sample *i* has one seed in all treatments.
 """
 
 from __future__ import annotations
@@ -15,26 +14,131 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from pipecat.services.llm_service import LLMService
+from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
+from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
+from pipecat.frames.frames import (
+    ErrorFrame,
+    Frame,
+    FunctionCallResultProperties,
+    FunctionCallsStartedFrame,
+    LLMContextFrame,
+    LLMFullResponseEndFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.llm_service import FunctionCallParams, LLMService
+from pipecat.workers.runner import WorkerRunner
 
 from pipecat_harness.replay.actions import NextAction, ReferenceAction, ToolCall
 from pipecat_harness.replay.checks import ToolCheck
 from pipecat_harness.replay.decision_point import DecisionPoint, ReplayError
-from pipecat_harness.replay.model_session import ModelSession
 from pipecat_harness.sim.model_script import ModelScript
 
-__all__ = [
-    "TREATMENTS",
-    "ModelSource",
-    "ReplayTable",
-    "SampleResult",
-    "ScriptedSource",
-    "ServiceSource",
-    "TreatmentResult",
-    "replay_decision",
-]
+__all__ = ["TREATMENTS", "ModelSession", "ModelSource", "ReplayTable", "SampleResult", "ScriptedSource",
+           "ServiceSource", "TreatmentResult", "replay_decision", "tools_schema"]
 
 TREATMENTS = ("none", "reminder", "feedback")
+
+
+def tools_schema(tools: list[dict[str, Any]]) -> ToolsSchema | None:
+    """Pipecat's ``ToolsSchema`` for recorded function schemas (``None`` when there are none)."""
+    functions = []
+    for tool in tools:
+        parameters = tool.get("parameters") or {}
+        properties, required = dict(parameters.get("properties") or {}), list(parameters.get("required") or [])
+        description = str(tool.get("description") or "")
+        functions.append(FunctionSchema(str(tool["name"]), description, properties, required))
+    return ToolsSchema(standard_tools=functions) if functions else None
+
+
+class _Collector(FrameProcessor):
+    """Records the text and tool calls of the service's response."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = asyncio.Event()
+        self.reset()
+
+    def reset(self) -> None:
+        self.text: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.error: str | None = None
+        self.done.clear()
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMFullResponseStartFrame):
+            self.text = []
+        elif isinstance(frame, LLMTextFrame):
+            self.text.append(frame.text)
+        elif isinstance(frame, FunctionCallsStartedFrame):
+            calls = frame.function_calls
+            self.calls += [ToolCall(c.function_name, dict(c.arguments or {}), c.tool_call_id) for c in calls]
+        elif isinstance(frame, ErrorFrame):
+            self.error = str(frame.error)
+            self.done.set()
+        elif isinstance(frame, LLMFullResponseEndFrame):
+            self.done.set()
+        await self.push_frame(frame, direction)
+
+
+async def _hold_call(params: FunctionCallParams) -> None:
+    # Nothing executes in a replay, and no new inference follows on its own.
+    await params.result_callback(None, properties=FunctionCallResultProperties(run_llm=False))
+
+
+class ModelSession:
+    """One LLM service (scripted, or a provider's class) answering context after context, offered the recorded tools."""
+
+    def __init__(self, llm: LLMService[Any], tools: list[dict[str, Any]], *, timeout_secs: float = 60.0) -> None:
+        self.llm = llm
+        self.tools = tools_schema(tools)
+        self.timeout_secs = timeout_secs
+        self.requests = 0
+        self._collector = _Collector()
+        self._worker: PipelineWorker | None = None
+        self._task: asyncio.Task[Any] | None = None
+
+    async def __aenter__(self) -> ModelSession:
+        self.llm.register_function(None, _hold_call)
+        pipeline = Pipeline([self.llm, self._collector])
+        self._worker = PipelineWorker(pipeline, params=PipelineParams(), enable_rtvi=False, idle_timeout_secs=None)
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(self._worker)
+        self._task = asyncio.ensure_future(runner.run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._worker is not None:
+            await self._worker.cancel(reason="replay done")
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, 10.0)
+            except (TimeoutError, asyncio.CancelledError):
+                self._task.cancel()
+
+    async def ask(self, messages: list[dict[str, Any]]) -> NextAction:
+        """The service's response to ``messages``; a ``ReplayError`` when it fails or does not finish in time."""
+        if self._worker is None:
+            raise RuntimeError("use 'async with ModelSession(...)' before asking")
+        self._collector.reset()
+        copies: list[Any] = [dict(m) for m in messages]
+        context = LLMContext(messages=copies, tools=self.tools) if self.tools else LLMContext(messages=copies)
+        self.requests += 1
+        await self._worker.queue_frame(LLMContextFrame(context=context))
+        try:
+            await asyncio.wait_for(self._collector.done.wait(), self.timeout_secs)
+        except TimeoutError:
+            raise ReplayError(f"the model gave no complete response within {self.timeout_secs:g} s") from None
+        if self._collector.error is not None:
+            raise ReplayError(f"the model request failed: {self._collector.error}")
+        # Tool calls are announced right before the response ends; let the collector see them.
+        await asyncio.sleep(0)
+        return NextAction("".join(self._collector.text).strip(), tuple(self._collector.calls))
 
 
 class ModelSource(Protocol):
@@ -68,10 +172,7 @@ class ScriptedSource:
 
 @dataclass
 class ServiceSource:
-    """A provider's Pipecat service, built per sample by ``build(system_instruction, sample)``.
-
-    ``build`` may be a coroutine function (a service whose endpoint must start on the running loop first).
-    """
+    """A provider's Pipecat service per sample, from ``build(system_instruction, sample)`` (which may be async)."""
 
     label: str
     build: Callable[[str | None, int], Any]
@@ -142,105 +243,60 @@ class ReplayTable:
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping (what ``replay --json`` writes)."""
         recorded = self.point.recorded
-        treatments = [
-            {
-                "treatment": r.treatment,
-                "matched": r.matched if self.reference else None,
-                "samples": len(r.samples),
-                "changed_from_recorded": r.changed_from(recorded),
-                "actions": r.actions(),
-                "runs": [s.to_dict() for s in r.samples],
-            }
-            for r in self.results
-        ]
-        return {
-            "trace": self.trace,
-            "at": self.point.index,
-            "t": self.point.t,
-            "model": self.model,
-            "model_settings": self.model_settings,
-            "check": self.check,
-            "reminder": self.reminder,
-            "reference": self.reference.source if self.reference else None,
-            "recorded": recorded.to_dict(),
-            "treatments": treatments,
-        }
+        treatments = [{"treatment": r.treatment, "matched": r.matched if self.reference else None,
+                       "samples": len(r.samples), "changed_from_recorded": r.changed_from(recorded),
+                       "actions": r.actions(), "runs": [s.to_dict() for s in r.samples]} for r in self.results]
+        return {"trace": self.trace, "at": self.point.index, "t": self.point.t, "model": self.model,
+                "model_settings": self.model_settings, "check": self.check, "reminder": self.reminder,
+                "reference": self.reference.source if self.reference else None, "recorded": recorded.to_dict(),
+                "treatments": treatments}
 
 
 def _feedback_messages(action: NextAction, results: list[tuple[ToolCall, Any]]) -> list[dict[str, Any]]:
     """The assistant's response and the check's tool results, as the context would hold them."""
-    messages: list[dict[str, Any]] = []
-    if action.text:
-        messages.append({"role": "assistant", "content": action.text})
+    said = [{"role": "assistant", "content": action.text}] if action.text else []
     calls = [ToolCall(c.name, c.arguments, c.tool_call_id or f"replay_{i}") for i, (c, _) in enumerate(results)]
-    messages.append({"role": "assistant", "tool_calls": [c.to_message() for c in calls]})
-    for call, (_, result) in zip(calls, results, strict=True):
-        messages.append({"role": "tool", "tool_call_id": call.tool_call_id, "content": json.dumps(result, default=str)})
-    return messages
+    answers = [{"role": "tool", "tool_call_id": call.tool_call_id, "content": json.dumps(result, default=str)}
+               for call, (_, result) in zip(calls, results, strict=True)]
+    return [*said, {"role": "assistant", "tool_calls": [c.to_message() for c in calls]}, *answers]
 
 
-@dataclass(frozen=True)
-class _Replay:
-    """One decision point, model and check, sampled under each treatment."""
+def replay_decision(point: DecisionPoint, source: ModelSource, *, treatments: Sequence[str] = TREATMENTS,
+                    samples: int = 3, check: ToolCheck, reference: ReferenceAction | None = None,
+                    write_tools: Iterable[str] = (), trace: str = "", timeout_secs: float = 60.0) -> ReplayTable:
+    """Run every treatment ``samples`` times at ``point`` and return the table.
 
-    point: DecisionPoint
-    source: ModelSource
-    check: ToolCheck
-    reference: ReferenceAction | None
-    write_tools: frozenset[str]
-    timeout_secs: float
+    ``check`` gives the feedback and reminder, its gate guarding ``write_tools``; ``reference`` is for the scorer only;
+    ``timeout_secs`` bounds one response. A bad treatment, sample count or model request is a ``ReplayError``.
+    """
+    if unknown := [t for t in treatments if t not in TREATMENTS]:
+        raise ReplayError(f"--treatment {','.join(unknown)}: unknown; choose from {', '.join(TREATMENTS)}")
+    if not 1 <= samples <= 1000:
+        raise ReplayError(f"--samples {samples}: give a number from 1 to 1000")
+    write_tools = frozenset(write_tools)
 
-    async def run(self, treatments: Sequence[str], samples: int) -> list[TreatmentResult]:
-        results = []
-        for treatment in treatments:
-            results.append(TreatmentResult(treatment, [await self.sample(treatment, i) for i in range(samples)]))
-        return results
-
-    async def sample(self, treatment: str, sample: int) -> SampleResult:
-        point = self.point
-        llm = self.source.service(point.system, sample)
+    async def sample(treatment: str, index: int) -> SampleResult:
+        llm = source.service(point.system, index)
         if inspect.isawaitable(llm):
             llm = await llm
         if treatment == "reminder":
-            llm.append_system_instruction(self.check.reminder)
-        async with ModelSession(llm, point.tools, timeout_secs=self.timeout_secs) as session:
+            llm.append_system_instruction(check.reminder)
+        async with ModelSession(llm, point.tools, timeout_secs=timeout_secs) as session:
             first = await session.ask(point.messages)
             next_action, given = first, []
             if treatment == "feedback":
-                results = await self.check.feedback(point, first, self.write_tools)
+                results = await check.feedback(point, first, write_tools)
                 if results is not None:
                     given = [result for _, result in results]
                     next_action = await session.ask(point.messages + _feedback_messages(first, results))
             requests = session.requests
-        matched = self.reference.matches(next_action) if self.reference is not None else None
-        return SampleResult(sample, first, given, next_action, matched, requests)
+        matched = reference.matches(next_action) if reference is not None else None
+        return SampleResult(index, first, given, next_action, matched, requests)
 
+    async def every_sample() -> list[TreatmentResult]:
+        return [TreatmentResult(t, [await sample(t, i) for i in range(samples)]) for t in treatments]
 
-def replay_decision(
-    point: DecisionPoint,
-    source: ModelSource,
-    *,
-    treatments: Sequence[str] = TREATMENTS,
-    samples: int = 3,
-    check: ToolCheck,
-    reference: ReferenceAction | None = None,
-    write_tools: Iterable[str] = (),
-    trace: str = "",
-    timeout_secs: float = 60.0,
-) -> ReplayTable:
-    """Run every treatment ``samples`` times at ``point`` and return the table.
-
-    ``check`` gives the treatments their feedback and reminder, its gate guarding ``write_tools``; ``reference`` is
-    read by the scorer only; ``trace`` names the table; ``timeout_secs`` is the longest wait for one response. An
-    unknown treatment, a bad sample count or a failed model request is a ``ReplayError``.
-    """
-    unknown = [t for t in treatments if t not in TREATMENTS]
-    if unknown:
-        raise ReplayError(f"--treatment {','.join(unknown)}: unknown; choose from {', '.join(TREATMENTS)}")
-    if not 1 <= samples <= 1000:
-        raise ReplayError(f"--samples {samples}: give a number from 1 to 1000")
-    job = _Replay(point, source, check, reference, frozenset(write_tools), timeout_secs)
-    coroutine = job.run(list(treatments), samples)
+    coroutine = every_sample()
     if source.virtual_time:
         from pipecat_harness.sim.clock import virtual_time
 

@@ -19,14 +19,8 @@ __all__ = ["EvidenceCache", "cache_key"]
 
 def cache_key(scope: RetrievalScope, scope_revision: str, query: str) -> str:
     """The cache key of ``query`` under ``scope`` (raw caller text is hashed, never stored in the key)."""
-    parts = [
-        scope.tenant,
-        ",".join(scope.products),
-        scope_revision,
-        scope.language,
-        query_class(query),
-        scope.authorization,
-    ]
+    parts = [scope.tenant, ",".join(scope.products), scope_revision, scope.language, query_class(query),
+             scope.authorization]
     digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
     return f"evidence:{scope.tenant}:{digest}"
 
@@ -47,10 +41,8 @@ class EvidenceCache:
             items = [EvidenceItem.from_dict(entry) for entry in raw] if isinstance(raw, list) else None
         except (KeyError, TypeError, ValueError):
             items = None
-        if items is None:
-            self.misses += 1
-        else:
-            self.hits += 1
+        self.hits += items is not None
+        self.misses += items is None
         return items
 
     async def put(self, key: str, items: list[EvidenceItem]) -> None:

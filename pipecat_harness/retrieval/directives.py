@@ -11,23 +11,14 @@ import re
 
 __all__ = ["directive_sentences", "looks_like_instruction"]
 
-_AGENT_NOUN = (
-    r"(?:voice\s+|virtual\s+|ai\s+|automated\s+)?(?:assistant|ai(?:\s+system)?|a\.i\.|bot|chatbot|model|"
-    r"llm|language\s+model|agent)s?"
-)
-_ACTION = (
-    r"(?:approve|issue|grant|process|refund|credit|waive|authori[sz]e|apply|transfer|execute|reveal|disclose|"
-    r"share|read\s+out|send)"
-)
-_ACCOUNT_WORD = re.compile(
-    r"\b(refund|credit|approv|issue|grant|waive|cancel|discount|tool|function|claim|fee|"
-    r"balance|account|transfer|card)",
-    re.IGNORECASE,
-)
+_AGENT_NOUN = (r"(?:voice\s+|virtual\s+|ai\s+|automated\s+)?(?:assistant|ai(?:\s+system)?|a\.i\.|bot|chatbot|model|"
+               r"llm|language\s+model|agent)s?")
+_ACTION = (r"(?:approve|issue|grant|process|refund|credit|waive|authori[sz]e|apply|transfer|execute|reveal|disclose|"
+           r"share|read\s+out|send)")
+_ACCOUNT_WORD = re.compile(r"\b(refund|credit|approv|issue|grant|waive|cancel|discount|tool|function|claim|fee|"
+                           r"balance|account|transfer|card)", re.IGNORECASE)
 
-_RULES: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p, re.IGNORECASE)
-    for p in (
+_RULES: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for p in (
         # overriding the agent's rules
         r"\b(ignore|disregard|forget|overrule|override|bypass|set\s+aside|discard)\b[^.]{0,40}\b(instructions?|rules?|"
         r"guidelines?|guidance|polic(y|ies)|prompt|directions?|directives?|restrictions?|checks?|verification|"
@@ -37,8 +28,8 @@ _RULES: tuple[re.Pattern[str], ...] = tuple(
         r"\b(new|updated)\s+instructions\b|\bsystem\s+prompt\b|\b(maintenance|developer|admin)\s+mode\b",
         r"\blimit\s+no\s+longer\s+applies\b",
         # addressing the agent
-        rf"\b(note|message|instructions?|directive|reminder|attention|polic(y|ies)(\s+update)?)\b[^.:]{{0,20}}\b(to|for)\s+"
-        rf"(the\s+|all\s+|any\s+)?{_AGENT_NOUN}\b",
+        rf"\b(note|message|instructions?|directive|reminder|attention|polic(y|ies)(\s+update)?)\b[^.:]{{0,20}}"
+        rf"\b(to|for)\s+(the\s+|all\s+|any\s+)?{_AGENT_NOUN}\b",
         rf"^\W*(hey\s+|dear\s+|attention\s+|please,?\s+|important\s+instruction\s+for\s+the\s+)?(the\s+)?{_AGENT_NOUN}"
         rf"\s*(,|:|-|\s-\s|directive)",
         r"^\W*\[?(system|admin|assistant|developer)\]?\s*[:\]]",
@@ -67,15 +58,12 @@ _RULES: tuple[re.Pattern[str], ...] = tuple(
         r"\byou\s+are\s+now\b|\bfrom\s+(now\s+on|this\s+point\s+on)\b[^.]{0,30}\byou\b|\bact\s+as\s+an?\b|"
         r"\bpretend\s+(you\s+are|to\s+be)\b|\bsay\s+exactly\b",
         r"\b(tell|say|confirm)\b[^.]{0,60}\beven\s+if\s+(it\s+has\s+not|it\s+hasn't|the\s+system\s+says)",
-    )
-)
+))
 # Skipping the caller's say counts only next to an account action.
 _WITHOUT_ASKING = re.compile(
     r"\b(without|no|skip(ping)?|don't|do\s+not|never|no\s+need\s+to)\b[^.]{0,25}\b(ask(ing)?|request(ing)?|"
     r"confirm(ing|ation)?|verif(y|ying|ication)|check(ing)?|read(ing)?[- ]back|approval|permission)\b"
-    r"|\bconfirm\s+later\b|\bfirst,\s+confirm\s+later\b|\bno\s+confirmation\s+required\b",
-    re.IGNORECASE,
-)
+    r"|\bconfirm\s+later\b|\bfirst,\s+confirm\s+later\b|\bno\s+confirmation\s+required\b", re.IGNORECASE)
 # "Refunds are issued without asking for a receipt": the business describing its own practice.
 _OWN_PRACTICE = re.compile(r"\b(we|our|refunds are|is|are)\b[^.]{0,30}\bwithout\b", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+|(?<=\w)\s+-\s+")
@@ -84,15 +72,8 @@ _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+|(?<=\w)\s+-\s+")
 def directive_sentences(text: str) -> list[str]:
     """The sentences of ``text`` that give the agent orders (empty: none)."""
     sentences = (s.strip() for s in _SENTENCES.split(text.replace("’", "'").replace("‘", "'")))
-    return [
-        s
-        for s in sentences
-        if s
-        and (
-            any(rule.search(s) for rule in _RULES)
-            or (_WITHOUT_ASKING.search(s) and _ACCOUNT_WORD.search(s) and not _OWN_PRACTICE.search(s))
-        )
-    ]
+    return [s for s in sentences if s and (any(rule.search(s) for rule in _RULES) or (
+        _WITHOUT_ASKING.search(s) and _ACCOUNT_WORD.search(s) and not _OWN_PRACTICE.search(s)))]
 
 
 def looks_like_instruction(text: str) -> bool:

@@ -7,27 +7,22 @@ latest revision in effect is eligible, so an old one nobody ended is superseded.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pipecat_harness.validation import describe_validation_error, load_mapping_file
 
-__all__ = [
-    "BUNDLED_POLICIES",
-    "GENERAL_PRODUCT",
-    "DocumentError",
-    "PolicyDocument",
-    "load_documents",
-    "parse_documents",
-]
+__all__ = ["BUNDLED_POLICIES", "GENERAL_PRODUCT", "DocumentError", "PolicyDocument", "load_documents",
+           "parse_documents"]
 
 #: Product name of documents that apply to every product of their tenant.
 GENERAL_PRODUCT = "general"
 #: The demo tenants' policies shipped with the package (pre-turn evidence searches them unless told otherwise).
 BUNDLED_POLICIES = Path(__file__).parent / "data" / "policies.yaml"
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class DocumentError(ValueError):
@@ -90,8 +85,7 @@ class PolicyDocument(BaseModel):
 def load_documents(path: str | Path) -> list[PolicyDocument]:
     """Read documents from a YAML/JSON file holding ``documents: [...]``.
 
-    Raises:
-        DocumentError: The file cannot be read, a record is invalid (named with its field), or a ``doc_id`` repeats.
+    ``DocumentError`` when the file cannot be read, a record is invalid (named with its field), or a ``doc_id`` repeats.
     """
     raw = load_mapping_file(path, what="document set", error=DocumentError)
     records = raw.get("documents")
@@ -102,15 +96,19 @@ def load_documents(path: str | Path) -> list[PolicyDocument]:
 
 def parse_documents(records: Iterable[Any], *, origin: str = "documents") -> list[PolicyDocument]:
     """Validate document records (mappings); ``DocumentError`` when one is invalid or a ``doc_id`` repeats."""
-    documents: list[PolicyDocument] = []
-    seen: set[str] = set()
+    documents: dict[str, PolicyDocument] = {}
+    for index, document in enumerate(validate_records(PolicyDocument, records, f"{origin}: documents")):
+        if document.doc_id in documents:
+            raise DocumentError(f"{origin}: documents[{index}]: doc_id {document.doc_id!r} appears twice")
+        documents[document.doc_id] = document
+    return list(documents.values())
+
+
+def validate_records(model: type[_Model], records: Iterable[Any], where: str, **defaults: Any) -> Iterator[_Model]:
+    """Each record as ``model`` (over ``defaults``); ``DocumentError`` naming ``where[index]`` when one is invalid."""
     for index, record in enumerate(records):
         try:
-            document = PolicyDocument.model_validate(record)
-        except ValidationError as exc:
-            raise DocumentError(f"{origin}: documents[{index}]: {describe_validation_error(exc)}") from exc
-        if document.doc_id in seen:
-            raise DocumentError(f"{origin}: documents[{index}]: doc_id {document.doc_id!r} appears twice")
-        seen.add(document.doc_id)
-        documents.append(document)
-    return documents
+            yield model.model_validate({**defaults, **record} if defaults else record)
+        except (ValidationError, TypeError) as exc:
+            detail = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise DocumentError(f"{where}[{index}]: {detail}") from exc

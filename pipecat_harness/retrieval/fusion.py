@@ -7,9 +7,8 @@ from collections.abc import Sequence
 __all__ = ["reciprocal_rank_fusion"]
 
 
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[tuple[str, float]]], *, k: float = 60.0, weights: Sequence[float] | None = None
-) -> list[tuple[str, float]]:
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[tuple[str, float]]], *, k: float = 60.0,
+                           weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
     """Fuse best-first ``(doc_id, score)`` rankings by ``sum(weight / (k + rank))`` (default weights 1), ties by id."""
     weights = list(weights) if weights is not None else [1.0] * len(rankings)
     if len(weights) != len(rankings):

@@ -11,13 +11,13 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from pipecat_harness.retrieval.documents import DocumentError, PolicyDocument
+from pipecat_harness.retrieval.documents import DocumentError, PolicyDocument, validate_records
 from pipecat_harness.retrieval.retriever import EvidenceRetriever
 from pipecat_harness.retrieval.scope import RetrievalScope
 from pipecat_harness.retrieval.terms import query_class
-from pipecat_harness.validation import describe_validation_error, load_mapping_file
+from pipecat_harness.validation import load_mapping_file
 
 __all__ = ["DATA_DIR", "AnswerSupportCase", "RetrievalFigures", "evaluate", "load_answer_support", "shares_a_word"]
 
@@ -52,14 +52,7 @@ def load_answer_support(path: str | Path = DATA_DIR / "answer_support.yaml") -> 
     cases = raw.get("cases")
     if not isinstance(cases, list):
         raise DocumentError(f"{path}: field 'cases' must be a list")
-    result = []
-    for index, case in enumerate(cases):
-        try:
-            result.append(AnswerSupportCase.model_validate({"call_date": raw.get("call_date"), **case}))
-        except (ValidationError, TypeError) as exc:
-            detail = describe_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
-            raise DocumentError(f"{path}: cases[{index}]: {detail}") from exc
-    return result
+    return list(validate_records(AnswerSupportCase, cases, f"{path}: cases", call_date=raw.get("call_date")))
 
 
 @dataclass

@@ -19,22 +19,16 @@ from pipecat_harness.retrieval.terms import query_terms
 
 __all__ = ["LexicalIndex", "PostgresLexicalIndex", "SqliteLexicalIndex", "lexical_index"]
 
-_FILTER = (
-    "d.tenant = :tenant AND d.product IN :products AND d.language = :language"
-    " AND d.effective_from <= :day AND (d.effective_to IS NULL OR d.effective_to >= :day)"
-)
-_DOCS = (
-    "CREATE TABLE IF NOT EXISTS {table}_docs (doc_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, product TEXT NOT NULL,"
-    " language TEXT NOT NULL, revision TEXT NOT NULL, effective_from {date} NOT NULL, effective_to {date}{more})"
-)
-_PG_UPSERT = (
-    "INSERT INTO {table}_docs VALUES (:id, :tenant, :product, :language, :revision, :start, :end,"
-    " setweight(to_tsvector(CAST(:config AS regconfig), :title), 'A')"
-    " || to_tsvector(CAST(:config AS regconfig), :body))"
-    " ON CONFLICT (doc_id) DO UPDATE SET tenant = EXCLUDED.tenant, product = EXCLUDED.product,"
-    " language = EXCLUDED.language, revision = EXCLUDED.revision, effective_from = EXCLUDED.effective_from,"
-    " effective_to = EXCLUDED.effective_to, tsv = EXCLUDED.tsv"
-)
+_FILTER = ("d.tenant = :tenant AND d.product IN :products AND d.language = :language"
+           " AND d.effective_from <= :day AND (d.effective_to IS NULL OR d.effective_to >= :day)")
+_DOCS = ("CREATE TABLE IF NOT EXISTS {table}_docs (doc_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, product TEXT NOT NULL"
+         ", language TEXT NOT NULL, revision TEXT NOT NULL, effective_from {date} NOT NULL, effective_to {date}{more})")
+_PG_UPSERT = ("INSERT INTO {table}_docs VALUES (:id, :tenant, :product, :language, :revision, :start, :end,"
+              " setweight(to_tsvector(CAST(:config AS regconfig), :title), 'A')"
+              " || to_tsvector(CAST(:config AS regconfig), :body))"
+              " ON CONFLICT (doc_id) DO UPDATE SET tenant = EXCLUDED.tenant, product = EXCLUDED.product,"
+              " language = EXCLUDED.language, revision = EXCLUDED.revision, effective_from = EXCLUDED.effective_from,"
+              " effective_to = EXCLUDED.effective_to, tsv = EXCLUDED.tsv")
 
 
 class LexicalIndex(abc.ABC):
@@ -56,9 +50,14 @@ class LexicalIndex(abc.ABC):
     async def add(self, documents: Sequence[PolicyDocument]) -> None:
         """Index ``documents`` (replacing any with the same ``doc_id``)."""
 
-    @abc.abstractmethod
     async def search(self, query: str, scope: RetrievalScope, *, limit: int = 10) -> list[tuple[str, float]]:
-        """Ids and scores (higher is better) of in-scope documents matching ``query``."""
+        """Ids and scores (higher is better) of in-scope documents matching any word of ``query``."""
+        terms = query_terms(query)
+        return await self._search(terms, scope, limit) if terms else []
+
+    @abc.abstractmethod
+    async def _search(self, terms: list[str], scope: RetrievalScope, limit: int) -> list[tuple[str, float]]:
+        """The in-scope matches of ``terms`` (one at least), best first."""
 
     async def drop(self) -> None:
         """Remove the index's tables."""
@@ -115,11 +114,8 @@ class SqliteLexicalIndex(LexicalIndex):
             lookup = text(f"SELECT doc_id FROM {self.table}_docs WHERE doc_id IN :ids")
             lookup = lookup.bindparams(bindparam("ids", expanding=True))
             ids = [row["id"] for row in rows]
-            existing = [
-                doc_id
-                for start in range(0, len(ids), 500)  # SQLite caps the parameters of one statement
-                for doc_id in (await conn.execute(lookup, {"ids": ids[start : start + 500]})).scalars()
-            ]
+            existing = [doc_id for start in range(0, len(ids), 500)  # SQLite caps the parameters of one statement
+                        for doc_id in (await conn.execute(lookup, {"ids": ids[start : start + 500]})).scalars()]
             for doc_id in existing:  # replaced documents only: doc_id is not an FTS-indexed column
                 await conn.execute(text(f"DELETE FROM {self.table}_fts WHERE doc_id = :id"), {"id": doc_id})
             values = "(:id, :tenant, :product, :language, :revision, :start, :end)"
@@ -127,18 +123,13 @@ class SqliteLexicalIndex(LexicalIndex):
             fts = f"INSERT INTO {self.table}_fts (doc_id, scope, title, body) VALUES (:id, :scope, :title, :body)"
             await conn.execute(text(fts), rows)
 
-    async def search(self, query: str, scope: RetrievalScope, *, limit: int = 10) -> list[tuple[str, float]]:
-        """BM25-ranked in-scope matches (any query term)."""
-        terms = query_terms(query)
-        if not terms:
-            return []
+    async def _search(self, terms: list[str], scope: RetrievalScope, limit: int) -> list[tuple[str, float]]:
+        """BM25-ranked."""
         scopes = " OR ".join(_scope_token(scope.tenant, product, scope.language) for product in scope.products)
         words = " OR ".join(f'"{t}"' for t in terms)
-        statement = (
-            f"SELECT f.doc_id, bm25({self.table}_fts, 0.0, 0.0, 2.0, 1.0) AS rank FROM {self.table}_fts f"
-            f" JOIN {self.table}_docs d ON d.doc_id = f.doc_id"
-            f" WHERE {self.table}_fts MATCH :match AND {_FILTER} ORDER BY rank LIMIT :limit"
-        )
+        statement = (f"SELECT f.doc_id, bm25({self.table}_fts, 0.0, 0.0, 2.0, 1.0) AS rank FROM {self.table}_fts f"
+                     f" JOIN {self.table}_docs d ON d.doc_id = f.doc_id"
+                     f" WHERE {self.table}_fts MATCH :match AND {_FILTER} ORDER BY rank LIMIT :limit")
         match = f"scope : ({scopes}) AND {{title body}} : ({words})"
         rows = await self._rows(statement, scope, limit, day=scope.call_date.isoformat(), match=match)
         return [(doc_id, -rank) for doc_id, rank in rows]  # bm25() is lower-is-better; every index reports higher
@@ -166,25 +157,18 @@ class PostgresLexicalIndex(LexicalIndex):
                 row = _row(doc, iso=False, config=_ts_config(doc.language))
                 await conn.execute(text(_PG_UPSERT.format(table=self.table)), row)
 
-    async def search(self, query: str, scope: RetrievalScope, *, limit: int = 10) -> list[tuple[str, float]]:
-        """``ts_rank_cd``-ranked in-scope matches (any query term)."""
-        terms = query_terms(query)
-        if not terms:
-            return []
-        statement = (
-            "SELECT d.doc_id, ts_rank_cd(d.tsv, q) AS rank FROM"
-            f" {self.table}_docs d, to_tsquery(CAST(:config AS regconfig), :query) q"
-            f" WHERE d.tsv @@ q AND {_FILTER} ORDER BY rank DESC, d.doc_id LIMIT :limit"
-        )
+    async def _search(self, terms: list[str], scope: RetrievalScope, limit: int) -> list[tuple[str, float]]:
+        """``ts_rank_cd``-ranked."""
+        statement = ("SELECT d.doc_id, ts_rank_cd(d.tsv, q) AS rank FROM"
+                     f" {self.table}_docs d, to_tsquery(CAST(:config AS regconfig), :query) q"
+                     f" WHERE d.tsv @@ q AND {_FILTER} ORDER BY rank DESC, d.doc_id LIMIT :limit")
         # Terms are letters and digits only (query_terms), so they are safe tsquery lexemes.
         return await self._rows(statement, scope, limit, config=_ts_config(scope.language), query=" | ".join(terms))
 
 
 def _row(doc: PolicyDocument, *, iso: bool, **more: object) -> dict[str, object]:
     start, end = doc.effective_from, doc.effective_to
-    dates: dict[str, object] = {"start": start, "end": end}
-    if iso:
-        dates = {"start": start.isoformat(), "end": end.isoformat() if end else None}
+    dates = {"start": start.isoformat(), "end": end and end.isoformat()} if iso else {"start": start, "end": end}
     row = {"id": doc.doc_id, "tenant": doc.tenant, "product": doc.product, "language": doc.language}
     return {**row, "revision": doc.revision, **dates, "title": doc.title, "body": doc.text, **more}
 

@@ -57,10 +57,8 @@ def _embedder(embeddings: bool) -> Embedder | None:
     except EmbeddingUnavailable as exc:
         if not _warned_missing:
             _warned_missing = True
-            logger.warning(
-                "embedding search is off, retrieval is lexical only: install the retrieval extra "
-                f"(pip install 'pipecat-harness[retrieval]') for it ({exc})"
-            )
+            logger.warning("embedding search is off, retrieval is lexical only: install the retrieval extra "
+                           f"(pip install 'pipecat-harness[retrieval]') for it ({exc})")
         return None
 
 
@@ -68,9 +66,7 @@ def prepare_corpus(path: str | Path, *, embeddings: bool = True, rerank: bool = 
     """The documents of a YAML file with their vectors (sentences too with ``rerank``), embedded once per version.
 
     Blocking (model load and embedding): run it off the event loop. Calls for one file wait rather than embed twice.
-
-    Raises:
-        DocumentError: The file does not hold valid documents.
+    ``DocumentError`` when the file does not hold valid documents.
     """
     resolved = Path(path).resolve()
     key = (str(resolved), embeddings, rerank)
@@ -101,27 +97,13 @@ def clear_prepared() -> None:
         _prepared.clear()
 
 
-async def build_file_retriever(
-    path: str | Path,
-    *,
-    url: str = "sqlite+aiosqlite://",
-    embeddings: bool = True,
-    rerank: bool = True,
-    table: str = "harness_policy",
-    **kwargs: Any,
-) -> EvidenceRetriever:
+async def build_file_retriever(path: str | Path, *, url: str = "sqlite+aiosqlite://", embeddings: bool = True,
+                               rerank: bool = True, table: str = "harness_policy", **kwargs: Any) -> EvidenceRetriever:
     """A retriever over the documents of ``path``: the prepared corpus (off the loop) plus this call's lexical index.
 
     ``url`` and ``table`` locate that index; ``kwargs`` are :class:`EvidenceRetriever`'s ``limit``, ``candidates``
     and ``min_similarity``.
     """
     prepared = await asyncio.to_thread(prepare_corpus, path, embeddings=embeddings, rerank=rerank)
-    return await EvidenceRetriever.build(
-        prepared.documents,
-        url=url,
-        embedder=None,
-        table=table,
-        vectors=prepared.vectors,
-        reranker=prepared.reranker,
-        **kwargs,
-    )
+    return await EvidenceRetriever.build(prepared.documents, url=url, embedder=None, table=table,
+                                         vectors=prepared.vectors, reranker=prepared.reranker, **kwargs)

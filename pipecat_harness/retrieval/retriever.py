@@ -44,18 +44,10 @@ class EvidenceRetriever:
         min_similarity: Embedding hits below this cosine similarity are not evidence on their own.
     """
 
-    def __init__(
-        self,
-        documents: Sequence[PolicyDocument],
-        lexical: LexicalIndex,
-        *,
-        vectors: VectorIndex | None = None,
-        cache: EvidenceCache | None = None,
-        reranker: SentenceReranker | None = None,
-        limit: int = 5,
-        candidates: int = 20,
-        min_similarity: float = 0.3,
-    ) -> None:
+    def __init__(self, documents: Sequence[PolicyDocument], lexical: LexicalIndex, *,
+                 vectors: VectorIndex | None = None, cache: EvidenceCache | None = None,
+                 reranker: SentenceReranker | None = None, limit: int = 5, candidates: int = 20,
+                 min_similarity: float = 0.3) -> None:
         self.eligibility = EligibilityIndex(documents)
         self.lexical = lexical
         self.vectors = vectors
@@ -66,31 +58,17 @@ class EvidenceRetriever:
         self.min_similarity = min_similarity
 
     @classmethod
-    async def build(
-        cls,
-        documents: Sequence[PolicyDocument],
-        *,
-        url: str = "sqlite+aiosqlite://",
-        embedder: Embedder | Literal["default"] | None = "default",
-        cache: EvidenceCache | None = None,
-        rerank: bool = True,
-        table: str = "harness_policy",
-        vectors: VectorIndex | None = None,
-        reranker: SentenceReranker | None = None,
-        **kwargs: Any,
-    ) -> EvidenceRetriever:
+    async def build(cls, documents: Sequence[PolicyDocument], *, url: str = "sqlite+aiosqlite://",
+                    embedder: Embedder | Literal["default"] | None = "default", cache: EvidenceCache | None = None,
+                    rerank: bool = True, table: str = "harness_policy", vectors: VectorIndex | None = None,
+                    reranker: SentenceReranker | None = None, **kwargs: Any) -> EvidenceRetriever:
         """Create and fill the indexes for ``documents`` (``kwargs``: ``limit``, ``candidates``, ``min_similarity``).
 
-        Args:
-            documents: The corpus.
-            url: Database of the lexical index (SQLite FTS5 or PostgreSQL).
-            embedder: ``"default"`` (:func:`load_default_embedder`), your own, or ``None`` for lexical only.
-            cache: Evidence cache.
-            rerank: Add the sentence reranker with an ``embedder`` (it lifts recall@1 for about 0.1 ms a query).
-            table: Table name prefix of the lexical index.
-            vectors: ``documents`` already embedded (shared, read-only; ``embedder`` is then not used).
-            reranker: Their sentence vectors, already embedded (with ``vectors``).
-            **kwargs: Passed to the constructor.
+        ``url`` is the lexical index's database (SQLite FTS5 or PostgreSQL), ``table`` its table name prefix, ``cache``
+        the evidence cache. ``embedder`` is ``"default"`` (:func:`load_default_embedder`), your own, or ``None`` for
+        lexical only; with one, ``rerank`` adds the sentence reranker (it lifts recall@1 for about 0.1 ms a query).
+        ``vectors`` and ``reranker`` are ``documents`` and their sentences already embedded (shared, read-only; no
+        ``embedder`` is used then).
         """
         lexical = lexical_index(url, table=table)
         try:
@@ -149,20 +127,16 @@ class EvidenceRetriever:
             timings.rerank_ms = _ms(start)
 
         start = time.perf_counter()
-        items = [
-            EvidenceItem.from_document(eligible_doc, score)
-            for doc_id, score in ranked
-            # The lexical index filters by scope; superseded revisions are dropped here.
-            if doc_id in eligible_ids and (eligible_doc := self.eligibility.document(doc_id)) is not None
-        ][: self.limit]
+        # The lexical index filters by scope; superseded revisions are dropped here.
+        items = [EvidenceItem.from_document(doc, score) for doc_id, score in ranked
+                 if doc_id in eligible_ids and (doc := self.eligibility.document(doc_id)) is not None][: self.limit]
         if self.cache is not None and items:
             await self.cache.put(key, items)
         timings.assembly_ms += _ms(start)
         return Evidence("evidence" if items else "no_eligible_evidence", items, query, scope_revision, timings=timings)
 
-    async def _search(
-        self, query: str, scope: RetrievalScope, eligible: frozenset[str], timings: StageTimings
-    ) -> tuple[list[tuple[str, float]], np.ndarray | None]:
+    async def _search(self, query: str, scope: RetrievalScope, eligible: frozenset[str],
+                      timings: StageTimings) -> tuple[list[tuple[str, float]], np.ndarray | None]:
         lexical_task = self.lexical.search(query, scope, limit=self.candidates)
         if self.vectors is None:
             return [hit for hit in await lexical_task if hit[0] in eligible], None

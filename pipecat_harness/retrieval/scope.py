@@ -45,32 +45,24 @@ class RetrievalScope:
         object.__setattr__(self, "products", tuple(sorted({*self.products, GENERAL_PRODUCT})))
 
     @classmethod
-    def from_server_context(
-        cls, context: Mapping[str, Any], *, call_date: dt.date | None = None, language: str = "en"
-    ) -> RetrievalScope:
+    def from_server_context(cls, context: Mapping[str, Any], *, call_date: dt.date | None = None,
+                            language: str = "en") -> RetrievalScope:
         """The scope from trusted server context: ``tenant_id``, ``products`` or ``product``, ``identity_verified``.
 
-        Raises:
-            ScopeError: ``tenant_id`` is missing or empty.
+        ``ScopeError`` when ``tenant_id`` is missing or empty.
         """
         tenant = str(context.get("tenant_id") or "")
         if not tenant:
             raise ScopeError("server context has no 'tenant_id'; retrieval needs the authenticated tenant")
         raw_products = context.get("products", context.get("product", ()))
         products = (raw_products,) if isinstance(raw_products, str) else tuple(str(p) for p in raw_products or ())
-        return cls(
-            tenant=tenant,
-            products=products,
-            call_date=call_date or dt.date.today(),
-            language=language,
-            authorization="verified_caller" if context.get("identity_verified") else "caller",
-        )
+        authorization = "verified_caller" if context.get("identity_verified") else "caller"
+        return cls(tenant, products, call_date or dt.date.today(), language, authorization)
 
     def admits(self, document: PolicyDocument) -> bool:
         """Whether ``document`` passes every filter of this scope."""
-        if document.tenant != self.tenant or document.product not in self.products:
-            return False
-        return document.language == self.language and document.in_effect(self.call_date)
+        return (document.tenant == self.tenant and document.product in self.products
+                and document.language == self.language and document.in_effect(self.call_date))
 
 
 def eligible_documents(documents: Iterable[PolicyDocument], scope: RetrievalScope) -> list[PolicyDocument]:

@@ -13,4 +13,4 @@ from pipecat_harness.sim.sim_tts import SimulatedTTSService, SpeechLedger
 __all__ = ["CallResult", "CallerGoal", "CheckResult", "GoalCallerSettings", "LoopClock", "ModelArm", "ModelArmError",
            "Scenario", "ScenarioError", "ScriptedLLMService", "SimulatedOutputTransport", "SimulatedTTSService",
            "SpeechLedger", "VirtualTimeLoop", "bundled_scenario_paths", "load_scenario", "load_scenarios",
-           "run_scenario", "simulate_call", "virtual_time"]  # fmt: skip
+           "run_scenario", "simulate_call", "virtual_time"]

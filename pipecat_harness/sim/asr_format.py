@@ -24,9 +24,8 @@ _EDGE_PUNCT = re.compile(r"^([\"'(]*)(.*?)([.,!?;:\"')]*)$")
 _UNAMBIGUOUS_DIGITS = {w: d for w, d in DIGIT_WORDS.items() if w not in ("o", "oh")}
 
 
-def format_transcript(
-    text: str, profile: AsrProfile | str, *, closes_segment: bool = True, opens_segment: bool = True
-) -> str:
+def format_transcript(text: str, profile: AsrProfile | str, *, closes_segment: bool = True,
+                      opens_segment: bool = True) -> str:
     """Write ``text`` as a recogniser of ``profile`` would (a capital opens a segment, end punctuation closes it)."""
     if profile == "plain":
         return text

@@ -15,9 +15,8 @@ from pipecat_harness.sim.scripted_llm import ModelCall
 __all__ = ["check_context", "check_history", "check_state"]
 
 
-async def check_state(
-    scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller, timed_out: bool
-) -> list[CheckResult]:
+async def check_state(scenario: Scenario, db: RetailDatabase, caller: SimulatedCaller,
+                      timed_out: bool) -> list[CheckResult]:
     """The business-state checks, whether the caller got through, and whether the call ended in time."""
     checks = []
     for check in scenario.expect.state:
@@ -53,11 +52,8 @@ def check_history(scenario: Scenario, playback: list[TurnPlayback], calls: list[
         ("history: played words removed", spec.max_removed_words, removed, f"at most {removed} per turn"),
         ("history: repeated replies", spec.max_repeated_replies, repeats, f"{repeats} repeated"),
     ]
-    return [
-        CheckResult(name, value <= limit, f"{measured} (limit {limit})")
-        for name, limit, value, measured in limits
-        if limit is not None
-    ]
+    return [CheckResult(name, value <= limit, f"{measured} (limit {limit})")
+            for name, limit, value, measured in limits if limit is not None]
 
 
 def _equal(value: Any, expected: Any) -> bool:
@@ -67,10 +63,7 @@ def _equal(value: Any, expected: Any) -> bool:
 
 
 def check_context(scenario: Scenario, context: Any, llm: Any) -> list[CheckResult]:
-    """The final context's expectations: what it holds, its size, whether it was summarised.
-
-    ``llm`` is what answered the model's requests; its ``summary_requests`` are the summaries asked for.
-    """
+    """The final context's expectations: what it holds, its size, whether ``llm`` was asked to summarise it."""
     spec = scenario.expect.context
     if spec is None:
         return []
@@ -81,20 +74,12 @@ def check_context(scenario: Scenario, context: Any, llm: Any) -> list[CheckResul
     checks = []
     for pattern in spec.contains:
         found = any(re.search(pattern, text) for text in texts)
-        checks.append(
-            CheckResult(
-                f"context contains {pattern!r}",
-                found,
-                "present in the final context" if found else "missing from the final context",
-            )
-        )
+        where = "present in" if found else "missing from"
+        checks.append(CheckResult(f"context contains {pattern!r}", found, f"{where} the final context"))
     if spec.max_tokens is not None:
         tokens = estimate_tokens(messages)
-        checks.append(
-            CheckResult(
-                "context budget", tokens <= spec.max_tokens, f"{tokens} tokens at the end (budget {spec.max_tokens})"
-            )
-        )
+        budget = f"{tokens} tokens at the end (budget {spec.max_tokens})"
+        checks.append(CheckResult("context budget", tokens <= spec.max_tokens, budget))
     if spec.summarized:
         count = len(getattr(llm, "summary_requests", []))
         checks.append(CheckResult("context summarised", count > 0, f"{count} summaries requested"))

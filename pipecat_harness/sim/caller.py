@@ -22,7 +22,7 @@ from pipecat.processors.frame_processor import FrameDirection
 from pipecat.utils.time import time_now_iso8601
 
 from pipecat_harness.sim.asr_format import format_transcript
-from pipecat_harness.sim.caller_script import CallerSpec, CallerTurn, SpeechSegment
+from pipecat_harness.sim.scenario import CallerSpec, CallerTurn, SpeechSegment
 
 __all__ = ["VAD_START_SECS", "VAD_STOP_SECS", "CallerEvent", "SimulatedCaller"]
 
@@ -53,10 +53,7 @@ class CallerEvent:
 
 
 def plan_turn(turn: CallerTurn, voice: CallerSpec) -> list[CallerEvent]:
-    """Lay out one caller turn as timed VAD and transcript events.
-
-    Segments separated by a pause shorter than VAD's stop window are merged: VAD would not have seen the gap.
-    """
+    """Lay out one caller turn as timed VAD and transcript events."""
     events: list[CallerEvent] = []
     t = 0.0
     for segment in _merge_short_pauses(turn.speech):
@@ -75,9 +72,8 @@ def plan_turn(turn: CallerTurn, voice: CallerSpec) -> list[CallerEvent]:
     return sorted(events, key=lambda e: e.offset)
 
 
-def _transcript_events(
-    asr: str | None, said: str, start: float, duration: float, voice: CallerSpec
-) -> list[CallerEvent]:
+def _transcript_events(asr: str | None, said: str, start: float, duration: float,
+                       voice: CallerSpec) -> list[CallerEvent]:
     """Interims and final pieces of one stretch of speech."""
     words = said.split()
     written_words = (asr.split() if asr is not None else words) or [asr or said]
@@ -117,6 +113,7 @@ def _format(words: list[str], voice: CallerSpec, *, closes: bool, opens: bool = 
 
 
 def _merge_short_pauses(segments: list[SpeechSegment]) -> list[SpeechSegment]:
+    """Merge the speech around a pause shorter than VAD's stop window (VAD would not have seen the gap)."""
     merged: list[SpeechSegment] = []
     for segment in segments:
         gap = merged[-1].pause if len(merged) >= 2 else None
@@ -125,12 +122,10 @@ def _merge_short_pauses(segments: list[SpeechSegment]) -> list[SpeechSegment]:
             continue
         merged.pop()
         previous = merged.pop()
-        secs = None
-        if previous.secs is not None or segment.secs is not None:
-            secs = (previous.secs or 0.0) + gap + (segment.secs or 0.0) or None
-        asr = None
-        if previous.asr is not None or segment.asr is not None:
-            asr = f"{previous.asr or previous.say} {segment.asr or segment.say}"
+        timed = previous.secs is not None or segment.secs is not None
+        secs = (previous.secs or 0.0) + gap + (segment.secs or 0.0) if timed else None
+        written = previous.asr is not None or segment.asr is not None
+        asr = f"{previous.asr or previous.say} {segment.asr or segment.say}" if written else None
         merged.append(SpeechSegment(say=f"{previous.say} {segment.say}", secs=secs, asr=asr))
     return merged
 
@@ -142,9 +137,8 @@ def _frame_for(event: CallerEvent) -> Frame:
         return VADUserStoppedSpeakingFrame(stop_secs=VAD_STOP_SECS)
     if event.kind == "interim":
         return InterimTranscriptionFrame(text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601())
-    return TranscriptionFrame(
-        text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601(), finalized=event.finalized
-    )
+    return TranscriptionFrame(text=event.text, user_id=_USER_ID, timestamp=time_now_iso8601(),
+                              finalized=event.finalized)
 
 
 @dataclass
@@ -164,9 +158,8 @@ class SimulatedCaller(BaseObserver):
     silent audio at ``sample_rate`` while it speaks.
     """
 
-    def __init__(
-        self, turns: list[CallerTurn], voice: CallerSpec, *, recogniser: Any = None, sample_rate: int = 16000
-    ) -> None:
+    def __init__(self, turns: list[CallerTurn], voice: CallerSpec, *, recogniser: Any = None,
+                 sample_rate: int = 16000) -> None:
         super().__init__(observe_every_push=False)
         self._turns = turns
         self._voice = voice
@@ -236,18 +229,15 @@ class SimulatedCaller(BaseObserver):
         try:
             for index, event in enumerate(events):
                 await asyncio.sleep(max(0.0, start + event.offset - loop.time()))
-                if self._recogniser is None:
-                    await worker.queue_frame(_frame_for(event))
-                elif event.kind == "vad_start":
+                if self._recogniser is not None and event.kind == "vad_start":
                     final = next((e for e in events[index + 1 :] if e.kind in ("final", "vad_start")), None)
                     if final is not None and final.kind == "final":
                         self._recogniser.expect_final(final.text)
                     audio = audio or asyncio.ensure_future(self._stream_audio(worker))
-                    await worker.queue_frame(_frame_for(event))
-                elif event.kind == "vad_stop":
-                    if audio is not None:
-                        audio.cancel()
-                        audio = None
+                elif event.kind == "vad_stop" and audio is not None:
+                    audio.cancel()
+                    audio = None
+                if self._recogniser is None or event.kind in ("vad_start", "vad_stop"):
                     await worker.queue_frame(_frame_for(event))
                 elif event.kind == "interim":
                     await self._recogniser.interim(event.text)

@@ -67,17 +67,14 @@ class CallerGoal(StrictModel):
 
     def instructions(self) -> str:
         """The caller model's system prompt: the goal, and how to write pauses and hang up."""
-        lines = [
+        return "\n".join([
             "You are playing a caller on a phone line to a customer-service voice agent.",
-            f"Who you are: {self.persona}",
-            f"Why you are calling: {self.reason}",
+            f"Who you are: {self.persona}", f"Why you are calling: {self.reason}",
             *(f"If asked for your {fact.what}, say exactly: {fact.say}" for fact in self.knows),
             *(f"You do not know {unknown}; if asked, say you don't know it." for unknown in self.does_not_know),
             "Speak only your next line, as it would be said aloud: no stage directions, no quotes.",
             "Write '...' where you pause. Keep each line short, like a real caller.",
-            "When your request is done or you give up, say goodbye and end your line with [hang up].",
-        ]
-        return "\n".join(lines)
+            "When your request is done or you give up, say goodbye and end your line with [hang up]."])
 
 
 def spoken_segments(utterance: str, pause_secs: float) -> list[dict[str, float | str]]:

@@ -47,9 +47,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     ``on_advance`` is called with the virtual seconds skipped.
     """
 
-    def __init__(
-        self, *, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0, on_advance: _Advance | None = None
-    ) -> None:
+    def __init__(self, *, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0,
+                 on_advance: _Advance | None = None) -> None:
         super().__init__(selectors.DefaultSelector())
         self._virtual_now = 0.0
         self._max_virtual_secs = max_virtual_secs
@@ -122,15 +121,11 @@ class LoopClock(BaseClock):
 
 @contextlib.contextmanager
 def virtual_time(*, max_virtual_secs: float = 3600.0, max_wall_secs: float = 120.0) -> Iterator[VirtualTimeLoop]:
-    """Yield a virtual-time loop with the wall clock and monotonic readers following it.
-
-    Run on it with ``asyncio.Runner(loop_factory=lambda: loop)``.
-    """
+    """Yield a virtual-time loop, the wall clock and monotonic readers following it (run it with ``asyncio.Runner``)."""
     with contextlib.ExitStack() as stack:
         coordinates = stack.enter_context(time_machine.travel(SIMULATION_EPOCH, tick=False))
-        loop = VirtualTimeLoop(
-            max_virtual_secs=max_virtual_secs, max_wall_secs=max_wall_secs, on_advance=coordinates.shift
-        )
+        loop = VirtualTimeLoop(max_virtual_secs=max_virtual_secs, max_wall_secs=max_wall_secs,
+                               on_advance=coordinates.shift)
         stack.callback(lambda: None if loop.is_closed() else loop.close())
         _patch_monotonic(stack, loop)
         _track_aiosqlite_threads(stack)

@@ -49,61 +49,34 @@ def quiet_pipecat_logs(verbose: bool = False) -> None:
 def add_parser(subparsers: Any) -> None:
     """Register ``simulate``."""
     parser = subparsers.add_parser(
-        "simulate",
-        help="run simulated calls (bundled scenarios by default) and check their outcomes",
+        "simulate", help="run simulated calls (bundled scenarios by default) and check their outcomes",
         description="Run each scenario as a call through a real Pipecat pipeline on virtual time, with no keys "
         "and no network. Exits 1 when a call's outcome differs from what the scenario expects with the active "
-        "controls, 2 when a scenario or setting cannot be used.",
-    )
-    parser.add_argument(
-        "scenarios", nargs="*", help="scenario files, directories or bundled scenario names (default: the bundled set)"
-    )
-    parser.add_argument(
-        "-s",
-        "--scenario",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a bundled scenario by name, e.g. duplicate_refund (repeatable; --list shows them)",
-    )
+        "controls, 2 when a scenario or setting cannot be used.")
+    parser.add_argument("scenarios", nargs="*",
+                        help="scenario files, directories or bundled scenario names (default: the bundled set)")
+    parser.add_argument("-s", "--scenario", action="append", default=[], metavar="NAME",
+                        help="a bundled scenario by name, e.g. duplicate_refund (repeatable; --list shows them)")
     parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
     parser.add_argument("--config", help="a HarnessConfig YAML file (default: each scenario domain's preset)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument(
-        "--controls", help=f"comma-separated controls to enable, the rest off ({', '.join(CONTROL_NAMES)})"
-    )
+    group.add_argument("--controls",
+                       help=f"comma-separated controls to enable, the rest off ({', '.join(CONTROL_NAMES)})")
     group.add_argument("--no-controls", action="store_true", help="run with every control off")
     parser.add_argument("--without", action="append", default=[], metavar="CONTROL", help="switch one control off")
-    parser.add_argument(
-        "--services",
-        choices=SIM_SERVICES,
-        default="scripted",
-        help="scripted: the simulator's own LLM and TTS; loopback: the bots' Deepgram, Gemini and "
-        "ElevenLabs services against protocol fakes on 127.0.0.1 (loopback-openai: "
-        "OpenAILLMService instead of Gemini)",
-    )
+    parser.add_argument("--services", choices=SIM_SERVICES, default="scripted",
+                        help="scripted: the simulator's own LLM and TTS; loopback: the bots' Deepgram, Gemini and "
+                        "ElevenLabs services against protocol fakes on 127.0.0.1 (loopback-openai: "
+                        "OpenAILLMService instead of Gemini)")
     parser.add_argument("--traces", default="traces", help="directory for call timelines (default: ./traces)")
-    parser.add_argument(
-        "--timeline",
-        nargs="?",
-        const="short",
-        choices=["short", "full", "none"],
-        default=None,
-        help="print every call's timeline (short, or full with per-frame events); none prints no "
-        "timeline; by default only calls not as expected get theirs",
-    )
-    parser.add_argument(
-        "--audio",
-        action="store_true",
-        help="voice the caller with Piper and recognise it with Silero VAD and Whisper tiny.en "
-        "(needs the [audio] extra; audio and transcripts are cached)",
-    )
-    parser.add_argument(
-        "--turn-stop",
-        choices=["speech_timeout", "smart_turn"],
-        default="speech_timeout",
-        help="with --audio: the stop strategy (default: speech_timeout)",
-    )
+    parser.add_argument("--timeline", nargs="?", const="short", choices=["short", "full", "none"], default=None,
+                        help="print every call's timeline (short, or full with per-frame events); none prints no "
+                        "timeline; by default only calls not as expected get theirs")
+    parser.add_argument("--audio", action="store_true",
+                        help="voice the caller with Piper and recognise it with Silero VAD and Whisper tiny.en "
+                        "(needs the [audio] extra; audio and transcripts are cached)")
+    parser.add_argument("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
+                        help="with --audio: the stop strategy (default: speech_timeout)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show Pipecat's logs")
     parser.set_defaults(func=_simulate)
 
@@ -130,23 +103,18 @@ def _check_control_names(args: argparse.Namespace) -> None:
     for flag, names in (("--controls", _requested_controls(args) or []), ("--without", args.without)):
         unknown = [name for name in names if name not in CONTROL_NAMES]
         if unknown:
-            raise ConfigError(
-                f"{flag}: unknown control(s) {', '.join(unknown)}; controls are {', '.join(CONTROL_NAMES)}"
-            )
+            raise ConfigError(f"{flag}: unknown control(s) {', '.join(unknown)}; controls are "
+                              f"{', '.join(CONTROL_NAMES)}")
 
 
 def _config_for(args: argparse.Namespace, base: HarnessConfig | None, domain: str, trace_dir: Path) -> HarnessConfig:
+    """The call's config; a grader takes the domain's bundled constraints unless given, its audit beside the traces."""
     config = base if base is not None else HarnessConfig.preset(domain)  # type: ignore[arg-type]
     if args.without:
-        config = config.with_controls(**{name: False for name in args.without})
+        config = config.with_controls(**dict.fromkeys(args.without, False))
     controls = _requested_controls(args)
     if controls is not None:
         config = config.only(*controls)
-    return _simulated_grader(config, domain, trace_dir)
-
-
-def _simulated_grader(config: HarnessConfig, domain: str, trace_dir: Path) -> HarnessConfig:
-    """A simulated call's grader: the domain's bundled constraints unless given, its audit next to the traces."""
     grader = config.grader
     if not grader.enabled:
         return config
@@ -156,10 +124,8 @@ def _simulated_grader(config: HarnessConfig, domain: str, trace_dir: Path) -> Ha
     if not grader.constraints_path:
         update["constraints_path"] = f"bundled:{domain}"
     if domain not in bundled_names("constraint list") and not grader.constraints_path:
-        raise InputError(
-            f"grader.constraints_path is not set and no constraint list is bundled for domain "
-            f"'{domain}'; set it in the --config file (a path, or bundled:retail)"
-        )
+        raise InputError(f"grader.constraints_path is not set and no constraint list is bundled for domain "
+                         f"'{domain}'; set it in the --config file (a path, or bundled:retail)")
     trace_dir.mkdir(parents=True, exist_ok=True)
     return config.model_copy(update={"grader": grader.model_copy(update=update)})
 
@@ -260,13 +226,9 @@ def _print_summary(console: Console, rows: list[_Row], wall_secs: float, trace_d
     results = [row.result for row in rows if row.result is not None]
     mismatched = [r for r in results if not r.as_expected]
     errors = [row for row in rows if row.error]
-    console.print(
-        f"{len(results)} calls in {wall_secs:.1f} s wall ({sum(r.virtual_secs for r in results):.0f} s simulated): "
-        f"{len(results) - len(mismatched)} as expected, {len(mismatched)} not as expected"
-        + (f", {len(errors)} could not run" if errors else "")
-        + f". Traces in {trace_dir}/",
-        highlight=False,
-    )
+    console.print(f"{len(results)} calls in {wall_secs:.1f} s wall ({sum(r.virtual_secs for r in results):.0f} s "
+                  f"simulated): {len(results) - len(mismatched)} as expected, {len(mismatched)} not as expected"
+                  + (f", {len(errors)} could not run" if errors else "") + f". Traces in {trace_dir}/", highlight=False)
     heard = {row.name: row.heard for row in rows}
     for result in mismatched:
         verdict = f"{_NOT_AS_EXPECTED} {result.scenario}: outcome {result.outcome}, expected {result.expected}"

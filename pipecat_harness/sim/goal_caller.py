@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from pipecat.observers.base_observer import FramePushed
 from pipecat.processors.frame_processor import FrameDirection
 
 from pipecat_harness.fakes.openai_chat import OpenAIChatFake
+from pipecat_harness.sim.audio.cache import write_atomically
 from pipecat_harness.sim.caller import _EPSILON, SimulatedCaller
 from pipecat_harness.sim.caller_goal import CallerGoal, spoken_segments
 from pipecat_harness.sim.goal_brain import HANG_UP, GoalBrain
@@ -50,47 +50,30 @@ class GoalCallerSettings:
 class CallerLines:
     """The caller model's next lines (``model_name`` at ``base_url``), cached by the turn's context."""
 
-    def __init__(
-        self,
-        goal: CallerGoal,
-        scenario: str,
-        settings: GoalCallerSettings,
-        *,
-        base_url: str | None,
-        api_key: str,
-        model_name: str,
-    ) -> None:
+    def __init__(self, goal: CallerGoal, scenario: str, settings: GoalCallerSettings, *, base_url: str | None,
+                 api_key: str, model_name: str) -> None:
         from openai import OpenAI
 
         self._goal = goal
-        self._scenario = scenario
         self._settings = settings
+        self._key_parts = [settings.model.label if settings.model else _OFFLINE_MODEL, settings.seed, scenario,
+                           settings.run]
         self._model_name = model_name
         # A blocking client run in an executor thread: the loop freezes virtual time until the line is back, while the
         # client's own timeouts and retry back-off run on real time.
         self._client = OpenAI(api_key=api_key, base_url=base_url, max_retries=2, timeout=60.0)
         self.requests = 0
 
-    def _key(self, turn: int, conversation: list[dict[str, str]]) -> str:
-        label = self._settings.model.label if self._settings.model else _OFFLINE_MODEL
-        goal = self._goal.model_dump()
-        raw = json.dumps(
-            [label, self._settings.seed, self._scenario, self._settings.run, turn, goal, conversation], sort_keys=True
-        )
-        return hashlib.sha256(raw.encode()).hexdigest()
-
     async def next_line(self, turn: int, conversation: list[dict[str, str]]) -> str:
         """The caller's line for ``turn`` after ``conversation`` (bot lines ``user``, the caller's ``assistant``)."""
-        key = self._key(turn, conversation)
+        raw = json.dumps([*self._key_parts, turn, self._goal.model_dump(), conversation], sort_keys=True)
+        key = hashlib.sha256(raw.encode()).hexdigest()
         path = Path(self._settings.cache_dir) / f"{key}.json" if self._settings.cache_dir else None
         if path is not None and path.exists():
             return str(json.loads(path.read_text(encoding="utf-8"))["line"])
         line = await asyncio.get_running_loop().run_in_executor(None, self._ask, conversation)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(json.dumps({"line": line, "conversation": conversation}), encoding="utf-8")
-            partial.replace(path)  # atomic: another process reading the cache sees all or nothing
+            write_atomically(path, json.dumps({"line": line, "conversation": conversation}).encode("utf-8"))
         return line
 
     def _ask(self, conversation: list[dict[str, str]]) -> str:
@@ -98,9 +81,8 @@ class CallerLines:
         messages: list[Any] = [{"role": "system", "content": self._goal.instructions()}, *conversation]
         if not conversation:
             messages.append({"role": "user", "content": "(The call has connected; say your first line.)"})
-        response = self._client.chat.completions.create(
-            model=self._model_name, messages=messages, temperature=0.0, seed=self._settings.seed, max_tokens=120
-        )
+        response = self._client.chat.completions.create(model=self._model_name, messages=messages, temperature=0.0,
+                                                        seed=self._settings.seed, max_tokens=120)
         return (response.choices[0].message.content or "").strip()
 
     def close(self) -> None:
@@ -115,15 +97,8 @@ class GoalCaller(SimulatedCaller):
     ``fake`` is the loopback caller model to stop, ``kwargs`` go to :class:`SimulatedCaller`.
     """
 
-    def __init__(
-        self,
-        goal: CallerGoal,
-        lines: CallerLines,
-        voice: CallerSpec,
-        *,
-        fake: OpenAIChatFake | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, goal: CallerGoal, lines: CallerLines, voice: CallerSpec, *, fake: OpenAIChatFake | None = None,
+                 **kwargs: Any) -> None:
         super().__init__([], voice, **kwargs)
         self._goal = goal
         self._lines = lines
@@ -132,9 +107,8 @@ class GoalCaller(SimulatedCaller):
         self.conversation: list[dict[str, str]] = []
 
     @classmethod
-    async def start(
-        cls, goal: CallerGoal, scenario: str, voice: CallerSpec, settings: GoalCallerSettings, **kwargs: Any
-    ) -> GoalCaller:
+    async def start(cls, goal: CallerGoal, scenario: str, voice: CallerSpec, settings: GoalCallerSettings,
+                    **kwargs: Any) -> GoalCaller:
         """Build the caller and its caller model (the loopback brain offline)."""
         fake = None
         base_url: str | None

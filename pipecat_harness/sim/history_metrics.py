@@ -49,9 +49,8 @@ class TurnPlayback:
         return asdict(self)
 
 
-def measure_playback(
-    ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]], *, call_ended: bool = False
-) -> list[TurnPlayback]:
+def measure_playback(ledger: SpeechLedger, messages: Sequence[Mapping[str, Any]], *,
+                     call_ended: bool = False) -> list[TurnPlayback]:
     """Score every TTS context of a call against the final history.
 
     Each context is matched, in order, to the next assistant text message that shares its first word; a context with no
@@ -72,18 +71,10 @@ def measure_playback(
             cursor, retained_text, kept = match + 1, texts[match], assistant[match]
             pairs = zip(kept, generated, strict=False)
             retained = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(kept), len(generated)))
-        turns.append(
-            TurnPlayback(
-                context_id=context_id,
-                generated_words=len(generated),
-                heard_words=heard,
-                retained_words=retained,
-                unplayed_retained=max(0, retained - heard),
-                played_removed=max(0, heard - retained),
-                interrupted=heard < len(generated),
-                retained_text=retained_text,
-            )
-        )
+        turns.append(TurnPlayback(context_id=context_id, generated_words=len(generated), heard_words=heard,
+                                  retained_words=retained, unplayed_retained=max(0, retained - heard),
+                                  played_removed=max(0, heard - retained), interrupted=heard < len(generated),
+                                  retained_text=retained_text))
     if call_ended and turns and turns[-1].interrupted:
         turns[-1] = replace(turns[-1], interrupted=False, unplayed_retained=0, played_removed=0, call_ended=True)
     return turns

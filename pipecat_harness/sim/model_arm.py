@@ -33,10 +33,8 @@ def _compatible_openai_service() -> type:
     class CompatibleOpenAILLMService(OpenAILLMService):
         def build_chat_completion_params(self, params_from_context: Any) -> dict[str, Any]:
             params: dict[str, Any] = super().build_chat_completion_params(params_from_context)
-            params["messages"] = [
-                {**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None else m
-                for m in params["messages"]
-            ]
+            params["messages"] = [{**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None
+                                  else m for m in params["messages"]]
             return params
 
     return CompatibleOpenAILLMService
@@ -67,38 +65,26 @@ class ModelArm:
     max_tokens: int | None = None
 
     @classmethod
-    def parse(
-        cls,
-        spec: str,
-        *,
-        base_url: str | None = None,
-        temperature: float = 0.0,
-        seed: int = 0,
-        env: Mapping[str, str] | None = None,
-        option: str = "--model",
-        max_tokens: int | None = None,
-    ) -> ModelArm:
+    def parse(cls, spec: str, *, base_url: str | None = None, temperature: float = 0.0, seed: int = 0,
+              env: Mapping[str, str] | None = None, option: str = "--model", max_tokens: int | None = None) -> ModelArm:
         """Read ``provider:name`` and check it, the sampling options and that the provider's key is set."""
         provider, _, name = spec.partition(":")
         if provider not in KEY_VARIABLES or not name.strip():
-            raise ModelArmError(
-                f"{option} {spec!r}: write it as gemini:<model> or openai:<model> (e.g. gemini:gemini-2.5-flash)"
-            )
+            raise ModelArmError(f"{option} {spec!r}: write it as gemini:<model> or openai:<model> "
+                                "(e.g. gemini:gemini-2.5-flash)")
         if not 0.0 <= temperature <= 2.0:
             raise ModelArmError(f"--temperature {temperature:g}: give a value between 0 and 2")
         if max_tokens is not None and not 0 < max_tokens <= 100_000:
             raise ModelArmError(f"--max-tokens {max_tokens}: give a whole number between 1 and 100000")
         if base_url is not None and not base_url.startswith(("http://", "https://")):
-            raise ModelArmError(
-                f"{option} {spec}: the base URL {base_url!r} is not a URL; give an http:// or https:// one"
-            )
+            raise ModelArmError(f"{option} {spec}: the base URL {base_url!r} is not a URL; give an http:// or "
+                                "https:// one")
         if provider == "gemini":
             require_extra(f"{option} gemini:", "google.genai", "gemini")
         environment = env if env is not None else os.environ
         if not any(environment.get(name) for name in KEY_VARIABLES[provider]):
-            raise ModelArmError(
-                f"{option} {spec}: set {KEY_VARIABLES[provider][0]} to the {provider} API key (it is not set)"
-            )
+            raise ModelArmError(f"{option} {spec}: set {KEY_VARIABLES[provider][0]} to the {provider} API key "
+                                "(it is not set)")
         return cls(provider, name.strip(), base_url, temperature, seed, max_tokens)  # type: ignore[arg-type]
 
     @property

@@ -93,11 +93,9 @@ class ModelMeter(BaseObserver):
             self._release()
 
     def _hold(self) -> None:
-        if not self._hold_time or self._held is not None:
-            return
         loop = asyncio.get_running_loop()
         hold = getattr(loop, "hold_time_for", None)
-        if hold is None:
+        if not self._hold_time or self._held is not None or hold is None:
             return
         held: asyncio.Future[None] = loop.create_future()
         self._held = held

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -16,12 +17,8 @@ __all__ = ["FILTERS", "as_model_reads", "caller_view", "decision_matches", "mess
 
 
 #: Template filter name -> what it does to the captured text.
-FILTERS = {
-    "identifier": spoken_to_identifier,
-    "upper": lambda s: spoken_to_identifier(s).upper(),
-    "lower": lambda s: spoken_to_identifier(s).lower(),
-    "raw": lambda s: s.strip(),
-}
+FILTERS = {"identifier": spoken_to_identifier, "upper": lambda s: spoken_to_identifier(s).upper(),
+           "lower": lambda s: spoken_to_identifier(s).lower(), "raw": lambda s: s.strip()}
 
 
 def render_template(value: Any, variables: Mapping[str, str]) -> Any:
@@ -58,13 +55,8 @@ _ADAPTER_FILLERS = {"."}
 def caller_view(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The request's messages without the user turns the adapter made up (they are not the caller's)."""
     system = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
-    kept = []
-    for message in messages:
-        text = message_text(message).strip()
-        if message.get("role") == "user" and (text in _ADAPTER_FILLERS or (system and text == system.strip())):
-            continue
-        kept.append(dict(message))
-    return kept
+    made_up = {*_ADAPTER_FILLERS, system.strip()} if system else _ADAPTER_FILLERS
+    return [dict(m) for m in messages if m.get("role") != "user" or message_text(m).strip() not in made_up]
 
 
 def as_model_reads(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -82,13 +74,8 @@ def as_model_reads(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
         if payload is None or payload.kind == "started":
             read.append(message)
         else:
-            read.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": payload.tool_call_id,
-                    "content": payload.result if payload.result is not None else payload.description,
-                }
-            )
+            content = payload.result if payload.result is not None else payload.description
+            read.append({"role": "tool", "tool_call_id": payload.tool_call_id, "content": content})
     return read
 
 
@@ -149,22 +136,15 @@ def _recent_notes(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 
     The harness puts a note in the instruction when an LLM service carries it (Gemini reads a developer note as a turn).
     """
-    notes: list[str] = [message_text(m) for m in messages[:1] if m.get("role") == "system"]
-    for message in reversed(messages):
-        role = message.get("role")
-        if role == "assistant" and message_text(message):
-            break
-        if role == "developer":
-            notes.append(message_text(message))
-    return notes
+    since = itertools.takewhile(lambda m: not (m.get("role") == "assistant" and message_text(m)), reversed(messages))
+    notes = [message_text(m) for m in messages[:1] if m.get("role") == "system"]
+    return notes + [message_text(m) for m in since if m.get("role") == "developer"]
 
 
 def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """Return ``(tool name, content)`` of the tool results since the last user or assistant text."""
-    names: dict[str, str] = {}
-    for message in messages:
-        for tool_call in message.get("tool_calls") or []:
-            names[tool_call.get("id", "")] = tool_call.get("function", {}).get("name", "")
+    names = {call.get("id", ""): call.get("function", {}).get("name", "")
+             for message in messages for call in message.get("tool_calls") or []}
     results: list[tuple[str, str]] = []
     for message in reversed(messages):
         role = message.get("role")

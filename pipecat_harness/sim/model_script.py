@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from pipecat_harness.sim.strict_model import StrictModel
 
 __all__ = ["TEMPLATE_FILTERS", "TEMPLATE_PATTERN", "DecisionCondition", "ModelAction", "ModelDecision", "ModelScript",
-           "ToolCallSpec"]  # fmt: skip
+           "ToolCallSpec"]
 
 
 #: A ``{group}`` or ``{group|filter}`` placeholder in a scripted reply or tool argument.

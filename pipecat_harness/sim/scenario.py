@@ -12,8 +12,6 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pipecat_harness.config import CONTROL_NAMES
 from pipecat_harness.errors import InputError
 from pipecat_harness.sim.caller_goal import CallerGoal
-from pipecat_harness.sim.caller_script import CallerSpec, CallerTurn, SpeechSegment
-from pipecat_harness.sim.expectations import ContextCheck, Expectations, HistoryCheck, StateCheck
 from pipecat_harness.sim.model_script import (
     TEMPLATE_FILTERS,
     TEMPLATE_PATTERN,
@@ -31,7 +29,7 @@ __all__ = ["TEMPLATE_FILTERS", "TEMPLATE_PATTERN", "CallerGoal", "CallerSpec", "
            "DecisionCondition", "Expectations", "HistoryCheck", "ModelAction", "ModelDecision", "ModelScript",
            "Scenario", "ScenarioError", "SpeechSegment", "StateCheck", "TTSSpec", "TableSpec", "ToolCallSpec",
            "ToolFault", "ToolSpec", "bundled_scenario_names", "bundled_scenario_paths", "check_unique_names",
-           "load_scenario", "load_scenarios", "scenario_files"]  # fmt: skip
+           "load_scenario", "load_scenarios", "scenario_files"]
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -71,6 +69,134 @@ class TTSSpec(StrictModel):
     word_timestamps: bool = False
     words_per_minute: float = Field(default=165.0, gt=30, le=400)
     first_audio_secs: float = Field(default=0.2, ge=0, le=10)
+
+
+class SpeechSegment(StrictModel):
+    """One piece of a caller turn: speech with a transcript, a pause, or speech with no transcript.
+
+    Exactly one of ``say``, ``pause`` and ``silent`` is given.
+
+    Parameters:
+        say: What the caller says (the final transcript the ASR produces).
+        secs: Duration of the speech; defaults to the caller's speaking rate.
+        asr: What the ASR returns instead of ``say`` (to model recognition artifacts).
+        pause: Silence in seconds inside the same turn.
+        silent: Seconds of speech that VAD detects but that yields no transcript.
+    """
+
+    say: str | None = None
+    secs: float | None = Field(default=None, gt=0, le=120)
+    asr: str | None = None
+    pause: float | None = Field(default=None, ge=0, le=120)
+    silent: float | None = Field(default=None, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SpeechSegment:
+        kinds = [k for k in ("say", "pause", "silent") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("give exactly one of 'say', 'pause' or 'silent'")
+        if (self.secs is not None or self.asr is not None) and self.say is None:
+            raise ValueError("'secs' and 'asr' only go with 'say'")
+        return self
+
+
+class CallerTurn(StrictModel):
+    """A caller turn and when it starts.
+
+    Parameters:
+        after: ``bot`` waits until the bot has spoken since the previous caller turn and then stayed quiet for ``delay``
+            seconds; ``bot_started`` starts ``delay`` seconds after the bot starts speaking (a barge-in); ``start``
+            starts ``delay`` seconds after the call starts.
+        delay: Seconds after the trigger.
+        wait: Longest wait in seconds for the trigger; then the caller gives up and hangs up (the rest is not spoken).
+        speech: The segments of the turn.
+    """
+
+    after: Literal["bot", "bot_started", "start"] = "bot"
+    delay: float = Field(default=1.0, ge=0, le=600)
+    wait: float = Field(default=10.0, gt=0, le=600)
+    speech: list[SpeechSegment] = Field(min_length=1)
+
+
+class CallerSpec(StrictModel):
+    """How the simulated caller's speech turns into frames.
+
+    Parameters:
+        words_per_minute: The caller's speaking rate (sets each utterance's length unless ``secs`` is given).
+        asr_final_secs: Delay from the end of speech to the final transcript.
+        interim_every_words: An interim transcript every this many words.
+    """
+
+    words_per_minute: float = Field(default=150.0, gt=30, le=400)
+    asr_final_secs: float = Field(default=0.3, ge=0, le=5)
+    interim_every_words: int = Field(default=2, ge=1, le=50)
+    #: How the recogniser writes what was said (see :mod:`pipecat_harness.sim.asr_format`).
+    asr_format: Literal["plain", "deepgram", "whisper"] = "plain"
+    #: Finals per stretch of speech: all but the last arrive while the caller is still speaking.
+    final_pieces: int = Field(default=1, ge=1, le=10)
+    #: When set, the last piece answers the STT's ``Finalize`` this long *after* the VAD stop (Deepgram: 0.1-0.4 s);
+    #: otherwise it arrives ``asr_final_secs`` after the speech ends.
+    finalize_delay_secs: float | None = Field(default=None, ge=0, le=3)
+    #: The STT's P99 time to final, announced in an ``STTMetadataFrame`` at the start of the call.
+    stt_p99_secs: float | None = Field(default=None, gt=0, le=5)
+
+
+class StateCheck(StrictModel):
+    """An expectation on the final business state: a SQL query and the value it must return.
+
+    Parameters:
+        sql: A query returning one value (the first column of the first row).
+        equals: The value it must return (numbers compare within 1e-6).
+        why: What the check means, shown with its result.
+    """
+
+    sql: str = Field(min_length=1)
+    equals: Any
+    why: str = ""
+
+
+class HistoryCheck(StrictModel):
+    """Expectations on what the model was left believing after interruptions.
+
+    Parameters:
+        max_unplayed_words: Most words of unplayed text allowed in retained history per turn.
+        max_removed_words: Most words of played text allowed missing from history per turn.
+        max_repeated_replies: Most model replies allowed to repeat an earlier reply.
+    """
+
+    max_unplayed_words: int | None = Field(default=None, ge=0)
+    max_removed_words: int | None = Field(default=None, ge=0)
+    max_repeated_replies: int | None = Field(default=None, ge=0)
+
+
+class ContextCheck(StrictModel):
+    """What the model's context must hold at the end of the call.
+
+    Parameters:
+        contains: Regular expressions that must each match some message.
+        max_tokens: Upper bound of the final context's size (Pipecat's token estimate).
+        summarized: The context must have been summarised at least once.
+    """
+
+    contains: list[str] = Field(default_factory=list)
+    max_tokens: int | None = Field(default=None, gt=0)
+    summarized: bool = False
+
+
+class Expectations(StrictModel):
+    """What must hold at the end of the call.
+
+    Parameters:
+        state: SQL checks on the final business database.
+        history: Limits on what history kept after interruptions.
+        caller_completed: The caller must get through the whole script (no hang-up while waiting).
+        context: Expectations on the model's final context (what it holds, its size, whether it was summarised).
+    """
+
+    state: list[StateCheck] = Field(default_factory=list)
+    history: HistoryCheck = Field(default_factory=HistoryCheck)
+    context: ContextCheck | None = None
+    caller_completed: bool = True
 
 
 ToolSet = Literal["retail", "callbacks", "policies"]
@@ -128,10 +254,8 @@ class Scenario(StrictModel):
     @model_validator(mode="after")
     def _one_caller(self) -> Scenario:
         if bool(self.caller) == (self.caller_goal is not None):
-            raise ValueError(
-                "give the caller either as a script ('caller': its turns) or by goal ('caller_goal'), "
-                "exactly one of them"
-            )
+            raise ValueError("give the caller either as a script ('caller': its turns) or by goal ('caller_goal'), "
+                             "exactly one of them")
         return self
 
     @model_validator(mode="after")
@@ -149,19 +273,16 @@ class Scenario(StrictModel):
             where = f"model.decisions[{i}]"
             actions: list[tuple[str, ModelDecision | ModelAction]] = [("", decision)]
             actions += [(f".alternatives[{k}]", action) for k, action in enumerate(decision.alternatives)]
-            for alternative, action in actions:
-                calls = enumerate(action.tool_calls)
-                used += [(f"{where}{alternative}.tool_calls[{j}].name", call.name) for j, call in calls]
+            used += [(f"{where}{alternative}.tool_calls[{j}].name", call.name)
+                     for alternative, action in actions for j, call in enumerate(action.tool_calls)]
             if decision.when.tool is not None:
                 used.append((f"{where}.when.tool", decision.when.tool))
         used += [(f"faults[{i}].tool", fault.tool) for i, fault in enumerate(self.faults)]
         for where, name in used:
             if name not in names:
                 close = difflib.get_close_matches(name, names, n=1)
-                if close:
-                    hint = f"did you mean '{close[0]}'?"
-                else:
-                    hint = f"tools here: {', '.join(names)}" if names else "declare it under 'tools:'"
+                listed = f"tools here: {', '.join(names)}" if names else "declare it under 'tools:'"
+                hint = f"did you mean '{close[0]}'?" if close else listed
                 raise ValueError(f"{where}: unknown tool '{name}' ({hint})")
         return self
 
@@ -204,10 +325,7 @@ def bundled_scenario_names() -> list[str]:
 
 
 def scenario_files(entries: Sequence[str | Path] | None = None) -> list[Path]:
-    """The scenario files that ``entries`` name: files, directories (searched for ``*.yaml``) or bundled names.
-
-    None given means the bundled set; an entry that is neither an existing path nor a bundled name is a ScenarioError.
-    """
+    """The files ``entries`` name: files, directories of ``*.yaml``, bundled names (none: all); else a ScenarioError."""
     bundled = {path.stem: path for path in bundled_scenario_paths()}
     files: list[Path] = []
     for entry in entries or bundled_scenario_paths():
@@ -230,10 +348,8 @@ def check_unique_names(scenarios: Sequence[Scenario]) -> None:
     seen: dict[str, str] = {}
     for scenario in scenarios:
         if scenario.name in seen:
-            raise ScenarioError(
-                f"{scenario.source}: field 'name': '{scenario.name}' is already used by {seen[scenario.name]}"
-                "; rename one of them"
-            )
+            raise ScenarioError(f"{scenario.source}: field 'name': '{scenario.name}' is already used by "
+                                f"{seen[scenario.name]}; rename one of them")
         seen[scenario.name] = scenario.source
 
 

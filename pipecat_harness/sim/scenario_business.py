@@ -17,7 +17,7 @@ _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 #: The retail demo's tools (available when ``database.seed`` is ``retail``), read and write.
 RETAIL_TOOL_NAMES = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
                      "return_items", "modify_order_address", "issue_refund", "cancel_pending_order",
-                     "book_callback", "reschedule_callback")  # fmt: skip
+                     "book_callback", "reschedule_callback")
 
 
 class TableSpec(StrictModel):

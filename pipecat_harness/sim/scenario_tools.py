@@ -75,10 +75,8 @@ def _python_handler(spec: ToolSpec, db: RetailDatabase, source: str) -> ToolHand
     try:
         function = getattr(importlib.import_module(module_name), function_name)
     except (ImportError, AttributeError) as exc:
-        raise ScenarioError(
-            f"{source}: field 'tools.{spec.name}.python': cannot import {spec.python} ({exc}); "
-            "check the module is importable and defines the function"
-        ) from exc
+        raise ScenarioError(f"{source}: field 'tools.{spec.name}.python': cannot import {spec.python} ({exc}); "
+                            "check the module is importable and defines the function") from exc
 
     async def run(arguments: Mapping[str, Any]) -> Any:
         result = function(db, dict(arguments))
@@ -98,14 +96,10 @@ class ScenarioTools:
     def __init__(self, scenario: Scenario, db: RetailDatabase, *, with_retail: bool = True) -> None:
         self._retail = RetailTools(db) if with_retail and scenario.database.seed == "retail" else None
         source = scenario.source or scenario.name
-        self._own: dict[str, ToolHandler] = {
-            spec.name: _sql_handler(spec, db) if spec.sql is not None else _python_handler(spec, db, source)
-            for spec in scenario.own_tools
-        }
-        self._schemas = [
-            FunctionSchema(spec.name, spec.description or spec.name, spec.parameters, spec.required)
-            for spec in scenario.own_tools
-        ]
+        self._own: dict[str, ToolHandler] = {spec.name: _sql_handler(spec, db) if spec.sql is not None
+                                             else _python_handler(spec, db, source) for spec in scenario.own_tools}
+        self._schemas = [FunctionSchema(spec.name, spec.description or spec.name, spec.parameters, spec.required)
+                         for spec in scenario.own_tools]
         own_writes = {spec.name for spec in scenario.own_tools if spec.write}
         self._db = db
         self._sql_tools = {spec.name for spec in scenario.own_tools if spec.sql is not None}

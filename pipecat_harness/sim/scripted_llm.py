@@ -85,15 +85,11 @@ class ScriptedModel:
         if len(actions) > 1 and self._random is not None:
             action = self._random.choices(actions, weights=[a.weight for a in actions])[0]
         call.planned_text = render_template(action.say, variables) if action.say else ""
-        for spec in action.tool_calls:
-            arguments = render_template(spec.args, variables)
-            call.tool_calls.append(
-                {"id": f"call_{next(self._call_ids):04d}", "name": spec.name, "arguments": arguments}
-            )
+        call.tool_calls += [{"id": f"call_{next(self._call_ids):04d}", "name": spec.name,
+                             "arguments": render_template(spec.args, variables)} for spec in action.tool_calls]
 
-    def summarise(
-        self, messages: Sequence[Mapping[str, Any]], *, system_instruction: str | None, max_tokens: int | None
-    ) -> str | None:
+    def summarise(self, messages: Sequence[Mapping[str, Any]], *, system_instruction: str | None,
+                  max_tokens: int | None) -> str | None:
         """Answer an out-of-band inference (Pipecat's context summarisation) with the script's summary."""
         request = {"system_instruction": system_instruction, "max_tokens": max_tokens}
         self.summary_requests.append({**request, "messages": [dict(m) for m in messages]})
@@ -154,23 +150,11 @@ class ScriptedLLMService(LLMService):
     :class:`ScriptedModel`); ``kwargs`` go to ``LLMService`` (``run_in_parallel``, ``function_call_timeout_secs``...).
     """
 
-    def __init__(
-        self,
-        script: ModelScript,
-        *,
-        system_instruction: str | None = None,
-        seed: int | str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        settings = LLMSettings(
-            model="scripted",
-            extra={},
-            system_instruction=system_instruction,
-            filter_incomplete_user_turns=False,
-            user_turn_completion_config=None,
-            use_provider_thinking_default=False,
-            **dict.fromkeys(_UNUSED_SETTINGS),
-        )
+    def __init__(self, script: ModelScript, *, system_instruction: str | None = None, seed: int | str | None = None,
+                 **kwargs: Any) -> None:
+        settings = LLMSettings(model="scripted", extra={}, system_instruction=system_instruction,
+                               filter_incomplete_user_turns=False, user_turn_completion_config=None,
+                               use_provider_thinking_default=False, **dict.fromkeys(_UNUSED_SETTINGS))
         super().__init__(settings=settings, **kwargs)
         self._script = script
         self.model = ScriptedModel(script, seed=seed)
@@ -197,13 +181,9 @@ class ScriptedLLMService(LLMService):
         finally:
             await self.push_frame(LLMFullResponseEndFrame())
 
-    async def run_inference(
-        self,
-        context: LLMContext,
-        max_tokens: int | None = None,
-        system_instruction: str | None = None,
-        response_schema: dict[str, Any] | None = None,
-    ) -> str | None:
+    async def run_inference(self, context: LLMContext, max_tokens: int | None = None,
+                            system_instruction: str | None = None,
+                            response_schema: dict[str, Any] | None = None) -> str | None:
         """Out-of-band inference (Pipecat's context summarisation): the script's summary."""
         messages = context_messages(context)
         return self.model.summarise(messages, system_instruction=system_instruction, max_tokens=max_tokens)
@@ -224,11 +204,7 @@ class ScriptedLLMService(LLMService):
             if self._script.token_secs:
                 await asyncio.sleep(self._script.token_secs)
         if call.tool_calls:
-            calls = [
-                FunctionCallFromLLM(
-                    function_name=c["name"], tool_call_id=c["id"], arguments=c["arguments"], context=context
-                )
-                for c in call.tool_calls
-            ]
-            await self.run_function_calls(calls)
+            await self.run_function_calls([FunctionCallFromLLM(function_name=c["name"], tool_call_id=c["id"],
+                                                               arguments=c["arguments"], context=context)
+                                           for c in call.tool_calls])
         call.completed = True

@@ -52,26 +52,12 @@ class SimulatedTTSService(TTSService):
         **kwargs: Passed to ``TTSService``.
     """
 
-    def __init__(
-        self,
-        *,
-        word_timestamps: bool = False,
-        words_per_minute: float = 165.0,
-        first_audio_secs: float = 0.2,
-        chunk_secs: float = 0.1,
-        ledger: SpeechLedger | None = None,
-        sample_rate: int = 16000,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, word_timestamps: bool = False, words_per_minute: float = 165.0,
+                 first_audio_secs: float = 0.2, chunk_secs: float = 0.1, ledger: SpeechLedger | None = None,
+                 sample_rate: int = 16000, **kwargs: Any) -> None:
         settings = TTSSettings(model="simulated", extra={}, voice="simulated", language=None)
-        super().__init__(
-            push_text_frames=not word_timestamps,
-            push_start_frame=True,
-            push_stop_frames=True,
-            sample_rate=sample_rate,
-            settings=settings,
-            **kwargs,
-        )
+        super().__init__(push_text_frames=not word_timestamps, push_start_frame=True, push_stop_frames=True,
+                         sample_rate=sample_rate, settings=settings, **kwargs)
         self._word_timestamps = word_timestamps
         self._wpm = words_per_minute
         self._first_audio_secs = first_audio_secs
@@ -94,9 +80,8 @@ class SimulatedTTSService(TTSService):
         base = self._offsets.get(context_id, 0.0)
         total = layout[-1][2] + PUNCTUATION_PAUSE.get(layout[-1][0][-1], 0.0)
         self._offsets[context_id] = base + total
-        self.ledger.words.setdefault(context_id, []).extend(
-            SpokenWord(word, base + start, base + end) for word, start, end in layout
-        )
+        words = self.ledger.words.setdefault(context_id, [])
+        words.extend(SpokenWord(word, base + start, base + end) for word, start, end in layout)
         self.ledger.synthesized_secs[context_id] = base + total
         if self._first_audio_secs:
             await asyncio.sleep(self._first_audio_secs)

@@ -8,24 +8,9 @@ from pipecat_harness.state.factory import create_store
 from pipecat_harness.state.memory import MemoryStateStore
 from pipecat_harness.state.store import LockedRead, NewestGate, StateStore, StoreError
 
-__all__ = [
-    "CallLock",
-    "CallState",
-    "CallStateStore",
-    "Fact",
-    "LockTimeout",
-    "LockedRead",
-    "MemoryStateStore",
-    "NewestGate",
-    "Provenance",
-    "RedisStateStore",
-    "StateStore",
-    "StoreError",
-    "Superseded",
-    "TranscriptDebouncer",
-    "VersionConflict",
-    "create_store",
-]
+__all__ = ["CallLock", "CallState", "CallStateStore", "Fact", "LockTimeout", "LockedRead", "MemoryStateStore",
+           "NewestGate", "Provenance", "RedisStateStore", "StateStore", "StoreError", "Superseded",
+           "TranscriptDebouncer", "VersionConflict", "create_store"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,8 +1,7 @@
 """What the bot knows about one call: conversation history, working state and business state.
 
-Kept apart because they are trusted differently: working facts carry their provenance (who said so, when) and
-version, business state the provenance of the read. The record's version grows with every saved change (a decision
-on version N can tell whether the state moved), and changes are made under the per-call lock.
+Kept apart as they are trusted differently: working facts carry provenance (who said so, when) and a version, business
+state the provenance of its read. The record's version grows with each change, saved under the per-call lock.
 """
 
 from __future__ import annotations
@@ -122,17 +121,15 @@ class CallStateStore:
     def _parsed(call_id: str, raw: Any | None) -> CallState:
         return parse_record(raw, CallState.from_dict, lambda: CallState(call_id=call_id), label=f"call {call_id!r}")
 
-    async def update(
-        self, call_id: str, change: Callable[[CallState], Awaitable[Any] | Any], *, expected_version: int | None = None
-    ) -> CallState:
+    async def update(self, call_id: str, change: Callable[[CallState], Awaitable[Any] | Any], *,
+                     expected_version: int | None = None) -> CallState:
         """Apply ``change`` under the lock and save it (``VersionConflict`` if not at ``expected_version``)."""
 
         async def work(values: tuple[Any | None, ...]) -> CallState:
             state = self._parsed(call_id, values[0])
             if expected_version is not None and state.version != expected_version:
-                raise VersionConflict(
-                    f"call {call_id!r}: state is at version {state.version}, update was based on {expected_version}"
-                )
+                raise VersionConflict(f"call {call_id!r}: state is at version {state.version}, update was based on "
+                                      f"{expected_version}")
             result = change(state)
             if inspect.isawaitable(result):
                 await result

@@ -36,19 +36,11 @@ _HELD: contextvars.ContextVar[tuple[CallLock, str, str] | None] = contextvars.Co
 class CallLock:
     """A per-call lease, renewed every third of ``ttl_secs`` while its work runs, with writes fenced by its token.
 
-    A killed worker's lock frees itself within ``ttl_secs``, and work that lost its lock cannot overwrite newer state
-    (the store checks the token atomically).
+    A killed worker's lock frees itself within ``ttl_secs``; work that lost its lock cannot overwrite newer state.
     """
 
-    def __init__(
-        self,
-        store: StateStore,
-        *,
-        ttl_secs: float = 1.0,
-        work_timeout_secs: float = 10.0,
-        acquire_timeout_secs: float | None = None,
-        poll_secs: float = 0.01,
-    ) -> None:
+    def __init__(self, store: StateStore, *, ttl_secs: float = 1.0, work_timeout_secs: float = 10.0,
+                 acquire_timeout_secs: float | None = None, poll_secs: float = 0.01) -> None:
         if ttl_secs <= 0 or work_timeout_secs <= 0 or poll_secs <= 0:
             raise ValueError("lock ttl_secs, work_timeout_secs and poll_secs must be positive")
         self.store = store
@@ -61,19 +53,13 @@ class CallLock:
         """Run ``work()`` while holding (and renewing) the lock for ``call_id`` (see :meth:`run_reading`)."""
         return await self.run_reading(call_id, (), lambda _values: work())
 
-    async def run_reading(
-        self,
-        call_id: str,
-        keys: Sequence[str],
-        work: Callable[[tuple[Any | None, ...]], Awaitable[T]],
-        *,
-        gate: NewestGate | None = None,
-    ) -> T:
+    async def run_reading(self, call_id: str, keys: Sequence[str],
+                          work: Callable[[tuple[Any | None, ...]], Awaitable[T]], *,
+                          gate: NewestGate | None = None) -> T:
         """Take the lock and read ``keys`` in one store operation (one Redis round trip), then run ``work(values)``.
 
-        With a ``gate`` the work runs only while no newer stamp is stored (else :class:`Superseded`); raises
-        :class:`LockTimeout`, ``TimeoutError`` past ``work_timeout_secs``, and :class:`LockLost` for a write after
-        losing the lock.
+        With a ``gate`` it runs only while no newer stamp is stored (else :class:`Superseded`); raises
+        :class:`LockTimeout`, ``TimeoutError`` past ``work_timeout_secs``, :class:`LockLost` on a write after losing it.
         """
         held = await self.acquire_reading(call_id, keys, gate=gate)
         context = _HELD.set((self, held.key, held.token))
@@ -87,8 +73,7 @@ class CallLock:
     async def acquire_reading(self, call_id: str, keys: Sequence[str], *, gate: NewestGate | None = None) -> HeldLock:
         """Take the lock and read ``keys`` as :meth:`run_reading` does, for work that continues in another task.
 
-        Renewed until :meth:`HeldLock.release`, for at most ``work_timeout_secs``. Waiting is a poll of a busy lock (a
-        store error is raised at once), not a retry of a failure, hence no tenacity.
+        Renewed until :meth:`HeldLock.release`, for at most ``work_timeout_secs``; a busy lock is polled, not retried.
         """
         key = f"lock:{call_id}"
         token = secrets.token_hex(16)
@@ -115,18 +100,14 @@ class CallLock:
             await _fenced_write(self.store, key, value, ttl_secs, held[1], held[2])
 
 
-async def _fenced_write(
-    store: StateStore, key: str, value: Any, ttl_secs: float | None, lock_key: str, token: str
-) -> None:
+async def _fenced_write(store: StateStore, key: str, value: Any, ttl_secs: float | None, lock_key: str,
+                        token: str) -> None:
     if not await store.set_json_fenced(key, value, ttl_secs=ttl_secs, lock_key=lock_key, token=token):
         raise LockLost(f"{lock_key}: the lock passed to another worker; the write of {key!r} was refused")
 
 
 class HeldLock:
-    """A taken :class:`CallLock`: the values read with it, fenced writes, and its release.
-
-    Renewal is a timer, not a task per lock: most work ends before the first renewal is due.
-    """
+    """A taken :class:`CallLock`: the values read with it, fenced writes, release; renewed by a timer, not a task."""
 
     def __init__(self, lock: CallLock, key: str, token: str, values: tuple[Any | None, ...]) -> None:
         self.lock = lock

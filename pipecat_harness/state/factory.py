@@ -11,18 +11,9 @@ from pipecat_harness.stores import open_store
 __all__ = ["create_store"]
 
 
-def create_store(
-    backend: str = "memory",
-    *,
-    redis_url: str = "redis://127.0.0.1:6379/0",
-    prefix: str = "",
-    memory_max_keys: int = 20_000,
-) -> StateStore:
-    """Return a store for ``backend`` (``"memory"`` or ``"redis"``; the memory store keeps at most ``memory_max_keys``).
-
-    Raises:
-        ValueError: Unknown backend name.
-    """
+def create_store(backend: str = "memory", *, redis_url: str = "redis://127.0.0.1:6379/0", prefix: str = "",
+                 memory_max_keys: int = 20_000) -> StateStore:
+    """A ``"memory"`` store (at most ``memory_max_keys`` keys) or a ``"redis"`` one; ``ValueError`` for others."""
     if backend == "memory":
         return MemoryStateStore(max_keys=memory_max_keys)
     if backend == "redis":

@@ -9,37 +9,24 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipecat_harness.state.store import LockedRead, NewestGate, StateStore, dump_json
+from pipecat_harness.state.store import JsonText, LockedRead, NewestGate, StateStore, dump_json
 
 __all__ = ["MemoryStateStore"]
 
 
-class _Json(str):
-    """A value written with ``set_json``, kept as its JSON text: decoding is faster than a deep copy (6 vs 24 µs)."""
-
-    __slots__ = ()
-
-
 def _copy_out(value: Any) -> Any:
-    if value is None:
-        return None
-    return json.loads(value) if isinstance(value, _Json) else copy.deepcopy(value)
+    """A copy of a held value; ``set_json`` holds JSON text, as decoding is faster than a deep copy (6 vs 24 µs)."""
+    return json.loads(value) if isinstance(value, JsonText) else copy.deepcopy(value)
 
 
 class MemoryStateStore(StateStore):
     """Dictionary-backed store; no operation awaits between read and write, so each is atomic on one loop.
 
-    At most ``max_keys`` keys (least recently used out first), and ``default_ttl_secs`` for keys written without a
-    lifetime, so the state of calls that ended silently does not pile up.
+    At most ``max_keys`` keys (least recently used out first); ``default_ttl_secs`` for keys written without a lifetime.
     """
 
-    def __init__(
-        self,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        max_keys: int = 20_000,
-        default_ttl_secs: float | None = 6 * 3600.0,
-    ) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, max_keys: int = 20_000,
+                 default_ttl_secs: float | None = 6 * 3600.0) -> None:
         if max_keys <= 0:
             raise ValueError("max_keys must be positive")
         self._clock = clock
@@ -94,11 +81,10 @@ class MemoryStateStore(StateStore):
 
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
         """Store ``value`` as its JSON text."""
-        self._put(key, _Json(dump_json(key, value)), ttl_secs)
+        self._put(key, JsonText(dump_json(key, value)), ttl_secs)
 
-    async def set_json_fenced(
-        self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str
-    ) -> bool:
+    async def set_json_fenced(self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str,
+                              token: str) -> bool:
         """Store ``value`` only while ``token`` holds ``lock_key``."""
         if self._live(lock_key) != token:
             return False
@@ -132,9 +118,8 @@ class MemoryStateStore(StateStore):
         del self._values[key]
         return True
 
-    async def acquire_and_read(
-        self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *, gate: NewestGate | None = None
-    ) -> LockedRead:
+    async def acquire_and_read(self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *,
+                               gate: NewestGate | None = None) -> LockedRead:
         """Offer/check the gate's stamp, take the lock and copy ``keys`` out, with no await in between."""
         if gate is not None:
             if self._newer_than(gate.key, gate.stamp):

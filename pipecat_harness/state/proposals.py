@@ -1,7 +1,4 @@
-"""Confirmation proposals in a SQL table, for the workers of a call that share the ledger's database.
-
-The store interface and the ``StateStore`` backend are in :mod:`pipecat_harness.state.proposal_store` (re-exported).
-"""
+"""Confirmation proposals in a SQL table on the ledger's database (interface and ``StateStore`` backend re-exported)."""
 
 from __future__ import annotations
 
@@ -29,14 +26,9 @@ class SqlProposals(ProposalStore):
         self._shared = acquire_engine(url)
         self._created = False
         self._metadata = MetaData()
-        self.table = Table(
-            f"{table_prefix}proposals",
-            self._metadata,
-            Column("call_id", String(256), primary_key=True),
-            Column("version", Integer, nullable=False),
-            Column("document", Text, nullable=False),
-            Column("updated_at", Float, nullable=False),
-        )
+        self.table = Table(f"{table_prefix}proposals", self._metadata, Column("call_id", String(256), primary_key=True),
+                           Column("version", Integer, nullable=False), Column("document", Text, nullable=False),
+                           Column("updated_at", Float, nullable=False))
 
     async def _ensure(self) -> None:
         if self._created:
@@ -78,10 +70,8 @@ class SqlProposals(ProposalStore):
                     await conn.execute(table.insert().values(call_id=call_id, version=1, document=text, updated_at=now))
                     return True
                 changed = await conn.execute(
-                    update(table)
-                    .where(table.c.call_id == call_id, table.c.version == expected_version)
-                    .values(version=expected_version + 1, document=text, updated_at=now)
-                )
+                    update(table).where(table.c.call_id == call_id, table.c.version == expected_version)
+                    .values(version=expected_version + 1, document=text, updated_at=now))
                 return bool(changed.rowcount == 1)
         except IntegrityError:  # another worker inserted the first version
             return False

@@ -1,7 +1,4 @@
-"""Redis-backed :class:`StateStore` shared by worker processes.
-
-Every compare-then-write is one Lua script, so two processes never both believe they hold a lock or the newest stamp.
-"""
+"""Redis-backed :class:`StateStore`: every compare-then-write is one Lua script, so processes never race on it."""
 
 from __future__ import annotations
 
@@ -18,14 +15,6 @@ local cur = redis.call('GET', KEYS[1])
 if cur and tonumber(cur) > tonumber(ARGV[1]) then return 0 end
 if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 else redis.call('SET', KEYS[1], ARGV[1]) end
-return 1
-"""
-
-_ACQUIRE = """
-local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-if cur then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
 
@@ -90,14 +79,12 @@ class RedisStateStore(StateStore):
             try:
                 import redis.asyncio as aioredis
             except ImportError as exc:  # pragma: no cover - depends on extras
-                raise StoreError(
-                    "the Redis store needs the 'redis' extra: pip install 'pipecat-harness[redis]'"
-                ) from exc
+                message = "the Redis store needs the 'redis' extra: pip install 'pipecat-harness[redis]'"
+                raise StoreError(message) from exc
             client = aioredis.from_url(url, decode_responses=True)
         self._redis = client
         self.prefix = prefix
         self._offer = client.register_script(_OFFER_NEWEST)
-        self._acquire = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
         self._set_fenced = client.register_script(_SET_FENCED)
         self._acquire_and_read = client.register_script(_ACQUIRE_AND_READ)
@@ -116,9 +103,8 @@ class RedisStateStore(StateStore):
         """Return the decoded JSON value under ``key``."""
         return _decoded(key, await self._redis.get(self._key(key)))
 
-    async def acquire_and_read(
-        self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *, gate: NewestGate | None = None
-    ) -> LockedRead:
+    async def acquire_and_read(self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *,
+                               gate: NewestGate | None = None) -> LockedRead:
         """Offer/check the gate's stamp, take the lock and read ``keys`` in one script: one round trip."""
         names = [self._key(lock_key), *(self._key(key) for key in keys)]
         mode, stamp, stamp_ttl = "", "", ""
@@ -135,9 +121,8 @@ class RedisStateStore(StateStore):
         """Store ``value`` as JSON."""
         await self._redis.set(self._key(key), dump_json(key, value), px=None if ttl_secs is None else _ms(ttl_secs))
 
-    async def set_json_fenced(
-        self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str
-    ) -> bool:
+    async def set_json_fenced(self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str,
+                              token: str) -> bool:
         """Store ``value`` only while ``token`` holds ``lock_key``, in one script."""
         keys = [self._key(key), self._key(lock_key)]
         return bool(await self._set_fenced(keys=keys, args=[dump_json(key, value), token, _ttl_arg(ttl_secs)]))
@@ -156,8 +141,8 @@ class RedisStateStore(StateStore):
         return None if raw is None else float(raw)
 
     async def acquire(self, key: str, token: str, ttl_secs: float) -> bool:
-        """Take (or extend our own) lock with ``SET NX PX`` semantics."""
-        return bool(await self._acquire(keys=[self._key(key)], args=[token, str(_ms(ttl_secs))]))
+        """Take (or extend our own) lock with ``SET NX PX`` semantics: the locked read of no keys."""
+        return (await self.acquire_and_read(key, token, ttl_secs)).acquired
 
     async def release(self, key: str, token: str) -> bool:
         """Delete the lock only if ``token`` holds it."""

@@ -73,9 +73,8 @@ class StateStore(abc.ABC):
     async def set_json(self, key: str, value: Any, *, ttl_secs: float | None = None) -> None:
         """Store ``value`` under ``key``, optionally expiring after ``ttl_secs``."""
 
-    async def set_json_fenced(
-        self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str, token: str
-    ) -> bool:
+    async def set_json_fenced(self, key: str, value: Any, *, ttl_secs: float | None = None, lock_key: str,
+                              token: str) -> bool:
         """Store ``value`` only if ``token`` holds ``lock_key`` (this fallback re-takes the lock: only a holder can)."""
         if not await self.acquire(lock_key, token, max(ttl_secs or 0.0, 1.0)):
             return False
@@ -102,13 +101,9 @@ class StateStore(abc.ABC):
     async def release(self, key: str, token: str) -> bool:
         """Release the lock ``key`` only if ``token`` still holds it."""
 
-    async def acquire_and_read(
-        self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *, gate: NewestGate | None = None
-    ) -> LockedRead:
-        """Offer the gate's stamp, give up if superseded, take ``lock_key`` and read ``keys``, as one operation.
-
-        Backends do it atomically (one round trip); this fallback runs the steps in turn, checking the stamp again.
-        """
+    async def acquire_and_read(self, lock_key: str, token: str, ttl_secs: float, keys: Sequence[str] = (), *,
+                               gate: NewestGate | None = None) -> LockedRead:
+        """Offer the gate's stamp, take ``lock_key``, read ``keys``: one operation (this fallback: step by step)."""
         if gate is not None and gate.offer:
             if not await self.offer_newest(gate.key, gate.stamp, ttl_secs=gate.ttl_secs):
                 return LockedRead(acquired=False, superseded=True)

@@ -12,17 +12,8 @@ from typing import Any
 
 from pipecat_harness.tools.schema import validate_arguments
 
-__all__ = [
-    "DEFAULT_MAX_ARGUMENT_BYTES",
-    "ArgumentAccumulator",
-    "ArgumentError",
-    "ArgumentNormalizer",
-    "attach_server_context",
-    "check_json_value",
-    "normalize_arguments",
-    "parse_arguments",
-    "prepare_arguments",
-]
+__all__ = ["DEFAULT_MAX_ARGUMENT_BYTES", "ArgumentAccumulator", "ArgumentError", "ArgumentNormalizer",
+           "attach_server_context", "check_json_value", "normalize_arguments", "parse_arguments", "prepare_arguments"]
 
 DEFAULT_MAX_ARGUMENT_BYTES = 16_384
 #: Deepest nesting accepted in arguments (tool schemas need a handful of levels).
@@ -149,9 +140,8 @@ def _json_type(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def attach_server_context(
-    arguments: Mapping[str, Any], context: Mapping[str, Any], *, reserved: Iterable[str] = ()
-) -> dict[str, Any]:
+def attach_server_context(arguments: Mapping[str, Any], context: Mapping[str, Any], *,
+                          reserved: Iterable[str] = ()) -> dict[str, Any]:
     """Return ``arguments`` plus trusted ``context`` (``ArgumentError`` if the model set it or a ``reserved`` field)."""
     if not context and not reserved:
         return dict(arguments)
@@ -242,15 +232,10 @@ def normalize_arguments(normalizer: ArgumentNormalizer, arguments: Mapping[str, 
     return dict(normalized)
 
 
-def prepare_arguments(
-    raw: Any,
-    *,
-    max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
-    trusted: Mapping[str, Any] | None = None,
-    reserved: Iterable[str] = (),
-    schema: Mapping[str, Any] | None = None,
-    normalizer: ArgumentNormalizer | None = None,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def prepare_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
+                      trusted: Mapping[str, Any] | None = None, reserved: Iterable[str] = (),
+                      schema: Mapping[str, Any] | None = None,
+                      normalizer: ArgumentNormalizer | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Parse (bounded), refuse model-set server context, validate, normalize and attach the trusted context.
 
     Returns the final arguments and, when the normalizer changed them, the normalized model arguments.
@@ -261,10 +246,6 @@ def prepare_arguments(
     problems = validate_arguments(model_arguments, schema) if schema is not None else []
     if problems:
         raise ArgumentError("invalid", "invalid arguments: " + "; ".join(problems))
-    changed = None
-    if normalizer is not None:
-        normalized = normalize_arguments(normalizer, model_arguments)
-        if normalized != model_arguments:
-            changed = normalized
-        model_arguments = normalized
-    return attach_server_context(model_arguments, context, reserved=reserved), changed
+    normalized = model_arguments if normalizer is None else normalize_arguments(normalizer, model_arguments)
+    changed = normalized if normalizer is not None and normalized != model_arguments else None
+    return attach_server_context(normalized, context, reserved=reserved), changed

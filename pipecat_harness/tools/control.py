@@ -1,31 +1,12 @@
 """``ToolGateControl``: the tool gate inside a Pipecat pipeline.
 
-Execution happens inside the LLM service, so the gate wraps each handler
-however it is registered: :meth:`ToolGateControl.attach` replaces the
-service's function registry with one that gates every entry as it is stored —
-``Harness.register_function``, ``llm.register_function``, direct functions and
-``FunctionSchema(handler=...)`` tools that Pipecat registers at the first model
-run, and tools added later by ``LLMSetToolsFrame``. Wrapping is marked, so a
-second wrap is a no-op. Every gated tool must be declared a read or a write; a
-tool that is neither is refused at registration with a clear error, and one that
-appears only mid-call is answered ``blocked`` (and logged), never run ungated.
-
-The wrapped handler asks the :class:`ToolGate` whether to forward the call,
-runs the original Pipecat handler if so, and always answers the
-``tool_call_id`` through ``params.result_callback`` — with the handler's own
-result and its ``FunctionCallResultProperties`` (``run_llm``,
-``on_context_updated``) unchanged, or with a clear "not executed" / "blocked" /
-"outcome unknown" result.
-
-Writes registered through the harness are Pipecat async tools
-(``cancel_on_interruption=False``): a barge-in must never cancel a write
-halfway, and Pipecat 1.14 then delivers the result into the context itself.
-The gate runs every handler in its own task anyway, so a write registered as
-cancellable is not torn either: its cancellation leaves the operation
-``outcome_unknown`` and its late reply settles it. Writes whose outcome
-settles after the model was told "unknown" are told to the model when the next generation starts, by the
-:class:`~pipecat_harness.tools.guard.GenerationGuard` after the user aggregator, which also keeps calls of an
-interrupted generation from running and notes calls of tools that were never registered.
+:meth:`ToolGateControl.attach` swaps the LLM service's function registry for one that gates every entry however it
+is registered (``register_function``, direct functions, ``FunctionSchema(handler=...)``, ``LLMSetToolsFrame``), once.
+A tool declared neither a read nor a write is refused at registration, or answered ``blocked`` if it appears mid-call.
+Every ``tool_call_id`` is answered: with the handler's result and ``FunctionCallResultProperties`` unchanged, or with a
+"not executed" / "blocked" / "outcome unknown" result. Writes are async tools (``cancel_on_interruption=False``); a
+write cancelled all the same stays ``outcome_unknown`` until its late reply settles it, which the
+:class:`~pipecat_harness.tools.guard.GenerationGuard` tells the model at the next generation.
 """
 
 from __future__ import annotations
@@ -67,11 +48,9 @@ class UndeclaredTool(ValueError):
 
 
 class GateHook(Protocol):
-    """Trusted code around every gated call (``ToolGateControl.hook``).
+    """Trusted code around every gated call (``ToolGateControl.hook``): before the gate decides, what the model gets.
 
-    ``before_call`` runs before the gate decides (e.g. to load shared state a
-    policy rule reads); ``render`` turns the gate's result into what the model
-    receives (the default is :meth:`GateResult.to_tool_result`).
+    ``render``'s default is :meth:`GateResult.to_tool_result`.
     """
 
     async def before_call(self, name: str) -> None:
@@ -81,28 +60,11 @@ class GateHook(Protocol):
         """Return the tool result the model receives for ``result``."""
 
 
-class _DecisionAdapter:
-    """Routes the gate's decisions into the call's decision log."""
-
-    def __init__(self, control: ToolGateControl) -> None:
-        self._control = control
-
-    def record(self, action: str, evidence: dict[str, Any]) -> ControlDecision:
-        return self._control.record(action, evidence)
-
-    def outcome(self, decision: ControlDecision, outcome: dict[str, Any]) -> None:
-        self._control.harness.decisions.set_outcome(decision, outcome)
-        self._control.harness.events.publish(GateDecided(decision, outcome=True))
-
-
 class ToolGateControl(HarnessControl):
-    """Forward tool calls through a :class:`ToolGate`; every call still gets a result.
+    """Forward tool calls through a :class:`ToolGate`; every call still gets a result (``HarnessConfig.tool_gate``).
 
-    Configured by ``HarnessConfig.tool_gate``. Trusted code may set
-    ``control.gate.server_context`` (tenant id, customer id), add policy rules
-    to ``control.gate.policies``, set ``control.gate.reconciler`` and set
-    ``control.hook`` (a :class:`GateHook`: what runs before the gate decides and
-    what the model receives; the ``call_state`` control installs one).
+    Trusted code may set ``gate.server_context`` (tenant id, customer id), ``gate.policies``, ``gate.reconciler`` and
+    ``hook`` (a :class:`GateHook`; the ``call_state`` control installs one).
     """
 
     name = "tool_gate"
@@ -116,17 +78,10 @@ class ToolGateControl(HarnessControl):
                                      table_prefix=settings.ledger_table_prefix)
         self._ledger_ready = asyncio.Lock()
         self._ledger_created = False
-        self.gate = ToolGate(
-            write_tools=set(harness.write_tools),
-            ledger=self.ledger,
-            tenant=settings.tenant,
-            session_id=harness.call_id,
-            reserved_fields=settings.server_context_fields,
-            timeout_secs=settings.handler_timeout_secs,
-            late_reply_secs=settings.late_reply_secs,
-            max_argument_bytes=settings.max_argument_bytes,
-            decisions=_DecisionAdapter(self),
-        )
+        self.gate = ToolGate(write_tools=set(harness.write_tools), ledger=self.ledger, tenant=settings.tenant,
+                             session_id=harness.call_id, reserved_fields=settings.server_context_fields,
+                             timeout_secs=settings.handler_timeout_secs, late_reply_secs=settings.late_reply_secs,
+                             max_argument_bytes=settings.max_argument_bytes, decisions=self)
         self.read_tools: set[str] = set(settings.read_tools)
         self.guard = GenerationGuard(on_unknown_tool=self._check_known, notices=self.take_notices,
                                      on_lifecycle=self._lifecycle)
@@ -140,6 +95,11 @@ class ToolGateControl(HarnessControl):
         decision: ControlDecision = super().record(action, evidence)
         self.harness.events.publish(GateDecided(decision))
         return decision
+
+    def outcome(self, decision: ControlDecision, outcome: dict[str, Any]) -> None:
+        """Attach what followed a gate decision (the gate's :class:`~pipecat_harness.tools.gate.DecisionSink`)."""
+        self.harness.decisions.set_outcome(decision, outcome)
+        self.harness.events.publish(GateDecided(decision, outcome=True))
 
     #: How often the sweeper settles what this call left behind (a crashed process's records, unknown outcomes).
     sweep_interval_secs = 30.0
@@ -200,11 +160,10 @@ class ToolGateControl(HarnessControl):
 
     def undeclared_error(self, name: str) -> UndeclaredTool:
         """The error for a tool declared neither a read nor a write."""
-        return UndeclaredTool(
-            f"tool {name!r} is declared neither a read nor a write: register it with "
-            f"harness.register_function(..., write=True) or write=False, or list it in tool_gate.write_tools "
-            f"or tool_gate.read_tools (an undeclared write would never be deduplicated)"
-        )
+        return UndeclaredTool(f"tool {name!r} is declared neither a read nor a write: register it with "
+                              f"harness.register_function(..., write=True) or write=False, or list it in "
+                              f"tool_gate.write_tools or tool_gate.read_tools (an undeclared write would never be "
+                              f"deduplicated)")
 
     def wrap_function(self, name: str, handler: PipecatHandler, *, write: bool) -> PipecatHandler:
         """Return a handler that asks the gate before running ``handler`` (a gated handler is returned as is)."""
@@ -226,12 +185,9 @@ class ToolGateControl(HarnessControl):
                 if self.hook is not None:
                     await self.hook.before_call(name)
                 result = await self.gate.call(
-                    params.function_name or name,
-                    params.arguments,
+                    params.function_name or name, params.arguments,
                     lambda arguments: _run_pipecat_handler(handler, params, arguments, captured),
-                    tool_call_id=params.tool_call_id,
-                    should_proceed=lambda: self.guard.may_run(params.tool_call_id),
-                )
+                    tool_call_id=params.tool_call_id, should_proceed=lambda: self.guard.may_run(params.tool_call_id))
                 payload = result.to_tool_result() if self.hook is None else await self.hook.render(result)
                 properties = captured.get("properties") if result.executed else None
             except asyncio.CancelledError:
@@ -319,13 +275,7 @@ def _notice(record: OperationRecord) -> str:
 
 async def _run_pipecat_handler(handler: Any, params: FunctionCallParams, arguments: Mapping[str, Any],
                                captured: dict[str, Any]) -> Any:
-    """Run a Pipecat handler and return the final result it reports.
-
-    Intermediate updates (``is_final=False``) pass straight through; the
-    final result is captured so the gate can decide what the model receives,
-    and its ``FunctionCallResultProperties`` are kept in ``captured`` to be
-    passed on unchanged.
-    """
+    """Run a Pipecat handler and return its final result (its properties kept in ``captured``; updates pass through)."""
     final: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
     async def capture(result: Any, *, properties: Any = None) -> None:

@@ -17,15 +17,8 @@ from loguru import logger
 
 from pipecat_harness.tools.operation_state import OperationRecord
 
-__all__ = [
-    "HandlerOutcome",
-    "LateReplies",
-    "await_deadline",
-    "current_operation",
-    "describe_error",
-    "reports_error",
-    "spawn",
-]
+__all__ = ["HandlerOutcome", "LateReplies", "await_deadline", "current_operation", "describe_error", "reports_error",
+           "spawn"]
 
 T = TypeVar("T")
 
@@ -37,9 +30,8 @@ def current_operation() -> OperationRecord | None:
     return _operation.get()
 
 
-def spawn(
-    start: Callable[[], Awaitable[T]], operation: OperationRecord | None = None
-) -> tuple[asyncio.Future[T], asyncio.Future[None]]:
+def spawn(start: Callable[[], Awaitable[T]],
+          operation: OperationRecord | None = None) -> tuple[asyncio.Future[T], asyncio.Future[None]]:
     """Run ``start()`` in a task, ``operation`` as its :func:`current_operation`; also return a future set as it ends.
 
     That future resolves a loop turn sooner than the task, and awaiting or cancelling it leaves the task alone.
@@ -95,9 +87,8 @@ def _settled(task: asyncio.Future[Any]) -> HandlerOutcome:
     return HandlerOutcome(task, value=task.result())
 
 
-async def await_deadline(
-    task: asyncio.Future[Any], timeout_secs: float | None, ended: asyncio.Future[None] | None = None
-) -> HandlerOutcome:
+async def await_deadline(task: asyncio.Future[Any], timeout_secs: float | None,
+                         ended: asyncio.Future[None] | None = None) -> HandlerOutcome:
     """Wait at most ``timeout_secs`` for a running handler task, never cancelling it (cancelling the wait neither).
 
     ``ended``: the future :func:`spawn` gave with the task (awaited once). One future and one timer instead of

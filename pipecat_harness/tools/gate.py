@@ -60,31 +60,18 @@ class ToolGate:
     may answer ``failed`` only for an attempt the backend voided; ``definitive_errors`` are exceptions meaning "no".
     """
 
-    def __init__(
-        self,
-        write_tools: Iterable[str],
-        *,
-        read_tools: Iterable[str] | None = None,
-        schemas: Mapping[str, Mapping[str, Any]] | None = None,
-        normalizers: Mapping[str, ArgumentNormalizer] | None = None,
-        scopes: Mapping[str, OperationScope] | None = None,
-        resources: Mapping[str, Callable[[Mapping[str, Any]], str | None]] | None = None,
-        ledger: OperationStore | None = None,
-        tenant: str = "default",
-        session_id: str | None = None,
-        policies: PolicySet | None = None,
-        server_context: Mapping[str, Any] | None = None,
-        reserved_fields: Iterable[str] = (),
-        timeout_secs: float | None = 10.0,
-        late_reply_secs: float = 300.0,
-        max_argument_bytes: int = 16_384,
-        reconciler: Reconciler | None = None,
-        reconcilers: Mapping[str, Reconciler] | None = None,
-        is_failure: Callable[[Any], bool] = reports_error,
-        definitive_errors: tuple[type[BaseException], ...] = (),
-        decisions: DecisionSink | None = None,
-        settle_retry_secs: float = 120.0,
-    ) -> None:
+    def __init__(self, write_tools: Iterable[str], *, read_tools: Iterable[str] | None = None,
+                 schemas: Mapping[str, Mapping[str, Any]] | None = None,
+                 normalizers: Mapping[str, ArgumentNormalizer] | None = None,
+                 scopes: Mapping[str, OperationScope] | None = None,
+                 resources: Mapping[str, Callable[[Mapping[str, Any]], str | None]] | None = None,
+                 ledger: OperationStore | None = None, tenant: str = "default", session_id: str | None = None,
+                 policies: PolicySet | None = None, server_context: Mapping[str, Any] | None = None,
+                 reserved_fields: Iterable[str] = (), timeout_secs: float | None = 10.0, late_reply_secs: float = 300.0,
+                 max_argument_bytes: int = 16_384, reconciler: Reconciler | None = None,
+                 reconcilers: Mapping[str, Reconciler] | None = None, is_failure: Callable[[Any], bool] = reports_error,
+                 definitive_errors: tuple[type[BaseException], ...] = (), decisions: DecisionSink | None = None,
+                 settle_retry_secs: float = 120.0) -> None:
         self.write_tools = frozenset(write_tools)
         self.schemas: dict[str, Mapping[str, Any]] = dict(schemas or {})
         self.normalizers: dict[str, ArgumentNormalizer] = dict(normalizers or {})
@@ -104,15 +91,9 @@ class ToolGate:
         self.decisions = decisions
         self.turn_id = 0
         self._operations: Operations = ledger.operations(tenant) if ledger is not None else MemoryOperations(tenant)
-        self.writes = WriteRunner(
-            self._operations,
-            self,
-            timeout_secs=timeout_secs,
-            late_reply_secs=late_reply_secs,
-            is_failure=is_failure,
-            definitive_errors=definitive_errors,
-            settle_retry_secs=settle_retry_secs,
-        )
+        self.writes = WriteRunner(self._operations, self, timeout_secs=timeout_secs, late_reply_secs=late_reply_secs,
+                                  is_failure=is_failure, definitive_errors=definitive_errors,
+                                  settle_retry_secs=settle_retry_secs)
         self.writes.reconciler = reconciler
         self.writes.reconcilers.update(reconcilers or {})
 
@@ -152,16 +133,9 @@ class ToolGate:
         """Start no more writes; running handlers go on to their end and settle their records (never cancelled)."""
         await self.writes.close()
 
-    async def call(
-        self,
-        name: str,
-        arguments: Any,
-        handler: GateHandler,
-        *,
-        tool_call_id: str | None = None,
-        context: Mapping[str, Any] | None = None,
-        should_proceed: Callable[[], bool] | None = None,
-    ) -> GateResult:
+    async def call(self, name: str, arguments: Any, handler: GateHandler, *, tool_call_id: str | None = None,
+                   context: Mapping[str, Any] | None = None,
+                   should_proceed: Callable[[], bool] | None = None) -> GateResult:
         """Decide on one tool call and run it if forwarded; ``result.to_tool_result()`` is what the model receives.
 
         ``arguments``: a mapping or the model's JSON text; ``context``: trusted, on top of ``server_context``;
@@ -189,29 +163,21 @@ class ToolGate:
             error, key = describe_error(exc), evidence.get("idempotency_key")
             logger.warning(f"tool gate could not record {name}: {error}")
             if evidence.get("forwarded", False):  # the handler began: it may have applied the write
-                reason = (
-                    f"outcome unknown: the tool ran but the operation ledger failed ({error}); the action may or may "
-                    "not have happened"
-                )
+                reason = (f"outcome unknown: the tool ran but the operation ledger failed ({error}); the action may or "
+                          "may not have happened")
                 return self.refuse(GateStatus.OUTCOME_UNKNOWN, name, True, evidence, "store_error", reason, key=key)
             reason = f"not executed: the operation could not be recorded ({error})"
             return self.refuse(GateStatus.NOT_EXECUTED, name, True, evidence, "store_error", reason, key=key)
 
-    def _prepare(
-        self, name: str, arguments: Any, write: bool, evidence: dict[str, Any], context: Mapping[str, Any] | None
-    ) -> tuple[dict[str, Any], str] | GateResult:
+    def _prepare(self, name: str, arguments: Any, write: bool, evidence: dict[str, Any],
+                 context: Mapping[str, Any] | None) -> tuple[dict[str, Any], str] | GateResult:
         if self.known_tools is not None and name not in self.known_tools:
             reason = f"there is no tool named {name!r}"
             return self.refuse(GateStatus.BLOCKED, name, write, evidence, "unknown_tool", reason)
         try:
             final_arguments, normalized = prepare_arguments(
-                arguments,
-                max_bytes=self.max_argument_bytes,
-                trusted={**self.server_context, **(context or {})},
-                reserved=self.reserved_fields,
-                schema=self.schemas.get(name),
-                normalizer=self.normalizers.get(name),
-            )
+                arguments, max_bytes=self.max_argument_bytes, trusted={**self.server_context, **(context or {})},
+                reserved=self.reserved_fields, schema=self.schemas.get(name), normalizer=self.normalizers.get(name))
             if normalized is not None:
                 evidence["normalized_arguments"] = normalized
             digest = request_hash(name, final_arguments)
@@ -221,15 +187,8 @@ class ToolGate:
         evidence["request_hash"] = digest[:16]
         return final_arguments, digest
 
-    async def _run_write(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        digest: str,
-        handler: GateHandler,
-        evidence: dict[str, Any],
-        should_proceed: Callable[[], bool] | None,
-    ) -> GateResult:
+    async def _run_write(self, name: str, arguments: dict[str, Any], digest: str, handler: GateHandler,
+                         evidence: dict[str, Any], should_proceed: Callable[[], bool] | None) -> GateResult:
         verdict, verdicts = _ALLOW, list[PolicyVerdict]()
         if self.policies.rules:
             verdict, verdicts = self.policies.evaluate(ToolRequest(name, arguments, self.turn_id, True))
@@ -247,9 +206,8 @@ class ToolGate:
         identity = OperationIdentity(self.tenant, self.session_id, name, digest, occurrence, resource)
         return await self.writes.run(name, arguments, handler, identity, evidence, warnings, should_proceed)
 
-    async def _run_read(
-        self, name: str, arguments: dict[str, Any], handler: GateHandler, evidence: dict[str, Any]
-    ) -> GateResult:
+    async def _run_read(self, name: str, arguments: dict[str, Any], handler: GateHandler,
+                        evidence: dict[str, Any]) -> GateResult:
         decision = self.record("forwarded", evidence)
         task = asyncio.ensure_future(handler(arguments))
         try:
@@ -284,18 +242,8 @@ class ToolGate:
                 logger.warning(f"tool gate sweep failed ({describe_error(exc)}); retrying")
             await asyncio.sleep(interval_secs)
 
-    def refuse(
-        self,
-        status: GateStatus,
-        name: str,
-        write: bool,
-        evidence: dict[str, Any],
-        kind: str,
-        reason: str,
-        *,
-        result: Any = None,
-        key: str | None = None,
-    ) -> GateResult:
+    def refuse(self, status: GateStatus, name: str, write: bool, evidence: dict[str, Any], kind: str, reason: str, *,
+               result: Any = None, key: str | None = None) -> GateResult:
         """Record a refusal and return its result."""
         self.record(_ACTIONS.get(status, "not_executed"), {**evidence, "reason_kind": kind, "reason": reason})
         return GateResult(status, str(name), result, reason, write=write, idempotency_key=key, reason_kind=kind)

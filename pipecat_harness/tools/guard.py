@@ -34,9 +34,8 @@ class GenerationGuard(FrameProcessor):
     #: The frames it watches, besides the lifecycle frames (the start, interruptions).
     handled_frames: tuple[type[Frame], ...] = (LLMContextFrame, FunctionCallResultFrame, FunctionCallsStartedFrame)
 
-    def __init__(
-        self, on_unknown_tool: Any = None, notices: Any = None, on_lifecycle: Any = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, on_unknown_tool: Any = None, notices: Any = None, on_lifecycle: Any = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("enable_direct_mode", True)
         super().__init__(**kwargs)
         self._on_lifecycle = on_lifecycle

@@ -39,21 +39,9 @@ from pipecat_harness.tools.storage import DEFAULT_LEDGER_URL, LedgerTables, ledg
 if TYPE_CHECKING:
     from pipecat_harness.tools.operations import OperationStore
 
-__all__ = [
-    "TRANSITIONS",
-    "ConcurrentUpdate",
-    "IdempotencyConflict",
-    "InvalidTransition",
-    "LedgerError",
-    "LedgerOperations",
-    "OperationLedger",
-    "OperationRecord",
-    "OperationRefused",
-    "OperationStatus",
-    "Reconciler",
-    "Reconciliation",
-    "check_transition",
-]
+__all__ = ["TRANSITIONS", "ConcurrentUpdate", "IdempotencyConflict", "InvalidTransition", "LedgerError",
+           "LedgerOperations", "OperationLedger", "OperationRecord", "OperationRefused", "OperationStatus",
+           "Reconciler", "Reconciliation", "check_transition"]
 
 S = OperationStatus
 _EVENT_STATES = frozenset({S.SUCCEEDED, S.FAILED, S.OUTCOME_UNKNOWN, S.CANCELLED})
@@ -123,9 +111,8 @@ class OperationLedger(LedgerRecovery):
         else:
             await self.store.close()
 
-    def _insert(
-        self, tenant: str, key: str, op_type: str, request_hash: str, scope: str | None, **state: Any
-    ) -> asyncio.Future[tuple[OperationRecord, bool]]:
+    def _insert(self, tenant: str, key: str, op_type: str, request_hash: str, scope: str | None,
+                **state: Any) -> asyncio.Future[tuple[OperationRecord, bool]]:
         """Insert a record (``prepared``, unless ``state`` says otherwise), begun at once, resolved when it ran."""
         now = self.clock()
         values = {"tenant": tenant, "idempotency_key": key, "scope": scope or key, "attempt": 0, "op_type": op_type}
@@ -144,31 +131,14 @@ class OperationLedger(LedgerRecovery):
         self.store.insert_soon(self.table_prefix, values).add_done_callback(answered)
         return answer
 
-    async def prepare(
-        self,
-        tenant: str,
-        idempotency_key: str,
-        op_type: str,
-        request_hash: str,
-        *,
-        scope: str | None = None,
-        attempt: int = 0,
-    ) -> tuple[OperationRecord, bool]:
+    async def prepare(self, tenant: str, idempotency_key: str, op_type: str, request_hash: str, *,
+                      scope: str | None = None, attempt: int = 0) -> tuple[OperationRecord, bool]:
         """Create the record ``prepared``, or return the stored one (``IdempotencyConflict`` if of another request)."""
         return await self._insert(tenant, idempotency_key, op_type, request_hash, scope, attempt=attempt)
 
-    def start(
-        self,
-        tenant: str,
-        idempotency_key: str,
-        op_type: str,
-        request_hash: str,
-        *,
-        scope: str | None = None,
-        owner: str = "",
-        lease_until: float = 0.0,
-        resource: str = "",
-    ) -> asyncio.Future[tuple[OperationRecord, bool]]:
+    def start(self, tenant: str, idempotency_key: str, op_type: str, request_hash: str, *, scope: str | None = None,
+              owner: str = "", lease_until: float = 0.0,
+              resource: str = "") -> asyncio.Future[tuple[OperationRecord, bool]]:
         """Create the record ``executing`` under ``owner``, or return the stored one untouched (see :meth:`claim`).
 
         Begun at once and resolved when the insert ran, so a caller that stops waiting still learns if it created it.
@@ -176,15 +146,8 @@ class OperationLedger(LedgerRecovery):
         state = {"status": S.EXECUTING.value, "attempt": 1, "owner": owner, "lease_until": lease_until}
         return self._insert(tenant, idempotency_key, op_type, request_hash, scope, resource=resource, **state)
 
-    async def transition(
-        self,
-        record: OperationRecord,
-        status: OperationStatus,
-        *,
-        result: Any = None,
-        error: str | None = None,
-        lease_until: float = 0.0,
-    ) -> OperationRecord:
+    async def transition(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
+                         error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
         """Move a record to ``status`` by compare-and-set on its version (``lease_until``: 0 when no handler runs).
 
         Re-observing the state changes nothing; a record that moved on is re-checked as stored (``InvalidTransition``;
@@ -209,15 +172,8 @@ class OperationLedger(LedgerRecovery):
             record = stored
         raise ConcurrentUpdate(f"operation {record.idempotency_key!r} kept changing; gave up after 5 attempts")
 
-    async def settle(
-        self,
-        record: OperationRecord,
-        status: OperationStatus,
-        *,
-        result: Any = None,
-        error: str | None = None,
-        lease_until: float = 0.0,
-    ) -> OperationRecord:
+    async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
+                     error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
         """As :meth:`transition`, but a state no longer permitting it returns the stored record: the first one wins."""
         try:
             return await self.transition(record, status, result=result, error=error, lease_until=lease_until)
@@ -246,14 +202,9 @@ class OperationLedger(LedgerRecovery):
             return False
         return True
 
-    async def execute(
-        self,
-        record: OperationRecord,
-        operation: Callable[[], Awaitable[Any]],
-        *,
-        timeout_secs: float | None = None,
-        is_failure: Callable[[Any], bool] | None = None,
-    ) -> OperationRecord:
+    async def execute(self, record: OperationRecord, operation: Callable[[], Awaitable[Any]], *,
+                      timeout_secs: float | None = None,
+                      is_failure: Callable[[Any], bool] | None = None) -> OperationRecord:
         """Claim a ``prepared`` record, run ``operation`` once and return the record with its outcome.
 
         ``OperationRefused`` (or a result ``is_failure`` accepts) is ``failed``; any other exception, a timeout or a
@@ -277,15 +228,13 @@ class OperationLedger(LedgerRecovery):
             return await self.settle(claimed, S.FAILED, result=result, error="the operation reported an error")
         return await self.settle(claimed, S.SUCCEEDED, result=result)
 
-    async def claim(
-        self, record: OperationRecord, *, owner: str = "", lease_until: float = 0.0
-    ) -> OperationRecord | None:
+    async def claim(self, record: OperationRecord, *, owner: str = "",
+                    lease_until: float = 0.0) -> OperationRecord | None:
         """Start a new attempt of a prepared, failed or cancelled record; ``None`` if another worker changed it."""
         if not record.retryable:
             return None
-        now = self.clock()
-        changes = {"version": record.version + 1, "updated_at": now, "attempt": record.attempt + 1, "owner": owner}
-        changes["lease_until"] = float(lease_until)
+        changes = {"version": record.version + 1, "updated_at": self.clock(), "attempt": record.attempt + 1,
+                   "owner": owner, "lease_until": float(lease_until)}
         where = [*self._this(record), ("status", "=", record.status.value)]
         if not await self.store.update(self.table_prefix, where, {"status": S.EXECUTING.value, **changes}):
             return None
@@ -354,7 +303,5 @@ class LedgerOperations:
 
     async def unsettled_on(self, scope_prefix: str, resource: str) -> list[OperationRecord]:
         """See :class:`Operations`."""
-        found = []
-        for status in (S.EXECUTING, S.OUTCOME_UNKNOWN):
-            found += await self._ledger.find(self.tenant, status, scope_prefix=scope_prefix, resource=resource)
-        return found
+        return [record for status in (S.EXECUTING, S.OUTCOME_UNKNOWN) for record in
+                await self._ledger.find(self.tenant, status, scope_prefix=scope_prefix, resource=resource)]

@@ -16,17 +16,13 @@ from pipecat_harness.tools.storage import LedgerTables
 __all__ = ["LedgerReads", "insert_answer", "record_of"]
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
 def record_of(row: Sequence[Any]) -> OperationRecord:
     """The record of a row read in :data:`~pipecat_harness.tools.ledger_store.OP_COLUMNS` order."""
     fields = dict(zip(OP_COLUMNS, row, strict=False))
-    fields.update(
-        status=OperationStatus(fields["status"]), result=_loads(fields["result"]), owner=fields["owner"] or ""
-    )
-    fields.update(lease_until=fields["lease_until"] or 0.0, resource=fields["resource"] or "")
+    result = fields["result"]
+    fields.update(status=OperationStatus(fields["status"]), result=None if result is None else json.loads(result),
+                  owner=fields["owner"] or "", lease_until=fields["lease_until"] or 0.0,
+                  resource=fields["resource"] or "")
     return OperationRecord(**fields)
 
 
@@ -39,11 +35,9 @@ def insert_answer(values: dict[str, Any], row: Sequence[Any] | None) -> tuple[Op
         return record, True
     existing = record_of(row)
     if existing.request_hash != values["request_hash"] or existing.op_type != values["op_type"]:
-        raise IdempotencyConflict(
-            f"idempotency key {values['idempotency_key']!r} of tenant {values['tenant']!r} was used for a "
-            f"different request ({existing.op_type} {existing.request_hash[:12]}); refusing "
-            f"{values['op_type']} {values['request_hash'][:12]}"
-        )
+        raise IdempotencyConflict(f"idempotency key {values['idempotency_key']!r} of tenant {values['tenant']!r} was "
+                                  f"used for a different request ({existing.op_type} {existing.request_hash[:12]}); "
+                                  f"refusing {values['op_type']} {values['request_hash'][:12]}")
     return existing, False
 
 
@@ -86,26 +80,13 @@ class LedgerReads:
             self._saw(rows[-1][15])
         return [record_of(row) for row in rows]
 
-    async def find(
-        self,
-        tenant: str | None,
-        status: OperationStatus,
-        *,
-        op_type: str | None = None,
-        request_hash: str | None = None,
-        scope_prefix: str | None = None,
-        resource: str | None = None,
-    ) -> list[OperationRecord]:
+    async def find(self, tenant: str | None, status: OperationStatus, *, op_type: str | None = None,
+                   request_hash: str | None = None, scope_prefix: str | None = None,
+                   resource: str | None = None) -> list[OperationRecord]:
         """Return the records in one state (of one tenant, request or call scope), oldest first."""
         # Status and tenant lead, matching the (status, tenant) index: the cost follows the few records in that state.
-        conditions = [
-            ("status", "=", status.value),
-            ("tenant", "=", tenant),
-            ("resource", "=", resource),
-            ("scope", "prefix", scope_prefix),
-            ("op_type", "=", op_type),
-            ("request_hash", "=", request_hash),
-        ]
+        conditions = [("status", "=", status.value), ("tenant", "=", tenant), ("resource", "=", resource),
+                      ("scope", "prefix", scope_prefix), ("op_type", "=", op_type), ("request_hash", "=", request_hash)]
         return await self._select([condition for condition in conditions if condition[2] is not None])
 
     async def succeeded_operations(self, call_id: str) -> list[OperationRecord]:

@@ -22,15 +22,8 @@ S = OperationStatus
 class LedgerRecovery(LedgerReads):
     """Recovery and reconciliation of :class:`~pipecat_harness.tools.ledger.OperationLedger`."""
 
-    async def settle(
-        self,
-        record: OperationRecord,
-        status: OperationStatus,
-        *,
-        result: Any = None,
-        error: str | None = None,
-        lease_until: float = 0.0,
-    ) -> OperationRecord:
+    async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
+                     error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
         """Record an outcome (implemented by the ledger)."""
         raise NotImplementedError
 
@@ -38,9 +31,8 @@ class LedgerRecovery(LedgerReads):
         """Record that an ``executing`` operation's outcome is unknown (e.g. its process died)."""
         return await self.settle(record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until)
 
-    async def recover(
-        self, tenant: str | None = None, *, scope_prefix: str | None = None, grace_secs: float = 0.0
-    ) -> list[OperationRecord]:
+    async def recover(self, tenant: str | None = None, *, scope_prefix: str | None = None,
+                      grace_secs: float = 0.0) -> list[OperationRecord]:
         """Turn records a gone owner (or lapsed lease) left ``executing`` into ``outcome_unknown`` (run it often)."""
         moved, stopped = [], "its owner stopped while it was executing"
         for record in await self.find(tenant, S.EXECUTING, scope_prefix=scope_prefix):
@@ -48,9 +40,8 @@ class LedgerRecovery(LedgerReads):
                 moved.append(await self.settle(record, S.OUTCOME_UNKNOWN, error=stopped))
         return moved
 
-    async def reconcile(
-        self, record: OperationRecord, reconciler: Reconciler, grace_secs: float = 0.0
-    ) -> OperationRecord:
+    async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
+                        grace_secs: float = 0.0) -> OperationRecord:
         """Ask the backend for the real outcome of an ``outcome_unknown`` record; return it, settled if it could tell.
 
         ``succeeded`` applies at once; ``failed`` only for the attempt the backend voided, once no handler of it is

@@ -19,27 +19,15 @@ from sqlalchemy.engine import make_url
 from pipecat_harness.tools.operation_state import ResourceBusy
 from pipecat_harness.tools.sqlite_thread import SqliteThread
 
-__all__ = [
-    "OP_COLUMNS",
-    "OUTBOX_COLUMNS",
-    "LedgerStore",
-    "PostgresStore",
-    "SqliteStore",
-    "Where",
-    "is_memory_sqlite",
-    "make_store",
-]
+__all__ = ["OP_COLUMNS", "OUTBOX_COLUMNS", "LedgerStore", "PostgresStore", "SqliteStore", "Where", "is_memory_sqlite",
+           "make_store"]
 
 #: The operations table's columns, in the order every row is read.
-OP_COLUMNS = tuple(
-    "tenant idempotency_key scope attempt op_type request_hash status result error version created_at updated_at "
-    "owner lease_until resource".split()
-)
+OP_COLUMNS = tuple("tenant idempotency_key scope attempt op_type request_hash status result error version created_at "
+                   "updated_at owner lease_until resource".split())
 #: The outbox table's columns, in insert order.
-OUTBOX_COLUMNS = tuple(
-    "event_id seq tenant idempotency_key event_type payload created_at published_at attempts last_error claimed_by "
-    "claimed_until".split()
-)
+OUTBOX_COLUMNS = tuple("event_id seq tenant idempotency_key event_type payload created_at published_at attempts "
+                       "last_error claimed_by claimed_until".split())
 _PG_OUTBOX_TYPES = "varchar integer varchar varchar varchar text float8 float8 integer text varchar float8".split()
 _op_row = itemgetter(*OP_COLUMNS)
 _outbox_row = itemgetter(*OUTBOX_COLUMNS)
@@ -48,12 +36,11 @@ Where = Sequence[tuple[str, str, Any]]
 """Conditions ``(column, operator, value)``; operators ``=``, ``<>`` and ``prefix`` (a string prefix)."""
 
 
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def _busy(resource: Any) -> ResourceBusy:
-    return ResourceBusy(f"resource {resource!r} has an unsettled operation")
+def _stored(row: Sequence[Any] | None, values: dict[str, Any]) -> Sequence[Any]:
+    """The row stored under the key an insert did not take; none means another operation holds its resource."""
+    if row is None:
+        raise ResourceBusy(f"resource {values['resource']!r} has an unsettled operation")
+    return row
 
 
 class LedgerStore(ABC):
@@ -80,7 +67,7 @@ class LedgerStore(ABC):
             slot = self._ph(first + len(params))
             if operator == "prefix":
                 parts.append(f"{column} LIKE {slot} ESCAPE '\\'")
-                value = _escape_like(value)
+                value = value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             elif operator in ("=", "<>"):
                 parts.append(f"{column} {operator} {slot}")
             else:
@@ -100,16 +87,14 @@ class LedgerStore(ABC):
             self._fixed[prefix] = (
                 f"INSERT INTO {prefix}operations ({', '.join(OP_COLUMNS)}) VALUES ({slots}) ON CONFLICT DO NOTHING",
                 f"SELECT {columns} FROM {prefix}operations WHERE tenant = {ph(1)} AND idempotency_key = {ph(2)}",
-                f"INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES ({outbox_slots})",
-            )
+                f"INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES ({outbox_slots})")
         return self._fixed[prefix]
 
     def _select_sql(self, prefix: str, condition: str, order: str) -> str:
         return f"SELECT {self._columns()} FROM {prefix}operations WHERE {condition} ORDER BY {order}"
 
-    def _update_parts(
-        self, prefix: str, where: Where, changes: tuple[str, ...], event: bool = False
-    ) -> tuple[str, list[Any]]:
+    def _update_parts(self, prefix: str, where: Where, changes: tuple[str, ...],
+                      event: bool = False) -> tuple[str, list[Any]]:
         """The update's SQL (built once per shape: every write issues one) and its condition's parameters."""
         shape = (prefix, changes, *[(c, op) for c, op, _ in where], event)
         sql = self._sql.get(shape)
@@ -139,9 +124,8 @@ class LedgerStore(ABC):
         return asyncio.ensure_future(self.insert(prefix, values))
 
     @abstractmethod
-    async def update(
-        self, prefix: str, where: Where, changes: dict[str, Any], event: dict[str, Any] | None = None
-    ) -> bool:
+    async def update(self, prefix: str, where: Where, changes: dict[str, Any],
+                     event: dict[str, Any] | None = None) -> bool:
         """Change the rows matching ``where``, with ``event`` in the same commit if any (``ResourceBusy``: claimed)."""
 
     @abstractmethod
@@ -187,16 +171,12 @@ class SqliteStore(LedgerStore):
         def work(conn: sqlite3.Connection) -> Sequence[Any] | None:
             if conn.execute(insert, params).rowcount == 1:
                 return None
-            row: Sequence[Any] | None = conn.execute(get, ident).fetchone()
-            if row is None:
-                raise _busy(values["resource"])
-            return row
+            return _stored(conn.execute(get, ident).fetchone(), values)
 
         return self._writer.submit(work)
 
-    async def update(
-        self, prefix: str, where: Where, changes: dict[str, Any], event: dict[str, Any] | None = None
-    ) -> bool:
+    async def update(self, prefix: str, where: Where, changes: dict[str, Any],
+                     event: dict[str, Any] | None = None) -> bool:
         """See :class:`LedgerStore`."""
         sql, condition_params = self._update_parts(prefix, where, tuple(changes))
         params = (*changes.values(), *condition_params)
@@ -254,11 +234,9 @@ class PostgresStore(LedgerStore):
         # lose the last few hundred milliseconds of those: the record is back to ``executing`` under its owner, and
         # recovery settles it as after a worker crash. The insert that starts an operation stays synchronous.
         selected = ", ".join(f"${used + 1 + i}::{kind}" for i, kind in enumerate(_PG_OUTBOX_TYPES))
-        return (
-            f"WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
-            f"changed AS ({update} RETURNING 1) INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) "
-            f"SELECT {selected} FROM changed, relaxed"
-        )
+        return (f"WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+                f"changed AS ({update} RETURNING 1) INSERT INTO {prefix}outbox ({', '.join(OUTBOX_COLUMNS)}) "
+                f"SELECT {selected} FROM changed, relaxed")
 
     async def pool(self) -> Any:
         """The pool, opened on first use."""
@@ -277,14 +255,10 @@ class PostgresStore(LedgerStore):
         async with (await self.pool()).acquire() as conn:
             if (await conn.execute(insert, *_op_row(values))).endswith(" 1"):
                 return None
-            row: Sequence[Any] | None = await conn.fetchrow(get, values["tenant"], values["idempotency_key"])
-            if row is None:
-                raise _busy(values["resource"])
-            return row
+            return _stored(await conn.fetchrow(get, values["tenant"], values["idempotency_key"]), values)
 
-    async def update(
-        self, prefix: str, where: Where, changes: dict[str, Any], event: dict[str, Any] | None = None
-    ) -> bool:
+    async def update(self, prefix: str, where: Where, changes: dict[str, Any],
+                     event: dict[str, Any] | None = None) -> bool:
         """See :class:`LedgerStore`."""
         sql, condition_params = self._update_parts(prefix, where, tuple(changes), event is not None)
         params = [*changes.values(), *condition_params, *(_outbox_row(event) if event is not None else ())]
@@ -302,8 +276,7 @@ class PostgresStore(LedgerStore):
     async def get(self, prefix: str, tenant: str, key: str) -> Sequence[Any] | None:
         """See :class:`LedgerStore`."""
         async with (await self.pool()).acquire() as conn:
-            row: Sequence[Any] | None = await conn.fetchrow(self._statements(prefix)[1], tenant, key)
-            return row
+            return await conn.fetchrow(self._statements(prefix)[1], tenant, key)
 
     async def select(self, prefix: str, where: Where, order: str = "created_at") -> list[Sequence[Any]]:
         """See :class:`LedgerStore`."""
@@ -338,10 +311,8 @@ def make_store(url: str) -> LedgerStore:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if is_memory_sqlite(url):
-            raise ValueError(
-                f"ledger URL {url!r}: an in-memory SQLite database cannot be shared by the ledger's connections; "
-                "pass a file URL or the default URL"
-            )
+            raise ValueError(f"ledger URL {url!r}: an in-memory SQLite database cannot be shared by the ledger's "
+                             "connections; pass a file URL or the default URL")
         return SqliteStore(parsed.database or "")
     if parsed.get_backend_name() == "postgresql":
         return PostgresStore(parsed.set(drivername="postgresql").render_as_string(hide_password=False))

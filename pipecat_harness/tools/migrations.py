@@ -36,15 +36,13 @@ def schema_table(prefix: str, metadata: MetaData | None = None) -> Table:
     return Table(f"{prefix}schema", metadata or MetaData(), Column("component", String(64), primary_key=True), *columns)
 
 
-def _literal(value: Any) -> str:
-    return repr(value) if isinstance(value, int | float) else "'" + str(value).replace("'", "''") + "'"
-
-
 def _add_column(conn: Connection, table: Table, column: Column[Any]) -> None:
     kind = column.type.compile(dialect=conn.dialect)
     clause = f"ADD COLUMN {'IF NOT EXISTS ' if conn.dialect.name == 'postgresql' else ''}{column.name} {kind}"
     if not column.nullable:
-        clause += f" NOT NULL DEFAULT {_literal(_BACKFILL.get(column.name, ''))}"
+        default = _BACKFILL.get(column.name, "")
+        literal = repr(default) if isinstance(default, int | float) else "'" + str(default).replace("'", "''") + "'"
+        clause += f" NOT NULL DEFAULT {literal}"
     try:
         conn.execute(text(f"ALTER TABLE {table.name} {clause}"))
     except DBAPIError as exc:  # another process added it first (SQLite has no IF NOT EXISTS here)
@@ -72,10 +70,8 @@ def migrate(conn: Connection, tables: LedgerTables, prefix: str, now: float) -> 
     elif tables.operations.name in existing:
         found = 1  # the tables predate the version row
     if found > SCHEMA_VERSION:
-        raise SchemaTooNew(
-            f"ledger tables {prefix}* are at schema version {found}, newer than this harness ({SCHEMA_VERSION}); "
-            "upgrade pipecat-harness or use another ledger_table_prefix"
-        )
+        raise SchemaTooNew(f"ledger tables {prefix}* are at schema version {found}, newer than this harness "
+                           f"({SCHEMA_VERSION}); upgrade pipecat-harness or use another ledger_table_prefix")
     versions.create(conn, checkfirst=True)
     for table in tables.metadata.sorted_tables:
         if table.name not in existing:

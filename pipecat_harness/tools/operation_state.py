@@ -20,21 +20,9 @@ from typing import Any
 
 from loguru import logger
 
-__all__ = [
-    "TRANSITIONS",
-    "ConcurrentUpdate",
-    "IdempotencyConflict",
-    "InvalidTransition",
-    "LedgerError",
-    "OperationRecord",
-    "OperationRefused",
-    "OperationStatus",
-    "Reconciler",
-    "Reconciliation",
-    "ResourceBusy",
-    "check_transition",
-    "unfenced",
-]
+__all__ = ["TRANSITIONS", "ConcurrentUpdate", "IdempotencyConflict", "InvalidTransition", "LedgerError",
+           "OperationRecord", "OperationRefused", "OperationStatus", "Reconciler", "Reconciliation", "ResourceBusy",
+           "check_transition", "unfenced"]
 
 
 class OperationStatus(enum.StrEnum):
@@ -173,8 +161,6 @@ Reconciler = Callable[[OperationRecord], Awaitable[Reconciliation | None]]
 
 def unfenced(record: OperationRecord, answer: Reconciliation) -> None:
     """Say loudly that a reconciler answered ``failed`` without voiding the attempt (the answer is not applied)."""
-    logger.error(
-        f"reconciler answered failed for {record.idempotency_key} attempt {record.attempt} without voiding it "
-        f"(voided={answer.voided}); the outcome stays unknown. Void the attempt at the backend and return "
-        "Reconciliation(FAILED, voided=record.attempt)"
-    )
+    logger.error(f"reconciler answered failed for {record.idempotency_key} attempt {record.attempt} without voiding it "
+                 f"(voided={answer.voided}); the outcome stays unknown. Void the attempt at the backend and return "
+                 "Reconciliation(FAILED, voided=record.attempt)")

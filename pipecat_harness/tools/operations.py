@@ -1,11 +1,9 @@
 """Where the gate keeps its write operations: in memory, or in a durable :class:`OperationStore` (the ledger).
 
-Both stores hold one record per logical operation under its idempotency key
-and follow the ledger's state machine (:func:`check_transition`) with the
-same compare-and-set, fencing and lease rules, so the gate behaves the same
-with or without a database; only the ledger survives a process restart and is
-shared between processes. Leases are written and compared on :meth:`Operations.now`:
-the ledger's (database) time, or this process's clock in memory.
+Both hold one record per logical operation under its idempotency key and follow the ledger's state machine
+(:func:`check_transition`) with the same compare-and-set, fencing and lease rules, so the gate behaves the same with or
+without a database; only the ledger survives a restart and is shared between processes. Leases are written and compared
+on :meth:`Operations.now`: the ledger's (database) time, or this process's clock in memory.
 """
 
 from __future__ import annotations
@@ -55,11 +53,9 @@ class Operations(Protocol):
               lease_until: float, resource: str = "") -> Awaitable[tuple[OperationRecord, bool]]:
         """Create the operation ``executing`` under ``owner``, or return the stored one (``False``).
 
-        A future, if the store returns one, is begun already and resolved whether or not it is waited for
-        (:func:`~pipecat_harness.tools.store_calls.owned` then needs no task of its own).
-
-        Raises:
-            ResourceBusy: Another operation on ``resource`` is executing or of unknown outcome.
+        A store's future is begun already and resolved whether or not it is waited for (then
+        :func:`~pipecat_harness.tools.store_calls.owned` needs no task); ``ResourceBusy`` if another operation on
+        ``resource`` is executing or of unknown outcome.
         """
 
     async def get(self, key: str) -> OperationRecord | None:

@@ -57,16 +57,8 @@ class OutboxPublisher:
     publisher's for ``claim_secs``.
     """
 
-    def __init__(
-        self,
-        ledger: OperationLedger,
-        sink: EventSink,
-        *,
-        max_attempts: int = 10,
-        batch_size: int = 100,
-        retry_delay_secs: float = 0.5,
-        claim_secs: float = 30.0,
-    ) -> None:
+    def __init__(self, ledger: OperationLedger, sink: EventSink, *, max_attempts: int = 10, batch_size: int = 100,
+                 retry_delay_secs: float = 0.5, claim_secs: float = 30.0) -> None:
         self.ledger = ledger
         self.sink = sink
         self.max_attempts = max_attempts
@@ -90,16 +82,14 @@ class OutboxPublisher:
         now = self.ledger.clock()
         await self._release_dead_claims(now)
         token = f"{self.publisher_id}:{uuid.uuid4().hex[:12]}"
-        free = and_(
-            outbox.c.published_at.is_(None), outbox.c.attempts < self.max_attempts, outbox.c.claimed_until < now
-        )
+        free = and_(outbox.c.published_at.is_(None), outbox.c.attempts < self.max_attempts,
+                    outbox.c.claimed_until < now)
         oldest = (outbox.c.created_at, outbox.c.seq)
         batch = select(outbox.c.event_id).where(free).order_by(*oldest).limit(self.batch_size)
         claimed = and_(outbox.c.event_id.in_(batch.with_for_update(skip_locked=True).scalar_subquery()), free)
         async with self.ledger.begin() as conn:
-            await conn.execute(
-                update(outbox).where(claimed).values(claimed_by=token, claimed_until=now + self.claim_secs)
-            )
+            claim = update(outbox).where(claimed).values(claimed_by=token, claimed_until=now + self.claim_secs)
+            await conn.execute(claim)
             rows = (await conn.execute(select(outbox).where(outbox.c.claimed_by == token).order_by(*oldest))).all()
         return [_event(r, token) for r in rows]
 
@@ -185,14 +175,8 @@ class OutboxConsumer:
     transaction that records the id: the effect it writes through ``conn`` commits with the mark, exactly once.
     """
 
-    def __init__(
-        self,
-        ledger: OperationLedger,
-        name: str,
-        handler: Callable[..., Awaitable[None]],
-        *,
-        in_transaction: bool = False,
-    ) -> None:
+    def __init__(self, ledger: OperationLedger, name: str, handler: Callable[..., Awaitable[None]], *,
+                 in_transaction: bool = False) -> None:
         self.ledger = ledger
         self.name = name
         self.handler = handler

@@ -25,27 +25,15 @@ __all__ = ["GateReporter", "Settlements", "WriteRequest"]
 S = OperationStatus
 _UNSETTLED = (S.EXECUTING, S.OUTCOME_UNKNOWN)
 _REPORTED = "the tool reported an error"
-_NOT_RECORDED = (
-    "outcome unknown: the tool replied but the operation ledger could not record it in time; it is being recorded "
-    "and you will be told"
-)
+_NOT_RECORDED = ("outcome unknown: the tool replied but the operation ledger could not record it in time; it is being "
+                 "recorded and you will be told")
 
 
 class GateReporter(Protocol):
     """How the write runner records decisions (implemented by the gate)."""
 
-    def refuse(
-        self,
-        status: GateStatus,
-        name: str,
-        write: bool,
-        evidence: dict[str, Any],
-        kind: str,
-        reason: str,
-        *,
-        result: Any = None,
-        key: str | None = None,
-    ) -> GateResult:
+    def refuse(self, status: GateStatus, name: str, write: bool, evidence: dict[str, Any], kind: str, reason: str, *,
+               result: Any = None, key: str | None = None) -> GateResult:
         """Record a refusal and return its result."""
 
     @property
@@ -86,16 +74,9 @@ class Settlements:
     no" (besides :class:`OperationRefused`); an outcome the ledger failed to record is retried ``settle_retry_secs``.
     """
 
-    def __init__(
-        self,
-        operations: Operations,
-        reporter: GateReporter,
-        *,
-        timeout_secs: float | None,
-        is_failure: Callable[[Any], bool],
-        definitive_errors: tuple[type[BaseException], ...] = (),
-        settle_retry_secs: float = 120.0,
-    ) -> None:
+    def __init__(self, operations: Operations, reporter: GateReporter, *, timeout_secs: float | None,
+                 is_failure: Callable[[Any], bool], definitive_errors: tuple[type[BaseException], ...] = (),
+                 settle_retry_secs: float = 120.0) -> None:
         self.operations = operations
         self.reporter = reporter
         self.timeout_secs = timeout_secs
@@ -112,9 +93,8 @@ class Settlements:
         # that resource is answered with this news first.
         self._unseen_commits: dict[str, OperationRecord] = {}
 
-    async def _finish(
-        self, request: WriteRequest, record: OperationRecord, task: asyncio.Future[Any], ended: asyncio.Future[None]
-    ) -> GateResult:
+    async def _finish(self, request: WriteRequest, record: OperationRecord, task: asyncio.Future[Any],
+                      ended: asyncio.Future[None]) -> GateResult:
         try:
             outcome = await await_deadline(task, self.timeout_secs, ended)
         except asyncio.CancelledError:
@@ -185,10 +165,8 @@ class Settlements:
             if outcome.exception is not None and outcome.error is not None and stored.result is None:
                 return request.result(GateStatus.FAILED, reason=f"the tool failed: {outcome.error}", kind="error")
             return request.result(GateStatus.FAILED, stored.result, stored.error or _REPORTED, "reported_error")
-        reason = (
-            f"outcome unknown: the tool failed after the request may have reached the backend ({outcome.error}); "
-            "the action may or may not have happened"
-        )
+        reason = (f"outcome unknown: the tool failed after the request may have reached the backend ({outcome.error}); "
+                  "the action may or may not have happened")
         return request.result(GateStatus.OUTCOME_UNKNOWN, reason=reason, kind="ambiguous_error")
 
     async def _follow(self, record: OperationRecord, task: asyncio.Future[Any], reason: str) -> None:
@@ -203,9 +181,8 @@ class Settlements:
     def _mark_unknown(self, record: OperationRecord, reason: str) -> Awaitable[OperationRecord]:
         return self.operations.settle(record, S.OUTCOME_UNKNOWN, error=reason, lease_until=record.lease_until)
 
-    async def _late_reply(
-        self, record: OperationRecord, task: asyncio.Future[Any], reason: str, marked: OperationRecord | None
-    ) -> None:
+    async def _late_reply(self, record: OperationRecord, task: asyncio.Future[Any], reason: str,
+                          marked: OperationRecord | None) -> None:
         within = self.settle_retry_secs
         try:
             if marked is None:

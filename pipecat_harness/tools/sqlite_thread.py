@@ -52,9 +52,8 @@ def _resolve_all(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | 
 class SqliteThread:
     """A thread owning one ``sqlite3`` connection (WAL, ``synchronous=NORMAL``); ``name`` says what the database is."""
 
-    def __init__(
-        self, path: str, *, busy_timeout_secs: float = 30.0, name: str = "ledger", checkpoints: bool = False
-    ) -> None:
+    def __init__(self, path: str, *, busy_timeout_secs: float = 30.0, name: str = "ledger",
+                 checkpoints: bool = False) -> None:
         self.path = path
         self.name = name
         self._busy_timeout_secs = busy_timeout_secs
@@ -145,13 +144,11 @@ class SqliteThread:
         finally:
             self._checkpointing = False
 
-    def _run(
-        self, conn: sqlite3.Connection | None, work: Callable[[sqlite3.Connection], Any], transaction: bool
-    ) -> tuple[Any, BaseException | None]:
+    def _run(self, conn: sqlite3.Connection | None, work: Callable[[sqlite3.Connection], Any],
+             transaction: bool) -> tuple[Any, BaseException | None]:
         if conn is None:
-            return None, sqlite3.OperationalError(
-                f"cannot open the SQLite {self.name} {self.path!r}: {self._open_error}"
-            )
+            reason = f"cannot open the SQLite {self.name} {self.path!r}: {self._open_error}"
+            return None, sqlite3.OperationalError(reason)
         try:
             if not transaction:
                 return work(conn), None

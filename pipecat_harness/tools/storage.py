@@ -38,20 +38,13 @@ def ledger_tables(prefix: str = "harness_") -> LedgerTables:
         raise ValueError(f"table prefix {prefix!r} must be letters, digits and underscores")
     metadata = MetaData()
     operations = Table(
-        f"{prefix}operations",
-        metadata,
-        Column("tenant", String(128), nullable=False),
-        Column("idempotency_key", String(512), nullable=False),
-        Column("scope", String(512), nullable=False),
-        Column("attempt", Integer, nullable=False, default=0),
-        Column("op_type", String(128), nullable=False),
-        Column("request_hash", String(64), nullable=False),
-        Column("status", String(32), nullable=False),
-        Column("result", Text, nullable=True),
-        Column("error", Text, nullable=True),
-        Column("version", Integer, nullable=False),
-        Column("created_at", Float, nullable=False),
-        Column("updated_at", Float, nullable=False),
+        f"{prefix}operations", metadata,
+        Column("tenant", String(128), nullable=False), Column("idempotency_key", String(512), nullable=False),
+        Column("scope", String(512), nullable=False), Column("attempt", Integer, nullable=False, default=0),
+        Column("op_type", String(128), nullable=False), Column("request_hash", String(64), nullable=False),
+        Column("status", String(32), nullable=False), Column("result", Text, nullable=True),
+        Column("error", Text, nullable=True), Column("version", Integer, nullable=False),
+        Column("created_at", Float, nullable=False), Column("updated_at", Float, nullable=False),
         Column("owner", String(128), nullable=False, default=""),
         Column("lease_until", Float, nullable=False, default=0.0),
         Column("resource", String(256), nullable=False, default=""),
@@ -60,34 +53,22 @@ def ledger_tables(prefix: str = "harness_") -> LedgerTables:
         # Recovery and reconciliation look for the few executing/unknown records: no cost growing with the ledger.
         Index(f"{prefix}operations_status", "status", "tenant"),
         # At most one operation per resource (qualified by its call) is unsettled, whichever process starts it.
-        Index(f"{prefix}operations_resource_claim", "tenant", "resource", unique=True, **_WHERE_UNSETTLED),
-    )
+        Index(f"{prefix}operations_resource_claim", "tenant", "resource", unique=True, **_WHERE_UNSETTLED))
     outbox = Table(
-        f"{prefix}outbox",
-        metadata,
-        Column("event_id", String(36), primary_key=True),
-        Column("seq", Integer, nullable=False),
-        Column("tenant", String(128), nullable=False),
-        Column("idempotency_key", String(512), nullable=False),
-        Column("event_type", String(64), nullable=False),
-        Column("payload", Text, nullable=False),
-        Column("created_at", Float, nullable=False),
-        Column("published_at", Float, nullable=True),
-        Column("attempts", Integer, nullable=False, default=0),
-        Column("last_error", Text, nullable=True),
-        Column("claimed_by", String(64), nullable=True),
-        Column("claimed_until", Float, nullable=False, default=0.0),
+        f"{prefix}outbox", metadata,
+        Column("event_id", String(36), primary_key=True), Column("seq", Integer, nullable=False),
+        Column("tenant", String(128), nullable=False), Column("idempotency_key", String(512), nullable=False),
+        Column("event_type", String(64), nullable=False), Column("payload", Text, nullable=False),
+        Column("created_at", Float, nullable=False), Column("published_at", Float, nullable=True),
+        Column("attempts", Integer, nullable=False, default=0), Column("last_error", Text, nullable=True),
+        Column("claimed_by", String(64), nullable=True), Column("claimed_until", Float, nullable=False, default=0.0),
         UniqueConstraint("tenant", "idempotency_key", "seq", name=f"{prefix}outbox_op_seq"),
-        Index(f"{prefix}outbox_pending", "published_at", "created_at"),
-    )
+        Index(f"{prefix}outbox_pending", "published_at", "created_at"))
     consumed = Table(
-        f"{prefix}consumed",
-        metadata,
-        Column("consumer", String(128), nullable=False),
-        Column("event_id", String(36), nullable=False),
+        f"{prefix}consumed", metadata,
+        Column("consumer", String(128), nullable=False), Column("event_id", String(36), nullable=False),
         Column("consumed_at", Float, nullable=False),
-        PrimaryKeyConstraint("consumer", "event_id", name=f"{prefix}consumed_pk"),
-    )
+        PrimaryKeyConstraint("consumer", "event_id", name=f"{prefix}consumed_pk"))
     return LedgerTables(metadata, operations, outbox, consumed)
 
 

@@ -39,13 +39,8 @@ async def retrying(write: Callable[[], Awaitable[T]], *, within_secs: float) -> 
     raise AssertionError("unreachable")  # pragma: no cover - tenacity returns or raises
 
 
-async def owned(
-    write: Awaitable[T],
-    timeout_secs: float | None,
-    abandon: Callable[[asyncio.Future[T]], Any],
-    *,
-    inline: bool = False,
-) -> T:
+async def owned(write: Awaitable[T], timeout_secs: float | None, abandon: Callable[[asyncio.Future[T]], Any], *,
+                inline: bool = False) -> T:
     """Run a write that may make the caller an owner (start, claim), waiting at most ``timeout_secs``.
 
     In a task of its own (in place if ``inline``; none for a store's future, begun already): if the caller is cancelled

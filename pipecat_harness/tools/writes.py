@@ -39,25 +39,11 @@ def _created(started: tuple[OperationRecord, bool]) -> OperationRecord | None:
 class WriteRunner(Settlements):
     """Runs write operations for one gate: starts or finds each, runs its handler once, hands it on to settle."""
 
-    def __init__(
-        self,
-        operations: Operations,
-        reporter: GateReporter,
-        *,
-        timeout_secs: float | None,
-        late_reply_secs: float,
-        is_failure: Callable[[Any], bool],
-        definitive_errors: tuple[type[BaseException], ...] = (),
-        settle_retry_secs: float = 120.0,
-    ) -> None:
-        super().__init__(
-            operations,
-            reporter,
-            timeout_secs=timeout_secs,
-            is_failure=is_failure,
-            definitive_errors=definitive_errors,
-            settle_retry_secs=settle_retry_secs,
-        )
+    def __init__(self, operations: Operations, reporter: GateReporter, *, timeout_secs: float | None,
+                 late_reply_secs: float, is_failure: Callable[[Any], bool],
+                 definitive_errors: tuple[type[BaseException], ...] = (), settle_retry_secs: float = 120.0) -> None:
+        super().__init__(operations, reporter, timeout_secs=timeout_secs, is_failure=is_failure,
+                         definitive_errors=definitive_errors, settle_retry_secs=settle_retry_secs)
         self.owner = new_owner()
         self.lease_secs = (timeout_secs or 0.0) + late_reply_secs + 5.0  # the longest a handler of ours runs
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
@@ -81,26 +67,17 @@ class WriteRunner(Settlements):
             if not entry[1][0]:
                 del self._locks[name]
 
-    async def run(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        handler: Any,
-        identity: OperationIdentity,
-        evidence: dict[str, Any],
-        warnings: tuple[str, ...],
-        should_proceed: Callable[[], bool] | None,
-    ) -> GateResult:
+    async def run(self, name: str, arguments: dict[str, Any], handler: Any, identity: OperationIdentity,
+                  evidence: dict[str, Any], warnings: tuple[str, ...],
+                  should_proceed: Callable[[], bool] | None) -> GateResult:
         """Run (or answer without running) one write request."""
         key = evidence["idempotency_key"] = identity.key
         request = WriteRequest(self.reporter, name, key, evidence, warnings)
         async with self._locked(key):
             running = self._running.get(key)
             if running is None:
-                if identity.resource:
-                    async with self._locked(f"\x00{identity.resource}"):
-                        begun = await self._begin(request, identity, should_proceed)
-                else:
+                resource = identity.resource
+                async with self._locked(f"\x00{resource}") if resource else contextlib.nullcontext():
                     begun = await self._begin(request, identity, should_proceed)
                 if isinstance(begun, GateResult):
                     return begun
@@ -115,9 +92,8 @@ class WriteRunner(Settlements):
         if running is not None:
             return self._repeat_of(request, await asyncio.shield(running))
         if self.reporter.recording:
-            request.decision = self.reporter.record(
-                "forwarded", {**evidence, "attempt": record.attempt, "warnings": list(warnings)}
-            )
+            request.decision = self.reporter.record("forwarded",
+                                                    {**evidence, "attempt": record.attempt, "warnings": list(warnings)})
         try:
             result = await self._finish(request, record, task, ended)
         except BaseException:
@@ -149,9 +125,8 @@ class WriteRunner(Settlements):
         reason = "not executed: the same request is still of unknown outcome"
         return request.refuse(GateStatus.OUTCOME_UNKNOWN, "outcome_unknown", reason)
 
-    async def _begin(
-        self, request: WriteRequest, identity: OperationIdentity, should_proceed: Callable[[], bool] | None
-    ) -> GateResult | OperationRecord:
+    async def _begin(self, request: WriteRequest, identity: OperationIdentity,
+                     should_proceed: Callable[[], bool] | None) -> GateResult | OperationRecord:
         """The record this call now owns (``executing``), or why its handler is not run."""
         key, refuse = identity.key, request.refuse
         if should_proceed is not None and not should_proceed():
@@ -166,9 +141,8 @@ class WriteRunner(Settlements):
                 return held
         lease_until = self.operations.now() + self.lease_secs
         try:
-            start = self.operations.start(
-                key, request.name, identity.request_hash, identity.scope, self.owner, lease_until, slot
-            )
+            start = self.operations.start(key, request.name, identity.request_hash, identity.scope, self.owner,
+                                          lease_until, slot)
             record, created = await self._own(start, key, 1, _created)
         except ResourceBusy:
             return self._busy(request, identity)
@@ -204,9 +178,8 @@ class WriteRunner(Settlements):
         """A ledger write of the gate's own, waited for at most the tool's deadline."""
         return await asyncio.wait_for(write, self.timeout_secs)
 
-    async def _own(
-        self, write: Awaitable[T], key: str, attempt: int, mine: Callable[[T], OperationRecord | None] | None = None
-    ) -> T:
+    async def _own(self, write: Awaitable[T], key: str, attempt: int,
+                   mine: Callable[[T], OperationRecord | None] | None = None) -> T:
         """Run a start or claim of ``attempt`` (:func:`owned`); lost, settle what it may have committed."""
         abandon = functools.partial(self._never_left, mine=mine, key=key, attempt=attempt)
         try:
@@ -218,9 +191,8 @@ class WriteRunner(Settlements):
                 await self._settle_lost(key, attempt)
             raise
 
-    def _never_left(
-        self, write: asyncio.Future[Any], mine: Callable[[Any], OperationRecord | None] | None, key: str, attempt: int
-    ) -> None:
+    def _never_left(self, write: asyncio.Future[Any], mine: Callable[[Any], OperationRecord | None] | None, key: str,
+                    attempt: int) -> None:
         """The caller gave up on a start or claim: if it commits, its handler never ran; settle it, off the loop."""
 
         async def settle() -> None:
@@ -245,11 +217,8 @@ class WriteRunner(Settlements):
             return
         with contextlib.suppress(Exception):
             stored = await self._bounded(self.operations.get(key))
-            if (
-                stored is not None
-                and (stored.status, stored.owner, stored.attempt) == (S.EXECUTING, self.owner, attempt)
-                and not self._handler_keys[key]
-            ):
+            if (stored is not None and not self._handler_keys[key]
+                    and (stored.status, stored.owner, stored.attempt) == (S.EXECUTING, self.owner, attempt)):
                 await self._bounded(self._never_ran(stored))
 
     def _never_ran(self, record: OperationRecord) -> Awaitable[OperationRecord]:
@@ -274,17 +243,14 @@ class WriteRunner(Settlements):
                 state = "still being carried out" if other.status == S.EXECUTING else "of unknown outcome"
                 self._told_unknown.add(other.idempotency_key)
                 request.evidence["conflicts_with"] = other.idempotency_key
-                checking = (
-                    f"the earlier {other.op_type} on {identity.resource} is {state}; checking whether it went through"
-                )
+                checking = (f"the earlier {other.op_type} on {identity.resource} is {state}; checking whether it went "
+                            "through")
                 return request.refuse(GateStatus.NOT_EXECUTED, "conflict", f"not executed: {checking}. {_TELL}")
         commit = self._unseen_commits.pop(slot, None)
         if commit is not None and commit.idempotency_key != identity.key:
             request.evidence["conflicts_with"] = commit.idempotency_key
-            reason = (
-                f"not executed: the earlier {commit.op_type} on {identity.resource} went through after all (result: "
-                f"{commit.result}); it is done, so change or reschedule it instead of doing it again."
-            )
+            reason = (f"not executed: the earlier {commit.op_type} on {identity.resource} went through after all "
+                      f"(result: {commit.result}); it is done, so change or reschedule it instead of doing it again.")
             return request.refuse(GateStatus.NOT_EXECUTED, "conflict", reason)
         return None
 

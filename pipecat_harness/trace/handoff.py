@@ -23,6 +23,8 @@ SECTIONS: tuple[Section, ...] = get_args(Section)
 Cause = Literal["caller", "agent", "system"]
 LinkKind = Literal["caller_turn", "tool_result", "ledger_event"]
 _Quote = Callable[[TraceEvent], str]
+#: Reasons of a request the gate held for the caller's confirmation or identity before running it.
+_HELD_BEFORE_RUNNING = ("awaiting_confirmation", "read back", "verify the caller", "look up")
 
 
 @dataclass(frozen=True)
@@ -81,10 +83,8 @@ class Handoff:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
-        lines = [
-            {"section": x.section, "text": x.text, "cause": x.cause, "links": [asdict(k) for k in x.links]}
-            for x in self.lines
-        ]
+        lines = [{"section": x.section, "text": x.text, "cause": x.cause, "links": [asdict(k) for k in x.links]}
+                 for x in self.lines]
         return {"call_id": self.call_id, "dropped_without_link": self.dropped, "lines": lines}
 
 
@@ -147,9 +147,8 @@ class _Records:
 
     def result_link(self, tool_call_id: Any) -> Link | None:
         event = self.results.get(str(tool_call_id))
-        return self._link(
-            "tool_result", str(tool_call_id), event, lambda e: _short(json.dumps(e.data.get("result"), default=str))
-        )
+        return self._link("tool_result", str(tool_call_id), event,
+                          lambda e: _short(json.dumps(e.data.get("result"), default=str)))
 
     def ledger_link(self, key: Any, label: str) -> Link | None:
         return self._link("ledger_event", label, self.ledger.get(str(key)), _ledger_quote)
@@ -208,9 +207,8 @@ def _requests(records: _Records, out: list[HandoffLine]) -> None:
             text = f"Caller declined the agent's proposal {tool} ({arguments}); nothing was done"
             out.append(_line("Proposed", text, "caller", turn(proposal.get("closed_turn")), proposed))
         elif status == "expired":
-            text = (
-                f"Agent proposed {tool} ({arguments}); the caller never confirmed it and it expired; nothing was done"
-            )
+            text = (f"Agent proposed {tool} ({arguments}); the caller never confirmed it and it expired; "
+                    "nothing was done")
             out.append(_line("Proposed", text, "agent", proposed))
         elif status == "superseded" and proposal.get("superseded_by"):
             replacement = str(proposal["superseded_by"])
@@ -239,7 +237,8 @@ def _operations(records: _Records, out: list[HandoffLine]) -> None:
         if str(op_id).startswith("proposal-") or "confirm with the caller first" in str(operation.get("reason")):
             continue  # proposals and their read-back steps are stated above
         tool, status, call_id = str(operation.get("tool")), str(operation.get("status")), operation.get("tool_call_id")
-        if status in ("not_executed", "blocked") and _held_before_running(operation):
+        reason = str(operation.get("reason") or "")
+        if status in ("not_executed", "blocked") and any(mark in reason for mark in _HELD_BEFORE_RUNNING):
             continue  # a request the gate held for the caller's confirmation or identity: stated as a proposal
         ledger = records.ledger_link(operation.get("idempotency_key") or call_id, str(op_id))
         request = records.requests.get(str(call_id))
@@ -257,7 +256,3 @@ def _operations(records: _Records, out: list[HandoffLine]) -> None:
         links = (ledger, records.result_link(call_id), records.turn_link(operation.get("turn_id")))
         out.append(_line("Operation", f"Agent's {text}", "agent", *links))
 
-
-def _held_before_running(operation: dict[str, Any]) -> bool:
-    reason = str(operation.get("reason") or "")
-    return any(mark in reason for mark in ("awaiting_confirmation", "read back", "verify the caller", "look up"))

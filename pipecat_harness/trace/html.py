@@ -15,26 +15,13 @@ from pipecat_harness.trace.show import FRAME_EVENT_KINDS, describe_event
 from pipecat_harness.trace.swimlanes import SWIMLANE_CSS, history_panel_html, swimlanes_html
 from pipecat_harness.trace.timeline import Timeline
 
-__all__ = [
-    "PAGE_CSS",
-    "TIMELINE_COLUMNS",
-    "add_html_parser",
-    "call_header_html",
-    "handoff_html",
-    "html_page",
-    "timeline_html",
-    "timeline_table_html",
-    "write_trace_html",
-]
+__all__ = ["PAGE_CSS", "TIMELINE_COLUMNS", "add_html_parser", "call_header_html", "handoff_html", "html_page",
+           "timeline_html", "timeline_table_html", "write_trace_html"]
 
 #: Columns of the timeline: (title, lanes shown in it).
 TIMELINE_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("caller said / submitted", ("caller",)),
-    ("model received / generated", ("model",)),
-    ("tools executed", ("tool",)),
-    ("played / history kept", ("bot",)),
-    ("control decisions", ("control",)),
-)
+    ("caller said / submitted", ("caller",)), ("model received / generated", ("model",)), ("tools executed", ("tool",)),
+    ("played / history kept", ("bot",)), ("control decisions", ("control",)))
 PAGE_CSS = template_text("pipecat_harness.trace", "page.css")
 
 
@@ -55,17 +42,10 @@ def timeline_table_html(timeline: Timeline, *, full: bool = False, anchor_prefix
     A row's id is ``anchor_prefix`` (unique per call when a page shows several), ``e`` and the event's index.
     """
     column_of = {lane: i for i, (_, lanes) in enumerate(TIMELINE_COLUMNS) for lane in lanes}
-    rows = [
-        {
-            "id": f"{anchor_prefix}e{number}",
-            "event": event,
-            "column": column_of.get(event.lane),
-            "text": describe_event(event, width=None),
-            "title": json.dumps(event.data, ensure_ascii=False, default=str),  # the full data as a tooltip
-        }
-        for number, event in enumerate(timeline)
-        if full or event.kind not in FRAME_EVENT_KINDS
-    ]
+    rows = [{"id": f"{anchor_prefix}e{number}", "event": event, "column": column_of.get(event.lane),
+             "text": describe_event(event, width=None),
+             "title": json.dumps(event.data, ensure_ascii=False, default=str)}  # the full data as a tooltip
+            for number, event in enumerate(timeline) if full or event.kind not in FRAME_EVENT_KINDS]
     return render("pipecat_harness.trace", "timeline_table.html", titles=[t for t, _ in TIMELINE_COLUMNS], rows=rows)
 
 

@@ -75,23 +75,11 @@ def _snapshot(value: Any) -> Any:
         return {key if isinstance(key, str) else str(key): _snapshot(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_snapshot(item) for item in value]
-    if isinstance(value, _IMMUTABLE):
-        return value
-    return _jsonable(value)
-
-
-def _same_message(current: Any, logged: Any) -> bool:
-    """Whether a context message is the one logged before (``logged`` is its JSON form)."""
-    return bool(current == logged) or _jsonable(current) == logged
+    return value if isinstance(value, _IMMUTABLE) else _jsonable(value)
 
 
 def _clock_secs(processor: FrameProcessor) -> float:
     return float(processor.get_clock().get_time()) / 1e9
-
-
-def _tool_schemas(tools: Any) -> list[dict[str, Any]]:
-    standard = getattr(tools, "standard_tools", None) or []
-    return [_jsonable(s.to_default_dict()) for s in standard if callable(getattr(s, "to_default_dict", None))]
 
 
 class TraceRecorder(BaseObserver):
@@ -104,14 +92,8 @@ class TraceRecorder(BaseObserver):
         metadata: Extra header fields (scenario name, configuration summary...).
     """
 
-    def __init__(
-        self,
-        path: str | Path | None = None,
-        *,
-        call_id: str = "",
-        decisions: DecisionLog | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, path: str | Path | None = None, *, call_id: str = "", decisions: DecisionLog | None = None,
+                 metadata: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.path = Path(path) if path else None
         self.call_id = call_id
@@ -221,13 +203,13 @@ class TraceRecorder(BaseObserver):
         """The events recorded so far."""
         return Timeline(self.events)
 
-    def _add_model_input(
-        self, messages: list[Any], llm: LLMService[Any], context: Any, *, t: float | None = None
-    ) -> None:
+    def _add_model_input(self, messages: list[Any], llm: LLMService[Any], context: Any, *,
+                         t: float | None = None) -> None:
         extra: dict[str, Any] = {}
         system = getattr(llm.settings, "system_instruction", None)
         system = system if isinstance(system, str) else None
-        tools = _tool_schemas(getattr(context, "tools", None))
+        standard = getattr(getattr(context, "tools", None), "standard_tools", None) or []
+        tools = [_jsonable(s.to_default_dict()) for s in standard if callable(getattr(s, "to_default_dict", None))]
         first = not self._model_input and self._model_system is None and self._model_tools is None
         if first or system != self._model_system:
             extra["system"] = self._model_system = system
@@ -237,7 +219,9 @@ class TraceRecorder(BaseObserver):
         keep = 0
         if not self._full_context_next:
             limit = min(len(previous), len(messages))
-            while keep < limit and _same_message(messages[keep], previous[keep]):
+            # The same message as logged before (``previous`` holds their JSON forms).
+            while keep < limit and (bool(messages[keep] == previous[keep])
+                                    or _jsonable(messages[keep]) == previous[keep]):
                 keep += 1
         self._full_context_next = False
         new = [_snapshot(message) for message in messages[keep:]]

@@ -14,13 +14,8 @@ __all__ = ["render", "template_text"]
 
 @cache
 def _environment(package: str) -> Environment:
-    return Environment(
-        loader=PackageLoader(package, "templates"),
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=StrictUndefined,
-    )
+    return Environment(loader=PackageLoader(package, "templates"), autoescape=True, trim_blocks=True,
+                       lstrip_blocks=True, undefined=StrictUndefined)
 
 
 def render(package: str, name: str, **context: Any) -> Markup:

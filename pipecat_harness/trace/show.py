@@ -15,9 +15,8 @@ __all__ = ["FRAME_EVENT_KINDS", "describe_event", "is_routine", "render_timeline
 
 _LANE_STYLES = dict(caller="cyan", model="magenta", tool="yellow", bot="green", control="bold red", call="dim")
 #: Per-frame events the short views leave out (the JSONL keeps them).
-FRAME_EVENT_KINDS = frozenset(
-    "asr_interim played_text user_turn_started user_turn_stopped decision_outcome speech_started speech_stopped".split()
-)
+FRAME_EVENT_KINDS = frozenset(["asr_interim", "played_text", "user_turn_started", "user_turn_stopped",
+                               "decision_outcome", "speech_started", "speech_stopped"])
 _DETAIL_KINDS = FRAME_EVENT_KINDS | {"model_input", "turn_playback"}
 
 
@@ -84,16 +83,12 @@ def short_timeline(timeline: Timeline) -> list[TraceEvent]:
     return [e for e in timeline if e.kind not in _DETAIL_KINDS and not is_routine(e)]
 
 
-def render_timeline(
-    timeline: Timeline, *, console: Console | None = None, full: bool = False, lanes: set[str] | None = None
-) -> None:
-    """Print a timeline as a table (time, lane, event, detail).
+def render_timeline(timeline: Timeline, *, console: Console | None = None, full: bool = False,
+                    lanes: set[str] | None = None) -> None:
+    """Print a timeline as a table (time, lane, event, detail) on ``console`` (default: stdout).
 
-    Args:
-        timeline: The call timeline.
-        console: Where to print (stdout by default).
-        full: Include per-frame detail (interims, played words, model inputs) and cut no text.
-        lanes: Only these lanes.
+    ``full`` includes per-frame detail (interims, played words, model inputs) and cuts no text; ``lanes`` keeps only
+    the events of those lanes.
     """
     console = console or Console()
     events = list(timeline) if full else short_timeline(timeline)

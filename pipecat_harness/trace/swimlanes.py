@@ -14,15 +14,8 @@ from pipecat_harness.trace.timeline import Timeline, TraceEvent
 __all__ = ["SWIMLANES", "SWIMLANE_CSS", "history_panel_html", "swimlanes_html"]
 
 #: The lanes, top to bottom.
-SWIMLANES: tuple[str, ...] = (
-    "caller speech",
-    "recognised text",
-    "held turns",
-    "model runs",
-    "tool calls",
-    "bot audio played",
-    "history kept / generated",
-)
+SWIMLANES: tuple[str, ...] = ("caller speech", "recognised text", "held turns", "model runs", "tool calls",
+                              "bot audio played", "history kept / generated")
 
 SWIMLANE_CSS = template_text("pipecat_harness.trace", "swimlanes.css")
 
@@ -45,9 +38,7 @@ class _Mark:
 
 def _history_evidence(event: TraceEvent) -> dict[str, Any] | None:
     evidence = event.data.get("evidence")
-    if event.kind == "decision" and isinstance(evidence, dict) and "retained_text" in evidence:
-        return evidence
-    return None
+    return evidence if event.kind == "decision" and isinstance(evidence, dict) and "retained_text" in evidence else None
 
 
 def _hold(event: TraceEvent, *actions: str) -> bool:
@@ -86,9 +77,8 @@ def _marks(timeline: Timeline) -> list[_Mark]:
             stop, heard = later(i, "speech_stopped"), later(i, "asr_final")
             tooltip = "caller speaking" + (f": {heard.data.get('text', '')}" if heard else "")
             anchor = index[id(heard)] if heard else i  # the table omits speech frames: link to what was recognised
-            marks.append(
-                _Mark("caller speech", event.t, stop.t if stop else end_of_call, "speech", "", tooltip, anchor)
-            )
+            end = stop.t if stop else end_of_call
+            marks.append(_Mark("caller speech", event.t, end, "speech", "", tooltip, anchor))
         elif kind == "asr_final":
             text = str(d.get("text", ""))
             marks.append(_Mark("recognised text", event.t, event.t, "asr", text, f"recognised: {text}", i))
@@ -106,9 +96,8 @@ def _marks(timeline: Timeline) -> list[_Mark]:
             done = later(i, "generated", "tool_request", "model_input")
             end = done.t if done is not None and done.kind != "model_input" else event.t
             reply = done.data.get("text", "") if done is not None and done.kind == "generated" else ""
-            tooltip = f"model run on {len(d.get('messages') or [])} messages" + (
-                f"; generated: {reply}" if reply else ""
-            )
+            generated = f"; generated: {reply}" if reply else ""
+            tooltip = f"model run on {len(d.get('messages') or [])} messages{generated}"
             marks.append(_Mark("model runs", event.t, end, "model", "", tooltip, i))
         elif kind == "tool_request":
             result = later(i, "tool_result", where=functools.partial(_answers, d.get("tool_call_id")))
@@ -123,9 +112,8 @@ def _marks(timeline: Timeline) -> list[_Mark]:
             end = stop.t if stop else end_of_call
             cut = any(e.kind == "interruption" and e.data.get("bot_speaking") and event.t <= e.t <= end for e in events)
             text = str(spoken.data.get("text", "")) if spoken is not None and spoken.t <= end else ""
-            tooltip = f"{'interrupted after' if cut else 'played'} {end - event.t:.2f} s" + (
-                f": {text}" if text else ""
-            )
+            said = f": {text}" if text else ""
+            tooltip = f"{'interrupted after' if cut else 'played'} {end - event.t:.2f} s{said}"
             marks.append(_Mark("bot audio played", event.t, end, "audio-cut" if cut else "audio", text, tooltip, i))
         elif (evidence := _history_evidence(event)) is not None:
             played = float(evidence.get("played_secs") or 0.0)
@@ -133,9 +121,8 @@ def _marks(timeline: Timeline) -> list[_Mark]:
             start, action = event.t - played, str(d.get("action"))
             said = f'generated "{evidence.get("generated_text", "")}"; heard "{evidence.get("heard_text", "")}"'
             tooltip = f'history {action}: {said}; kept "{evidence.get("retained_text", "")}"'
-            label = (
-                f"{action}: kept {evidence.get('chars_kept', '?')} chars, removed {evidence.get('chars_removed', '?')}"
-            )
+            label = (f"{action}: kept {evidence.get('chars_kept', '?')} chars, "
+                     f"removed {evidence.get('chars_removed', '?')}")
             kept_css = "kept-unheard" if action == "retained" else "kept"
             marks.append(_Mark("history kept / generated", start, start + audio, "generated", "", tooltip, i))
             marks.append(_Mark("history kept / generated", start, event.t, kept_css, label, tooltip, i))
@@ -163,19 +150,9 @@ def swimlanes_html(timeline: Timeline, *, anchor_prefix: str = "") -> str:
         y = _AXIS_H + SWIMLANES.index(mark.lane) * _ROW_H + 5
         bars.append({"mark": mark, "x": x0, "y": y, "width": width, **_label(mark, x0, width, starts)})
     cuts = [(e.t, i, x(e.t)) for i, e in enumerate(timeline) if e.kind == "interruption" and e.data.get("bot_speaking")]
-    return render(
-        "pipecat_harness.trace",
-        "swimlanes.html",
-        width=_WIDTH,
-        height=_AXIS_H + _ROW_H * len(SWIMLANES) + 6,
-        row_height=_ROW_H,
-        axis_height=_AXIS_H,
-        lanes=SWIMLANES,
-        ticks=ticks,
-        bars=bars,
-        anchor_prefix=anchor_prefix,
-        interruptions=cuts,
-    )
+    return render("pipecat_harness.trace", "swimlanes.html", width=_WIDTH, height=_AXIS_H + _ROW_H * len(SWIMLANES) + 6,
+                  row_height=_ROW_H, axis_height=_AXIS_H, lanes=SWIMLANES, ticks=ticks, bars=bars,
+                  anchor_prefix=anchor_prefix, interruptions=cuts)
 
 
 def _label(mark: _Mark, x0: float, width: float, starts: dict[str, list[float]]) -> dict[str, Any]:
@@ -189,18 +166,13 @@ def _label(mark: _Mark, x0: float, width: float, starts: dict[str, list[float]])
     chars = int(room / 5.6)
     if not mark.label or chars < 4:
         return {"text": ""}
-    return {
-        "text": mark.label if len(mark.label) <= chars else mark.label[: chars - 1] + "…",
-        "text_css": "dark-text" if outside or mark.css == "generated" else "bar-text",
-        "text_x": x0 + width + 3 if outside else x0 + 3,
-    }
+    return {"text": mark.label if len(mark.label) <= chars else mark.label[: chars - 1] + "…",
+            "text_css": "dark-text" if outside or mark.css == "generated" else "bar-text",
+            "text_x": x0 + width + 3 if outside else x0 + 3}
 
 
 def history_panel_html(timeline: Timeline) -> str:
     """Each interrupted reply's generated, heard and kept text side by side (empty when there is none)."""
-    rows = [
-        (event, evidence)
-        for event in timeline
-        if (evidence := _history_evidence(event)) is not None and event.data.get("action") != "played_in_full"
-    ]
+    rows = [(event, evidence) for event in timeline
+            if (evidence := _history_evidence(event)) is not None and event.data.get("action") != "played_in_full"]
     return render("pipecat_harness.trace", "history_panel.html", rows=rows) if rows else ""

@@ -36,9 +36,8 @@ class TraceEvent:
 
     def to_json(self) -> str:
         """Serialise as one JSON line."""
-        return json.dumps(
-            {"t": round(self.t, 4), "lane": self.lane, "kind": self.kind, **self.data}, default=str, ensure_ascii=False
-        )
+        record = {"t": round(self.t, 4), "lane": self.lane, "kind": self.kind, **self.data}
+        return json.dumps(record, default=str, ensure_ascii=False)
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any]) -> TraceEvent:
@@ -94,16 +93,12 @@ class Timeline:
         """Events of the given kinds (and lane, if given)."""
         return [e for e in self.events if (not kinds or e.kind in kinds) and (lane is None or e.lane == lane)]
 
-    def spans(
-        self, start: str, stop: str, *, lane: str | None = None, open_until: float | None = None
-    ) -> list[tuple[float, float]]:
+    def spans(self, start: str, stop: str, *, lane: str | None = None,
+              open_until: float | None = None) -> list[tuple[float, float]]:
         """The ``(start, stop)`` times of each stretch from a ``start`` event (a repeat restarts it) to a ``stop``.
 
-        Args:
-            start: The kind that opens a stretch.
-            stop: The kind that closes it.
-            lane: Only events of this lane.
-            open_until: Where a stretch still open at the end closes; ``None`` drops it.
+        Only events of ``lane`` count, if given; a stretch still open at the end closes at ``open_until`` (``None``:
+        it is dropped).
         """
         spans: list[tuple[float, float]] = []
         began: float | None = None

@@ -1,16 +1,15 @@
 """FastAPI app of the operator console.
 
-Pages: ``/``, the queue of flagged claims with acknowledge / override / escalate; ``/t/<tenant>/calls/<call>``, the
-call as graded with its flags in place (``#turn_018``), handoff summary and recording (``/transcript`` and ``/audio``
-are the alert's other links); ``/t/<tenant>``, the tenant's daily flag and out_of_scope rates. Every request needs a
-credential (``Authorization: Bearer ...``, or ``?token=...`` once, swapped for a session cookie); a token sees only its
-tenants' rows, and another tenant's row answers 404 as a missing one does.
+Pages: ``/``, the queue of flagged claims to acknowledge, override or escalate; ``/t/<tenant>/calls/<call>``, the call
+as graded, its handoff summary and recording (also ``/transcript`` and ``/audio``); ``/t/<tenant>``, daily rates. A
+token sees only its tenants' rows (another tenant's row is a 404); every response carries a strict CSP, no caching.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+import secrets
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlencode
@@ -21,13 +20,12 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 
 from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore
 from pipecat_harness.grader.console import queries, views
-from pipecat_harness.grader.console.access import SESSION_COOKIE, ConsoleAccess, Scope
-from pipecat_harness.grader.console.csrf import read_checked_form
-from pipecat_harness.grader.console.headers import install_security_headers
+from pipecat_harness.grader.console.access import SESSION_COOKIE, ConsoleAccess, Scope, read_checked_form
 from pipecat_harness.trace.handoff import Handoff, build_handoff
 from pipecat_harness.trace.timeline import Timeline
 
-__all__ = ["COOKIE_NAME", "DEFAULT_MAX_NOTE_CHARS", "MAX_ROW_ID", "create_console_app"]
+__all__ = ["COOKIE_NAME", "DEFAULT_MAX_NOTE_CHARS", "MAX_ROW_ID", "content_security_policy", "create_console_app",
+           "install_security_headers"]
 
 COOKIE_NAME = SESSION_COOKIE
 DEFAULT_MAX_NOTE_CHARS = 2_000
@@ -36,35 +34,43 @@ MAX_ROW_ID = 2**63 - 1
 _RowId = Annotated[int, FastAPIPath(ge=1, le=MAX_ROW_ID)]
 _MAX_WHO_CHARS = 128
 _AUDIO_TYPES = {".wav": "audio/wav", ".mp3": "audio/mpeg", ".ogg": "audio/ogg", ".webm": "audio/webm"}
+_FIXED_HEADERS = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                  "Cache-Control": "no-store"}
 
 
-def create_console_app(
-    store: AuditStore,
-    token: str | None = None,
-    *,
-    title: str = "Flagged turns",
-    tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
-    access: ConsoleAccess | None = None,
-    max_note_chars: int = DEFAULT_MAX_NOTE_CHARS,
-    recordings: str | Path | None = None,
-    traces: str | Path | None = None,
-) -> FastAPI:
-    """Build the console app over an audit store.
+def content_security_policy(nonce: str) -> str:
+    """The console's CSP for one response (inline style allowed: the stylesheet is inline)."""
+    return (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; img-src 'self' data:; "
+            "media-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 
-    ``token`` is the admin token, which sees every tenant (optional with ``tenant_tokens``: token -> the tenant or
-    tenants whose rows it may see and review); ``access`` replaces both. ``recordings`` is a directory of recordings
-    named by call id, ``traces`` one of call traces (``<call id>.jsonl``): a call's page then shows its handoff summary.
 
-    Raises:
-        ValueError: No token at all, or an empty one.
+def install_security_headers(app: FastAPI) -> None:
+    """Add the console's headers to every response of ``app`` (errors included)."""
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        request.state.csp_nonce = secrets.token_urlsafe(16)
+        response = await call_next(request)
+        response.headers["Content-Security-Policy"] = content_security_policy(request.state.csp_nonce)
+        response.headers.update(_FIXED_HEADERS)
+        return response
+
+
+def create_console_app(store: AuditStore, token: str | None = None, *, title: str = "Flagged turns",
+                       tenant_tokens: Mapping[str, str | Iterable[str]] | None = None,
+                       access: ConsoleAccess | None = None, max_note_chars: int = DEFAULT_MAX_NOTE_CHARS,
+                       recordings: str | Path | None = None, traces: str | Path | None = None) -> FastAPI:
+    """Build the console app over an audit store; ``ValueError`` without a token.
+
+    ``token`` is the admin token (optional with ``tenant_tokens``: token -> the tenants it may see); ``access`` replaces
+    both. ``recordings`` and ``traces`` are directories of recordings and of traces (``<call id>.jsonl``) by call id.
     """
     if access is None:
         access = ConsoleAccess(tenant_tokens, [token] if token else [])
     app = FastAPI(title="pipecat-harness console", docs_url=None, redoc_url=None, openapi_url=None)
     install_security_headers(app)
     app.state.access = access
-    recordings_dir = Path(recordings) if recordings else None
-    traces_dir = Path(traces) if traces else None
+    recordings_dir, traces_dir = (Path(directory) if directory else None for directory in (recordings, traces))
     tables_ready = False
 
     async def ready() -> None:
@@ -123,8 +129,7 @@ def create_console_app(
 
     @app.get("/", response_class=HTMLResponse)
     async def page(request: Request) -> Response:
-        scope = page_scope(request)
-        if isinstance(scope, Response):
+        if isinstance(scope := page_scope(request), Response):
             return scope
         tenants = visible(scope, request)
         try:
@@ -136,13 +141,11 @@ def create_console_app(
         history = await store.history([r.id for r in rows if r.id is not None])
         names = await queries.tenants(store, scope.tenants)
         return HTMLResponse(
-            views.queue_page(rows, filters, names, history, title=title, csrf=access.csrf_token(request))
-        )
+            views.queue_page(rows, filters, names, history, title=title, csrf=access.csrf_token(request)))
 
     @app.get("/t/{tenant}", response_class=HTMLResponse)
     async def tenant_page(request: Request, tenant: str, days: int = 30) -> Response:
-        scope = page_scope(request)
-        if isinstance(scope, Response):
+        if isinstance(scope := page_scope(request), Response):
             return scope
         if not scope.allows(tenant):
             raise HTTPException(status_code=404, detail=f"no tenant {tenant!r}")
@@ -154,33 +157,26 @@ def create_console_app(
 
     @app.get("/t/{tenant}/calls/{call_id}", response_class=HTMLResponse)
     async def call_page(request: Request, tenant: str, call_id: str) -> Response:
-        scope = page_scope(request)
-        if isinstance(scope, Response):
+        if isinstance(scope := page_scope(request), Response):
             return scope
         rows = await call_rows(scope, tenant, call_id)
         history = await store.history([r.id for r in rows if r.id is not None])
         has_audio, summary, csrf = recording(call_id) is not None, await handoff(call_id), access.csrf_token(request)
         return HTMLResponse(
-            views.call_page(tenant, call_id, rows, history, has_audio=has_audio, handoff=summary, csrf=csrf)
-        )
+            views.call_page(tenant, call_id, rows, history, has_audio=has_audio, handoff=summary, csrf=csrf))
 
     @app.get("/t/{tenant}/calls/{call_id}/transcript")
     async def transcript(request: Request, tenant: str, call_id: str) -> Response:
         turns = sorted({r.turn_id: r for r in await call_rows(require(request), tenant, call_id)}.items())
         if "application/json" in request.headers.get("accept", ""):
             return JSONResponse([{"turn_id": t, "caller": r.caller_utterance, "agent": r.utterance} for t, r in turns])
-        lines = []
-        for turn, row in turns:
-            if row.caller_utterance:
-                lines.append(f"caller: {row.caller_utterance}")
-            lines.append(f"agent [turn {turn}]: {row.utterance}")
-        return PlainTextResponse("\n".join(lines) + "\n")
+        return PlainTextResponse("".join((f"caller: {row.caller_utterance}\n" if row.caller_utterance else "")
+                                         + f"agent [turn {turn}]: {row.utterance}\n" for turn, row in turns))
 
     @app.get("/t/{tenant}/calls/{call_id}/audio")
     async def audio(request: Request, tenant: str, call_id: str) -> Response:
         await call_rows(require(request), tenant, call_id)  # 404 unless the viewer may see the call
-        path = recording(call_id)
-        if path is None:
+        if (path := recording(call_id)) is None:
             raise HTTPException(status_code=404, detail=f"no recording of call {call_id!r}")
         return FileResponse(path, media_type=_AUDIO_TYPES[path.suffix])
 
@@ -208,17 +204,15 @@ def create_console_app(
         if action not in REVIEW_STATUS:
             raise HTTPException(status_code=400, detail=f"unknown action {action!r}; use {sorted(REVIEW_STATUS)}")
         form = await read_checked_form(request, access)
-        note = form.get("note", [""])[0]
-        who = form.get("who", [""])[0].strip()
-        back = form.get("next", [""])[0]
+        note, who, back = (form.get(name, [""])[0] for name in ("note", "who", "next"))
+        who = who.strip()
         if len(note) > max_note_chars:
             detail = f"review note of {len(note)} characters exceeds the {max_note_chars} limit"
             raise HTTPException(status_code=413, detail=detail)
         if len(who) > _MAX_WHO_CHARS:
             raise HTTPException(status_code=413, detail=f"who exceeds {_MAX_WHO_CHARS} characters")
         await ready()
-        row = await store.get(row_id)
-        if row is None or not scope.allows(row.tenant):
+        if (row := await store.get(row_id)) is None or not scope.allows(row.tenant):
             raise HTTPException(status_code=404, detail=f"no audit row {row_id}")
         try:
             row = await store.review(row_id, action, note, actor=who)

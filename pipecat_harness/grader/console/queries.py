@@ -1,7 +1,4 @@
-"""What the console reads from the audit store: the queue with its filters, one call, a tenant's rates.
-
-Every query takes the tenants the viewer may see (``None``: all): access control decides scope in one place.
-"""
+"""What the console reads from the audit store, always within the tenants the viewer may see (``None``: all)."""
 
 from __future__ import annotations
 
@@ -12,12 +9,11 @@ from datetime import UTC, date, datetime, timedelta
 from sqlalchemy import and_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore, day_start
+from pipecat_harness.grader.audit import REVIEW_STATUS, AuditRow, AuditStore, within_days
 from pipecat_harness.grader.verdict import CATEGORIES, FLAGGED
 
-__all__ = [
-    "STATUSES", "FilterError", "QueueFilter", "RatePoint", "call_rows", "flagged_rows", "tenant_rates", "tenants",
-]  # fmt: skip
+__all__ = ["STATUSES", "FilterError", "QueueFilter", "RatePoint", "call_rows", "flagged_rows", "tenant_rates",
+           "tenants"]
 
 STATUSES = ("open", *REVIEW_STATUS.values())
 _SEVERITIES = ("info", "warning", "critical")
@@ -69,23 +65,18 @@ def _scope(store: AuditStore, visible: Collection[str] | None) -> list[ColumnEle
     return [] if visible is None else [store.table.c.tenant.in_(sorted(visible))]
 
 
-async def flagged_rows(
-    store: AuditStore, filters: QueueFilter, visible: Collection[str] | None = None, *, limit: int = 200
-) -> list[AuditRow]:
+async def flagged_rows(store: AuditStore, filters: QueueFilter, visible: Collection[str] | None = None, *,
+                       limit: int = 200) -> list[AuditRow]:
     """Flagged rows matching the filters, newest first."""
     c = store.table.c
     chosen = [(c.tenant, filters.tenant), (c.severity, filters.severity), (c.category, filters.category)]
     where = [column == value for column, value in chosen if value is not None]
-    if filters.since is not None:
-        where.append(c.created_at >= day_start(filters.since))
-    if filters.until is not None:
-        where.append(c.created_at < day_start(filters.until + timedelta(days=1)))
+    where += within_days(c.created_at, filters.since, filters.until)
     return await store.flagged(*where, limit=limit, status=filters.status, tenants=visible)
 
 
-async def call_rows(
-    store: AuditStore, tenant: str, call_id: str, visible: Collection[str] | None = None
-) -> list[AuditRow]:
+async def call_rows(store: AuditStore, tenant: str, call_id: str,
+                    visible: Collection[str] | None = None) -> list[AuditRow]:
     """Every row of one call, in turn order (the call's transcript as graded)."""
     c = store.table.c
     query = select(store.table).where(and_(c.tenant == tenant, c.call_id == call_id, *_scope(store, visible)))
@@ -126,8 +117,7 @@ async def tenant_rates(store: AuditStore, tenant: str, *, days: int = 30, today:
     first = last - timedelta(days=days - 1)
     c = store.table.c
     query = select(c.created_at, c.call_id, c.turn_id, c.verdict).where(
-        and_(c.tenant == tenant, c.created_at >= day_start(first), c.created_at < day_start(last + timedelta(days=1)))
-    )
+        and_(c.tenant == tenant, *within_days(c.created_at, first, last)))
     turns: dict[tuple[str, int], tuple[date, set[str]]] = {}
     async with store.engine.connect() as conn:
         for created_at, call_id, turn_id, verdict in (await conn.execute(query)).all():

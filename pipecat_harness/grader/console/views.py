@@ -1,8 +1,7 @@
-"""HTML of the console's pages, rendered on the server from the Jinja2 templates in ``templates/``.
+"""HTML of the console's pages, rendered on the server from the Jinja2 templates in ``templates/`` (values escaped).
 
-No script and no style attribute: the stylesheet (``static/console.css``) sits in one ``<style>`` element, which the
-console's CSP allows, and the tenant chart is inline SVG. The templates escape every value. Every form that changes
-something carries the viewer's session CSRF token (``csrf``; none for a bearer-token viewer, who sends no cookie).
+No script and no style attribute: the stylesheet sits in one ``<style>`` element and the chart is inline SVG. Every form
+that changes something carries the viewer's session CSRF token (``csrf``; none for a bearer-token viewer).
 """
 
 from __future__ import annotations
@@ -34,36 +33,25 @@ def _when(stamp: float | None) -> str:
     return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if stamp else ""
 
 
-def _refs(row: AuditRow) -> str:
-    return ", ".join(r.strip() for r in (row.constraint_ref or "none").split(","))
-
-
 _RECORD_KINDS = {"caller_turn": "Caller turn", "tool_result": "Tool result", "ledger_event": "Ledger event"}
 _ENV = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(when=_when, refs=_refs, urlpart=lambda value: quote(value, safe=""))
-_ENV.filters["call_url"] = lambda row: call_links(row.tenant, row.call_id, row.turn_id)["operator_console"]
-_ENV.globals.update(stylesheet=_STYLESHEET, review_actions=REVIEW_STATUS, severities=_SEVERITIES, categories=CATEGORIES)
-_ENV.globals.update(statuses=STATUSES, record_kinds=_RECORD_KINDS)
+_ENV.filters.update(when=_when, urlpart=lambda value: quote(value, safe=""),
+                    refs=lambda row: ", ".join(r.strip() for r in (row.constraint_ref or "none").split(",")),
+                    call_url=lambda row: call_links(row.tenant, row.call_id, row.turn_id)["operator_console"])
+_ENV.globals.update(stylesheet=_STYLESHEET, review_actions=REVIEW_STATUS, severities=_SEVERITIES, categories=CATEGORIES,
+                    statuses=STATUSES, record_kinds=_RECORD_KINDS)
 
 
 def _render(template: str, **values: Any) -> str:
     return _ENV.get_template(template).render(**values)
 
 
-def queue_page(
-    rows: Sequence[AuditRow],
-    filters: QueueFilter,
-    tenants: Sequence[str],
-    history: dict[int, list[ReviewEvent]],
-    *,
-    title: str = "Flagged turns",
-    csrf: str = "",
-) -> str:
+def queue_page(rows: Sequence[AuditRow], filters: QueueFilter, tenants: Sequence[str],
+               history: dict[int, list[ReviewEvent]], *, title: str = "Flagged turns", csrf: str = "") -> str:
     """The queue: flagged claims newest first, filterable, each with its actions and a link to its call."""
     back = "/" + (f"?{urlencode(filters.params())}" if filters.params() else "")
-    return _render(
-        "queue.html", title=title, rows=rows, filters=filters, tenants=tenants, history=history, back=back, csrf=csrf
-    )
+    return _render("queue.html", title=title, rows=rows, filters=filters, tenants=tenants, history=history, back=back,
+                   csrf=csrf)
 
 
 def _handoff(handoff: Handoff | str | None) -> dict[str, Any] | None:
@@ -84,21 +72,9 @@ def _handoff(handoff: Handoff | str | None) -> dict[str, Any] | None:
     return {"lines": lines, "records": sorted(records.items(), key=lambda item: item[1].t)}
 
 
-def call_page(
-    tenant: str,
-    call_id: str,
-    rows: Sequence[AuditRow],
-    history: dict[int, list[ReviewEvent]],
-    *,
-    has_audio: bool,
-    handoff: Handoff | str | None = None,
-    csrf: str = "",
-) -> str:
-    """One call: its verified handoff summary, then the transcript as graded, flags in place.
-
-    ``handoff``: the call's summary, why its trace could not be read, or ``None`` (no trace known: no section). Each
-    statement links to the records supporting it (caller turn, tool result, ledger event), listed under the summary.
-    """
+def call_page(tenant: str, call_id: str, rows: Sequence[AuditRow], history: dict[int, list[ReviewEvent]], *,
+              has_audio: bool, handoff: Handoff | str | None = None, csrf: str = "") -> str:
+    """One call: its verified handoff summary (or why its trace could not be read), then the transcript as graded."""
     links = call_links(tenant, call_id)
     turns = []
     for number in sorted({r.turn_id for r in rows}):
@@ -108,18 +84,8 @@ def call_page(
         classes = f"turn flagged {worst}" if flagged else "turn"
         turns.append({"number": number, "row": claims[0], "flagged": flagged, "classes": classes})
     versions = sorted({r.constraints_version for r in rows})
-    return _render(
-        "call.html",
-        title=f"Call {call_id}",
-        tenant=tenant,
-        links=links,
-        versions=versions,
-        has_audio=has_audio,
-        turns=turns,
-        history=history,
-        handoff=_handoff(handoff),
-        csrf=csrf,
-    )
+    return _render("call.html", title=f"Call {call_id}", tenant=tenant, links=links, versions=versions,
+                   has_audio=has_audio, turns=turns, history=history, handoff=_handoff(handoff), csrf=csrf)
 
 
 def _chart(points: Sequence[RatePoint]) -> dict[str, Any]:
@@ -128,9 +94,8 @@ def _chart(points: Sequence[RatePoint]) -> dict[str, Any]:
     step = (width - 2 * pad) / max(1, len(points) - 1)
 
     def coords(values: list[float]) -> str:
-        return " ".join(
-            f"{pad + i * step:.1f},{height - pad - v / top * (height - 2 * pad):.1f}" for i, v in enumerate(values)
-        )
+        return " ".join(f"{pad + i * step:.1f},{height - pad - v / top * (height - 2 * pad):.1f}"
+                        for i, v in enumerate(values))
 
     every = max(1, len(points) // 6)
     ticks = [(f"{pad + i * step:.1f}", p.day.strftime("%m-%d")) for i, p in enumerate(points) if i % every == 0]

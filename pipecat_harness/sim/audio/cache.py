@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["AudioCache", "default_cache_dir"]
+__all__ = ["AudioCache", "default_cache_dir", "write_atomically"]
 
 _ENV = "PIPECAT_HARNESS_AUDIO_CACHE"
 
@@ -17,6 +17,14 @@ def default_cache_dir() -> Path:
     """``$PIPECAT_HARNESS_AUDIO_CACHE``, else ``~/.cache/pipecat-harness/audio``."""
     configured = os.environ.get(_ENV)
     return Path(configured) if configured else Path.home() / ".cache" / "pipecat-harness" / "audio"
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename: parallel runs never read half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+        tmp.write(data)
+    os.replace(tmp.name, path)
 
 
 def digest(*parts: str | bytes) -> str:
@@ -42,7 +50,7 @@ class AudioCache:
 
     def put_audio(self, key: str, pcm: bytes) -> None:
         """Store PCM for ``key``."""
-        self._write(self.directory / "tts" / f"{key}.pcm", pcm)
+        write_atomically(self.directory / "tts" / f"{key}.pcm", pcm)
 
     def transcript(self, key: str) -> str | None:
         """Cached transcript for ``key``, if any."""
@@ -52,7 +60,7 @@ class AudioCache:
     def put_transcript(self, key: str, text: str, **about: object) -> None:
         """Store a transcript for ``key`` (with what produced it)."""
         payload = json.dumps({"text": text, **about}, ensure_ascii=False).encode("utf-8")
-        self._write(self.directory / "asr" / f"{key}.json", payload)
+        write_atomically(self.directory / "asr" / f"{key}.json", payload)
 
     def _read(self, path: Path) -> bytes | None:
         if not path.exists():
@@ -60,11 +68,3 @@ class AudioCache:
             return None
         self.hits += 1
         return path.read_bytes()
-
-    @staticmethod
-    def _write(path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Write then rename: parallel runs never read half a file.
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
-            tmp.write(data)
-        os.replace(tmp.name, path)

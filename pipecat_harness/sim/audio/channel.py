@@ -1,8 +1,4 @@
-"""The line between the caller and the bot: ``clean`` (as synthesised), ``phone`` or ``noise``.
-
-``phone`` is down to 8 kHz, G.711 μ-law encoded and decoded (what Twilio carries), and back up to 16 kHz; ``noise``
-adds pink, band-limited noise at 15 dB SNR over the stretches where the caller speaks, seeded from the audio.
-"""
+"""The line between the caller and the bot: ``clean``, ``phone`` (8 kHz G.711 μ-law, as Twilio carries) or ``noise``."""
 
 from __future__ import annotations
 
@@ -29,6 +25,7 @@ def _mu_law_round_trip(x: np.ndarray) -> np.ndarray:
 
 
 def _noise(n: int, seed: int) -> np.ndarray:
+    """Pink noise above 60 Hz at unit RMS."""
     rng = np.random.default_rng(seed)
     spectrum = np.fft.rfft(rng.standard_normal(n))
     freqs = np.fft.rfftfreq(n, 1.0 / SAMPLE_RATE)

@@ -15,10 +15,7 @@ _ESPEAK_RATE = 22050
 
 
 class EspeakCallerVoice(CachedVoice):
-    """Synthesises caller speech with the ``espeak-ng`` command line (a RuntimeError when it is not installed).
-
-    ``variant`` is the espeak-ng voice (``en-us``, ``en-us+m3``...), ``words_per_minute`` its ``-s`` at rate 1.0.
-    """
+    """Caller speech from the ``espeak-ng`` command line: voice ``variant``, ``-s words_per_minute`` at rate 1.0."""
 
     def __init__(self, cache: AudioCache, *, variant: str = "en-us", words_per_minute: int = 160) -> None:
         if shutil.which("espeak-ng") is None:

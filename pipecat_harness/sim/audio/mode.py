@@ -1,19 +1,27 @@
-"""Audio mode of the simulator: what replaces the scripted transcript frames, and which stop strategy decides."""
+"""Audio mode: the caller voiced on a phone line, the front end that hears it, and the stop strategy that decides."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pipecat.frames.frames import InputAudioRawFrame
+
 from pipecat_harness.sim.audio.cache import AudioCache
 from pipecat_harness.sim.audio.recogniser import WHISPER_LATENCY_SECS
 from pipecat_harness.sim.audio.requirements import require_audio_mode
+from pipecat_harness.sim.audio.voice import SAMPLE_RATE, PiperCallerVoice
+from pipecat_harness.sim.caller import SimulatedCaller
+from pipecat_harness.sim.scenario import CallerSpec, CallerTurn
 
-__all__ = ["TURN_STOPS", "AudioMode", "stop_strategy"]
+__all__ = ["FRAME_SECS", "TURN_STOPS", "AudioCaller", "AudioMode", "stop_strategy", "turn_audio"]
 
 TurnStop = Literal["speech_timeout", "smart_turn"]
 TURN_STOPS: tuple[str, ...] = ("speech_timeout", "smart_turn")
+FRAME_SECS = 0.02
+_FRAME_BYTES = int(SAMPLE_RATE * FRAME_SECS) * 2
 
 
 @dataclass
@@ -58,9 +66,6 @@ class AudioMode:
 
     def caller(self, scenario: Any) -> Any:
         """The caller that voices ``scenario``'s script."""
-        from pipecat_harness.sim.audio.caller import AudioCaller
-        from pipecat_harness.sim.audio.voice import PiperCallerVoice
-
         return AudioCaller(scenario.caller, scenario.caller_voice, PiperCallerVoice(self.cache), rate=self.rate)
 
     def stop_strategy(self) -> Any:
@@ -83,3 +88,65 @@ def stop_strategy(turn_stop: str) -> Any:
 def _check_turn_stop(turn_stop: str) -> None:
     if turn_stop not in TURN_STOPS:
         raise ValueError(f"unknown turn stop {turn_stop!r}; choose one of {', '.join(TURN_STOPS)}")
+
+
+def turn_audio(turn: CallerTurn, voice: PiperCallerVoice, *, rate: float = 1.0) -> bytes:
+    """The PCM of one caller turn: each ``say`` voiced, pauses as silence, ``silent`` speech as a murmur."""
+    out = bytearray()
+    for segment in turn.speech:
+        if segment.pause is not None:
+            out += bytes(int(segment.pause * SAMPLE_RATE) * 2)
+        elif segment.silent is not None:
+            out += voice.murmur(segment.silent)
+        elif segment.say:
+            out += voice.say(segment.say, rate=rate)
+    return bytes(out)
+
+
+class AudioCaller(SimulatedCaller):
+    """Speaks a caller script as audio into a running ``PipelineWorker``; ``rate`` multiplies Piper's own pace."""
+
+    def __init__(self, turns: list[CallerTurn], spec: CallerSpec, voice: PiperCallerVoice, *,
+                 rate: float | None = None) -> None:
+        super().__init__(turns, spec)
+        self._piper = voice
+        self.rate = rate if rate is not None else spec.words_per_minute / 150.0
+        self._pending = bytearray()
+        self._drained = asyncio.Event()
+        self._line: asyncio.Task[None] | None = None
+
+    async def run(self, worker: Any, *, linger_secs: float = 1.0, final_wait_secs: float = 12.0) -> None:
+        """Open the line, play the script, hang up."""
+        self._line = asyncio.create_task(self._stream(worker))
+        try:
+            await super().run(worker, linger_secs=linger_secs, final_wait_secs=final_wait_secs)
+        finally:
+            if self._line is not None:
+                self._line.cancel()
+
+    async def _speak(self, worker: Any, turn: CallerTurn) -> None:
+        audio = turn_audio(turn, self._piper, rate=self.rate)
+        if not audio:
+            return
+        self._drained.clear()
+        self._pending += audio
+        await self._drained.wait()
+
+    async def _end_call(self, worker: Any) -> None:
+        if self._line is not None:
+            self._line.cancel()
+            self._line = None
+        await super()._end_call(worker)
+
+    async def _stream(self, worker: Any) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time()
+        while True:
+            chunk = bytes(self._pending[:_FRAME_BYTES]).ljust(_FRAME_BYTES, b"\x00")
+            if self._pending:
+                del self._pending[:_FRAME_BYTES]
+                if not self._pending:
+                    self._drained.set()
+            await worker.queue_frame(InputAudioRawFrame(audio=chunk, sample_rate=SAMPLE_RATE, num_channels=1))
+            due += FRAME_SECS
+            await asyncio.sleep(max(0.0, due - loop.time()))

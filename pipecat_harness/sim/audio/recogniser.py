@@ -23,29 +23,23 @@ from pipecat_harness.sim.audio.cache import AudioCache, digest
 from pipecat_harness.sim.audio.requirements import require_audio_mode
 
 __all__ = ["RECOGNISERS", "WHISPER_LATENCY_SECS", "CachedWhisperSTTService", "base_model_path", "tiny_en_model_path",
-           "transcript_key"]  # fmt: skip
+           "transcript_key"]
 
 #: Measured on the project machine: 0.4-0.7 s per utterance for tiny.en int8 on one thread.
 WHISPER_LATENCY_SECS = 0.5
 #: The model and how it decodes: transcripts heard before the sampler was seeded per segment are not reused.
 _MODEL_ID = "faster-whisper-tiny.en-int8-seeded"
 #: Recogniser name -> (model id in cache keys, virtual latency per segment). base costs about twice tiny.en.
-RECOGNISERS: dict[str, tuple[str, float]] = {
-    "tiny.en": (_MODEL_ID, WHISPER_LATENCY_SECS),
-    "base": ("faster-whisper-base-int8-seeded", 0.9),
-}
+RECOGNISERS: dict[str, tuple[str, float]] = {"tiny.en": (_MODEL_ID, WHISPER_LATENCY_SECS),
+                                              "base": ("faster-whisper-base-int8-seeded", 0.9)}
 # CTranslate2's seed is process-wide; a model's worker thread reads it when it first samples.
 _SEEDING = threading.Lock()
 
 
 def transcript_key(audio: bytes, vocabulary: str = "", prompt: str = "", model_id: str = _MODEL_ID) -> str:
     """The cache key of a segment's transcript: the model, the hotwords and prompt it was given (if any), the audio."""
-    parts: list[str | bytes] = [model_id]
-    if vocabulary:
-        parts += ["hotwords", vocabulary]
-    if prompt:
-        parts += ["prompt", prompt]
-    return digest(*parts, audio)
+    hotwords, primed = ["hotwords", vocabulary] if vocabulary else [], ["prompt", prompt] if prompt else []
+    return digest(model_id, *hotwords, *primed, audio)
 
 
 def tiny_en_model_path() -> str:
@@ -94,17 +88,8 @@ class CachedWhisperSTTService(WhisperSTTService):
         **kwargs: Passed to ``WhisperSTTService``.
     """
 
-    def __init__(
-        self,
-        cache: AudioCache,
-        *,
-        latency_secs: float = WHISPER_LATENCY_SECS,
-        cpu_threads: int = 1,
-        vocabulary: str = "",
-        prompt: str = "",
-        model: str = "tiny.en",
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, cache: AudioCache, *, latency_secs: float = WHISPER_LATENCY_SECS, cpu_threads: int = 1,
+                 vocabulary: str = "", prompt: str = "", model: str = "tiny.en", **kwargs: Any) -> None:
         if model not in RECOGNISERS:
             raise ValueError(f"unknown recogniser {model!r}; choose one of {', '.join(RECOGNISERS)}")
         self._cache = cache

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pipecat_harness.sim.audio.cache import AudioCache, digest
+from pipecat_harness.sim.audio.cache import AudioCache, digest, write_atomically
 from pipecat_harness.sim.audio.recogniser import WHISPER_LATENCY_SECS
 from pipecat_harness.sim.audio.voice import SAMPLE_RATE, PiperCallerVoice
 
@@ -18,7 +17,7 @@ __all__ = ["RecordedEvent", "Utterance", "is_recorded", "record_line", "record_u
 #: Silence after the last word in a replay, long enough for every stop strategy and hold to finish.
 TRAILING_SILENCE_SECS = 7.0
 #: Silence the front end needs after the last word: VAD's stop window, the recogniser, its latency.
-_FRONT_END_TAIL_SECS = 1.5
+_FRONT_END_TAIL = bytes(int(1.5 * SAMPLE_RATE) * 2)
 _CHUNK_SECS = 0.02
 
 
@@ -63,38 +62,31 @@ def utterance_audio(parts: list[str], pause: float, voice: Any, *, rate: float) 
     return bytes(pcm), ends
 
 
-def _front_end_path(speech: bytes, cache: AudioCache, stt_latency_secs: float) -> tuple[bytes, Any]:
-    pcm = speech + bytes(int(_FRONT_END_TAIL_SECS * SAMPLE_RATE) * 2)
-    key = digest("front-end-v3", f"{stt_latency_secs:.3f}", pcm)
-    return pcm, cache.directory / "front_end" / f"{key}.json"
+def _events_path(cache: AudioCache, pcm: bytes, *key: str) -> Path:
+    return cache.directory / "front_end" / f"{digest('front-end-v3', *key, pcm)}.json"
 
 
-def is_recorded(
-    parts: list[str], pause: float, *, rate: float, cache: AudioCache, stt_latency_secs: float = WHISPER_LATENCY_SECS
-) -> bool:
+def is_recorded(parts: list[str], pause: float, *, rate: float, cache: AudioCache,
+                stt_latency_secs: float = WHISPER_LATENCY_SECS) -> bool:
     """Whether the utterance's front-end events are cached (checked without synthesising anything)."""
     voice = PiperCallerVoice(cache)
     if not all(voice.is_cached(part, rate=rate) for part in parts):
         return False
     speech, _ = utterance_audio(parts, pause, voice, rate=rate)
-    return bool(_front_end_path(speech, cache, stt_latency_secs)[1].exists())
+    return bool(_events_path(cache, speech + _FRONT_END_TAIL, f"{stt_latency_secs:.3f}").exists())
 
 
-def record_utterance(
-    parts: list[str], pause: float, *, rate: float, cache: AudioCache, stt_latency_secs: float = WHISPER_LATENCY_SECS
-) -> Utterance:
+def record_utterance(parts: list[str], pause: float, *, rate: float, cache: AudioCache,
+                     stt_latency_secs: float = WHISPER_LATENCY_SECS) -> Utterance:
     """Run the utterance through Silero VAD and Whisper once (cached by content) and return what they produced."""
-    voice = PiperCallerVoice(cache)
-    speech, ends = utterance_audio(parts, pause, voice, rate=rate)
-    pcm, path = _front_end_path(speech, cache, stt_latency_secs)
-    duration = len(speech) / (2 * SAMPLE_RATE) + TRAILING_SILENCE_SECS
-    events = _cached_events(path, parts, lambda: _run_front_end(pcm, cache, stt_latency_secs, "tiny.en"))
-    return Utterance(ends, duration, events)
+    speech, ends = utterance_audio(parts, pause, PiperCallerVoice(cache), rate=rate)
+    pcm = speech + _FRONT_END_TAIL
+    events = _recorded_events(parts, pcm, cache, stt_latency_secs, "tiny.en", f"{stt_latency_secs:.3f}")
+    return Utterance(ends, len(speech) / (2 * SAMPLE_RATE) + TRAILING_SILENCE_SECS, events)
 
 
-def record_line(
-    parts: list[str], pause: float, *, voice: Any, rate: float, channel: str, recogniser: str, cache: AudioCache
-) -> tuple[Utterance, bytes]:
+def record_line(parts: list[str], pause: float, *, voice: Any, rate: float, channel: str, recogniser: str,
+                cache: AudioCache) -> tuple[Utterance, bytes]:
     """One cell of the speech matrix: ``voice`` reads the parts, ``channel`` carries them, ``recogniser`` hears them.
 
     Returns the utterance as heard and the audio as the bot received it (what Smart Turn analyses on replay). The
@@ -105,28 +97,24 @@ def record_line(
 
     model_id, latency = RECOGNISERS[recogniser]
     speech, ends = utterance_audio(parts, pause, voice, rate=rate)
-    duration = len(speech) / (2 * SAMPLE_RATE) + TRAILING_SILENCE_SECS
     line = through_channel(speech + bytes(int(TRAILING_SILENCE_SECS * SAMPLE_RATE) * 2), channel)
-    front = line[: len(speech) + int(_FRONT_END_TAIL_SECS * SAMPLE_RATE) * 2]
-    path = cache.directory / "front_end" / f"{digest('front-end-v3', model_id, f'{latency:.3f}', front)}.json"
-    events = _cached_events(path, parts, lambda: _run_front_end(front, cache, latency, recogniser))
-    return Utterance(ends, duration, events), line
+    front = line[: len(speech) + len(_FRONT_END_TAIL)]
+    events = _recorded_events(parts, front, cache, latency, recogniser, model_id, f"{latency:.3f}")
+    return Utterance(ends, len(speech) / (2 * SAMPLE_RATE) + TRAILING_SILENCE_SECS, events), line
 
 
-def _cached_events(path: Path, parts: list[str], run: Callable[[], list[RecordedEvent]]) -> list[RecordedEvent]:
-    if path.exists():
-        return [RecordedEvent(**e) for e in json.loads(path.read_text(encoding="utf-8"))["events"]]
-    events = run()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"parts": parts, "events": [asdict(e) for e in events]}), encoding="utf-8")
-    return events
-
-
-def _run_front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float, recogniser: str) -> list[RecordedEvent]:
+def _recorded_events(parts: list[str], pcm: bytes, cache: AudioCache, stt_latency_secs: float, recogniser: str,
+                     *key: str) -> list[RecordedEvent]:
+    """The front end's events for ``pcm``, from the cache (under ``key``) or run once and stored."""
     from pipecat_harness.sim.clock import run_on_virtual_time
 
+    path = _events_path(cache, pcm, *key)
+    if path.exists():
+        return [RecordedEvent(**e) for e in json.loads(path.read_text(encoding="utf-8"))["events"]]
     front_end = _front_end(pcm, cache, stt_latency_secs, recogniser)
-    return run_on_virtual_time(front_end, max_virtual_secs=600.0, max_wall_secs=900.0)
+    events = run_on_virtual_time(front_end, max_virtual_secs=600.0, max_wall_secs=900.0)
+    write_atomically(path, json.dumps({"parts": parts, "events": [asdict(e) for e in events]}).encode("utf-8"))
+    return events
 
 
 async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float, recogniser: str) -> list[RecordedEvent]:

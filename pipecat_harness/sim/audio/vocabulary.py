@@ -16,8 +16,8 @@ DOMAIN_TERMS: dict[str, tuple[str, ...]] = {
 _NAME_COLUMNS = ("first_name", "last_name")
 
 
-def _customer_names(scenario: Any) -> list[str]:
-    """``First Last`` of every person in the scenario's database (the retail seed's customers included)."""
+def recogniser_vocabulary(scenario: Any) -> str:
+    """The hotwords for ``scenario``'s call: its domain's terms, then its database's people as ``First Last``."""
     rows: list[dict[str, Any]] = []
     if scenario.database.seed == "retail":
         from pipecat_harness.demo.retail_db import DEFAULT_SEED
@@ -26,10 +26,4 @@ def _customer_names(scenario: Any) -> list[str]:
     for table in scenario.database.tables.values():
         rows.extend(table.rows)
     names = [" ".join(str(row[c]) for c in _NAME_COLUMNS) for row in rows if all(row.get(c) for c in _NAME_COLUMNS)]
-    return list(dict.fromkeys(names))
-
-
-def recogniser_vocabulary(scenario: Any) -> str:
-    """The hotwords for ``scenario``'s call: its domain's terms, then its customers' names, comma-separated."""
-    terms = list(DOMAIN_TERMS.get(scenario.domain, ())) + _customer_names(scenario)
-    return ", ".join(terms)
+    return ", ".join([*DOMAIN_TERMS.get(scenario.domain, ()), *dict.fromkeys(names)])

