@@ -73,8 +73,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     command = _command_named(selected)
     if command is not None:
-        module = import_or_name_extra(command.module, f"pipecat-harness {command.name}", command.extra)
-        module.add_parser(subparsers)
+        import_or_name_extra(command.module, f"pipecat-harness {command.name}", command.extra).add_parser(subparsers)
     for other in COMMANDS:
         if other.name not in subparsers.choices:
             subparsers.add_parser(other.name, help=other.help, add_help=False)

@@ -203,7 +203,11 @@ class Harness:
             # Start-up is where an undeclared tool must fail, loudly, not mid-call.
             context = next((p.context for p in processors if isinstance(p, LLMUserAggregator)), None)
             self.wrap_registered_functions(processor, tools=getattr(context, "tools", None))
-        self._check_integration(processors)
+        problems = integration_problems(self.controls, processors, self._user_params, gated=self._gate is not None)
+        if problems and self.strict:
+            raise IntegrationError("; ".join(problems))
+        for problem in problems:
+            logger.error(f"pipecat-harness: {problem}")
         owners = ", ".join(sorted({c.name for c in self.controls})) or "the harness"
         result = insert_placed(processors, placed, owners, grouped=self.grouped)
         for control in self.controls:
@@ -211,13 +215,6 @@ class Harness:
         if self.recorder is not None:
             self.recorder.listen(flatten(result), entry=processors[0] if processors else None)
         return result
-
-    def _check_integration(self, processors: list[FrameProcessor]) -> None:
-        problems = integration_problems(self.controls, processors, self._user_params, gated=self._gate is not None)
-        if problems and self.strict:
-            raise IntegrationError("; ".join(problems))
-        for problem in problems:
-            logger.error(f"pipecat-harness: {problem}")
 
     def assistant_params(self, params: LLMAssistantAggregatorParams | None = None) -> LLMAssistantAggregatorParams:
         """Return assistant-aggregator params with the controls' settings (context budget) applied."""

@@ -57,8 +57,6 @@ def integration_problems(controls: Sequence[HarnessControl], processors: Sequenc
 
 def advertised_handler_names(tools: Any) -> list[str]:
     """Names of the handler-carrying tools in a ``ToolsSchema`` or list (direct functions, schemas with handlers)."""
-    if tools is None:
-        return []
     items = list(getattr(tools, "standard_tools", None) or []) + list(getattr(tools, "direct_functions", None) or [])
     if isinstance(tools, list | tuple):
         items = list(tools)

@@ -68,8 +68,7 @@ def split_sentences(text: str) -> list[str]:
 def _normalise(text: str) -> str:
     text = text.replace("’", "'").replace("–", "-").replace("—", " - ")
     text = re.sub(r"\b(Dr|Mr|Mrs|Ms|St)\.(?=\s)", r"\1", text)  # a title's point ends no sentence
-    text = re.sub(r"\b([ap])\.\s?m\.?(?=\s|$|[,;!?])", r"\1m", text, flags=re.IGNORECASE)
-    return text
+    return re.sub(r"\b([ap])\.\s?m\.?(?=\s|$|[,;!?])", r"\1m", text, flags=re.IGNORECASE)
 
 
 def tokenize(text: str) -> list[str]:
@@ -173,9 +172,7 @@ def _read_words(words: list[str], start: int) -> tuple[NumberToken, int] | None:
             i = j
             continue
         break
-    if used_scale:
-        value_f = float(total + current)
-    elif len(groups) == 1:
+    if len(groups) == 1:  # with a scale word the one group is the whole number
         value_f = float(groups[0])
     elif len(groups) == 2:
         value_f = float(groups[0] * 100 + groups[1]) if groups[0] < 100 else float(groups[0])

@@ -27,14 +27,13 @@ class ObserverGroup(BaseObserver):
         self.members = list(observers)
         super().__init__()
         self._push = [m for m in self.members if _overrides(m, "on_push_frame")]
-        self._every_push: list[BaseObserver] = []
         self._read_push_needs()
         self._processed = [m for m in self.members if _overrides(m, "on_process_frame")]
         self._setup = [m for m in self.members if _overrides(m, "on_processor_setup")]
         self._started = [m for m in self.members if _overrides(m, "on_pipeline_started")]
 
     def _read_push_needs(self) -> None:
-        self._every_push = [m for m in self._push if m.observe_every_push]
+        self._every_push: list[BaseObserver] = [m for m in self._push if m.observe_every_push]
         self._observe_every_push = bool(self._every_push)
 
     async def setup(self, task_manager: BaseTaskManager) -> None:

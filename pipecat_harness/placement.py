@@ -70,14 +70,11 @@ class _Acts:
     __slots__ = ("data_only", "frames", "inspects")
 
     def __init__(self, member: FrameProcessor) -> None:
-        frames = getattr(member, "handled_frames", None)
-        self.data_only = frames is None
-        if frames is None:
-            frames = getattr(member, "handled_data_frames", None)
+        self.data_only = getattr(member, "handled_frames", None) is None
+        frames = getattr(member, "handled_data_frames" if self.data_only else "handled_frames", None)
         # A queueing member is never passed by: a frame going past it would overtake its queue.
-        self.frames: tuple[type[Frame], ...] | None = None
-        if frames is not None and in_direct_mode(member):
-            self.frames = tuple(frames)
+        direct = frames is not None and in_direct_mode(member)
+        self.frames: tuple[type[Frame], ...] | None = tuple(frames or ()) if direct else None
         self.inspects = self.frames is not None and callable(getattr(member, "inspect_frame", None))
 
     def on(self, kind: type[Frame]) -> bool:

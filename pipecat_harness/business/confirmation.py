@@ -224,13 +224,12 @@ class ConfirmationPolicy:
     def _adopt(self, document: Mapping[str, Any]) -> None:
         proposals = [Proposal.from_dict(p) for p in document.get("proposals", [])]
         by_id = {p.proposal_id: p for p in proposals}
-        stored_pending = dict(document.get("pending", {}))
-        pending = {str(tool): by_id[str(pid)] for tool, pid in stored_pending.items() if str(pid) in by_id}
-        stored_turns = _by_turn(document.get("turns", {}))
-        self.proposals, self._pending = proposals, pending
+        self._pending = {str(tool): by_id[str(pid)] for tool, pid in dict(document.get("pending", {})).items()
+                         if str(pid) in by_id}
+        self.proposals = proposals
         self._seq = max(int(document.get("seq", 0)), self._seq)
         # Turns this worker saw and has not saved yet stay; the stored ones are added.
-        self._turns = {**stored_turns, **self._turns}
+        self._turns = {**_by_turn(document.get("turns", {})), **self._turns}
         self._heard = {**_by_turn(document.get("heard", {})), **self._heard}
 
     async def sync(self) -> None:

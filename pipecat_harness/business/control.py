@@ -123,7 +123,6 @@ class CallStateControl(HarnessControl):
             if settings.confirm_writes or settings.confirm_tools else None)
         self.hidden_result_fields = frozenset(settings.internal_result_fields)
         self.verified_tools = frozenset(settings.verified_tools)
-        self._heard_from_history = harness.config.history.enabled
         self._saves: set[asyncio.Task[bool]] = set()
         self._rules_installed = False
         self._gate: ToolGateControl | None = None
@@ -224,7 +223,7 @@ class CallStateControl(HarnessControl):
         aggregator = next((p for p in processors if isinstance(p, LLMAssistantAggregator)), None)
         if aggregator is None:
             return
-        if self.confirmation is not None and not self._heard_from_history:
+        if self.confirmation is not None and not self.harness.config.history.enabled:
             aggregator.add_event_handler("on_assistant_turn_stopped", self._on_assistant_turn)
         if self.harness.config.call_state.context_budget_tokens is None:
             return
@@ -253,10 +252,7 @@ class CallStateControl(HarnessControl):
                     self.keeper.tool_result(name, params.tool_call_id, result, write=write,
                                             turn_id=self.harness.decisions.turn_id,
                                             arguments=dict(params.arguments or {}))
-                if properties is None:
-                    await original(result)
-                else:
-                    await original(result, properties=properties)
+                await original(result, **({} if properties is None else {"properties": properties}))
 
             params.result_callback = capture  # type: ignore[assignment]
             await handler(params)
@@ -285,11 +281,8 @@ class CallStateControl(HarnessControl):
         self._rules_installed = True
 
     def _check_write(self, request: ToolRequest) -> PolicyVerdict | None:
-        if request.name in self.verified_tools:
-            verdict = self.verification.check(request)
-            if verdict is not None:
-                return verdict
-        return self.confirmation.check(request) if self.confirmation is not None else None
+        verdict = self.verification.check(request) if request.name in self.verified_tools else None
+        return self.confirmation.check(request) if verdict is None and self.confirmation is not None else verdict
 
     # -- the tool gate's hook ------------------------------------------------------------------------
 
@@ -304,10 +297,9 @@ class CallStateControl(HarnessControl):
             await self.confirmation.save()
         if self.harness.config.call_state.tool_results != "operation":
             return result.to_tool_result()
-        proposal = None
-        if self.confirmation is not None and result.reason_kind == "clarify":
-            pending = next((p for p in self.confirmation.pending() if p.tool == result.name), None)
-            proposal = pending.proposal_id if pending is not None else None
+        confirmation = self.confirmation if result.reason_kind == "clarify" else None
+        pending = confirmation.pending() if confirmation is not None else []
+        proposal = next((p.proposal_id for p in pending if p.tool == result.name), None)
         return render_operation_result(result, hidden_fields=self.hidden_result_fields, proposal_id=proposal,
                                        operation_id=self.keeper.operation_id)
 
@@ -322,9 +314,8 @@ class CallStateControl(HarnessControl):
         self._heard(event.turn_id, event.heard)
 
     def _on_assistant_turn(self, _aggregator: Any, message: Any) -> None:
-        """Without the history control, the committed reply is taken as what the caller heard."""
-        if not self._heard_from_history:
-            self._heard(self.harness.decisions.turn_id, str(getattr(message, "content", "")))
+        """Without the history control (only then is it subscribed), the committed reply is what the caller heard."""
+        self._heard(self.harness.decisions.turn_id, str(getattr(message, "content", "")))
 
     def _heard(self, turn_id: int, text: str) -> None:
         """A reply the caller heard: the read-back a confirmation is judged against (shared with other workers)."""
@@ -350,5 +341,5 @@ class CallStateControl(HarnessControl):
             return
         # A new structure the trace can encode off the loop after the state moved on, without the
         # conversation (it is on the caller and bot lanes already).
-        snapshot = state.to_dict(exclude={"history"})
-        recorder.add("control", "call_state", reason=reason, turn_id=self.harness.decisions.turn_id, state=snapshot)
+        recorder.add("control", "call_state", reason=reason, turn_id=self.harness.decisions.turn_id,
+                     state=state.to_dict(exclude={"history"}))

@@ -91,15 +91,13 @@ class CustomerVerification:
 
     def _learn_owners(self, result: Mapping[str, Any]) -> None:
         owner = result.get(self.owner_field)
-        if owner:
-            for name in self.record_fields:
-                if result.get(name):
-                    self.owners[(name, self._normalize(name, result[name]))] = str(owner)
-            for list_field, name in self.owned_lists.items():
-                for record in result.get(list_field) or []:
-                    value = record.get(name) if isinstance(record, Mapping) else record
-                    if value:
-                        self.owners[(name, self._normalize(name, value))] = str(owner)
+        if not owner:
+            return
+        listed = [(name, record.get(name) if isinstance(record, Mapping) else record)
+                  for list_field, name in self.owned_lists.items() for record in result.get(list_field) or []]
+        for name, value in [(name, result.get(name)) for name in self.record_fields] + listed:
+            if value:
+                self.owners[(name, self._normalize(name, value))] = str(owner)
 
     def owner_of(self, field: str, value: Any) -> str | None:
         """Who a trusted result showed owns record ``value`` of ``field`` (``None``: not shown yet)."""

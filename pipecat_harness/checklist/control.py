@@ -25,9 +25,7 @@ __all__ = ["ChecklistControl", "build_analyzer", "build_driver", "load_configure
 
 def load_configured_checklist(settings: ChecklistSettings) -> Checklist:
     """The checklist the settings name (a file path wins over a bundled name)."""
-    if settings.checklist_path:
-        return load_checklist(settings.checklist_path)
-    return bundled_checklist(settings.checklist)
+    return load_checklist(settings.checklist_path) if settings.checklist_path else bundled_checklist(settings.checklist)
 
 
 def build_analyzer(settings: ChecklistSettings, *, gemini_client: Any = None) -> Analyzer:

@@ -120,8 +120,7 @@ def next_directive(checklist: Checklist, state: ChecklistState) -> Directive:
         return Directive("question", (key,), f"Ask the next checklist question: {wording}", wording, (f"ask:{key}",))
     if state.closing_index < len(checklist.closing):
         step = checklist.closing[state.closing_index]
-        instruction = step.instruction
-        wording = step.wording
+        instruction, wording = step.instruction, step.wording
         if step.id == "summary":
             summary = _summary(checklist, state)
             wording = f"To sum up: {summary}. Is that right?"

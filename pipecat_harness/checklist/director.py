@@ -32,14 +32,6 @@ def compose_instruction(base: str | None, directive: str, marker: str) -> str:
     return f"{kept}\n\n{directive}" if kept else directive
 
 
-def _base_instruction(llm: LLMService[Any]) -> str | None:
-    # The base prompt, not Pipecat's composed instruction: a settings update replaces the base (addons follow).
-    if isinstance(llm, LLMService):
-        return base_system_instruction(llm)
-    value = getattr(llm.settings, "system_instruction", None)
-    return value if isinstance(value, str) else None
-
-
 class ChecklistDirector(FrameProcessor):
     """Delivers the checklist directive as system instruction before every LLM run.
 
@@ -84,7 +76,8 @@ class ChecklistDirector(FrameProcessor):
         if self.llm is None:
             cleaned.append({"role": "system", "content": rendered})
         else:
-            instruction = compose_instruction(_base_instruction(self.llm), rendered, self.marker)
+            # The base prompt, not Pipecat's composed instruction: a settings update replaces the base (addons follow).
+            instruction = compose_instruction(base_system_instruction(self.llm), rendered, self.marker)
             # Queued ahead of the context frame, so the LLM applies it before this run.
             await self.push_frame(LLMUpdateSettingsFrame(delta=LLMSettings(system_instruction=instruction),
                                                          service=self.llm))

@@ -71,9 +71,7 @@ class ChecklistDriver:
 
     def wants_decisions(self) -> bool:
         """Whether a decision passed to :meth:`record` now would reach anyone."""
-        if self.on_decision is None:
-            return False
-        return self._decisions_wanted is None or self._decisions_wanted()
+        return self.on_decision is not None and (self._decisions_wanted is None or self._decisions_wanted())
 
     def record(self, action: str, evidence: dict[str, Any]) -> None:
         """Pass a decision to ``on_decision`` (if any, and if it wants decisions now)."""
@@ -180,7 +178,7 @@ class ChecklistDriver:
         directive = next_directive(self.checklist, state)
         if issue and mark_issued(state, directive):
             changed = True
-            records.append(("directed", functools.partial(_directed, directive, state.analyzed_turns)))
+            records.append(("directed", lambda: {"directive": directive.to_dict(), "turn": state.analyzed_turns}))
         return DecidedTurn(self, directive, held=held, state=state if changed else None, records=records)
 
 
@@ -189,10 +187,6 @@ _Record = tuple[str, Callable[[], dict[str, Any]]]
 
 def _analyzed(turn: int, utterance: str, analysis: Analysis, changes: Any) -> dict[str, Any]:
     return {"turn": turn, "utterance": utterance, "analysis": analysis.to_dict(), "changes": changes}
-
-
-def _directed(directive: Directive, turn: int) -> dict[str, Any]:
-    return {"directive": directive.to_dict(), "turn": turn}
 
 
 @dataclass(eq=False)

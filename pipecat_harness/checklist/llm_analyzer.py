@@ -70,18 +70,15 @@ class GeminiAnalyzer(Analyzer):
         self.client = client
         self.model = model
 
-    def _config(self) -> Any:
-        from google.genai import types
-
-        return types.GenerateContentConfig(system_instruction=_INSTRUCTIONS, temperature=0,
-                                           response_mime_type="application/json", response_schema=AnalysisSchema)
-
     async def analyze(self, checklist: Checklist, state: ChecklistState, utterance: str) -> Analysis:
         """Ask the model for the analysis and validate it (``AnalyzerError`` on failure or a schema mismatch)."""
         prompt = build_analysis_prompt(checklist, state, utterance)
         try:
-            generate = self.client.aio.models.generate_content
-            response = await generate(model=self.model, contents=prompt, config=self._config())
+            from google.genai import types
+
+            config = types.GenerateContentConfig(system_instruction=_INSTRUCTIONS, temperature=0,
+                                                 response_mime_type="application/json", response_schema=AnalysisSchema)
+            response = await self.client.aio.models.generate_content(model=self.model, contents=prompt, config=config)
         except Exception as exc:
             raise AnalyzerError(f"Gemini analyzer call failed: {exc}") from exc
         text = getattr(response, "text", None)

@@ -107,11 +107,10 @@ class Checklist(_Model):
         if duplicates:
             raise ValueError(f"duplicate question ids: {duplicates}")
         for question in self.questions:
-            if question.pair_with is not None:
-                if question.pair_with not in ids:
-                    raise ValueError(f"question {question.id!r}: pair_with {question.pair_with!r} is not a question id")
-                if question.pair_with == question.id:
-                    raise ValueError(f"question {question.id!r} cannot pair with itself")
+            if question.pair_with is not None and question.pair_with not in ids:
+                raise ValueError(f"question {question.id!r}: pair_with {question.pair_with!r} is not a question id")
+            if question.pair_with == question.id:
+                raise ValueError(f"question {question.id!r} cannot pair with itself")
         return self
 
     @cached_property

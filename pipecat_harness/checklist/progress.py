@@ -103,9 +103,7 @@ class ChecklistState:
 
     def item(self, key: str) -> ItemState:
         """The mutable state of an item, created on first use (with the status it inherits, if any)."""
-        if key not in self.items:
-            self.items[key] = ItemState(status=self.status(key))
-        return self.items[key]
+        return self.items.setdefault(key, ItemState(status=self.status(key)))
 
     def all_keys(self, checklist: Checklist) -> list[str]:
         """Every item key in asking order."""
@@ -147,13 +145,7 @@ def _target_keys(checklist: Checklist, state: ChecklistState, update: ItemUpdate
         return [item_key(question.id, update.location)]
     last_targets = (state.last_directive or {}).get("targets", [])
     scoped = [k for k in last_targets if split_key(k)[0] == question.id and split_key(k)[1]]
-    if scoped:
-        return scoped
-    return [k for k in state.keys_for(question) if not state.status(k).closed] or state.keys_for(question)
-
-
-def _after_report(question: Question) -> ItemStatus:
-    return ItemStatus.FOLLOW_UP_PENDING if question.follow_up else _after_detail(question)
+    return scoped or [k for k in state.keys_for(question) if not state.status(k).closed] or state.keys_for(question)
 
 
 def _after_detail(question: Question) -> ItemStatus:
@@ -171,18 +163,14 @@ def _apply_update(checklist: Checklist, state: ChecklistState, update: ItemUpdat
                 item.status = ItemStatus.DENIED if item.reports == 0 else ItemStatus.ANSWERED
             elif before == ItemStatus.ANY_OTHER_PENDING:
                 item.status = ItemStatus.ANSWERED
-        elif update.outcome == "reported":
-            if before == ItemStatus.FOLLOW_UP_PENDING:
-                item.status = _after_detail(question)
-            elif before != ItemStatus.ANSWERED or item.reports == 0:
-                item.reports += 1
-                item.status = _after_report(question)
-        elif update.outcome == "detail":
-            if before == ItemStatus.FOLLOW_UP_PENDING:
-                item.status = _after_detail(question)
-            elif before == ItemStatus.OPEN:
-                item.reports += 1
-                item.status = _after_detail(question)
+        elif update.outcome in ("reported", "detail") and before == ItemStatus.FOLLOW_UP_PENDING:
+            item.status = _after_detail(question)
+        elif update.outcome == "reported" and (before != ItemStatus.ANSWERED or item.reports == 0):
+            item.reports += 1
+            item.status = ItemStatus.FOLLOW_UP_PENDING if question.follow_up else _after_detail(question)
+        elif update.outcome == "detail" and before == ItemStatus.OPEN:
+            item.reports += 1
+            item.status = _after_detail(question)
         if update.note:
             item.notes.append(update.note)
         if item.status != before:

@@ -52,12 +52,6 @@ def _strip_content(content: Any, marker: str) -> tuple[Any, bool]:
     return parts, changed
 
 
-def _is_empty(content: Any) -> bool:
-    if isinstance(content, str):
-        return not content.strip()
-    return not content if isinstance(content, list) else content is None
-
-
 def strip_directives(messages: Sequence[Any], marker: str) -> tuple[list[Any], int]:
     """Remove directive lines from system and developer messages, dropping a message left empty.
 
@@ -74,7 +68,7 @@ def strip_directives(messages: Sequence[Any], marker: str) -> tuple[list[Any], i
             result.append(message)
             continue
         touched += 1
-        if not _is_empty(content):
+        if content.strip() if isinstance(content, str) else content:  # (changed content is a string or a list)
             result.append({**message, "content": content})
     return result, touched
 

@@ -80,13 +80,10 @@ class _Phrases:
 
     @classmethod
     def of(cls, checklist: Checklist) -> _Phrases:
-        topics = [(_words(kw), q.id) for q in checklist.questions for kw in [*q.keywords, q.topic_name]]
-        topics = [topic for topic in topics if topic[0]]
-        topics.sort(key=lambda item: -len(item[0]))
+        topics = sorted([(words, q.id) for q in checklist.questions for kw in [*q.keywords, q.topic_name]
+                         if (words := _words(kw))], key=lambda item: -len(item[0]))
         locations = [(loc.name, [_words(p) for p in [loc.name, *loc.aliases]]) for loc in checklist.locations]
-        by_first: dict[str, list[int]] = {}
-        for position, (phrase, _) in enumerate(topics):
-            by_first.setdefault(phrase[0], []).append(position)
+        by_first = _word_index([phrase[0] for phrase, _ in topics])
         location_first = frozenset(phrase[0] for _, phrases in locations for phrase in phrases if phrase)
         return cls(topics, locations, by_first, location_first)
 
@@ -134,8 +131,7 @@ class RuleAnalyzer(Analyzer):
         if cached is None or cached[0] is not checklist:
             if len(_PHRASES) >= 64:
                 _PHRASES.clear()
-            cached = (checklist, _Phrases.of(checklist))
-            _PHRASES[id(checklist)] = cached
+            cached = _PHRASES[id(checklist)] = (checklist, _Phrases.of(checklist))
         return cached[1]
 
     @staticmethod
@@ -159,11 +155,9 @@ class RuleAnalyzer(Analyzer):
             return []  # most clauses name no place
         hits = []
         for name, phrases in known.locations:
-            for phrase in phrases:
-                positions = _phrase_positions(words, phrase, index)
-                if positions:
-                    hits.append((positions[0], name))
-                    break
+            positions = next(filter(None, (_phrase_positions(words, phrase, index) for phrase in phrases)), None)
+            if positions:
+                hits.append((positions[0], name))
         return [name for _, name in sorted(hits)]
 
     async def analyze(self, checklist: Checklist, state: ChecklistState, utterance: str) -> Analysis:

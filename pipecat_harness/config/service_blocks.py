@@ -6,8 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from pipecat_harness.config.call_blocks import Block
-from pipecat_harness.config.database import DatabaseUrl, require_module
+from pipecat_harness.config.call_blocks import Block, DatabaseUrl, require_module
 
 __all__ = ["ChecklistSettings", "GraderSettings", "ProxySettings"]
 

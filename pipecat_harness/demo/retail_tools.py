@@ -27,31 +27,26 @@ RETAIL_WRITE_TOOLS = frozenset({"return_items", "modify_order_address", "issue_r
 
 _STR = {"type": "string"}
 
-
-def _schema(name: str, description: str, properties: dict[str, Any], required: list[str]) -> FunctionSchema:
-    return FunctionSchema(name=name, description=description, properties=properties, required=required)
-
-
 _SCHEMAS = [
-    _schema("find_user_id_by_email", "Find a customer's user id from their email address.",
-            {"email": _STR}, ["email"]),
-    _schema("find_user_id_by_name_zip", "Find a customer's user id from their name and zip code.",
-            {"first_name": _STR, "last_name": _STR, "zip": _STR}, ["first_name", "last_name", "zip"]),
-    _schema("get_user_details", "Get a customer's profile and order ids.", {"user_id": _STR}, ["user_id"]),
-    _schema("get_order_details", "Get an order's status, items and shipping address.",
-            {"order_id": {"type": "string", "description": "Order id such as '#W1234567'."}}, ["order_id"]),
-    _schema("return_items", "Return delivered items of an order to the original payment method.",
-            {"order_id": _STR, "item_ids": {"type": "array", "items": _STR}}, ["order_id", "item_ids"]),
-    _schema("modify_order_address", "Change the shipping address of a pending order.",
-            {"order_id": _STR, "address1": _STR, "address2": _STR, "city": _STR, "state": _STR, "zip": _STR},
-            ["order_id", "address1", "city", "state", "zip"]),
-    _schema("issue_refund", "Refund an amount on an order.",
-            {"order_id": _STR, "amount_usd": {"type": "number"}, "reason": _STR},
-            ["order_id", "amount_usd", "reason"]),
-    _schema("cancel_pending_order", "Cancel a pending order.",
-            {"order_id": _STR, "reason": _STR}, ["order_id", "reason"]),
-    _schema("book_callback", "Book a callback from a specialist on a day.", {"day": _STR}, ["day"]),
-    _schema("reschedule_callback", "Move the latest booked callback to another day.", {"day": _STR}, ["day"])]
+    FunctionSchema("find_user_id_by_email", "Find a customer's user id from their email address.",
+                   {"email": _STR}, ["email"]),
+    FunctionSchema("find_user_id_by_name_zip", "Find a customer's user id from their name and zip code.",
+                   {"first_name": _STR, "last_name": _STR, "zip": _STR}, ["first_name", "last_name", "zip"]),
+    FunctionSchema("get_user_details", "Get a customer's profile and order ids.", {"user_id": _STR}, ["user_id"]),
+    FunctionSchema("get_order_details", "Get an order's status, items and shipping address.",
+                   {"order_id": {"type": "string", "description": "Order id such as '#W1234567'."}}, ["order_id"]),
+    FunctionSchema("return_items", "Return delivered items of an order to the original payment method.",
+                   {"order_id": _STR, "item_ids": {"type": "array", "items": _STR}}, ["order_id", "item_ids"]),
+    FunctionSchema("modify_order_address", "Change the shipping address of a pending order.",
+                   {"order_id": _STR, "address1": _STR, "address2": _STR, "city": _STR, "state": _STR, "zip": _STR},
+                   ["order_id", "address1", "city", "state", "zip"]),
+    FunctionSchema("issue_refund", "Refund an amount on an order.",
+                   {"order_id": _STR, "amount_usd": {"type": "number"}, "reason": _STR},
+                   ["order_id", "amount_usd", "reason"]),
+    FunctionSchema("cancel_pending_order", "Cancel a pending order.",
+                   {"order_id": _STR, "reason": _STR}, ["order_id", "reason"]),
+    FunctionSchema("book_callback", "Book a callback from a specialist on a day.", {"day": _STR}, ["day"]),
+    FunctionSchema("reschedule_callback", "Move the latest booked callback to another day.", {"day": _STR}, ["day"])]
 
 
 def _canonical_order_id(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -95,15 +90,9 @@ class RetailTools:
     @staticmethod
     def resources() -> dict[str, Callable[[Mapping[str, Any]], str | None]]:
         """Per write tool, what it changes: the order, or the caller's callback (one per call)."""
-
-        def order(arguments: Mapping[str, Any]) -> str | None:
-            return f"order {normalize_order_id(arguments.get('order_id', ''))}"
-
-        def callback(arguments: Mapping[str, Any]) -> str | None:
-            return "the callback booking"
-
-        orders = dict.fromkeys(("return_items", "modify_order_address", "cancel_pending_order"), order)
-        return orders | dict.fromkeys(("book_callback", "reschedule_callback"), callback)
+        orders = dict.fromkeys(("return_items", "modify_order_address", "cancel_pending_order"),
+                               lambda args: f"order {normalize_order_id(args.get('order_id', ''))}")
+        return orders | dict.fromkeys(("book_callback", "reschedule_callback"), lambda args: "the callback booking")
 
     def register(self, llm: Any, *, wrap: Callable[[str, ToolHandler], ToolHandler] | None = None) -> None:
         """Register every tool on the Pipecat LLM service ``llm``, each handler through ``wrap`` when given."""
@@ -174,8 +163,7 @@ class RetailTools:
 
     async def return_items(self, args: Mapping[str, Any]) -> Any:
         """Record a return of delivered items."""
-        order = await self._writable_order(args, "delivered", "returned")
-        if "error" in order:
+        if "error" in (order := await self._writable_order(args, "delivered", "returned")):
             return order
         order_id = order["order_id"]
         wanted = [str(i) for i in args.get("item_ids") or []]
@@ -194,8 +182,7 @@ class RetailTools:
 
     async def modify_order_address(self, args: Mapping[str, Any]) -> Any:
         """Change the address of a pending order."""
-        order = await self._writable_order(args, "pending", "changed")
-        if "error" in order:
+        if "error" in (order := await self._writable_order(args, "pending", "changed")):
             return order
         order_id = order["order_id"]
         street, city, state, zip_code = (str(args.get(name, "")) for name in ("address1", "city", "state", "zip"))
@@ -211,8 +198,7 @@ class RetailTools:
 
     async def issue_refund(self, args: Mapping[str, Any]) -> Any:
         """Record a refund on an order."""
-        order = await self._writable_order(args)
-        if "error" in order:
+        if "error" in (order := await self._writable_order(args)):
             return order
         order_id = order["order_id"]
         try:
@@ -231,8 +217,7 @@ class RetailTools:
 
     async def cancel_pending_order(self, args: Mapping[str, Any]) -> Any:
         """Cancel a pending order."""
-        order = await self._writable_order(args, "pending", "cancelled")
-        if "error" in order:
+        if "error" in (order := await self._writable_order(args, "pending", "cancelled")):
             return order
         order_id = order["order_id"]
 

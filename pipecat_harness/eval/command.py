@@ -52,9 +52,8 @@ def add_model_arguments(parser: Any) -> None:
         "provider's own, which some servers leave unlimited)")
     add("--caller-model", metavar=model, help="model playing goal callers (default: the offline brain)")
     add("--caller-base-url", help="API root of the caller model (OpenAI-compatible)")
-    add("--budget-calls", type=int, help="stop before a round would pass this many calls")
-    add("--budget-tokens", type=int, help="stop before a round would pass this many model tokens")
-    add("--budget-minutes", type=float, help="stop before a round would pass this many minutes")
+    for name, kind, what in (("calls", int, "calls"), ("tokens", int, "model tokens"), ("minutes", float, "minutes")):
+        add(f"--budget-{name}", type=kind, help=f"stop before a round would pass this many {what}")
 
 
 def model_options(args: argparse.Namespace, runs_given: bool) -> ModelOptions:
@@ -111,8 +110,7 @@ def _eval(args: argparse.Namespace) -> int:
         toggles = list(dict.fromkeys(toggles))
         if args.runs is not None and not 1 <= args.runs <= MAX_ROUNDS:
             raise ValueError(f"--runs must be between 1 and {MAX_ROUNDS}")
-        runs_given = args.runs is not None
-        args.runs = args.runs or 1
+        runs_given, args.runs = args.runs is not None, args.runs or 1
         options = model_options(args, runs_given=runs_given)
         if args.workers < 1:
             raise ValueError("--workers must be at least 1")

@@ -132,7 +132,8 @@ def _cells(summary: dict[str, Any]) -> dict[str, str]:
     barge, yielded = summary["barge_ins"], summary["yielded"]
     rate = f"{yielded}/{barge} = {yielded / barge:.0%}" if barge else "0/0"
     talk_over, wait, requests = summary["talk_over_ms"], summary["added_wait_ms"], summary["model_requests"]
-    cells = {
+    rates, mean = summary["pass_rates"], summary["pass_rates"]["equal_weight_mean"]
+    return {
         "response latency p50 / p90": f"{_ms(latency['p50'])} / {_ms(latency['p90'])} · {summary['responses']} "
         "responses",
         "yield rate after a barge-in": f"{rate} · yield latency p50 {_ms(yield_p50)}",
@@ -140,12 +141,9 @@ def _cells(summary: dict[str, Any]) -> dict[str, str]:
         f"{summary['bot_started_over_caller']} replies started over the caller",
         "model requests per call": f"{summary['model_requests_per_call'] or 0:.2f} ({requests} requests)",
         "added waiting": f"{_ms(wait)} ({wait / n:.0f} ms/call)",
+        **{f"passed: {d}": f"{f['passed']}/{f['calls']} = {f['rate']:.0%}" for d, f in rates["domains"].items()},
+        "passed: equal-weight mean of domains": "n/a" if mean is None else f"{mean:.1%}",
     }
-    rates = summary["pass_rates"]
-    cells.update({f"passed: {d}": f"{f['passed']}/{f['calls']} = {f['rate']:.0%}" for d, f in rates["domains"].items()})
-    mean = rates["equal_weight_mean"]
-    cells["passed: equal-weight mean of domains"] = "n/a" if mean is None else f"{mean:.1%}"
-    return cells
 
 
 def interaction_rows(on_calls: Sequence[ArmCall], off_calls: Sequence[ArmCall]) -> list[tuple[str, str, str]]:

@@ -76,10 +76,8 @@ def compare_results(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, 
     """Per control present in both runs: target error and pass rate of each, and their differences."""
     before = {c["control"]: c for c in old.get("controls", [])}
     rows = []
-    for control in new.get("controls", []):
-        previous = before.get(control["control"])
-        if previous is None:
-            continue
+    for control in (c for c in new.get("controls", []) if c["control"] in before):
+        previous = before[control["control"]]
         row: dict[str, Any] = {"control": control["control"], "target": control["target"]}
         for key in ("target_on", "target_off", "pass_rate_on", "pass_rate_off"):
             a, b = previous["values"].get(key), control["values"].get(key)

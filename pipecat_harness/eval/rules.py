@@ -126,17 +126,14 @@ def check_keep(rules: DecisionRules, comparison: Comparison) -> RuleVerdict:
     target = f"{comparison.target}: off {_fmt(v['target_off'])}, on {_fmt(v['target_on'])}"
     checks = [RuleCheck(f"target reduction >= {rule.min_target_reduction:g}", reduced, target)]
     if (min_rate := rule.min_target_reduction_rate) is not None:
-        rate = v["target_reduction_rate"]
-        met = rate is not None and rate >= min_rate
+        met = (rate := v["target_reduction_rate"]) is not None and rate >= min_rate
         checks.append(RuleCheck(f"target reduction rate >= {min_rate:g}", met, f"reduction rate {_fmt(rate)}"))
     drop = rule.max_pass_rate_drop
     checks.append(RuleCheck(f"pass rate drop <= {drop:g}", _at_most(v["pass_rate_drop"], drop), _pass_rates(v)))
     for name, limit in rule.max.items():
-        if name not in v:
-            checks.append(RuleCheck(f"{name} <= {limit:g}", False, f"unknown value {name!r}"))
-        else:
-            met = v[name] is None or _at_most(v[name], limit)
-            checks.append(RuleCheck(f"{name} <= {limit:g}", met, f"{name} = {_fmt(v[name])}"))
+        met, detail = (v[name] is None or _at_most(v[name], limit), f"{name} = {_fmt(v[name])}") if name in v else (
+            False, f"unknown value {name!r}")
+        checks.append(RuleCheck(f"{name} <= {limit:g}", met, detail))
     return RuleVerdict(all(c.met for c in checks), checks)
 
 
@@ -160,8 +157,7 @@ def check_sample(rules: DecisionRules, comparison: Comparison) -> RuleVerdict:
     checks = [RuleCheck(f"calls per arm >= {rule.min_calls}", enough, f"on {on.calls}, off {off.calls}")]
     if (max_width := rule.interval_width) is not None:
         for name, arm in (("on", on), ("off", off)):
-            interval = arm.pass_rate_interval
-            width = interval[1] - interval[0] if interval is not None else None
+            width = interval[1] - interval[0] if (interval := arm.pass_rate_interval) is not None else None
             detail = f"{arm.passed}/{arm.calls}, 95% interval width {_fmt(width)}"
             met = _at_most(width, max_width)
             checks.append(RuleCheck(f"{name} pass-rate interval width <= {max_width:g}", met, detail))

@@ -201,10 +201,8 @@ def _usage_reported(calls: Iterable[CallMetrics]) -> bool:
 
 def _spent(calls: list[CallMetrics], workers: int) -> tuple[int, tuple[float, float]]:
     """Tokens used so far, and the (tokens, wall seconds) of an average call; calls run ``workers`` at a time."""
-    tokens = sum(c.total_tokens for c in calls)
-    if not calls:
-        return 0, (0.0, 0.0)
-    return tokens, (tokens / len(calls), sum(c.wall_secs for c in calls) / len(calls) / max(1, workers))
+    tokens, n = sum(c.total_tokens for c in calls), max(len(calls), 1)
+    return tokens, (tokens / n, sum(c.wall_secs for c in calls) / n / max(1, workers))
 
 
 def run_evaluation(scenarios: Sequence[Scenario], toggles: Sequence[str], rules: DecisionRules, *, runs: int = 1,
@@ -239,12 +237,9 @@ def run_evaluation(scenarios: Sequence[Scenario], toggles: Sequence[str], rules:
             if not active:
                 ended = "every control's stop or sample rule was met"
                 break
-            jobs: dict[_CallKey, CallJob] = {}
-            for scenario, controls in [(s, c) for control in active for s in scenarios for c in arms[control, s.name]]:
-                trace_dir = str(traces / f"run{run}" / ("+".join(controls) or "no_controls"))
-                job = CallJob(scenario, run, seed, controls, trace_dir, *same_for_all)
-                if job.key not in cache:
-                    jobs.setdefault(job.key, job)
+            planned = (CallJob(s, run, seed, c, str(traces / f"run{run}" / ("+".join(c) or "no_controls")),
+                               *same_for_all) for control in active for s in scenarios for c in arms[control, s.name])
+            jobs = {job.key: job for job in planned if job.key not in cache}
             if run and budget.tokens is not None and model is not None and not _usage_reported(cache.values()):
                 ended = ("the token budget cannot be kept: the model reported no token usage "
                          "(give --budget-calls or --budget-minutes)")

@@ -17,10 +17,6 @@ from pipecat_harness.eval.metrics import CallMetrics
 __all__ = ["CONTROL_TARGETS", "ArmSummary", "Comparison", "Figure", "compare_arms", "summarize_arm"]
 
 
-def _interval_list(interval: tuple[float, float] | None) -> list[float] | None:
-    return list(interval) if interval is not None else None
-
-
 @dataclass(frozen=True)
 class Figure:
     """A ``count`` over a denominator ``of`` (opportunities, counted in ``unit``), from ``calls`` calls that had one."""
@@ -43,7 +39,7 @@ class Figure:
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
         figure = {"count": self.count, "of": self.of, "calls": self.calls, "unit": self.unit, "rate": self.rate}
-        return {**figure, "interval_95": _interval_list(self.interval)}
+        return {**figure, "interval_95": list(self.interval) if self.interval else None}
 
 
 _Measure = Callable[[CallMetrics], float]
@@ -99,7 +95,7 @@ class ArmSummary:
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-serialisable mapping."""
         return {"calls": self.calls, "passed": self.passed, "errors": self.errors, "pass_rate": self.pass_rate,
-                "pass_rate_interval_95": _interval_list(self.pass_rate_interval),
+                "pass_rate_interval_95": list(self.pass_rate_interval) if self.pass_rate_interval else None,
                 "figures": {k: v.to_dict() for k, v in self.figures.items()},
                 "out_of_the_way": self.out_of_the_way.to_dict() if self.out_of_the_way else None}
 
@@ -107,15 +103,13 @@ class ArmSummary:
 def summarize_arm(calls: Iterable[CallMetrics], control: str | None = None) -> ArmSummary:
     """Aggregate the calls of one arm; ``control`` names the control whose stray actions are counted."""
     calls = list(calls)
-    figures = {}
-    for name, (count, of, unit) in _FIGURES.items():
-        behind = [c for c in calls if of(c) > 0]
-        figures[name] = Figure(sum(count(c) for c in behind), sum(of(c) for c in behind), len(behind), unit)
+    figures = {name: Figure(sum(count(c) for c in behind), sum(of(c) for c in behind), len(behind), unit)
+               for name, (count, of, unit) in _FIGURES.items() for behind in [[c for c in calls if of(c) > 0]]}
     out_of_the_way = None
     if control is not None:
         quiet = [c for c in calls if c.stay_out_of_the_way]
-        acted = sum(1 for c in quiet if _acted(c, control))
-        out_of_the_way = Figure(acted, len(quiet), len(quiet), "stay-out-of-the-way calls")
+        out_of_the_way = Figure(sum(_acted(c, control) for c in quiet), len(quiet), len(quiet),
+                                "stay-out-of-the-way calls")
     return ArmSummary(len(calls), sum(c.passed for c in calls), sum(bool(c.error) for c in calls), figures,
                       out_of_the_way)
 

@@ -112,8 +112,7 @@ def print_report(evaluation: EvalRun, console: Console | None = None) -> None:
         for column in ("group", "figure", "role", "on", "off"):
             table.add_column(column, overflow="fold")
         for group, label, role, on, off in row_cells(result):
-            style: Any = "bold" if role == "target" else ""
-            table.add_row(group, label, role, on, off, style=style)
+            table.add_row(group, label, role, on, off, style="bold" if role == "target" else "")
         console.print(table)
         print_interaction(result, console)
         errors = sorted({f"{c.scenario}: {c.error}" for c in result.calls if c.error})

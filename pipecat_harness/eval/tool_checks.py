@@ -104,7 +104,6 @@ def measure_tool_checks(timeline: Timeline, decisions: Iterable[ControlDecision]
         figures.write_requests += 1
         key = canonical_request(name, request.data.get("arguments"))
         refusal = refused.get(call_id)
-        reason = refusal.evidence.get("reason_kind") if refusal is not None else None
         if refusal is None:
             status = settled.get(call_id)
             if status == "failed":  # the ledger settled it as not applied: it did not execute
@@ -115,7 +114,7 @@ def measure_tool_checks(timeline: Timeline, decisions: Iterable[ControlDecision]
                 succeeded.add(key)
         elif key in succeeded:
             figures.duplicates_prevented += 1
-        elif reason in _DISALLOWED_KINDS:
+        elif (reason := refusal.evidence.get("reason_kind")) in _DISALLOWED_KINDS:
             figures.disallowed_prevented += 1
         elif reason == "conflict":
             figures.held_until_settled += 1

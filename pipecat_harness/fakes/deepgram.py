@@ -57,11 +57,6 @@ class DeepgramFake(LoopbackServer):
         self.connected = asyncio.Event()
         self.audio_bytes = 0
 
-    @property
-    def base_url(self) -> str:
-        """The API root to give ``DeepgramSTTService(base_url=...)``."""
-        return f"http://{self.host}"
-
     def routes(self, app: web.Application) -> None:
         """The ``/v1/listen`` websocket."""
         app.router.add_get("/v1/listen", self._handle)

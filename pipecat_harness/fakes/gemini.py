@@ -75,11 +75,6 @@ class GeminiFake(ModelServer):
     def __init__(self, model: Any, **kwargs: Any) -> None:
         super().__init__("gemini", model, **kwargs)
 
-    @property
-    def base_url(self) -> str:
-        """The API root to give the SDK."""
-        return f"http://{self.host}"
-
     def http_options(self) -> Any:
         """``google.genai.types.HttpOptions`` pointing at this fake."""
         from google.genai.types import HttpOptions

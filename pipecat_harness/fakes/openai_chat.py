@@ -32,14 +32,6 @@ _USER_PART_TYPES = frozenset({"text", "image_url"})
 _PART_TYPE_NAMES = sorted(_USER_PART_TYPES)
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
-
-
 def openai_to_chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The request's messages, with ``developer`` read as ``system`` and tool messages named."""
     names: dict[str, str] = {}
@@ -51,8 +43,11 @@ def openai_to_chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         converted = {**message, "role": "system" if role == "developer" else role}
         if role == "tool":
             converted["name"] = names.get(str(message.get("tool_call_id")), "")
-        if "content" in message and not isinstance(message.get("content"), str):
-            converted["content"] = _text(message.get("content"))
+        content = message.get("content")
+        if "content" in message and not isinstance(content, str):
+            parts = content if isinstance(content, list) else []
+            texts = (p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
+            converted["content"] = " ".join(map(str, texts))
         messages.append(converted)
     return messages
 

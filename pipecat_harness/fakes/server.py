@@ -59,6 +59,11 @@ class LoopbackServer:
         """``127.0.0.1:<port>``."""
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def base_url(self) -> str:
+        """The API root to give the service's ``base_url``."""
+        return f"http://{self.host}"
+
     def record(self, direction: str, kind: str, payload: Any) -> Exchange:
         """Keep one exchange in :attr:`log` and pass it to the listener."""
         try:

@@ -100,8 +100,7 @@ def find_action_claims(utterance: str, caller_utterance: str | None = None) -> l
         # Each completed clause names its own action ("cancelled, and the refund is on its way": two); a clause that
         # names none ("that's taken care of") takes the sentence's, then the caller's.
         keys = {key for clause in done for key in _keys(clause)} or _keys(_words(sentence))
-        if not keys and caller_utterance:
-            keys = _keys(_words(caller_utterance))
+        keys = keys or (_keys(_words(caller_utterance)) if caller_utterance else keys)
         claims.append((sentence.strip(), keys))
     return claims
 

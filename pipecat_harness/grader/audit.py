@@ -102,20 +102,19 @@ class AuditStore:
 
     async def write_many(self, rows: list[AuditRow]) -> list[AuditRow]:
         """Insert the rows of one turn in one transaction; returns them with ``id`` set."""
+        values = [{name: value for name, value in row.to_dict().items() if name != "id"} for row in rows]
         if self._writer_path is not None and rows:
-            return await self._write_on_thread(rows)
+            return await self._write_on_thread(rows, values)
         async with self.engine.begin() as conn:
-            for row in rows:
-                values = {name: value for name, value in row.to_dict().items() if name != "id"}
-                result = await conn.execute(self.table.insert().values(**values).returning(self.table.c.id))
+            for row, value in zip(rows, values, strict=True):
+                result = await conn.execute(self.table.insert().values(**value).returning(self.table.c.id))
                 row.id = int(result.scalar_one())
         return rows
 
-    async def _write_on_thread(self, rows: list[AuditRow]) -> list[AuditRow]:
+    async def _write_on_thread(self, rows: list[AuditRow], values: list[dict[str, Any]]) -> list[AuditRow]:
         if self._writer is None:
             assert self._writer_path is not None
             self._writer = SqliteThread(self._writer_path, name="grader audit")
-        values = [{name: value for name, value in row.to_dict().items() if name != "id"} for row in rows]
         columns = list(values[0])
         statement = f'INSERT INTO "{self.table.name}" ({", ".join(columns)}) VALUES ({", ".join("?" * len(columns))})'
 
@@ -133,9 +132,8 @@ class AuditStore:
 
     async def rows(self, *, call_id: str | None = None, tenant: str | None = None) -> list[AuditRow]:
         """Rows oldest first, optionally of one call or tenant."""
-        chosen = [(self.table.c.call_id, call_id), (self.table.c.tenant, tenant)]
-        where = [column == value for column, value in chosen if value is not None]
-        return await self.select(select(self.table).where(*where).order_by(self.table.c.id))
+        where = {name: value for name, value in (("call_id", call_id), ("tenant", tenant)) if value is not None}
+        return await self.select(select(self.table).filter_by(**where).order_by(self.table.c.id))
 
     async def flagged(self, *where: Any, limit: int = 200, status: str | None = None,
                       tenants: Collection[str] | None = None) -> list[AuditRow]:

@@ -103,9 +103,8 @@ async def calibrate(store: AuditStore, *, per_week: int = 50, seed: int = 0, ten
                     since: date | None = None, until: date | None = None) -> AuditCalibration:
     """Score the grader against operators' reviews of ``per_week`` rows sampled per tenant, week and stratum."""
     c = store.table.c
-    conditions = [c.verdict != "not_graded", *within_days(c.created_at, since, until)]
-    if tenant is not None:
-        conditions.append(c.tenant == tenant)
+    tenant_only = [c.tenant == tenant] if tenant is not None else []
+    conditions = [c.verdict != "not_graded", *within_days(c.created_at, since, until), *tenant_only]
     rows = await store.select(select(store.table).where(and_(*conditions)).order_by(c.id))
     strata: dict[tuple[str, str, bool], list[AuditRow]] = defaultdict(list)
     for row in rows:

@@ -222,8 +222,7 @@ def _check_offered_service(obj: str, sentence: str, constraints: ConstraintList)
     policy = r"\b(?:payment plan|financing|installments?|warranty|guarantee|price match|money[- ]back|refunds?)"
     if re.search(policy, obj) or re.search(policy, sentence, re.IGNORECASE):
         return None  # a policy, checked as one
-    services = find_services(read_numbers(tokenize(obj)), constraints)
-    if services:
+    if services := find_services(read_numbers(tokenize(obj)), constraints):
         item = services[0][1]
         return _verdict("supported", sentence, item.id, f"{item.service} is a listed service")
     if not obj.strip() or (obj.split()[0] in {"that", "this", "it", "not", "have", "a"} and len(obj.split()) < 2):
@@ -239,8 +238,7 @@ def _check_lookup(rest: list[str], sentence: str, constraints: ConstraintList) -
     if not named:
         return None  # "let me check on that", "let me see what I can do"
     readable = readable_records(constraints)
-    unknown = [w for w in named if _root(w) not in readable and w not in _GENERIC_SYSTEM]
-    if unknown:
+    if unknown := [w for w in named if _root(w) not in readable and w not in _GENERIC_SYSTEM]:
         systems = ", ".join(i.system for i in constraints.integrations) or "none"
         why = f"offered to look up {' '.join(unknown)}; the agent can read {systems} and what its capabilities use"
         return _verdict("unsupported", sentence, "integrations", why)

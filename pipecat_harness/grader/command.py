@@ -143,9 +143,8 @@ def _eval(args: argparse.Namespace) -> int:
             kind = "false flag" if item.grounded else "missed"
             said = "; ".join(f"{v.verdict}/{v.category}: {v.rationale}" for v in verdicts) or "no verdict"
             print(f"- {kind} [{item.category}] {item.text!r} -> {said}")
-    failed = (args.min_recall is not None and report.total.recall < args.min_recall) or (
-        args.max_false_flags is not None and report.total.false_flag_rate > args.max_false_flags)
-    return 1 if failed else 0
+    return int((args.min_recall is not None and report.total.recall < args.min_recall) or (
+        args.max_false_flags is not None and report.total.false_flag_rate > args.max_false_flags))
 
 
 def _calibrate(args: argparse.Namespace) -> int:

@@ -10,16 +10,15 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from pipecat_harness.grader.verdict import VerdictKind
 from pipecat_harness.numbers import Token
 
 __all__ = ["Condition", "anchor_conflict", "claim_polarity", "read_conditions", "unit_hours", "universal",
-           "window_outcome"]
+           "window_claim", "window_outcome"]
 
 _HOURS_PER = {"minute": 1 / 60, "hour": 1.0, "day": 24.0, "week": 168.0, "month": 720.0, "year": 8760.0}
-_UNIT = {"minute": "minute", "minutes": "minute", "min": "minute", "mins": "minute", "h": "hour", "hr": "hour",
-         "hrs": "hour", "hour": "hour", "hours": "hour", "day": "day", "days": "day", "day's": "day", "days'": "day",
-         "week": "week", "weeks": "week", "week's": "week", "month": "month", "months": "month", "year": "year",
-         "years": "year", "hours'": "hour"}
+_UNIT = {**{word: unit for unit in _HOURS_PER for word in (unit, unit + "s")}, "min": "minute", "mins": "minute",
+         "h": "hour", "hr": "hour", "hrs": "hour", "hours'": "hour", "day's": "day", "days'": "day", "week's": "week"}
 _COUNT_WORDS = {"a": 1.0, "an": 1.0, "one": 1.0, "few": 3.0, "couple": 2.0, "several": 3.0}
 #: Moments said in words, as hours of notice.
 _MOMENTS = ((r"\bsame (?:day|morning|afternoon)\b|\bday of\b|\bmorning of\b|\bthat (?:morning|day)\b", 4.0),
@@ -125,3 +124,31 @@ def anchor_conflict(claim: str, statement: str) -> tuple[str, str] | None:
 
     policy, said = anchor(statement), anchor(claim)
     return (said, policy) if policy is not None and said is not None and policy != said else None
+
+
+def window_claim(conditions: list[Condition], text: str, statement: str, window: float, inside: bool,
+                 good_inside: bool) -> tuple[VerdictKind, str] | None:
+    """Judge what a claim says about a policy's time window (its conditions, or "whenever"): verdict and why.
+
+    ``good_inside``: the good side is inside the window ("free up to...", "returns within...").
+    """
+    polarity = claim_polarity(text)
+    conflict = anchor_conflict(text, statement)
+    if conflict is not None and conditions:
+        return "unsupported", f"counted the window from {conflict[0]}, not {conflict[1]}"
+    if universal(text) and polarity is not None and not conditions:
+        return "unsupported", "said it holds at any time"
+    for condition in conditions:
+        if condition.kind == "case":
+            if polarity is None:
+                continue
+            if polarity != window_outcome(window, inside, good_inside, condition.hours):
+                return "unsupported", f"the condition fails at {condition.hours:g} hours (the claim says the opposite)"
+            return "supported", "the condition holds at that time"
+        if condition.boundary_given and abs(condition.hours - window) > max(0.5, window * 0.02):
+            return "unsupported", f"stated a {condition.hours:g}-hour limit"
+        side = window - 0.001 if condition.kind == "under" else window + 0.001
+        if polarity is not None and polarity != window_outcome(window, inside, good_inside, side):
+            return "unsupported", "turned the time window around"
+        return "supported", "time window matches"
+    return None

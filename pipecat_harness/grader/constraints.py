@@ -147,8 +147,7 @@ class ConstraintList(_Strict):
     @classmethod
     def _unique_ids(cls, value: tuple[PriceItem, ...]) -> tuple[PriceItem, ...]:
         ids = [item.id for item in value]
-        duplicates = sorted({i for i in ids if ids.count(i) > 1})
-        if duplicates:
+        if duplicates := sorted({i for i in ids if ids.count(i) > 1}):
             raise ValueError(f"duplicate price ids {duplicates}")
         return value
 

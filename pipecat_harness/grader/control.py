@@ -94,8 +94,7 @@ class GraderControl(HarnessControl):
 
     def bind_gate(self, gate: HarnessControl) -> None:
         """Check action claims against the tool gate's ledger, when it keeps one."""
-        ledger = getattr(gate, "ledger", None)
-        if isinstance(ledger, OperationLedgerView):
+        if isinstance(ledger := getattr(gate, "ledger", None), OperationLedgerView):
             self._gate_ledger = ledger
 
     def observers(self) -> list[BaseObserver]:

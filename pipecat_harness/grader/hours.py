@@ -60,11 +60,9 @@ def _candidates(tokens: list[Token], i: int) -> list[time]:
         hour, minute = int(number.value), 0
     if hour > 24 or minute > 59:
         return []
-    marker = following[0] if following else ""
-    evening = "evening" in following or "afternoon" in following or "night" in following
-    if marker == "pm" or evening:
+    if following[:1] == ["pm"] or {"evening", "afternoon", "night"} & set(following):
         hours = [hour + 12 if hour < 12 else hour]
-    elif marker == "am" or "morning" in following:
+    elif following[:1] == ["am"] or "morning" in following:
         hours = [0 if hour == 12 else hour]
     else:
         hours = [hour, hour + 12] if hour < 12 else [hour]

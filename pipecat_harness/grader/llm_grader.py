@@ -142,6 +142,5 @@ _PROMISE_RE = re.compile(
 
 def _needs_a_look(text: str) -> bool:
     """Whether an utterance the rules found no claim in says a number, an offer or a promise."""
-    if any(ch.isdigit() for ch in text) or _PROMISE_RE.search(text.lower()):
-        return True
-    return any(t.number is not None and t.word not in {"one", "a"} for t in read_numbers(tokenize(text)))
+    return any(ch.isdigit() for ch in text) or bool(_PROMISE_RE.search(text.lower())) or any(
+        t.number is not None and t.word not in {"one", "a"} for t in read_numbers(tokenize(text)))

@@ -5,18 +5,9 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipecat_harness.grader.conditions import (
-    Condition,
-    anchor_conflict,
-    claim_polarity,
-    read_conditions,
-    unit_hours,
-    universal,
-    window_outcome,
-)
+from pipecat_harness.grader.conditions import read_conditions, unit_hours, universal, window_claim
 from pipecat_harness.grader.constraints import ConstraintList, policy_statement
 from pipecat_harness.grader.prices import DURATION_UNITS, find_amounts
 from pipecat_harness.grader.verdict import Verdict, VerdictKind
@@ -51,7 +42,6 @@ _DEFERRED_RE = re.compile(
     r"\b(?:after (?:your|the)\b|later\b|next (?:month|week)|payment plan|financing|installments?|over time|"
     r"monthly|bill you)")
 _AT_SERVICE_RE = re.compile(r"\b(?:at|when|during)\b.{0,25}\b(?:visit|service|appointment|come in|arrive)\b")
-_Judge = Callable[[VerdictKind, str, float], Verdict]
 
 
 @dataclass
@@ -87,9 +77,7 @@ class PolicyFacts:
         return facts
 
 
-@functools.lru_cache(maxsize=256)
-def _policy_facts(name: str, identifier: str) -> PolicyFacts:
-    return PolicyFacts.read(name, identifier)
+_policy_facts = functools.lru_cache(maxsize=256)(PolicyFacts.read)
 
 
 def _direction(text: str) -> bool | None:
@@ -178,9 +166,10 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
     if amounts and policy.amounts and not all(any(abs(a - b) < 0.005 for b in policy.amounts) for a in amounts):
         return judge("unsupported", f"stated a different amount; {said}", 0.9)
     if policy.window_hours and policy.inside_window is not None:
-        verdict = _check_window(policy, conditions, text, said, judge)
-        if verdict is not None:
-            return verdict
+        window = window_claim(conditions, text, policy.statement, policy.window_hours[0], policy.inside_window,
+                              policy.free or not policy.amounts)
+        if window is not None:
+            return judge(window[0], f"{window[1]}; {said}", 0.8)
     elif conditions and not payment:
         return judge("unsupported", f"stated a time limit; {said}", 0.75)
     if amounts and policy.amounts:
@@ -195,31 +184,3 @@ def _check_topic(topic: str, policy: PolicyFacts | None, words: list[str], text:
         return judge("unsupported", f"said free; {said}", 0.8)
     return None
 
-
-def _check_window(policy: PolicyFacts, conditions: list[Condition], text: str, said: str,
-                  judge: _Judge) -> Verdict | None:
-    """Judge what a claim says about the policy's time window (its conditions, or "whenever")."""
-    window = policy.window_hours[0]
-    inside = bool(policy.inside_window)
-    good_inside = policy.free or not policy.amounts  # "free up to...", "returns within...": the good side
-    polarity = claim_polarity(text)
-    conflict = anchor_conflict(text, policy.statement)
-    if conflict is not None and conditions:
-        return judge("unsupported", f"counted the window from {conflict[0]}, not {conflict[1]}; {said}", 0.8)
-    if universal(text) and polarity is not None and not conditions:
-        return judge("unsupported", f"said it holds at any time; {said}", 0.8)
-    for condition in conditions:
-        if condition.kind == "case":
-            if polarity is None:
-                continue
-            if polarity != window_outcome(window, inside, good_inside, condition.hours):
-                why = f"the condition fails at {condition.hours:g} hours (the claim says the opposite); {said}"
-                return judge("unsupported", why, 0.8)
-            return judge("supported", f"the condition holds at that time; {said}", 0.8)
-        if condition.boundary_given and abs(condition.hours - window) > max(0.5, window * 0.02):
-            return judge("unsupported", f"stated a {condition.hours:g}-hour limit; {said}", 0.8)
-        side = window - 0.001 if condition.kind == "under" else window + 0.001
-        if polarity is not None and polarity != window_outcome(window, inside, good_inside, side):
-            return judge("unsupported", f"turned the time window around; {said}", 0.8)
-        return judge("supported", f"time window matches; {said}", 0.8)
-    return None

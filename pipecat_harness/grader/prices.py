@@ -238,8 +238,7 @@ def _check_percentages(tokens: list[Token], sentence: str, constraints: Constrai
     verdicts = []
     for value in [t.number.value for i, t in enumerate(tokens)
                   if t.number is not None and _word(tokens, i + 1) in _PERCENT_WORDS]:
-        promo = next((p for p in constraints.promotions if _same(value, p.discount_percent)), None)
-        if promo is None:
+        if (promo := next((p for p in constraints.promotions if _same(value, p.discount_percent)), None)) is None:
             verdicts.append(_price("unsupported", sentence, "promotions", f"no promotion gives {value:g}% off", 0.85))
         else:
             why = f"{value:g}% off is the {promo.id} promotion"

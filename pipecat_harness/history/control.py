@@ -53,9 +53,7 @@ class HistoryControl(HarnessControl):
             self.tracker.observer.listen(llm, tts)
 
     def _on_decision(self, action: str, evidence: dict[str, Any]) -> None:
-        decision = self.record(action, evidence)
-        if "generated_text" in evidence:
-            retained = str(evidence.get("retained_text", evidence.get("heard_text", "")))
-            generated, heard = str(evidence["generated_text"]), str(evidence.get("heard_text", retained))
-            full = action == "played_in_full"
-            self.harness.events.publish(ReplyDelivered(decision.turn_id, generated, heard, retained, full))
+        decision = self.record(action, evidence)  # the corrector's evidence always carries the three texts
+        generated, heard, retained = (str(evidence[key]) for key in ("generated_text", "heard_text", "retained_text"))
+        self.harness.events.publish(ReplyDelivered(decision.turn_id, generated, heard, retained,
+                                                   full=action == "played_in_full"))

@@ -128,7 +128,8 @@ class HistoryCorrector(FrameProcessor):
             self._write(index, generated.strip())
             return self._finish("retained", reply, heard, generated.strip(), removed_before=previous)
         self._removed.append(words)
-        self._remove(index)
+        if index is not None:
+            self.context.set_messages([m for i, m in enumerate(self._messages()) if i != index])
         return self._finish("removed", reply, heard, "", removed_before=previous)
 
     def _finish(self, action: str, reply: ReplyPlayback, heard: HeardPrefix, retained: str, **extra: Any) -> Correction:
@@ -143,14 +144,12 @@ class HistoryCorrector(FrameProcessor):
     def _committed_index(self, reply: ReplyPlayback) -> int | None:
         """Index of the assistant text message Pipecat committed for ``reply``, if any."""
         committed = (reply.pipecat_committed or "").strip()
-        messages = self._messages() if committed else []
-        for index in range(len(messages) - 1, -1, -1):
-            message = messages[index]
-            if not isinstance(message, Mapping):
-                continue
-            if message.get("role") == "user":
+        for index, message in reversed(list(enumerate(self._messages() if committed else []))):
+            role = message.get("role") if isinstance(message, Mapping) else None
+            if role == "user":
                 return None
-            if _is_plain_assistant_text(message) and committed in str(message.get("content")):
+            content = message.get("content") if role == "assistant" and not message.get("tool_calls") else None
+            if isinstance(content, str) and committed in content:
                 return index
         return None
 
@@ -164,10 +163,6 @@ class HistoryCorrector(FrameProcessor):
         messages = self._messages()
         messages[index] = {**messages[index], "content": content}
         self.context.set_messages(messages)
-
-    def _remove(self, index: int | None) -> None:
-        if index is not None and self.context is not None:
-            self.context.set_messages([m for i, m in enumerate(self._messages()) if i != index])
 
     def _record(self, action: str, reply: ReplyPlayback, heard: HeardPrefix | None, *, retained: str,
                 **extra: Any) -> None:
@@ -192,11 +187,6 @@ def _strip_marker(text: str, policy: CorrectionPolicy) -> str:
     if policy.marker and head and head in text:
         return text[: text.index(head)].rstrip()
     return text
-
-
-def _is_plain_assistant_text(message: Mapping[str, Any]) -> bool:
-    return (message.get("role") == "assistant" and not message.get("tool_calls")
-            and isinstance(message.get("content"), str))
 
 
 def _same_reply(a: list[str], b: list[str]) -> bool:

@@ -169,9 +169,8 @@ def _spans_from_word_times(units: Sequence[TextUnit], word_times: Sequence[tuple
         length = modelled[i][1] - modelled[i][0]
         next_start = next((starts[j] for j in range(i + 1, last_timed + 1) if j in starts), None)
         # A word ends at the next word's start minus the pause after it, never later than the model says.
-        end = start + length
-        if next_start is not None:
-            end = min(next_start, start + max(length, next_start - start - units[i].pause_after))
+        end = start + length if next_start is None else min(
+            next_start, start + max(length, next_start - start - units[i].pause_after))
         spans.append((start, max(start, end)))
     return spans
 

@@ -103,13 +103,10 @@ class ReplyPlayback:
 
 def measured_chars_per_sec(replies: Iterable[ReplyPlayback], observer: SynthesisObserver, default: float) -> float:
     """Speaking rate measured on the replies' completely synthesized sentences (``default`` below 20 letters)."""
-    letters, secs = 0, 0.0
-    for reply in replies:
-        for segment in reply.segments:
-            length = observer.audio_secs(segment.frame_id)
-            if length and (segment.played_through or observer.synthesis_complete(segment.frame_id)):
-                letters += sum(1 for c in segment.text if c.isalnum())
-                secs += length
+    measured = [(segment.text, length) for reply in replies for segment in reply.segments
+                if (length := observer.audio_secs(segment.frame_id))
+                and (segment.played_through or observer.synthesis_complete(segment.frame_id))]
+    letters, secs = sum(c.isalnum() for text, _ in measured for c in text), sum(length for _, length in measured)
     return letters / secs if letters >= 20 and secs > 0 else default
 
 

@@ -109,12 +109,11 @@ class SynthesisObserver(BaseObserver):
                     self.note_complete(previous)
                 self._segment_of_context[frame.context_id] = frame.id
                 self._audio.setdefault(frame.id, 0.0)
-                if len(self._segment_of_context) > _MAX_ENTRIES:
-                    self._segment_of_context.pop(next(iter(self._segment_of_context)))
+                self._trim(self._segment_of_context)
         elif isinstance(frame, TTSStoppedFrame) and frame.context_id in self._segment_of_context:
             self.note_complete(self._segment_of_context[frame.context_id])
 
     @staticmethod
-    def _trim(entries: OrderedDict[int, Any]) -> None:
+    def _trim(entries: dict[Any, Any]) -> None:
         while len(entries) > _MAX_ENTRIES:
-            entries.popitem(last=False)
+            entries.pop(next(iter(entries)))

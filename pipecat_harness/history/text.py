@@ -15,8 +15,7 @@ _TAIL_WORDS = 5
 
 def normalized_words(text: str) -> list[str]:
     """Lower-cased spoken units of ``text`` without punctuation (words, or characters in unspaced scripts)."""
-    words = ["".join(c for c in u.text.lower() if c.isalnum()) for u in split_units(text or "")]
-    return [w for w in words if w]
+    return [w for u in split_units(text or "") if (w := "".join(c for c in u.text.lower() if c.isalnum()))]
 
 
 def format_marker(template: str, heard: str, generated: str) -> str:

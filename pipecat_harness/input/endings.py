@@ -73,14 +73,13 @@ def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> Hold
     if not pieces:
         return HoldDecision(False, "nothing transcribed", "empty")
 
-    words = [p.text for p in pieces]
     if config.use_context and _open_as_in(pieces):
         return HoldDecision(True, "ends in an open 'as in' spelling", "as_in_open")
 
     start, run, spelled = _run_start(pieces, config)
     window = {p.text for p in pieces[max(0, start - _CUE_WINDOW) : start] if p.kind == "word"}
     if not run:
-        if config.use_context and _cue_open(words):
+        if config.use_context and _cue_open([p.text for p in pieces]):
             return HoldDecision(True, "an identifier was announced but not yet said", "cue_open")
         if config.use_context and _email_without_domain(text):
             return HoldDecision(True, "an announced email has no domain yet", "email_open")
@@ -92,9 +91,9 @@ def hold_decision(text: str, config: IdentifierHoldConfig | None = None) -> Hold
         # The recogniser dropped the "at" ("omar.patel gmail.com"): the address is all there.
         return HoldDecision(False, "complete email (its 'at' not transcribed)", "complete:email", ident)
     last = run[-1]
-    if last.kind in ("connector", "at", "multiplier") or (last.kind == "written" and not ident[-1].isalnum()):
-        if last.kind == "multiplier":
-            return HoldDecision(True, "ends in 'double'/'triple'", "trailing_multiplier", ident)
+    if last.kind == "multiplier":
+        return HoldDecision(True, "ends in 'double'/'triple'", "trailing_multiplier", ident)
+    if last.kind in ("connector", "at") or (last.kind == "written" and not ident[-1].isalnum()):
         return HoldDecision(True, f"ends in the connector {last.word!r}", "trailing_connector", ident)
 
     if config.use_context:
@@ -140,9 +139,8 @@ def _open_as_in(pieces: list[Piece]) -> bool:
 def _cue_open(words: list[str]) -> bool:
     """Whether an identifier was announced and not yet said ("my order number is", "the zip code's")."""
     last = words[-1]
-    if last.endswith("'s") and last[:-2] in IDENTIFIER_CUES:
-        return True
-    return last in _COPULAS and any(w in IDENTIFIER_CUES for w in words[-5:-1])
+    return (last.endswith("'s") and last[:-2] in IDENTIFIER_CUES) or (
+        last in _COPULAS and any(w in IDENTIFIER_CUES for w in words[-5:-1]))
 
 
 def _email_context(pieces: list[Piece], at_index: int) -> bool:
@@ -150,18 +148,14 @@ def _email_context(pieces: list[Piece], at_index: int) -> bool:
     after = pieces[at_index + 1] if at_index + 1 < len(pieces) else None
     if before is None or before.kind not in ("word", "letter", "digit", "written"):
         return False
-    if after is not None and after.text in _MAIL_PROVIDERS:
-        return True
-    if at_index + 3 < len(pieces) and pieces[at_index + 2].text == "." and pieces[at_index + 3].text in KNOWN_TLDS:
-        return True
-    if at_index >= 2 and pieces[at_index - 2].kind in ("connector", "digit", "letter"):
-        return True
-    if before.kind in ("digit", "written"):
-        return True
-    if after is None and before.kind == "word" and before.text not in _ORDINARY_BEFORE_AT:
-        # A turn ending "<name> at" is an address cut off before its domain.
-        return True
-    return any(p.text in ("email", "e-mail", "mail") for p in pieces[max(0, at_index - 8) : at_index])
+    return ((after is not None and after.text in _MAIL_PROVIDERS)
+            or (at_index + 3 < len(pieces) and pieces[at_index + 2].text == "."
+                and pieces[at_index + 3].text in KNOWN_TLDS)
+            or (at_index >= 2 and pieces[at_index - 2].kind in ("connector", "digit", "letter"))
+            or before.kind in ("digit", "written")
+            # A turn ending "<name> at" is an address cut off before its domain.
+            or (after is None and before.kind == "word" and before.text not in _ORDINARY_BEFORE_AT)
+            or any(p.text in ("email", "e-mail", "mail") for p in pieces[max(0, at_index - 8) : at_index]))
 
 
 def _run_start(pieces: list[Piece], config: IdentifierHoldConfig) -> tuple[int, list[Piece], bool]:
@@ -206,9 +200,8 @@ def _in_run(pieces: list[Piece], index: int, config: IdentifierHoldConfig) -> bo
 
 def _weak_counts(pieces: list[Piece], index: int) -> bool:
     """A weak connector ("point", "pound") ends an identifier only after identifier pieces or a cue."""
-    if index > 0 and pieces[index - 1].kind in ("digit", "letter", "written"):
-        return True
-    return any(p.text in IDENTIFIER_CUES for p in pieces[max(0, index - 4) : index])
+    return (index > 0 and pieces[index - 1].kind in ("digit", "letter", "written")) or any(
+        p.text in IDENTIFIER_CUES for p in pieces[max(0, index - 4) : index])
 
 
 def _ungroup_digits(ident: str) -> str:

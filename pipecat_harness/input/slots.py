@@ -92,11 +92,8 @@ def _symbols(token: str, kind: str, previous: str) -> str:
         return NATO_WORDS[lower]
     if letters and len(token) == 1 and token.isalpha() and token.isascii() and (token.isupper() or lower not in "ai"):
         return token.upper()
-    if letters and token.isascii() and token.isalpha() and token.isupper() and 2 <= len(token) <= 8:
-        return token  # fused capitals: "GF", "SAN"
-    if letters and kind == "alnum" and token.isascii() and token.isalnum() and token.isupper():
-        return token  # "HB7H"
-    return ""
+    fused = (token.isalpha() and 2 <= len(token) <= 8) or (kind == "alnum" and token.isalnum())  # fused: "SAN", "HB7H"
+    return token if letters and token.isascii() and token.isupper() and fused else ""
 
 
 def read_slot(text: str, fmt: IdentifierFormat) -> str:

@@ -56,10 +56,6 @@ def _letter_digit(match: re.Match[str]) -> str:
     return token.upper() if 1 <= letters <= 3 and digits >= 2 and not _UNIT_SUFFIX.fullmatch(token) else token
 
 
-def _dotted(match: re.Match[str]) -> str:
-    return " ".join(re.findall(r"[A-Za-z]", match.group(0))).upper()
-
-
 def _number_readings(text: str) -> str:
     def rewrite(match: re.Match[str]) -> str:
         before = re.findall(r"[A-Za-z#'-]+", text[: match.start()])[-_CUE_WORDS:]
@@ -79,7 +75,8 @@ def normalize_spelling(text: str, rules: SpellingRules | None = None) -> Spellin
     steps: list[tuple[str, bool, Callable[[str], str]]] = [
         ("as_in", rules.as_in, lambda t: _AS_IN_DASHED.sub(r"\1 as in \2", _AS_IN_CAMEL.sub(r"\1 as in \2", t))),
         ("spelled_letter_marks", rules.spelled_letter_marks, lambda t: _LETTER_MARK.sub(r"\1", t)),
-        ("dotted_letters", rules.dotted_letters, lambda t: _DOTTED.sub(_dotted, t)),
+        ("dotted_letters", rules.dotted_letters, lambda t: _DOTTED.sub(
+            lambda m: " ".join(re.findall(r"[A-Za-z]", m.group(0))).upper(), t)),
         ("letter_digit_runs", rules.letter_digit_runs, lambda t: _LETTER_DIGIT.sub(_letter_digit, t)),
         ("split_connectors", rules.split_connectors, lambda t: _SPLIT_UNDERSCORE.sub("underscore", t)),
         ("number_readings", rules.number_readings, _number_readings),

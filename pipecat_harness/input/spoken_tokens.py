@@ -74,10 +74,9 @@ def _word_pieces(word: str) -> list[Piece]:
         return [Piece("connector", CONNECTOR_WORDS[lower], word, weak=lower in _WEAK_CONNECTORS)]
     if len(lower) == 1 and lower.isascii() and lower.isalpha():
         return [Piece("letter", lower.upper(), word)]
-    if "-" in lower:
-        parts = lower.split("-")
-        if len(parts) == 2 and parts[0] in TENS_WORDS and parts[1] in DIGIT_WORDS:
-            return [Piece("digit", str(TENS_WORDS[parts[0]])[0] + DIGIT_WORDS[parts[1]], word, as_number=True)]
+    tens, _, unit = lower.partition("-")  # "twenty-three"
+    if tens in TENS_WORDS and unit in DIGIT_WORDS:
+        return [Piece("digit", str(TENS_WORDS[tens])[0] + DIGIT_WORDS[unit], word, as_number=True)]
     return [Piece("word", lower, word)]
 
 

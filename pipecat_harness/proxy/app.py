@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request, WebSocket
@@ -139,19 +139,15 @@ class _ChatEventStream(EventStreamResponse):
 
     def __init__(self, service: ProxyService, request: UpstreamRequest, call_id: str) -> None:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        super().__init__((), media_type="text/event-stream", headers=headers)
-        self.service = service
-        self.request = request
-        self.call_id = call_id
+        super().__init__(self._events(service, request, call_id), media_type="text/event-stream", headers=headers)
 
-    async def _stream_from_first_chunk(self, send: Any) -> None:
-        writer = ChunkWriter(self.request.model)
+    @staticmethod
+    async def _events(service: ProxyService, request: UpstreamRequest, call_id: str) -> AsyncIterator[bytes]:
+        writer = ChunkWriter(request.model)
         opening = writer.role()
         last = b""
-        started = False
-        async for chunk in self.service.stream(self.request, call_id=self.call_id):
-            events = opening
-            opening = b""
+        async for chunk in service.stream(request, call_id=call_id):
+            events, opening = opening, b""
             if chunk.text:
                 events += writer.text(chunk.text)
             if chunk.tool_calls:
@@ -159,13 +155,8 @@ class _ChatEventStream(EventStreamResponse):
             if chunk.finish_reason is not None:
                 last += events + writer.finish(chunk.finish_reason)
             elif events:
-                if not started:
-                    started = True
-                    await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-                await send({"type": "http.response.body", "body": events, "more_body": True})
-        if not started:
-            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        await send({"type": "http.response.body", "body": opening + last + DONE_EVENT, "more_body": False})
+                yield events
+        yield opening + last + DONE_EVENT  # the base class ends the body with it
 
 
 def _chat_turn(raw: bytes, limits: ProxyLimits) -> ChatTurnRequest:

@@ -49,10 +49,7 @@ def retell_signature(api_key: str, body: bytes, timestamp_ms: int) -> str:
 
 
 def _bearer(headers: Mapping[str, str]) -> str | None:
-    value = headers.get("authorization")
-    if value is None:
-        return None
-    scheme, _, token = value.partition(" ")
+    scheme, _, token = headers.get("authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 

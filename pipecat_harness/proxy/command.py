@@ -109,8 +109,8 @@ def build_service(config: HarnessConfig, upstream: Upstream, *, with_checklist: 
 def _config(args: argparse.Namespace) -> HarnessConfig:
     """The config file with the command line's overrides (settles ``args.upstream_model`` too)."""
     config = HarnessConfig.from_yaml(args.config) if args.config else HarnessConfig()
-    overrides = {name: getattr(args, name) for name in ("checklist", "checklist_path", "store", "redis_url")}
-    overrides = {name: value for name, value in overrides.items() if value}
+    overrides = {name: getattr(args, name) for name in ("checklist", "checklist_path", "store", "redis_url")
+                 if getattr(args, name)}
     if overrides:
         config = config.model_copy(update={"checklist": config.checklist.model_copy(update=overrides)})
     proxy = config.proxy

@@ -44,24 +44,6 @@ def _json_value(text: str) -> Any:
     return value
 
 
-def _system_message(request: UpstreamRequest, *, mark_cacheable: bool, system_blocks: bool) -> list[dict[str, Any]]:
-    texts = request.system.blocks()
-    if not texts:
-        return []
-    if not (mark_cacheable or system_blocks):
-        return [{"role": "system", "content": "\n\n".join(texts)}]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text} for text in texts]
-    if mark_cacheable and request.system.base:
-        blocks[0]["cache_control"] = {"type": "ephemeral"}
-    return [{"role": "system", "content": blocks}]
-
-
-def _common_subset(message: dict[str, Any]) -> dict[str, Any]:
-    if message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None:
-        return {**message, "content": ""}
-    return message
-
-
 def render_openai_messages(
     request: UpstreamRequest, *, mark_cacheable: bool = False, system_blocks: bool = False
 ) -> list[dict[str, Any]]:
@@ -70,8 +52,17 @@ def render_openai_messages(
     The system prompt is one string, or text blocks, the base marked ``cache_control`` with ``mark_cacheable``
     (``system_blocks``: unmarked). An assistant tool-call message without content gets ``""``.
     """
-    system = _system_message(request, mark_cacheable=mark_cacheable, system_blocks=system_blocks)
-    return system + [_common_subset(message) for message in request.messages]
+    messages = [{**message, "content": ""} if message.get("role") == "assistant" and message.get("tool_calls")
+                and message.get("content") is None else message for message in request.messages]
+    texts = request.system.blocks()
+    if not texts:
+        return messages
+    if not (mark_cacheable or system_blocks):
+        return [{"role": "system", "content": "\n\n".join(texts)}, *messages]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text} for text in texts]
+    if mark_cacheable and request.system.base:
+        blocks[0]["cache_control"] = {"type": "ephemeral"}
+    return [{"role": "system", "content": blocks}, *messages]
 
 
 def _tool_calls(delta: Mapping[str, Any]) -> tuple[ToolCallDelta, ...]:

@@ -99,18 +99,17 @@ class RetellSession:
         text = message.get("text")
         if not isinstance(text, str):
             self._ignore("a binary frame (the protocol sends text)")
-            return None
-        if len(text) > self.limits.max_body_bytes:
+        elif len(text) > self.limits.max_body_bytes:
             self._ignore(f"a {len(text)}-character frame (proxy.max_body_bytes)")
-            return None
-        try:
-            event = decode_json(text, self.limits)
-        except RequestError as exc:
-            self._ignore(f"a frame: {exc.message[:200]}")
-            return None
-        if isinstance(event, Mapping):
-            return event
-        self._ignore("a frame that is not a JSON object")
+        else:
+            try:
+                event = decode_json(text, self.limits)
+            except RequestError as exc:
+                self._ignore(f"a frame: {exc.message[:200]}")
+                return None
+            if isinstance(event, Mapping):
+                return event
+            self._ignore("a frame that is not a JSON object")
         return None
 
     def _ignore(self, what: str) -> None:

@@ -59,19 +59,17 @@ class ScriptedUpstream(Upstream):
         self.requests: list[UpstreamRequest] = []
         self._served = 0
 
-    def _next_reply(self, request: UpstreamRequest) -> ScriptedReply:
-        if self._replies:
-            return self._replies.pop(0)
-        match = _WORDING.search(request.system.directive)
-        return ScriptedReply(text=match.group(1) if match else self.fallback_text)
-
     async def stream(self, request: UpstreamRequest) -> AsyncIterator[UpstreamChunk]:
         """Stream the next reply."""
         self.requests.append(request)
         self._served += 1
         if len(self.requests) > self.keep_requests:
             del self.requests[0]
-        reply = self._next_reply(request)
+        if self._replies:
+            reply = self._replies.pop(0)
+        else:
+            match = _WORDING.search(request.system.directive)
+            reply = ScriptedReply(text=match.group(1) if match else self.fallback_text)
         words = reply.text.split(" ") if reply.text else []
         chunks = [UpstreamChunk(text=word if index == 0 else f" {word}") for index, word in enumerate(words)]
         for index, call in enumerate(reply.tool_calls):

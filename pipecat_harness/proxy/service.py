@@ -214,10 +214,8 @@ class ProxyService:
         The stable base block is the operator's and the checklist's base prompt (plus the platform's system text
         when the policy trusts it); the fresh directive is the second block.
         """
-        if len(messages) > _OFF_LOOP_MESSAGES:
-            split = await asyncio.to_thread(self._split, messages)
-        else:
-            split = self._split(messages)
+        split = (await asyncio.to_thread(self._split, messages) if len(messages) > _OFF_LOOP_MESSAGES
+                 else self._split(messages))
         directive, window = await self._decide(call_id, split.turns, True)
         if split.dropped_parts:
             logger.info(f"call {call_id}: content parts not sent upstream: {sorted(set(split.dropped_parts))}")

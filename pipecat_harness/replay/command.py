@@ -19,6 +19,7 @@ from rich.table import Table
 from pipecat_harness.bundled import BUNDLED_PREFIX, bundled_path
 from pipecat_harness.demo.callbacks import CALLBACK_WRITE_TOOLS
 from pipecat_harness.demo.retail_tools import RETAIL_WRITE_TOOLS
+from pipecat_harness.replay import replay_decision
 from pipecat_harness.replay.actions import ReferenceAction
 from pipecat_harness.replay.checks import CHECKS, load_check
 from pipecat_harness.replay.decision_point import ReplayError, decision_point, decision_points
@@ -63,9 +64,7 @@ def add_parser(subparsers: Any) -> None:
 
 def resolve_trace(value: str) -> Path:
     """A trace path, or the bundled recorded call ``bundled:NAME`` names (an ``InputError`` if there is none)."""
-    if value.startswith(BUNDLED_PREFIX):
-        return bundled_path("recorded call", value)
-    return Path(value)
+    return bundled_path("recorded call", value) if value.startswith(BUNDLED_PREFIX) else Path(value)
 
 
 def scenario_of_trace(timeline: Timeline, trace: Path, given: str | None) -> Scenario:
@@ -130,8 +129,6 @@ def _replay(args: argparse.Namespace) -> int:
             source = _live_source(args)
     except ScenarioError as exc:
         raise ReplayError(str(exc)) from exc
-    from pipecat_harness.replay.treatments import replay_decision
-
     table = replay_decision(point, source, treatments=treatments, samples=args.samples, check=check,
                             reference=reference, write_tools=_write_tools(timeline, scenario), trace=str(trace))
     print_table(table, console)
@@ -145,11 +142,9 @@ def print_table(table: ReplayTable, console: Console | None = None) -> None:
     """Print the treatment table of a replay."""
     console = console or Console()
     point = table.point
-    lines = [f"decision point {point.describe()}",
-             f'model: {table.model}; check: {table.check}; reminder: "{table.reminder}"']
-    if table.reference is not None:
-        lines.append(f"reference action (scorer only): {table.reference.source}")
-    for line in lines:
+    scorer = [f"reference action (scorer only): {table.reference.source}"] if table.reference is not None else []
+    settings = f'model: {table.model}; check: {table.check}; reminder: "{table.reminder}"'
+    for line in (f"decision point {point.describe()}", settings, *scorer):
         console.print(line, highlight=False, markup=False)
     grid = Table(title=f"replay of {table.trace} at model request #{point.index}", title_justify="left")
     scored = "next action = reference" if table.reference else "next action"

@@ -61,9 +61,8 @@ class DecisionPoint:
     def describe(self) -> str:
         """One line: the request, what it answers, and the recorded action."""
         tools, user = self.after_tool_results, self.newest_user_text
-        cause = f"results of {', '.join(tools)}" if tools else "start of the call"
-        if not tools and user:
-            cause = f'user: "{first_words(user, 12)}"'
+        cause = (f"results of {', '.join(tools)}" if tools else f'user: "{first_words(user, 12)}"' if user
+                 else "start of the call")
         return f"#{self.index} t={self.t:.1f}s after {cause} -> {self.recorded.label()}"
 
 

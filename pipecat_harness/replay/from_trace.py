@@ -117,12 +117,9 @@ def _model_decisions(timeline: Timeline) -> list[dict[str, Any]]:
             continue  # interrupted before its first token: nothing was decided
         tools, user = point.after_tool_results, point.newest_user_text
         when = {"tool": tools[-1]} if tools else {"user": f"^{re.escape(user.strip())}$"} if user else {"start": True}
-        decision: dict[str, Any] = {"when": when}
-        if action.text:
-            decision["say"] = action.text
-        if action.tool_calls:
-            decision["tool_calls"] = [{"name": c.name, "args": c.arguments} for c in action.tool_calls]
-        decisions.append(decision)
+        said = {"say": action.text} if action.text else {}
+        calls = [{"name": c.name, "args": c.arguments} for c in action.tool_calls]
+        decisions.append({"when": when, **said, **({"tool_calls": calls} if calls else {})})
     return decisions
 
 

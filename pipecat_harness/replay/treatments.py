@@ -16,16 +16,7 @@ from typing import Any, Protocol
 
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
-from pipecat.frames.frames import (
-    ErrorFrame,
-    Frame,
-    FunctionCallResultProperties,
-    FunctionCallsStartedFrame,
-    LLMContextFrame,
-    LLMFullResponseEndFrame,
-    LLMFullResponseStartFrame,
-    LLMTextFrame,
-)
+from pipecat.frames import frames
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -46,12 +37,8 @@ TREATMENTS = ("none", "reminder", "feedback")
 
 def tools_schema(tools: list[dict[str, Any]]) -> ToolsSchema | None:
     """Pipecat's ``ToolsSchema`` for recorded function schemas (``None`` when there are none)."""
-    functions = []
-    for tool in tools:
-        parameters = tool.get("parameters") or {}
-        properties, required = dict(parameters.get("properties") or {}), list(parameters.get("required") or [])
-        description = str(tool.get("description") or "")
-        functions.append(FunctionSchema(str(tool["name"]), description, properties, required))
+    functions = [FunctionSchema(str(t["name"]), str(t.get("description") or ""), dict(p.get("properties") or {}),
+                                list(p.get("required") or [])) for t in tools for p in [t.get("parameters") or {}]]
     return ToolsSchema(standard_tools=functions) if functions else None
 
 
@@ -69,26 +56,25 @@ class _Collector(FrameProcessor):
         self.error: str | None = None
         self.done.clear()
 
-    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+    async def process_frame(self, frame: frames.Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
-        if isinstance(frame, LLMFullResponseStartFrame):
+        if isinstance(frame, frames.LLMFullResponseStartFrame):
             self.text = []
-        elif isinstance(frame, LLMTextFrame):
+        elif isinstance(frame, frames.LLMTextFrame):
             self.text.append(frame.text)
-        elif isinstance(frame, FunctionCallsStartedFrame):
+        elif isinstance(frame, frames.FunctionCallsStartedFrame):
             calls = frame.function_calls
             self.calls += [ToolCall(c.function_name, dict(c.arguments or {}), c.tool_call_id) for c in calls]
-        elif isinstance(frame, ErrorFrame):
+        elif isinstance(frame, frames.ErrorFrame):
             self.error = str(frame.error)
-            self.done.set()
-        elif isinstance(frame, LLMFullResponseEndFrame):
+        if isinstance(frame, (frames.ErrorFrame, frames.LLMFullResponseEndFrame)):
             self.done.set()
         await self.push_frame(frame, direction)
 
 
 async def _hold_call(params: FunctionCallParams) -> None:
     # Nothing executes in a replay, and no new inference follows on its own.
-    await params.result_callback(None, properties=FunctionCallResultProperties(run_llm=False))
+    await params.result_callback(None, properties=frames.FunctionCallResultProperties(run_llm=False))
 
 
 class ModelSession:
@@ -129,7 +115,7 @@ class ModelSession:
         copies: list[Any] = [dict(m) for m in messages]
         context = LLMContext(messages=copies, tools=self.tools) if self.tools else LLMContext(messages=copies)
         self.requests += 1
-        await self._worker.queue_frame(LLMContextFrame(context=context))
+        await self._worker.queue_frame(frames.LLMContextFrame(context=context))
         try:
             await asyncio.wait_for(self._collector.done.wait(), self.timeout_secs)
         except TimeoutError:
@@ -296,14 +282,13 @@ def replay_decision(point: DecisionPoint, source: ModelSource, *, treatments: Se
     async def every_sample() -> list[TreatmentResult]:
         return [TreatmentResult(t, [await sample(t, i) for i in range(samples)]) for t in treatments]
 
-    coroutine = every_sample()
     if source.virtual_time:
         from pipecat_harness.sim.clock import virtual_time
 
         with virtual_time(max_virtual_secs=3600.0, max_wall_secs=600.0) as loop:
             with asyncio.Runner(loop_factory=lambda: loop) as runner:
-                results = runner.run(coroutine)
+                results = runner.run(every_sample())
     else:
-        results = asyncio.run(coroutine)
+        results = asyncio.run(every_sample())
     settings = dict(getattr(source, "settings", {}) or {})
     return ReplayTable(trace, point, source.label, check.name, check.reminder, reference, results, settings)

@@ -44,7 +44,6 @@ _STORE_NAMES = {
                     "embedding"),
     **dict.fromkeys(["LexicalIndex", "PostgresLexicalIndex", "SqliteLexicalIndex", "lexical_index"], "lexical"),
     **dict.fromkeys(["PreparedCorpus", "build_file_retriever", "clear_prepared", "prepare_corpus"], "prepared"),
-    "reciprocal_rank_fusion": "fusion",
     "SentenceReranker": "rerank",
     "EvidenceRetriever": "retriever",
 }

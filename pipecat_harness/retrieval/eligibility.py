@@ -5,7 +5,8 @@ A scope does not change between questions and many calls share it, so a search d
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import datetime as dt
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,8 +31,8 @@ class EligibilityIndex:
     def __init__(self, documents: Sequence[PolicyDocument] = (), *, scopes_kept: int = 1024) -> None:
         self._by_id: dict[str, PolicyDocument] = {}
         self._by_tenant: dict[str, dict[str, PolicyDocument]] = {}
-        self._scopes: OrderedDict[tuple[object, ...], Eligibility] = OrderedDict()
         self.scopes_kept = scopes_kept
+        self._eligible = functools.lru_cache(maxsize=scopes_kept)(self._eligible_of)
         self.add(documents)
 
     def add(self, documents: Sequence[PolicyDocument]) -> None:
@@ -42,7 +43,7 @@ class EligibilityIndex:
                 self._by_tenant[old.tenant].pop(doc.doc_id, None)
             self._by_id[doc.doc_id] = doc
             self._by_tenant.setdefault(doc.tenant, {})[doc.doc_id] = doc
-        self._scopes.clear()
+        self._eligible.cache_clear()
 
     @property
     def documents(self) -> list[PolicyDocument]:
@@ -55,12 +56,9 @@ class EligibilityIndex:
 
     def eligible(self, scope: RetrievalScope) -> Eligibility:
         """The scope's eligible documents (remembered for the next search of the same scope)."""
-        key = (scope.tenant, scope.products, scope.language, scope.call_date)
-        if key in self._scopes:
-            self._scopes.move_to_end(key)
-            return self._scopes[key]
-        docs = tuple(eligible_documents(self._by_tenant.get(scope.tenant, {}).values(), scope))
-        found = self._scopes[key] = Eligibility(docs, frozenset(d.doc_id for d in docs), revision_token(docs))
-        while len(self._scopes) > self.scopes_kept:
-            self._scopes.popitem(last=False)
-        return found
+        return self._eligible(scope.tenant, scope.products, scope.language, scope.call_date)
+
+    def _eligible_of(self, tenant: str, products: tuple[str, ...], language: str, day: dt.date) -> Eligibility:
+        scope = RetrievalScope(tenant, products, day, language)
+        docs = tuple(eligible_documents(self._by_tenant.get(tenant, {}).values(), scope))
+        return Eligibility(docs, frozenset(d.doc_id for d in docs), revision_token(docs))

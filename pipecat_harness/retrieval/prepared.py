@@ -17,7 +17,7 @@ from loguru import logger
 from pipecat_harness.retrieval.documents import PolicyDocument, load_documents
 from pipecat_harness.retrieval.embedding import Embedder, EmbeddingUnavailable, VectorIndex, load_default_embedder
 from pipecat_harness.retrieval.rerank import SentenceReranker
-from pipecat_harness.retrieval.retriever import EvidenceRetriever
+from pipecat_harness.retrieval.retriever import EvidenceRetriever, embed_documents
 
 __all__ = ["PreparedCorpus", "build_file_retriever", "clear_prepared", "prepare_corpus"]
 
@@ -78,16 +78,9 @@ def prepare_corpus(path: str | Path, *, embeddings: bool = True, rerank: bool = 
             return cached
         documents = load_documents(resolved)
         embedder = _embedder(embeddings)
-        vectors = reranker = None
-        if embedder is not None:
-            vectors = VectorIndex(embedder)
-            vectors.add(documents)
-            if rerank:
-                reranker = SentenceReranker(embedder)
-                reranker.add(documents)
+        vectors, reranker = embed_documents(embedder, documents, rerank) if embedder is not None else (None, None)
         runs = (vectors is not None) + (reranker is not None)
-        prepared = PreparedCorpus(str(resolved), version, documents, vectors, reranker, runs)
-        _prepared[key] = prepared
+        prepared = _prepared[key] = PreparedCorpus(str(resolved), version, documents, vectors, reranker, runs)
         return prepared
 
 

@@ -18,16 +18,39 @@ from pipecat_harness.retrieval.documents import PolicyDocument
 from pipecat_harness.retrieval.eligibility import EligibilityIndex
 from pipecat_harness.retrieval.embedding import Embedder, VectorIndex, load_default_embedder
 from pipecat_harness.retrieval.evidence import Evidence, EvidenceItem, StageTimings
-from pipecat_harness.retrieval.fusion import reciprocal_rank_fusion
 from pipecat_harness.retrieval.lexical import LexicalIndex, lexical_index
 from pipecat_harness.retrieval.rerank import SentenceReranker
 from pipecat_harness.retrieval.scope import RetrievalScope
 
-__all__ = ["EvidenceRetriever"]
+__all__ = ["EvidenceRetriever", "embed_documents", "reciprocal_rank_fusion"]
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[tuple[str, float]]], *, k: float = 60.0,
+                           weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+    """Fuse best-first ``(doc_id, score)`` rankings by ``sum(weight / (k + rank))`` (default weights 1), ties by id."""
+    weights = list(weights) if weights is not None else [1.0] * len(rankings)
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
+    fused: dict[str, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        for rank, (doc_id, _score) in enumerate(ranking, start=1):
+            fused[doc_id] = fused.get(doc_id, 0.0) + weight / (k + rank)
+    return sorted(fused.items(), key=lambda pair: (-pair[1], pair[0]))
 
 
 def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
+
+
+def embed_documents(embedder: Embedder, documents: Sequence[PolicyDocument],
+                    rerank: bool) -> tuple[VectorIndex, SentenceReranker | None]:
+    """``documents`` embedded by ``embedder`` (blocking), with their sentences too when ``rerank``."""
+    vectors = VectorIndex(embedder)
+    vectors.add(documents)
+    reranker = SentenceReranker(embedder) if rerank else None
+    if reranker is not None:
+        reranker.add(documents)
+    return vectors, reranker
 
 
 class EvidenceRetriever:
@@ -77,11 +100,7 @@ class EvidenceRetriever:
             if vectors is None and embedder == "default":
                 embedder = await asyncio.to_thread(load_default_embedder)
             if vectors is None and embedder is not None and not isinstance(embedder, str):
-                vectors = VectorIndex(embedder)
-                await asyncio.to_thread(vectors.add, documents)
-                if rerank:
-                    reranker = SentenceReranker(embedder)
-                    await asyncio.to_thread(reranker.add, documents)
+                vectors, reranker = await asyncio.to_thread(embed_documents, embedder, documents, rerank)
         except BaseException:  # a failed or cancelled build leaves no open connection behind
             await asyncio.shield(lexical.close())
             raise

@@ -185,22 +185,20 @@ class PreTurnEvidence(FrameProcessor):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            loop = None
-        if loop is not None:
-            if self._build_task is not None or self._built is not None:
-                task = loop.create_task(self.close(), name="pre-turn-evidence-close")
-                self._closing.add(task)
-                task.add_done_callback(self._closing.discard)
+            if self._build_task is not None:
+                with contextlib.suppress(RuntimeError):  # its loop is closed: the task cannot run again anyway
+                    self._build_task.cancel()
+                self._build_task = None
+            if self._built is not None:  # no loop left: close on a short-lived one
+                try:
+                    asyncio.run(self.close())
+                except Exception as exc:
+                    logger.warning(f"pre-turn evidence retriever not closed: {type(exc).__name__}: {exc}")
             return
-        if self._build_task is not None:
-            with contextlib.suppress(RuntimeError):  # its loop is closed: the task cannot run again anyway
-                self._build_task.cancel()
-            self._build_task = None
-        if self._built is not None:  # no loop left: close on a short-lived one
-            try:
-                asyncio.run(self.close())
-            except Exception as exc:
-                logger.warning(f"pre-turn evidence retriever not closed: {type(exc).__name__}: {exc}")
+        if self._build_task is not None or self._built is not None:
+            task = loop.create_task(self.close(), name="pre-turn-evidence-close")
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def attach(self, context: Any) -> Evidence | None:
         """Retrieve for the context's last user message and give it to the model; returns what was given."""

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 from typing import Literal
 
@@ -87,13 +89,8 @@ def _write_run(run: list[tuple[str, str]], *, hyphenate: bool) -> str:
         return digits
     if not hyphenate:
         # Deepgram keeps spoken letters apart and writes the digits between them as numerals.
-        parts: list[str] = []
-        for kind, written in run:
-            if kind == "digit" and parts and parts[-1].isdigit():
-                parts[-1] += written
-            else:
-                parts.append(written)
-        return " ".join(parts)
+        groups = itertools.groupby(run, key=operator.itemgetter(0))
+        return " ".join(("" if kind == "digit" else " ").join(w for _, w in group) for kind, group in groups)
     if len(letters) == 1 and run[0][0] == "letter":
         return f"{letters[0]}-{digits}" if digits else letters[0]
     return "-".join(w for _, w in run)

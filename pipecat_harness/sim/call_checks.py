@@ -28,12 +28,9 @@ async def check_state(scenario: Scenario, db: RetailDatabase, caller: SimulatedC
         detail = f"got {value!r}, expected {check.equals!r}" + (f" ({check.why})" if check.why else "")
         checks.append(CheckResult(f"state: {check.sql}", _equal(value, check.equals), detail))
     if scenario.expect.caller_completed:
-        if caller.completed:
-            detail = "caller finished the script"
-        elif caller.gave_up_at_turn is not None:
-            detail = f"caller gave up waiting before turn {caller.gave_up_at_turn}"
-        else:
-            detail = "call did not finish"
+        gave_up = f"caller gave up waiting before turn {caller.gave_up_at_turn}"
+        detail = ("caller finished the script" if caller.completed
+                  else gave_up if caller.gave_up_at_turn is not None else "call did not finish")
         checks.append(CheckResult("caller completed", caller.completed, detail))
     if timed_out:
         checks.append(CheckResult("call ended", False, f"exceeded max_call_secs={scenario.max_call_secs}"))
@@ -64,8 +61,7 @@ def _equal(value: Any, expected: Any) -> bool:
 
 def check_context(scenario: Scenario, context: Any, llm: Any) -> list[CheckResult]:
     """The final context's expectations: what it holds, its size, whether ``llm`` was asked to summarise it."""
-    spec = scenario.expect.context
-    if spec is None:
+    if (spec := scenario.expect.context) is None:
         return []
     from pipecat_harness.business.context_budget import estimate_tokens
 

@@ -89,14 +89,12 @@ def _transcript_events(asr: str | None, said: str, start: float, duration: float
         text = _format(piece, voice, closes=closes, opens=opens, written=asr is not None)
         if not closes:
             at = min(piece_end + _PIECE_LATENCY_SECS, start + duration)
-            events.append(CallerEvent(at, "final", text, finalized=False, closes_segment=False))
+        elif voice.finalize_delay_secs is not None:
+            at = piece_end + VAD_STOP_SECS + voice.finalize_delay_secs
         else:
-            if voice.finalize_delay_secs is not None:
-                at = piece_end + VAD_STOP_SECS + voice.finalize_delay_secs
-            else:
-                at = piece_end + max(voice.asr_final_secs, VAD_STOP_SECS + 0.01)
-            whole = asr if asr is not None else _format(words, voice, closes=True)
-            events.append(CallerEvent(at, "final", text, finalized=True, segment_text=whole))
+            at = piece_end + max(voice.asr_final_secs, VAD_STOP_SECS + 0.01)
+        whole = (asr if asr is not None else _format(words, voice, closes=True)) if closes else ""
+        events.append(CallerEvent(at, "final", text, finalized=closes, closes_segment=closes, segment_text=whole))
         done += len(piece)
     return events
 
@@ -175,16 +173,14 @@ class SimulatedCaller(BaseObserver):
         """Track the bot's speaking state."""
         if data.direction != FrameDirection.DOWNSTREAM:
             return
-        now = asyncio.get_running_loop().time()
+        bot, now = self._bot, asyncio.get_running_loop().time()
         if isinstance(data.frame, BotStartedSpeakingFrame):
-            self._bot.speaking = True
-            self._bot.starts += 1
-            self._bot.last_start = now
-            self._bot.changed.set()
+            bot.speaking, bot.starts, bot.last_start = True, bot.starts + 1, now
         elif isinstance(data.frame, BotStoppedSpeakingFrame):
-            self._bot.speaking = False
-            self._bot.last_stop = now
-            self._bot.changed.set()
+            bot.speaking, bot.last_stop = False, now
+        else:
+            return
+        bot.changed.set()
 
     async def run(self, worker: Any, *, linger_secs: float = 1.0, final_wait_secs: float = 12.0) -> None:
         """Speak every turn, then wait for the bot's last reply and end the call."""
@@ -239,10 +235,8 @@ class SimulatedCaller(BaseObserver):
                     audio = None
                 if self._recogniser is None or event.kind in ("vad_start", "vad_stop"):
                     await worker.queue_frame(_frame_for(event))
-                elif event.kind == "interim":
-                    await self._recogniser.interim(event.text)
-                else:
-                    await self._recogniser.final(event.text)
+                else:  # an ``interim`` or a ``final``: the recogniser's method of that name
+                    await getattr(self._recogniser, event.kind)(event.text)
         finally:
             if audio is not None:
                 audio.cancel()

@@ -39,8 +39,7 @@ class GoalBrain:
     def next_line(self, messages: list[dict[str, object]]) -> str:
         """The next line given the conversation (bot lines as ``user``, the caller's as ``assistant``)."""
         mine = [m for m in messages if m.get("role") == "assistant"]
-        bot = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
-        last = bot[-1] if bot else ""
+        last = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
         if not mine:
             return self.goal.reason
         if self._done.search(last):

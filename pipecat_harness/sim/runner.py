@@ -120,8 +120,7 @@ def fault_wrapper(faults: list[ToolFault], counts: dict[str, int]) -> Callable[[
     def wrap(name: str, handler: ToolHandler) -> ToolHandler:
         async def call(arguments: Mapping[str, Any]) -> Any:
             counts[name] = counts.get(name, 0) + 1
-            occurrence = counts[name]
-            fault = next((f for f in faults if f.tool == name and f.occurrence == occurrence), None)
+            fault = next((f for f in faults if f.tool == name and f.occurrence == counts[name]), None)
             if fault is None:
                 return await handler(arguments)
             if fault.kind == "raise":
@@ -245,10 +244,8 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
     stop = audio.stop_strategy() if audio is not None else SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.6)
     loopback: LoopbackServices | None = None
     if services == "scripted":
-        if model is not None:
-            llm: Any = model.build_service(scenario.model.system)
-        else:
-            llm = ScriptedLLMService(scenario.model, system_instruction=scenario.model.system)
+        llm: Any = (model.build_service(scenario.model.system) if model is not None
+                    else ScriptedLLMService(scenario.model, system_instruction=scenario.model.system))
         tts: Any = SimulatedTTSService(ledger=ledger, sample_rate=_SAMPLE_RATE, **scenario.tts.model_dump())
         source: list[Any] = audio.front_end(scenario) if audio is not None else []
     else:
@@ -278,8 +275,7 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
                             observers=[caller, meter, *harness.observers(), *observers], idle_timeout_secs=None)
     from pipecat.frames.frames import LLMRunFrame, STTMetadataFrame
 
-    if scenario.caller_voice.stt_p99_secs is not None:
-        p99 = scenario.caller_voice.stt_p99_secs
+    if (p99 := scenario.caller_voice.stt_p99_secs) is not None:
         await worker.queue_frame(STTMetadataFrame(service_name="SimulatedSTT", ttfs_p99_latency=p99))
     await worker.queue_frame(LLMRunFrame())
     runner = WorkerRunner(handle_sigint=False)
@@ -307,10 +303,8 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
 
     checks = await check_state(scenario, db, caller, timed_out)
     playback = measure_playback(ledger, context_messages(context), call_ended=timed_out)
-    if isinstance(llm, ScriptedLLMService):
-        calls = llm.calls
-    else:
-        calls = loopback.model.sync() if loopback is not None else meter.calls
+    calls = (loopback.model.sync() if loopback is not None
+             else llm.calls if isinstance(llm, ScriptedLLMService) else meter.calls)
     checks.extend(check_history(scenario, playback, calls))
     # On loopback the fake's scripted model answers Pipecat's summarisation requests, not the service.
     checks.extend(check_context(scenario, context, loopback.model if loopback is not None else llm))
@@ -327,8 +321,7 @@ async def simulate_call(scenario: Scenario, config: HarnessConfig, *, workdir: P
     recorder = harness.recorder
     if recorder is not None:
         for entry in caller.log:
-            said = {"said": entry["said"]} if "said" in entry else {}
-            recorder.add("caller", entry["event"], t=entry["t"], turn=entry["turn"], **said)
+            recorder.add("caller", entry["event"], **{k: v for k, v in entry.items() if k != "event"})
         # What each provider received and sent, beside the universal context the model lane shows.
         for exchange in loopback.exchanges if loopback is not None else []:
             lane = _PROVIDER_LANES.get(exchange.provider, "call")

@@ -297,9 +297,7 @@ class Scenario(StrictModel):
 
     def expected_outcome(self, active_controls: set[str] | frozenset[str]) -> Literal["pass", "fail"]:
         """Return the outcome this scenario should have with the given controls active."""
-        if self.control is None or self.control in active_controls:
-            return "pass"
-        return self.expect_without_control
+        return "pass" if self.control is None or self.control in active_controls else self.expect_without_control
 
 
 def load_scenario(path: str | Path) -> Scenario:

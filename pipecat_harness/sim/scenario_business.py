@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -20,6 +21,12 @@ RETAIL_TOOL_NAMES = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_u
                      "book_callback", "reschedule_callback")
 
 
+def _check_identifiers(what: str, names: Iterable[str]) -> None:
+    for name in names:
+        if not re.match(_IDENTIFIER, name):
+            raise ValueError(f"{what} name {name!r} is not an SQL identifier (letters, digits, _)")
+
+
 class TableSpec(StrictModel):
     """A table of the scenario's own business database.
 
@@ -33,12 +40,9 @@ class TableSpec(StrictModel):
 
     @model_validator(mode="after")
     def _rows_fit(self) -> TableSpec:
-        for name in self.columns:
-            if not re.match(_IDENTIFIER, name):
-                raise ValueError(f"column name {name!r} is not an SQL identifier (letters, digits, _)")
+        _check_identifiers("column", self.columns)
         for index, row in enumerate(self.rows):
-            unknown = ", ".join(sorted(set(row) - set(self.columns)))
-            if unknown:
+            if unknown := ", ".join(sorted(set(row) - set(self.columns))):
                 raise ValueError(f"rows[{index}] has {unknown}, which are not columns ({', '.join(self.columns)})")
         return self
 
@@ -59,9 +63,7 @@ class DatabaseSpec(StrictModel):
     @field_validator("tables")
     @classmethod
     def _table_names(cls, value: dict[str, TableSpec]) -> dict[str, TableSpec]:
-        for name in value:
-            if not re.match(_IDENTIFIER, name):
-                raise ValueError(f"table name {name!r} is not an SQL identifier (letters, digits, _)")
+        _check_identifiers("table", value)
         return value
 
 
@@ -94,12 +96,9 @@ class ToolSpec(StrictModel):
     def _one_entry_point(self) -> ToolSpec:
         if (self.sql is None) == (self.python is None):
             raise ValueError("give exactly one of 'sql' (a statement) or 'python' (module:function)")
-        unknown = sorted(set(self.required) - set(self.parameters))
-        if unknown:
+        if unknown := sorted(set(self.required) - set(self.parameters)):
             raise ValueError(f"required names {', '.join(unknown)}, which are not in 'parameters'")
         if self.sql is not None:
-            bound = set(re.findall(r"(?<!:):(\w+)", self.sql))
-            missing = sorted(bound - set(self.parameters))
-            if missing:
+            if missing := sorted(set(re.findall(r"(?<!:):(\w+)", self.sql)) - set(self.parameters)):
                 raise ValueError(f"sql binds :{', :'.join(missing)}, which are not in 'parameters'")
         return self

@@ -130,8 +130,7 @@ class ScenarioTools:
             return await self._retail.reconcile(record)
         if record.op_type not in self._sql_tools:
             return None
-        result = await self._db.applied(record.idempotency_key)
-        if result is not None:
+        if (result := await self._db.applied(record.idempotency_key)) is not None:
             return Reconciliation(OperationStatus.SUCCEEDED, result=result)
         # Not applied, and the gate asks only once no request of the attempt is under way: the database applies each key
         # once, so the retry under the same key cannot add a second.

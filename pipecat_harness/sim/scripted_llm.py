@@ -156,7 +156,6 @@ class ScriptedLLMService(LLMService):
                                filter_incomplete_user_turns=False, user_turn_completion_config=None,
                                use_provider_thinking_default=False, **dict.fromkeys(_UNUSED_SETTINGS))
         super().__init__(settings=settings, **kwargs)
-        self._script = script
         self.model = ScriptedModel(script, seed=seed)
 
     @property
@@ -193,16 +192,16 @@ class ScriptedLLMService(LLMService):
         instruction = cast(LLMSettings, self.settings).system_instruction
         if isinstance(instruction, str) and instruction:
             messages.insert(0, {"role": "system", "content": instruction})
-        call = self.model.received(messages)
-        await asyncio.sleep(self._script.first_token_secs)
+        call, script = self.model.received(messages), self.model.script
+        await asyncio.sleep(script.first_token_secs)
         # Chosen only once the first token is due: a generation interrupted while "thinking" consumes nothing and issues
         # no tool call.
         self.model.decide(call)
         for token in text_tokens(call.planned_text):
             await push_llm_text(self, token)
             call.text += token
-            if self._script.token_secs:
-                await asyncio.sleep(self._script.token_secs)
+            if script.token_secs:
+                await asyncio.sleep(script.token_secs)
         if call.tool_calls:
             await self.run_function_calls([FunctionCallFromLLM(function_name=c["name"], tool_call_id=c["id"],
                                                                arguments=c["arguments"], context=context)

@@ -73,8 +73,7 @@ class SimulatedTTSService(TTSService):
 
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         """Yield audio for ``text``; with word timestamps, report each word's start time."""
-        layout = speech_duration(text, self._wpm)
-        if not layout:
+        if not (layout := speech_duration(text, self._wpm)):
             return
         # Sentences of one turn share a context: their word times are cumulative.
         base = self._offsets.get(context_id, 0.0)

@@ -75,8 +75,7 @@ class CallLock:
 
         Renewed until :meth:`HeldLock.release`, for at most ``work_timeout_secs``; a busy lock is polled, not retried.
         """
-        key = f"lock:{call_id}"
-        token = secrets.token_hex(16)
+        key, token = f"lock:{call_id}", secrets.token_hex(16)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_secs
         while True:

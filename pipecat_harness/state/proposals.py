@@ -24,20 +24,16 @@ class SqlProposals(ProposalStore):
 
         self._url = url
         self._shared = acquire_engine(url)
-        self._created = False
         self._metadata = MetaData()
         self.table = Table(f"{table_prefix}proposals", self._metadata, Column("call_id", String(256), primary_key=True),
                            Column("version", Integer, nullable=False), Column("document", Text, nullable=False),
                            Column("updated_at", Float, nullable=False))
 
     async def _ensure(self) -> None:
-        if self._created:
-            return
         if self.table.name not in self._shared.created:
             async with self._shared.begin() as conn:
                 await conn.run_sync(self._metadata.create_all)
             self._shared.created.add(self.table.name)
-        self._created = True
 
     async def load(self, call_id: str) -> tuple[dict[str, Any] | None, int]:
         """The call's document and version."""
@@ -81,7 +77,6 @@ class SqlProposals(ProposalStore):
         async with self._shared.begin() as conn:
             await conn.run_sync(self._metadata.drop_all)
         self._shared.created.discard(self.table.name)
-        self._created = False
 
     async def close(self) -> None:
         """Release the shared engine."""

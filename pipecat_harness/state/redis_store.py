@@ -84,10 +84,8 @@ class RedisStateStore(StateStore):
             client = aioredis.from_url(url, decode_responses=True)
         self._redis = client
         self.prefix = prefix
-        self._offer = client.register_script(_OFFER_NEWEST)
-        self._release = client.register_script(_RELEASE)
-        self._set_fenced = client.register_script(_SET_FENCED)
-        self._acquire_and_read = client.register_script(_ACQUIRE_AND_READ)
+        scripts = (_OFFER_NEWEST, _RELEASE, _SET_FENCED, _ACQUIRE_AND_READ)
+        self._offer, self._release, self._set_fenced, self._acquire_and_read = map(client.register_script, scripts)
 
     def _key(self, key: str) -> str:
         return self.prefix + key

@@ -50,6 +50,7 @@ def parse_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) ->
             raise ArgumentError("malformed_json", f"arguments are not UTF-8: {exc.reason}") from exc
     if raw is None:
         return {}
+    value = raw
     if isinstance(raw, str):
         _check_size(len(raw.encode("utf-8")), max_bytes)
         if not raw.strip():
@@ -61,8 +62,6 @@ def parse_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES) ->
             raise ArgumentError("malformed_json", reason) from exc
         except RecursionError as exc:
             raise ArgumentError("too_deep", f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels") from exc
-    else:
-        value = raw
     if not isinstance(value, dict | Mapping):
         raise ArgumentError("not_an_object", f"arguments must be a JSON object, got {_json_type(value)}")
     check_json_value(value)
@@ -145,8 +144,7 @@ def attach_server_context(arguments: Mapping[str, Any], context: Mapping[str, An
     """Return ``arguments`` plus trusted ``context`` (``ArgumentError`` if the model set it or a ``reserved`` field)."""
     if not context and not reserved:
         return dict(arguments)
-    supplied = [key for key in sorted(set(context) | set(reserved)) if key in arguments]
-    if supplied:
+    if supplied := [key for key in sorted(set(context) | set(reserved)) if key in arguments]:
         names = ", ".join(repr(k) for k in supplied)
         raise ArgumentError("server_context", f"argument(s) {names} are set by the server, not by the model")
     return {**arguments, **context}
@@ -202,8 +200,7 @@ class ArgumentAccumulator:
 
     def name(self, call_id: str) -> str:
         """Return the tool name seen for a pending call (empty when none yet)."""
-        buffer = self._buffers.get(call_id)
-        return buffer.name if buffer else ""
+        return self._buffers.get(call_id, _Buffer()).name
 
     def finish(self, call_id: str) -> dict[str, Any]:
         """Finalise a call and return its parsed arguments (``ArgumentError`` as :func:`parse_arguments`, or twice)."""
@@ -243,8 +240,7 @@ def prepare_arguments(raw: Any, *, max_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
     model_arguments = parse_arguments(raw, max_bytes=max_bytes)
     context = dict(trusted or {})
     attach_server_context(model_arguments, context, reserved=reserved)  # refuses model-supplied context first
-    problems = validate_arguments(model_arguments, schema) if schema is not None else []
-    if problems:
+    if schema is not None and (problems := validate_arguments(model_arguments, schema)):
         raise ArgumentError("invalid", "invalid arguments: " + "; ".join(problems))
     normalized = model_arguments if normalizer is None else normalize_arguments(normalizer, model_arguments)
     changed = normalized if normalizer is not None and normalized != model_arguments else None

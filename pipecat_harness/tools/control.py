@@ -72,10 +72,9 @@ class ToolGateControl(HarnessControl):
     def __init__(self, harness: ControlHost) -> None:
         super().__init__(harness)
         settings = harness.config.tool_gate
-        self.ledger: OperationStore | None = None
-        if settings.ledger_url:
-            self.ledger = open_store("operation_ledger", "tool_gate.ledger_url", settings.ledger_url,
-                                     table_prefix=settings.ledger_table_prefix)
+        self.ledger: OperationStore | None = open_store(
+            "operation_ledger", "tool_gate.ledger_url", settings.ledger_url,
+            table_prefix=settings.ledger_table_prefix) if settings.ledger_url else None
         self._ledger_ready = asyncio.Lock()
         self._ledger_created = False
         self.gate = ToolGate(write_tools=set(harness.write_tools), ledger=self.ledger, tenant=settings.tenant,
@@ -147,16 +146,12 @@ class ToolGateControl(HarnessControl):
 
     def declare(self, name: str, *, write: bool) -> None:
         """Declare ``name`` a write (deduplicated, recorded) or a read tool."""
-        writes = set(self.gate.write_tools)
-        writes.add(name) if write else writes.discard(name)
-        self.gate.write_tools = frozenset(writes)
+        self.gate.write_tools = self.gate.write_tools | {name} if write else self.gate.write_tools - {name}
         self.read_tools.discard(name) if write else self.read_tools.add(name)
 
     def declared_write(self, name: str) -> bool | None:
         """``True`` for a declared write, ``False`` for a read, ``None`` when undeclared."""
-        if name in self.gate.write_tools:
-            return True
-        return False if name in self.read_tools else None
+        return True if name in self.gate.write_tools else False if name in self.read_tools else None
 
     def undeclared_error(self, name: str) -> UndeclaredTool:
         """The error for a tool declared neither a read nor a write."""
@@ -198,10 +193,7 @@ class ToolGateControl(HarnessControl):
                                                 "reason": describe_error(exc)})
                 payload = {"status": "outcome_unknown", "reason": f"the tool could not be run: {describe_error(exc)}"}
                 properties = None
-            if properties is not None:
-                await params.result_callback(payload, properties=properties)
-            else:
-                await params.result_callback(payload)
+            await params.result_callback(payload, **({"properties": properties} if properties is not None else {}))
 
         gated.__name__ = f"gated_{name}"
         setattr(gated, GATED_MARK, True)
@@ -210,9 +202,8 @@ class ToolGateControl(HarnessControl):
     def attach(self, llm: Any) -> None:
         """Gate every handler ``llm`` holds or will hold, however it is registered (idempotent)."""
         registry = function_registry(llm) if isinstance(llm, LLMService) else None
-        if isinstance(registry, GatedRegistry) or registry is None:
-            return
-        replace_function_registry(llm, GatedRegistry(self, registry))
+        if registry is not None and not isinstance(registry, GatedRegistry):
+            replace_function_registry(llm, GatedRegistry(self, registry))
 
     def gate_entry(self, name: str | None, item: Any) -> Any:
         """Return a registry entry whose handler is gated (entries already gated pass unchanged)."""

@@ -43,13 +43,13 @@ class SharedEngine:
 _BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, SharedEngine]] = weakref.WeakKeyDictionary()
 
 
-def _new_shared(url: str) -> SharedEngine:
+def _new_shared(url: str, users: int = 0) -> SharedEngine:
     private_dir = None
     if is_memory_sqlite(url):
         private_dir = tempfile.mkdtemp(prefix="harness-ledger-")
         url = f"sqlite+aiosqlite:///{private_dir}/ledger.db"
     lock = asyncio.Lock() if url.startswith("sqlite") else None
-    return SharedEngine(make_engine(url), make_store(url), lock, private_dir=private_dir)
+    return SharedEngine(make_engine(url), make_store(url), lock, users, private_dir=private_dir)
 
 
 def shared_engine_for(engine: AsyncEngine) -> SharedEngine:
@@ -66,13 +66,9 @@ def acquire_engine(url: str) -> SharedEngine:
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        shared = _new_shared(url)
-        shared.users = 1
-        return shared
+        return _new_shared(url, 1)
     engines = _BY_LOOP.setdefault(loop, {})
-    found = engines.get(url)
-    if found is None:
-        found = engines[url] = _new_shared(url)
+    found = engines.get(url) or engines.setdefault(url, _new_shared(url))
     found.users += 1
     return found
 

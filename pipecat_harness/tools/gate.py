@@ -131,7 +131,7 @@ class ToolGate:
 
     async def close(self) -> None:
         """Start no more writes; running handlers go on to their end and settle their records (never cancelled)."""
-        await self.writes.close()
+        self.writes.stop()
 
     async def call(self, name: str, arguments: Any, handler: GateHandler, *, tool_call_id: str | None = None,
                    context: Mapping[str, Any] | None = None,
@@ -182,8 +182,7 @@ class ToolGate:
                 evidence["normalized_arguments"] = normalized
             digest = request_hash(name, final_arguments)
         except (ArgumentError, CanonicalizationError) as exc:
-            kind = exc.kind if isinstance(exc, ArgumentError) else "invalid"
-            return self.refuse(GateStatus.BLOCKED, name, write, evidence, kind, str(exc))
+            return self.refuse(GateStatus.BLOCKED, name, write, evidence, getattr(exc, "kind", "invalid"), str(exc))
         evidence["request_hash"] = digest[:16]
         return final_arguments, digest
 
@@ -260,7 +259,5 @@ class ToolGate:
     def outcome(self, decision: Any, result: GateResult) -> None:
         """Attach a result to a recorded decision."""
         if self.decisions is not None and decision is not None:
-            outcome: dict[str, Any] = {"status": result.status.value}
-            if result.reason:
-                outcome["reason"] = result.reason
-            self.decisions.outcome(decision, outcome)
+            reason = {"reason": result.reason} if result.reason else {}
+            self.decisions.outcome(decision, {"status": result.status.value, **reason})

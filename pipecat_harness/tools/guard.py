@@ -36,8 +36,7 @@ class GenerationGuard(FrameProcessor):
 
     def __init__(self, on_unknown_tool: Any = None, notices: Any = None, on_lifecycle: Any = None,
                  **kwargs: Any) -> None:
-        kwargs.setdefault("enable_direct_mode", True)
-        super().__init__(**kwargs)
+        super().__init__(**{"enable_direct_mode": True, **kwargs})
         self._on_lifecycle = on_lifecycle
         self.interruptions = 0
         self._mark = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -106,19 +107,15 @@ class OperationLedger(LedgerRecovery):
         if self._closed:
             return
         self._closed = True
-        if self._url is not None:
-            await release_engine(self._url, self._shared)
-        else:
-            await self.store.close()
+        await (release_engine(self._url, self._shared) if self._url is not None else self.store.close())
 
     def _insert(self, tenant: str, key: str, op_type: str, request_hash: str, scope: str | None,
                 **state: Any) -> asyncio.Future[tuple[OperationRecord, bool]]:
         """Insert a record (``prepared``, unless ``state`` says otherwise), begun at once, resolved when it ran."""
         now = self.clock()
-        values = {"tenant": tenant, "idempotency_key": key, "scope": scope or key, "attempt": 0, "op_type": op_type}
-        values.update(request_hash=request_hash, status=S.PREPARED.value, result=None, error=None, version=1)
-        values.update(created_at=now, updated_at=now, owner="", lease_until=0.0, resource="")
-        values.update(state)
+        values = {"tenant": tenant, "idempotency_key": key, "scope": scope or key, "attempt": 0, "op_type": op_type,
+                  "request_hash": request_hash, "status": S.PREPARED.value, "result": None, "error": None, "version": 1,
+                  "created_at": now, "updated_at": now, "owner": "", "lease_until": 0.0, "resource": "", **state}
         answer: asyncio.Future[tuple[OperationRecord, bool]] = asyncio.get_running_loop().create_future()
 
         def answered(inserted: asyncio.Future[Any]) -> None:
@@ -259,10 +256,9 @@ class LedgerOperations:
         self.ledger: OperationStore | None = ledger
         self._ledger = ledger
         self.tenant = tenant
-
-    def now(self) -> float:
-        """See :class:`Operations`."""
-        return self._ledger.clock()
+        self.now = ledger.clock
+        self.get = functools.partial(ledger.get, tenant)
+        self.release = ledger.release
 
     def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
               lease_until: float, resource: str = "") -> Awaitable[tuple[OperationRecord, bool]]:
@@ -270,22 +266,14 @@ class LedgerOperations:
         return self._ledger.start(self.tenant, key, op_type, request_hash, scope=scope, owner=owner,
                                   lease_until=lease_until, resource=resource)
 
-    async def get(self, key: str) -> OperationRecord | None:
-        """See :class:`Operations`."""
-        return await self._ledger.get(self.tenant, key)
-
     async def claim(self, record: OperationRecord, owner: str, lease_until: float) -> OperationRecord | None:
         """See :class:`Operations`."""
         return await self._ledger.claim(record, owner=owner, lease_until=lease_until)
 
     async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
                      error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
-        """See :class:`Operations`."""
+        """See :class:`Operations` (the ledger's, looked up at each call)."""
         return await self._ledger.settle(record, status, result=result, error=error, lease_until=lease_until)
-
-    async def release(self, record: OperationRecord) -> None:
-        """See :class:`Operations`."""
-        await self._ledger.release(record)
 
     async def reconcile(self, record: OperationRecord, reconciler: Reconciler,
                         grace_secs: float = 0.0) -> OperationRecord:

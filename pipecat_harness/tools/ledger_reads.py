@@ -30,8 +30,7 @@ def insert_answer(values: dict[str, Any], row: Sequence[Any] | None) -> tuple[Op
     """The record an insert of ``values`` leaves, and whether it created it (``row``: the one stored before, if any)."""
     if row is None:
         record = object.__new__(OperationRecord)
-        record.__dict__.update(values)
-        record.__dict__["status"] = OperationStatus(values["status"])
+        record.__dict__.update(values, status=OperationStatus(values["status"]))
         return record, True
     existing = record_of(row)
     if existing.request_hash != values["request_hash"] or existing.op_type != values["op_type"]:
@@ -68,8 +67,7 @@ class LedgerReads:
 
     async def get(self, tenant: str, idempotency_key: str) -> OperationRecord | None:
         """Return the record for a key, or ``None``."""
-        row = await self.store.get(self.table_prefix, tenant, idempotency_key)
-        if row is None:
+        if (row := await self.store.get(self.table_prefix, tenant, idempotency_key)) is None:
             return None
         self._saw(row[15])
         return record_of(row)

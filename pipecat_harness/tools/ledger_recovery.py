@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from pipecat_harness.tools.ledger_reads import LedgerReads
 from pipecat_harness.tools.operation_state import (
@@ -22,10 +22,8 @@ S = OperationStatus
 class LedgerRecovery(LedgerReads):
     """Recovery and reconciliation of :class:`~pipecat_harness.tools.ledger.OperationLedger`."""
 
-    async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
-                     error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
-        """Record an outcome (implemented by the ledger)."""
-        raise NotImplementedError
+    settle: Callable[..., Awaitable[OperationRecord]]
+    """Record an outcome (implemented by the ledger)."""
 
     async def mark_unknown(self, record: OperationRecord, reason: str) -> OperationRecord:
         """Record that an ``executing`` operation's outcome is unknown (e.g. its process died)."""

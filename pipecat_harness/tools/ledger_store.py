@@ -301,9 +301,8 @@ async def _keep_session(_connection: Any) -> None:
 def is_memory_sqlite(url: str) -> bool:
     """Whether a ledger URL names an in-memory SQLite database."""
     parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return False
-    return (parsed.database or "") in ("", ":memory:") or parsed.query.get("mode") == "memory"
+    return parsed.get_backend_name() == "sqlite" and (
+        (parsed.database or "") in ("", ":memory:") or parsed.query.get("mode") == "memory")
 
 
 def make_store(url: str) -> LedgerStore:

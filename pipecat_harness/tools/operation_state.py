@@ -120,9 +120,8 @@ class OperationRecord:
         copy = object.__new__(OperationRecord)
         fields = copy.__dict__
         fields.update(self.__dict__)
-        for name in changes:
-            if name not in fields:
-                raise TypeError(f"OperationRecord has no field {name!r}")
+        if unknown := [name for name in changes if name not in fields]:
+            raise TypeError(f"OperationRecord has no field {unknown[0]!r}")
         fields.update(changes)
         return copy
 

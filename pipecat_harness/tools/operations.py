@@ -117,17 +117,15 @@ class MemoryOperations:
     async def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
                     lease_until: float, resource: str = "") -> tuple[OperationRecord, bool]:
         """See :class:`Operations`."""
-        existing = self._records.get(key)
-        if existing is not None:
+        if (existing := self._records.get(key)) is not None:
             if existing.request_hash != request_hash or existing.op_type != op_type:
                 raise IdempotencyConflict(f"idempotency key {key!r} was used for a different request")
             return existing, False
         self._claim_resource(key, resource)
         now = time.time()
-        record = OperationRecord(self.tenant, key, op_type, request_hash, S.EXECUTING, scope=scope, attempt=1,
-                                 created_at=now, updated_at=now, owner=owner, lease_until=lease_until,
-                                 resource=resource)
-        self._records[key] = record
+        record = self._records[key] = OperationRecord(self.tenant, key, op_type, request_hash, S.EXECUTING, scope=scope,
+                                                      attempt=1, created_at=now, updated_at=now, owner=owner,
+                                                      lease_until=lease_until, resource=resource)
         return record, True
 
     async def get(self, key: str) -> OperationRecord | None:
@@ -188,8 +186,7 @@ class MemoryOperations:
 
     async def unknown(self, scope_prefix: str) -> list[OperationRecord]:
         """See :class:`Operations`."""
-        return [r for r in self._records.values()
-                if r.status == S.OUTCOME_UNKNOWN and r.scope.startswith(scope_prefix)]
+        return [r for r in self._records.values() if r.status == S.OUTCOME_UNKNOWN and r.scope.startswith(scope_prefix)]
 
     async def unsettled_on(self, scope_prefix: str, resource: str) -> list[OperationRecord]:
         """See :class:`Operations`."""

@@ -19,7 +19,6 @@ from typing import Any
 from loguru import logger
 from sqlalchemy import and_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipecat_harness.tools.ledger import OperationLedger
 from pipecat_harness.tools.owners import new_owner, owner_gone
@@ -121,8 +120,8 @@ class OutboxPublisher:
                     logger.error(f"outbox event {event.event_id} undeliverable after {attempts} attempts: {exc}")
                 continue
             async with self.ledger.begin() as conn:
-                now = self.ledger.clock()
-                await conn.execute(mine.values(published_at=now, attempts=outbox.c.attempts + 1, last_error=None))
+                await conn.execute(mine.values(published_at=self.ledger.clock(), attempts=outbox.c.attempts + 1,
+                                               last_error=None))
             delivered += 1
         return delivered, failed
 
@@ -190,10 +189,6 @@ class OutboxConsumer:
         async with self.ledger.engine.connect() as conn:
             return (await conn.execute(query)).first() is not None
 
-    async def _mark(self, conn: AsyncConnection, event: OutboxEvent) -> None:
-        mark = {"consumer": self.name, "event_id": event.event_id, "consumed_at": self.ledger.clock()}
-        await conn.execute(self.ledger.tables.consumed.insert().values(mark))
-
     async def __call__(self, event: OutboxEvent) -> None:
         """Handle ``event`` unless it was handled before (usable as an :data:`EventSink`)."""
         if not self.in_transaction and await self.seen(event.event_id):
@@ -203,7 +198,9 @@ class OutboxConsumer:
             await self.handler(event)
         try:
             async with self.ledger.begin() as conn:
-                await self._mark(conn, event)  # a duplicate fails here, before any effect in a transaction
+                mark = {"consumer": self.name, "event_id": event.event_id, "consumed_at": self.ledger.clock()}
+                # A duplicate fails here, before any effect in a transaction.
+                await conn.execute(self.ledger.tables.consumed.insert().values(mark))
                 if self.in_transaction:
                     await self.handler(event, conn)
         except IntegrityError:

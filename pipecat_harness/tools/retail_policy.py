@@ -15,9 +15,7 @@ def large_refund_rule(threshold_usd: float = 100.0) -> PolicyRule:
             amount = float(request.arguments.get("amount_usd", 0))
         except (TypeError, ValueError):
             return None
-        if amount > threshold_usd:
-            reason = f"a refund of ${amount:,.2f} is above ${threshold_usd:,.2f}; read the amount back first"
-            return PolicyVerdict("clarify", reason)
-        return None
+        reason = f"a refund of ${amount:,.2f} is above ${threshold_usd:,.2f}; read the amount back first"
+        return PolicyVerdict("clarify", reason) if amount > threshold_usd else None
 
     return PolicyRule("large_refund_confirmation", check, tools=frozenset({"issue_refund"}), once_per_call=True)

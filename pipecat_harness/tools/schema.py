@@ -23,8 +23,7 @@ _MAX_VALIDATORS = 256
 
 def _validator(schema: Mapping[str, Any]) -> Draft202012Validator | str:
     """The compiled validator of ``schema``, or the sentence saying why the schema is not valid."""
-    cached = _VALIDATORS.get(id(schema))
-    if cached is not None and cached[0] is schema:
+    if (cached := _VALIDATORS.get(id(schema))) is not None and cached[0] is schema:
         return cached[1]
     compiled: Draft202012Validator | str
     try:
@@ -54,7 +53,5 @@ def schema_of(tool: Any) -> dict[str, Any]:
     if isinstance(tool, Mapping):
         if isinstance(tool.get("function"), Mapping):
             tool = tool["function"]
-        if isinstance(tool.get("parameters"), Mapping):
-            return dict(tool["parameters"])
-        return dict(tool)
+        return dict(tool["parameters"] if isinstance(tool.get("parameters"), Mapping) else tool)
     raise TypeError(f"cannot read a parameters schema from {type(tool).__name__}")

@@ -43,10 +43,7 @@ def _resolve_all(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | 
     for future, result, error in outcomes:
         if future.done():  # the caller was cancelled; the unit ran (or not) all the same
             continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
+        future.set_exception(error) if error is not None else future.set_result(result)
 
 
 class SqliteThread:
@@ -106,8 +103,7 @@ class SqliteThread:
                         stop = True
                         continue
                     future, work, transaction = unit
-                    if conn is None:
-                        conn = self._connect()
+                    conn = conn or self._connect()
                     result, error = self._run(conn, work, transaction)
                     if future is not None:
                         outcomes.setdefault(future.get_loop(), []).append((future, result, error))

@@ -32,10 +32,6 @@ _OWNER_STOPPED = "its owner stopped while it was executing"
 _TELL = "Tell the caller you are checking, and do not change it until it is known."
 
 
-def _created(started: tuple[OperationRecord, bool]) -> OperationRecord | None:
-    return started[0] if started[1] else None
-
-
 class WriteRunner(Settlements):
     """Runs write operations for one gate: starts or finds each, runs its handler once, hands it on to settle."""
 
@@ -55,9 +51,7 @@ class WriteRunner(Settlements):
     @contextlib.asynccontextmanager
     async def _locked(self, name: str) -> AsyncIterator[None]:
         """Hold the lock of a key (or resource), which exists while someone uses it."""
-        entry = self._locks.get(name)
-        if entry is None:
-            entry = self._locks[name] = (asyncio.Lock(), [0])
+        entry = self._locks.get(name) or self._locks.setdefault(name, (asyncio.Lock(), [0]))
         entry[1][0] += 1
         try:
             async with entry[0]:
@@ -76,8 +70,7 @@ class WriteRunner(Settlements):
         async with self._locked(key):
             running = self._running.get(key)
             if running is None:
-                resource = identity.resource
-                async with self._locked(f"\x00{resource}") if resource else contextlib.nullcontext():
+                async with self._locked(f"\x00{identity.resource}") if identity.resource else contextlib.nullcontext():
                     begun = await self._begin(request, identity, should_proceed)
                 if isinstance(begun, GateResult):
                     return begun
@@ -108,9 +101,7 @@ class WriteRunner(Settlements):
 
     def _handler_returned(self, task: asyncio.Future[Any], key: str) -> None:
         self._handlers.discard(task)
-        self._handler_keys[key] -= 1
-        if not self._handler_keys[key]:
-            del self._handler_keys[key]
+        self._handler_keys -= Counter((key,))  # drops the key at zero
         if self._closed and not self._handlers:
             release_owner(self.owner)
 
@@ -135,15 +126,13 @@ class WriteRunner(Settlements):
         if self._closed:
             return refuse(GateStatus.NOT_EXECUTED, "closed", "not executed: the call is ending")
         slot = f"{identity.call_id}:{identity.resource}" if identity.resource else ""
-        if slot:
-            held = await self._conflict(request, identity, slot)
-            if held is not None:
-                return held
+        if slot and (held := await self._conflict(request, identity, slot)) is not None:
+            return held
         lease_until = self.operations.now() + self.lease_secs
         try:
             start = self.operations.start(key, request.name, identity.request_hash, identity.scope, self.owner,
                                           lease_until, slot)
-            record, created = await self._own(start, key, 1, _created)
+            record, created = await self._own(start, key, 1, lambda started: started[0] if started[1] else None)
         except ResourceBusy:
             return self._busy(request, identity)
         if created:
@@ -184,10 +173,8 @@ class WriteRunner(Settlements):
         abandon = functools.partial(self._never_left, mine=mine, key=key, attempt=attempt)
         try:
             return await owned(write, self.timeout_secs, abandon, inline=self.operations.inline)
-        except StoreTimeout:  # given up on: _never_left follows the write
-            raise
-        except Exception as exc:
-            if transient(exc):  # the database, not the state machine, said no: it may have committed all the same
+        except Exception as exc:  # a StoreTimeout was given up on: _never_left follows the write
+            if transient(exc) and not isinstance(exc, StoreTimeout):  # the database said no: it may have committed
                 await self._settle_lost(key, attempt)
             raise
 
@@ -259,7 +246,3 @@ class WriteRunner(Settlements):
         self._closed = True
         if not self._handlers:
             release_owner(self.owner)
-
-    async def close(self) -> None:
-        """See :meth:`stop`."""
-        self.stop()

@@ -111,10 +111,9 @@ class _Records:
                 self.call_id = str(event.data.get("call_id", ""))
             elif event.lane == "caller" and event.kind == "submitted":
                 self.turns[len(self.turns) + 1] = event
-            elif event.lane == "tool" and event.kind == "tool_request":
-                self.requests[str(event.data.get("tool_call_id"))] = event
-            elif event.lane == "tool" and event.kind == "tool_result":
-                self.results[str(event.data.get("tool_call_id"))] = event
+            elif event.lane == "tool" and event.kind in {"tool_request", "tool_result"}:
+                calls = self.requests if event.kind == "tool_request" else self.results
+                calls[str(event.data.get("tool_call_id"))] = event
             elif event.lane == "control" and event.kind in {"decision", "decision_outcome"}:
                 self._decision(event)
             elif event.lane == "control" and event.kind == "call_state":

@@ -91,15 +91,12 @@ def render_timeline(timeline: Timeline, *, console: Console | None = None, full:
     the events of those lanes.
     """
     console = console or Console()
-    events = list(timeline) if full else short_timeline(timeline)
+    events = [e for e in (timeline if full else short_timeline(timeline)) if not lanes or e.lane in lanes]
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    table.add_column("t (s)", justify="right", no_wrap=True)
-    table.add_column("lane", no_wrap=True)
-    table.add_column("event", no_wrap=True)
+    for column in ("t (s)", "lane", "event"):
+        table.add_column(column, justify="right" if column == "t (s)" else "left", no_wrap=True)
     table.add_column("detail", overflow="fold")
     for event in events:
-        if lanes and event.lane not in lanes:
-            continue
         style: Any = _LANE_STYLES.get(event.lane, "")
         detail = describe_event(event, width=None if full else 110)
         table.add_row(f"{event.t:7.2f}", Text(event.lane, style=style), event.kind, Text(detail))

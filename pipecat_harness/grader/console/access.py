@@ -111,10 +111,9 @@ class ConsoleAccess:
         session_id, _, signature = value.rpartition(".")
         if not hmac.compare_digest(_digest(signature), _digest(self._sign(session_id))):
             return None
-        session = self._sessions.get(session_id)
-        if session is not None and session.expires <= self._clock():
+        if (session := self._sessions.get(session_id)) is not None and session.expires <= self._clock():
             del self._sessions[session_id]
-            session = None
+            return None
         return None if session is None else session_id
 
     def scope_for_cookie(self, value: str | None) -> Scope | None:

@@ -123,10 +123,8 @@ async def tenant_rates(store: AuditStore, tenant: str, *, days: int = 30, today:
         for created_at, call_id, turn_id, verdict in (await conn.execute(query)).all():
             day = datetime.fromtimestamp(created_at, UTC).date()
             turns.setdefault((call_id, turn_id), (day, set()))[1].add(verdict)
-    counts = {first + timedelta(days=i): [0, 0, 0] for i in range(days)}
+    per_day: dict[date, list[set[str]]] = {first + timedelta(days=i): [] for i in range(days)}
     for day, verdicts in turns.values():
-        bucket = counts[day]
-        bucket[0] += 1
-        bucket[1] += bool(verdicts & FLAGGED)
-        bucket[2] += "out_of_scope" in verdicts
-    return [RatePoint(day, *values) for day, values in counts.items()]
+        per_day[day].append(verdicts)
+    return [RatePoint(day, len(seen), sum(bool(v & FLAGGED) for v in seen), sum("out_of_scope" in v for v in seen))
+            for day, seen in per_day.items()]

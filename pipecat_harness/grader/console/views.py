@@ -29,13 +29,10 @@ _SEVERITIES = ("critical", "warning", "info")
 _STYLESHEET = Markup((_HERE / "static" / "console.css").read_text(encoding="utf-8"))  # the package's own file
 
 
-def _when(stamp: float | None) -> str:
-    return datetime.fromtimestamp(stamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if stamp else ""
-
-
 _RECORD_KINDS = {"caller_turn": "Caller turn", "tool_result": "Tool result", "ledger_event": "Ledger event"}
 _ENV = Environment(loader=FileSystemLoader(_HERE / "templates"), autoescape=True, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(when=_when, urlpart=lambda value: quote(value, safe=""),
+_ENV.filters.update(when=lambda at: datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if at else "",
+                    urlpart=lambda value: quote(value, safe=""),
                     refs=lambda row: ", ".join(r.strip() for r in (row.constraint_ref or "none").split(",")),
                     call_url=lambda row: call_links(row.tenant, row.call_id, row.turn_id)["operator_console"])
 _ENV.globals.update(stylesheet=_STYLESHEET, review_actions=REVIEW_STATUS, severities=_SEVERITIES, categories=CATEGORIES,

@@ -137,8 +137,7 @@ class CachedWhisperSTTService(WhisperSTTService):
 
     async def _heard(self, audio: bytes, vocabulary: str) -> tuple[str, ErrorFrame | None]:
         key = transcript_key(audio, vocabulary, self._prompt, self._model_id)
-        text = self._cache.transcript(key)
-        if text is not None:
+        if (text := self._cache.transcript(key)) is not None:
             return text, None
         self._load_model(int(key[:8], 16))
         cast(WhisperSTTSettings, self.settings).hotwords = vocabulary or None

@@ -138,6 +138,8 @@ async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float, rec
     start = loop.time()
     events: list[RecordedEvent] = []
     stt = CachedWhisperSTTService(cache, latency_secs=stt_latency_secs, model=recogniser)
+    kinds = {VADUserStartedSpeakingFrame: "vad_start", VADUserStoppedSpeakingFrame: "vad_stop",
+             TranscriptionFrame: "final"}
 
     class _Tap(BaseObserver):
         async def on_push_frame(self, data: FramePushed) -> None:
@@ -145,13 +147,9 @@ async def _front_end(pcm: bytes, cache: AudioCache, stt_latency_secs: float, rec
             if data.source is not stt or data.direction != FrameDirection.DOWNSTREAM:
                 return
             frame: Any = data.frame
-            t = round(loop.time() - start, 4)
-            if isinstance(frame, VADUserStartedSpeakingFrame):
-                events.append(RecordedEvent(t, "vad_start"))
-            elif isinstance(frame, VADUserStoppedSpeakingFrame):
-                events.append(RecordedEvent(t, "vad_stop"))
-            elif isinstance(frame, TranscriptionFrame):
-                events.append(RecordedEvent(t, "final", frame.text))
+            kind = next((kind for cls, kind in kinds.items() if isinstance(frame, cls)), None)
+            if kind is not None:
+                events.append(RecordedEvent(round(loop.time() - start, 4), kind, frame.text if kind == "final" else ""))
 
     chunk = int(_CHUNK_SECS * SAMPLE_RATE) * 2
     frames: list[Frame] = []

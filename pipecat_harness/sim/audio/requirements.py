@@ -22,7 +22,6 @@ def missing_audio_packages() -> list[str]:
 
 def require_audio_mode() -> None:
     """Raise :class:`AudioModeUnavailable` naming what to install when audio mode cannot run."""
-    missing = missing_audio_packages()
-    if missing:
+    if missing := missing_audio_packages():
         raise AudioModeUnavailable(f"audio mode needs {', '.join(missing)}; install them with: "
                                    "pip install 'pipecat-harness[audio]'")

