@@ -249,13 +249,10 @@ def render_state(state: CallState, *, max_chars: int = 1200) -> str:
     lines = [f"{STATE_MESSAGE_MARK} version {state.version}"]
     facts = [f"{name}={json.dumps(f.value, default=str)} ({f.provenance.source} turn {f.provenance.turn_id})"
              for name, f in state.working.items()]
-    if facts:
-        lines.append("confirmed: " + "; ".join(facts))
-    if state.pending:
-        lines.append("pending: " + "; ".join(f"{name}={f.value}" for name, f in state.pending.items()))
+    pending = [f"{name}={f.value}" for name, f in state.pending.items()]
     operations = [f"{op_id} {record.get('tool')} {record.get('status')}" for op_id, record in state.operations.items()]
-    if operations:
-        lines.append("operations: " + "; ".join(operations[-8:]))
+    lines += [f"{label}: " + "; ".join(items) for label, items in
+              (("confirmed", facts), ("pending", pending), ("operations", operations[-8:])) if items]
     if state.delivery:
         lines.append(f"last reply: {state.delivery.get('delivery')}")
     text = "\n".join(lines)

@@ -145,9 +145,8 @@ def _pair(cell: dict[str, Any], percent: bool = False) -> str:
 
 def print_comparison(rows: list[dict[str, Any]], console: Console | None = None) -> None:
     """Print the comparison of this run with an earlier results file."""
-    table = Table(title="compared with the earlier run", title_justify="left")
-    for column in ("control", "target", "target on (old → new)", "pass rate on (old → new)", "keep (old → new)"):
-        table.add_column(column)
+    columns = "control", "target", "target on (old → new)", "pass rate on (old → new)", "keep (old → new)"
+    table = Table(*columns, title="compared with the earlier run", title_justify="left")
     for row in rows:
         keep = f"{row['keep']['old']} → {row['keep']['new']}"
         table.add_row(row["control"], row["target"], _pair(row["target_on"]), _pair(row["pass_rate_on"], True), keep)

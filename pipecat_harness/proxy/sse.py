@@ -14,7 +14,7 @@ from typing import Any
 
 from pipecat_harness.proxy.upstream import ToolCallDelta
 
-__all__ = ["DONE_EVENT", "ChunkWriter", "sse_event"]
+__all__ = ["DONE_EVENT", "ChunkWriter"]
 
 DONE_EVENT = b"data: [DONE]\n\n"
 
@@ -30,11 +30,6 @@ def _dumps(value: Any) -> str:
 def _utf8(text: str) -> bytes:
     # A lone surrogate (a model can emit one) has no UTF-8 form: written as its JSON escape, the event stays valid.
     return text.encode("utf-8", "backslashreplace")
-
-
-def sse_event(payload: dict[str, Any]) -> bytes:
-    """One ``data:`` event (always valid UTF-8, even when a model emitted a lone surrogate)."""
-    return _utf8(f"data: {_dumps(payload)}\n\n")
 
 
 class ChunkWriter:

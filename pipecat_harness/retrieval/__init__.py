@@ -46,6 +46,7 @@ _STORE_NAMES = {
     **dict.fromkeys(["PreparedCorpus", "build_file_retriever", "clear_prepared", "prepare_corpus"], "prepared"),
     "SentenceReranker": "rerank",
     "EvidenceRetriever": "retriever",
+    "reciprocal_rank_fusion": "retriever",
 }
 
 

@@ -53,31 +53,29 @@ def add_parser(subparsers: Any) -> None:
         description="Run each scenario as a call through a real Pipecat pipeline on virtual time, with no keys "
         "and no network. Exits 1 when a call's outcome differs from what the scenario expects with the active "
         "controls, 2 when a scenario or setting cannot be used.")
-    parser.add_argument("scenarios", nargs="*",
-                        help="scenario files, directories or bundled scenario names (default: the bundled set)")
-    parser.add_argument("-s", "--scenario", action="append", default=[], metavar="NAME",
-                        help="a bundled scenario by name, e.g. duplicate_refund (repeatable; --list shows them)")
-    parser.add_argument("--list", action="store_true", help="list the bundled scenarios and exit")
-    parser.add_argument("--config", help="a HarnessConfig YAML file (default: each scenario domain's preset)")
+    add = parser.add_argument
+    add("scenarios", nargs="*", help="scenario files, directories or bundled scenario names (default: the bundled set)")
+    add("-s", "--scenario", action="append", default=[], metavar="NAME",
+        help="a bundled scenario by name, e.g. duplicate_refund (repeatable; --list shows them)")
+    add("--list", action="store_true", help="list the bundled scenarios and exit")
+    add("--config", help="a HarnessConfig YAML file (default: each scenario domain's preset)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--controls",
                        help=f"comma-separated controls to enable, the rest off ({', '.join(CONTROL_NAMES)})")
     group.add_argument("--no-controls", action="store_true", help="run with every control off")
-    parser.add_argument("--without", action="append", default=[], metavar="CONTROL", help="switch one control off")
-    parser.add_argument("--services", choices=SIM_SERVICES, default="scripted",
-                        help="scripted: the simulator's own LLM and TTS; loopback: the bots' Deepgram, Gemini and "
-                        "ElevenLabs services against protocol fakes on 127.0.0.1 (loopback-openai: "
-                        "OpenAILLMService instead of Gemini)")
-    parser.add_argument("--traces", default="traces", help="directory for call timelines (default: ./traces)")
-    parser.add_argument("--timeline", nargs="?", const="short", choices=["short", "full", "none"], default=None,
-                        help="print every call's timeline (short, or full with per-frame events); none prints no "
-                        "timeline; by default only calls not as expected get theirs")
-    parser.add_argument("--audio", action="store_true",
-                        help="voice the caller with Piper and recognise it with Silero VAD and Whisper tiny.en "
-                        "(needs the [audio] extra; audio and transcripts are cached)")
-    parser.add_argument("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
-                        help="with --audio: the stop strategy (default: speech_timeout)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show Pipecat's logs")
+    add("--without", action="append", default=[], metavar="CONTROL", help="switch one control off")
+    add("--services", choices=SIM_SERVICES, default="scripted", help="scripted: the simulator's own LLM and TTS; "
+        "loopback: the bots' Deepgram, Gemini and ElevenLabs services against protocol fakes on 127.0.0.1 "
+        "(loopback-openai: OpenAILLMService instead of Gemini)")
+    add("--traces", default="traces", help="directory for call timelines (default: ./traces)")
+    add("--timeline", nargs="?", const="short", choices=["short", "full", "none"], default=None,
+        help="print every call's timeline (short, or full with per-frame events); none prints no timeline; by default "
+        "only calls not as expected get theirs")
+    add("--audio", action="store_true", help="voice the caller with Piper and recognise it with Silero VAD and Whisper "
+        "tiny.en (needs the [audio] extra; audio and transcripts are cached)")
+    add("--turn-stop", choices=["speech_timeout", "smart_turn"], default="speech_timeout",
+        help="with --audio: the stop strategy (default: speech_timeout)")
+    add("-v", "--verbose", action="store_true", help="show Pipecat's logs")
     parser.set_defaults(func=_simulate)
 
 
