@@ -100,7 +100,8 @@ def domain_pass_rates(calls: Sequence[ArmCall]) -> dict[str, Any]:
     """Passed/calls per domain and the equal-weight mean of the domain pass rates."""
     rates: dict[str, Any] = {}
     for domain in sorted({c.domain for c in calls}, key=lambda d: (*DOMAINS, d).index(d)):
-        passed, mine = sum(c.passed for c in calls if c.domain == domain), [c for c in calls if c.domain == domain]
+        mine = [c for c in calls if c.domain == domain]
+        passed = sum(c.passed for c in mine)
         rates[domain] = {"passed": passed, "calls": len(mine), "rate": passed / len(mine)}
     means = [r["rate"] for r in rates.values()]
     return {"domains": rates, "equal_weight_mean": sum(means) / len(means) if means else None}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -256,9 +255,18 @@ class LedgerOperations:
         self.ledger: OperationStore | None = ledger
         self._ledger = ledger
         self.tenant = tenant
-        self.now = ledger.clock
-        self.get = functools.partial(ledger.get, tenant)
-        self.release = ledger.release
+
+    def now(self) -> float:
+        """See :class:`Operations`."""
+        return self._ledger.clock()
+
+    async def get(self, key: str) -> OperationRecord | None:
+        """See :class:`Operations`."""
+        return await self._ledger.get(self.tenant, key)
+
+    async def release(self, record: OperationRecord) -> None:
+        """See :class:`Operations`."""
+        await self._ledger.release(record)
 
     def start(self, key: str, op_type: str, request_hash: str, scope: str, owner: str,
               lease_until: float, resource: str = "") -> Awaitable[tuple[OperationRecord, bool]]:
@@ -272,7 +280,7 @@ class LedgerOperations:
 
     async def settle(self, record: OperationRecord, status: OperationStatus, *, result: Any = None,
                      error: str | None = None, lease_until: float = 0.0) -> OperationRecord:
-        """See :class:`Operations` (the ledger's, looked up at each call)."""
+        """See :class:`Operations`."""
         return await self._ledger.settle(record, status, result=result, error=error, lease_until=lease_until)
 
     async def reconcile(self, record: OperationRecord, reconciler: Reconciler,

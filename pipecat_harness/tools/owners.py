@@ -44,14 +44,15 @@ def owner_gone(token: OwnerToken) -> bool:
     pid_text = rest.partition(":")[0]
     if not token or host != _HOST or not pid_text.isdigit():
         return not token
-    if int(pid_text) == os.getpid():
+    pid = int(pid_text)
+    if pid == os.getpid():
         return token not in _LIVE
     try:
-        os.kill(int(pid_text), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:  # a live process of another user
-        pass
+        return False
     return False
 
 
